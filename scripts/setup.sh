@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The one entry point behind the README's commands. On a fresh Debian 12
+# machine, as root:
+#   scripts/setup.sh run    install what is missing, build, start kvringd with
+#                           defaults, run the demo worker, stop the server
+#   scripts/setup.sh test   install what is missing, build, run the whole test
+#                           suite through ctest (what .ci/run calls)
+#   scripts/setup.sh asan   the test suite under AddressSanitizer+UBSan
+#   scripts/setup.sh tsan   ring/doorbell/stress tests under ThreadSanitizer
+#   scripts/setup.sh deps   only install the Debian packages
+# Exit status: 0 only when everything asked for succeeded.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# Build and test dependencies, all from Debian's archive (README says why
+# each is here). Benchmark-only peers (libzmq, gnuplot) are installed by
+# the bench command, not here.
+deps=(build-essential cmake pkg-config liburing-dev libxxhash-dev
+      libcriterion-dev python3 clang)
+
+log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+install_deps() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "dependencies present"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		log "missing packages: ${missing[*]}; run as root or install them"
+		return 1
+	fi
+	log "installing: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# build DIR [cmake args...]
+build() {
+	local dir=$1
+	shift
+	cmake -S "$here" -B "$dir" -DKVR_WERROR=ON "$@" >/dev/null
+	cmake --build "$dir" -j"$jobs"
+}
+
+run_main() {
+	local b=$here/build sock pid rc
+	build "$b"
+	sock=$(mktemp -d /tmp/kvring-run.XXXXXX)/kvringd.sock
+	log "starting kvringd (defaults, socket $sock)"
+	"$b/server/kvringd" --socket "$sock" &
+	pid=$!
+	for _ in $(seq 1 100); do
+		[ -S "$sock" ] && break
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return 1; }
+		sleep 0.1
+	done
+	rc=0
+	"$b/tools/kvring-demo" --socket "$sock" || rc=$?
+	kill -TERM "$pid"
+	if ! wait "$pid"; then
+		log "kvringd did not exit cleanly"
+		rc=1
+	fi
+	rm -rf "$(dirname "$sock")"
+	[ $rc -eq 0 ] && log "demo OK" || log "demo FAILED (exit $rc)"
+	return $rc
+}
+
+run_tests() {
+	local b=$here/build
+	build "$b"
+	# Unit tests in parallel; integration and stress ones fork real
+	# servers and workers, so one at a time on a 2-core machine.
+	ctest --test-dir "$b" --output-on-failure -L unit -j"$jobs"
+	ctest --test-dir "$b" --output-on-failure -LE unit
+}
+
+run_sanitized() {
+	local kind=$1 b=$here/build-$1 labels=${2:-}
+	case $kind in
+	asan) build "$b" -DKVR_SANITIZE=address,undefined ;;
+	tsan) build "$b" -DKVR_SANITIZE=thread ;;
+	esac
+	export KVR_TEST_TIMEOUT_MULT=4 ASAN_OPTIONS=detect_leaks=1
+	if [ -n "$labels" ]; then
+		ctest --test-dir "$b" --output-on-failure -R "$labels"
+	else
+		ctest --test-dir "$b" --output-on-failure
+	fi
+}
+
+case ${1:-} in
+deps) install_deps "${deps[@]}" ;;
+run) install_deps "${deps[@]}" && run_main ;;
+test) install_deps "${deps[@]}" && run_tests ;;
+asan) install_deps "${deps[@]}" && run_sanitized asan ;;
+tsan) install_deps "${deps[@]}" && run_sanitized tsan 'ring|doorbell' ;;
+*)
+	echo "usage: scripts/setup.sh run|test|asan|tsan|deps" >&2
+	exit 2
+	;;
+esac
