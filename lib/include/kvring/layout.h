@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control segment's layout: one header (segment identity, pool
+ * geometry, heartbeat, global counters) followed by max_channels channel
+ * blocks, each holding one worker's counters, two doorbell blocks and the
+ * two rings. Everything here is an ABI shared by kvringd, libkvring and
+ * kvring-inspect; docs/layout.md repeats it as a byte table.
+ *
+ * Who writes what (everything a worker can write is untrusted input to the
+ * server, which never reads back its own counters to decide anything):
+ *   header            server only (workers and the inspector read)
+ *   channel counters  server only
+ *   req ring          worker produces (tail), server consumes (head)
+ *   resp ring         server produces, worker consumes
+ *   req_bell.sleeping server (it is the side that sleeps on requests)
+ *   resp_bell.sleeping worker
+ *
+ * This file does not own the ring format (rings/), the doorbell protocol
+ * (<kvring/doorbell.h>) or the segment header (<kvring/segment.h>).
+ */
+#ifndef KVRING_LAYOUT_H
+#define KVRING_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/proto.h>
+#include <kvring/segment.h>
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm atomics must be lock-free");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shm atomics must be lock-free");
+
+#define KVR_SEG_KIND_CONTROL 1u
+#define KVR_CACHELINE	     64u
+
+/* Server run state in kvr_ctl_hdr_shm.state. */
+enum kvr_server_state {
+	KVR_SERVER_STARTING = 0,
+	KVR_SERVER_RUNNING = 1,
+	KVR_SERVER_STOPPING = 2, /* SIGTERM seen: no new work accepted */
+};
+
+/* Pool backend recorded in the header (the inspector shows it). */
+enum kvr_pool_backend {
+	KVR_POOL_SHM = 1,     /* named file under /dev/shm */
+	KVR_POOL_MEMFD = 2,   /* anonymous memfd, passed over the socket */
+	KVR_POOL_PRIVATE = 3, /* server-private: copy transport only */
+};
+
+/* Global counters, written by the server's loop thread only (relaxed
+ * stores: a single writer, readers only need each value untorn). */
+struct kvr_gstats_shm {
+	_Atomic uint64_t used_bytes;	  /* reserved + committed */
+	_Atomic uint64_t committed_bytes;
+	_Atomic uint64_t reserved_bytes;
+	_Atomic uint64_t objects;	  /* committed objects */
+	_Atomic uint64_t reserved_objects;
+	_Atomic uint64_t pins;		  /* (object, owner) pin pairs */
+	_Atomic uint64_t pinned_bytes;
+	_Atomic uint64_t leases;
+	_Atomic uint64_t transfers;	  /* open store + retrieve transfers */
+	_Atomic uint64_t evictions;
+	_Atomic uint64_t evicted_bytes;
+	_Atomic uint64_t stores_skipped;  /* keys already stored */
+	_Atomic uint64_t no_room;	  /* keys answered KVR_SLOT_NOROOM */
+	_Atomic uint64_t workers;	  /* channels in use */
+	_Atomic uint64_t connects;
+	_Atomic uint64_t disconnect_cleanups;
+	_Atomic uint64_t protocol_errors; /* workers cut off for bad input */
+	_Atomic uint64_t handshake_refused;
+	_Atomic uint64_t requests;
+	_Atomic uint64_t leases_expired;
+	_Atomic uint64_t free_extents;
+	_Atomic uint64_t largest_free;
+	_Atomic uint64_t frag_ppm;	  /* 1e6 * (1 - largest_free / free) */
+	_Atomic uint64_t loop_wakeups;	  /* times the loop slept and woke */
+	_Atomic uint64_t reserved[8];
+};
+_Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
+
+struct kvr_ctl_hdr_shm {
+	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
+
+	/* Geometry: written once before seg.ready, constant afterwards. */
+	uint64_t pool_bytes;	/* 256 */
+	uint32_t align;		/* 264 */
+	uint32_t pool_backend;	/* 268: enum kvr_pool_backend */
+	char pool_name[64];	/* 272: "" unless KVR_POOL_SHM */
+	uint32_t max_channels;	/* 336 */
+	uint32_t channel_bytes; /* 340: stride of channel blocks */
+	uint64_t channels_off;	/* 344: offset of channel 0 */
+	uint32_t req_ring_cap;	/* 352 */
+	uint32_t resp_ring_cap; /* 356 */
+	uint32_t max_keys;	/* 360 */
+	uint32_t lease_ms;	/* 364 */
+	uint32_t heartbeat_ms;	/* 368 */
+	int32_t server_uid;	/* 372 */
+	uint64_t start_realtime_ns; /* 376: wall clock at start */
+	uint8_t pad0[384];	/* 384 .. 768 */
+
+	/* Live (768): on their own cache lines, server-written. */
+	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, every heartbeat_ms */
+	_Atomic uint32_t state;	       /* enum kvr_server_state */
+	uint32_t pad1;
+	uint8_t pad2[112];
+	struct kvr_gstats_shm stats; /* 896 */
+	uint8_t pad3[896];	     /* to 2048 */
+};
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns) == 768, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
+_Static_assert(sizeof(struct kvr_ctl_hdr_shm) == 2048, "ABI: docs/layout.md");
+
+/* Channel states. */
+enum kvr_chan_state {
+	KVR_CHAN_FREE = 0,
+	KVR_CHAN_HANDSHAKE = 1, /* fds sent, worker not seen yet */
+	KVR_CHAN_ACTIVE = 2,
+	KVR_CHAN_CLOSING = 3, /* cleanup in progress */
+};
+
+#define KVR_ERR_SLOTS 16 /* errors by code: see kvr_err_slot() */
+
+/* Per channel counters, server-written (relaxed, single writer). */
+struct kvr_cstats_shm {
+	_Atomic uint64_t requests[16];	       /* by op (index = op) */
+	_Atomic uint64_t errors[KVR_ERR_SLOTS]; /* by kvr_err_slot(code) */
+	_Atomic uint64_t reserved_bytes;
+	_Atomic uint64_t pins;
+	_Atomic uint64_t leases;
+	_Atomic uint64_t transfers;
+	_Atomic uint64_t req_high_water;  /* bytes used in the request ring */
+	_Atomic uint64_t resp_high_water; /* bytes used in the response ring */
+	_Atomic uint64_t last_activity_ns; /* CLOCK_MONOTONIC */
+	_Atomic uint64_t bytes_in;	   /* copy transport payload */
+	_Atomic uint64_t bytes_out;
+	_Atomic uint64_t resp_ring_full;   /* times an answer had to wait */
+	_Atomic uint64_t reserved[6];
+};
+_Static_assert(sizeof(struct kvr_cstats_shm) == 384, "ABI: docs/layout.md");
+
+struct kvr_channel_shm {
+	/* Identity (server-written while the channel is claimed). */
+	_Atomic uint32_t state;	   /* 0: enum kvr_chan_state */
+	uint32_t generation;	   /* 4: bumped at every claim */
+	int32_t pid;		   /* 8: SO_PEERCRED pid */
+	uint32_t uid;		   /* 12 */
+	uint64_t pid_start;	   /* 16: start time (clock ticks) */
+	uint32_t ns_id;		   /* 24 */
+	uint32_t transport;	   /* 28: enum kvr_transport */
+	uint64_t connected_ns;	   /* 32: CLOCK_MONOTONIC */
+	uint32_t req_ring_off;	   /* 40: from the channel block start */
+	uint32_t resp_ring_off;	   /* 44 */
+	uint32_t gid;		   /* 48 */
+	uint32_t pad0;		   /* 52 */
+	uint8_t pad1[8];	   /* 56 */
+	struct kvr_ns_desc ns;	   /* 64: 96 bytes */
+	uint8_t pad2[96];	   /* 160 .. 256 */
+	struct kvr_cstats_shm stats; /* 256 .. 640 */
+	uint8_t pad3[128];	     /* 640 .. 768 */
+	/* 768: doorbells, each on its own 128-byte block. */
+	struct kvr_bell_shm req_bell;  /* server sleeps, worker rings */
+	uint8_t pad4[128 - sizeof(struct kvr_bell_shm)];
+	struct kvr_bell_shm resp_bell; /* worker sleeps, server rings */
+	uint8_t pad5[128 - sizeof(struct kvr_bell_shm)];
+	/* 1024: the request ring, then the response ring (offsets above). */
+};
+_Static_assert(offsetof(struct kvr_channel_shm, ns) == 64, "ABI");
+_Static_assert(offsetof(struct kvr_channel_shm, stats) == 256, "ABI");
+_Static_assert(offsetof(struct kvr_channel_shm, req_bell) == 768, "ABI");
+_Static_assert(sizeof(struct kvr_channel_shm) == 1024, "ABI: docs/layout.md");
+
+/* Geometry computed from the ring capacities (both powers of two). */
+struct kvr_ctl_geom {
+	uint32_t max_channels;
+	uint32_t req_ring_cap;
+	uint32_t resp_ring_cap;
+	uint32_t channel_bytes; /* page-rounded stride */
+	uint64_t channels_off;	/* page-rounded header */
+	uint64_t ctl_bytes;	/* total, page-rounded */
+	uint32_t req_ring_off;	/* within a channel block */
+	uint32_t resp_ring_off;
+};
+
+/*
+ * kvr_ctl_geom_compute - lay out a control segment.
+ * Return: 0, or -EINVAL if a capacity is not a power of two in
+ * [4096, 16 MiB] or max_channels is 0 or above 4096.
+ */
+int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
+			 uint32_t resp_ring_cap, struct kvr_ctl_geom *out);
+
+/* A hash of every size and offset above plus the ring and bell layouts;
+ * recorded in the segment header and checked at attach. */
+uint64_t kvr_layout_hash(void);
+
+/* Channel block i (no bounds check: callers validated i < max_channels
+ * against their own private copy of the geometry, never the header's). */
+static inline struct kvr_channel_shm *
+kvr_ctl_channel(void *ctl_base, const struct kvr_ctl_geom *g, uint32_t i)
+{
+	return (struct kvr_channel_shm *)((char *)ctl_base + g->channels_off +
+					  (uint64_t)i * g->channel_bytes);
+}
+
+/* Errors-by-code bucket for an error (0..KVR_ERR_SLOTS-1); the inspector
+ * names buckets with kvr_err_slot_name(). */
+unsigned kvr_err_slot(int code);
+const char *kvr_err_slot_name(unsigned slot);
+
+#endif /* KVRING_LAYOUT_H */

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvring wire protocol: the records that travel on a channel's request and
+ * response rings (shared-memory transport) or, framed, over the Unix socket
+ * (handshake always; every request and answer under the copy transport).
+ *
+ * This header owns the byte layout of every message and the validation of
+ * what a peer sent. It does not own how messages move (rings/, the socket
+ * code in server/ and worker/) or what the server does with them (server/).
+ * docs/protocol.md repeats every struct as a byte table; change both, and
+ * bump KVR_PROTO_VERSION, in the same commit.
+ *
+ * All integers are little-endian host order (client and server share one
+ * host). Every record is 8-byte aligned and has a fixed header followed by
+ * arrays whose length the header's count field gives.
+ */
+#ifndef KVRING_PROTO_H
+#define KVRING_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
+#define KVR_PROTO_VERSION 1u
+
+/* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
+struct kvr_key {
+	uint64_t lo;
+	uint64_t hi;
+};
+_Static_assert(sizeof(struct kvr_key) == 16, "ABI: update docs/protocol.md");
+
+/* Operations. The ring record type of a request is the op; of its answer
+ * KVR_RESP_BIT | op. 0 and the ring's own padding type are never used. */
+enum kvr_op {
+	KVR_OP_LOOKUP = 1,	     /* keys[count], flags: KVR_REQ_PIN */
+	KVR_OP_RELEASE = 2,	     /* handle = lease id */
+	KVR_OP_PREPARE_STORE = 3,    /* keys[count], then sizes[count] (u64) */
+	KVR_OP_COMMIT_STORE = 4,     /* handle = transfer id (+payload: copy) */
+	KVR_OP_ABORT_STORE = 5,	     /* handle = transfer id */
+	KVR_OP_PREPARE_RETRIEVE = 6, /* keys[count], or handle = lease id
+					with KVR_REQ_BY_LEASE and count 0 */
+	KVR_OP_COMMIT_RETRIEVE = 7,  /* handle = transfer id */
+	KVR_OP_PING = 8,	     /* nothing; answer value = server time */
+	KVR_OP_STATS = 9,	     /* nothing; answer carries kvr_stats_wire */
+	KVR_OP__MAX = 10,
+};
+#define KVR_RESP_BIT 0x100u
+
+/* Request flags. Any bit not listed is a protocol error. */
+#define KVR_REQ_PIN	 0x1u /* lookup: pin the hit prefix under a lease */
+#define KVR_REQ_BY_LEASE 0x2u /* prepare_retrieve: redeem handle (a lease) */
+#define KVR_REQ_FLAGS_ALL (KVR_REQ_PIN | KVR_REQ_BY_LEASE)
+
+/* The fixed head of every request record (32 bytes). */
+struct kvr_req_hdr {
+	uint64_t req_id; /* chosen by the worker, echoed in the answer */
+	uint64_t handle; /* transfer id or lease id, when the op takes one */
+	uint32_t count;	 /* number of keys that follow */
+	uint32_t flags;	 /* KVR_REQ_* */
+	uint64_t reserved; /* must be 0 */
+};
+_Static_assert(sizeof(struct kvr_req_hdr) == 32, "ABI: docs/protocol.md");
+
+/* The fixed head of every answer record (32 bytes). */
+struct kvr_resp_hdr {
+	uint64_t req_id; /* the request's req_id */
+	uint64_t handle; /* transfer id or lease id created, else 0 */
+	int32_t status;	 /* 0 or -errno (docs/errors.md) */
+	uint32_t count;	 /* number of kvr_slot_desc that follow */
+	uint64_t value;	 /* lookup: hits; ping: server CLOCK_MONOTONIC ns */
+};
+_Static_assert(sizeof(struct kvr_resp_hdr) == 32, "ABI: docs/protocol.md");
+
+/* Per-key outcome in prepare_store / prepare_retrieve answers. */
+enum kvr_slot_status {
+	KVR_SLOT_OK = 0,       /* store: fill [off, off+len); retrieve: read it */
+	KVR_SLOT_EXISTS = 1,   /* store: already stored, nothing to write */
+	KVR_SLOT_NOROOM = 2,   /* store: pool full of reserved/pinned objects */
+	KVR_SLOT_BUSY = 3,     /* store: another transfer is storing this key */
+	KVR_SLOT_INVALID = 4,  /* store: size 0 or larger than the pool */
+};
+
+/* One slot of an answer (24 bytes). off/len are relative to the pool base. */
+struct kvr_slot_desc {
+	uint64_t off;
+	uint64_t len;
+	int32_t status; /* enum kvr_slot_status */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct kvr_slot_desc) == 24, "ABI: docs/protocol.md");
+
+/* KVR_OP_STATS answer body: a snapshot of the server's global counters. */
+struct kvr_stats_wire {
+	uint64_t pool_bytes;
+	uint64_t used_bytes;
+	uint64_t reserved_bytes;
+	uint64_t objects;
+	uint64_t pins;
+	uint64_t leases;
+	uint64_t evictions;
+	uint64_t workers;
+	uint64_t chan_reserved_bytes; /* held by the asking channel */
+	uint64_t chan_pins;
+	uint64_t chan_leases;
+	uint64_t chan_transfers;
+};
+
+/* Largest key count any request may carry; the server may set lower. */
+#define KVR_MAX_KEYS_LIMIT 4096u
+
+/* Bytes of a request / answer record for n keys / slots. */
+static inline size_t kvr_req_bytes(uint32_t op, uint32_t n)
+{
+	size_t b = sizeof(struct kvr_req_hdr) + (size_t)n * sizeof(struct kvr_key);
+
+	if (op == KVR_OP_PREPARE_STORE)
+		b += (size_t)n * sizeof(uint64_t);
+	return b;
+}
+
+static inline size_t kvr_resp_bytes(uint32_t n)
+{
+	return sizeof(struct kvr_resp_hdr) + (size_t)n * sizeof(struct kvr_slot_desc);
+}
+
+/*
+ * A validated, read-in-place view of one request. Pointers point into the
+ * record the caller passed (ring memory or a socket buffer).
+ * Danger: when the record lives in shared memory, the peer can still change
+ * the bytes after validation. kvr_req_parse() therefore copies the header;
+ * keys and sizes are read in place, and the server must treat each key and
+ * size as a value read once (a changed key is just another key, a changed
+ * size is re-checked where it is used).
+ */
+struct kvr_req_view {
+	uint32_t op;
+	struct kvr_req_hdr hdr; /* private copy */
+	const struct kvr_key *keys;
+	const uint64_t *sizes; /* prepare_store only, else NULL */
+};
+
+/*
+ * kvr_req_parse - validate one request record.
+ * @type: the ring record type (the op); @rec/@len: the record body.
+ * @max_keys: the server's per-request key limit.
+ * Return: 0 and *out filled, or
+ *   -EBADMSG  unknown op, length does not match count, reserved field set,
+ *             unknown flag, a flag the op does not take
+ *   -E2BIG    count above max_keys
+ * On error *out is untouched.
+ */
+int kvr_req_parse(uint32_t type, const void *rec, size_t len,
+		  uint32_t max_keys, struct kvr_req_view *out);
+
+/*
+ * kvr_resp_parse - validate one answer record against what the worker asked.
+ * @type/@rec/@len: the record; out_hdr receives a private copy, *slots
+ * points into the record. Return 0, or -EBADMSG when the type is not an
+ * answer, the length does not match count, or a slot lies outside
+ * [0, pool_bytes) (checked overflow-free) — an answer can't point a worker
+ * outside the pool.
+ */
+int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
+		   uint64_t pool_bytes, struct kvr_resp_hdr *out_hdr,
+		   const struct kvr_slot_desc **slots);
+
+/* Name of an op for logs and the inspector ("lookup", ...), or "?". */
+const char *kvr_op_name(uint32_t op);
+
+/* True when [off, off+len) lies inside a pool of pool_bytes (no overflow). */
+static inline bool kvr_span_ok(uint64_t off, uint64_t len, uint64_t pool_bytes)
+{
+	return len <= pool_bytes && off <= pool_bytes - len;
+}
+
+/* ===== Handshake over the Unix socket (always) ===== */
+
+/* Framing on the socket: every message is a kvr_frame followed by len
+ * bytes. Under the copy transport the same frames carry requests (type =
+ * op), answers (type = KVR_RESP_BIT | op) and, right after a COMMIT_STORE
+ * request or a PREPARE_RETRIEVE answer, the payload of each KVR_SLOT_OK slot
+ * in order (counted in len). */
+struct kvr_frame {
+	uint32_t len;  /* bytes after this header */
+	uint32_t type; /* KVR_FRAME_HELLO, KVR_FRAME_WELCOME, or a record type */
+};
+#define KVR_FRAME_HELLO	  0x4801u
+#define KVR_FRAME_WELCOME 0x5701u
+#define KVR_FRAME_BYE	  0x4201u /* either side: orderly close */
+
+/* The model layout a worker registers; fixes the key namespace. */
+struct kvr_ns_desc {
+	char model[64]; /* NUL-terminated, printable */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_size;
+	uint32_t dtype_bytes; /* bytes per element: 1, 2 or 4 */
+	uint32_t tp_rank;
+	uint32_t tp_size;
+	uint32_t chunk_tokens;
+	uint32_t reserved; /* must be 0 */
+};
+_Static_assert(sizeof(struct kvr_ns_desc) == 96, "ABI: docs/protocol.md");
+
+#define KVR_HELLO_WANT_COPY 0x1u /* ask for the copy transport */
+
+struct kvr_hello {
+	uint32_t magic;	  /* KVR_PROTO_MAGIC */
+	uint32_t version; /* KVR_PROTO_VERSION */
+	uint32_t flags;	  /* KVR_HELLO_* */
+	int32_t pid;	  /* informational; the server trusts SO_PEERCRED */
+	struct kvr_ns_desc ns;
+};
+_Static_assert(sizeof(struct kvr_hello) == 112, "ABI: docs/protocol.md");
+
+enum kvr_transport {
+	KVR_TRANSPORT_SHM = 1,	 /* pool mapped by the worker (named /dev/shm) */
+	KVR_TRANSPORT_MEMFD = 2, /* pool mapped by the worker (anonymous memfd) */
+	KVR_TRANSPORT_COPY = 3,	 /* payload over the socket */
+};
+
+/*
+ * The server's answer. With status 0 it carries, via SCM_RIGHTS, in order:
+ * the control segment fd, the request-doorbell eventfd, the
+ * response-doorbell eventfd, and (transport SHM or MEMFD) the pool fd.
+ * Under the copy transport only the first three. With status < 0, no fds,
+ * and reason says why.
+ */
+struct kvr_welcome {
+	uint32_t magic;
+	uint32_t version;
+	int32_t status;	    /* 0 or -errno */
+	uint32_t transport; /* enum kvr_transport */
+	uint32_t channel;   /* channel index in the control segment */
+	uint32_t ns_id;
+	uint64_t pool_bytes;
+	uint64_t ctl_bytes;	 /* size of the control segment */
+	uint64_t channel_off;	 /* offset of this channel's block */
+	uint32_t align;		 /* slot alignment */
+	uint32_t max_keys;	 /* per-request key limit */
+	uint32_t req_ring_cap;	 /* bytes */
+	uint32_t resp_ring_cap;	 /* bytes */
+	uint32_t heartbeat_ms;	 /* server heartbeat period */
+	uint32_t lease_ms;
+	uint8_t boot_id[16];	 /* random per server start */
+	char pool_name[64];	 /* "" for memfd/private */
+	char reason[128];	 /* status < 0: what was wrong, what to do */
+};
+_Static_assert(sizeof(struct kvr_welcome) == 280, "ABI: docs/protocol.md");
+
+/*
+ * kvr_hello_check / kvr_welcome_check - validate a handshake message
+ * received from the peer (len is what arrived). Return 0, -EBADMSG on a
+ * short/garbled message, -EPROTO on a magic or version mismatch (the
+ * message says both versions when e is given, via kvr_err_set()).
+ */
+struct kvr_err;
+int kvr_hello_check(const void *msg, size_t len, struct kvr_err *e);
+int kvr_welcome_check(const void *msg, size_t len, struct kvr_err *e);
+
+#endif /* KVRING_PROTO_H */

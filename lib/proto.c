@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Validation of protocol messages received from a peer. Every length,
+ * count, flag and reserved field is checked before anything else reads the
+ * message; a failure leaves the caller's output untouched. The server runs
+ * kvr_req_parse() on every request, the worker kvr_resp_parse() on every
+ * answer, and both sides the handshake checks.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <kvring/error.h>
+#include <kvring/proto.h>
+
+/* Which flags each op may carry; anything else is a protocol error. */
+static const uint32_t op_flags[KVR_OP__MAX] = {
+	[KVR_OP_LOOKUP] = KVR_REQ_PIN,
+	[KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE,
+};
+
+/* Ops whose request carries keys (count may be > 0). */
+static bool op_has_keys(uint32_t op)
+{
+	return op == KVR_OP_LOOKUP || op == KVR_OP_PREPARE_STORE ||
+	       op == KVR_OP_PREPARE_RETRIEVE;
+}
+
+int kvr_req_parse(uint32_t type, const void *rec, size_t len,
+		  uint32_t max_keys, struct kvr_req_view *out)
+{
+	struct kvr_req_hdr h;
+	const char *p = rec;
+
+	if (type == 0 || type >= KVR_OP__MAX || !rec)
+		return -EBADMSG;
+	if (len < sizeof(h))
+		return -EBADMSG;
+	/* One copy of the header: the peer may rewrite shared memory while
+	 * we look, so every later decision uses this private copy. */
+	memcpy(&h, rec, sizeof(h));
+	if (h.reserved != 0 || (h.flags & ~op_flags[type]) != 0)
+		return -EBADMSG;
+	if (!op_has_keys(type) && h.count != 0)
+		return -EBADMSG;
+	if (h.count > max_keys || h.count > KVR_MAX_KEYS_LIMIT)
+		return -E2BIG;
+	if (type == KVR_OP_PREPARE_RETRIEVE && (h.flags & KVR_REQ_BY_LEASE) &&
+	    h.count != 0)
+		return -EBADMSG;
+	if (len != kvr_req_bytes(type, h.count))
+		return -EBADMSG;
+
+	out->op = type;
+	out->hdr = h;
+	out->keys = h.count ? (const struct kvr_key *)(p + sizeof(h)) : NULL;
+	out->sizes = type == KVR_OP_PREPARE_STORE && h.count
+			     ? (const uint64_t *)(p + sizeof(h) +
+						  h.count * sizeof(struct kvr_key))
+			     : NULL;
+	return 0;
+}
+
+int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
+		   uint64_t pool_bytes, struct kvr_resp_hdr *out_hdr,
+		   const struct kvr_slot_desc **slots)
+{
+	struct kvr_resp_hdr h;
+	const struct kvr_slot_desc *s;
+	uint32_t op = type & ~KVR_RESP_BIT;
+
+	if (!(type & KVR_RESP_BIT) || op == 0 || op >= KVR_OP__MAX || !rec)
+		return -EBADMSG;
+	if (len < sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, rec, sizeof(h));
+	if (op == KVR_OP_STATS) {
+		if (h.count != 0 ||
+		    len != sizeof(h) + sizeof(struct kvr_stats_wire))
+			return -EBADMSG;
+	} else if (len != kvr_resp_bytes(h.count)) {
+		return -EBADMSG;
+	}
+	s = (const struct kvr_slot_desc *)((const char *)rec + sizeof(h));
+	for (uint32_t i = 0; i < h.count; i++) {
+		if (s[i].status == KVR_SLOT_OK &&
+		    !kvr_span_ok(s[i].off, s[i].len, pool_bytes))
+			return -EBADMSG;
+		if (s[i].status < KVR_SLOT_OK || s[i].status > KVR_SLOT_INVALID)
+			return -EBADMSG;
+	}
+	*out_hdr = h;
+	if (slots)
+		*slots = h.count ? s : NULL;
+	return 0;
+}
+
+const char *kvr_op_name(uint32_t op)
+{
+	static const char *const names[KVR_OP__MAX] = {
+		[KVR_OP_LOOKUP] = "lookup",
+		[KVR_OP_RELEASE] = "release",
+		[KVR_OP_PREPARE_STORE] = "prepare_store",
+		[KVR_OP_COMMIT_STORE] = "commit_store",
+		[KVR_OP_ABORT_STORE] = "abort_store",
+		[KVR_OP_PREPARE_RETRIEVE] = "prepare_retrieve",
+		[KVR_OP_COMMIT_RETRIEVE] = "commit_retrieve",
+		[KVR_OP_PING] = "ping",
+		[KVR_OP_STATS] = "stats",
+	};
+
+	op &= ~KVR_RESP_BIT;
+	if (op == 0 || op >= KVR_OP__MAX)
+		return "?";
+	return names[op];
+}
+
+/* Common magic/version check for both handshake directions. */
+static int check_magic_version(uint32_t magic, uint32_t version,
+			       const char *what, struct kvr_err *e)
+{
+	if (magic != KVR_PROTO_MAGIC) {
+		kvr_err_set(e, -EPROTO,
+			    "%s: bad magic 0x%08x, expected 0x%08x: the peer "
+			    "is not a kvring %s",
+			    what, magic, KVR_PROTO_MAGIC,
+			    strcmp(what, "hello") == 0 ? "worker" : "server");
+		return -EPROTO;
+	}
+	if (version != KVR_PROTO_VERSION) {
+		kvr_err_set(e, -EPROTO,
+			    "%s: protocol version %u, expected %u: upgrade the "
+			    "older of libkvring and kvringd",
+			    what, version, KVR_PROTO_VERSION);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int kvr_hello_check(const void *msg, size_t len, struct kvr_err *e)
+{
+	struct kvr_hello h;
+	size_t mlen;
+
+	if (!msg || len != sizeof(h)) {
+		kvr_err_set(e, -EBADMSG, "hello: %zu bytes, expected %zu", len,
+			    sizeof(h));
+		return -EBADMSG;
+	}
+	memcpy(&h, msg, sizeof(h));
+	if (check_magic_version(h.magic, h.version, "hello", e) < 0)
+		return -EPROTO;
+	if (h.flags & ~KVR_HELLO_WANT_COPY) {
+		kvr_err_set(e, -EBADMSG, "hello: unknown flags 0x%x", h.flags);
+		return -EBADMSG;
+	}
+	mlen = strnlen(h.ns.model, sizeof(h.ns.model));
+	if (mlen == 0 || mlen == sizeof(h.ns.model)) {
+		kvr_err_set(e, -EBADMSG,
+			    "hello: model name empty or not terminated within "
+			    "%zu bytes",
+			    sizeof(h.ns.model));
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < mlen; i++) {
+		unsigned char c = (unsigned char)h.ns.model[i];
+
+		if (c < 0x20 || c > 0x7e) {
+			kvr_err_set(e, -EBADMSG,
+				    "hello: model name has byte 0x%02x at %zu; "
+				    "use printable ASCII",
+				    c, i);
+			return -EBADMSG;
+		}
+	}
+	if (h.ns.chunk_tokens == 0 || h.ns.reserved != 0 ||
+	    h.ns.tp_size == 0 || h.ns.tp_rank >= h.ns.tp_size) {
+		kvr_err_set(e, -EBADMSG,
+			    "hello: bad layout (chunk_tokens %u, tp_rank %u of "
+			    "tp_size %u, reserved %u)",
+			    h.ns.chunk_tokens, h.ns.tp_rank, h.ns.tp_size,
+			    h.ns.reserved);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int kvr_welcome_check(const void *msg, size_t len, struct kvr_err *e)
+{
+	struct kvr_welcome w;
+
+	if (!msg || len != sizeof(w)) {
+		kvr_err_set(e, -EBADMSG, "welcome: %zu bytes, expected %zu",
+			    len, sizeof(w));
+		return -EBADMSG;
+	}
+	memcpy(&w, msg, sizeof(w));
+	if (check_magic_version(w.magic, w.version, "welcome", e) < 0)
+		return -EPROTO;
+	if (w.reason[sizeof(w.reason) - 1] != '\0' ||
+	    w.pool_name[sizeof(w.pool_name) - 1] != '\0') {
+		kvr_err_set(e, -EBADMSG, "welcome: unterminated string");
+		return -EBADMSG;
+	}
+	if (w.status < 0)
+		return 0; /* a refusal: the caller reports w.reason */
+	if (w.transport < KVR_TRANSPORT_SHM || w.transport > KVR_TRANSPORT_COPY ||
+	    w.max_keys == 0 || w.max_keys > KVR_MAX_KEYS_LIMIT ||
+	    w.align < 64 || (w.align & (w.align - 1)) != 0 || w.pool_bytes == 0) {
+		kvr_err_set(e, -EBADMSG,
+			    "welcome: bad geometry (transport %u, max_keys %u, "
+			    "align %u, pool %llu bytes)",
+			    w.transport, w.max_keys, w.align,
+			    (unsigned long long)w.pool_bytes);
+		return -EBADMSG;
+	}
+	return 0;
+}

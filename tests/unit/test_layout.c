@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests for lib/layout.c: control-segment geometry and the layout hash.
+ */
+#include <errno.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/layout.h>
+#include <kvring/ring.h>
+
+TestSuite(layout, .timeout = 10);
+
+Test(layout, geom_places_rings_inside_block_when_valid)
+{
+	struct kvr_ctl_geom g;
+
+	cr_assert_eq(kvr_ctl_geom_compute(64, 65536, 65536, &g), 0);
+	cr_expect_eq(g.channels_off % 4096, 0);
+	cr_expect_eq(g.channel_bytes % 4096, 0);
+	cr_expect_geq(g.req_ring_off, sizeof(struct kvr_channel_shm));
+	cr_expect_eq(g.req_ring_off % 128, 0);
+	cr_expect_eq(g.resp_ring_off % 128, 0);
+	cr_expect_geq(g.resp_ring_off,
+		      g.req_ring_off + kvr_ring_shm_bytes(65536));
+	cr_expect_leq(g.resp_ring_off + kvr_ring_shm_bytes(65536),
+		      g.channel_bytes);
+	cr_expect_eq(g.ctl_bytes, g.channels_off + 64ull * g.channel_bytes);
+}
+
+Test(layout, geom_refuses_bad_capacity_when_not_power_of_two)
+{
+	struct kvr_ctl_geom g = { .max_channels = 7 };
+
+	cr_expect_eq(kvr_ctl_geom_compute(64, 65535, 65536, &g), -EINVAL);
+	cr_expect_eq(kvr_ctl_geom_compute(64, 2048, 65536, &g), -EINVAL);
+	cr_expect_eq(kvr_ctl_geom_compute(0, 65536, 65536, &g), -EINVAL);
+	cr_expect_eq(kvr_ctl_geom_compute(5000, 65536, 65536, &g), -EINVAL);
+	cr_expect_eq(g.max_channels, 7, "output changed on failure");
+}
+
+Test(layout, channel_blocks_do_not_overlap_when_indexed)
+{
+	struct kvr_ctl_geom g;
+	char *base = (char *)0x100000;
+
+	cr_assert_eq(kvr_ctl_geom_compute(4, 4096, 8192, &g), 0);
+	for (uint32_t i = 0; i < 4; i++) {
+		char *c = (char *)kvr_ctl_channel(base, &g, i);
+
+		cr_expect_eq(c, base + g.channels_off + i * g.channel_bytes);
+	}
+}
+
+Test(layout, hash_is_stable_when_called_twice)
+{
+	cr_expect_eq(kvr_layout_hash(), kvr_layout_hash());
+	cr_expect_neq(kvr_layout_hash(), 0);
+}
+
+Test(layout, err_slot_maps_known_codes_and_buckets_others)
+{
+	cr_expect_str_eq(kvr_err_slot_name(kvr_err_slot(0)), "ok");
+	cr_expect_str_eq(kvr_err_slot_name(kvr_err_slot(-ENOSPC)), "enospc");
+	cr_expect_str_eq(kvr_err_slot_name(kvr_err_slot(-EBADMSG)), "ebadmsg");
+	cr_expect_str_eq(kvr_err_slot_name(kvr_err_slot(-EXDEV)), "other");
+	cr_expect_str_eq(kvr_err_slot_name(KVR_ERR_SLOTS), "?");
+}
