@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Write the seed corpus of each fuzz target (tests/fuzz/corpus/<target>/).
+
+Seeds are small valid messages, so the fuzzer starts from inputs that pass
+the first checks and mutates from there. Run again after a protocol change:
+the layouts below mirror lib/include/kvring/proto.h and rings/ring.h.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def req(op, n, flags=0, handle=0):
+    body = struct.pack("<QQIIQ", 7, handle, n, flags, 0)
+    body += b"".join(struct.pack("<QQ", i, i * 3) for i in range(n))
+    if op == 3:
+        body += b"".join(struct.pack("<Q", 4096 * (i + 1)) for i in range(n))
+    return struct.pack("<H", op) + body
+
+
+write("fuzz_req", "lookup", req(1, 3, flags=1))
+write("fuzz_req", "store", req(3, 4))
+write("fuzz_req", "commit", req(4, 0, handle=9))
+write("fuzz_req", "retrieve_lease", req(6, 0, flags=2, handle=5))
+write("fuzz_req", "ping", req(8, 0))
+
+ns = b"llama-3-8b".ljust(64, b"\0") + struct.pack("<8I", 32, 8, 128, 2, 0, 1, 256, 0)
+hello = struct.pack("<IIIi", 0x4B565250, 1, 0, 1234) + ns
+write("fuzz_hello", "hello", b"\x01" + hello)
+welcome = struct.pack("<IIiIII", 0x4B565250, 1, 0, 1, 0, 1)
+welcome += struct.pack("<QQQ", 1 << 30, 4 << 20, 4096)
+welcome += struct.pack("<6I", 4096, 256, 65536, 65536, 100, 30000)
+welcome += bytes(16) + b"kvring-0.pool".ljust(64, b"\0") + bytes(128)
+write("fuzz_hello", "welcome", b"\x00" + welcome)
+
+
+def rec(typ, payload):
+    ln = len(payload)
+    check = (0xA5A5 ^ typ ^ (ln & 0xFFFF) ^ (ln >> 16)) & 0xFFFF
+    pad = (-ln) % 8
+    return struct.pack("<IHH", ln, typ, check) + payload + bytes(pad)
+
+
+recs = rec(1, b"x" * 40) + rec(3, b"y" * 13) + rec(2, b"")
+write("fuzz_ring", "three", struct.pack("<QQ", len(recs), 0) + recs)
+write("fuzz_ring", "wrapped", struct.pack("<QQ", (2**64 - 16 + len(recs)) % 2**64, 2**64 - 16) + recs)
