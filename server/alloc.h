@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * alloc.h - kvringd's pool allocator: hands out aligned extents of the
+ * range [0, pool_bytes) and takes them back, merging free neighbours.
+ *
+ * Every piece of metadata lives in the server's private heap; the pool's
+ * bytes are never read or written (a worker can scribble anything into the
+ * pool without corrupting the allocator). Offsets are multiples of `align`.
+ *
+ * Algorithm (docs/storage.md): every extent, free or used, is a node in an
+ * address-ordered doubly linked list (the boundary tags, kept privately).
+ * Free extents also sit in a treap ordered by (size, offset), which gives an
+ * exact best fit and the largest free extent in O(log n); used extents are
+ * found by offset in a hash map, so a put is O(1) to validate and O(log n)
+ * to coalesce. Memory: 40 bytes per extent plus 16-43 (a map slot) per used
+ * one.
+ *
+ * Ownership: the caller owns struct kvr_alloc (init/fini). Not thread-safe:
+ * kvringd's event-loop thread is the only user (DESIGN.md rule 3).
+ */
+#ifndef KVR_SERVER_ALLOC_H
+#define KVR_SERVER_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+
+#define KVR_ALLOC_ALIGN_DEFAULT 4096u
+#define KVR_ALLOC_ALIGN_MIN	64u
+
+/* Private: one extent (free or used). 40 bytes. */
+struct kvr_alloc_ext {
+	uint64_t start; /* in units of align */
+	uint64_t units;
+	uint32_t prev, next;  /* address order; UINT32_MAX = none */
+	uint32_t left, right; /* treap children (free extents only) */
+	uint32_t prio;	      /* treap priority */
+	uint32_t is_free;     /* 1 free, 0 used; node pool links via next */
+};
+
+/* struct kvr_alloc - an allocator. Caller's memory; all fields private. */
+struct kvr_alloc {
+	struct kvr_alloc_ext *ext; /* node array, grows by doubling */
+	uint32_t cap;		   /* nodes in ext[] */
+	uint32_t spare;		   /* free-node list head */
+	uint32_t root;		   /* treap of free extents */
+	uint32_t head;		   /* extent at offset 0 */
+	uint32_t rng;		   /* treap priority generator */
+	uint32_t shift;		   /* log2(align) */
+	uint64_t units;		   /* managed units: pool_bytes / align */
+	uint64_t free_units;
+	uint64_t nr_free;	   /* free extents */
+	uint64_t nr_used;	   /* used extents */
+	struct kvr_index_u64 used; /* start unit -> node of a used extent */
+};
+
+/* Snapshot of an allocator's state; all sizes in bytes. */
+struct kvr_alloc_stats {
+	uint64_t total_bytes; /* managed: pool_bytes rounded down to align */
+	uint64_t free_bytes;
+	uint64_t used_bytes;
+	uint64_t largest_free_bytes; /* biggest single free extent */
+	uint64_t free_extents;
+	uint64_t used_extents;
+	/*
+	 * 1 - largest_free / free: 0 when all free space is one extent (or
+	 * there is none), close to 1 when it is scattered in small pieces.
+	 */
+	double fragmentation;
+};
+
+/*
+ * kvr_alloc_init - manage [0, pool_bytes) in units of @align.
+ * @align: a power of two >= KVR_ALLOC_ALIGN_MIN, or 0 for 4096. A tail of
+ *         pool_bytes that is not a whole unit is never handed out.
+ * Return: 0, -EINVAL (NULL @a, bad align, pool smaller than one unit),
+ * -ENOMEM.
+ */
+int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align);
+
+/* kvr_alloc_fini - free the metadata; accepts NULL and a zeroed struct. */
+void kvr_alloc_fini(struct kvr_alloc *a);
+
+/*
+ * kvr_alloc_reserve - make sure the next @n gets cannot fail with -ENOMEM
+ * (each get may split an extent and so needs one node and one map slot).
+ * Return: 0 or -ENOMEM (nothing changed).
+ */
+int kvr_alloc_reserve(struct kvr_alloc *a, uint32_t n);
+
+/*
+ * kvr_alloc_get - allocate @bytes (rounded up to align), best fit: the
+ * smallest free extent that is large enough, lowest offset among equals.
+ * Return: 0 and *off_out set, -EINVAL (@bytes 0, NULL args), -ENOSPC (no
+ * free extent is large enough), -ENOMEM. On error nothing is changed and
+ * *off_out is untouched.
+ */
+int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out);
+
+/*
+ * kvr_alloc_put - free the extent that kvr_alloc_get() returned at @off for
+ * the same @bytes. A put of anything else — an offset that is not the
+ * start of a live allocation (double put, never allocated, middle of an
+ * extent) or a size that rounds to a different length — is refused.
+ * Return: 0, or -EINVAL (nothing changed). Never allocates.
+ */
+int kvr_alloc_put(struct kvr_alloc *a, uint64_t off, uint64_t bytes);
+
+/* kvr_alloc_owns - true if [off, off+round(bytes)) is exactly one live
+ * allocation. */
+bool kvr_alloc_owns(const struct kvr_alloc *a, uint64_t off, uint64_t bytes);
+
+/* kvr_alloc_round - @bytes rounded up to the unit (0 on overflow). */
+uint64_t kvr_alloc_round(const struct kvr_alloc *a, uint64_t bytes);
+
+/* kvr_alloc_align - the unit, in bytes. */
+uint32_t kvr_alloc_align(const struct kvr_alloc *a);
+
+/* kvr_alloc_free_bytes - free bytes in total (O(1)). */
+uint64_t kvr_alloc_free_bytes(const struct kvr_alloc *a);
+
+/* kvr_alloc_largest_free - size in bytes of the largest free extent. */
+uint64_t kvr_alloc_largest_free(const struct kvr_alloc *a);
+
+/* kvr_alloc_stats - fill *out (O(log n)). */
+void kvr_alloc_stats(const struct kvr_alloc *a, struct kvr_alloc_stats *out);
+
+/*
+ * kvr_alloc_audit - walk every extent and check the allocator's invariants
+ * (extents tile the range, no two free neighbours, counters, treap order
+ * and heap property, map <-> used extents). O(n); for tests and debugging.
+ * Return: 0, or -ENOTRECOVERABLE with a description of the first
+ * violation in @msg (when @msg_len > 0).
+ */
+int kvr_alloc_audit(const struct kvr_alloc *a, char *msg, size_t msg_len);
+
+#endif /* KVR_SERVER_ALLOC_H */

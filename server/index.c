@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.c - the key index and the u64 map of kvringd (see index.h).
+ *
+ * Open addressing, linear probing, at most 3/4 full, backward-shift delete.
+ * With linear probing a lookup touches consecutive memory, and backward
+ * shift keeps probe runs as short as they were before the delete, so a
+ * server that has inserted and deleted billions of keys probes as little as
+ * a fresh one (tombstones would not). This file owns the tables only; what
+ * the values mean is the caller's business (store.c, alloc.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index.h"
+
+/* Smallest table, in slots; always a power of two. */
+#define MIN_SLOTS 16u
+
+/* 64x64->128 multiply, folded: the core of the hash (as in wyhash/mum). */
+static inline uint64_t mum(uint64_t a, uint64_t b)
+{
+	__uint128_t p = (__uint128_t)a * b;
+
+	return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+/* splitmix64: expands one seed into independent-looking words. */
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/*
+ * Slots needed for @n entries at <= 3/4 load, as a power of two, or 0 on
+ * overflow. The caller treats 0 as -ENOMEM.
+ */
+static uint64_t slots_for(uint64_t n)
+{
+	uint64_t want, cap = MIN_SLOTS;
+
+	if (n > (UINT64_MAX / 4) / 2)
+		return 0;
+	want = n + n / 3 + 1;
+	while (cap < want)
+		cap <<= 1;
+	/* An entry array must stay addressable by size_t. */
+	if (cap > SIZE_MAX / sizeof(struct kvr_index_ent))
+		return 0;
+	return cap;
+}
+
+/* ==== Key index ==== */
+
+/*
+ * Keyed hash of (ns, key). Two folded multiplies: one mixes the two key
+ * halves with secret words, the second folds in the namespace. Without the
+ * seed, choosing keys that collide is no easier than guessing the seed.
+ */
+static inline uint64_t key_hash(const struct kvr_index *ix, uint32_t ns,
+				uint64_t lo, uint64_t hi)
+{
+	uint64_t h = mum(lo ^ ix->seed[0], hi ^ ix->seed[1]);
+
+	return mum(h ^ ((uint64_t)ns << 32 | ns), ix->seed[2]);
+}
+
+static int key_alloc(struct kvr_index_ent **out, uint64_t slots)
+{
+	struct kvr_index_ent *e = malloc((size_t)slots * sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	/* Empty slots are val == KVR_INDEX_NONE; 0xff bytes give exactly that.
+	 */
+	memset(e, 0xff, (size_t)slots * sizeof(*e));
+	*out = e;
+	return 0;
+}
+
+/* Put an entry known to be absent into a table with room; no growth. */
+static void key_place(struct kvr_index *ix, const struct kvr_index_ent *src)
+{
+	uint64_t i = key_hash(ix, src->ns, src->lo, src->hi) & ix->mask;
+
+	while (ix->ent[i].val != KVR_INDEX_NONE)
+		i = (i + 1) & ix->mask;
+	ix->ent[i] = *src;
+}
+
+/* Rehash into a table of @slots; on -ENOMEM the old table is untouched. */
+static int key_resize(struct kvr_index *ix, uint64_t slots)
+{
+	struct kvr_index_ent *old = ix->ent;
+	uint64_t old_slots = ix->mask + 1;
+	struct kvr_index_ent *e;
+	int rc = key_alloc(&e, slots);
+
+	if (rc < 0)
+		return rc;
+	ix->ent = e;
+	ix->mask = slots - 1;
+	for (uint64_t i = 0; i < old_slots; i++)
+		if (old[i].val != KVR_INDEX_NONE)
+			key_place(ix, &old[i]);
+	free(old);
+	return 0;
+}
+
+int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed)
+{
+	uint64_t slots = slots_for(capacity_hint);
+	int rc;
+
+	if (!ix)
+		return -EINVAL;
+	if (!slots)
+		return -ENOMEM;
+	memset(ix, 0, sizeof(*ix));
+	rc = key_alloc(&ix->ent, slots);
+	if (rc < 0)
+		return rc;
+	ix->mask = slots - 1;
+	for (int i = 0; i < 3; i++)
+		ix->seed[i] = splitmix(&seed) | 1;
+	return 0;
+}
+
+void kvr_index_fini(struct kvr_index *ix)
+{
+	if (!ix)
+		return;
+	free(ix->ent);
+	ix->ent = NULL;
+	ix->count = 0;
+	ix->mask = 0;
+}
+
+int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
+{
+	uint64_t need, slots;
+
+	if (extra > UINT64_MAX - ix->count)
+		return -ENOMEM;
+	need = ix->count + extra;
+	/* Fits at <= 3/4 load already? */
+	if (need <= (ix->mask + 1) / 4 * 3)
+		return 0;
+	slots = slots_for(need);
+	if (!slots)
+		return -ENOMEM;
+	return key_resize(ix, slots);
+}
+
+uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key)
+{
+	uint64_t i = key_hash(ix, ns, key->lo, key->hi) & ix->mask;
+
+	for (;;) {
+		const struct kvr_index_ent *e = &ix->ent[i];
+
+		if (e->val == KVR_INDEX_NONE)
+			return KVR_INDEX_NONE;
+		if (e->lo == key->lo && e->hi == key->hi && e->ns == ns)
+			return e->val;
+		i = (i + 1) & ix->mask;
+	}
+}
+
+int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
+		     const struct kvr_key *key, uint32_t val)
+{
+	struct kvr_index_ent n = {key->lo, key->hi, ns, val};
+	int rc;
+
+	if (val == KVR_INDEX_NONE)
+		return -EINVAL;
+	if (kvr_index_find(ix, ns, key) != KVR_INDEX_NONE)
+		return -EEXIST;
+	rc = kvr_index_reserve(ix, 1);
+	if (rc < 0)
+		return rc;
+	key_place(ix, &n);
+	ix->count++;
+	return 0;
+}
+
+int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
+		     const struct kvr_key *key)
+{
+	uint64_t mask = ix->mask;
+	uint64_t i = key_hash(ix, ns, key->lo, key->hi) & mask;
+	uint64_t j;
+
+	for (;;) {
+		const struct kvr_index_ent *e = &ix->ent[i];
+
+		if (e->val == KVR_INDEX_NONE)
+			return -ENOENT;
+		if (e->lo == key->lo && e->hi == key->hi && e->ns == ns)
+			break;
+		i = (i + 1) & mask;
+	}
+	/*
+	 * Backward shift: walk the run after the hole; an entry may move
+	 * back into the hole when its home slot is not inside (hole, j],
+	 * i.e. when the distance from its home to j is at least the distance
+	 * from the hole to j. The run ends at the first empty slot.
+	 */
+	for (j = i;;) {
+		struct kvr_index_ent *e;
+		uint64_t home;
+
+		j = (j + 1) & mask;
+		e = &ix->ent[j];
+		if (e->val == KVR_INDEX_NONE)
+			break;
+		home = key_hash(ix, e->ns, e->lo, e->hi) & mask;
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			ix->ent[i] = *e;
+			i = j;
+		}
+	}
+	ix->ent[i].val = KVR_INDEX_NONE;
+	ix->count--;
+	return 0;
+}
+
+uint64_t kvr_index_count(const struct kvr_index *ix)
+{
+	return ix->count;
+}
+
+/* ==== u64 map ==== */
+
+/* Ids and offsets are sequential; one keyed multiply spreads them. */
+static inline uint64_t u64_hash(const struct kvr_index_u64 *m, uint64_t k)
+{
+	return mum(k ^ m->seed, 0x9E3779B97F4A7C15ull);
+}
+
+static int u64_alloc(struct kvr_index_u64_ent **out, uint64_t slots)
+{
+	struct kvr_index_u64_ent *e = malloc((size_t)slots * sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	memset(e, 0xff, (size_t)slots * sizeof(*e));
+	*out = e;
+	return 0;
+}
+
+static void u64_place(struct kvr_index_u64 *m,
+		      const struct kvr_index_u64_ent *src)
+{
+	uint64_t i = u64_hash(m, src->key) & m->mask;
+
+	while (m->ent[i].val != KVR_INDEX_NONE)
+		i = (i + 1) & m->mask;
+	m->ent[i] = *src;
+}
+
+static int u64_resize(struct kvr_index_u64 *m, uint64_t slots)
+{
+	struct kvr_index_u64_ent *old = m->ent;
+	uint64_t old_slots = m->mask + 1;
+	struct kvr_index_u64_ent *e;
+	int rc = u64_alloc(&e, slots);
+
+	if (rc < 0)
+		return rc;
+	m->ent = e;
+	m->mask = slots - 1;
+	for (uint64_t i = 0; i < old_slots; i++)
+		if (old[i].val != KVR_INDEX_NONE)
+			u64_place(m, &old[i]);
+	free(old);
+	return 0;
+}
+
+int kvr_index_u64_init(struct kvr_index_u64 *m, uint64_t capacity_hint,
+		       uint64_t seed)
+{
+	uint64_t slots = slots_for(capacity_hint);
+	int rc;
+
+	if (!m)
+		return -EINVAL;
+	if (!slots)
+		return -ENOMEM;
+	memset(m, 0, sizeof(*m));
+	rc = u64_alloc(&m->ent, slots);
+	if (rc < 0)
+		return rc;
+	m->mask = slots - 1;
+	m->seed = splitmix(&seed);
+	return 0;
+}
+
+void kvr_index_u64_fini(struct kvr_index_u64 *m)
+{
+	if (!m)
+		return;
+	free(m->ent);
+	m->ent = NULL;
+	m->count = 0;
+	m->mask = 0;
+}
+
+int kvr_index_u64_reserve(struct kvr_index_u64 *m, uint64_t extra)
+{
+	uint64_t need, slots;
+
+	if (extra > UINT64_MAX - m->count)
+		return -ENOMEM;
+	need = m->count + extra;
+	if (need <= (m->mask + 1) / 4 * 3)
+		return 0;
+	slots = slots_for(need);
+	if (!slots)
+		return -ENOMEM;
+	return u64_resize(m, slots);
+}
+
+uint32_t kvr_index_u64_find(const struct kvr_index_u64 *m, uint64_t key)
+{
+	uint64_t i = u64_hash(m, key) & m->mask;
+
+	for (;;) {
+		const struct kvr_index_u64_ent *e = &m->ent[i];
+
+		if (e->val == KVR_INDEX_NONE)
+			return KVR_INDEX_NONE;
+		if (e->key == key)
+			return e->val;
+		i = (i + 1) & m->mask;
+	}
+}
+
+int kvr_index_u64_insert(struct kvr_index_u64 *m, uint64_t key, uint32_t val)
+{
+	struct kvr_index_u64_ent n = {key, val, 0};
+	int rc;
+
+	if (val == KVR_INDEX_NONE)
+		return -EINVAL;
+	if (kvr_index_u64_find(m, key) != KVR_INDEX_NONE)
+		return -EEXIST;
+	rc = kvr_index_u64_reserve(m, 1);
+	if (rc < 0)
+		return rc;
+	u64_place(m, &n);
+	m->count++;
+	return 0;
+}
+
+int kvr_index_u64_remove(struct kvr_index_u64 *m, uint64_t key)
+{
+	uint64_t mask = m->mask;
+	uint64_t i = u64_hash(m, key) & mask;
+	uint64_t j;
+
+	for (;;) {
+		const struct kvr_index_u64_ent *e = &m->ent[i];
+
+		if (e->val == KVR_INDEX_NONE)
+			return -ENOENT;
+		if (e->key == key)
+			break;
+		i = (i + 1) & mask;
+	}
+	/* Backward shift, as in kvr_index_remove(). */
+	for (j = i;;) {
+		struct kvr_index_u64_ent *e;
+		uint64_t home;
+
+		j = (j + 1) & mask;
+		e = &m->ent[j];
+		if (e->val == KVR_INDEX_NONE)
+			break;
+		home = u64_hash(m, e->key) & mask;
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			m->ent[i] = *e;
+			i = j;
+		}
+	}
+	m->ent[i].val = KVR_INDEX_NONE;
+	m->count--;
+	return 0;
+}
+
+uint64_t kvr_index_u64_count(const struct kvr_index_u64 *m)
+{
+	return m->count;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.h - kvringd's private hash tables: the key index, which maps a
+ * (namespace, 128-bit key) pair to an object number, and a small map from
+ * a 64-bit integer to a 32-bit value, used for transfer/lease ids and for
+ * the allocator's live extents.
+ *
+ * Both are open-addressing tables with linear probing and backward-shift
+ * deletion (no tombstones), so a find costs one or two cache lines however
+ * long the server has been running. They grow by doubling and rehashing
+ * all entries; kvr_index_reserve()/kvr_index_u64_reserve() let a caller
+ * make room *before* it starts changing anything, so that a request is
+ * all-or-nothing. They know nothing about objects: values are opaque.
+ *
+ * Ownership: the caller owns the struct (init/fini); the table owns its
+ * entry array. Not thread-safe: kvringd's event-loop thread is the only
+ * user (DESIGN.md rule 3).
+ */
+#ifndef KVR_SERVER_INDEX_H
+#define KVR_SERVER_INDEX_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include <kvring/proto.h> /* struct kvr_key */
+
+/* The value find() returns when the key is absent; never a valid value. */
+#define KVR_INDEX_NONE UINT32_MAX
+
+/* One slot of the key index (24 bytes). val == KVR_INDEX_NONE: empty. */
+struct kvr_index_ent {
+	uint64_t lo;
+	uint64_t hi;
+	uint32_t ns;
+	uint32_t val;
+};
+
+/*
+ * struct kvr_index - key index. All fields private.
+ * The hash of (ns, key) is keyed by a per-server random seed: keys are
+ * already XXH3 output, but a hostile worker chooses its keys, and a fixed,
+ * public hash would let it pile every key into one probe run.
+ */
+struct kvr_index {
+	struct kvr_index_ent *ent;
+	uint64_t mask;	/* capacity - 1; capacity is a power of two */
+	uint64_t count; /* live entries */
+	uint64_t seed[3];
+};
+
+/*
+ * kvr_index_init - set up an empty key index.
+ * @capacity_hint: number of entries expected (the table is sized so that
+ *                 this many fit without a rehash); 0 picks a small table.
+ * @seed: per-server secret (from getrandom() at start-up).
+ * Return: 0, -EINVAL if @ix is NULL, -ENOMEM.
+ */
+int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed);
+
+/* kvr_index_fini - free the table; accepts NULL and a zeroed struct. */
+void kvr_index_fini(struct kvr_index *ix);
+
+/*
+ * kvr_index_reserve - make sure @extra more inserts cannot fail.
+ * Return: 0, or -ENOMEM (nothing changed).
+ */
+int kvr_index_reserve(struct kvr_index *ix, uint64_t extra);
+
+/* kvr_index_find - the value stored for (ns, *key), or KVR_INDEX_NONE. */
+uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key);
+
+/*
+ * kvr_index_insert - add (ns, *key) -> val.
+ * Return: 0, -EEXIST if the key is present (nothing changed), -EINVAL if
+ * val is KVR_INDEX_NONE, -ENOMEM if the table had to grow and could not.
+ */
+int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
+		     const struct kvr_key *key, uint32_t val);
+
+/*
+ * kvr_index_remove - delete (ns, *key).
+ * Return: 0, or -ENOENT if absent. Never allocates.
+ */
+int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
+		     const struct kvr_key *key);
+
+/* kvr_index_count - number of live entries. */
+uint64_t kvr_index_count(const struct kvr_index *ix);
+
+/* ---- u64 -> u32 map ---------------------------------------------------- */
+
+/* One slot of the u64 map; val == KVR_INDEX_NONE: empty. */
+struct kvr_index_u64_ent {
+	uint64_t key;
+	uint32_t val;
+	uint32_t pad;
+};
+
+/* struct kvr_index_u64 - integer map. All fields private. */
+struct kvr_index_u64 {
+	struct kvr_index_u64_ent *ent;
+	uint64_t mask;
+	uint64_t count;
+	uint64_t seed;
+};
+
+/* Same contracts as the key index functions above. */
+int kvr_index_u64_init(struct kvr_index_u64 *m, uint64_t capacity_hint,
+		       uint64_t seed);
+void kvr_index_u64_fini(struct kvr_index_u64 *m);
+int kvr_index_u64_reserve(struct kvr_index_u64 *m, uint64_t extra);
+uint32_t kvr_index_u64_find(const struct kvr_index_u64 *m, uint64_t key);
+int kvr_index_u64_insert(struct kvr_index_u64 *m, uint64_t key, uint32_t val);
+int kvr_index_u64_remove(struct kvr_index_u64 *m, uint64_t key);
+uint64_t kvr_index_u64_count(const struct kvr_index_u64 *m);
+
+#endif /* KVR_SERVER_INDEX_H */

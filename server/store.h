@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h - kvringd's storage engine: objects and their states, owned pins,
+ * leases, store/retrieve transfers, LRU eviction and accounting, on top of
+ * the pool allocator (alloc.h) and the key index (index.h).
+ *
+ * Pure in-process logic: no I/O, no system calls, no clock reads (every
+ * call takes the caller's now_ns), no logging. It never touches the pool's
+ * bytes; it only decides who may write or read which (off, len).
+ *
+ * Threading (DESIGN.md rule 3): a struct kvr_store is owned by ONE thread,
+ * kvringd's event loop, which is the only caller of every function below.
+ * There is no lock because there is no second thread; the pending-transfer
+ * tables therefore cannot race. Do not call it from a helper thread.
+ *
+ * Conventions: every call validates its arguments and is all-or-nothing:
+ * on a negative return nothing changed and outputs are untouched. Per-key
+ * statuses of prepare_store (exists, busy, no room, invalid size) are
+ * normal outcomes, not errors. Channel ids are < cfg.max_channels (the
+ * event loop uses its channel index). Ids of transfers and leases are
+ * server-issued, never 0, never reused; 0 means "none".
+ * The state machine, limits and error codes are in docs/storage.md.
+ */
+#ifndef KVR_SERVER_STORE_H
+#define KVR_SERVER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvring/proto.h> /* struct kvr_key, struct kvr_slot_desc */
+
+/* Defaults for fields of struct kvr_store_config left at 0. */
+#define KVR_STORE_DEF_ALIGN	    4096u
+#define KVR_STORE_DEF_LEASE_MS	    10000u
+#define KVR_STORE_DEF_MAX_CHANNELS  256u
+#define KVR_STORE_DEF_MAX_KEYS	    KVR_MAX_KEYS_LIMIT
+#define KVR_STORE_DEF_MAX_XFERS	    64u
+#define KVR_STORE_DEF_MAX_LEASES    256u
+#define KVR_STORE_DEF_EVICT_PER_KEY 1024u
+
+/* Creation parameters. Zero fields take the defaults above. */
+struct kvr_store_config {
+	uint64_t pool_bytes;	      /* required: size of the pool */
+	uint32_t align;		      /* slot alignment, power of two >= 64 */
+	uint32_t lease_ms;	      /* lease lifetime */
+	uint32_t max_channels;	      /* channel ids are 0..max_channels-1 */
+	uint32_t max_keys;	      /* per request; -E2BIG above */
+	uint32_t max_xfers_per_chan;  /* open transfers; -EBUSY above */
+	uint32_t max_leases_per_chan; /* live leases; -EBUSY above */
+	uint32_t max_evict_per_key;   /* eviction work bound, see docs */
+	uint32_t reserved;	      /* must be 0 */
+	uint64_t objects_hint;	      /* expected object count, pre-sizes */
+	uint64_t hash_seed;	      /* per-server secret (getrandom) */
+};
+
+/* Global counters; the control segment's stats block mirrors them. */
+struct kvr_store_stats {
+	uint64_t pool_bytes;	  /* managed bytes (rounded down to align) */
+	uint64_t used_bytes;	  /* reserved + committed (rounded) */
+	uint64_t committed_bytes; /* rounded sizes of committed objects */
+	uint64_t reserved_bytes;  /* rounded sizes of reserved objects */
+	uint64_t free_bytes;
+	uint64_t largest_free_bytes;
+	uint64_t free_extents;
+	double fragmentation; /* 1 - largest_free / free */
+	uint64_t objects;     /* committed objects */
+	uint64_t reserved_objects;
+	uint64_t pinned_objects; /* committed objects with >= 1 pin */
+	uint64_t pins;		 /* sum of pin counts = (owner, object) pairs */
+	uint64_t leases;	 /* live leases */
+	uint64_t transfers;	 /* open store + retrieve transfers */
+	/* Monotonic event counters. */
+	uint64_t lookups, lookup_keys, lookup_hits;
+	uint64_t stores_reserved;	  /* keys answered KVR_SLOT_OK */
+	uint64_t stores_skipped_existing; /* keys answered KVR_SLOT_EXISTS */
+	uint64_t stores_busy;		  /* keys answered KVR_SLOT_BUSY */
+	uint64_t no_room;		  /* keys answered KVR_SLOT_NOROOM */
+	uint64_t invalid_sizes;		  /* keys answered KVR_SLOT_INVALID */
+	uint64_t commits, aborts;	  /* store transfers */
+	uint64_t retrieves, retrieve_commits;
+	uint64_t evictions, evicted_bytes;
+	uint64_t leases_created, leases_released, leases_redeemed;
+	uint64_t leases_expired;
+	uint64_t channel_closes;
+};
+
+/* What one channel holds right now. */
+struct kvr_store_chan_stats {
+	uint64_t reserved_bytes; /* rounded, in its open store transfers */
+	uint64_t reserved_objects;
+	uint64_t pins_held; /* pins of its leases + retrieve transfers */
+	uint32_t leases_owned;
+	uint32_t transfers_open; /* store + retrieve */
+	uint64_t oldest_xfer_ns; /* now_ns at creation of its oldest open
+				    transfer; 0 if none */
+};
+
+/* What kvr_store_channel_close() released. */
+struct kvr_store_released {
+	uint64_t store_xfers;	 /* aborted store transfers */
+	uint64_t retrieve_xfers; /* dropped retrieve transfers */
+	uint64_t leases;	 /* dropped leases */
+	uint64_t objects_freed;	 /* reservations freed, never published */
+	uint64_t bytes_freed;	 /* their rounded bytes */
+	uint64_t pins_dropped;
+};
+
+/* Opaque: created and destroyed here, owned by the event-loop thread. */
+struct kvr_store;
+
+/*
+ * kvr_store_create - an empty store over a pool of cfg->pool_bytes.
+ * Return: 0 and *out, -EINVAL (NULL args, pool_bytes smaller than one unit,
+ * align not a power of two >= 64, a limit above what ids can express,
+ * reserved != 0), -ENOMEM. *out is untouched on error.
+ */
+int kvr_store_create(const struct kvr_store_config *cfg,
+		     struct kvr_store **out);
+
+/* kvr_store_destroy - free everything; accepts NULL. */
+void kvr_store_destroy(struct kvr_store *s);
+
+/*
+ * kvr_store_lookup - length of the longest prefix of keys[0..n) that is
+ * committed in namespace @ns. Touches the hits in the LRU (keys[0] ends up
+ * most recent: a prefix is worthless without its head). With @pin and at
+ * least one hit, a lease owned by @ch pins the hit objects (each once) until
+ * now_ns + lease_ms, and its id goes to *lease_out; otherwise *lease_out = 0.
+ * @lease_out may be NULL when !pin.
+ * Return: hits >= 0, or -EINVAL (bad ch, NULL keys with n > 0, pin without
+ * lease_out), -E2BIG (n > max_keys), -EBUSY (pin and ch already owns
+ * max_leases_per_chan leases), -ENOMEM.
+ */
+int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
+		     const struct kvr_key *keys, uint32_t n, bool pin,
+		     uint64_t now_ns, uint64_t *lease_out);
+
+/*
+ * kvr_store_release_lease - drop a lease's pins. Only the channel that made
+ * the lease may release it (anyone may redeem it, see below).
+ * Return: 0, -EINVAL (bad ch), -ENOENT (no such lease: unknown, already
+ * released/redeemed, expired — even if expire() has not swept it yet — or
+ * the id of a transfer), -EPERM (the lease belongs to another channel).
+ */
+int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
+			    uint64_t now_ns);
+
+/*
+ * kvr_store_prepare_store - reserve a slot for each key not yet stored.
+ * For key i, out[i] gets (status, off, len):
+ *   KVR_SLOT_OK      off/len: write len bytes there, then commit_store
+ *   KVR_SLOT_EXISTS  committed already (idempotent store, rule 1); the key
+ *                    is touched in the LRU; off = len = 0
+ *   KVR_SLOT_BUSY    another open store transfer (of any channel) reserved
+ *                    it, or an earlier occurrence in this same request did;
+ *                    not an error: do not write it
+ *   KVR_SLOT_NOROOM  even after evicting LRU unpinned committed objects
+ *                    (bounded, see docs) no extent is large enough
+ *   KVR_SLOT_INVALID sizes[i] is 0 or larger than the pool
+ * Eviction never takes a reserved or pinned object, nor one this request
+ * answered EXISTS. len = sizes[i] (not rounded); off is aligned.
+ * If at least one key got KVR_SLOT_OK, a store transfer owned by @ch holds
+ * the reservations and *xfer_out is its id; otherwise *xfer_out = 0 and
+ * nothing needs committing (commit_store/abort_store accept 0 as a no-op).
+ * Return: number of KVR_SLOT_OK keys (>= 0), or -EINVAL (bad ch, NULL
+ * arrays with n > 0), -E2BIG (n > max_keys), -EBUSY (ch has
+ * max_xfers_per_chan transfers open), -ENOMEM.
+ */
+int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
+			    const struct kvr_key *keys, const uint64_t *sizes,
+			    uint32_t n, uint64_t now_ns,
+			    struct kvr_slot_desc *out, uint64_t *xfer_out);
+
+/*
+ * kvr_store_commit_store - publish a store transfer: its reserved objects
+ * become committed, readable and evictable; the transfer is gone.
+ * xfer 0 is a no-op success (prepare_store reserved nothing).
+ * Return: 0, -EINVAL (bad ch), -ENOENT (no open store transfer with this
+ * id), -EPERM (it belongs to another channel).
+ */
+int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			   uint64_t now_ns);
+
+/*
+ * kvr_store_abort_store - free a store transfer's reservations; they are
+ * never published. xfer 0 is a no-op success. Errors as commit_store.
+ */
+int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			  uint64_t now_ns);
+
+/*
+ * kvr_store_prepare_retrieve - pin the longest committed prefix of
+ * keys[0..n) under a new retrieve transfer owned by @ch; out[i] for
+ * i < hits gets (KVR_SLOT_OK, off, len). Entries from hits on are not
+ * written. Hits are touched in the LRU. With 0 hits no transfer is made
+ * and *xfer_out = 0.
+ * Return: hits >= 0, or -EINVAL, -E2BIG, -EBUSY (as prepare_store), -ENOMEM.
+ */
+int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
+			       const struct kvr_key *keys, uint32_t n,
+			       uint64_t now_ns, struct kvr_slot_desc *out,
+			       uint64_t *xfer_out);
+
+/*
+ * kvr_store_prepare_retrieve_lease - redeem a lease: its pins move, as they
+ * are, to a new retrieve transfer owned by @ch (the lease may have been
+ * made by another channel; it is consumed). out[] gets one slot per pinned
+ * object, in lookup order (duplicated keys appear once).
+ * Return: number of slots (>= 1), or -EINVAL (bad ch, NULL out/xfer_out,
+ * @max smaller than the lease's object count), -ENOENT (no live lease with
+ * this id, as release_lease), -EBUSY (ch has max_xfers_per_chan open).
+ */
+int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
+				     uint64_t lease_id, uint64_t now_ns,
+				     struct kvr_slot_desc *out, uint32_t max,
+				     uint64_t *xfer_out);
+
+/*
+ * kvr_store_commit_retrieve - the reads are done: drop this transfer's pins
+ * (and nobody else's). xfer 0 is a no-op success.
+ * Return: 0, -EINVAL (bad ch), -ENOENT (no open retrieve transfer with this
+ * id), -EPERM (another channel's).
+ */
+int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			      uint64_t now_ns);
+
+/*
+ * kvr_store_channel_close - release everything @ch holds: store transfers
+ * aborted (reservations freed, never published), retrieve transfers' pins
+ * dropped, leases it owns dropped (a lease it made that another channel
+ * already redeemed is that channel's transfer now, and stays). Idempotent:
+ * a second call releases nothing. @rel_out (may be NULL) says what was
+ * released, for the log line and counters.
+ * Return: 0, or -EINVAL (bad ch).
+ */
+int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
+			    struct kvr_store_released *rel_out);
+
+/*
+ * kvr_store_expire - drop leases whose deadline is <= now_ns, earliest
+ * first, at most @budget of them (0 = no limit). O(log L) each.
+ * Return: number dropped.
+ */
+int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget);
+
+/*
+ * kvr_store_next_expiry - deadline (ns) of the earliest live lease, or
+ * UINT64_MAX when there is none; lets the loop arm its timer.
+ */
+uint64_t kvr_store_next_expiry(const struct kvr_store *s);
+
+/* kvr_store_stats - snapshot of the global counters (O(log n)). */
+void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out);
+
+/*
+ * kvr_store_chan_stats - what @ch holds (O(transfers of ch)).
+ * Return: 0, or -EINVAL (bad ch).
+ */
+int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
+			 struct kvr_store_chan_stats *out);
+
+/* kvr_store_align / kvr_store_max_keys - effective configuration. */
+uint32_t kvr_store_align(const struct kvr_store *s);
+uint32_t kvr_store_max_keys(const struct kvr_store *s);
+
+/*
+ * kvr_store_audit - walk every object, owner, channel and the allocator and
+ * check all invariants (docs/storage.md lists them). O(everything); for
+ * tests, debugging and an optional inspector command.
+ * Return: 0, or -ENOTRECOVERABLE with the first violation described in
+ * @msg (NUL-terminated, when msg_len > 0), or -ENOMEM (audit scratch).
+ */
+int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len);
+
+#endif /* KVR_SERVER_STORE_H */
