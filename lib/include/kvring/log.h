@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One-line-per-event logging for kvr's *binaries* (kvringd and the tools).
+ * A line looks like
+ *
+ *   2026-01-31T12:00:00.123Z kvringd[4242] W pool: 93% full
+ *
+ * (UTC time with milliseconds, ident, pid, one level letter E/W/I/D, the
+ * message) and reaches the log fd (stderr by default) in a single write(),
+ * so lines from threads and processes sharing the fd never interleave
+ * (up to PIPE_BUF bytes on a pipe).
+ *
+ * rings/, the library code in lib/ and worker/ never call this: they return
+ * a code and fill a struct kvr_err, and the binary decides what to log.
+ * Don't log per chunk; bump a counter in the segment's stats block instead.
+ */
+#ifndef KVRING_LOG_H
+#define KVRING_LOG_H
+
+/* Levels, most severe first; a message is written when level <= current. */
+enum kvr_log_level {
+	KVR_LOG_ERR = 0,
+	KVR_LOG_WARN = 1,
+	KVR_LOG_INFO = 2,
+	KVR_LOG_DEBUG = 3,
+};
+
+/* Longest line written, newline included; longer messages end in "...". */
+#define KVR_LOG_LINE_MAX 2048
+
+/*
+ * kvr_log - write one line at @level if @level is enabled.
+ * Thread-safe, async-signal-unsafe (it formats with vsnprintf). Newlines
+ * inside the message become spaces so that one event stays one line.
+ * Preserves errno. Write errors are ignored: logging never fails a caller.
+ */
+void kvr_log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define kvr_log_err(...)   kvr_log(KVR_LOG_ERR, __VA_ARGS__)
+#define kvr_log_warn(...)  kvr_log(KVR_LOG_WARN, __VA_ARGS__)
+#define kvr_log_info(...)  kvr_log(KVR_LOG_INFO, __VA_ARGS__)
+#define kvr_log_debug(...) kvr_log(KVR_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * kvr_log_set_level - write messages up to @level (clamped to
+ * KVR_LOG_ERR..KVR_LOG_DEBUG). The default is KVR_LOG_INFO.
+ * Thread-safe (a relaxed atomic: a level change needs no ordering).
+ */
+void kvr_log_set_level(int level);
+
+/* kvr_log_get_level - the current level. */
+int kvr_log_get_level(void);
+
+/*
+ * kvr_log_enabled - whether a message at @level would be written; use it to
+ * skip building an expensive message.
+ */
+int kvr_log_enabled(int level);
+
+/*
+ * kvr_log_parse_level - parse "err" (or "error"), "warn" (or "warning"),
+ * "info", "debug"; case-insensitive.
+ * Return: the level (>= 0), or -EINVAL for anything else or NULL.
+ */
+int kvr_log_parse_level(const char *s);
+
+/*
+ * kvr_log_set_ident - name shown before "[pid]" (default "kvr"); copied,
+ * cut to 31 bytes. Call it once at start-up, before other threads log.
+ */
+void kvr_log_set_ident(const char *ident);
+
+/*
+ * kvr_log_set_fd - send lines to @fd instead of stderr (fd 2 is the
+ * default). The fd is borrowed, never closed. Thread-safe.
+ * Return: the previous fd.
+ */
+int kvr_log_set_fd(int fd);
+
+#endif /* KVRING_LOG_H */
