@@ -14,8 +14,29 @@
  * failure's full sentence. No function prints, exits or aborts.
  *
  * Threads: a client may be used from several threads; calls are serialised
- * by a mutex inside the client (docs/worker-guide.md). For parallel
- * pipelines open one client per thread.
+ * by a mutex inside the client (docs/worker-guide.md), and a synchronous
+ * call holds it while it waits. For parallel pipelines open one client
+ * per thread, or use the asynchronous calls. A client must not be used in
+ * a child created by fork(); the child may kvr_close() its copy (that
+ * only drops the child's mappings and fds) and connect anew.
+ *
+ * Errors every call may return besides its own (docs/errors.md):
+ *   -ETIMEDOUT   no answer within timeout_ms. The connection stays usable:
+ *                the request stays in flight and whatever its late answer
+ *                creates (a reservation, pin or lease) is undone by the
+ *                library. If the server's heartbeat in the control segment
+ *                is older than max(3 periods, 1 s) instead, the message
+ *                says so and the client is broken (below).
+ *   -EOWNERDEAD  kvringd closed the connection, died or restarted.
+ *   -EPROTO/-EBADMSG  kvringd answered something this client never asked,
+ *                or an answer failed validation (e.g. a slot outside the
+ *                pool).
+ *   -E2BIG       more keys than kvr_client_info()->max_keys.
+ *   -EINVAL      NULL client/xfer/keys, or a transfer of the wrong kind.
+ * After a fatal error (the last three groups, and the stale heartbeat) the
+ * client is broken: every later call returns the same error at once,
+ * pending asynchronous requests complete with it, and only kvr_close()
+ * remains useful. Reconnect with kvr_close() + kvr_connect().
  */
 #ifndef KVRING_KVRING_H
 #define KVRING_KVRING_H
@@ -61,6 +82,14 @@ struct kvr_client_info {
 	uint8_t boot_id[16];
 	char pool_name[64];
 	uint64_t attach_ns; /* time to map and pre-fault the pool */
+	/* Additions (v0.1): */
+	int32_t server_pid;   /* kvringd's pid (SO_PEERCRED at connect) */
+	uint32_t heartbeat_ms; /* server heartbeat period */
+	uint64_t prefault_ns; /* of attach_ns: the pool pre-fault alone */
+	/* One line for the worker's own log, e.g. "transport shm, pool
+	 * kvring-0.pool 1073741824 bytes, channel 2, attach 85.1 ms (prefault
+	 * 84.7 ms), kvringd pid 4242". The library never prints it. */
+	char debug[256];
 };
 
 /* The default socket path for this uid: /run/kvring/<uid>.sock when
@@ -85,7 +114,11 @@ KVR_API int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out
  * kvr_close - release the connection and everything the server holds for
  * it. Idempotent on the same pointer value is impossible in C, so:
  * kvr_close(NULL) is a no-op, and kvr_close() works (returns) whether the
- * server is alive, dead or gone. Pointers handed out by slots die here.
+ * server is alive, dead or gone. It sends BYE without blocking (best
+ * effort), closes the socket and doorbell fds and unmaps both segments;
+ * it never waits for the server. Pointers handed out by slots die here;
+ * the slot arrays of transfers not yet committed stay allocated until the
+ * caller passes each such xfer to kvr_xfer_free().
  */
 KVR_API void kvr_close(struct kvr_client *c);
 
@@ -94,7 +127,8 @@ KVR_API const struct kvr_client_info *kvr_client_info(const struct kvr_client *c
 /* The last failure's sentence for this client ("" if none). */
 KVR_API const char *kvr_client_errmsg(const struct kvr_client *c);
 
-/* Keys for this client's namespace (see <kvring/keys.h>). */
+/* Keys for this client's namespace (see <kvring/keys.h>): one per full
+ * chunk of tokens, at most max_keys. Needs no lock and no server. */
 KVR_API long kvr_client_keys(const struct kvr_client *c, const uint32_t *tokens,
 			     size_t ntokens, struct kvr_key *out, size_t max_keys);
 
@@ -107,7 +141,12 @@ struct kvr_slot {
 };
 
 /* A transfer in progress: filled by the prepare calls, consumed by
- * commit/abort. Owns the slot array (and copy-transport buffers). */
+ * commit/abort. Owns the slot array (and copy-transport buffers). The
+ * prepare calls initialise it (its old contents are overwritten, so free a
+ * previous transfer first). Under the shared-memory transports slot ptrs
+ * point into the mapped pool; under the copy transport into a private
+ * buffer whose bytes travel on commit (store) or arrived with the answer
+ * (retrieve). */
 struct kvr_xfer {
 	uint64_t id;		/* server transfer id (0: nothing to commit) */
 	uint32_t nslots;
@@ -139,6 +178,14 @@ KVR_API int kvr_release(struct kvr_client *c, uint64_t lease);
 KVR_API int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			      const uint64_t *sizes, uint32_t n,
 			      struct kvr_xfer *x);
+/*
+ * kvr_commit_store / kvr_abort_store - publish (or free) the transfer's
+ * reservations. The xfer's memory is released whatever the outcome. A
+ * transfer with nothing reserved (x->id 0: every key EXISTS) completes at
+ * once without talking to the server, so storing a prompt twice always
+ * succeeds. Return 0, or -ENOENT if the server no longer knows the
+ * transfer, or the errors listed at the top.
+ */
 KVR_API int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x);
 KVR_API int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x);
 
@@ -152,6 +199,8 @@ KVR_API int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *key
 				 uint32_t n, struct kvr_xfer *x);
 KVR_API int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 				       struct kvr_xfer *x);
+/* kvr_commit_retrieve - unpin; the slots must not be read afterwards. The
+ * xfer's memory is released whatever the outcome; x->id 0 is a no-op. */
 KVR_API int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x);
 
 /* Frees what a kvr_xfer holds without talking to the server (after
@@ -200,8 +249,12 @@ KVR_API int kvr_submit_ping(struct kvr_client *c, void *user);
 /*
  * kvr_reap - collect up to max completions. Waits until at least min_wait
  * are available or timeout_ms passes (0: do not wait; -1: the client's
- * timeout). Return the number reaped (>= 0) or -errno (-ETIMEDOUT,
- * -EOWNERDEAD when the server died).
+ * timeout); min_wait is capped at what is in flight, so it never waits
+ * for requests that were not submitted. Completions of commit/abort ops
+ * carry an xfer whose memory is already released; completions of prepare
+ * ops carry the filled xfer. Return the number reaped (>= 0), -ETIMEDOUT
+ * if min_wait > 0 and none arrived in time (not fatal), or the client's
+ * fatal error once every pending request has been reaped.
  */
 KVR_API int kvr_reap(struct kvr_client *c, struct kvr_completion *out,
 		     unsigned max, unsigned min_wait, int timeout_ms);

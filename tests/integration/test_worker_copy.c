@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_worker_copy.c - the copy transport (payload over the Unix socket):
+ * the same API gives byte-identical results, also across transports (store
+ * through one, retrieve through the other), whether copy is asked for in
+ * the options or forced with KVRING_TRANSPORT=copy, and the transport is
+ * reported in kvr_client_info (DESIGN rule 9).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "worker_srv.h"
+
+static struct wsrv srv;
+
+static void setup(void)
+{
+	unsetenv("KVRING_TRANSPORT");
+	wsrv_init(&srv, "64M");
+	wsrv_start(&srv);
+}
+
+static void teardown(void)
+{
+	wsrv_stop(&srv);
+	wsrv_cleanup(&srv);
+}
+
+TestSuite(worker_copy, .init = setup, .fini = teardown, .timeout = 60);
+
+static void keys_for(struct kvr_client *c, uint32_t r, struct kvr_key *k,
+		     uint32_t n)
+{
+	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
+
+	cr_assert(t);
+	wsrv_tokens(r, t, (size_t)n * 16);
+	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
+	free(t);
+}
+
+Test(worker_copy, bytes_round_trip_when_transport_is_copy)
+{
+	struct kvr_client *c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	const struct kvr_client_info *i = kvr_client_info(c);
+	struct kvr_key k[16];
+
+	cr_expect_eq(i->transport, KVR_TRANSPORT_COPY);
+	cr_expect_neq(strstr(i->debug, "transport copy"), NULL, "%s", i->debug);
+	keys_for(c, 1, k, 16);
+	cr_assert_eq(wsrv_store(c, k, 16, 300000), 16);
+	cr_expect_eq(kvr_lookup(c, k, 16, NULL), 16);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 16, 300000), 16);
+	/* Idempotent through copy too. */
+	cr_expect_eq(wsrv_store(c, k, 16, 300000), 0);
+	kvr_close(c);
+}
+
+Test(worker_copy, bytes_match_when_stored_by_copy_and_retrieved_by_shm)
+{
+	struct kvr_client *cp = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	struct kvr_client *sh = wsrv_connect(&srv, 0, 5000);
+	struct kvr_key k[8];
+
+	cr_assert_eq(kvr_client_info(sh)->transport, KVR_TRANSPORT_SHM);
+	keys_for(cp, 2, k, 8);
+	cr_assert_eq(wsrv_store(cp, k, 8, 123457), 8);
+	cr_expect_eq(wsrv_retrieve_check(sh, k, 8, 123457), 8);
+	kvr_close(sh);
+	kvr_close(cp);
+}
+
+Test(worker_copy, bytes_match_when_stored_by_shm_and_retrieved_by_copy)
+{
+	struct kvr_client *cp = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	struct kvr_client *sh = wsrv_connect(&srv, 0, 5000);
+	struct kvr_key k[8];
+
+	keys_for(sh, 3, k, 8);
+	cr_assert_eq(wsrv_store(sh, k, 8, 65536), 8);
+	cr_expect_eq(wsrv_retrieve_check(cp, k, 8, 65536), 8);
+	kvr_close(sh);
+	kvr_close(cp);
+}
+
+Test(worker_copy, copy_is_used_when_environment_forces_it)
+{
+	struct kvr_client *c;
+
+	setenv("KVRING_TRANSPORT", "copy", 1);
+	c = wsrv_connect(&srv, 0, 5000);
+	cr_expect_eq(kvr_client_info(c)->transport, KVR_TRANSPORT_COPY);
+	kvr_close(c);
+	unsetenv("KVRING_TRANSPORT");
+}
+
+Test(worker_copy, connect_returns_einval_when_environment_is_garbage)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+
+	setenv("KVRING_TRANSPORT", "carrier-pigeon", 1);
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
+	cr_expect_neq(strstr(err, "KVRING_TRANSPORT"), NULL, "%s", err);
+	unsetenv("KVRING_TRANSPORT");
+}
+
+Test(worker_copy, abort_and_prefix_work_when_transport_is_copy)
+{
+	struct kvr_client *c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	struct kvr_key k[12];
+	uint64_t sizes[2] = { 4096, 4096 };
+	struct kvr_xfer x;
+
+	keys_for(c, 4, k, 12);
+	cr_assert_eq(kvr_prepare_store(c, k + 10, sizes, 2, &x), 0);
+	cr_expect_eq(kvr_abort_store(c, &x), 0, "%s", kvr_client_errmsg(c));
+	cr_assert_eq(wsrv_store(c, k, 10, 4096), 10);
+	cr_expect_eq(kvr_lookup(c, k, 12, NULL), 10);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 12, 4096), 10);
+	kvr_close(c);
+}
+
+Test(worker_copy, call_returns_eownerdead_when_server_is_killed_under_copy)
+{
+	struct kvr_client *c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	long rc;
+
+	wsrv_kill(&srv);
+	rc = kvr_ping(c, NULL);
+	cr_expect_eq(rc, -EOWNERDEAD, "%ld %s", rc, kvr_client_errmsg(c));
+	kvr_close(c);
+}

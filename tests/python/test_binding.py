@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Tests of the Python binding (worker/python/kvring) against a real kvringd.
+
+Runs with the system Python and the standard library only:
+    KVRING_LIB=<build>/worker/libkvring.so KVRINGD=<build>/server/kvringd \
+        /usr/bin/python3 tests/python/test_binding.py
+Without KVRINGD, the kvringd of a build directory of this checkout is used.
+Each test class starts its own kvringd on a private socket and segment name
+and stops it at the end. Covers: store in one process and retrieve in
+another with identical bytes, memoryviews straight over the pool (no copy),
+commit on leaving the with-block and abort on an exception, idempotent
+store, prefix lookup, leases, copy transport, close twice.
+"""
+
+import glob
+import hashlib
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "worker", "python"))
+
+import kvring  # noqa: E402
+
+LAYOUT = dict(model="py-test-model", layers=2, kv_heads=2, head_size=64,
+              dtype_bytes=2, chunk_tokens=16)
+CHUNK = 2 * 2 * 2 * 64 * 2 * 16  # 2 (K,V) x layers x heads x size x dtype x tokens
+
+
+def kvringd_path():
+    p = os.environ.get("KVRINGD")
+    if p:
+        return p
+    for cand in sorted(glob.glob(os.path.join(REPO, "..", "build*", "server",
+                                              "kvringd")) +
+                       glob.glob(os.path.join(REPO, "build*", "server",
+                                              "kvringd"))):
+        return cand
+    raise unittest.SkipTest("kvringd not found (set KVRINGD)")
+
+
+class Server(object):
+    def __init__(self):
+        tag = "kvring-py%d-%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+        self.sock = "/tmp/%s.sock" % tag
+        self.name = tag
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [kvringd_path(), "--socket", self.sock, "--name", self.name,
+             "--pool-size", "32M", "--allow-root", "--no-prefault",
+             "--log-level", "warn"], stderr=subprocess.DEVNULL)
+        for _ in range(1000):
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(self.sock)
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("kvringd exited at start-up")
+                time.sleep(0.01)
+            finally:
+                s.close()
+        raise RuntimeError("kvringd did not start")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for p in (self.sock, self.sock + ".lock",
+                  "/dev/shm/%s.ctl" % self.name,
+                  "/dev/shm/%s.pool" % self.name):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def chunk_bytes(key, n=CHUNK):
+    """Deterministic bytes for a key (any process can recompute them)."""
+    lo, hi = key
+    seed = lo.to_bytes(8, "little") + hi.to_bytes(8, "little")
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += hashlib.blake2b(seed + i.to_bytes(4, "little")).digest()
+        i += 1
+    return bytes(out[:n])
+
+
+def tokens(r, nchunks):
+    return [(r * 1000003 + j * 2654435761) % (1 << 32)
+            for j in range(nchunks * LAYOUT["chunk_tokens"])]
+
+
+def store_all(c, keys):
+    with c.store(keys, [CHUNK] * len(keys)) as tx:
+        n = 0
+        for (st, view), k in zip(tx.slots, keys):
+            if st == kvring.SLOT_OK:
+                view[:] = chunk_bytes(k)
+                n += 1
+    return n
+
+
+def child_retrieve(sock, keys, transport, q):
+    """Runs in another process: connect, retrieve, compare digests."""
+    try:
+        with kvring.connect(socket=sock, transport=transport,
+                            **LAYOUT) as c:
+            with c.retrieve(keys) as tx:
+                got = [hashlib.sha256(v).hexdigest() for _, v in tx.slots]
+        want = [hashlib.sha256(chunk_bytes(k)).hexdigest() for k in keys]
+        q.put(("ok" if got == want else "mismatch", len(got)))
+    except Exception as e:  # reported to the parent, not swallowed
+        q.put(("error", repr(e)))
+
+
+def child_redeem(sock, lease, keys, q):
+    try:
+        with kvring.connect(socket=sock, **LAYOUT) as c:
+            with c.retrieve(lease=lease) as tx:
+                ok = all(bytes(v) == chunk_bytes(k)
+                         for (_, v), k in zip(tx.slots, keys))
+                q.put(("ok" if ok else "mismatch", len(tx)))
+    except Exception as e:
+        q.put(("error", repr(e)))
+
+
+class BindingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+        cls.srv.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def connect(self, **kw):
+        return kvring.connect(socket=self.srv.sock, **dict(LAYOUT, **kw))
+
+    def run_child(self, target, *args):
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=target, args=args + (q,))
+        p.start()
+        res = q.get(timeout=30)
+        p.join(30)
+        return res
+
+    def test_bytes_match_when_another_process_retrieves(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(1, 16))
+            self.assertEqual(len(keys), 16)
+            self.assertEqual(store_all(c, keys), 16)
+            self.assertEqual(c.lookup(keys), 16)
+            self.assertEqual(c.transport, "shm")
+        # A second process, connecting on its own, reads the same bytes.
+        self.assertEqual(self.run_child(child_retrieve, self.srv.sock,
+                                        list(keys), None), ("ok", 16))
+
+    def test_bytes_match_when_retrieved_through_copy(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(2, 4))
+            store_all(c, keys)
+        self.assertEqual(self.run_child(child_retrieve, self.srv.sock,
+                                        list(keys), "copy"), ("ok", 4))
+        with self.connect(transport="copy") as c:
+            self.assertEqual(c.transport, "copy")
+            keys = c.keys(tokens(3, 4))
+            self.assertEqual(store_all(c, keys), 4)
+        self.assertEqual(self.run_child(child_retrieve, self.srv.sock,
+                                        list(keys), None), ("ok", 4))
+
+    def test_views_are_zero_copy_when_slots_are_returned(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(4, 1))
+            with c.store(keys, [CHUNK]) as tx:
+                st, v = tx.slots[0]
+                self.assertEqual(st, kvring.SLOT_OK)
+                self.assertFalse(v.readonly)
+                self.assertEqual(len(v), CHUNK)
+                self.assertEqual(v.format, "B")
+                v[:] = chunk_bytes(keys[0])
+            with c.retrieve(keys) as tx:
+                st, v = tx.slots[0]
+                self.assertTrue(v.readonly)
+                self.assertEqual(bytes(v), chunk_bytes(keys[0]))
+            # After the block the views are released.
+            with self.assertRaises(ValueError):
+                bytes(v)
+
+    def test_store_is_aborted_when_block_raises(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(5, 2))
+            with self.assertRaises(RuntimeError):
+                with c.store(keys, [CHUNK, CHUNK]) as tx:
+                    tx.slots[0][1][:] = b"\x01" * CHUNK
+                    raise RuntimeError("worker failed mid-store")
+            self.assertEqual(c.lookup(keys), 0)
+
+    def test_store_is_a_noop_when_keys_exist(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(6, 3))
+            self.assertEqual(store_all(c, keys), 3)
+            with c.store(keys, [CHUNK] * 3) as tx:
+                self.assertEqual([s for s, _ in tx.slots],
+                                 [kvring.SLOT_EXISTS] * 3)
+                self.assertEqual(tx.stored, 0)
+
+    def test_lookup_returns_prefix_when_more_keys_asked(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(7, 12))
+            store_all(c, keys[:10])
+            self.assertEqual(c.lookup(keys), 10)
+            with c.retrieve(keys) as tx:
+                self.assertEqual(len(tx), 10)
+
+    def test_lease_is_redeemed_when_another_process_retrieves(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(8, 3))
+            store_all(c, keys)
+            hits, lease = c.lookup(keys, pin=True)
+            self.assertEqual(hits, 3)
+            self.assertNotEqual(lease, 0)
+            self.assertEqual(self.run_child(child_redeem, self.srv.sock,
+                                            lease, list(keys)), ("ok", 3))
+
+    def test_close_is_harmless_when_called_twice(self):
+        c = self.connect()
+        c.ping()
+        c.close()
+        c.close()
+        self.assertTrue(c.closed)
+        with self.assertRaises(kvring.KvringError):
+            c.ping()
+
+    def test_keys_accept_buffers_when_given_array(self):
+        import array
+        with self.connect() as c:
+            t = tokens(9, 2)
+            self.assertEqual(list(c.keys(array.array("I", t))),
+                             list(c.keys(t)))
+            self.assertEqual(len(c.keys(t[:20])), 1)
+
+    def test_connect_raises_when_no_server(self):
+        with self.assertRaises(kvring.KvringError) as cm:
+            kvring.connect(socket="/tmp/kvring-py-nonexistent.sock",
+                           **LAYOUT)
+        self.assertIn(cm.exception.errno, (2, 111))
+
+    def test_stats_report_pool_when_asked(self):
+        with self.connect() as c:
+            self.assertEqual(c.stats()["pool_bytes"], c.pool_bytes)
+            self.assertIn("transport shm", c.debug)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

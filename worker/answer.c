@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * answer.c - libkvring's handling of kvringd's answers: validation
+ * (kvr_resp_parse on a private copy, then the shape rules for the request
+ * it answers), matching by req_id (an answer nobody asked for breaks the
+ * client with -EPROTO), filling the caller's xfer with slot pointers (into
+ * the pool, or into the copy transport's private buffers with the payload
+ * read from the socket), queueing async completions, and undoing what a
+ * request abandoned by a timed-out sync call created on the server (a
+ * reservation, a pin, a lease), so nothing leaks and no caller memory is
+ * touched after its call returned. Also fails every pending request when
+ * the client breaks.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+
+#include "client.h"
+
+/* ---- answers ---- */
+
+/* Undo what an abandoned request created on the server. */
+static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
+{
+	struct sub s = { .kind = SUB_INTERNAL, .handle = handle };
+
+	if (!handle || c->broken)
+		return;
+	if (op == KVR_OP_PREPARE_STORE)
+		s.op = KVR_OP_ABORT_STORE;
+	else if (op == KVR_OP_PREPARE_RETRIEVE)
+		s.op = KVR_OP_COMMIT_RETRIEVE;
+	else if (op == KVR_OP_LOOKUP)
+		s.op = KVR_OP_RELEASE;
+	else
+		return;
+	/* Best effort: if it can't be sent, the server frees it when this
+	 * channel closes. */
+	(void)kvr__submit(c, &s, kvr__now_ns(), NULL);
+}
+
+/* Read (copy transport) the payload that follows a retrieve answer into
+ * the transfer's buffers, or into the void when nobody wants it. */
+static int read_payload(struct kvr_client *c, struct kvr_xfer *x,
+			const struct kvr_slot_desc *sd, uint32_t n)
+{
+	static char sink[65536];
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t left = sd[i].len;
+		char *dst = x ? x->slots[i].ptr : NULL;
+
+		if (sd[i].status != KVR_SLOT_OK)
+			continue;
+		while (left) {
+			size_t k = dst ? (size_t)left
+				       : (size_t)(left < sizeof(sink) ? left
+								      : sizeof(sink));
+
+			rc = kvr__sock_read_full(c, dst ? dst : sink, k);
+			if (rc < 0)
+				return rc;
+			left -= k;
+			if (dst)
+				dst += k;
+		}
+	}
+	return 0;
+}
+
+/* Build the caller's slot array from a validated answer. */
+static int fill_xfer(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
+		     const struct kvr_resp_hdr *h,
+		     const struct kvr_slot_desc *sd)
+{
+	x->op = op;
+	x->id = h->handle;
+	x->nslots = h->count;
+	x->slots = calloc(h->count ? h->count : 1, sizeof(*x->slots));
+	if (!x->slots)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < h->count; i++) {
+		x->slots[i].status = sd[i].status;
+		x->slots[i].off = sd[i].off;
+		x->slots[i].len = sd[i].status == KVR_SLOT_OK ? sd[i].len : 0;
+		if (sd[i].status == KVR_SLOT_OK && !c->copy)
+			x->slots[i].ptr = (char *)c->pool.base + sd[i].off;
+	}
+	if (c->copy && kvr__copy_alloc(x) < 0) {
+		free(x->slots);
+		x->slots = NULL;
+		x->nslots = 0;
+		x->id = 0;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The shape rules an answer must meet for the request it answers. */
+static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
+		       const struct kvr_slot_desc *sd, const char **why)
+{
+	bool any_ok = false;
+
+	if (h->status > 0) {
+		*why = "positive status";
+		return -EBADMSG;
+	}
+	if (h->status < 0)
+		return 0; /* slots, if any, are ignored */
+	for (uint32_t i = 0; i < h->count; i++)
+		any_ok |= sd[i].status == KVR_SLOT_OK;
+	switch (p->op) {
+	case KVR_OP_LOOKUP:
+		if (h->value > p->nkeys || h->count) {
+			*why = "lookup hits exceed the keys asked";
+			return -EBADMSG;
+		}
+		return 0;
+	case KVR_OP_PREPARE_STORE:
+		if (h->count != p->nkeys || (any_ok && !h->handle)) {
+			*why = "prepare_store slot count or transfer id";
+			return -EBADMSG;
+		}
+		return 0;
+	case KVR_OP_PREPARE_RETRIEVE:
+		for (uint32_t i = 0; i < h->count; i++)
+			if (sd[i].status != KVR_SLOT_OK) {
+				*why = "retrieve slot not OK";
+				return -EBADMSG;
+			}
+		if (h->count > p->nkeys || (h->count && !h->handle)) {
+			*why = "retrieve slot count or transfer id";
+			return -EBADMSG;
+		}
+		return 0;
+	default:
+		if (h->count) {
+			*why = "unexpected slots";
+			return -EBADMSG;
+		}
+		return 0;
+	}
+}
+
+int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
+		size_t len, int copy_sock)
+{
+	const struct kvr_slot_desc *sd = NULL;
+	struct kvr_resp_hdr h;
+	struct kvr__pend *p;
+	struct kvr_completion e;
+	const char *why = "";
+	uint32_t op = type & ~KVR_RESP_BIT;
+	int rc, st;
+
+	rc = kvr_resp_parse(type, rec, len, c->info.pool_bytes, &h, &sd);
+	if (rc < 0)
+		return kvr__break(c, -EBADMSG,
+				  "bad answer from kvringd (type 0x%x, %zu "
+				  "bytes): a slot outside the pool or a length "
+				  "that does not match", type, len);
+	p = kvr__pend_find(c, h.req_id);
+	if (!p || p->op != op)
+		return kvr__break(c, -EPROTO,
+				  "kvringd answered request id %llu (%s) that "
+				  "this client %s",
+				  (unsigned long long)h.req_id, kvr_op_name(op),
+				  p ? "sent as another op" : "never sent");
+	rc = check_shape(p, &h, sd, &why);
+	if (rc < 0)
+		return kvr__break(c, rc, "bad %s answer from kvringd: %s",
+				  kvr_op_name(op), why);
+	st = h.status;
+
+	/* Copy transport: the retrieve payload follows on the socket. */
+	if (p->state == PEND_ORPHAN || (p->internal)) {
+		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE && st == 0) {
+			rc = read_payload(c, NULL, sd, h.count);
+			if (rc < 0)
+				return rc;
+		}
+		p = kvr__pend_find(c, h.req_id);
+		if (p) {
+			bool orphan = p->state == PEND_ORPHAN;
+
+			kvr__pend_free(c, p);
+			if (orphan && st == 0)
+				undo(c, op, h.handle);
+		}
+		return 0;
+	}
+
+	if (st == 0 && (op == KVR_OP_PREPARE_STORE || op == KVR_OP_PREPARE_RETRIEVE)) {
+		if (p->x)
+			rc = fill_xfer(c, p->x, op, &h, sd);
+		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE) {
+			int rr = read_payload(c, rc == 0 ? p->x : NULL, sd,
+					      h.count);
+
+			if (rr < 0)
+				return rr;
+			p = kvr__pend_find(c, h.req_id);
+			if (!p)
+				return 0;
+		}
+		if (rc < 0) {
+			/* No memory for the slots: undo on the server. */
+			st = -ENOMEM;
+			undo(c, op, h.handle);
+			p = kvr__pend_find(c, h.req_id);
+			if (!p)
+				return 0;
+		}
+	}
+	if (op == KVR_OP_STATS && st == 0 && p->stats)
+		memcpy(p->stats, (const char *)rec + sizeof(h),
+		       sizeof(*p->stats));
+	if (op == KVR_OP_COMMIT_STORE || op == KVR_OP_ABORT_STORE ||
+	    op == KVR_OP_COMMIT_RETRIEVE)
+		kvr_xfer_free(p->x);
+
+	if (p->sync) {
+		p->state = PEND_DONE;
+		p->status = st;
+		p->value = (long)h.value;
+		p->handle = h.handle;
+		return 0;
+	}
+	e.user = p->user;
+	e.op = op;
+	e.status = st;
+	e.value = op == KVR_OP_LOOKUP ? (long)h.value : 0;
+	e.handle = h.handle;
+	e.xfer = p->x;
+	kvr__pend_free(c, p);
+	kvr__cq_push(c, &e);
+	return 0;
+}
+
+void kvr__fail_pending(struct kvr_client *c)
+{
+	for (uint32_t i = 0; i < c->pend_cap; i++) {
+		struct kvr__pend *p = &c->pend[i];
+		struct kvr_completion e;
+
+		switch (p->state) {
+		case PEND_FREE:
+			continue;
+		case PEND_SENDING:
+		case PEND_ORPHAN:
+			kvr__pend_free(c, p);
+			continue;
+		default:
+			break;
+		}
+		if (p->internal) {
+			kvr__pend_free(c, p);
+			continue;
+		}
+		if (p->sync) {
+			if (p->state == PEND_WAIT) {
+				p->state = PEND_DONE;
+				p->status = c->broken;
+			}
+			continue;
+		}
+		if (p->op == KVR_OP_COMMIT_STORE || p->op == KVR_OP_ABORT_STORE ||
+		    p->op == KVR_OP_COMMIT_RETRIEVE)
+			kvr_xfer_free(p->x);
+		memset(&e, 0, sizeof(e));
+		e.user = p->user;
+		e.op = p->op;
+		e.status = c->broken;
+		e.xfer = p->x;
+		kvr__pend_free(c, p);
+		kvr__cq_push(c, &e);
+	}
+}
+

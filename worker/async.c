@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * async.c - libkvring's asynchronous calls: kvr_submit_* queue a
+ * request and return at once (-EAGAIN when the request ring stays full
+ * after one drain of answers), and kvr_reap() collects completions, each
+ * carrying the caller's data, waiting for at least min_wait of them with
+ * the same bounded wait as the synchronous calls.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+
+#include "client.h"
+
+/* ---- asynchronous calls ---- */
+
+static int do_submit(struct kvr_client *c, struct sub *s)
+{
+	s->kind = SUB_ASYNC;
+	return kvr__submit(c, s,
+		      kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull,
+		      NULL);
+}
+
+int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
+		      uint32_t n, bool pin, void *user)
+{
+	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
+			 .flags = pin ? KVR_REQ_PIN : 0, .user = user };
+
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_submit(c, &s));
+}
+
+int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
+			     const uint64_t *sizes, uint32_t n,
+			     struct kvr_xfer *x, void *user)
+{
+	struct sub s = { .op = KVR_OP_PREPARE_STORE, .keys = keys,
+			 .sizes = sizes, .n = n, .x = x, .user = user };
+
+	if (!c || !x)
+		return -EINVAL;
+	kvr__xfer_init(x, KVR_OP_PREPARE_STORE);
+	return LOCKED(c, do_submit(c, &s));
+}
+
+int kvr_submit_prepare_retrieve(struct kvr_client *c,
+				const struct kvr_key *keys, uint32_t n,
+				struct kvr_xfer *x, void *user)
+{
+	struct sub s = { .op = KVR_OP_PREPARE_RETRIEVE, .keys = keys, .n = n,
+			 .x = x, .user = user };
+
+	if (!c || !x)
+		return -EINVAL;
+	kvr__xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
+	return LOCKED(c, do_submit(c, &s));
+}
+
+int kvr_submit_ping(struct kvr_client *c, void *user)
+{
+	struct sub s = { .op = KVR_OP_PING, .user = user };
+
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_submit(c, &s));
+}
+
+/* Async commit/abort: a transfer with nothing reserved completes locally. */
+static int do_submit_finish(struct kvr_client *c, uint32_t op,
+			    uint32_t want_op, struct kvr_xfer *x, void *user)
+{
+	struct sub s = { .op = op, .handle = x->id, .x = x, .user = user };
+
+	if (c->broken)
+		return c->broken;
+	if (x->id == 0) {
+		struct kvr_completion e = { .user = user, .op = op, .xfer = x };
+
+		if (kvr__cq_reserve(c) < 0)
+			return kvr__fail(c, -ENOMEM, "out of memory");
+		kvr_xfer_free(x);
+		kvr__cq_push(c, &e);
+		return 0;
+	}
+	if (x->op != want_op)
+		return kvr__fail(c, -EINVAL, "%s on a %s transfer",
+				 kvr_op_name(op), kvr_op_name(x->op));
+	return do_submit(c, &s);
+}
+
+int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
+					  KVR_OP_PREPARE_STORE, x, user));
+}
+
+int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
+					  KVR_OP_PREPARE_STORE, x, user));
+}
+
+int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
+			       void *user)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
+					  KVR_OP_PREPARE_RETRIEVE, x, user));
+}
+
+struct reap_arg {
+	uint32_t want;
+};
+
+static bool reap_done(struct kvr_client *c, void *arg)
+{
+	const struct reap_arg *a = arg;
+
+	return kvr__cq_count(c) >= a->want || c->pend_async == 0;
+}
+
+static int do_reap(struct kvr_client *c, struct kvr_completion *out,
+		   unsigned max, unsigned min_wait, int timeout_ms)
+{
+	struct reap_arg a;
+	uint32_t n = 0;
+	int rc = 0;
+
+	if (min_wait > max)
+		min_wait = max;
+	/* Never wait for more than can ever arrive. */
+	if (min_wait > kvr__cq_count(c) + c->pend_async)
+		min_wait = kvr__cq_count(c) + c->pend_async;
+	a.want = min_wait;
+	if (!c->broken) {
+		if (kvr__cq_count(c) < min_wait && timeout_ms != 0) {
+			uint64_t t = timeout_ms < 0 ? c->timeout_ms
+						    : (uint64_t)timeout_ms;
+
+			rc = kvr__wait(c, kvr__now_ns() + t * 1000000ull,
+				       reap_done, &a);
+		} else {
+			rc = kvr__drain(c);
+		}
+	}
+	while (n < max && kvr__cq_count(c)) {
+		out[n++] = c->cq[c->cq_head & (c->cq_cap - 1)];
+		c->cq_head++;
+	}
+	if (n)
+		return (int)n;
+	if (c->broken)
+		return c->broken;
+	if (rc == -ETIMEDOUT && min_wait > 0)
+		return kvr__fail(c, -ETIMEDOUT, "no completion within the "
+				 "reap timeout");
+	return rc < 0 && rc != -ETIMEDOUT ? rc : 0;
+}
+
+int kvr_reap(struct kvr_client *c, struct kvr_completion *out, unsigned max,
+	     unsigned min_wait, int timeout_ms)
+{
+	if (!c || (max && !out))
+		return -EINVAL;
+	return LOCKED(c, do_reap(c, out, max, min_wait, timeout_ms));
+}
+
+unsigned kvr_inflight(const struct kvr_client *c)
+{
+	struct kvr_client *m = (struct kvr_client *)c;
+	unsigned n;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	n = kvr__cq_count(m) + m->pend_async;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+

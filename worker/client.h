@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h - libkvring's private view of one connection (struct kvr_client)
+ * and the internal calls its files share: conn.c (handshake, attach,
+ * close), ops.c (request building, sync and async calls, answer matching),
+ * wait.c (bounded waiting and liveness checks) and copy.c (the copy
+ * transport's socket framing). Nothing here is installed or exported.
+ *
+ * Ownership: a kvr_client is created by kvr_connect() and dies in
+ * kvr_close(). It owns the socket, the two doorbell eventfds, the control
+ * segment and pool mappings (their fds were closed right after mmap), the
+ * pending-request table and the completion queue. Caller xfers are only
+ * borrowed: the library allocates their slot arrays (and copy buffers) when
+ * an answer arrives and frees them on commit/abort or kvr_xfer_free().
+ */
+#ifndef KVR_WORKER_CLIENT_H
+#define KVR_WORKER_CLIENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvring/kvring.h>
+#include <kvring/layout.h>
+#include <kvring/ring.h>
+#include <kvring/segment.h>
+
+/* Longest wait in one poll(2): liveness is re-checked at least this often. */
+#define KVR_SLICE_MS 100
+/* Heartbeat older than max(3 periods, this) means the server stopped. */
+#define KVR_HB_MIN_STALE_MS 1000
+
+/* State of one pending-table entry. */
+enum pend_state {
+	PEND_FREE = 0,
+	PEND_WAIT = 1,	 /* sent, answer not yet seen */
+	PEND_DONE = 2,	 /* sync: answered, result below */
+	PEND_ORPHAN = 3, /* sync caller gave up (timeout): undo the answer */
+	PEND_SENDING = 4, /* copy transport: frame still being written */
+};
+
+/*
+ * One request in flight. Lives in the client's pending table from submit
+ * until its answer is matched (async: moved to the completion queue;
+ * sync: read back by the waiting call, then freed).
+ */
+struct kvr__pend {
+	uint64_t req_id; /* chosen by us; slot = req_id & pend_mask */
+	uint32_t op;
+	uint32_t nkeys;	 /* keys sent: bounds the answer's slot count */
+	uint8_t state;	 /* enum pend_state */
+	bool sync;
+	bool internal;	 /* an undo sent by the library: no completion */
+	bool pin;	 /* lookup asked for a lease */
+	void *user;
+	struct kvr_xfer *x;	       /* borrowed; NULL when orphaned */
+	struct kvr_stats_wire *stats;  /* sync stats: where the body goes */
+	/* Result (sync entries, and the completion of async ones). */
+	int status;
+	long value;
+	uint64_t handle;
+};
+
+/* Copy transport's per-transfer buffers (kvr_xfer.priv). One arena holds
+ * every OK slot, each 64-byte aligned, so one malloc per transfer. */
+struct kvr__copybuf {
+	void *arena;
+	uint64_t bytes;
+};
+
+struct kvr_client {
+	pthread_mutex_t lock; /* serialises every call (kvring.h: Threads) */
+
+	struct kvr_client_info info; /* copied out by kvr_client_info() */
+	struct kvr_ns_desc ns;
+	int sock;     /* Unix stream socket to kvringd */
+	int req_efd;  /* we write it when the server sleeps */
+	int resp_efd; /* we sleep on it */
+	bool copy;    /* the transport decision: made once, at connect */
+	pid_t server_pid;
+	pid_t owner_pid; /* getpid() at connect: a forked child never says BYE */
+
+	/* Our private copy of the geometry: never re-read from the header. */
+	struct kvr_seg ctl;
+	struct kvr_seg pool; /* unmapped (base NULL) under the copy transport */
+	struct kvr_ctl_geom geom;
+	struct kvr_ctl_hdr_shm *hdr;
+	struct kvr_channel_shm *ch;
+	uint32_t generation; /* the channel's generation when we attached */
+	struct kvr_ring req;  /* producer */
+	struct kvr_ring resp; /* consumer */
+	uint32_t heartbeat_ms;
+	uint32_t spin_us;
+	uint32_t timeout_ms;
+
+	/* A fatal error latches here: every later call returns it at once. */
+	int broken;
+	char errmsg[256];
+
+	/* Pending requests: open addressing by req_id & pend_mask. */
+	struct kvr__pend *pend;
+	uint32_t pend_cap;
+	uint32_t pend_mask;
+	uint32_t pend_count;
+	uint32_t pend_async; /* async entries not yet reaped */
+	uint64_t next_id;
+
+	/* Completions of async requests, FIFO, awaiting kvr_reap(). */
+	struct kvr_completion *cq;
+	uint32_t cq_cap; /* power of two */
+	uint32_t cq_head;
+	uint32_t cq_tail;
+
+	bool reading; /* inside kvr__sock_read_frame: no nested reads */
+
+	/* Scratch for one answer record copied out of the ring (so nothing
+	 * is parsed in memory the server can still change). */
+	void *scratch;
+	size_t scratch_bytes;
+};
+
+/* ---- conn.c ---- */
+
+/* Record a failure sentence in c->errmsg; returns rc. */
+int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Mark the client broken with rc: pending calls fail with it, later calls
+ * return it at once. Returns rc. */
+int kvr__break(struct kvr_client *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+uint64_t kvr__now_ns(void);
+
+/* ---- pend.c ---- */
+
+/* How a request was submitted. */
+enum sub_kind { SUB_SYNC, SUB_ASYNC, SUB_INTERNAL };
+
+/* One request to send, as the public calls describe it. Borrowed for the
+ * duration of kvr__submit() only: keys and sizes are copied out. */
+struct sub {
+	uint32_t op;
+	uint64_t handle;
+	uint32_t flags;
+	const struct kvr_key *keys;
+	uint32_t n;
+	const uint64_t *sizes;
+	struct kvr_xfer *x;	       /* prepare: filled; commit: payload */
+	struct kvr_stats_wire *stats;  /* sync stats */
+	void *user;
+	enum sub_kind kind;
+};
+
+struct kvr__pend *kvr__pend_find(struct kvr_client *c, uint64_t id);
+void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p);
+uint32_t kvr__cq_count(const struct kvr_client *c);
+int kvr__cq_reserve(struct kvr_client *c);
+void kvr__cq_push(struct kvr_client *c, const struct kvr_completion *e);
+void kvr__xfer_init(struct kvr_xfer *x, uint32_t op);
+/* Send one request (see pend.c). Return 0 and *id_out, -EAGAIN (async or
+ * internal: request ring full), or -errno. */
+int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
+		uint64_t *id_out);
+
+/* Run expr with the client's mutex held (every public call does). */
+#define LOCKED(c, expr)                                                      \
+	({                                                                   \
+		__typeof__(expr) r_;                                         \
+		pthread_mutex_lock(&(c)->lock);                              \
+		r_ = (expr);                                                 \
+		pthread_mutex_unlock(&(c)->lock);                            \
+		r_;                                                          \
+	})
+
+
+/* ---- answer.c ---- */
+
+/* Handle one validated answer record (copied out already). */
+int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
+		size_t len, int copy_sock);
+/* Fail every pending request with c->broken (called by kvr__break). */
+void kvr__fail_pending(struct kvr_client *c);
+
+/* ---- wait.c ---- */
+
+/* Process every answer available now, without blocking (shm: the response
+ * ring; copy: complete frames on the socket). Return 0 or a fatal -errno. */
+int kvr__drain(struct kvr_client *c);
+/*
+ * Wait until done(c, arg) is true, processing answers; bounded by
+ * deadline_ns (CLOCK_MONOTONIC) and by the liveness checks. Return 0,
+ * -ETIMEDOUT (deadline; not fatal) or a fatal -errno (client broken).
+ */
+int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
+	      bool (*done)(struct kvr_client *c, void *arg), void *arg);
+/* One liveness check: socket hang-up, heartbeat, boot id, generation.
+ * Return 0 or a fatal -errno (client broken). */
+int kvr__alive(struct kvr_client *c);
+
+/* ---- copy.c ---- */
+
+/* Send one frame: header, rec, then (payload_of non-NULL) the bytes of
+ * each OK slot of that transfer, all of it, bounded by the client timeout
+ * (reset by progress). Any failure breaks the client (the stream would be
+ * out of step). */
+int kvr__sock_send(struct kvr_client *c, uint32_t type, const void *rec,
+		   size_t len, const struct kvr_xfer *payload_of);
+/* Read and handle one frame from the socket (copy transport answers, or
+ * BYE / EOF under either transport). Blocks until the whole frame is in,
+ * bounded. Return 0 or a fatal -errno. */
+int kvr__sock_read_frame(struct kvr_client *c);
+/* Read exactly n bytes (bounded by the client timeout + liveness). */
+int kvr__sock_read_full(struct kvr_client *c, void *buf, size_t n);
+/* Allocate the copy buffers of a transfer; slots' ptr set. */
+int kvr__copy_alloc(struct kvr_xfer *x);
+/* Sum of the OK slots' lengths of a transfer. */
+uint64_t kvr__ok_bytes(const struct kvr_xfer *x);
+
+#endif /* KVR_WORKER_CLIENT_H */

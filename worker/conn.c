@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - a libkvring connection's life: connect to kvringd over its Unix
+ * socket, send the hello (namespace), receive the welcome and its fds,
+ * attach the control segment and the pool, and close.
+ *
+ * The seed's review is the checklist here. Every fd received for a segment
+ * is closed right after mmap (kvr_seg_attach_fd takes ownership), so no fd
+ * outlives the attach; the geometry we trust is the welcome's, checked
+ * against the header, and kept privately (the header is never re-read for
+ * sizes); the transport ("is shared memory active") is decided once, at
+ * connect, and stored in the client; close never fails, never blocks long,
+ * and works after the server died. This file does not build requests
+ * (ops.c) or wait for answers (wait.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+#include <kvring/keys.h>
+#include <kvring/paths.h>
+
+#include "client.h"
+
+/* Most fds a welcome carries: ctl, req eventfd, resp eventfd, pool. */
+#define WELCOME_FDS 4
+
+uint64_t kvr__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int kvr__break(struct kvr_client *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	/* The first fatal error wins: later ones are consequences. */
+	if (c->broken)
+		return c->broken;
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	c->broken = rc;
+	kvr__fail_pending(c);
+	return rc;
+}
+
+int kvr_default_socket(char *buf, size_t n)
+{
+	return kvr_default_socket_path(buf, n);
+}
+
+/* Write errbuf (may be NULL) and return rc. */
+static int cfail(char *errbuf, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int cfail(char *errbuf, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+/* Receive the welcome frame and whatever fds ride on it. The fds may
+ * arrive with any of the recvmsg calls (stream sockets attach them to the
+ * first byte of the sendmsg that carried them), so every read asks. */
+static int recv_welcome(struct kvr_client *c, uint64_t deadline,
+			struct kvr_welcome *w, int *fds, int *nfds)
+{
+	unsigned char buf[sizeof(struct kvr_frame) + sizeof(*w)];
+	struct kvr_frame f;
+	size_t got = 0, want = sizeof(f);
+
+	while (got < want) {
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(int) * WELCOME_FDS)];
+		} cm;
+		struct iovec iov = { buf + got, want - got };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cm.b,
+				     .msg_controllen = sizeof(cm.b) };
+		ssize_t r = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+			struct pollfd p = { c->sock, POLLIN, 0 };
+			uint64_t now = kvr__now_ns();
+
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			poll(&p, 1, (int)((deadline - now) / 1000000 + 1));
+			continue;
+		}
+		if (r < 0)
+			return -errno;
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h;
+		     h = CMSG_NXTHDR(&mh, h)) {
+			size_t k;
+
+			if (h->cmsg_level != SOL_SOCKET ||
+			    h->cmsg_type != SCM_RIGHTS)
+				continue;
+			k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(h) + i * sizeof(int),
+				       sizeof(fd));
+				if (*nfds < WELCOME_FDS)
+					fds[(*nfds)++] = fd;
+				else
+					close(fd); /* more than we expect */
+			}
+		}
+		if (mh.msg_flags & MSG_CTRUNC)
+			return -EBADMSG;
+		if (r == 0)
+			return -ECONNRESET;
+		got += (size_t)r;
+		if (got == sizeof(f) && want == sizeof(f)) {
+			memcpy(&f, buf, sizeof(f));
+			if (f.type != KVR_FRAME_WELCOME || f.len > sizeof(*w))
+				return -EBADMSG;
+			want += f.len;
+		}
+	}
+	memset(w, 0, sizeof(*w));
+	memcpy(w, buf + sizeof(f), got - sizeof(f));
+	return (int)(got - sizeof(f));
+}
+
+/* Map the control segment, check it against the welcome, find our channel
+ * and attach its two rings. Takes ownership of ctl_fd. */
+static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
+		      int ctl_fd, char *errbuf, size_t errlen)
+{
+	struct kvr_err e = { 0 };
+	uint64_t want_off;
+	char *chb;
+	int rc;
+
+	rc = kvr_ctl_geom_compute(w->channel + 1, w->req_ring_cap,
+				  w->resp_ring_cap, &c->geom);
+	if (rc < 0) {
+		close(ctl_fd);
+		return cfail(errbuf, errlen, -EPROTO,
+			     "welcome: bad ring geometry (channel %u, rings %u/%u)",
+			     w->channel, w->req_ring_cap, w->resp_ring_cap);
+	}
+	want_off = c->geom.channels_off + (uint64_t)w->channel * c->geom.channel_bytes;
+	if (w->channel_off != want_off ||
+	    w->ctl_bytes < want_off + c->geom.channel_bytes ||
+	    w->ctl_bytes > SIZE_MAX) {
+		close(ctl_fd);
+		return cfail(errbuf, errlen, -EPROTO,
+			     "welcome: channel %u at %llu in %llu bytes, expected %llu",
+			     w->channel, (unsigned long long)w->channel_off,
+			     (unsigned long long)w->ctl_bytes,
+			     (unsigned long long)want_off);
+	}
+	rc = kvr_seg_attach_fd(ctl_fd, (size_t)w->ctl_bytes,
+			       PROT_READ | PROT_WRITE, &c->ctl, &e);
+	if (rc < 0)
+		return cfail(errbuf, errlen, rc, "attach control segment: %s",
+			     kvr_err_str(&e, rc));
+	rc = kvr_seg_hdr_check(c->ctl.base, c->ctl.bytes, KVR_SEG_KIND_CONTROL,
+			       kvr_layout_hash(), &e);
+	if (rc < 0)
+		return cfail(errbuf, errlen, rc, "control segment: %s",
+			     kvr_err_str(&e, rc));
+	c->hdr = c->ctl.base;
+	/* The header must agree with the welcome; we keep the welcome's
+	 * values (our private copy) and never read sizes from shm again. */
+	if (c->hdr->pool_bytes != w->pool_bytes ||
+	    c->hdr->req_ring_cap != w->req_ring_cap ||
+	    c->hdr->resp_ring_cap != w->resp_ring_cap ||
+	    memcmp(c->hdr->seg.boot_id, w->boot_id, 16) != 0)
+		return cfail(errbuf, errlen, -EPROTO,
+			     "control segment disagrees with the welcome "
+			     "(pool %llu, expected %llu bytes)",
+			     (unsigned long long)c->hdr->pool_bytes,
+			     (unsigned long long)w->pool_bytes);
+	c->ch = kvr_ctl_channel(c->ctl.base, &c->geom, w->channel);
+	if (c->ch->req_ring_off != c->geom.req_ring_off ||
+	    c->ch->resp_ring_off != c->geom.resp_ring_off)
+		return cfail(errbuf, errlen, -EPROTO,
+			     "channel %u: ring offsets %u/%u, expected %u/%u",
+			     w->channel, c->ch->req_ring_off,
+			     c->ch->resp_ring_off, c->geom.req_ring_off,
+			     c->geom.resp_ring_off);
+	c->generation = c->ch->generation;
+	chb = (char *)c->ch;
+	rc = kvr_ring_attach_producer(&c->req, chb + c->geom.req_ring_off,
+				      kvr_ring_shm_bytes(w->req_ring_cap),
+				      w->req_ring_cap);
+	if (rc == 0)
+		rc = kvr_ring_attach_consumer(&c->resp,
+					      chb + c->geom.resp_ring_off,
+					      kvr_ring_shm_bytes(w->resp_ring_cap),
+					      w->resp_ring_cap);
+	if (rc < 0)
+		return cfail(errbuf, errlen, rc, "attach channel %u rings: %s",
+			     w->channel, kvr_strerror(rc));
+	return 0;
+}
+
+/* Map the pool read-write and pre-fault every page (DESIGN: no page
+ * faults in the steady state). Takes ownership of pool_fd. */
+static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
+		       int pool_fd, bool no_prefault, char *errbuf,
+		       size_t errlen)
+{
+	struct kvr_err e = { 0 };
+	int rc;
+
+	if (w->pool_bytes > SIZE_MAX) {
+		close(pool_fd);
+		return cfail(errbuf, errlen, -ERANGE, "pool too large");
+	}
+	rc = kvr_seg_attach_fd(pool_fd, (size_t)w->pool_bytes,
+			       PROT_READ | PROT_WRITE, &c->pool, &e);
+	if (rc < 0)
+		return cfail(errbuf, errlen, rc, "attach pool: %s",
+			     kvr_err_str(&e, rc));
+	if (!no_prefault) {
+		rc = kvr_seg_prefault(c->pool.base, c->pool.bytes, true,
+				      &c->info.prefault_ns);
+		if (rc < 0)
+			return cfail(errbuf, errlen, rc, "prefault pool: %s",
+				     kvr_strerror(rc));
+	}
+	return 0;
+}
+
+/* Undo a partly built client (no BYE: the server sees the hang-up). */
+static void teardown(struct kvr_client *c)
+{
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->req_efd >= 0)
+		close(c->req_efd);
+	if (c->resp_efd >= 0)
+		close(c->resp_efd);
+	kvr_seg_detach(&c->pool);
+	kvr_seg_detach(&c->ctl);
+	free(c->pend);
+	free(c->cq);
+	free(c->scratch);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static int resolve_path(const struct kvr_client_opts *o, struct sockaddr_un *sa,
+			char *errbuf, size_t errlen)
+{
+	const char *p = o->socket_path;
+	char def[KVR_SOCKET_PATH_MAX];
+
+	if (!p || !*p)
+		p = getenv("KVRING_SOCKET");
+	if (!p || !*p) {
+		if (kvr_default_socket_path(def, sizeof(def)) < 0)
+			return cfail(errbuf, errlen, -ENAMETOOLONG,
+				     "default socket path too long");
+		p = def;
+	}
+	if (strlen(p) >= sizeof(sa->sun_path))
+		return cfail(errbuf, errlen, -ENAMETOOLONG,
+			     "socket path %s: longer than %zu bytes", p,
+			     sizeof(sa->sun_path) - 1);
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	strcpy(sa->sun_path, p);
+	return 0;
+}
+
+/* Which transport the caller wants: 0 auto, KVR_TRANSPORT_COPY forced. */
+static int want_transport(const struct kvr_client_opts *o, char *errbuf,
+			  size_t errlen)
+{
+	const char *env = getenv("KVRING_TRANSPORT");
+
+	if (env && *env) {
+		if (!strcmp(env, "copy"))
+			return KVR_TRANSPORT_COPY;
+		if (strcmp(env, "auto") && strcmp(env, "shm"))
+			return cfail(errbuf, errlen, -EINVAL,
+				     "KVRING_TRANSPORT=%s: expected copy, "
+				     "shm or auto", env);
+	}
+	if (o->transport == 0 || o->transport == KVR_TRANSPORT_SHM ||
+	    o->transport == KVR_TRANSPORT_MEMFD)
+		return 0;
+	if (o->transport == KVR_TRANSPORT_COPY)
+		return KVR_TRANSPORT_COPY;
+	return cfail(errbuf, errlen, -EINVAL, "opts.transport %d: unknown",
+		     o->transport);
+}
+
+static void describe(struct kvr_client *c)
+{
+	struct kvr_client_info *i = &c->info;
+	const char *t = i->transport == KVR_TRANSPORT_COPY    ? "copy"
+			: i->transport == KVR_TRANSPORT_MEMFD ? "memfd"
+							      : "shm";
+
+	snprintf(i->debug, sizeof(i->debug),
+		 "transport %s, pool %s %llu bytes, channel %u, attach %.1f ms "
+		 "(prefault %.1f ms), kvringd pid %d%s",
+		 t, i->pool_name[0] ? i->pool_name : "(anonymous)",
+		 (unsigned long long)i->pool_bytes, i->channel,
+		 (double)i->attach_ns / 1e6, (double)i->prefault_ns / 1e6,
+		 (int)i->server_pid,
+		 c->copy ? "; payload travels over the socket (slow)" : "");
+}
+
+/* One connection attempt. *pool_failed tells the caller that only the
+ * pool mapping failed, so a retry with the copy transport may work. */
+static int connect_once(const struct kvr_client_opts *o, bool want_copy,
+			struct kvr_client **out, bool *pool_failed,
+			char *errbuf, size_t errlen)
+{
+	struct kvr_client *c;
+	struct sockaddr_un sa;
+	struct kvr_welcome w;
+	struct kvr_hello h;
+	struct kvr_err e = { 0 };
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int fds[WELCOME_FDS] = { -1, -1, -1, -1 };
+	int nfds = 0, rc, need;
+	uint64_t t0, deadline;
+
+	rc = resolve_path(o, &sa, errbuf, errlen);
+	if (rc < 0)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return cfail(errbuf, errlen, -ENOMEM, "out of memory");
+	c->sock = c->req_efd = c->resp_efd = -1;
+	c->ctl.fd = c->pool.fd = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	c->ns = o->ns;
+	c->spin_us = o->spin_us ? o->spin_us : 50;
+	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 5000;
+	c->next_id = 1;
+	c->owner_pid = getpid();
+	deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0) {
+		rc = -errno;
+		teardown(c);
+		return cfail(errbuf, errlen, rc, "socket: %s", strerror(-rc));
+	}
+	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = -errno;
+		teardown(c);
+		return cfail(errbuf, errlen, rc,
+			     "connect %s: %s (is kvringd running? start it, "
+			     "or set KVRING_SOCKET)",
+			     sa.sun_path, strerror(-rc));
+	}
+	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+		c->server_pid = cred.pid;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = KVR_PROTO_MAGIC;
+	h.version = KVR_PROTO_VERSION;
+	h.flags = want_copy ? KVR_HELLO_WANT_COPY : 0;
+	h.pid = (int32_t)getpid();
+	h.ns = o->ns;
+	rc = kvr__sock_send(c, KVR_FRAME_HELLO, &h, sizeof(h), NULL);
+	if (rc < 0) {
+		rc = cfail(errbuf, errlen, rc, "send hello to %s: %s",
+			   sa.sun_path, c->errmsg);
+		teardown(c);
+		return rc;
+	}
+	rc = recv_welcome(c, deadline, &w, fds, &nfds);
+	if (rc < 0) {
+		close_fds(fds, nfds);
+		teardown(c);
+		return cfail(errbuf, errlen, rc == -ECONNRESET ? -EPROTO : rc,
+			     "handshake with %s: %s", sa.sun_path,
+			     rc == -ECONNRESET ? "kvringd closed the socket"
+					       : kvr_strerror(rc));
+	}
+	rc = kvr_welcome_check(&w, (size_t)rc, &e);
+	if (rc == 0 && w.status < 0)
+		rc = cfail(errbuf, errlen, w.status, "kvringd refused: %s",
+			   w.reason[0] ? w.reason : kvr_strerror(w.status));
+	else if (rc < 0)
+		rc = cfail(errbuf, errlen, rc, "%s", kvr_err_str(&e, rc));
+	need = w.transport == KVR_TRANSPORT_COPY ? 3 : 4;
+	if (rc == 0 && (nfds != need || w.channel >= 4096))
+		rc = cfail(errbuf, errlen, -EPROTO,
+			   "welcome carried %d fds, expected %d", nfds, need);
+	if (rc < 0) {
+		close_fds(fds, nfds);
+		teardown(c);
+		return rc;
+	}
+	c->req_efd = fds[1];
+	c->resp_efd = fds[2];
+	fds[1] = fds[2] = -1;
+	/* Drains of the response eventfd must never block. */
+	fcntl(c->resp_efd, F_SETFL, fcntl(c->resp_efd, F_GETFL) | O_NONBLOCK);
+
+	t0 = kvr__now_ns();
+	rc = attach_ctl(c, &w, fds[0], errbuf, errlen);
+	fds[0] = -1; /* closed by the attach, whatever happened */
+	if (rc == 0 && need == 4) {
+		rc = attach_pool(c, &w, fds[3], o->no_prefault, errbuf, errlen);
+		fds[3] = -1;
+		if (rc < 0 && rc != -EPROTO)
+			*pool_failed = true;
+	}
+	if (rc < 0) {
+		close_fds(fds, nfds);
+		teardown(c);
+		return rc;
+	}
+	/* The decision "is shared memory active" is made here, once. */
+	c->copy = w.transport == KVR_TRANSPORT_COPY;
+	c->info.attach_ns = kvr__now_ns() - t0;
+	c->info.transport = w.transport;
+	c->info.channel = w.channel;
+	c->info.pool_bytes = w.pool_bytes;
+	c->info.align = w.align;
+	c->info.max_keys = w.max_keys;
+	memcpy(c->info.boot_id, w.boot_id, sizeof(w.boot_id));
+	memcpy(c->info.pool_name, w.pool_name, sizeof(c->info.pool_name));
+	c->info.pool_name[sizeof(c->info.pool_name) - 1] = '\0';
+	c->info.server_pid = (int32_t)c->server_pid;
+	c->info.heartbeat_ms = w.heartbeat_ms;
+	c->heartbeat_ms = w.heartbeat_ms;
+	describe(c);
+	*out = c;
+	return 0;
+}
+
+int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out,
+		char *errbuf, size_t errlen)
+{
+	struct kvr_key nsk;
+	bool pool_failed = false;
+	int rc, t;
+
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	if (!o || !out)
+		return cfail(errbuf, errlen, -EINVAL, "opts and out are required");
+	if (kvr_ns_key(&o->ns, &nsk) < 0 || o->ns.layers == 0 ||
+	    o->ns.kv_heads == 0 || o->ns.head_size == 0 ||
+	    (o->ns.dtype_bytes != 1 && o->ns.dtype_bytes != 2 &&
+	     o->ns.dtype_bytes != 4) ||
+	    o->ns.tp_size == 0 || o->ns.tp_rank >= o->ns.tp_size)
+		return cfail(errbuf, errlen, -EINVAL,
+			     "bad namespace: model must be 1..63 chars, layers, "
+			     "kv_heads, head_size, chunk_tokens > 0, dtype_bytes "
+			     "1/2/4, tp_rank < tp_size, reserved 0");
+	t = want_transport(o, errbuf, errlen);
+	if (t < 0)
+		return t;
+	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed,
+			  errbuf, errlen);
+	if (rc < 0 && pool_failed)
+		/* The pool could not be mapped here (e.g. a memfd we may not
+		 * map): the same API still works over the socket. */
+		rc = connect_once(o, true, out, &pool_failed, errbuf, errlen);
+	return rc;
+}
+
+void kvr_close(struct kvr_client *c)
+{
+	struct kvr_frame f = { .len = 0, .type = KVR_FRAME_BYE };
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	/* Best effort, never blocking: a dead server or a full socket just
+	 * means the server learns of the close from the hang-up. A broken
+	 * copy stream may be mid-frame, so say nothing then. A forked child
+	 * closing its inherited copy must not end the parent's channel. */
+	if (c->sock >= 0 && !c->broken && getpid() == c->owner_pid)
+		(void)!send(c->sock, &f, sizeof(f), MSG_DONTWAIT | MSG_NOSIGNAL);
+	pthread_mutex_unlock(&c->lock);
+	teardown(c);
+}
+
+const struct kvr_client_info *kvr_client_info(const struct kvr_client *c)
+{
+	return c ? &c->info : NULL;
+}
+
+const char *kvr_client_errmsg(const struct kvr_client *c)
+{
+	return c ? c->errmsg : "";
+}
+
+long kvr_client_keys(const struct kvr_client *c, const uint32_t *tokens,
+		     size_t ntokens, struct kvr_key *out, size_t max_keys)
+{
+	if (!c)
+		return -EINVAL;
+	/* The namespace is immutable after connect: no lock needed. */
+	return kvr_keys_from_tokens(&c->ns, tokens, ntokens, out, max_keys);
+}

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - libkvring's synchronous calls (lookup, release,
+ * prepare/commit/abort store, prepare/commit retrieve, ping, stats). Each
+ * takes the client's mutex, submits one request and waits, bounded, for its
+ * own answer; completions of async requests that arrive meanwhile stay
+ * queued for kvr_reap(). A call that runs past timeout_ms returns
+ * -ETIMEDOUT and leaves its request as an orphan that answer.c undoes.
+ * commit/abort always release the xfer's memory, and a transfer with
+ * nothing reserved completes without a round trip (the idempotent store).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+
+#include "client.h"
+
+/* ---- synchronous calls ---- */
+
+static bool sync_done(struct kvr_client *c, void *arg)
+{
+	struct kvr__pend *p = kvr__pend_find(c, *(uint64_t *)arg);
+
+	return !p || p->state == PEND_DONE;
+}
+
+/* Submit and wait for this request's own answer. Return the answer's
+ * status (0 or -errno), with *res holding its fields. */
+static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
+{
+	uint64_t deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	struct kvr__pend *p;
+	uint64_t id;
+	int rc;
+
+	s->kind = SUB_SYNC;
+	rc = kvr__submit(c, s, deadline, &id);
+	if (rc < 0)
+		return rc;
+	rc = kvr__wait(c, deadline, sync_done, &id);
+	p = kvr__pend_find(c, id);
+	if (rc == 0 && p) {
+		*res = *p;
+		kvr__pend_free(c, p);
+		return res->status;
+	}
+	if (rc == -ETIMEDOUT && p && !c->broken) {
+		/* The request stays in flight; its late answer is undone and
+		 * never touches the caller's memory. */
+		p->state = PEND_ORPHAN;
+		p->x = NULL;
+		p->stats = NULL;
+		return kvr__fail(c, -ETIMEDOUT,
+				 "kvringd did not answer %s within %u ms (the "
+				 "connection stays usable; a late answer is "
+				 "undone)", kvr_op_name(s->op), c->timeout_ms);
+	}
+	if (p)
+		kvr__pend_free(c, p);
+	if (rc < 0)
+		return rc;
+	return c->broken ? c->broken : -EPROTO;
+}
+
+static long do_lookup(struct kvr_client *c, const struct kvr_key *keys,
+		      uint32_t n, uint64_t *lease_out)
+{
+	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
+			 .flags = lease_out ? KVR_REQ_PIN : 0 };
+	struct kvr__pend r;
+	int rc = call(c, &s, &r);
+
+	if (rc < 0)
+		return rc;
+	if (lease_out)
+		*lease_out = r.handle;
+	return r.value;
+}
+
+long kvr_lookup(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
+		uint64_t *lease_out)
+{
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_lookup(c, keys, n, lease_out));
+}
+
+static int do_simple(struct kvr_client *c, uint32_t op, uint64_t handle,
+		     struct kvr_xfer *x, struct kvr__pend *r)
+{
+	struct sub s = { .op = op, .handle = handle, .x = x };
+
+	return call(c, &s, r);
+}
+
+static int do_release(struct kvr_client *c, uint64_t lease)
+{
+	struct kvr__pend r;
+
+	return do_simple(c, KVR_OP_RELEASE, lease, NULL, &r);
+}
+
+int kvr_release(struct kvr_client *c, uint64_t lease)
+{
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_release(c, lease));
+}
+
+static int do_prepare(struct kvr_client *c, uint32_t op,
+		      const struct kvr_key *keys, const uint64_t *sizes,
+		      uint32_t n, uint64_t lease, struct kvr_xfer *x)
+{
+	struct sub s = { .op = op, .keys = keys, .sizes = sizes, .n = n,
+			 .x = x, .handle = lease,
+			 .flags = lease ? KVR_REQ_BY_LEASE : 0 };
+	struct kvr__pend r;
+
+	kvr__xfer_init(x, op);
+	if (n == 0 && !lease)
+		return 0; /* nothing asked: an empty transfer */
+	return call(c, &s, &r);
+}
+
+int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
+		      const uint64_t *sizes, uint32_t n, struct kvr_xfer *x)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_STORE, keys, sizes, n, 0, x));
+}
+
+int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
+			 uint32_t n, struct kvr_xfer *x)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, keys, NULL, n, 0, x));
+}
+
+int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
+			       struct kvr_xfer *x)
+{
+	if (!c || !x || !lease)
+		return -EINVAL;
+	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, NULL, NULL, 0,
+				    lease, x));
+}
+
+/* commit_store / abort_store / commit_retrieve: the transfer's memory is
+ * freed whatever the outcome (the server drops it too on failure). */
+static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
+		     struct kvr_xfer *x)
+{
+	struct kvr__pend r;
+	int rc;
+
+	if (x->id == 0) {
+		kvr_xfer_free(x); /* nothing reserved: idempotent no-op */
+		return 0;
+	}
+	if (x->op != want_op)
+		return kvr__fail(c, -EINVAL, "%s on a %s transfer",
+				 kvr_op_name(op), kvr_op_name(x->op));
+	rc = do_simple(c, op, x->id, x, &r);
+	kvr_xfer_free(x);
+	return rc;
+}
+
+int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x));
+}
+
+int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x));
+}
+
+int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
+{
+	if (!c || !x)
+		return -EINVAL;
+	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_RETRIEVE,
+				   KVR_OP_PREPARE_RETRIEVE, x));
+}
+
+static int do_ping(struct kvr_client *c, uint64_t *server_ns)
+{
+	struct kvr__pend r;
+	int rc = do_simple(c, KVR_OP_PING, 0, NULL, &r);
+
+	if (rc == 0 && server_ns)
+		*server_ns = (uint64_t)r.value;
+	return rc;
+}
+
+int kvr_ping(struct kvr_client *c, uint64_t *server_ns)
+{
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_ping(c, server_ns));
+}
+
+static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
+{
+	struct kvr_stats_wire tmp;
+	struct sub s = { .op = KVR_OP_STATS, .stats = &tmp };
+	struct kvr__pend r;
+	int rc = call(c, &s, &r);
+
+	if (rc == 0)
+		*out = tmp;
+	return rc;
+}
+
+int kvr_stats(struct kvr_client *c, struct kvr_stats_wire *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	return LOCKED(c, do_stats(c, out));
+}
+

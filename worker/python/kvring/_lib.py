@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""ctypes declarations of libkvring (worker/include/kvring/kvring.h).
+
+This module owns finding and loading libkvring.so and the ctypes mirrors of
+the public structs; it has no behaviour of its own (kvring/__init__.py
+builds the Python API on top). The struct layouts must match kvring.h and
+proto.h exactly; test_binding.py checks their sizes against the library's
+expectations indirectly by round-tripping real data.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+
+c_u8 = ctypes.c_uint8
+c_u32 = ctypes.c_uint32
+c_u64 = ctypes.c_uint64
+
+
+class NsDesc(ctypes.Structure):
+    """struct kvr_ns_desc (96 bytes): the model layout = key namespace."""
+    _fields_ = [
+        ("model", ctypes.c_char * 64),
+        ("layers", c_u32),
+        ("kv_heads", c_u32),
+        ("head_size", c_u32),
+        ("dtype_bytes", c_u32),
+        ("tp_rank", c_u32),
+        ("tp_size", c_u32),
+        ("chunk_tokens", c_u32),
+        ("reserved", c_u32),
+    ]
+
+
+class ClientOpts(ctypes.Structure):
+    """struct kvr_client_opts."""
+    _fields_ = [
+        ("socket_path", ctypes.c_char_p),
+        ("ns", NsDesc),
+        ("transport", ctypes.c_int),
+        ("spin_us", c_u32),
+        ("timeout_ms", c_u32),
+        ("no_prefault", ctypes.c_bool),
+    ]
+
+
+class ClientInfo(ctypes.Structure):
+    """struct kvr_client_info."""
+    _fields_ = [
+        ("transport", c_u32),
+        ("channel", c_u32),
+        ("pool_bytes", c_u64),
+        ("align", c_u32),
+        ("max_keys", c_u32),
+        ("boot_id", c_u8 * 16),
+        ("pool_name", ctypes.c_char * 64),
+        ("attach_ns", c_u64),
+        ("server_pid", ctypes.c_int32),
+        ("heartbeat_ms", c_u32),
+        ("prefault_ns", c_u64),
+        ("debug", ctypes.c_char * 256),
+    ]
+
+
+class Key(ctypes.Structure):
+    """struct kvr_key: 128 bits as two little-endian halves."""
+    _fields_ = [("lo", c_u64), ("hi", c_u64)]
+
+
+class Slot(ctypes.Structure):
+    """struct kvr_slot."""
+    _fields_ = [
+        ("ptr", ctypes.c_void_p),
+        ("len", c_u64),
+        ("off", c_u64),
+        ("status", ctypes.c_int),
+    ]
+
+
+class Xfer(ctypes.Structure):
+    """struct kvr_xfer."""
+    _fields_ = [
+        ("id", c_u64),
+        ("nslots", c_u32),
+        ("op", c_u32),
+        ("slots", ctypes.POINTER(Slot)),
+        ("priv", ctypes.c_void_p),
+    ]
+
+
+class StatsWire(ctypes.Structure):
+    """struct kvr_stats_wire."""
+    _fields_ = [(n, c_u64) for n in (
+        "pool_bytes", "used_bytes", "reserved_bytes", "objects", "pins",
+        "leases", "evictions", "workers", "chan_reserved_bytes",
+        "chan_pins", "chan_leases", "chan_transfers")]
+
+
+def _candidates():
+    env = os.environ.get("KVRING_LIB")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(glob.glob(os.path.join(here, "libkvring.so*"))):
+        yield name
+    # A source checkout: <repo>/worker/python/kvring -> <repo>/build*/...
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    for name in sorted(glob.glob(os.path.join(repo, "build*", "worker",
+                                              "libkvring.so"))):
+        yield name
+    for name in sorted(glob.glob(os.path.join(os.path.dirname(repo),
+                                              "build*", "worker",
+                                              "libkvring.so"))):
+        yield name
+    found = ctypes.util.find_library("kvring")
+    if found:
+        yield found
+    yield "libkvring.so.0"
+
+
+def load():
+    """Load libkvring: $KVRING_LIB, next to this module, a build directory
+    of this checkout, then the system's library path."""
+    errors = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            errors.append("%s: %s" % (path, e))
+            continue
+        _declare(lib)
+        lib.kvring_path = path
+        return lib
+    raise OSError("libkvring.so not found (set KVRING_LIB); tried: "
+                  + "; ".join(errors))
+
+
+def _declare(lib):
+    P = ctypes.POINTER
+    vp = ctypes.c_void_p
+    sig = {
+        "kvr_connect": (ctypes.c_int, [P(ClientOpts), P(vp),
+                                       ctypes.c_char_p, ctypes.c_size_t]),
+        "kvr_close": (None, [vp]),
+        "kvr_client_info": (P(ClientInfo), [vp]),
+        "kvr_client_errmsg": (ctypes.c_char_p, [vp]),
+        "kvr_client_keys": (ctypes.c_long, [vp, P(c_u32), ctypes.c_size_t,
+                                            P(Key), ctypes.c_size_t]),
+        "kvr_lookup": (ctypes.c_long, [vp, P(Key), c_u32, P(c_u64)]),
+        "kvr_release": (ctypes.c_int, [vp, c_u64]),
+        "kvr_prepare_store": (ctypes.c_int, [vp, P(Key), P(c_u64), c_u32,
+                                             P(Xfer)]),
+        "kvr_commit_store": (ctypes.c_int, [vp, P(Xfer)]),
+        "kvr_abort_store": (ctypes.c_int, [vp, P(Xfer)]),
+        "kvr_prepare_retrieve": (ctypes.c_int, [vp, P(Key), c_u32, P(Xfer)]),
+        "kvr_prepare_retrieve_lease": (ctypes.c_int, [vp, c_u64, P(Xfer)]),
+        "kvr_commit_retrieve": (ctypes.c_int, [vp, P(Xfer)]),
+        "kvr_xfer_free": (None, [P(Xfer)]),
+        "kvr_ping": (ctypes.c_int, [vp, P(c_u64)]),
+        "kvr_stats": (ctypes.c_int, [vp, P(StatsWire)]),
+        "kvr_default_socket": (ctypes.c_int, [ctypes.c_char_p,
+                                              ctypes.c_size_t]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
