@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connections and channels: the slot table of accepted sockets, the claim
+ * and formatting of a channel block in the control segment, the list of
+ * active channels the loop polls, the one cleanup path every disconnect
+ * takes (hang-up, pidfd, protocol error, unresponsive worker, shutdown),
+ * and the counters published to the control segment.
+ *
+ * Counters are written with relaxed stores by this thread only (single
+ * writer; readers just need untorn values) from process-local mirrors: the
+ * server never reads a counter back from shared memory to decide anything.
+ * This file does not parse requests (disp.c) or handshakes (hello.c).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/log.h>
+
+#include "chan.h"
+#include "loop.h"
+
+/* Relaxed store of a counter: single writer (this thread), see top. */
+static inline void put(_Atomic uint64_t *a, uint64_t v)
+{
+	atomic_store_explicit(a, v, memory_order_relaxed);
+}
+
+struct kvr_conn *kvr__chan_conn_alloc(struct kvr_srv *s)
+{
+	/* Linear scan: runs once per accept, never per request. */
+	for (uint32_t i = 0; i < s->nconns; i++)
+		if (s->conns[i].state == KVR_CONN_FREE)
+			return &s->conns[i];
+	return NULL;
+}
+
+/*
+ * The claim writes the whole channel block before the worker can see it:
+ * the worker learns the block's offset only from the WELCOME, which is
+ * sent after this returns, and the ring's own magic store (R0) publishes
+ * each ring. A previous owner that still has the control segment mapped
+ * can scribble on the block; everything here is re-validated as the
+ * untrusted input it is (docs/architecture.md, "Segments").
+ * On error the channel stays FREE and nothing else changed.
+ */
+int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
+{
+	const struct kvr_ctl_geom *g = &s->geom;
+	struct kvr_channel_shm *shm;
+	_Atomic uint64_t *ctr;
+	size_t req_bytes = kvr_ring_shm_bytes(g->req_ring_cap);
+	size_t resp_bytes = kvr_ring_shm_bytes(g->resp_ring_cap);
+	char *req_mem, *resp_mem;
+	uint32_t i;
+	int rc;
+
+	for (i = 0; i < g->max_channels; i++)
+		if (s->chan_conn[i] < 0)
+			break;
+	if (i == g->max_channels)
+		return -EBUSY;
+
+	/* Our own geometry (never the header's) bounds the block. */
+	shm = kvr_ctl_channel(s->ctl.base, g, i);
+	atomic_store_explicit(&shm->state, KVR_CHAN_HANDSHAKE,
+			      memory_order_relaxed);
+	shm->generation++;
+	shm->pid = c->pid;
+	shm->uid = c->uid;
+	shm->gid = c->gid;
+	shm->pid_start = c->pid_start;
+	shm->ns_id = c->ns_id;
+	shm->transport = c->copy ? KVR_TRANSPORT_COPY
+			 : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
+							: KVR_TRANSPORT_SHM;
+	shm->connected_ns = s->now_ns;
+	shm->req_ring_off = g->req_ring_off;
+	shm->resp_ring_off = g->resp_ring_off;
+	/* The channel's counters start from zero for every new worker. All
+	 * of kvr_cstats_shm is _Atomic uint64_t, so it is walked as such. */
+	ctr = (_Atomic uint64_t *)&shm->stats;
+	for (size_t k = 0; k < sizeof(shm->stats) / sizeof(*ctr); k++)
+		put(&ctr[k], 0);
+	kvr_bell_init(&shm->req_bell);
+	kvr_bell_init(&shm->resp_bell);
+
+	/* Fresh rings: whatever the previous owner left is forgotten. The
+	 * worker sees them only after the welcome (sendmsg orders it). */
+	req_mem = (char *)shm + g->req_ring_off;
+	resp_mem = (char *)shm + g->resp_ring_off;
+	rc = kvr_ring_format(req_mem, req_bytes, g->req_ring_cap);
+	if (rc == 0)
+		rc = kvr_ring_format(resp_mem, resp_bytes, g->resp_ring_cap);
+	if (rc == 0)
+		rc = kvr_ring_attach_consumer(&c->req, req_mem, req_bytes,
+					      g->req_ring_cap);
+	if (rc == 0)
+		rc = kvr_ring_attach_producer(&c->resp, resp_mem, resp_bytes,
+					      g->resp_ring_cap);
+	if (rc < 0) {
+		atomic_store_explicit(&shm->state, KVR_CHAN_FREE,
+				      memory_order_relaxed);
+		return rc;
+	}
+	memcpy(&shm->ns, &s->ns[c->ns_id - 1].desc, sizeof(shm->ns));
+	s->chan_conn[i] = (int32_t)c->idx;
+	c->chan = (int32_t)i;
+	c->shm = shm;
+	memset(c->n_req, 0, sizeof(c->n_req));
+	memset(c->n_err, 0, sizeof(c->n_err));
+	c->req_hw = c->resp_hw = c->resp_full = c->bytes_in = c->bytes_out = 0;
+	return 0;
+}
+
+void kvr__chan_activate(struct kvr_srv *s, struct kvr_conn *c)
+{
+	c->state = KVR_CONN_ACTIVE;
+	c->active_pos = s->nactive;
+	s->active[s->nactive++] = c->idx;
+	/* R-CH1: the identity fields above are visible to a reader whose
+	 * acquire load of state sees ACTIVE (kvring-inspect). */
+	atomic_store_explicit(&c->shm->state, KVR_CHAN_ACTIVE,
+			      memory_order_release);
+	s->g.connects++;
+	kvr__chan_counters(s, c);
+	kvr__chan_gstats(s);
+}
+
+/* Remove @c from the active list in O(1) (the last entry moves in). */
+static void deactivate(struct kvr_srv *s, struct kvr_conn *c)
+{
+	uint32_t pos = c->active_pos, last;
+
+	if (pos >= s->nactive || s->active[pos] != c->idx)
+		return;
+	last = s->active[--s->nactive];
+	s->active[pos] = last;
+	s->conns[last].active_pos = pos;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Release the store's state of the channel and log what it held. */
+static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
+			    const char *why, bool protocol_error)
+{
+	struct kvr_store_released rel = { 0 };
+	struct kvr_channel_shm *shm = c->shm;
+	int rc;
+
+	atomic_store_explicit(&shm->state, KVR_CHAN_CLOSING,
+			      memory_order_relaxed);
+	rc = kvr_store_channel_close(s->store, (uint32_t)c->chan, s->now_ns,
+				     &rel);
+	kvr_log(protocol_error ? KVR_LOG_WARN : KVR_LOG_INFO,
+		"worker disconnected: channel %d pid %d (%s)%s; released %llu "
+		"store transfers (%llu reservations, %llu bytes), %llu "
+		"retrieve transfers, %llu pins, %llu leases",
+		c->chan, (int)c->pid, why, rc < 0 ? " [store: bad channel]" : "",
+		(unsigned long long)rel.store_xfers,
+		(unsigned long long)rel.objects_freed,
+		(unsigned long long)rel.bytes_freed,
+		(unsigned long long)rel.retrieve_xfers,
+		(unsigned long long)rel.pins_dropped,
+		(unsigned long long)rel.leases);
+	kvr__chan_counters(s, c);
+	/* R-CH2: counters above (all zero holdings now) before FREE. */
+	atomic_store_explicit(&shm->state, KVR_CHAN_FREE, memory_order_release);
+	s->chan_conn[c->chan] = -1;
+	s->g.disconnect_cleanups++;
+}
+
+/*
+ * The single cleanup path. Order matters: the store releases the channel
+ * first (so its counters read zero before the block says FREE), then the
+ * connection leaves the active list (so no later pass drains its ring),
+ * then polls are removed and fds closed (so the worker sees the hang-up),
+ * and last the slot's generation moves on (so late completions for this
+ * connection are ignored). Safe to call from any handler, any number of
+ * times.
+ */
+void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
+		     bool protocol_error)
+{
+	uint32_t gen = c->gen;
+
+	if (c->state == KVR_CONN_FREE)
+		return;
+	if (s->now_ns == 0)
+		s->now_ns = kvr_srv_now_ns();
+	if (protocol_error)
+		s->g.protocol_errors++;
+	if (c->chan >= 0)
+		release_channel(s, c, why, protocol_error);
+	if (c->state == KVR_CONN_HELLO)
+		s->npending--;
+	if (c->state == KVR_CONN_ACTIVE)
+		deactivate(s, c);
+	/* A poll holds a reference to its file: remove every poll so that
+	 * the close below really closes (the worker sees the hang-up).
+	 * Their completions carry the old generation and are ignored. */
+	if (s->ring_ok) {
+		kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_SOCK, c->idx, gen));
+		if (c->cp && c->cp->tx_wait)
+			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_SOCK_OUT,
+							 c->idx, gen));
+		if (c->pidfd >= 0)
+			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_PIDFD, c->idx,
+							 gen));
+		if (c->req_efd >= 0)
+			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_BELL, c->idx,
+							 gen));
+	}
+	close_fd(&c->sock);
+	close_fd(&c->pidfd);
+	close_fd(&c->req_efd);
+	close_fd(&c->resp_efd);
+	kvr__copy_fini(c);
+	free(c->pend);
+	c->pend = NULL;
+	c->pend_len = 0;
+	c->blocked = false;
+	c->chan = -1;
+	c->shm = NULL;
+	c->copy = false;
+	c->hlen = 0;
+	c->pid = 0;
+	c->gen++;
+	c->state = KVR_CONN_FREE;
+	kvr__chan_gstats(s);
+}
+
+void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
+			   const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	kvr_log_warn("protocol error: channel %d pid %d uid %u: %s; "
+		     "disconnecting it (other workers are not affected)",
+		     c->chan, (int)c->pid, (unsigned)c->uid, what);
+	kvr__chan_close(s, c, "protocol error", true);
+}
+
+/* Runs once per batch, not per request: about thirty relaxed stores to
+ * lines only this thread writes, and the store's per-channel view, which
+ * costs O(open transfers of the channel). */
+void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_cstats_shm *st;
+	struct kvr_store_chan_stats cs = { 0 };
+
+	if (!c->shm || c->chan < 0)
+		return;
+	st = &c->shm->stats;
+	for (unsigned i = 1; i < KVR_OP__MAX; i++)
+		put(&st->requests[i], c->n_req[i]);
+	for (unsigned i = 0; i < KVR_ERR_SLOTS; i++)
+		put(&st->errors[i], c->n_err[i]);
+	kvr_store_chan_stats(s->store, (uint32_t)c->chan, &cs);
+	put(&st->reserved_bytes, cs.reserved_bytes);
+	put(&st->pins, cs.pins_held);
+	put(&st->leases, cs.leases_owned);
+	put(&st->transfers, cs.transfers_open);
+	put(&st->req_high_water, c->req_hw);
+	put(&st->resp_high_water, c->resp_hw);
+	put(&st->last_activity_ns, s->now_ns);
+	put(&st->bytes_in, c->bytes_in);
+	put(&st->bytes_out, c->bytes_out);
+	put(&st->resp_ring_full, c->resp_full);
+}
+
+/* Runs when the loop goes to sleep, on every heartbeat and at every
+ * disconnect, never per request: kvr_store_stats() is O(log n). */
+void kvr__chan_gstats(struct kvr_srv *s)
+{
+	struct kvr_gstats_shm *g;
+	struct kvr_store_stats st;
+
+	if (!s->hdr || !s->store)
+		return;
+	g = &s->hdr->stats;
+	kvr_store_stats(s->store, &st);
+	put(&g->used_bytes, st.used_bytes);
+	put(&g->committed_bytes, st.committed_bytes);
+	put(&g->reserved_bytes, st.reserved_bytes);
+	put(&g->objects, st.objects);
+	put(&g->reserved_objects, st.reserved_objects);
+	put(&g->pins, st.pins);
+	put(&g->leases, st.leases);
+	put(&g->transfers, st.transfers);
+	put(&g->evictions, st.evictions);
+	put(&g->evicted_bytes, st.evicted_bytes);
+	put(&g->stores_skipped, st.stores_skipped_existing);
+	put(&g->no_room, st.no_room);
+	put(&g->workers, s->nactive);
+	put(&g->connects, s->g.connects);
+	put(&g->disconnect_cleanups, s->g.disconnect_cleanups);
+	put(&g->protocol_errors, s->g.protocol_errors);
+	put(&g->handshake_refused, s->g.handshake_refused);
+	put(&g->requests, s->g.requests);
+	put(&g->leases_expired, st.leases_expired);
+	put(&g->free_extents, st.free_extents);
+	put(&g->largest_free, st.largest_free_bytes);
+	put(&g->frag_ppm, (uint64_t)(st.fragmentation * 1e6));
+	put(&g->loop_wakeups, s->g.loop_wakeups);
+}
+
+void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_frame f;
+	ssize_t n;
+
+	if (c->copy) {
+		kvr__copy_readable(s, c);
+		return;
+	}
+	/* Shared-memory transport: after the welcome the socket carries
+	 * nothing but an optional BYE; it is there to report hang-up. */
+	n = recv(c->sock, &f, sizeof(f), MSG_DONTWAIT);
+	if (n == 0) {
+		kvr__chan_close(s, c, "socket hang-up", false);
+	} else if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			kvr__chan_close(s, c, strerror(errno), false);
+	} else if (n == (ssize_t)sizeof(f) && f.type == KVR_FRAME_BYE &&
+		   f.len == 0) {
+		kvr__chan_close(s, c, "worker said bye", false);
+	} else {
+		kvr__chan_proto_error(s, c,
+				      "unexpected %zd bytes on the socket "
+				      "(shared-memory transport)",
+				      n);
+	}
+}

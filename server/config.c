@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvringd's command line: defaults, getopt_long parsing, size suffixes,
+ * group lookup and the --help text. Every option is validated here so that
+ * the rest of the server can trust struct kvr_config; a usage error is
+ * reported on one line naming the option and the accepted range.
+ *
+ * This file does not decide anything at run time (which backend actually
+ * works, whether the socket is free): the server does, and logs it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <kvring/layout.h>
+#include <kvring/log.h>
+#include <kvring/proto.h>
+#include <kvring/segment.h>
+
+#include "config.h"
+
+#ifndef KVR_VERSION_STRING
+#define KVR_VERSION_STRING "0.1.0"
+#endif
+
+/* Long-only options get values above the ASCII range. */
+enum {
+	OPT_MAX_KEYS = 0x100,
+	OPT_RING_BYTES,
+	OPT_HEARTBEAT_MS,
+	OPT_HANDSHAKE_MS,
+	OPT_STALL_MS,
+	OPT_POOL_BACKEND,
+	OPT_LOG_LEVEL,
+	OPT_ALLOW_ROOT,
+	OPT_NO_PREFAULT,
+	OPT_ALIGN,
+	OPT_SPIN_US,
+	OPT_LEASE_MS,
+	OPT_GROUP,
+};
+
+static const struct option longopts[] = {
+	{ "socket", required_argument, NULL, 's' },
+	{ "name", required_argument, NULL, 'n' },
+	{ "pool-size", required_argument, NULL, 'p' },
+	{ "align", required_argument, NULL, OPT_ALIGN },
+	{ "max-workers", required_argument, NULL, 'w' },
+	{ "spin-us", required_argument, NULL, OPT_SPIN_US },
+	{ "lease-ms", required_argument, NULL, OPT_LEASE_MS },
+	{ "group", required_argument, NULL, OPT_GROUP },
+	{ "pool-backend", required_argument, NULL, OPT_POOL_BACKEND },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
+	{ "ring-bytes", required_argument, NULL, OPT_RING_BYTES },
+	{ "heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT_MS },
+	{ "handshake-ms", required_argument, NULL, OPT_HANDSHAKE_MS },
+	{ "stall-ms", required_argument, NULL, OPT_STALL_MS },
+	{ "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
+	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+void kvr_config_usage(FILE *f)
+{
+	fprintf(f,
+"Usage: kvringd [OPTION]...\n"
+"Run the kvring KV-cache chunk server in the foreground (logs to stderr).\n"
+"Workers on this host connect through a Unix socket and move chunk bytes\n"
+"through a shared-memory pool; see docs/config.md.\n"
+"\n"
+"Names:\n"
+"  -s, --socket PATH       Unix socket to listen on (at most 107 bytes).\n"
+"                          Default: $KVRING_SOCKET, else /run/kvring/<uid>.sock\n"
+"                          when /run/kvring is writable, else\n"
+"                          /tmp/kvring-<uid>.sock. A lock file PATH.lock\n"
+"                          guards it against a second server.\n"
+"  -n, --name NAME         segment base name: /dev/shm/NAME.ctl (control)\n"
+"                          and /dev/shm/NAME.pool (pool). 1-48 characters of\n"
+"                          [A-Za-z0-9._-]. Default: kvring-<uid>.\n"
+"Pool:\n"
+"  -p, --pool-size SIZE    payload pool size; K, M, G, T suffixes (binary).\n"
+"                          Default: 1G. Reserved and pre-faulted at start-up.\n"
+"      --align BYTES       slot alignment, a power of two >= 64.\n"
+"                          Default: 4096 (page-aligned, good for GPU DMA).\n"
+"      --pool-backend B    shm | memfd | private. Default: try shm (a named\n"
+"                          /dev/shm file), then memfd (anonymous, survives a\n"
+"                          small /dev/shm), then private (copy transport:\n"
+"                          payload travels over the socket, slow).\n"
+"      --no-prefault       do not touch every pool page at start-up (tests).\n"
+"Workers:\n"
+"  -w, --max-workers N     channels in the control segment (1-4096).\n"
+"                          Default: 64.\n"
+"      --max-keys N        keys per request (1-4096). Default: 1024.\n"
+"      --ring-bytes SIZE   bytes of each request and response ring, a power\n"
+"                          of two in 64K..16M. Default: 128K.\n"
+"      --lease-ms N        lifetime of a lookup's pin lease. Default: 30000.\n"
+"      --group GROUP       share with GROUP: socket and segments 0660 owned\n"
+"                          by GROUP, and peers of that gid are accepted.\n"
+"                          Default: owner-only (0600), same uid only.\n"
+"      --allow-root        also accept peers running as root (uid 0).\n"
+"Timing:\n"
+"      --spin-us N         poll the rings N microseconds after work before\n"
+"                          sleeping (0 = sleep at once). Default: 50.\n"
+"      --heartbeat-ms N    heartbeat and housekeeping period (10-10000).\n"
+"                          Default: 100.\n"
+"      --handshake-ms N    drop a client that has not sent its hello within\n"
+"                          N ms. Default: 2000.\n"
+"      --stall-ms N        disconnect a worker whose response ring stays\n"
+"                          full for N ms. Default: 5000.\n"
+"Other:\n"
+"      --log-level L       err | warn | info | debug. Default: info.\n"
+"  -h, --help              print this help and exit.\n"
+"  -V, --version           print the version and the segment ABI and exit.\n"
+"\n"
+"Exit status: 0 after SIGTERM/SIGINT (segments and socket removed),\n"
+"1 if start-up failed (the message says what to do), 2 on a usage error.\n");
+}
+
+int kvr_config_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	/* Accept "64K", "64KB" and "64KiB" alike: all binary multiples. */
+	if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
+		end += strlen(end);
+	if (*end != '\0' || v == 0)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* Parse a decimal u32 within [lo, hi]. */
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end != '\0' || v < lo || v > hi)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* A group given by name or by number. */
+static int parse_group(const char *s, gid_t *out)
+{
+	struct group *g = getgrnam(s);
+	uint32_t v;
+
+	if (g) {
+		*out = g->gr_gid;
+		return 0;
+	}
+	if (parse_u32(s, 0, INT32_MAX, &v) == 0) {
+		*out = (gid_t)v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static bool is_pow2(uint64_t v)
+{
+	return v && (v & (v - 1)) == 0;
+}
+
+static void set_defaults(struct kvr_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pool_bytes = KVR_CONFIG_DEF_POOL_BYTES;
+	c->align = KVR_CONFIG_DEF_ALIGN;
+	c->max_workers = KVR_CONFIG_DEF_MAX_WORKERS;
+	c->spin_us = KVR_CONFIG_DEF_SPIN_US;
+	c->lease_ms = KVR_CONFIG_DEF_LEASE_MS;
+	c->max_keys = KVR_CONFIG_DEF_MAX_KEYS;
+	c->ring_bytes = KVR_CONFIG_DEF_RING_BYTES;
+	c->heartbeat_ms = KVR_CONFIG_DEF_HEARTBEAT_MS;
+	c->handshake_ms = KVR_CONFIG_DEF_HANDSHAKE_MS;
+	c->stall_ms = KVR_CONFIG_DEF_STALL_MS;
+	c->log_level = KVR_LOG_INFO;
+}
+
+/* Copy a string option into a fixed buffer; too long is a usage error. */
+static int copy_str(char *dst, size_t n, const char *src)
+{
+	size_t len = strlen(src);
+
+	if (len == 0 || len >= n)
+		return -ENAMETOOLONG;
+	memcpy(dst, src, len + 1);
+	return 0;
+}
+
+/* Report a usage error for option @opt with value @val and a hint. */
+static int bad(FILE *err, const char *opt, const char *val, const char *hint)
+{
+	fprintf(err, "kvringd: invalid %s '%s': %s\n", opt, val ? val : "",
+		hint);
+	fprintf(err, "Try 'kvringd --help' for more information.\n");
+	return -EINVAL;
+}
+
+/* Handle one parsed option; 0 or a usage error. */
+static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
+{
+	uint64_t sz;
+	int lvl;
+
+	switch (ch) {
+	case 's':
+		if (copy_str(c->socket_path, sizeof(c->socket_path), a) < 0)
+			return bad(err, "--socket", a,
+				   "must be 1-107 bytes (sun_path limit)");
+		return 0;
+	case 'n':
+		if (strlen(a) > 48 || a[0] == '.' || !kvr_seg_name_valid(a))
+			return bad(err, "--name", a,
+				   "use 1-48 characters of [A-Za-z0-9._-]");
+		strcpy(c->name, a);
+		return 0;
+	case 'p':
+		if (kvr_config_parse_size(a, &sz) < 0 || sz < (1u << 20))
+			return bad(err, "--pool-size", a,
+				   "use a size of at least 1M, e.g. 512M or 4G");
+		c->pool_bytes = sz;
+		return 0;
+	case OPT_ALIGN:
+		if (kvr_config_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
+		    sz < 64 || sz > (1u << 21))
+			return bad(err, "--align", a,
+				   "use a power of two from 64 to 2M");
+		c->align = (uint32_t)sz;
+		return 0;
+	case 'w':
+		if (parse_u32(a, 1, 4096, &c->max_workers) < 0)
+			return bad(err, "--max-workers", a, "use 1-4096");
+		return 0;
+	case OPT_SPIN_US:
+		if (parse_u32(a, 0, 1000000, &c->spin_us) < 0)
+			return bad(err, "--spin-us", a, "use 0-1000000");
+		return 0;
+	case OPT_LEASE_MS:
+		if (parse_u32(a, 1, 86400000, &c->lease_ms) < 0)
+			return bad(err, "--lease-ms", a, "use 1-86400000");
+		return 0;
+	case OPT_GROUP:
+		if (copy_str(c->group, sizeof(c->group), a) < 0 ||
+		    parse_group(a, &c->gid) < 0)
+			return bad(err, "--group", a,
+				   "no such group (name or number)");
+		c->have_group = true;
+		return 0;
+	case OPT_POOL_BACKEND:
+		if (strcmp(a, "shm") == 0)
+			c->pool_backend = KVR_POOL_SHM;
+		else if (strcmp(a, "memfd") == 0)
+			c->pool_backend = KVR_POOL_MEMFD;
+		else if (strcmp(a, "private") == 0 || strcmp(a, "copy") == 0)
+			c->pool_backend = KVR_POOL_PRIVATE;
+		else
+			return bad(err, "--pool-backend", a,
+				   "use shm, memfd or private");
+		return 0;
+	case OPT_LOG_LEVEL:
+		lvl = kvr_log_parse_level(a);
+		if (lvl < 0)
+			return bad(err, "--log-level", a,
+				   "use err, warn, info or debug");
+		c->log_level = lvl;
+		return 0;
+	case OPT_MAX_KEYS:
+		if (parse_u32(a, 1, KVR_MAX_KEYS_LIMIT, &c->max_keys) < 0)
+			return bad(err, "--max-keys", a, "use 1-4096");
+		return 0;
+	case OPT_RING_BYTES:
+		if (kvr_config_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
+		    sz < (64u << 10) || sz > (16u << 20))
+			return bad(err, "--ring-bytes", a,
+				   "use a power of two from 64K to 16M");
+		c->ring_bytes = (uint32_t)sz;
+		return 0;
+	case OPT_HEARTBEAT_MS:
+		if (parse_u32(a, 10, 10000, &c->heartbeat_ms) < 0)
+			return bad(err, "--heartbeat-ms", a, "use 10-10000");
+		return 0;
+	case OPT_HANDSHAKE_MS:
+		if (parse_u32(a, 10, 600000, &c->handshake_ms) < 0)
+			return bad(err, "--handshake-ms", a, "use 10-600000");
+		return 0;
+	case OPT_STALL_MS:
+		if (parse_u32(a, 10, 3600000, &c->stall_ms) < 0)
+			return bad(err, "--stall-ms", a, "use 10-3600000");
+		return 0;
+	case OPT_ALLOW_ROOT:
+		c->allow_root = true;
+		return 0;
+	case OPT_NO_PREFAULT:
+		c->no_prefault = true;
+		return 0;
+	default:
+		fprintf(err, "kvringd: unknown option or missing argument\n");
+		fprintf(err, "Try 'kvringd --help' for more information.\n");
+		return -EINVAL;
+	}
+}
+
+int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
+		     FILE *err)
+{
+	const char *env;
+	int ch, rc;
+
+	set_defaults(cfg);
+	/* getopt keeps state in globals: reset it so tests can parse twice. */
+	optind = 0;
+	opterr = 0; /* errors are reported to @err by apply_opt() */
+	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, NULL)) !=
+	       -1) {
+		if (ch == 'h') {
+			kvr_config_usage(out);
+			return KVR_CONFIG_HELP;
+		}
+		if (ch == 'V') {
+			fprintf(out, "kvringd %s (protocol %u, segment abi %u.%u)\n",
+				KVR_VERSION_STRING, KVR_PROTO_VERSION,
+				KVR_ABI_MAJOR, KVR_ABI_MINOR);
+			return KVR_CONFIG_VERSION;
+		}
+		if (ch == '?' || ch == ':') {
+			fprintf(err, "kvringd: unknown option or missing "
+				     "argument: '%s'\n",
+				argv[optind - 1]);
+			fprintf(err, "Try 'kvringd --help' for more "
+				     "information.\n");
+			return -EINVAL;
+		}
+		rc = apply_opt(cfg, ch, optarg, err);
+		if (rc < 0)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(err, "kvringd: unexpected argument '%s'\n", argv[optind]);
+		fprintf(err, "Try 'kvringd --help' for more information.\n");
+		return -EINVAL;
+	}
+	if (cfg->align > cfg->pool_bytes)
+		return bad(err, "--align", "", "larger than --pool-size");
+
+	/* Names not given on the command line come from the environment or
+	 * from the uid (so two users never collide). */
+	if (!cfg->socket_path[0]) {
+		env = getenv("KVRING_SOCKET");
+		if (env && *env) {
+			if (copy_str(cfg->socket_path, sizeof(cfg->socket_path),
+				     env) < 0)
+				return bad(err, "$KVRING_SOCKET", env,
+					   "must be 1-107 bytes");
+		} else {
+			rc = kvr_default_socket_path(cfg->socket_path,
+						     sizeof(cfg->socket_path));
+			if (rc < 0) {
+				fprintf(err, "kvringd: default socket path: %s\n",
+					strerror(-rc));
+				return rc;
+			}
+		}
+	}
+	if (!cfg->name[0] && kvr_seg_default_base(cfg->name, sizeof(cfg->name)) < 0) {
+		fprintf(err, "kvringd: default segment name does not fit\n");
+		return -ENAMETOOLONG;
+	}
+	return KVR_CONFIG_RUN;
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvringd's configuration: every command-line option, its default and its
+ * parsing (sizes with K/M/G suffixes, group names, backends), and the
+ * --help text. docs/config.md repeats the table for operators.
+ *
+ * This file owns nothing at run time: it fills a struct that main.c passes
+ * to the server. It never opens files or sockets.
+ */
+#ifndef KVR_SERVER_CONFIG_H
+#define KVR_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <kvring/paths.h>
+
+/* Defaults (docs/config.md). */
+#define KVR_CONFIG_DEF_POOL_BYTES   (1ull << 30)
+#define KVR_CONFIG_DEF_ALIGN	      4096u
+#define KVR_CONFIG_DEF_MAX_WORKERS  64u
+#define KVR_CONFIG_DEF_SPIN_US      50u
+#define KVR_CONFIG_DEF_LEASE_MS     30000u
+#define KVR_CONFIG_DEF_MAX_KEYS     1024u
+#define KVR_CONFIG_DEF_RING_BYTES   (128u << 10)
+#define KVR_CONFIG_DEF_HEARTBEAT_MS 100u
+#define KVR_CONFIG_DEF_HANDSHAKE_MS 2000u
+#define KVR_CONFIG_DEF_STALL_MS     5000u
+
+/*
+ * struct kvr_config - the parsed options. Owned by main.c (on its stack);
+ * the server copies what it needs and never keeps a pointer to it.
+ */
+struct kvr_config {
+	char socket_path[KVR_SOCKET_PATH_MAX]; /* --socket */
+	char name[64];			       /* --name: segment base */
+	uint64_t pool_bytes;		       /* --pool-size */
+	uint32_t align;			       /* --align */
+	uint32_t max_workers;		       /* --max-workers */
+	uint32_t spin_us;		       /* --spin-us */
+	uint32_t lease_ms;		       /* --lease-ms */
+	uint32_t max_keys;		       /* --max-keys */
+	uint32_t ring_bytes;		       /* --ring-bytes (each ring) */
+	uint32_t heartbeat_ms;		       /* --heartbeat-ms */
+	uint32_t handshake_ms;		       /* --handshake-ms */
+	uint32_t stall_ms;		       /* --stall-ms */
+	int pool_backend;		       /* 0 auto, else KVR_POOL_* */
+	int log_level;			       /* KVR_LOG_* */
+	bool have_group;		       /* --group given */
+	gid_t gid;			       /* its gid */
+	char group[64];			       /* as given, for logs */
+	bool allow_root;		       /* --allow-root */
+	bool no_prefault;		       /* --no-prefault (tests) */
+};
+
+/* Outcome of kvr_config_parse() besides errors. */
+#define KVR_CONFIG_RUN	    0
+#define KVR_CONFIG_HELP    1 /* --help printed: exit 0 */
+#define KVR_CONFIG_VERSION 2 /* --version printed: exit 0 */
+
+/*
+ * kvr_config_parse - fill @cfg from the command line. Defaults first,
+ * then $KVRING_SOCKET (socket path), then the options. Prints --help and
+ * --version to @out and usage errors (one line naming the option, then a
+ * hint) to @err.
+ * Return: KVR_CONFIG_RUN, _HELP or _VERSION, or -EINVAL on a usage error
+ * (the caller exits 2), -ENAMETOOLONG if no default path fits.
+ */
+int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg,
+		      FILE *out, FILE *err);
+
+/*
+ * kvr_config_parse_size - parse "123", "64K", "512M", "1G", "2T" (binary
+ * multiples, case-insensitive, optional trailing "B"/"iB").
+ * Return: 0 and *out set, or -EINVAL (garbage, zero, or overflow).
+ */
+int kvr_config_parse_size(const char *s, uint64_t *out);
+
+/* kvr_config_usage - the --help text. */
+void kvr_config_usage(FILE *f);
+
+#endif /* KVR_SERVER_CONFIG_H */

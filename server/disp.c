@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Request dispatch: drain a channel's request ring in batches, validate
+ * every record (kvr_req_parse), run it against the storage engine and
+ * write exactly one answer carrying its req_id, then ring the worker's
+ * response doorbell once per batch (only if it sleeps).
+ *
+ * Trust: a record lives in shared memory the worker can rewrite at any
+ * moment, so keys and sizes are copied into private scratch buffers once,
+ * after validation, and only the copies are used. A malformed record or a
+ * damaged ring disconnects that worker (chan.c cleans up); semantic errors
+ * (unknown transfer id, a lease of another channel, ...) are answered
+ * with -errno and the worker carries on.
+ *
+ * Back-pressure: when an answer does not fit in the response ring it is
+ * parked in the connection, and the channel consumes nothing more until
+ * the worker makes room; answers are never dropped and no other channel
+ * waits. The loop disconnects a worker that stays full past --stall-ms.
+ *
+ * This file does not move bytes over the socket (copy.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+
+#include "chan.h"
+
+void kvr__disp_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
+		     int status)
+{
+	if (op < 16)
+		c->n_req[op]++;
+	c->n_err[kvr_err_slot(status)]++;
+	s->g.requests++;
+}
+
+/* KVR_OP_STATS: the global counters plus what the asking channel holds. */
+static void fill_stats(struct kvr_srv *s, struct kvr_conn *c,
+		       struct kvr_stats_wire *w)
+{
+	struct kvr_store_stats st;
+	struct kvr_store_chan_stats cs = { 0 };
+
+	kvr_store_stats(s->store, &st);
+	kvr_store_chan_stats(s->store, (uint32_t)c->chan, &cs);
+	memset(w, 0, sizeof(*w));
+	w->pool_bytes = st.pool_bytes;
+	w->used_bytes = st.used_bytes;
+	w->reserved_bytes = st.reserved_bytes;
+	w->objects = st.objects;
+	w->pins = st.pins;
+	w->leases = st.leases;
+	w->evictions = st.evictions;
+	w->workers = s->nactive;
+	w->chan_reserved_bytes = cs.reserved_bytes;
+	w->chan_pins = cs.pins_held;
+	w->chan_leases = cs.leases_owned;
+	w->chan_transfers = cs.transfers_open;
+}
+
+size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
+		      const struct kvr_req_view *v, uint32_t *type_out)
+{
+	struct kvr_resp_hdr *r = (struct kvr_resp_hdr *)s->ans;
+	struct kvr_slot_desc *slots = (struct kvr_slot_desc *)(r + 1);
+	uint32_t n = v->hdr.count, ch = (uint32_t)c->chan, ns = c->ns_id;
+	uint64_t id = 0, now = s->now_ns;
+	size_t len = sizeof(*r);
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->req_id = v->hdr.req_id;
+	*type_out = KVR_RESP_BIT | v->op;
+	/* Private copies: the worker may rewrite the ring under us. */
+	if (n && v->keys)
+		memcpy(s->keys, v->keys, (size_t)n * sizeof(*s->keys));
+	if (n && v->sizes)
+		memcpy(s->sizes, v->sizes, (size_t)n * sizeof(*s->sizes));
+	if (s->stopping) {
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+
+	switch (v->op) {
+	case KVR_OP_LOOKUP:
+		rc = kvr_store_lookup(s->store, ch, ns, s->keys, n,
+				      v->hdr.flags & KVR_REQ_PIN, now, &id);
+		if (rc >= 0) {
+			r->value = (uint64_t)rc;
+			r->handle = id;
+		}
+		break;
+	case KVR_OP_RELEASE:
+		rc = kvr_store_release_lease(s->store, ch, v->hdr.handle, now);
+		break;
+	case KVR_OP_PREPARE_STORE:
+		rc = kvr_store_prepare_store(s->store, ch, ns, s->keys,
+					     s->sizes, n, now, slots, &id);
+		if (rc >= 0) {
+			r->value = (uint64_t)rc;
+			r->handle = id;
+			r->count = n;
+		}
+		break;
+	case KVR_OP_COMMIT_STORE:
+		rc = kvr_store_commit_store(s->store, ch, v->hdr.handle, now);
+		break;
+	case KVR_OP_ABORT_STORE:
+		rc = kvr_store_abort_store(s->store, ch, v->hdr.handle, now);
+		break;
+	case KVR_OP_PREPARE_RETRIEVE:
+		if (v->hdr.flags & KVR_REQ_BY_LEASE)
+			rc = kvr_store_prepare_retrieve_lease(
+				s->store, ch, v->hdr.handle, now, slots,
+				s->max_keys, &id);
+		else
+			rc = kvr_store_prepare_retrieve(s->store, ch, ns,
+							s->keys, n, now, slots,
+							&id);
+		if (rc >= 0) {
+			r->value = (uint64_t)rc;
+			r->handle = id;
+			r->count = (uint32_t)rc;
+		}
+		break;
+	case KVR_OP_COMMIT_RETRIEVE:
+		rc = kvr_store_commit_retrieve(s->store, ch, v->hdr.handle,
+					       now);
+		break;
+	case KVR_OP_PING:
+		r->value = now;
+		break;
+	case KVR_OP_STATS:
+		fill_stats(s, c, (struct kvr_stats_wire *)(r + 1));
+		len += sizeof(struct kvr_stats_wire);
+		break;
+	default:
+		rc = -EBADMSG; /* unreachable: kvr_req_parse checked op */
+		break;
+	}
+out:
+	r->status = rc < 0 ? rc : 0;
+	if (rc < 0)
+		r->count = 0;
+	for (uint32_t i = 0; i < r->count; i++)
+		slots[i].reserved = 0;
+	len += (size_t)r->count * sizeof(*slots);
+	kvr__disp_count(s, c, v->op, r->status);
+	return len;
+}
+
+/* What a consumer-side ring error says about the worker's writes. */
+static const char *ring_damage(int rc)
+{
+	switch (rc) {
+	case -EPROTO:
+		return "tail moved backwards";
+	case -ERANGE:
+		return "tail more than the capacity ahead of the head";
+	case -EILSEQ:
+		return "tail not 8-byte aligned";
+	case -EBADMSG:
+		return "record header fails its check (garbage)";
+	case -ENOMSG:
+		return "record of reserved type 0";
+	case -EOVERFLOW:
+		return "record runs past the tail or the ring's end";
+	default:
+		return kvr_strerror(rc);
+	}
+}
+
+static uint64_t chan_requests(const struct kvr_conn *c)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < 16; i++)
+		n += c->n_req[i];
+	return n;
+}
+
+/* Write one answer record; on a full ring, publish what is pending and
+ * try once more (the worker may have released meanwhile). */
+static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
+		      size_t len)
+{
+	void *p;
+	int rc;
+
+	rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
+	if (rc == -EAGAIN) {
+		kvr_ring_commit(&c->resp);
+		(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
+		rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
+	}
+	if (rc < 0)
+		return rc;
+	memcpy(p, buf, len);
+	return 0;
+}
+
+/* Make a batch of answers visible with one release store (R1 of the
+ * ring) and wake the worker only if it announced it sleeps. */
+static void publish(struct kvr_conn *c)
+{
+	uint64_t used;
+
+	kvr_ring_commit(&c->resp);
+	used = kvr_ring_used(&c->resp);
+	if (used > c->resp_hw)
+		c->resp_hw = used;
+	/* F1 inside: pairs with the worker's F2 before it sleeps. */
+	(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
+}
+
+/* Retry the parked answer. Return true when the channel may go on. */
+static bool flush_pending(struct kvr_srv *s, struct kvr_conn *c)
+{
+	int rc = put_answer(c, c->pend_type, c->pend, c->pend_len);
+
+	if (rc == -EAGAIN)
+		return false;
+	if (rc < 0) {
+		kvr__chan_proto_error(s, c, "response ring damaged: %s",
+				      kvr_strerror(rc));
+		return false;
+	}
+	c->blocked = false;
+	publish(c);
+	return true;
+}
+
+/* Park the answer in s->ans: the response ring is full. */
+static int park(struct kvr_srv *s, struct kvr_conn *c, uint32_t type,
+		size_t len)
+{
+	if (!c->pend) {
+		c->pend = malloc(s->ans_cap);
+		if (!c->pend)
+			return -ENOMEM;
+	}
+	memcpy(c->pend, s->ans, len);
+	c->pend_len = len;
+	c->pend_type = type;
+	c->blocked = true;
+	c->blocked_since_ns = s->now_ns;
+	c->resp_full++;
+	return 0;
+}
+
+/*
+ * Every record is handled completely (parsed, executed, answered) before
+ * the next is looked at, so a malformed record later in the batch cannot
+ * undo the effects of earlier, valid ones: they are answered, and only
+ * then is the worker cut off. A parked answer means the request it
+ * answers was executed already; the channel resumes by delivering it.
+ */
+unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_ring_rec rec;
+	struct kvr_req_view v;
+	unsigned handled = 0, answered = 0;
+	uint32_t type;
+	uint64_t used;
+	size_t len;
+	int rc;
+
+	if (c->blocked && !flush_pending(s, c))
+		return 0;
+	while (handled < KVR_SRV_BATCH) {
+		rc = kvr_ring_peek(&c->req, &rec);
+		if (rc == -EAGAIN)
+			break;
+		if (rc < 0) {
+			if (answered)
+				publish(c);
+			kvr__chan_proto_error(s, c,
+					      "request ring damaged (%s) after "
+					      "%llu requests",
+					      ring_damage(rc),
+					      (unsigned long long)chan_requests(c));
+			return handled;
+		}
+		used = kvr_ring_used(&c->req);
+		if (used > c->req_hw)
+			c->req_hw = used;
+		rc = kvr_req_parse(rec.type, rec.data, rec.len, s->max_keys,
+				   &v);
+		if (rc < 0) {
+			if (answered)
+				publish(c);
+			kvr__chan_proto_error(s, c,
+					      "malformed request: type %u (%s), "
+					      "%u bytes: %s",
+					      rec.type, kvr_op_name(rec.type),
+					      rec.len, kvr_strerror(rc));
+			return handled;
+		}
+		handled++;
+		len = kvr__disp_exec(s, c, &v, &type);
+		rc = put_answer(c, type, s->ans, len);
+		if (rc == -EAGAIN) {
+			rc = park(s, c, type, len);
+			if (rc == 0)
+				break;
+		}
+		if (rc < 0) {
+			kvr__chan_proto_error(s, c,
+					      "cannot answer: response ring %s",
+					      kvr_strerror(rc));
+			return handled;
+		}
+		answered++;
+	}
+	/* One release for the whole batch (R2 in the ring). */
+	kvr_ring_release(&c->req);
+	/* Counters first, so that a worker holding an answer also sees the
+	 * counters that answer changed (the ring's R1 orders them). */
+	if (handled)
+		kvr__chan_counters(s, c);
+	if (answered)
+		publish(c);
+	return handled;
+}
+
+void kvr__disp_shutdown(struct kvr_srv *s, struct kvr_conn *c)
+{
+	/* s->stopping makes every answer -ESHUTDOWN. Bounded: a full
+	 * response ring or a worker that keeps writing stops the loop. */
+	for (int i = 0; i < 64 && c->state == KVR_CONN_ACTIVE && !c->copy; i++)
+		if (kvr__disp_drain(s, c) == 0)
+			break;
+}

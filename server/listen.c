@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The single-instance lock and the listening socket of kvringd. The lock
+ * (<socket>.lock, flock, O_CLOEXEC) is taken before anything else and
+ * decides who may touch the socket path; a socket file is replaced only
+ * when nobody answers on it (a dead server's), and at exit only the very
+ * file this server bound is unlinked. This file does not accept
+ * connections (loop.c, hello.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <kvring/log.h>
+
+#include "listen.h"
+
+/* Path of the lock file that guards a socket path. */
+static void lock_path(const struct kvr_srv *s, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s.lock", s->cfg.socket_path);
+}
+
+/*
+ * Take the single-instance lock. The lock, not the socket file, decides
+ * who may touch the socket path: a second server fails here before it
+ * looks at the socket or any segment, so it cannot unlink a live server's
+ * files. The holder writes its pid into the file for the refusal message.
+ * The file is left in place at exit (unlinking a lock file races with the
+ * next server opening it).
+ */
+int kvr__listen_lock(struct kvr_srv *s)
+{
+	char path[PATH_MAX], pidbuf[32] = "";
+	ssize_t n;
+	int fd, len;
+
+	lock_path(s, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		int rc = -errno;
+
+		kvr_log_err("open lock file %s: %s; check the directory's "
+			    "permissions or pick another --socket",
+			    path, strerror(-rc));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int rc = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+
+		n = pread(fd, pidbuf, sizeof(pidbuf) - 1, 0);
+		pidbuf[n > 0 ? n : 0] = '\0';
+		pidbuf[strcspn(pidbuf, "\n")] = '\0';
+		kvr_log_err("another kvringd (pid %s) is serving socket %s: "
+			    "stop it first, or start this one with another "
+			    "--socket and --name",
+			    pidbuf[0] ? pidbuf : "?", s->cfg.socket_path);
+		close(fd);
+		return rc;
+	}
+	len = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0 && pwrite(fd, pidbuf, (size_t)len, 0) < 0)
+		kvr_log_warn("write lock file %s: %s", path, strerror(errno));
+	s->lock_fd = fd;
+	return 0;
+}
+
+/* Whether a server is listening on the socket at @path. */
+static bool socket_live(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	bool live;
+
+	if (fd < 0)
+		return false;
+	/* EAGAIN means a full backlog: somebody is listening. */
+	live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
+	       errno == EAGAIN || errno == EINPROGRESS;
+	close(fd);
+	return live;
+}
+
+/* Bind and listen on the socket path; a dead socket file is replaced. */
+int kvr__listen_open(struct kvr_srv *s)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = s->cfg.socket_path;
+	mode_t old_mask;
+	struct stat st;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		kvr_log_err("socket path %s: longer than %zu bytes; pick a "
+			    "shorter --socket",
+			    path, sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			kvr_log_err("socket path %s exists and is not a socket; "
+				    "remove it or pick another --socket",
+				    path);
+			return -EEXIST;
+		}
+		/* A SIGKILLed server's socket can accept for a moment after
+		 * its death (the kernel tears its io_uring down
+		 * asynchronously); we hold the lock, so give it 2 s. */
+		for (int i = 0; i < 40 && socket_live(&sa); i++)
+			usleep(50000);
+		if (socket_live(&sa)) {
+			kvr_log_err("a server is already listening on %s (not "
+				    "holding %s.lock): stop it first or pick "
+				    "another --socket",
+				    path, path);
+			return -EADDRINUSE;
+		}
+		/* We hold the lock and nobody answers: a dead server's. */
+		if (unlink(path) < 0 && errno != ENOENT) {
+			rc = -errno;
+			kvr_log_err("remove stale socket %s: %s", path,
+				    strerror(-rc));
+			return rc;
+		}
+		kvr_log_info("removed stale socket %s", path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* The umask makes the socket owner-only from its first instant;
+	 * with --group it is widened to 0660 below. */
+	old_mask = umask(0177);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old_mask);
+	if (rc < 0) {
+		rc = -errno;
+		kvr_log_err("bind %s: %s; check the directory exists and is "
+			    "writable, or pick another --socket",
+			    path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	s->have_socket = true;
+	s->listen_fd = fd;
+	/* Remember which file we bound, to unlink only that one at exit. */
+	if (lstat(path, &st) == 0) {
+		s->sock_ino = st.st_ino;
+		s->sock_dev = st.st_dev;
+	}
+	if (s->cfg.have_group &&
+	    (chown(path, (uid_t)-1, s->cfg.gid) < 0 || chmod(path, 0660) < 0)) {
+		rc = -errno;
+		kvr_log_err("share socket %s with group %s: %s", path,
+			    s->cfg.group, strerror(-rc));
+		return rc;
+	}
+	if (listen(fd, 128) < 0) {
+		rc = -errno;
+		kvr_log_err("listen %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Unlink our socket path, but only if it still is the socket we bound. */
+void kvr__listen_remove(struct kvr_srv *s)
+{
+	struct stat st;
+
+	if (!s->have_socket)
+		return;
+	if (lstat(s->cfg.socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_ino == s->sock_ino && st.st_dev == s->sock_dev &&
+	    unlink(s->cfg.socket_path) == 0)
+		kvr_log_info("removed socket %s", s->cfg.socket_path);
+	s->have_socket = false;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loop.h - kvringd's event loop (one thread, io_uring) and the helpers the
+ * other server files use to queue io_uring operations. The loop owns the
+ * ring, the spin-then-sleep policy, housekeeping and the graceful stop;
+ * what happens on each event lives in hello.c, chan.c, disp.c and copy.c.
+ */
+#ifndef KVR_SERVER_LOOP_H
+#define KVR_SERVER_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "srv.h"
+
+/*
+ * kvr_loop_run - run until SIGTERM/SIGINT, then stop gracefully: stop
+ * accepting, answer requests already in the rings with -ESHUTDOWN, close
+ * every worker. The caller then calls kvr_srv_destroy().
+ * Return: 0 after a signal, or -errno if io_uring failed.
+ */
+int kvr_loop_run(struct kvr_srv *s);
+
+/*
+ * kvr__loop_poll - queue a poll on @fd for @mask tagged @tag (multishot
+ * or one-shot). kvr__loop_cancel - queue the removal of the poll tagged
+ * @tag (its completion, if any, is then ignored by generation). Never
+ * fail: when the submission queue is full they submit it first.
+ */
+void kvr__loop_poll(struct kvr_srv *s, int fd, unsigned mask, uint64_t tag,
+		    bool multishot);
+void kvr__loop_cancel(struct kvr_srv *s, uint64_t tag);
+
+#endif /* KVR_SERVER_LOOP_H */

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvringd start-up and teardown. In order: the single-instance lock and
+ * the listening socket (listen.c), the stale-segment sweep, the control segment (created
+ * first, removed last: the sweep pairs a pool with its .ctl by name), the
+ * pool (shm, then memfd, then private, each attempt logged), the storage
+ * engine, io_uring, the signal and timer fds.
+ *
+ * Every failure logs what went wrong and what to do, and unwinds only what
+ * this process created. This file does not run the loop (loop.c) nor talk
+ * to workers (hello.c, disp.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/error.h>
+#include <kvring/log.h>
+
+#include "chan.h"
+#include "listen.h"
+#include "srv.h"
+
+uint64_t kvr_srv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Log one sweep's outcome. */
+static void log_sweep(const char *prefix, int rc,
+		      const struct kvr_sweep_report *r)
+{
+	if (rc < 0) {
+		kvr_log_warn("sweep %s* in %s: %s", prefix, KVR_SEG_DEFAULT_DIR,
+			     kvr_strerror(rc));
+		return;
+	}
+	for (unsigned i = 0; i < r->nr_removed_names; i++)
+		kvr_log_info("sweep: removed stale segment %s/%s",
+			     KVR_SEG_DEFAULT_DIR, r->removed_names[i]);
+	for (unsigned i = 0; i < r->nr_bad_names; i++)
+		kvr_log_warn("sweep: left %s/%s alone: no valid header",
+			     KVR_SEG_DEFAULT_DIR, r->bad_names[i]);
+	if (r->removed || r->kept_live || r->errors)
+		kvr_log_info("sweep %s*: %u removed, %u of live servers kept, "
+			     "%u errors",
+			     prefix, r->removed, r->kept_live, r->errors);
+}
+
+/* DESIGN rule 8: remove stale segments of dead servers, only ours. */
+static void sweep(const struct kvr_srv *s)
+{
+	struct kvr_sweep_report r;
+	char prefix[80];
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = kvr_seg_sweep(NULL, KVR_SEG_PREFIX, &r);
+	log_sweep(KVR_SEG_PREFIX, rc, &r);
+	/* A --name outside the kvring- prefix gets its own pair swept. */
+	if (strncmp(s->cfg.name, KVR_SEG_PREFIX, strlen(KVR_SEG_PREFIX)) != 0) {
+		snprintf(prefix, sizeof(prefix), "%s.", s->cfg.name);
+		memset(&r, 0, sizeof(r));
+		rc = kvr_seg_sweep(NULL, prefix, &r);
+		log_sweep(prefix, rc, &r);
+	}
+}
+
+/* Say who holds a control segment name we could not create. */
+static void log_name_taken(const char *ctl_name)
+{
+	struct kvr_seg seg = { .fd = -1 };
+	const struct kvr_seg_hdr_shm *h;
+	int pid = 0;
+
+	if (kvr_seg_open_name(NULL, ctl_name, true, &seg, NULL) == 0) {
+		h = seg.base;
+		if (seg.bytes >= sizeof(*h))
+			pid = h->creator_pid;
+		kvr_seg_detach(&seg);
+	}
+	kvr_log_err("segment %s/%s belongs to a live kvringd (pid %d): stop "
+		    "it, or start this one with another --name",
+		    KVR_SEG_DEFAULT_DIR, ctl_name, pid);
+}
+
+/* The control segment: named under /dev/shm so the inspector finds it;
+ * a memfd when /dev/shm cannot hold it (logged). */
+static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
+{
+	mode_t mode = s->cfg.have_group ? 0660 : 0600;
+	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
+	struct kvr_err e = { 0 };
+	int rc;
+
+	rc = kvr_seg_ctl_name(s->cfg.name, ctl_name, n);
+	if (rc < 0) {
+		kvr_log_err("segment name %s: invalid; pick another --name",
+			    s->cfg.name);
+		return rc;
+	}
+	rc = kvr_seg_create_shm(NULL, ctl_name, s->geom.ctl_bytes, mode, gid,
+				&s->ctl, &e);
+	if (rc == -EEXIST) {
+		log_name_taken(ctl_name);
+		return rc;
+	}
+	if (rc == 0) {
+		kvr_log_info("control segment %s/%s: %llu bytes, %u channels",
+			     KVR_SEG_DEFAULT_DIR, ctl_name,
+			     (unsigned long long)s->geom.ctl_bytes,
+			     s->geom.max_channels);
+		return 0;
+	}
+	kvr_log_warn("create control segment %s/%s: %s; using a memfd "
+		     "(kvring-inspect cannot find it by name)",
+		     KVR_SEG_DEFAULT_DIR, ctl_name, kvr_err_str(&e, rc));
+	rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes, 0, &s->ctl, &e);
+	if (rc < 0)
+		kvr_log_err("create control segment (memfd): %s",
+			    kvr_err_str(&e, rc));
+	return rc;
+}
+
+/* Names as the options and the logs spell them. */
+static const char *backend_name(int b)
+{
+	return b == KVR_POOL_SHM     ? "shm"
+	       : b == KVR_POOL_MEMFD ? "memfd"
+				     : "private";
+}
+
+/* Bytes of memory the kernel could still give us (MemAvailable plus
+ * SwapFree), or UINT64_MAX when /proc/meminfo cannot be read. */
+static uint64_t mem_available(void)
+{
+	unsigned long long kb, total = 0;
+	char line[256];
+	int found = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return UINT64_MAX;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1 ||
+		    sscanf(line, "SwapFree: %llu kB", &kb) == 1) {
+			total += kb;
+			found++;
+		}
+	}
+	fclose(f);
+	return found ? (uint64_t)total * 1024u : UINT64_MAX;
+}
+
+/* Try one pool backend; log the attempt's failure. */
+static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
+{
+	mode_t mode = s->cfg.have_group ? 0660 : 0600;
+	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
+	size_t bytes = (size_t)s->cfg.pool_bytes;
+	struct kvr_err e = { 0 };
+	uint64_t avail = mem_available();
+	int rc;
+
+	/* Reserving more than the host has does not fail cleanly: the
+	 * kernel's OOM killer ends the process in the middle of fallocate.
+	 * Refuse first, whatever the backend (all of them are RAM). */
+	if (s->cfg.pool_bytes > avail) {
+		kvr_log_warn("pool backend %s (%llu bytes): only %llu bytes of "
+			     "memory available; lower --pool-size",
+			     backend_name(b),
+			     (unsigned long long)s->cfg.pool_bytes,
+			     (unsigned long long)avail);
+		return -ENOMEM;
+	}
+	if (b == KVR_POOL_SHM)
+		rc = kvr_seg_create_shm(NULL, pool_name, bytes, mode, gid,
+					&s->pool, &e);
+	else if (b == KVR_POOL_MEMFD)
+		rc = kvr_seg_create_memfd(pool_name, bytes, KVR_SEG_TRY_HUGETLB,
+					  &s->pool, &e);
+	else
+		rc = kvr_seg_create_private(bytes, &s->pool, &e);
+	if (rc < 0)
+		kvr_log_warn("pool backend %s (%llu bytes): %s",
+			     backend_name(b),
+			     (unsigned long long)s->cfg.pool_bytes,
+			     kvr_err_str(&e, rc));
+	return rc;
+}
+
+/* The pool: the configured backend, or shm -> memfd -> private. */
+static int create_pool(struct kvr_srv *s)
+{
+	static const int order[] = { KVR_POOL_SHM, KVR_POOL_MEMFD,
+				     KVR_POOL_PRIVATE };
+	char pool_name[KVR_SEG_NAME_MAX + 1];
+	uint64_t ns = 0;
+	int rc = -EINVAL;
+
+	if (kvr_seg_pool_name(s->cfg.name, pool_name, sizeof(pool_name)) < 0)
+		return -EINVAL;
+	for (unsigned i = 0; i < 3; i++) {
+		if (s->cfg.pool_backend && order[i] != s->cfg.pool_backend)
+			continue;
+		rc = try_pool(s, order[i], pool_name);
+		if (rc == 0) {
+			s->backend = order[i];
+			break;
+		}
+		/* A memfd that could not reserve its pages means the memory
+		 * is not there: a private pool would only be OOM-killed while
+		 * being pre-faulted. Stop here with a clear message. */
+		if (order[i] == KVR_POOL_MEMFD && !s->cfg.pool_backend &&
+		    (rc == -ENOMEM || rc == -ENOSPC))
+			break;
+	}
+	if (rc < 0) {
+		kvr_log_err("no pool backend works for %llu bytes: lower "
+			    "--pool-size, enlarge /dev/shm, or try "
+			    "--pool-backend memfd",
+			    (unsigned long long)s->cfg.pool_bytes);
+		return rc;
+	}
+	if (!s->cfg.no_prefault) {
+		kvr_seg_prefault(s->pool.base, s->pool.bytes, true, &ns);
+		kvr_log_info("pool pre-faulted: %llu bytes in %.1f ms "
+			     "(%.2f GB/s)",
+			     (unsigned long long)s->pool.bytes, (double)ns / 1e6,
+			     ns ? (double)s->pool.bytes / (double)ns : 0.0);
+	}
+	/* DESIGN rule 9: the transport, the pool's name and its size. */
+	if (s->backend == KVR_POOL_PRIVATE)
+		kvr_log_warn("transport copy: pool is server-private (%llu "
+			     "bytes); every payload byte travels over the "
+			     "socket, expect much lower throughput",
+			     (unsigned long long)s->cfg.pool_bytes);
+	else
+		kvr_log_info("transport %s: pool %s%s (%llu bytes%s)",
+			     backend_name(s->backend),
+			     s->backend == KVR_POOL_SHM ? KVR_SEG_DEFAULT_DIR "/"
+							: "memfd:",
+			     pool_name,
+			     (unsigned long long)s->cfg.pool_bytes,
+			     s->pool.hugetlb ? ", huge pages" : "");
+	return 0;
+}
+
+/* Fill and publish the control header (everything before ready). */
+static void format_ctl(struct kvr_srv *s, const char *ctl_name)
+{
+	struct kvr_ctl_hdr_shm *h = s->ctl.base;
+	struct timespec ts;
+
+	s->hdr = h;
+	kvr_seg_hdr_format(&h->seg, KVR_SEG_KIND_CONTROL, kvr_layout_hash(),
+			   s->ctl.bytes, ctl_name, s->boot_id);
+	h->pool_bytes = s->cfg.pool_bytes;
+	h->align = s->cfg.align;
+	h->pool_backend = (uint32_t)s->backend;
+	if (s->backend == KVR_POOL_SHM)
+		snprintf(h->pool_name, sizeof(h->pool_name), "%s", s->pool.name);
+	h->max_channels = s->geom.max_channels;
+	h->channel_bytes = s->geom.channel_bytes;
+	h->channels_off = s->geom.channels_off;
+	h->req_ring_cap = s->geom.req_ring_cap;
+	h->resp_ring_cap = s->geom.resp_ring_cap;
+	h->max_keys = s->max_keys;
+	h->lease_ms = s->cfg.lease_ms;
+	h->heartbeat_ms = s->cfg.heartbeat_ms;
+	h->server_uid = (int32_t)s->uid;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	h->start_realtime_ns =
+		(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* Relaxed: published by the release in kvr_seg_hdr_publish(). */
+	atomic_store_explicit(&h->heartbeat_ns, kvr_srv_now_ns(),
+			      memory_order_relaxed);
+	atomic_store_explicit(&h->state, KVR_SERVER_STARTING,
+			      memory_order_relaxed);
+	atomic_store_explicit(&h->stats.workers, 0, memory_order_relaxed);
+	kvr_seg_hdr_publish(&h->seg);
+}
+
+/*
+ * The storage engine. Its hash seed is a per-server secret: keys come from
+ * workers, and a predictable seed would let one worker pile its keys into
+ * one probe run. The effective key limit (the store may lower it) is what
+ * the rings are sized against and what the WELCOME announces.
+ */
+static int create_store(struct kvr_srv *s)
+{
+	struct kvr_store_config sc = { 0 };
+	int rc;
+
+	sc.pool_bytes = s->cfg.pool_bytes;
+	sc.align = s->cfg.align;
+	sc.lease_ms = s->cfg.lease_ms;
+	sc.max_channels = s->cfg.max_workers;
+	sc.max_keys = s->cfg.max_keys;
+	if (getrandom(&sc.hash_seed, sizeof(sc.hash_seed), 0) < 0)
+		sc.hash_seed = kvr_srv_now_ns() ^ (uint64_t)getpid() << 32;
+	rc = kvr_store_create(&sc, &s->store);
+	if (rc < 0) {
+		kvr_log_err("create storage engine: %s", kvr_strerror(rc));
+		return rc;
+	}
+	s->max_keys = kvr_store_max_keys(s->store);
+	return 0;
+}
+
+/* io_uring, signalfd (SIGTERM, SIGINT) and the heartbeat timerfd. */
+/*
+ * The completion queue is sized well above the submission queue: every
+ * connection has up to four multishot or pending polls, and a burst of
+ * hang-ups must not overflow it (the kernel would buffer, but we would
+ * pay a system call to flush).
+ */
+static int create_fds(struct kvr_srv *s)
+{
+	struct io_uring_params p = { 0 };
+	struct itimerspec its = { 0 };
+	sigset_t mask;
+	int rc;
+
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = 4096;
+	rc = io_uring_queue_init_params(256, &s->ring, &p);
+	if (rc < 0) {
+		kvr_log_err("io_uring setup: %s; kvringd needs io_uring "
+			    "(kernel >= 5.19, not disabled by "
+			    "kernel.io_uring_disabled or a seccomp profile)",
+			    strerror(-rc));
+		return rc;
+	}
+	s->ring_ok = true;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	s->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s->sig_fd < 0)
+		return -errno;
+
+	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->timer_fd < 0)
+		return -errno;
+	its.it_interval.tv_sec = s->cfg.heartbeat_ms / 1000;
+	its.it_interval.tv_nsec = (long)(s->cfg.heartbeat_ms % 1000) * 1000000;
+	its.it_value = its.it_interval;
+	if (timerfd_settime(s->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Connection table, channel map, namespaces and dispatch scratch. */
+/*
+ * Everything is sized at start-up from the options, so that the loop never
+ * allocates per request (the copy transport's buffers are per connection,
+ * allocated at its handshake). Connections outnumber channels by
+ * KVR_SRV_PENDING_MAX: clients still in the handshake hold no channel.
+ */
+static int alloc_tables(struct kvr_srv *s)
+{
+	uint32_t nch = s->cfg.max_workers;
+
+	s->nconns = nch + KVR_SRV_PENDING_MAX;
+	s->conns = calloc(s->nconns, sizeof(*s->conns));
+	s->chan_conn = malloc(nch * sizeof(*s->chan_conn));
+	s->active = calloc(s->nconns, sizeof(*s->active));
+	s->ns = calloc(KVR_SRV_NS_MAX, sizeof(*s->ns));
+	s->keys = calloc(s->max_keys, sizeof(*s->keys));
+	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
+	s->ans_cap = kvr_resp_bytes(s->max_keys);
+	if (s->ans_cap < sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire))
+		s->ans_cap = sizeof(struct kvr_resp_hdr) +
+			     sizeof(struct kvr_stats_wire);
+	s->ans = malloc(s->ans_cap);
+	if (!s->conns || !s->chan_conn || !s->active || !s->ns || !s->keys ||
+	    !s->sizes || !s->ans)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nch; i++)
+		s->chan_conn[i] = -1;
+	for (uint32_t i = 0; i < s->nconns; i++) {
+		struct kvr_conn *c = &s->conns[i];
+
+		c->idx = i;
+		c->sock = c->pidfd = c->req_efd = c->resp_efd = -1;
+		c->chan = -1;
+	}
+	return 0;
+}
+
+/* The rings must hold the largest request and answer with room to spare:
+ * a record above half the ring would serialise the channel. */
+static int check_rings(const struct kvr_srv *s)
+{
+	size_t req = kvr_req_bytes(KVR_OP_PREPARE_STORE, s->max_keys) + 16;
+	size_t resp = kvr_resp_bytes(s->max_keys) + 16;
+
+	if (req > s->cfg.ring_bytes / 2 || resp > s->cfg.ring_bytes / 2) {
+		kvr_log_err("--ring-bytes %u too small for --max-keys %u (a "
+			    "request needs %zu bytes, at most half a ring): "
+			    "raise --ring-bytes or lower --max-keys",
+			    s->cfg.ring_bytes, s->max_keys, req);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Start-up order is the safety argument: nothing that might belong to
+ * another server is touched before the lock is ours; the socket path is
+ * replaced only when its owner is proven dead; segments are created with
+ * O_EXCL after the sweep, so a live server's names make us refuse instead
+ * of stealing. On failure kvr_srv_destroy() unwinds exactly what we made.
+ */
+int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
+{
+	char ctl_name[KVR_SEG_NAME_MAX + 1];
+	struct kvr_srv *s;
+	sigset_t mask;
+	int rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->lock_fd = s->listen_fd = s->sig_fd = s->timer_fd = -1;
+	s->ctl.fd = s->pool.fd = -1;
+	s->uid = geteuid();
+	/* From here on SIGTERM/SIGINT wait in the signalfd: one that arrives
+	 * during start-up (a long pre-fault) stops the server gracefully as
+	 * soon as the loop runs, instead of leaving segments behind. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (getrandom(s->boot_id, sizeof(s->boot_id), 0) < 0)
+		memcpy(s->boot_id, &(uint64_t){ kvr_srv_now_ns() }, 8);
+
+	rc = kvr__listen_lock(s);
+	if (rc < 0)
+		goto fail;
+	rc = kvr__listen_open(s);
+	if (rc < 0)
+		goto fail;
+	sweep(s);
+	rc = create_store(s);
+	if (rc < 0)
+		goto fail;
+	rc = check_rings(s);
+	if (rc < 0)
+		goto fail;
+	rc = kvr_ctl_geom_compute(cfg->max_workers, cfg->ring_bytes,
+				  cfg->ring_bytes, &s->geom);
+	if (rc < 0) {
+		kvr_log_err("control layout for %u workers, %u-byte rings: "
+			    "invalid",
+			    cfg->max_workers, cfg->ring_bytes);
+		goto fail;
+	}
+	/* The .ctl first: a .pool without its .ctl is an orphan the next
+	 * sweep removes, never the other way round. */
+	rc = create_ctl(s, ctl_name, sizeof(ctl_name));
+	if (rc < 0)
+		goto fail;
+	rc = create_pool(s);
+	if (rc < 0)
+		goto fail;
+	kvr_seg_prefault(s->ctl.base, s->ctl.bytes, true, NULL);
+	format_ctl(s, ctl_name);
+	rc = create_fds(s);
+	if (rc < 0) {
+		if (rc != -ENOSYS && s->ring_ok)
+			kvr_log_err("start-up: %s", kvr_strerror(rc));
+		goto fail;
+	}
+	rc = alloc_tables(s);
+	if (rc < 0) {
+		kvr_log_err("start-up: %s", kvr_strerror(rc));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	kvr_srv_destroy(s);
+	return rc;
+}
+
+/*
+ * Teardown mirrors start-up: workers first (their channels released in
+ * the store), then the socket, then the pool and the control segment last,
+ * the order the sweep relies on; the lock goes with the process.
+ */
+void kvr_srv_destroy(struct kvr_srv *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; s->conns && i < s->nconns; i++)
+		kvr__chan_close(s, &s->conns[i], "server stopping", false);
+	if (s->hdr)
+		atomic_store_explicit(&s->hdr->state, KVR_SERVER_STOPPING,
+				      memory_order_relaxed);
+	kvr__listen_remove(s);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->ring_ok)
+		io_uring_queue_exit(&s->ring);
+	if (s->sig_fd >= 0)
+		close(s->sig_fd);
+	if (s->timer_fd >= 0)
+		close(s->timer_fd);
+	/* Pool first, control segment last (the sweep's pairing rule). */
+	if (s->pool.base) {
+		bool named = s->pool.backend == KVR_SEG_BACKEND_SHM;
+
+		if (named)
+			kvr_log_info("removing pool segment %s/%s",
+				     KVR_SEG_DEFAULT_DIR, s->pool.name);
+		kvr_seg_destroy(&s->pool);
+	}
+	if (s->ctl.base) {
+		bool named = s->ctl.backend == KVR_SEG_BACKEND_SHM;
+
+		if (named)
+			kvr_log_info("removing control segment %s/%s",
+				     KVR_SEG_DEFAULT_DIR, s->ctl.name);
+		kvr_seg_destroy(&s->ctl);
+	}
+	kvr_store_destroy(s->store);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	free(s->conns);
+	free(s->chan_conn);
+	free(s->active);
+	free(s->ns);
+	free(s->keys);
+	free(s->sizes);
+	free(s->ans);
+	free(s);
+}

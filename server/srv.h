@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.h - kvringd's process-local state: the server (sockets, io_uring,
+ * segments, storage engine, channel table) and one connection per accepted
+ * socket. Every field here is private to the event-loop thread, which is
+ * the only thread kvringd runs (DESIGN rule 3): nothing in this file is
+ * shared memory, and nothing a worker writes is ever stored here without
+ * having been validated first.
+ *
+ * Files of server/ and what each owns:
+ *   srv.c    start-up and teardown: stale-segment sweep, control and pool
+ *            segments, store, io_uring
+ *   listen.c the single-instance lock file and the listening socket
+ *   loop.c   the event loop: completions, spin-then-sleep, housekeeping,
+ *            signals, graceful shutdown
+ *   hello.c  the handshake: hello, credentials, channel claim, welcome+fds
+ *   chan.c   connections and channels: alloc, active list, cleanup,
+ *            counters in the control segment
+ *   disp.c   requests: ring drain, dispatch to the store, answers
+ *   copy.c   the copy transport's socket framing
+ * The storage engine (store.c, alloc.c, index.c) is documented in
+ * docs/storage.md; this layer only calls it.
+ */
+#ifndef KVR_SERVER_SRV_H
+#define KVR_SERVER_SRV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <poll.h>
+
+#include <liburing.h>
+
+#include <kvring/layout.h>
+#include <kvring/proto.h>
+#include <kvring/ring.h>
+#include <kvring/segment.h>
+
+#include "config.h"
+#include "store.h"
+
+/* Sockets allowed in the handshake at once (beyond max_workers). */
+#define KVR_SRV_PENDING_MAX 32u
+/* Requests taken from one channel per pass, so that one busy worker
+ * cannot starve the others. */
+#define KVR_SRV_BATCH 64u
+/* Distinct namespaces (model layouts) the server registers. */
+#define KVR_SRV_NS_MAX 256u
+/* Largest handshake frame body accepted (a hello is 112 bytes). */
+#define KVR_SRV_HELLO_MAX 4096u
+
+/*
+ * io_uring user_data: kind (8 bits) | connection index (24) | generation
+ * (32). The generation is bumped whenever a connection slot is freed, so a
+ * completion that arrives for a slot's previous user is recognised and
+ * ignored instead of acting on the new one.
+ */
+enum kvr_tag_kind {
+	KVR_TAG_NONE = 0, /* poll_remove and other fire-and-forget ops */
+	KVR_TAG_ACCEPT = 1,
+	KVR_TAG_SIGNAL = 2,
+	KVR_TAG_TIMER = 3,
+	KVR_TAG_SOCK = 4,     /* worker socket readable / hung up */
+	KVR_TAG_SOCK_OUT = 5, /* worker socket writable (copy sends) */
+	KVR_TAG_PIDFD = 6,    /* worker process exited */
+	KVR_TAG_BELL = 7,     /* request doorbell rung */
+};
+
+static inline uint64_t kvr_tag_make(unsigned kind, uint32_t idx, uint32_t gen)
+{
+	return (uint64_t)kind << 56 | (uint64_t)(idx & 0xffffffu) << 32 | gen;
+}
+
+static inline unsigned kvr_tag_kind(uint64_t t)
+{
+	return (unsigned)(t >> 56);
+}
+
+static inline uint32_t kvr_tag_idx(uint64_t t)
+{
+	return (uint32_t)(t >> 32) & 0xffffffu;
+}
+
+static inline uint32_t kvr_tag_gen(uint64_t t)
+{
+	return (uint32_t)t;
+}
+
+enum kvr_conn_state {
+	KVR_CONN_FREE = 0,
+	KVR_CONN_HELLO = 1,  /* accepted, waiting for the hello */
+	KVR_CONN_ACTIVE = 2, /* welcome sent, channel claimed */
+};
+
+/* A store transfer the copy transport must receive payload for. */
+struct kvr_cp_xfer {
+	uint64_t id;		     /* 0: entry unused */
+	uint32_t n;		     /* slots */
+	uint64_t total;		     /* payload bytes expected */
+	struct kvr_slot_desc *slots; /* n entries (OK ones only), owned */
+};
+
+/* Copy transport receive states. */
+enum kvr_cp_rx {
+	KVR_CP_RX_FRAME = 0,   /* reading a struct kvr_frame */
+	KVR_CP_RX_BODY = 1,    /* reading the request record */
+	KVR_CP_RX_PAYLOAD = 2, /* reading commit_store payload into the pool */
+};
+
+/*
+ * struct kvr_copy - per-connection state of the copy transport. Owned by
+ * its connection; created at the handshake, freed at cleanup.
+ */
+struct kvr_copy {
+	/* Receive side. */
+	int rx;			/* enum kvr_cp_rx */
+	struct kvr_frame fr;	/* current frame header */
+	size_t got;		/* bytes of the current part received */
+	uint8_t *body;		/* request record, body_cap bytes */
+	size_t body_cap;
+	struct kvr_cp_xfer *px; /* RX_PAYLOAD: the transfer being filled */
+	uint32_t pslot;		/* slot being filled */
+	uint64_t poff;		/* bytes of that slot received */
+	struct kvr_cp_xfer *xf; /* open store transfers, nxf entries */
+	uint32_t nxf;
+	/* Send side: one message at a time (frame + record, then slots). */
+	uint8_t *tx;		/* frame + answer record */
+	size_t tx_cap;
+	struct iovec *iov;	/* iov[0] = tx, then pool spans */
+	uint32_t iov_cap;
+	uint32_t niov, iov_pos; /* iovs queued, first not fully sent */
+	size_t iov_off;		/* bytes of iov[iov_pos] already sent */
+	bool tx_wait;		/* a POLLOUT is armed */
+	uint64_t tx_since_ns;	/* when the socket last filled up */
+};
+
+/*
+ * struct kvr_conn - one accepted socket and, once the handshake succeeded,
+ * the channel it owns. Lives in kvr_srv.conns[]; a slot is reused after
+ * cleanup with its generation bumped. All fds are owned and closed by
+ * kvr__chan_close().
+ */
+struct kvr_conn {
+	uint32_t idx;	/* position in kvr_srv.conns */
+	uint32_t gen;	/* bumped at every free */
+	int state;	/* enum kvr_conn_state */
+	int sock;	/* the worker's socket */
+	int pidfd;	/* -1 if pidfd_open is unsupported */
+	int req_efd;	/* request doorbell (the server sleeps on it) */
+	int resp_efd;	/* response doorbell (the server rings it) */
+	int32_t chan;	/* channel index, -1 until claimed */
+	uint32_t active_pos; /* position in kvr_srv.active */
+	pid_t pid;	/* SO_PEERCRED */
+	uid_t uid;
+	gid_t gid;
+	uint64_t pid_start;
+	uint64_t deadline_ns;	/* HELLO: drop the socket after this */
+	uint8_t hbuf[sizeof(struct kvr_frame) + KVR_SRV_HELLO_MAX];
+	size_t hlen;		/* hello bytes received */
+	uint32_t ns_id;
+	bool copy;		/* copy transport */
+	struct kvr_channel_shm *shm; /* the channel block (untrusted) */
+	struct kvr_ring req;	     /* consumer view */
+	struct kvr_ring resp;	     /* producer view */
+	/* An answer that did not fit in the response ring: the channel
+	 * consumes no further request until it is written. */
+	uint8_t *pend;
+	size_t pend_len;
+	uint32_t pend_type;
+	bool blocked;
+	uint64_t blocked_since_ns;
+	/* Local mirrors of the channel counters (never read back from shm). */
+	uint64_t n_req[16];
+	uint64_t n_err[KVR_ERR_SLOTS];
+	uint64_t req_hw, resp_hw, resp_full, bytes_in, bytes_out;
+	struct kvr_copy *cp; /* copy transport only */
+};
+
+/* One registered namespace: same description, same id. */
+struct kvr_ns_ent {
+	struct kvr_ns_desc desc;
+	uint32_t id;
+};
+
+/* Global counters the server keeps itself (the store keeps the rest). */
+struct kvr_gcount {
+	uint64_t connects, disconnect_cleanups, protocol_errors;
+	uint64_t handshake_refused, requests, leases_expired, loop_wakeups;
+};
+
+/*
+ * struct kvr_srv - the whole server. Created by kvr_srv_create(), run by
+ * kvr_loop_run(), destroyed by kvr_srv_destroy(); owned by main().
+ */
+struct kvr_srv {
+	struct kvr_config cfg;
+	int lock_fd;
+	int listen_fd;
+	int sig_fd;
+	int timer_fd;
+	bool ring_ok; /* io_uring initialised */
+	struct io_uring ring;
+	bool have_socket;  /* we bound the socket path: unlink it at exit */
+	ino_t sock_ino;	   /* the socket file we bound */
+	dev_t sock_dev;
+	struct kvr_seg ctl;
+	struct kvr_seg pool;
+	int backend;	   /* enum kvr_pool_backend actually in use */
+	struct kvr_ctl_hdr_shm *hdr;
+	struct kvr_ctl_geom geom;
+	struct kvr_store *store;
+	uint32_t max_keys; /* effective per-request key limit */
+	uint8_t boot_id[16];
+	uid_t uid;
+	/* Connections and channels. */
+	struct kvr_conn *conns;
+	uint32_t nconns;
+	int32_t *chan_conn; /* per channel: owning conn index or -1 */
+	uint32_t *active;   /* conn indices of ACTIVE connections */
+	uint32_t nactive;
+	uint32_t npending;  /* connections in HELLO */
+	struct kvr_ns_ent *ns;
+	uint32_t nns;
+	/* Scratch buffers of the dispatcher (private copies of peer data). */
+	struct kvr_key *keys;
+	uint64_t *sizes;
+	uint8_t *ans;	     /* one answer record, ans_cap bytes */
+	size_t ans_cap;
+	/* Loop state. */
+	bool accepting;
+	bool stopping;
+	uint64_t now_ns;
+	struct kvr_gcount g;
+};
+
+/*
+ * kvr_srv_create - everything kvringd does before its loop runs: single
+ * instance lock, socket, sweep, segments (logged: transport, pool name and
+ * size), store, io_uring, signal and timer fds. Logs the reason of any
+ * failure with what to do about it.
+ * Return: 0 and *out, or -errno (nothing left behind: no socket, no
+ * segment, and never anything belonging to another server).
+ */
+int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out);
+
+/*
+ * kvr_srv_destroy - close every connection, then remove the pool, the
+ * control segment (last) and the socket. NULL-safe.
+ */
+void kvr_srv_destroy(struct kvr_srv *s);
+
+/* CLOCK_MONOTONIC in ns (vDSO: no system call). */
+uint64_t kvr_srv_now_ns(void);
+
+#endif /* KVR_SERVER_SRV_H */

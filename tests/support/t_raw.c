@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * t_raw.c - a hand-written kvring worker for protocol tests (t_raw.h).
+ * Deliberately simple: it waits by polling with short sleeps rather than
+ * with doorbells, since tests check answers, not latency.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* POLLRDHUP */
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/doorbell.h>
+
+#include "t_raw.h"
+
+void t_ns_default(struct kvr_ns_desc *ns)
+{
+	memset(ns, 0, sizeof(*ns));
+	snprintf(ns->model, sizeof(ns->model), "t-model");
+	ns->layers = 2;
+	ns->kv_heads = 2;
+	ns->head_size = 64;
+	ns->dtype_bytes = 2;
+	ns->tp_rank = 0;
+	ns->tp_size = 1;
+	ns->chunk_tokens = 128;
+}
+
+int t_raw_sock(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int t_raw_send_frame(int fd, uint32_t type, const void *body, size_t len)
+{
+	struct kvr_frame f = { .len = (uint32_t)len, .type = type };
+	struct iovec iov[2] = { { &f, sizeof(f) }, { (void *)body, len } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+
+	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)(sizeof(f) + len))
+		return -errno ? -errno : -EIO;
+	return 0;
+}
+
+int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
+		       int timeout_ms)
+{
+	char buf[sizeof(struct kvr_frame) + sizeof(*w)];
+	union {
+		char b[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct cmsghdr *cm;
+	size_t got = 0;
+	ssize_t n;
+
+	*nfds = 0;
+	while (got < sizeof(buf)) {
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		iov.iov_base = buf + got;
+		iov.iov_len = sizeof(buf) - got;
+		n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+		if (n <= 0)
+			return -EPIPE;
+		for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET ||
+			    cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			for (int i = 0; i < k && *nfds < 4; i++)
+				memcpy(&fds[(*nfds)++],
+				       CMSG_DATA(cm) + i * sizeof(int),
+				       sizeof(int));
+		}
+		m.msg_controllen = 0;
+		m.msg_control = NULL;
+		got += (size_t)n;
+	}
+	memcpy(w, buf + sizeof(struct kvr_frame), sizeof(*w));
+	return 0;
+}
+
+static void *map_fd(int fd, size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("t_raw: mmap");
+		abort();
+	}
+	return p;
+}
+
+int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r)
+{
+	struct kvr_hello h = { 0 };
+	int fds[4], nfds, rc;
+
+	memset(r, 0, sizeof(*r));
+	r->sock = r->req_efd = r->resp_efd = -1;
+	r->next_id = 1;
+	r->sock = t_raw_sock(path);
+	if (r->sock < 0) {
+		fprintf(stderr, "t_raw: connect %s: %s\n", path,
+			strerror(-r->sock));
+		abort();
+	}
+	h.magic = KVR_PROTO_MAGIC;
+	h.version = KVR_PROTO_VERSION;
+	h.flags = hello_flags;
+	h.pid = (int32_t)getpid();
+	t_ns_default(&h.ns);
+	if (t_raw_send_frame(r->sock, KVR_FRAME_HELLO, &h, sizeof(h)) < 0)
+		abort();
+	rc = t_raw_read_welcome(r->sock, &r->w, fds, &nfds, 5000);
+	if (rc < 0)
+		return rc;
+	if (r->w.status < 0) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return r->w.status;
+	}
+	if (nfds < 3) {
+		fprintf(stderr, "t_raw: welcome brought %d fds\n", nfds);
+		abort();
+	}
+	r->ctl_bytes = r->w.ctl_bytes;
+	r->ctl = map_fd(fds[0], r->ctl_bytes);
+	r->req_efd = fds[1];
+	r->resp_efd = fds[2];
+	if (nfds > 3)
+		r->pool = map_fd(fds[3], r->w.pool_bytes);
+	r->ch = (struct kvr_channel_shm *)((char *)r->ctl + r->w.channel_off);
+	rc = kvr_ring_attach_producer(&r->req, (char *)r->ch + r->ch->req_ring_off,
+				      kvr_ring_shm_bytes(r->w.req_ring_cap),
+				      r->w.req_ring_cap);
+	if (rc == 0)
+		rc = kvr_ring_attach_consumer(
+			&r->resp, (char *)r->ch + r->ch->resp_ring_off,
+			kvr_ring_shm_bytes(r->w.resp_ring_cap),
+			r->w.resp_ring_cap);
+	if (rc < 0) {
+		fprintf(stderr, "t_raw: attach rings: %d\n", rc);
+		abort();
+	}
+	return 0;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
+	       const struct kvr_key *keys, const uint64_t *sizes, uint32_t n,
+	       void *ans, size_t cap)
+{
+	struct kvr_req_hdr h = { .req_id = r->next_id++, .handle = handle,
+				 .count = n, .flags = flags };
+	size_t len = kvr_req_bytes(op, n);
+	struct kvr_ring_rec rec;
+	char *p;
+	void *slot;
+	int rc;
+
+	rc = kvr_ring_claim(&r->req, op, (uint32_t)len, &slot);
+	if (rc < 0)
+		return rc;
+	p = slot;
+	memcpy(p, &h, sizeof(h));
+	if (n)
+		memcpy(p + sizeof(h), keys, n * sizeof(*keys));
+	if (op == KVR_OP_PREPARE_STORE && n)
+		memcpy(p + sizeof(h) + n * sizeof(*keys), sizes,
+		       n * sizeof(*sizes));
+	kvr_ring_commit(&r->req);
+	kvr_bell_notify(&r->ch->req_bell, r->req_efd);
+	for (int i = 0; i < 500000; i++) {
+		rc = kvr_ring_peek(&r->resp, &rec);
+		if (rc == 0) {
+			size_t l = rec.len < cap ? rec.len : cap;
+
+			memcpy(ans, rec.data, l);
+			kvr_ring_release(&r->resp);
+			return (int)rec.len;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+		sleep_us(i < 1000 ? 0 : 10);
+	}
+	return -ETIMEDOUT;
+}
+
+bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms)
+{
+	struct pollfd p = { .fd = r->sock, .events = POLLIN | POLLRDHUP };
+	char b[64];
+
+	int waited = 0;
+
+	do {
+		if (poll(&p, 1, timeout_ms ? 10 : 0) > 0) {
+			ssize_t n = recv(r->sock, b, sizeof(b), MSG_DONTWAIT);
+
+			if (n == 0 || (n < 0 && errno != EAGAIN))
+				return true;
+		}
+		waited += 10;
+	} while (waited < timeout_ms);
+	return false;
+}
+
+void t_raw_close(struct t_raw *r)
+{
+	if (r->ctl)
+		munmap(r->ctl, r->ctl_bytes);
+	if (r->pool)
+		munmap(r->pool, r->w.pool_bytes);
+	if (r->sock >= 0)
+		close(r->sock);
+	if (r->req_efd >= 0)
+		close(r->req_efd);
+	if (r->resp_efd >= 0)
+		close(r->resp_efd);
+	r->ctl = r->pool = NULL;
+	r->sock = r->req_efd = r->resp_efd = -1;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * t_raw.h - test helper: a worker that speaks kvring's protocol by hand
+ * (socket, hello, welcome + fds, the rings) without libkvring, so that
+ * integration tests can send what a correct library never would: a wrong
+ * version, half a hello, garbage in the request ring. Set-up failures
+ * abort; protocol outcomes are returned for the test to check.
+ */
+#ifndef KVR_T_RAW_H
+#define KVR_T_RAW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvring/layout.h>
+#include <kvring/proto.h>
+#include <kvring/ring.h>
+
+struct t_raw {
+	int sock;
+	struct kvr_welcome w;
+	int req_efd, resp_efd;
+	void *ctl;
+	size_t ctl_bytes;
+	void *pool; /* NULL under the copy transport */
+	struct kvr_channel_shm *ch;
+	struct kvr_ring req;  /* producer view */
+	struct kvr_ring resp; /* consumer view */
+	uint64_t next_id;
+};
+
+/* A valid test namespace ("t-model", 128 tokens per chunk). */
+void t_ns_default(struct kvr_ns_desc *ns);
+
+/* Connect to @path; the fd, or -errno. */
+int t_raw_sock(const char *path);
+
+/* Send a frame (header + body) on @fd; 0 or -errno. */
+int t_raw_send_frame(int fd, uint32_t type, const void *body, size_t len);
+
+/*
+ * t_raw_read_welcome - read a WELCOME frame (and its fds, which are stored
+ * in fds[] up to 4, count in *nfds) within @timeout_ms. Returns 0, -EPIPE
+ * if the server closed without one, -ETIMEDOUT.
+ */
+int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
+		       int timeout_ms);
+
+/*
+ * t_raw_connect - full handshake with @hello_flags and the default
+ * namespace; on status 0 maps the control segment and pool and attaches
+ * the rings. Returns the welcome's status (0 or -errno); on a refusal
+ * r->w.reason says why and nothing is mapped.
+ */
+int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r);
+
+/*
+ * t_raw_call - put one request in the ring, ring the doorbell and wait up
+ * to 5 s for the next answer, copied into @ans (@cap bytes). @keys/@sizes
+ * may be NULL with n == 0. Returns the answer's length, -ETIMEDOUT, or
+ * the ring's error.
+ */
+int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
+	       const struct kvr_key *keys, const uint64_t *sizes, uint32_t n,
+	       void *ans, size_t cap);
+
+/* Wait up to @timeout_ms for the server to close our socket. */
+bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms);
+
+/* Unmap and close everything; safe twice. */
+void t_raw_close(struct t_raw *r);
+
+#endif /* KVR_T_RAW_H */

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * t_server.h - test helper: run a real kvringd process on a private socket
+ * path and segment name, wait until it accepts, read its control segment
+ * read-only (counters, channel blocks), and stop it with SIGTERM (checking
+ * exit status 0) or SIGKILL. Set-up failures print the reason and abort
+ * (tests/ convention). Not for library code.
+ *
+ * The server's stderr goes to a log file (t->log_path) that tests can grep
+ * with t_server_log_has(); the file is removed by t_server_cleanup().
+ */
+#ifndef KVR_T_SERVER_H
+#define KVR_T_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <kvring/layout.h>
+
+struct t_server {
+	pid_t pid;		 /* 0 when not running */
+	char sock[108];		 /* socket path */
+	char name[64];		 /* segment base name */
+	char ctl_name[80];	 /* <name>.ctl */
+	char log_path[128];	 /* the server's stderr */
+	void *ctl;		 /* read-only mapping of the control segment */
+	size_t ctl_bytes;
+	const struct kvr_ctl_hdr_shm *hdr; /* == ctl */
+};
+
+/*
+ * t_server_init - pick a unique socket path and segment name (per test
+ * process and call); starts nothing. Call t_server_start() next.
+ */
+void t_server_init(struct t_server *t);
+
+/*
+ * t_server_start - start kvringd with --socket/--name from @t, a small
+ * pool (--pool-size 64M unless @args gives one) and --no-prefault, plus
+ * the NULL-terminated @args (may be NULL). Waits (up to 10 s) until the
+ * socket accepts and the control segment says RUNNING, then maps it.
+ * Aborts if the server does not come up.
+ */
+void t_server_start(struct t_server *t, const char *const *args);
+
+/*
+ * t_server_spawn - start kvringd with exactly @argv (argv[0] ignored) and
+ * its stderr in @t's log, without waiting. Returns the pid.
+ */
+pid_t t_server_spawn(struct t_server *t, const char *const *argv);
+
+/* t_server_wait_exit - reap @pid; the exit status, or 128+signal, or -1
+ * if it does not exit within @timeout_ms (it is then SIGKILLed). */
+int t_server_wait_exit(pid_t pid, int timeout_ms);
+
+/* t_server_stop - SIGTERM and wait; returns the exit status (see above). */
+int t_server_stop(struct t_server *t);
+
+/* t_server_kill - SIGKILL and reap; segments and socket stay behind. */
+void t_server_kill(struct t_server *t);
+
+/* t_server_cleanup - unmap, remove leftovers (socket, lock, segments,
+ * log). Safe after stop or kill, and twice. */
+void t_server_cleanup(struct t_server *t);
+
+/* t_server_map - (re)map the control segment read-only; 0 or -errno. */
+int t_server_map(struct t_server *t);
+
+/* A global counter, read with a relaxed load (fields of kvr_gstats_shm). */
+#define T_GSTAT(t, field)                                                    \
+	atomic_load_explicit(&(t)->hdr->stats.field, memory_order_relaxed)
+
+/* Channel block @i of the mapped control segment (read-only). */
+const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
+					    uint32_t i);
+
+/* A channel counter (fields of kvr_cstats_shm). */
+#define T_CSTAT(t, i, field)                                                 \
+	atomic_load_explicit(&t_server_chan((t), (i))->stats.field,          \
+			     memory_order_relaxed)
+
+/*
+ * t_wait_until - poll @cond(@arg) every 5 ms until it is true or
+ * @timeout_ms passed (scaled by $KVR_TEST_TIMEOUT_MULT). Returns the last
+ * value of @cond. A condition, not a timed assertion: the timeout only
+ * bounds how long a failing test hangs.
+ */
+bool t_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
+
+/* Whether the server's log contains @needle. */
+bool t_server_log_has(const struct t_server *t, const char *needle);
+
+/* Path of the kvringd binary under test. */
+const char *t_server_bin(void);
+
+/* Scale a timeout by $KVR_TEST_TIMEOUT_MULT (default 1). */
+int t_timeout_ms(int ms);
+
+#endif /* KVR_T_SERVER_H */

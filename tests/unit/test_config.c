@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: kvringd's option parsing (server/config.c) and the default
+ * socket path (lib/paths.c), in-process: defaults with no flags, size
+ * suffixes and their limits, every usage error, and names derived from
+ * the uid.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/layout.h>
+#include <kvring/log.h>
+#include <kvring/paths.h>
+
+#include "config.h"
+
+TestSuite(config, .timeout = 10);
+
+/* Parse a NULL-terminated argument list; usage text goes to /dev/null. */
+static int parse(struct kvr_config *c, const char *const *args)
+{
+	char *argv[32];
+	int argc = 0, rc;
+	FILE *null = fopen("/dev/null", "w");
+
+	argv[argc++] = (char *)"kvringd";
+	for (int i = 0; args && args[i]; i++)
+		argv[argc++] = (char *)args[i];
+	argv[argc] = NULL;
+	rc = kvr_config_parse(argc, argv, c, null, null);
+	fclose(null);
+	return rc;
+}
+
+Test(config, defaults_apply_when_no_flags_given)
+{
+	struct kvr_config c;
+	char want[64];
+
+	unsetenv("KVRING_SOCKET");
+	cr_assert_eq(parse(&c, NULL), KVR_CONFIG_RUN);
+	cr_expect_eq(c.pool_bytes, 1ull << 30);
+	cr_expect_eq(c.align, 4096);
+	cr_expect_eq(c.max_workers, 64);
+	cr_expect_eq(c.spin_us, 50);
+	cr_expect_eq(c.lease_ms, 30000);
+	cr_expect_eq(c.pool_backend, 0);
+	cr_expect_eq(c.log_level, KVR_LOG_INFO);
+	cr_expect_not(c.have_group);
+	snprintf(want, sizeof(want), "kvring-%u", (unsigned)geteuid());
+	cr_expect_str_eq(c.name, want);
+	cr_expect_not_null(strstr(c.socket_path, ".sock"), "%s", c.socket_path);
+	cr_expect_lt(strlen(c.socket_path), KVR_SOCKET_PATH_MAX);
+}
+
+Test(config, socket_comes_from_environment_when_no_flag_given)
+{
+	const char *args[] = { "--pool-size", "2M", NULL };
+	struct kvr_config c;
+
+	setenv("KVRING_SOCKET", "/tmp/env.sock", 1);
+	cr_assert_eq(parse(&c, args), KVR_CONFIG_RUN);
+	cr_expect_str_eq(c.socket_path, "/tmp/env.sock");
+	unsetenv("KVRING_SOCKET");
+}
+
+Test(config, sizes_accept_binary_suffixes_when_valid)
+{
+	uint64_t v = 0;
+
+	cr_expect_eq(kvr_config_parse_size("4096", &v), 0);
+	cr_expect_eq(v, 4096);
+	cr_expect_eq(kvr_config_parse_size("64K", &v), 0);
+	cr_expect_eq(v, 64u << 10);
+	cr_expect_eq(kvr_config_parse_size("512m", &v), 0);
+	cr_expect_eq(v, 512ull << 20);
+	cr_expect_eq(kvr_config_parse_size("3GiB", &v), 0);
+	cr_expect_eq(v, 3ull << 30);
+	cr_expect_eq(kvr_config_parse_size("2TB", &v), 0);
+	cr_expect_eq(v, 2ull << 40);
+}
+
+Test(config, sizes_are_rejected_when_malformed_or_overflowing)
+{
+	uint64_t v = 7;
+
+	cr_expect_eq(kvr_config_parse_size("", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("0", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("-1G", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("12Q", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("1GX", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("99999999999T", &v), -EINVAL);
+	cr_expect_eq(kvr_config_parse_size("18446744073709551616", &v),
+		     -EINVAL);
+	cr_expect_eq(v, 7, "output changed on failure");
+}
+
+Test(config, every_flag_is_applied_when_valid)
+{
+	const char *args[] = { "--socket", "/tmp/x.sock", "--name", "kvring-x",
+			       "--pool-size", "256M", "--align", "64",
+			       "--max-workers", "3", "--spin-us", "0",
+			       "--lease-ms", "5", "--pool-backend", "memfd",
+			       "--log-level", "debug", "--max-keys", "16",
+			       "--ring-bytes", "64K", "--heartbeat-ms", "10",
+			       "--handshake-ms", "50", "--stall-ms", "20",
+			       "--allow-root", "--no-prefault", NULL };
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, args), KVR_CONFIG_RUN);
+	cr_expect_str_eq(c.socket_path, "/tmp/x.sock");
+	cr_expect_str_eq(c.name, "kvring-x");
+	cr_expect_eq(c.pool_bytes, 256ull << 20);
+	cr_expect_eq(c.align, 64);
+	cr_expect_eq(c.max_workers, 3);
+	cr_expect_eq(c.spin_us, 0);
+	cr_expect_eq(c.lease_ms, 5);
+	cr_expect_eq(c.pool_backend, KVR_POOL_MEMFD);
+	cr_expect_eq(c.log_level, KVR_LOG_DEBUG);
+	cr_expect_eq(c.max_keys, 16);
+	cr_expect_eq(c.ring_bytes, 64u << 10);
+	cr_expect_eq(c.heartbeat_ms, 10);
+	cr_expect_eq(c.handshake_ms, 50);
+	cr_expect_eq(c.stall_ms, 20);
+	cr_expect(c.allow_root && c.no_prefault);
+}
+
+Test(config, group_is_resolved_when_given_by_name_or_number)
+{
+	const char *a1[] = { "--group", "root", NULL };
+	const char *a2[] = { "--group", "4242", NULL };
+	const char *a3[] = { "--group", "no-such-group-kvr", NULL };
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, a1), KVR_CONFIG_RUN);
+	cr_expect(c.have_group);
+	cr_expect_eq(c.gid, 0);
+	cr_assert_eq(parse(&c, a2), KVR_CONFIG_RUN);
+	cr_expect_eq(c.gid, 4242);
+	cr_expect_eq(parse(&c, a3), -EINVAL);
+}
+
+Test(config, usage_error_is_returned_when_an_option_is_bad)
+{
+	const char *bad[][3] = {
+		{ "--pool-size", "512K" },   { "--align", "100" },
+		{ "--align", "32" },	     { "--max-workers", "0" },
+		{ "--max-workers", "5000" }, { "--spin-us", "-1" },
+		{ "--lease-ms", "0" },	     { "--pool-backend", "disk" },
+		{ "--log-level", "loud" },   { "--max-keys", "4097" },
+		{ "--ring-bytes", "100K" },  { "--ring-bytes", "32K" },
+		{ "--heartbeat-ms", "1" },   { "--name", "a/b" },
+		{ "--name", ".hidden" },     { "--bogus", "1" },
+	};
+	struct kvr_config c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(parse(&c, bad[i]), -EINVAL, "%s %s accepted",
+			     bad[i][0], bad[i][1]);
+	const char *extra[] = { "stray", NULL };
+
+	cr_expect_eq(parse(&c, extra), -EINVAL);
+	char longpath[200];
+
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = '\0';
+	const char *lp[] = { "--socket", longpath, NULL };
+
+	cr_expect_eq(parse(&c, lp), -EINVAL);
+}
+
+Test(config, help_and_version_are_reported_when_asked)
+{
+	const char *h[] = { "--help", NULL };
+	const char *v[] = { "-V", NULL };
+	struct kvr_config c;
+
+	cr_expect_eq(parse(&c, h), KVR_CONFIG_HELP);
+	cr_expect_eq(parse(&c, v), KVR_CONFIG_VERSION);
+}
+
+Test(paths, default_socket_is_per_uid_when_computed)
+{
+	char buf[KVR_SOCKET_PATH_MAX], want[64], small[8] = "keep";
+
+	cr_assert_eq(kvr_default_socket_path(buf, sizeof(buf)), 0);
+	if (strncmp(buf, KVR_RUN_DIR "/", strlen(KVR_RUN_DIR) + 1) == 0)
+		snprintf(want, sizeof(want), "%s/%u.sock", KVR_RUN_DIR,
+			 (unsigned)geteuid());
+	else
+		snprintf(want, sizeof(want), "/tmp/kvring-%u.sock",
+			 (unsigned)geteuid());
+	cr_expect_str_eq(buf, want);
+	cr_expect_eq(kvr_default_socket_path(small, sizeof(small)),
+		     -ENAMETOOLONG);
+	cr_expect_str_eq(small, "keep", "output changed on failure");
+	cr_expect_eq(kvr_default_socket_path(NULL, 10), -EINVAL);
+}
