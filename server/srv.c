@@ -456,9 +456,6 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	rc = kvr__listen_lock(s);
 	if (rc < 0)
 		goto fail;
-	rc = kvr__listen_open(s);
-	if (rc < 0)
-		goto fail;
 	sweep(s);
 	rc = create_store(s);
 	if (rc < 0)
@@ -495,6 +492,13 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 		kvr_log_err("start-up: %s", kvr_strerror(rc));
 		goto fail;
 	}
+	/* The socket appears last: a client (or a script waiting for the
+	 * file) that sees it finds a server ready to answer, instead of
+	 * waiting out a long pool pre-fault inside its connect timeout. A
+	 * second server is kept out by the lock above, not by the socket. */
+	rc = kvr__listen_open(s);
+	if (rc < 0)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
