@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvring/ring.h - lock-free single-producer single-consumer ring of
+ * variable-length, 8-byte-aligned records over caller-supplied memory.
+ *
+ * This header owns the ring's shared-memory format (struct kvr_ring_shm and
+ * the record header), the process-local view (struct kvr_ring) and the API
+ * of both sides. It knows bytes and records, nothing about kvring messages,
+ * doorbells or segments: the memory may be a private buffer, a shared
+ * mapping between two threads or between two processes. The ring stores no
+ * pointers in that memory, never makes a system call, never allocates and
+ * never prints. Each side treats everything the other side writes (its
+ * position, the record headers) as untrusted input and reports damage as a
+ * negative errno instead of reading out of bounds or looping. The format,
+ * the memory-ordering proof and the error list are in docs/ring.md.
+ */
+#ifndef KVRING_RING_H
+#define KVRING_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "KVRR" little-endian; stored last by format (R0). */
+#define KVR_RING_MAGIC 0x5252564bu
+/* Smallest and largest capacity in bytes (both powers of two). */
+#define KVR_RING_MIN_CAP 64u
+#define KVR_RING_MAX_CAP 0x80000000u
+/* Every record starts on an 8-byte boundary with an 8-byte header. */
+#define KVR_RING_ALIGN	   8u
+#define KVR_RING_HDR_BYTES 8u
+/* User record types are 1..KVR_RING_TYPE_MAX; 0 is invalid. */
+#define KVR_RING_TYPE_MAX 0xfffeu
+/* Reserved type of the padding record that fills the ring's tail end. */
+#define KVR_RING_TYPE_PAD 0xffffu
+/* Byte offset of data[] in struct kvr_ring_shm. */
+#define KVR_RING_DATA_OFF 384u
+/* struct kvr_ring.role values. */
+#define KVR_RING_ROLE_PRODUCER 1u
+#define KVR_RING_ROLE_CONSUMER 2u
+
+/*
+ * struct kvr_ring_shm - the ring in shared memory: three 128-byte blocks
+ * (header, producer, consumer) followed by data[capacity]. Owned by whoever
+ * owns the memory (usually a segment); it lives as long as that mapping.
+ * kvr_ring_format() initialises it; after that the producer writes only
+ * tail, high_water and the bytes it claimed, and the consumer writes only
+ * head. Everything is plain data: no pointers.
+ */
+struct kvr_ring_shm {
+	/* Block 0: written once by format (capacity read once by attach). */
+	_Atomic uint32_t magic;	     /* 0: KVR_RING_MAGIC, stored last (R0) */
+	_Atomic uint32_t capacity;   /* 4: data bytes, a power of two */
+	uint32_t hdr_bytes;	     /* 8: KVR_RING_DATA_OFF, informational */
+	uint32_t rec_align;	     /* 12: KVR_RING_ALIGN, informational */
+	_Atomic uint64_t high_water; /* 16: sampled max in flight */
+	uint8_t pad0[104];	     /* 24..127 */
+	/* Block 1: the producer's block. */
+	_Atomic uint64_t tail; /* 128: bytes ever published (R1) */
+	uint8_t pad1[120];     /* 136..255 */
+	/* Block 2: the consumer's block. */
+	_Atomic uint64_t head; /* 256: bytes ever released (R2) */
+	uint8_t pad2[120];     /* 264..383 */
+	/* 384: data[capacity]; position p sits at p & (capacity - 1). */
+	unsigned char data[];
+};
+
+/*
+ * The record header, one 64-bit word read and written atomically (relaxed)
+ * at the record's start: bits 0..31 len (payload bytes), 32..47 type,
+ * 48..63 check = kvr_ring_rec_check(type, len). On little-endian hosts that
+ * is the byte layout { u32 len; u16 type; u16 check }. The record occupies
+ * KVR_RING_HDR_BYTES + len rounded up to 8 bytes. A padding record
+ * (KVR_RING_TYPE_PAD) always runs exactly to the end of data[].
+ */
+static inline uint16_t kvr_ring_rec_check(uint32_t type, uint32_t len)
+{
+	return (uint16_t)(0xa5a5u ^ type ^ (len & 0xffffu) ^ (len >> 16));
+}
+
+/* Encodes a record header word (exposed for tests and the inspector). */
+static inline uint64_t kvr_ring_rec_word(uint32_t type, uint32_t len)
+{
+	return (uint64_t)len | (uint64_t)(type & 0xffffu) << 32 |
+	       (uint64_t)kvr_ring_rec_check(type, len) << 48;
+}
+
+/*
+ * struct kvr_ring - one side's process-local view of a ring. Owned by the
+ * caller (embed it anywhere, no fini needed); valid while the mapping is.
+ * Exactly one producer view and one consumer view may be attached to a
+ * ring at any time. All fields are private except where marked read-only.
+ */
+struct kvr_ring {
+	/* Read-only after attach. */
+	struct kvr_ring_shm *shm;
+	unsigned char *data; /* shm->data */
+	uint64_t mask;	     /* cap - 1, from the caller, never re-read */
+	uint32_t cap;	     /* data bytes, from the caller */
+	uint32_t role;	     /* KVR_RING_ROLE_PRODUCER or _CONSUMER */
+	/* Private. */
+	uint64_t pos;  /* producer: claimed end; consumer: read cursor */
+	uint64_t own;  /* producer: published tail; consumer: released */
+	uint64_t peer; /* cached peer position (head or tail) */
+	uint64_t hw;   /* producer: last value stored in shm->high_water */
+	int err;       /* latched error, 0 while healthy */
+};
+
+/*
+ * struct kvr_ring_rec - one record as seen by the consumer: data points into
+ * the ring and stays valid until the next kvr_ring_release().
+ */
+struct kvr_ring_rec {
+	const void *data; /* len payload bytes, 8-byte aligned */
+	uint32_t len;	  /* payload bytes as claimed */
+	uint16_t type;	  /* 1..KVR_RING_TYPE_MAX */
+};
+
+/* struct kvr_ring_snapshot - what kvr_ring_check() saw (caller-owned). */
+struct kvr_ring_snapshot {
+	uint32_t capacity;   /* as recorded in the shm header */
+	uint32_t nr_records; /* user records in [head, tail) */
+	uint32_t nr_pad;     /* padding records in [head, tail) */
+	uint32_t retries;    /* extra reads needed for head/tail to agree */
+	uint64_t head;
+	uint64_t tail;
+	uint64_t used_bytes; /* tail - head */
+	uint64_t high_water;
+	uint64_t bad_pos; /* position of the first bad record, if any */
+};
+
+/*
+ * kvr_ring_shm_bytes - bytes of memory a ring of @capacity data bytes needs
+ * (KVR_RING_DATA_OFF + capacity). Does not validate @capacity.
+ */
+size_t kvr_ring_shm_bytes(uint32_t capacity);
+
+/*
+ * kvr_ring_format - initialise an empty ring in @mem: head = tail = 0,
+ * high_water 0, capacity recorded, magic stored last with release (R0).
+ * Call once, before either side attaches. data[] is left as it is.
+ * Return: 0, or -EINVAL if @mem is NULL or not 8-byte aligned, @capacity
+ * is not a power of two in [KVR_RING_MIN_CAP, KVR_RING_MAX_CAP], or
+ * @mem_bytes < kvr_ring_shm_bytes(@capacity). On error @mem is unchanged.
+ */
+int kvr_ring_format(void *mem, size_t mem_bytes, uint32_t capacity);
+
+/*
+ * kvr_ring_format_at - like kvr_ring_format() but both positions start at
+ * @start_pos instead of 0. Meant for tests of the uint64 wrap (start just
+ * below 2^64). Return: as kvr_ring_format(), and -EINVAL if @start_pos is
+ * not a multiple of 8.
+ */
+int kvr_ring_format_at(void *mem, size_t mem_bytes, uint32_t capacity,
+		       uint64_t start_pos);
+
+/*
+ * kvr_ring_attach_producer - make @r the producer view of the ring in @mem.
+ * @capacity is what the formatter used; the recorded capacity must match
+ * and is never read again, so a peer cannot change it under us. Reads both
+ * positions (A3) and checks them.
+ * Return: 0; -EINVAL bad arguments (as format); -EPROTO the magic or the
+ * recorded capacity does not match; -EILSEQ a position is not 8-aligned;
+ * -ERANGE tail - head exceeds the capacity. On error @r is unchanged.
+ */
+int kvr_ring_attach_producer(struct kvr_ring *r, void *mem, size_t mem_bytes,
+			     uint32_t capacity);
+
+/*
+ * kvr_ring_attach_consumer - make @r the consumer view of the ring in @mem.
+ * Same checks and errors as kvr_ring_attach_producer().
+ */
+int kvr_ring_attach_consumer(struct kvr_ring *r, void *mem, size_t mem_bytes,
+			     uint32_t capacity);
+
+/*
+ * kvr_ring_claim - producer: reserve room for one record of @len payload
+ * bytes and @type, write its header, and return its payload in *@out
+ * (8-byte aligned, @len bytes, to be written in place). Nothing is visible
+ * to the consumer until kvr_ring_commit(). Several claims may precede one
+ * commit. Bytes claimed but not committed count as used, so a producer
+ * that gets -EAGAIN must commit before it waits for the consumer.
+ * If the record does not fit before the end of data[], a padding record is
+ * claimed first; it may stay claimed even when -EAGAIN is returned.
+ * Return: 0; -EAGAIN not enough free space (retry after the consumer
+ * releases); -EMSGSIZE @len > capacity - 8, the record can never fit;
+ * -EINVAL @type is 0 or above KVR_RING_TYPE_MAX, or @r is not a producer;
+ * -EPROTO the consumer's head moved backwards; -ERANGE the head is ahead
+ * of the published tail; -EILSEQ the head is not 8-aligned. The last three
+ * are latched: every later call returns the same error. On error *@out is
+ * unchanged.
+ */
+static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
+				 uint32_t len, void **out);
+
+/*
+ * kvr_ring_commit - producer: publish every record claimed since the last
+ * commit with one release store of tail (R1). Cheap no-op when nothing is
+ * claimed, and on a view that is not a producer. Publishes what was
+ * claimed even after an error was latched (those claims were made before
+ * it). Cannot fail.
+ */
+static inline void kvr_ring_commit(struct kvr_ring *r);
+
+/*
+ * kvr_ring_peek - consumer: return the next unread record in *@rec and
+ * advance the private read cursor past it; successive peeks walk through
+ * the published records. The records stay in place (and their data valid)
+ * until kvr_ring_release(). Padding records are skipped silently, but the
+ * bytes they occupy are freed only by kvr_ring_release(), so call release
+ * after a batch even when the batch ended with -EAGAIN.
+ * The tail is re-read (A1) only when the cached copy says empty.
+ * Return: 0; -EAGAIN nothing to read. Damage done by the producer, all
+ * latched (every later call returns the same error): -EPROTO the tail moved
+ * backwards; -ERANGE the tail is more than capacity ahead of the head;
+ * -EILSEQ the tail is not 8-aligned; -EBADMSG a header's check does not
+ * match (garbage) or a padding record does not end at the end of data[]
+ * (or sits at offset 0);
+ * -ENOMSG a well-formed header of reserved type 0; -EOVERFLOW a record
+ * runs past the published tail or past the end of data[]. -EINVAL if @r is
+ * not a consumer. On error *@rec is unchanged.
+ */
+static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec);
+
+/*
+ * kvr_ring_release - consumer: give back to the producer every byte peeked
+ * so far, with one release store of head (R2). The data pointers of those
+ * records must not be used afterwards. No-op when nothing was peeked, and
+ * on a view that is not a consumer. Cannot fail.
+ */
+static inline void kvr_ring_release(struct kvr_ring *r);
+
+/*
+ * kvr_ring_used - bytes in flight as this side knows them, without reading
+ * shared memory: producer, claimed end minus cached head; consumer, cached
+ * tail minus released head.
+ */
+uint64_t kvr_ring_used(const struct kvr_ring *r);
+
+/*
+ * kvr_ring_empty - consumer: true if no unread record is published. It
+ * re-reads tail (A1) unless unread bytes are already known, so it is the
+ * re-check of the doorbell handshake (after the sleeper's seq_cst fence).
+ * Returns false when an error is latched or detected, so that the caller's next
+ * peek reports it instead of sleeping.
+ */
+bool kvr_ring_empty(struct kvr_ring *r);
+
+/*
+ * kvr_ring_error - the latched error of @r, or 0.
+ */
+int kvr_ring_error(const struct kvr_ring *r);
+
+/*
+ * kvr_ring_check - read-only validation for the inspector. Reads head and
+ * tail (A4) until two successive reads agree (up to 64 tries), then checks
+ * both positions and walks every record header in [head, tail) with the
+ * consumer's rules. On a live ring the walk is best effort: a release that
+ * races with it may make a freed header look bad, so a bad result is
+ * reported only if head and tail are unchanged after the walk (retried
+ * otherwise). Never writes to @mem.
+ * Return: 0 and *@out filled; -EINVAL bad arguments; -EPROTO bad magic or
+ * recorded capacity differs from @capacity; -EBUSY positions kept moving;
+ * -EILSEQ, -ERANGE, -EBADMSG, -ENOMSG, -EOVERFLOW as kvr_ring_peek(),
+ * with *@out still filled (bad_pos says where): the one exception to
+ * "outputs untouched on failure", because the inspector shows them.
+ * -EPROTO is never used for "backwards" here: a snapshot has no history.
+ */
+int kvr_ring_check(const void *mem, size_t mem_bytes, uint32_t capacity,
+		   struct kvr_ring_snapshot *out);
+
+/* ---- inline fast paths ---------------------------------------------------
+ * claim/commit/peek/release run once per record or batch, so their common
+ * case is inline; anything unusual (full, empty, wrap, bad input, damage)
+ * goes to the out-of-line kvr__ring_*_slow() in ring.c, which re-reads and
+ * re-validates everything itself. The labels are explained in docs/ring.md.
+ */
+
+/* Internal: out-of-line halves of the functions below (ring.c). */
+int kvr__ring_claim_slow(struct kvr_ring *r, uint32_t type, uint32_t len,
+			 void **out);
+int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec);
+
+/* Internal: the header word at data offset @off (8-aligned). */
+static inline _Atomic uint64_t *kvr__ring_hdr(unsigned char *data, uint64_t off)
+{
+	return (_Atomic uint64_t *)(void *)(data + off);
+}
+
+static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
+				 uint32_t len, void **out)
+{
+	/* 64-bit arithmetic: no len can overflow it. */
+	uint64_t need = KVR_RING_HDR_BYTES + (((uint64_t)len + 7) & ~7ull);
+	uint64_t off = r->pos & r->mask;
+
+	/*
+	 * Fast path: healthy producer, user type, the record fits before the
+	 * end of data[] and in the free space the cached head promises (the
+	 * cached head is never ahead of the real one, so this cannot
+	 * overwrite unreleased bytes).
+	 */
+	if (r->err == 0 && r->role == KVR_RING_ROLE_PRODUCER &&
+	    type - 1u < KVR_RING_TYPE_MAX && need <= r->cap - off &&
+	    r->pos + need - r->peer <= r->cap) {
+		/* Relaxed: published with the batch by R1 in commit. */
+		atomic_store_explicit(kvr__ring_hdr(r->data, off),
+				      kvr_ring_rec_word(type, len),
+				      memory_order_relaxed);
+		*out = r->data + off + KVR_RING_HDR_BYTES;
+		r->pos += need;
+		return 0;
+	}
+	return kvr__ring_claim_slow(r, type, len, out);
+}
+
+static inline void kvr_ring_commit(struct kvr_ring *r)
+{
+	if (r->pos == r->own || r->role != KVR_RING_ROLE_PRODUCER)
+		return;
+	/*
+	 * R1: publish every header and payload byte claimed since the last
+	 * commit; pairs with A1 (consumer's tail load in ring.c), A3 (attach)
+	 * and A4 (kvr_ring_check).
+	 */
+	atomic_store_explicit(&r->shm->tail, r->pos, memory_order_release);
+	r->own = r->pos;
+}
+
+static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
+{
+	/*
+	 * Fast path: unread bytes below the cached tail and a header that
+	 * passes every check. The word is loaded once; the slow path loads
+	 * it again and judges that copy, never mixing the two.
+	 */
+	if (r->pos != r->peer && r->err == 0 &&
+	    r->role == KVR_RING_ROLE_CONSUMER) {
+		uint64_t off = r->pos & r->mask;
+		/* Relaxed: ordered after the producer's store by A1. */
+		uint64_t w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
+						  memory_order_relaxed);
+		uint32_t len = (uint32_t)w;
+		uint32_t type = (uint32_t)(w >> 32) & 0xffffu;
+		uint64_t bytes =
+		    KVR_RING_HDR_BYTES + (((uint64_t)len + 7) & ~7ull);
+
+		if ((uint32_t)(w >> 48) == kvr_ring_rec_check(type, len) &&
+		    type - 1u < KVR_RING_TYPE_MAX &&
+		    bytes <= r->peer - r->pos && bytes <= r->cap - off) {
+			rec->data = r->data + off + KVR_RING_HDR_BYTES;
+			rec->len = len;
+			rec->type = (uint16_t)type;
+			r->pos += bytes;
+			return 0;
+		}
+	}
+	return kvr__ring_peek_slow(r, rec);
+}
+
+static inline void kvr_ring_release(struct kvr_ring *r)
+{
+	if (r->pos == r->own || r->role != KVR_RING_ROLE_CONSUMER)
+		return;
+	/*
+	 * R2: every read of the bytes below pos is done; pairs with A2 (the
+	 * producer's head load in ring.c), A3 and A4, so the producer's
+	 * reuse of these bytes cannot overtake our reads of them.
+	 */
+	atomic_store_explicit(&r->shm->head, r->pos, memory_order_release);
+	r->own = r->pos;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVRING_RING_H */

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_common.c - shared helpers of kvring-bench (see bench_common.h):
+ * clock calibration, pinning, shared memory, child reaping, percentiles and
+ * JSON lines. No scenario logic lives here.
+ */
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+
+/* ns per tick; 1.0 until calibrated (and when ticks are ns already). */
+static double ns_per_tick = 1.0;
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void bench_clock_init(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	uint64_t t0 = bench_now_ns(), c0 = bench_ticks(), t1, c1;
+
+	/* 20 ms is enough for a few ppm; the VM's TSC is invariant. */
+	do {
+		t1 = bench_now_ns();
+	} while (t1 - t0 < 20000000ull);
+	c1 = bench_ticks();
+	if (c1 > c0)
+		ns_per_tick = (double)(t1 - t0) / (double)(c1 - c0);
+#endif
+}
+
+double bench_ticks_to_ns(uint64_t ticks)
+{
+	return (double)ticks * ns_per_tick;
+}
+
+int bench_pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		return -errno;
+	return 0;
+}
+
+int bench_nr_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (int)n;
+}
+
+void *bench_shm_map(size_t bytes)
+{
+	unsigned char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Touch every page now: first touches cost microseconds on VMs. */
+	for (size_t off = 0; off < bytes; off += (size_t)page)
+		p[off] = 0;
+	return p;
+}
+
+void bench_shm_unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
+int bench_wait_child(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_f64(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void bench_sort_u64(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+}
+
+uint64_t bench_percentile(const uint64_t *sorted, size_t n, double p)
+{
+	size_t rank;
+
+	if (n == 0)
+		return 0;
+	/* Nearest rank: the smallest value with at least p% at or below. */
+	rank = (size_t)ceil(p / 100.0 * (double)n);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}
+
+double bench_median_f64(double *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_f64);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Appends formatted text; on overflow the object is cut, print closes it. */
+static void jappend(struct bench_json *j, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (j->len >= sizeof(j->buf) - 2)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(j->buf + j->len, sizeof(j->buf) - 2 - j->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(j->buf) - 2 - j->len)
+		j->len = sizeof(j->buf) - 2; /* truncated */
+	else
+		j->len += (size_t)n;
+}
+
+void bench_json_begin(struct bench_json *j, const char *scenario,
+		      const char *subject)
+{
+	j->len = 0;
+	jappend(j, "{\"schema\":1,\"scenario\":\"%s\",\"subject\":\"%s\"",
+		scenario, subject);
+}
+
+void bench_json_str(struct bench_json *j, const char *key, const char *val)
+{
+	jappend(j, ",\"%s\":\"%s\"", key, val);
+}
+
+void bench_json_u64(struct bench_json *j, const char *key, uint64_t val)
+{
+	jappend(j, ",\"%s\":%llu", key, (unsigned long long)val);
+}
+
+void bench_json_i64(struct bench_json *j, const char *key, int64_t val)
+{
+	jappend(j, ",\"%s\":%lld", key, (long long)val);
+}
+
+void bench_json_f64(struct bench_json *j, const char *key, double val)
+{
+	/* JSON has no NaN or infinity. */
+	if (!isfinite(val))
+		jappend(j, ",\"%s\":null", key);
+	else
+		jappend(j, ",\"%s\":%.6g", key, val);
+}
+
+void bench_json_bool(struct bench_json *j, const char *key, bool val)
+{
+	jappend(j, ",\"%s\":%s", key, val ? "true" : "false");
+}
+
+void bench_json_print(struct bench_json *j, FILE *f)
+{
+	/* Room for "}" is always kept by jappend(). */
+	j->buf[j->len] = '}';
+	j->buf[j->len + 1] = '\0';
+	fprintf(f, "%s\n", j->buf);
+	fflush(f);
+}
