@@ -185,6 +185,11 @@ uint64_t kvr_ring_used(const struct kvr_ring *r)
 	return r->peer - r->own;
 }
 
+uint64_t kvr_ring_high_water(const struct kvr_ring *r)
+{
+	return r->role == KVR_RING_ROLE_PRODUCER ? r->hw : 0;
+}
+
 /* ---- producer --------------------------------------------------------- */
 
 /*

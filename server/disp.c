@@ -206,12 +206,10 @@ static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
  * ring) and wake the worker only if it announced it sleeps. */
 static void publish(struct kvr_conn *c)
 {
-	uint64_t used;
-
 	kvr_ring_commit(&c->resp);
-	used = kvr_ring_used(&c->resp);
-	if (used > c->resp_hw)
-		c->resp_hw = used;
+	/* Not kvr_ring_used(): as producer our cached view of the worker's
+	 * head may be a lap old and would overstate occupancy. */
+	c->resp_hw = kvr_ring_high_water(&c->resp);
 	/* F1 inside: pairs with the worker's F2 before it sleeps. */
 	(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
 }

@@ -243,6 +243,15 @@ static inline void kvr_ring_release(struct kvr_ring *r);
 uint64_t kvr_ring_used(const struct kvr_ring *r);
 
 /*
+ * kvr_ring_high_water - producer: the largest number of bytes in flight it
+ * has seen, sampled whenever it re-reads the consumer's head (so a lower
+ * bound, and 0 until the first re-read). Unlike kvr_ring_used() on the
+ * producer side, whose cached head may be a lap old, this never
+ * overstates. Consumer: 0. Reads no shared memory.
+ */
+uint64_t kvr_ring_high_water(const struct kvr_ring *r);
+
+/*
  * kvr_ring_empty - consumer: true if no unread record is published. It
  * re-reads tail (A1) unless unread bytes are already known, so it is the
  * re-check of the doorbell handshake (after the sleeper's seq_cst fence).
