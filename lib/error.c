@@ -8,6 +8,7 @@
  * It deliberately owns no logging (log.c) and no new error codes.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,12 +72,11 @@ const char *kvr_strerror(int rc)
 	 * formatting different unknown codes never see each other's text.
 	 */
 	static _Thread_local char unknown[48];
-	int code = rc < 0 ? -rc : rc;
+	/* -INT_MIN does not exist: test before negating, and treat it like
+	 * any other unknown code. */
+	int code = rc == INT_MIN ? -1 : rc < 0 ? -rc : rc;
 	const char *s;
 
-	/* -INT_MIN does not exist; treat it like any other unknown code. */
-	if (rc == -2147483647 - 1)
-		code = -1;
 	s = kvr_wording(code);
 	if (s)
 		return s;

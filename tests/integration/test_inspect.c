@@ -780,7 +780,7 @@ Test(inspect, json_overview_matches_the_segment_when_fake)
 	 * re-reads head (a lower bound, docs/ring.md): never above what is
 	 * in flight. */
 	cr_expect_leq(jnum(rr, "ring_high_water"),
-		      8 + sizeof(struct kvr_req_hdr) + 32);
+		      (long long)(8 + sizeof(struct kvr_req_hdr) + 32));
 	rr = jfind(ch, "resp_ring");
 	cr_expect_eq(jnum(rr, "tail"), 8 + sizeof(struct kvr_resp_hdr) + 48);
 	cr_expect_eq(jnum(jfind(ch, "requests_by_op"), "lookup"), 10);

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target: the server's request dispatch and storage engine,
+ * driven in-process by a script of requests from four channels. Each input
+ * is read as a sequence of steps; a step either builds one request record
+ * (op, flags, count, handle and keys chosen by the input, the handle often
+ * one the server really handed out, to any channel) and runs it exactly as
+ * kvringd does -- kvr_req_parse(), then kvr__disp_exec() --, or closes a
+ * channel (a worker hung up), or moves the clock (leases expire).
+ *
+ * After every step the target checks what a worker can observe (the answer
+ * has the length its count says, every OK slot lies inside the pool, a
+ * status is 0 or negative) and runs kvr_store_audit(), which walks every
+ * object, pin, lease, transfer and the allocator. At the end every channel
+ * closes and the store must hold nothing: no reservation, pin, lease or
+ * transfer, and used bytes equal committed bytes. Any violation aborts, so
+ * libFuzzer reports it with the input that led there.
+ *
+ * This target does not cover the rings (fuzz_ring) or the record decoding
+ * alone (fuzz_req); it covers what happens to the server's state after a
+ * record passed decoding.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvring/proto.h>
+
+#include "chan.h"
+#include "srv.h"
+#include "store.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define NCHAN	  4u
+#define MAX_KEYS  32u
+#define POOL	  (1u << 20)
+#define NHANDLES  16u
+
+/* The input, consumed byte by byte; zeros once it runs out. */
+struct in {
+	const uint8_t *p;
+	size_t left;
+};
+
+static uint8_t u8(struct in *in)
+{
+	if (!in->left)
+		return 0;
+	in->left--;
+	return *in->p++;
+}
+
+static uint64_t u64(struct in *in)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)u8(in) << (8 * i);
+	return v;
+}
+
+static void fail(const char *what, unsigned long long a, const char *msg)
+{
+	fprintf(stderr, "fuzz_dispatch: %s (%llu) %s\n", what, a,
+		msg ? msg : "");
+	abort();
+}
+
+/* Sizes that hit the interesting edges: 0, tiny, unaligned, the pool,
+ * beyond the pool, and huge. */
+static uint64_t pick_size(struct in *in)
+{
+	static const uint64_t edge[] = { 0,	   1,	       63,
+					 64,	   4095,       4096,
+					 65536,	   POOL / 2,   POOL - 64,
+					 POOL,	   POOL + 1,   UINT64_MAX };
+	uint8_t b = u8(in);
+
+	if (b < 128)
+		return edge[b % (sizeof(edge) / sizeof(edge[0]))];
+	return (uint64_t)b * 977;
+}
+
+static void audit(struct kvr_store *st, const char *when)
+{
+	char msg[256];
+	int rc = kvr_store_audit(st, msg, sizeof(msg));
+
+	if (rc < 0)
+		fail(when, (unsigned long long)-rc, msg);
+}
+
+/* Run one request record through parse + exec and check the answer. */
+static void run_request(struct kvr_srv *s, struct kvr_conn *c,
+			const void *rec, size_t len, uint32_t op,
+			uint64_t *handles, unsigned *nh)
+{
+	const struct kvr_resp_hdr *r = (const struct kvr_resp_hdr *)s->ans;
+	const struct kvr_slot_desc *sl = (const struct kvr_slot_desc *)(r + 1);
+	struct kvr_req_view v;
+	uint32_t type;
+	size_t alen;
+
+	if (kvr_req_parse(op, rec, len, s->max_keys, &v) < 0)
+		return; /* kvringd disconnects here; nothing reached the store */
+	alen = kvr__disp_exec(s, c, &v, &type);
+	if (type != (KVR_RESP_BIT | op))
+		fail("answer type", type, NULL);
+	if (alen > s->ans_cap)
+		fail("answer longer than the buffer", alen, NULL);
+	if (r->status > 0)
+		fail("positive status", (unsigned long long)r->status, NULL);
+	if (op == KVR_OP_STATS) {
+		if (alen != sizeof(*r) + sizeof(struct kvr_stats_wire))
+			fail("stats answer length", alen, NULL);
+		return;
+	}
+	if (alen != kvr_resp_bytes(r->count))
+		fail("answer length vs count", alen, NULL);
+	if (r->count > v.hdr.count && !(v.hdr.flags & KVR_REQ_BY_LEASE))
+		fail("more slots than keys", r->count, NULL);
+	for (uint32_t i = 0; i < r->count; i++)
+		if (sl[i].status == KVR_SLOT_OK &&
+		    !kvr_span_ok(sl[i].off, sl[i].len, POOL))
+			fail("slot outside the pool", sl[i].off, NULL);
+	if (r->handle) {
+		handles[*nh % NHANDLES] = r->handle;
+		(*nh)++;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct kvr_store_config cfg = {
+		.pool_bytes = POOL, .align = 64, .lease_ms = 1000,
+		.max_channels = NCHAN, .max_keys = MAX_KEYS,
+		.max_xfers_per_chan = 8, .max_leases_per_chan = 4,
+		.hash_seed = 42,
+	};
+	static uint64_t rec_buf[(sizeof(struct kvr_req_hdr) +
+				 (MAX_KEYS + 2) * 24) / 8 + 1];
+	static struct kvr_key keys[MAX_KEYS];
+	static uint64_t sizes[MAX_KEYS];
+	static uint8_t ans[sizeof(struct kvr_resp_hdr) +
+			   MAX_KEYS * sizeof(struct kvr_slot_desc) +
+			   sizeof(struct kvr_stats_wire)];
+	struct kvr_srv *s = calloc(1, sizeof(*s));
+	struct kvr_conn *conns = calloc(NCHAN, sizeof(*conns));
+	struct in in = { data, size };
+	uint64_t handles[NHANDLES] = { 0 };
+	struct kvr_store_stats stt;
+	unsigned nh = 0;
+
+	if (!s || !conns || kvr_store_create(&cfg, &s->store) < 0)
+		abort();
+	s->keys = keys;
+	s->sizes = sizes;
+	s->ans = ans;
+	s->ans_cap = sizeof(ans);
+	s->max_keys = MAX_KEYS;
+	s->now_ns = 1000000000ull;
+	s->nactive = NCHAN;
+	for (uint32_t i = 0; i < NCHAN; i++) {
+		conns[i].idx = i;
+		conns[i].chan = (int32_t)i;
+		conns[i].state = KVR_CONN_ACTIVE;
+		conns[i].ns_id = 1 + (i & 1); /* two namespaces */
+	}
+
+	for (unsigned step = 0; in.left && step < 512; step++) {
+		uint8_t b = u8(&in);
+		struct kvr_conn *c = &conns[b & (NCHAN - 1)];
+		unsigned kind = (b >> 2) % 12;
+		struct kvr_req_hdr h = { 0 };
+		uint8_t *rec = (uint8_t *)rec_buf;
+		uint32_t op, n;
+		size_t len;
+
+		if (kind == 10) { /* the worker of this channel hung up */
+			kvr_store_channel_close(s->store, (uint32_t)c->chan,
+						s->now_ns, NULL);
+			audit(s->store, "after channel close");
+			continue;
+		}
+		if (kind == 11) { /* time passes: leases may expire */
+			s->now_ns += (uint64_t)u8(&in) * 20000000ull;
+			kvr_store_expire(s->store, s->now_ns, 0);
+			audit(s->store, "after expiry");
+			continue;
+		}
+		op = kind == 0 ? KVR_OP_STATS : kind > 8 ? KVR_OP_PREPARE_STORE
+							 : kind;
+		n = u8(&in);
+		n = n < 200 ? n % (MAX_KEYS + 1) : n; /* sometimes too many */
+		h.req_id = step;
+		h.count = n;
+		b = u8(&in);
+		h.flags = b & 3u;
+		if (b & 0x80)
+			h.flags |= (uint32_t)u8(&in) << 2; /* unknown bits */
+		if (b & 0x40)
+			h.handle = u64(&in); /* any id at all */
+		else if (nh)
+			h.handle = handles[u8(&in) % (nh < NHANDLES ? nh
+								    : NHANDLES)];
+		if (b & 0x20)
+			h.reserved = 1;
+		/* Keys from a small alphabet so that requests collide. */
+		len = kvr_req_bytes(op, n <= MAX_KEYS + 1 ? n : 0);
+		if (len > sizeof(rec_buf))
+			continue;
+		memcpy(rec, &h, sizeof(h));
+		for (uint32_t i = 0; i < n && n <= MAX_KEYS + 1; i++) {
+			struct kvr_key k = { .lo = u8(&in) % 24u, .hi = 7 };
+
+			memcpy(rec + sizeof(h) + i * sizeof(k), &k, sizeof(k));
+		}
+		if (op == KVR_OP_PREPARE_STORE && n <= MAX_KEYS + 1)
+			for (uint32_t i = 0; i < n; i++) {
+				uint64_t sz = pick_size(&in);
+
+				memcpy(rec + sizeof(h) +
+					       n * sizeof(struct kvr_key) +
+					       i * sizeof(sz),
+				       &sz, sizeof(sz));
+			}
+		/* Sometimes a record shorter or longer than its count says. */
+		if ((b & 0x18) == 0x18 && len >= 8)
+			len -= 8;
+		run_request(s, c, rec, len, op, handles, &nh);
+		audit(s->store, "after a request");
+		s->now_ns += 1000;
+	}
+
+	/* Every worker leaves: nothing may stay held. */
+	for (uint32_t i = 0; i < NCHAN; i++)
+		kvr_store_channel_close(s->store, i, s->now_ns, NULL);
+	audit(s->store, "after all channels closed");
+	kvr_store_stats(s->store, &stt);
+	if (stt.reserved_bytes || stt.reserved_objects || stt.pins ||
+	    stt.leases || stt.transfers)
+		fail("leak after every channel closed", stt.reserved_bytes,
+		     NULL);
+	if (stt.used_bytes != stt.committed_bytes)
+		fail("used != committed after close", stt.used_bytes, NULL);
+	kvr_store_destroy(s->store);
+	free(conns);
+	free(s);
+	return 0;
+}
