@@ -28,9 +28,12 @@
  * Not here: the wire format, logging, the event loop (server/ loop code).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <kvring/error.h>
 
 #include "alloc.h"
 #include "index.h"
@@ -88,6 +91,7 @@ struct chan {
 
 struct kvr_store {
 	struct kvr_store_config cfg; /* with defaults filled in */
+	pthread_t owner;	     /* the only thread that may call us */
 	uint64_t lease_ns;
 	uint64_t pool_total; /* managed bytes: largest valid object size */
 	struct kvr_alloc alloc;
@@ -112,6 +116,15 @@ struct kvr_store {
 	uint64_t stamp;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
 };
+
+/*
+ * DESIGN.md rule 3 says the pending-transfer tables cannot race because one
+ * thread owns them. This makes the rule checked, not just stated: every
+ * entry point asserts it runs on the thread that created the store, so a
+ * future helper thread calling in aborts at once instead of corrupting the
+ * tables silently (test_store proves it). pthread_self() is a TLS read.
+ */
+#define OWNER_ONLY(s) kvr_assert(pthread_equal(pthread_self(), (s)->owner))
 
 /* ==== Arrays with spare lists ==== */
 
@@ -575,6 +588,7 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	s->owner = pthread_self();
 	if (!s->cfg.align)
 		s->cfg.align = KVR_STORE_DEF_ALIGN;
 	if (!s->cfg.lease_ms)
@@ -722,6 +736,8 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		     const struct kvr_key *keys, uint32_t n, bool pin_hits,
 		     uint64_t now_ns, uint64_t *lease_out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint32_t hits, o;
 	int rc = check_keys(s, ch, keys, n);
 
@@ -759,6 +775,8 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 			    uint64_t now_ns)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint32_t o;
 
 	if (!s || ch >= s->cfg.max_channels)
@@ -778,6 +796,8 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			    uint32_t n, uint64_t now_ns,
 			    struct kvr_slot_desc *out, uint64_t *xfer_out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint64_t total;
 	uint32_t o, i;
 	struct owner *w;
@@ -908,6 +928,8 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			   uint64_t now_ns)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct owner *w;
 	struct chan *c;
 	uint32_t o;
@@ -943,6 +965,8 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			  uint64_t now_ns)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint64_t bytes;
 	uint32_t o;
 	int rc;
@@ -963,6 +987,8 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			       uint64_t now_ns, struct kvr_slot_desc *out,
 			       uint64_t *xfer_out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint32_t hits, o;
 	int rc = check_keys(s, ch, keys, n);
 
@@ -1001,6 +1027,8 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 				     struct kvr_slot_desc *out, uint32_t max,
 				     uint64_t *xfer_out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct owner *w;
 	struct chan *from;
 	uint32_t o;
@@ -1044,6 +1072,8 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			      uint64_t now_ns)
 {
+	if (s)
+		OWNER_ONLY(s);
 	uint32_t o;
 	int rc;
 
@@ -1062,6 +1092,8 @@ int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			    struct kvr_store_released *rel_out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct kvr_store_released rel = {0};
 	struct chan *c;
 
@@ -1099,6 +1131,8 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 
 int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget)
 {
+	if (s)
+		OWNER_ONLY(s);
 	int n = 0;
 
 	if (!s)
@@ -1114,6 +1148,8 @@ int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget)
 
 uint64_t kvr_store_next_expiry(const struct kvr_store *s)
 {
+	if (s)
+		OWNER_ONLY(s);
 	return s->heap_nr ? s->own[s->heap[0]].deadline_ns : UINT64_MAX;
 }
 
@@ -1121,6 +1157,8 @@ uint64_t kvr_store_next_expiry(const struct kvr_store *s)
 
 void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct kvr_store_stats st = s->st;
 	struct kvr_alloc_stats as;
 
@@ -1137,6 +1175,8 @@ void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out)
 int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 			 struct kvr_store_chan_stats *out)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct kvr_store_chan_stats cs = {0};
 	const struct chan *c;
 
@@ -1161,11 +1201,15 @@ int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 
 uint32_t kvr_store_align(const struct kvr_store *s)
 {
+	if (s)
+		OWNER_ONLY(s);
 	return kvr_alloc_align(&s->alloc);
 }
 
 uint32_t kvr_store_max_keys(const struct kvr_store *s)
 {
+	if (s)
+		OWNER_ONLY(s);
 	return s->cfg.max_keys;
 }
 
@@ -1206,6 +1250,8 @@ struct audit_tally {
  */
 int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len)
 {
+	if (s)
+		OWNER_ONLY(s);
 	struct audit_tally t = {0};
 	uint64_t committed_b = 0, reserved_b = 0, committed_n = 0;
 	uint64_t reserved_n = 0, pinned_n = 0, pins_n = 0, lru_n = 0;

@@ -11,7 +11,9 @@
  * Threading (DESIGN.md rule 3): a struct kvr_store is owned by ONE thread,
  * kvringd's event loop, which is the only caller of every function below.
  * There is no lock because there is no second thread; the pending-transfer
- * tables therefore cannot race. Do not call it from a helper thread.
+ * tables therefore cannot race. Do not call it from a helper thread: every
+ * entry point asserts (kvr_assert, on in release builds) that it runs on
+ * the thread that called kvr_store_create(), and aborts otherwise.
  *
  * Conventions: every call validates its arguments and is all-or-nothing:
  * on a negative return nothing changed and outputs are untouched. Per-key

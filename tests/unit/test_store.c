@@ -8,6 +8,8 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1062,4 +1064,31 @@ Test(store, invariants_hold_when_random_ops_on_three_channels)
 	cr_expect_eq(stats().reserved_bytes, 0u);
 	cr_expect_eq(stats().transfers + stats().leases, 0u);
 	audit();
+}
+
+/* ==== Rule 3: one thread owns the tables, and that is enforced ==== */
+
+static void *lookup_from_other_thread(void *arg)
+{
+	struct kvr_key k = K(1);
+
+	(void)arg;
+	/* Must abort inside: the store belongs to the creating thread. */
+	kvr_store_lookup(s, 0, 1, &k, 1, false, 0, NULL);
+	return NULL;
+}
+
+Test(store, aborts_when_called_from_a_second_thread, .signal = SIGABRT)
+{
+	pthread_t t;
+	struct kvr_key k = K(1);
+
+	mk(16);
+	/* The owner may call. */
+	cr_assert_eq(kvr_store_lookup(s, 0, 1, &k, 1, false, 0, NULL), 0);
+	cr_assert_eq(pthread_create(&t, NULL, lookup_from_other_thread, NULL),
+		     0);
+	pthread_join(t, NULL);
+	cr_assert_fail("a call from a second thread returned instead of "
+		       "aborting");
 }
