@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_scale.c - the scale scenario of kvring-bench: how kvringd's
+ * control path behaves as workers are added, against one private kvringd
+ * (one event-loop thread, --spin-us 20000, pinned to --cpu-server):
+ *
+ *   one_active   hot ping round trip of one spinning client while 0, 15
+ *                or 63 other clients are connected and idle (1, 16, 64
+ *                connected), alternated in rounds; ratio to 1 connected
+ *                per round and as the median over rounds.
+ *   all_active   1, 2, 16 and 64 worker processes pinging at once for a
+ *                fixed time (each a separate process and connection, all
+ *                pinned to --cpu-client, sleeping on their doorbell after
+ *                the default 50 us spin); pooled round trip percentiles
+ *                and the aggregate rate.
+ *   pipelined    one client submitting pings (or 1-key lookups)
+ *                asynchronously, up to --depth in flight, reaping
+ *                completions in batches: the control operations per
+ *                second one server thread answers. Also with two client
+ *                processes at once.
+ *
+ * Every ping answer is checked (status and a forward-moving server clock);
+ * a wrong one exits 1, a slow one never does.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/kvring.h>
+
+#include "bench_common.h"
+#include "bench_server.h"
+
+#define SCENARIO	"scale"
+#define SERVER_SPIN_US	20000u
+#define CLIENT_SPIN_US	100000u
+#define MAX_PROCS	64u
+#define SAMPLE_BUDGET	(4u << 20) /* samples over all processes */
+
+static const unsigned connected_set[] = {1, 16, 64};
+static const unsigned active_set[] = {1, 2, 16, 64};
+
+/* Shared block of the all_active and pipelined children. The parent
+ * writes end_ns and then go (release); children read go (acquire). */
+struct scale_shm {
+	_Atomic uint32_t ready;
+	_Atomic uint32_t go;
+	_Atomic uint32_t done;
+	uint32_t pad;
+	uint64_t end_ns;
+	uint64_t depth; /* pipelined */
+	uint32_t op;	/* pipelined: KVR_OP_PING or KVR_OP_LOOKUP */
+	uint32_t pad2;
+	struct {
+		uint64_t count; /* operations completed */
+		uint64_t nsamp; /* samples written */
+		int64_t err;	/* 0 or -errno */
+		uint64_t ns;	/* pipelined: elapsed */
+	} proc[MAX_PROCS];
+	uint64_t samples[]; /* MAX_PROCS slices of per_proc each */
+};
+
+struct scale_ctx {
+	struct bench_run_opts o;
+	struct bench_server srv;
+	struct scale_shm *shm;
+	size_t shm_bytes;
+	uint64_t per_proc; /* sample slots per process */
+	unsigned rounds;
+	uint64_t iters;
+	uint64_t active_ns;
+	uint64_t depth;
+};
+
+struct lat {
+	double p50, p99, p999;
+};
+
+static struct lat lat_of(uint64_t *v, size_t n)
+{
+	bench_sort_u64(v, n);
+	return (struct lat){(double)bench_percentile(v, n, 50),
+			    (double)bench_percentile(v, n, 99),
+			    (double)bench_percentile(v, n, 99.9)};
+}
+
+static void emit(const struct scale_ctx *x, const char *mode,
+		 unsigned connected, unsigned active, unsigned round,
+		 const struct lat *l, double ops, double ratio, double ratio_med)
+{
+	if (x->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, SCENARIO, "kvring");
+		bench_json_str(&j, "mode", mode);
+		bench_json_u64(&j, "round", round);
+		bench_json_u64(&j, "bytes", 32);
+		bench_json_u64(&j, "chunks", 0);
+		bench_json_u64(&j, "workers", connected);
+		bench_json_u64(&j, "active", active);
+		if (l) {
+			bench_json_f64(&j, "p50_ns", l->p50);
+			bench_json_f64(&j, "p99_ns", l->p99);
+			bench_json_f64(&j, "p999_ns", l->p999);
+		}
+		if (ops > 0)
+			bench_json_f64(&j, "ops_per_s", ops);
+		if (ratio > 0)
+			bench_json_f64(&j, "ratio_to_1_worker", ratio);
+		if (ratio_med > 0)
+			bench_json_f64(&j, "ratio_to_1_worker_median",
+				       ratio_med);
+		bench_json_print(&j, stdout);
+		return;
+	}
+	char rnd[16], r1[16] = "-", r2[16] = "-", ob[24] = "-";
+
+	snprintf(rnd, sizeof(rnd), round ? "%u" : "all", round);
+	if (ratio > 0)
+		snprintf(r1, sizeof(r1), "%.3f", ratio);
+	if (ratio_med > 0)
+		snprintf(r2, sizeof(r2), "%.3f", ratio_med);
+	if (ops > 0)
+		snprintf(ob, sizeof(ob), "%.4g", ops);
+	if (l)
+		printf("%-16s %5s %9u %6u %9.0f %9.0f %10.0f %12s %8s %8s\n",
+		       mode, rnd, connected, active, l->p50, l->p99, l->p999,
+		       ob, r1, r2);
+	else
+		printf("%-16s %5s %9u %6u %9s %9s %10s %12s %8s %8s\n", mode,
+		       rnd, connected, active, "-", "-", "-", ob, r1, r2);
+}
+
+/* @n checked pings on @c; samples in ns. */
+static int pings(struct kvr_client *c, uint64_t n, uint64_t *out,
+		 uint64_t *last_server)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t sns = 0, t0 = bench_ticks();
+		int rc = kvr_ping(c, &sns);
+
+		if (out)
+			out[i] = bench_ticks() - t0;
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: scale: ping: %s (%s)\n",
+				strerror(-rc), kvr_client_errmsg(c));
+			return rc;
+		}
+		if (sns == 0 || sns < *last_server) {
+			fprintf(stderr, "kvring-bench: scale: ping answer "
+				"has server time %" PRIu64 " after %" PRIu64
+				"\n", sns, *last_server);
+			return -EBADMSG;
+		}
+		*last_server = sns;
+	}
+	if (out)
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
+	return 0;
+}
+
+/* ---- one_active ----------------------------------------------------------- */
+
+static int one_active(struct scale_ctx *x)
+{
+	const unsigned nc = sizeof(connected_set) / sizeof(connected_set[0]);
+	struct kvr_client *main_c = NULL, *idle[MAX_PROCS] = {0};
+	uint64_t *all[3] = {0}, *tmp = NULL, last = 0;
+	double *p50[3] = {0};
+	uint64_t warm = x->iters / 10 + 10;
+	int rc = -ENOMEM;
+
+	for (unsigned k = 0; k < nc; k++) {
+		all[k] = calloc((size_t)x->rounds * x->iters, sizeof(uint64_t));
+		p50[k] = calloc(x->rounds, sizeof(double));
+		if (!all[k] || !p50[k])
+			goto out;
+	}
+	tmp = calloc(x->iters + warm, sizeof(uint64_t));
+	if (!tmp)
+		goto out;
+	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &main_c);
+	if (rc < 0)
+		goto out;
+	for (unsigned r = 1; r <= x->rounds; r++) {
+		for (unsigned k = 0; k < nc; k++) {
+			unsigned want = connected_set[k] - 1;
+			uint64_t *dst = all[k] + (size_t)(r - 1) * x->iters;
+			struct lat l;
+
+			for (unsigned i = 0; i < want; i++) {
+				rc = bench_client_connect(&x->srv, 0, 50, true,
+							  &idle[i]);
+				if (rc < 0)
+					goto out;
+			}
+			rc = pings(main_c, warm, NULL, &last);
+			if (rc == 0)
+				rc = pings(main_c, x->iters, dst, &last);
+			for (unsigned i = 0; i < want; i++) {
+				kvr_close(idle[i]);
+				idle[i] = NULL;
+			}
+			if (rc < 0)
+				goto out;
+			memcpy(tmp, dst, x->iters * sizeof(*tmp));
+			l = lat_of(tmp, x->iters);
+			p50[k][r - 1] = l.p50;
+			emit(x, "one_active", connected_set[k], 1, r, &l, 0,
+			     k ? l.p50 / p50[0][r - 1] : 0, 0);
+		}
+	}
+	for (unsigned k = 0; k < nc; k++) {
+		size_t n = (size_t)x->rounds * x->iters;
+		struct lat l = lat_of(all[k], n), l1 = lat_of(all[0], n);
+		double med = 0;
+
+		if (k) {
+			double *rr = calloc(x->rounds, sizeof(double));
+
+			for (unsigned r = 0; rr && r < x->rounds; r++)
+				rr[r] = p50[k][r] / p50[0][r];
+			med = rr ? bench_median_f64(rr, x->rounds) : 0;
+			free(rr);
+		}
+		emit(x, "one_active", connected_set[k], 1, 0, &l, 0,
+		     k ? l.p50 / l1.p50 : 0, med);
+		if (k == nc - 1 && !x->o.json)
+			printf("# scale: hot p50 with %u connected / with 1: "
+			       "median of rounds %.3f, pooled %.3f (target "
+			       "<= 1.1)\n", connected_set[k], med,
+			       l.p50 / l1.p50);
+	}
+	rc = 0;
+out:
+	for (unsigned i = 0; i < MAX_PROCS; i++)
+		kvr_close(idle[i]);
+	kvr_close(main_c);
+	for (unsigned k = 0; k < nc; k++) {
+		free(all[k]);
+		free(p50[k]);
+	}
+	free(tmp);
+	return rc;
+}
+
+/* ---- children: all_active and pipelined ------------------------------------ */
+
+static void child_active(struct scale_ctx *x, unsigned idx)
+{
+	struct scale_shm *s = x->shm;
+	uint64_t *samp = s->samples + idx * x->per_proc, n = 0, last = 0;
+	struct kvr_client *c = NULL;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	bench_pin_cpu(x->o.cpu_client);
+	rc = bench_client_connect(&x->srv, 0, 50, true, &c);
+	if (rc < 0) {
+		s->proc[idx].err = rc;
+		atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
+		_exit(1);
+	}
+	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
+	/* Acquire: end_ns was written before go. */
+	while (!atomic_load_explicit(&s->go, memory_order_acquire))
+		usleep(100);
+	while (bench_now_ns() < s->end_ns) {
+		uint64_t v;
+
+		rc = pings(c, 1, &v, &last);
+		if (rc < 0) {
+			s->proc[idx].err = rc;
+			break;
+		}
+		if (n < x->per_proc)
+			samp[n] = v;
+		n++;
+	}
+	s->proc[idx].count = n;
+	s->proc[idx].nsamp = n < x->per_proc ? n : x->per_proc;
+	kvr_close(c);
+	atomic_fetch_add_explicit(&s->done, 1, memory_order_release);
+	_exit(rc < 0 ? 1 : 0);
+}
+
+/* Pipelined: keep up to depth requests in flight until end_ns. */
+static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
+		    uint64_t end_ns, uint64_t *count, uint64_t *ns)
+{
+	struct kvr_completion comp[256];
+	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
+	uint64_t t0 = bench_now_ns(), done = 0;
+	int rc = 0;
+
+	for (;;) {
+		bool stop = bench_now_ns() >= end_ns;
+
+		while (!stop && kvr_inflight(c) < depth) {
+			rc = op == KVR_OP_PING
+				 ? kvr_submit_ping(c, NULL)
+				 : kvr_submit_lookup(c, &key, 1, false, NULL);
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0)
+				goto err;
+		}
+		if (stop && kvr_inflight(c) == 0)
+			break;
+		rc = kvr_reap(c, comp, 256, 1, -1);
+		if (rc < 0)
+			goto err;
+		for (int i = 0; i < rc; i++) {
+			if (comp[i].status != 0 || comp[i].op != op ||
+			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
+				fprintf(stderr, "kvring-bench: scale: "
+					"completion op %u status %d value "
+					"%ld\n", comp[i].op, comp[i].status,
+					comp[i].value);
+				return -EBADMSG;
+			}
+		}
+		done += (uint64_t)rc;
+	}
+	*count = done;
+	*ns = bench_now_ns() - t0;
+	return 0;
+err:
+	fprintf(stderr, "kvring-bench: scale: pipelined: %s (%s)\n",
+		strerror(-rc), kvr_client_errmsg(c));
+	return rc;
+}
+
+static void child_pipe(struct scale_ctx *x, unsigned idx)
+{
+	struct scale_shm *s = x->shm;
+	struct kvr_client *c = NULL;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	bench_pin_cpu(x->o.cpu_client);
+	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
+	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
+	if (rc < 0) {
+		s->proc[idx].err = rc;
+		_exit(1);
+	}
+	while (!atomic_load_explicit(&s->go, memory_order_acquire))
+		usleep(100);
+	rc = pipeline(c, s->depth, s->op, s->end_ns, &s->proc[idx].count,
+		      &s->proc[idx].ns);
+	s->proc[idx].err = rc;
+	kvr_close(c);
+	_exit(rc < 0 ? 1 : 0);
+}
+
+/* Forks @n children running @fn, starts them together for @run_ns. */
+static int run_children(struct scale_ctx *x, unsigned n,
+			void (*fn)(struct scale_ctx *, unsigned),
+			uint64_t run_ns)
+{
+	struct scale_shm *s = x->shm;
+	pid_t pids[MAX_PROCS];
+	int rc = 0;
+
+	atomic_store_explicit(&s->ready, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->go, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->done, 0, memory_order_relaxed);
+	memset(s->proc, 0, sizeof(s->proc));
+	fflush(NULL);
+	for (unsigned i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			fn(x, i);
+		if (pids[i] < 0) {
+			rc = -errno;
+			n = i;
+			break;
+		}
+	}
+	if (rc == 0) {
+		uint64_t t0 = bench_now_ns();
+
+		while (atomic_load_explicit(&s->ready, memory_order_acquire) <
+		       n) {
+			if (bench_now_ns() - t0 > 60ull * 1000000000ull) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			usleep(1000);
+		}
+	}
+	s->end_ns = bench_now_ns() + run_ns + 2000000ull;
+	/* Release: end_ns and parameters before go. */
+	atomic_store_explicit(&s->go, 1, memory_order_release);
+	for (unsigned i = 0; i < n; i++) {
+		int st = bench_wait_child(pids[i]);
+
+		if (st != 0 && rc == 0)
+			rc = s->proc[i].err ? (int)s->proc[i].err : -ECHILD;
+	}
+	return rc;
+}
+
+static int all_active(struct scale_ctx *x)
+{
+	const unsigned na = sizeof(active_set) / sizeof(active_set[0]);
+
+	for (unsigned k = 0; k < na; k++) {
+		unsigned n = active_set[k];
+		uint64_t total = 0, ns = 0, *pool;
+		struct lat l;
+		int rc;
+
+		x->per_proc = SAMPLE_BUDGET / n;
+		rc = run_children(x, n, child_active, x->active_ns);
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: scale: %u active "
+				"workers failed: %s\n", n, strerror(-rc));
+			return rc;
+		}
+		/* Compact every child's samples into one pooled array. */
+		pool = x->shm->samples;
+		for (unsigned i = 0; i < n; i++) {
+			memmove(pool + ns, x->shm->samples + i * x->per_proc,
+				x->shm->proc[i].nsamp * sizeof(uint64_t));
+			ns += x->shm->proc[i].nsamp;
+			total += x->shm->proc[i].count;
+		}
+		l = lat_of(pool, ns);
+		emit(x, "all_active", n, n, 0, &l,
+		     (double)total * 1e9 / (double)x->active_ns, 0, 0);
+	}
+	return 0;
+}
+
+static int pipelined(struct scale_ctx *x)
+{
+	static const struct {
+		const char *mode;
+		uint32_t op;
+		unsigned procs;
+	} runs[] = {
+	    {"pipelined_ping", KVR_OP_PING, 1},
+	    {"pipelined_lookup", KVR_OP_LOOKUP, 1},
+	    {"pipelined_ping", KVR_OP_PING, 2},
+	};
+
+	for (unsigned k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+		uint64_t total = 0;
+		double ops = 0;
+		int rc;
+
+		x->shm->depth = x->depth;
+		x->shm->op = runs[k].op;
+		rc = run_children(x, runs[k].procs, child_pipe, x->active_ns);
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: scale: %s failed: %s\n",
+				runs[k].mode, strerror(-rc));
+			return rc;
+		}
+		for (unsigned i = 0; i < runs[k].procs; i++) {
+			total += x->shm->proc[i].count;
+			if (x->shm->proc[i].ns)
+				ops += (double)x->shm->proc[i].count * 1e9 /
+				       (double)x->shm->proc[i].ns;
+		}
+		emit(x, runs[k].mode, runs[k].procs, runs[k].procs, 0, NULL,
+		     ops, 0, 0);
+		if (!x->o.json)
+			printf("# scale: %s with %u client(s), depth %" PRIu64
+			       ": %.3g server ops/s (target >= 5e6)\n",
+			       runs[k].mode, runs[k].procs, x->depth, ops);
+		(void)total;
+	}
+	return 0;
+}
+
+/* --only PART: run one part of the scenario. */
+static bool want(const struct scale_ctx *x, const char *part)
+{
+	return !x->o.only || strcmp(x->o.only, part) == 0;
+}
+
+int bench_scale_main(int argc, char **argv)
+{
+	struct scale_ctx x;
+	int rc, ret = BENCH_EXIT_ERR;
+
+	memset(&x, 0, sizeof(x));
+	rc = bench_run_opts_parse(argc, argv, SCENARIO,
+				  "  --only PART         one_active, all_active "
+				  "or pipelined\n"
+				  "  (one_active: --rounds, --iters; "
+				  "all_active and pipelined run 1 s each, "
+				  "0.3 s with --quick)\n",
+				  &x.o);
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	x.rounds = x.o.rounds ? x.o.rounds : (x.o.quick ? 3 : 8);
+	x.iters = x.o.iters ? x.o.iters : (x.o.quick ? 5000 : 20000);
+	x.active_ns = x.o.quick ? 300000000ull : 1000000000ull;
+	x.depth = 256;
+	bench_clock_init();
+	if (bench_pin_cpu(x.o.cpu_client) < 0)
+		fprintf(stderr, "kvring-bench: scale: cannot pin to cpu %d\n",
+			x.o.cpu_client);
+	x.shm_bytes = sizeof(struct scale_shm) +
+		      (size_t)SAMPLE_BUDGET * sizeof(uint64_t);
+	x.shm = bench_shm_map(x.shm_bytes);
+	if (!x.shm) {
+		fprintf(stderr, "kvring-bench: scale: out of memory\n");
+		return BENCH_EXIT_ERR;
+	}
+	if (bench_server_start(&x.o, 64ull << 20, SERVER_SPIN_US,
+			       MAX_PROCS + 8, &x.srv) < 0)
+		goto out;
+	if (!x.o.json) {
+		printf("# kvring-bench scale: cpu_client=%d cpu_server=%d "
+		       "rounds=%u iters=%" PRIu64 " server_spin_us=%u "
+		       "(all clients on cpu_client)\n",
+		       x.o.cpu_client, x.o.cpu_server, x.rounds, x.iters,
+		       SERVER_SPIN_US);
+		printf("%-16s %5s %9s %6s %9s %9s %10s %12s %8s %8s\n", "mode",
+		       "round", "connected", "active", "p50_ns", "p99_ns",
+		       "p999_ns", "ops_per_s", "x_1", "x_1_med");
+	}
+	/* Children first: forked before this process holds a client. */
+	if ((want(&x, "all_active") && all_active(&x) < 0) ||
+	    (want(&x, "pipelined") && pipelined(&x) < 0) ||
+	    (want(&x, "one_active") && one_active(&x) < 0))
+		goto out;
+	ret = BENCH_EXIT_OK;
+out:
+	bench_server_stop(&x.srv);
+	bench_shm_unmap(x.shm, x.shm_bytes);
+	return ret;
+}

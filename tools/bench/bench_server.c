@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_server.c - common options of the kvringd-backed scenarios, and a
+ * private kvringd per scenario (see bench_server.h).
+ *
+ * A private server gets a socket and segment name derived from the bench's
+ * pid and a counter, so two benches (or a bench and the test suite) never
+ * meet. Its stderr goes to a log file; start-up waits for the "kvringd
+ * ready" line there (pre-faulting a pool of a few GiB takes seconds on a
+ * VM), and a failure prints the log. kvringd has no pinning flag, so every
+ * thread listed in /proc/PID/task is pinned with sched_setaffinity.
+ * Nothing here measures anything.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <libgen.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "bench_server.h"
+
+/* ---- options ---------------------------------------------------------- */
+
+static void common_usage(FILE *f, const char *scenario, const char *extra)
+{
+	fprintf(f,
+		"usage: kvring-bench %s [options]\n"
+		"\n"
+		"common options:\n"
+		"  --json              one JSON object per line and subject\n"
+		"  --quick             a short smoke run\n"
+		"  --plot DIR          write PNG plots (gnuplot) into DIR\n"
+		"  --cpu-client N      CPU of the bench client (default 0; -1: "
+		"none)\n"
+		"  --cpu-server N      CPU of kvringd and of every peer's server "
+		"side\n"
+		"                      (default 1; -1: none)\n"
+		"  --rounds N          alternating rounds\n"
+		"  --iters N           samples per subject per round\n"
+		"  --socket PATH       use a running kvringd (not pinned, its "
+		"own --spin-us)\n"
+		"  --kvringd PATH      kvringd binary to start (default: "
+		"$KVRINGD, else\n"
+		"                      ../server/kvringd next to this binary)\n"
+		"  --pool-size BYTES   pool of the private kvringd (K/M/G "
+		"suffix)\n"
+		"  -h, --help          show this help and exit\n",
+		scenario);
+	if (extra)
+		fputs(extra, f);
+}
+
+static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mult = 1;
+
+	errno = 0;
+	if (*s == '-')
+		return false;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case 'k': case 'K': mult = 1ull << 10; end++; break;
+	case 'm': case 'M': mult = 1ull << 20; end++; break;
+	case 'g': case 'G': mult = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (*end || v > UINT64_MAX / mult || v * mult < min || v * mult > max)
+		return false;
+	*out = v * mult;
+	return true;
+}
+
+static bool parse_cpu(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || end == s || *end || v < -1 || v > 4095)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+int bench_run_opts_parse(int argc, char **argv, const char *scenario,
+			 const char *extra_help, struct bench_run_opts *o)
+{
+	enum {
+		O_JSON = 256, O_QUICK, O_PLOT, O_CPUC, O_CPUS, O_ROUNDS,
+		O_ITERS, O_SOCKET, O_KVRINGD, O_POOL, O_PAUSE, O_SIZES,
+		O_CHUNKS, O_ONLY,
+	};
+	static const struct option longopts[] = {
+	    {"json", no_argument, NULL, O_JSON},
+	    {"quick", no_argument, NULL, O_QUICK},
+	    {"plot", required_argument, NULL, O_PLOT},
+	    {"cpu-client", required_argument, NULL, O_CPUC},
+	    {"cpu-server", required_argument, NULL, O_CPUS},
+	    {"rounds", required_argument, NULL, O_ROUNDS},
+	    {"iters", required_argument, NULL, O_ITERS},
+	    {"socket", required_argument, NULL, O_SOCKET},
+	    {"kvringd", required_argument, NULL, O_KVRINGD},
+	    {"pool-size", required_argument, NULL, O_POOL},
+	    {"pause-us", required_argument, NULL, O_PAUSE},
+	    {"sizes", required_argument, NULL, O_SIZES},
+	    {"chunks", required_argument, NULL, O_CHUNKS},
+	    {"only", required_argument, NULL, O_ONLY},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->cpu_client = 0;
+	o->cpu_server = bench_nr_cpus() > 1 ? 1 : -1;
+	/* 0 re-initialises getopt: "all" parses several argvs in turn. */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		bool ok = true;
+
+		switch (c) {
+		case O_JSON: o->json = true; break;
+		case O_QUICK: o->quick = true; break;
+		case O_PLOT: o->plot_dir = optarg; break;
+		case O_CPUC: ok = parse_cpu(optarg, &o->cpu_client); break;
+		case O_CPUS: ok = parse_cpu(optarg, &o->cpu_server); break;
+		case O_ROUNDS:
+			ok = parse_u64(optarg, 1, 100000, &v);
+			o->rounds = (unsigned)v;
+			break;
+		case O_ITERS:
+			ok = parse_u64(optarg, 1, 100000000, &o->iters);
+			break;
+		case O_SOCKET: o->socket = optarg; break;
+		case O_KVRINGD: o->kvringd = optarg; break;
+		case O_POOL:
+			ok = parse_u64(optarg, 1u << 20, 1ull << 40,
+				       &o->pool_bytes);
+			break;
+		case O_PAUSE:
+			ok = parse_u64(optarg, 1, 1000000, &o->pause_us);
+			break;
+		case O_SIZES: o->sizes = optarg; break;
+		case O_CHUNKS: o->chunks = optarg; break;
+		case O_ONLY: o->only = optarg; break;
+		case 'h':
+			common_usage(stdout, scenario, extra_help);
+			return 1;
+		default:
+			common_usage(stderr, scenario, extra_help);
+			return 2;
+		}
+		if (!ok) {
+			fprintf(stderr, "kvring-bench: %s: bad value '%s'\n",
+				scenario, optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvring-bench: %s: unexpected '%s'\n", scenario,
+			argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- the private server ----------------------------------------------- */
+
+/* Finds the kvringd binary (see bench_server_start()). */
+static void kvringd_path(const struct bench_run_opts *o, char *buf, size_t n)
+{
+	char self[PATH_MAX];
+	ssize_t len;
+	const char *env = getenv("KVRINGD");
+
+	if (o->kvringd) {
+		snprintf(buf, n, "%s", o->kvringd);
+		return;
+	}
+	if (env && *env) {
+		snprintf(buf, n, "%s", env);
+		return;
+	}
+	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (len > 0) {
+		self[len] = '\0';
+		snprintf(buf, n, "%s/../server/kvringd", dirname(self));
+		if (access(buf, X_OK) == 0)
+			return;
+	}
+	snprintf(buf, n, "kvringd"); /* execvp searches $PATH */
+}
+
+int bench_pin_pid(pid_t pid, int cpu)
+{
+	char dir[64];
+	cpu_set_t set;
+	struct dirent *d;
+	DIR *dp;
+	int rc = 0;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	dp = opendir(dir);
+	if (!dp)
+		return sched_setaffinity(pid, sizeof(set), &set) < 0 ? -errno
+								      : 0;
+	while ((d = readdir(dp))) {
+		long tid = strtol(d->d_name, NULL, 10);
+
+		if (tid <= 0)
+			continue;
+		if (sched_setaffinity((pid_t)tid, sizeof(set), &set) < 0)
+			rc = -errno;
+	}
+	closedir(dp);
+	return rc;
+}
+
+/* True once the log holds the server's "kvringd ready" line. */
+static bool log_says_ready(const char *path)
+{
+	char buf[8192];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return strstr(buf, "kvringd ready") != NULL;
+}
+
+static void dump_log(const char *path)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	fprintf(stderr, "kvring-bench: kvringd log (%s):\n", path);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, (size_t)n, stderr);
+	close(fd);
+}
+
+int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
+		       uint32_t spin_us, uint32_t max_workers,
+		       struct bench_server *s)
+{
+	static unsigned seq;
+	char bin[PATH_MAX], pool[32], spin[16], workers[16];
+	uint64_t t0;
+	int fd;
+
+	memset(s, 0, sizeof(*s));
+	if (o->socket) {
+		/* A running server: its own pinning and spin time. */
+		snprintf(s->sock, sizeof(s->sock), "%s", o->socket);
+		return 0;
+	}
+	seq++;
+	snprintf(s->sock, sizeof(s->sock), "/tmp/kvrb-%d-%u.sock", (int)getpid(),
+		 seq);
+	snprintf(s->name, sizeof(s->name), "kvrb-%d-%u", (int)getpid(), seq);
+	snprintf(s->log_path, sizeof(s->log_path), "/tmp/kvrb-%d-%u.log",
+		 (int)getpid(), seq);
+	snprintf(pool, sizeof(pool), "%" PRIu64, pool_bytes);
+	snprintf(spin, sizeof(spin), "%u", spin_us);
+	snprintf(workers, sizeof(workers), "%u", max_workers);
+	s->spin_us = spin_us;
+	kvringd_path(o, bin, sizeof(bin));
+
+	fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "kvring-bench: create %s: %s\n", s->log_path,
+			strerror(errno));
+		return -errno;
+	}
+	fflush(NULL);
+	s->pid = fork();
+	if (s->pid < 0) {
+		int e = errno;
+
+		close(fd);
+		fprintf(stderr, "kvring-bench: fork: %s\n", strerror(e));
+		return -e;
+	}
+	if (s->pid == 0) {
+		char *argv[] = {bin,	      "--socket",     s->sock,
+				"--name",     s->name,	      "--pool-size",
+				pool,	      "--spin-us",    spin,
+				"--max-workers", workers,     "--log-level",
+				"info",	      NULL};
+
+		/* SIGTERM (a clean stop) if the bench dies first; the
+		 * setting survives execve(). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		dup2(fd, STDERR_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		execvp(bin, argv);
+		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	close(fd);
+
+	t0 = bench_now_ns();
+	while (!log_says_ready(s->log_path)) {
+		int status;
+
+		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+			fprintf(stderr, "kvring-bench: kvringd (%s) exited "
+				"during start-up\n", bin);
+			dump_log(s->log_path);
+			s->pid = 0;
+			return -ECHILD;
+		}
+		if (bench_now_ns() - t0 > 120ull * 1000000000ull) {
+			fprintf(stderr, "kvring-bench: kvringd not ready "
+				"after 120 s\n");
+			dump_log(s->log_path);
+			bench_server_stop(s);
+			return -ETIMEDOUT;
+		}
+		usleep(2000);
+	}
+	/* Pinned after start-up: the pre-fault may use any CPU. */
+	if (bench_pin_pid(s->pid, o->cpu_server) < 0)
+		fprintf(stderr, "kvring-bench: pin kvringd to cpu %d failed\n",
+			o->cpu_server);
+	return 0;
+}
+
+void bench_server_stop(struct bench_server *s)
+{
+	uint64_t t0;
+	int status = 0;
+	bool reaped = false;
+
+	if (!s || s->pid <= 0)
+		return;
+	kill(s->pid, SIGTERM); /* our own child, by pid */
+	t0 = bench_now_ns();
+	while (bench_now_ns() - t0 < 10ull * 1000000000ull) {
+		pid_t r = waitpid(s->pid, &status, WNOHANG);
+
+		if (r == s->pid || (r < 0 && errno != EINTR)) {
+			reaped = true;
+			break;
+		}
+		usleep(2000);
+	}
+	if (!reaped) {
+		fprintf(stderr, "kvring-bench: kvringd %d ignored SIGTERM, "
+			"killing it\n", (int)s->pid);
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, &status, 0);
+	}
+	if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		unlink(s->log_path);
+	else
+		fprintf(stderr, "kvring-bench: kvringd exit status %#x; log "
+			"kept at %s\n", status, s->log_path);
+	s->pid = 0;
+}
+
+/* ---- clients ---------------------------------------------------------- */
+
+int bench_client_connect(const struct bench_server *s, int transport,
+			 uint32_t spin_us, bool no_prefault,
+			 struct kvr_client **out)
+{
+	struct kvr_client_opts co;
+	char err[256] = "";
+	int rc;
+
+	memset(&co, 0, sizeof(co));
+	co.socket_path = s->sock;
+	snprintf(co.ns.model, sizeof(co.ns.model), "kvring-bench");
+	co.ns.layers = 1;
+	co.ns.kv_heads = 1;
+	co.ns.head_size = 128;
+	co.ns.dtype_bytes = 2;
+	co.ns.tp_rank = 0;
+	co.ns.tp_size = 1;
+	co.ns.chunk_tokens = 256;
+	co.transport = transport;
+	co.spin_us = spin_us ? spin_us : 1;
+	co.timeout_ms = 120000;
+	co.no_prefault = no_prefault;
+	/* -EBUSY: too many handshakes at once (64 workers starting
+	 * together); the server asks us to retry. */
+	for (int tries = 0; tries < 400; tries++) {
+		rc = kvr_connect(&co, out, err, sizeof(err));
+		if (rc != -EBUSY)
+			break;
+		usleep(5000);
+	}
+	if (rc < 0)
+		fprintf(stderr, "kvring-bench: connect %s: %s (%s)\n", s->sock,
+			err, strerror(-rc));
+	return rc;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+struct kvr_key bench_key(uint64_t seq)
+{
+	/* The pid keeps two bench runs against one server apart. */
+	uint64_t base = splitmix64((uint64_t)getpid() << 32);
+
+	return (struct kvr_key){splitmix64(base ^ (2 * seq)),
+				splitmix64(base ^ (2 * seq + 1))};
+}
+
+const char *bench_fmt_bytes(uint64_t bytes, char *buf, size_t n)
+{
+	if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0)
+		snprintf(buf, n, "%" PRIu64 "G", bytes >> 30);
+	else if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0)
+		snprintf(buf, n, "%" PRIu64 "M", bytes >> 20);
+	else if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0)
+		snprintf(buf, n, "%" PRIu64 "K", bytes >> 10);
+	else
+		snprintf(buf, n, "%" PRIu64, bytes);
+	return buf;
+}
+
+/* ---- every scenario in one run ------------------------------------------- */
+
+int kvr_bench_store(int argc, char **argv) __attribute__((weak));
+
+/* Runs @fn with @args (NULL-terminated); returns its exit code. */
+static int run_one(int (*fn)(int, char **), char **args)
+{
+	int n = 0;
+
+	while (args[n])
+		n++;
+	fflush(NULL);
+	optind = 0;
+	return fn(n, args);
+}
+
+int bench_all_main(int argc, char **argv)
+{
+	static int (*const mine[])(int, char **) = {
+	    bench_rtt_hot_main, bench_rtt_cold_main, bench_store_main,
+	    bench_retrieve_main, bench_scale_main,
+	};
+	static const char *const mine_names[] = {"rtt_hot", "rtt_cold",
+						 "store", "retrieve", "scale"};
+	struct bench_run_opts o;
+	char cpu_p[16], cpu_c[16];
+	char *ring[16], *engine[8];
+	int k = 0, rc, worst = BENCH_EXIT_OK;
+	uint64_t t0 = bench_now_ns();
+
+	rc = bench_run_opts_parse(argc, argv, "all",
+				  "  runs ring, rtt_hot, rtt_cold, store, "
+				  "retrieve, scale and engine in turn,\n"
+				  "  passing these options on\n",
+				  &o);
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+
+	/* ring has its own option names. */
+	snprintf(cpu_p, sizeof(cpu_p), "%d", o.cpu_client);
+	snprintf(cpu_c, sizeof(cpu_c), "%d", o.cpu_server);
+	ring[k++] = "ring";
+	ring[k++] = "--cpu-producer";
+	ring[k++] = cpu_p;
+	ring[k++] = "--cpu-consumer";
+	ring[k++] = cpu_c;
+	if (o.json)
+		ring[k++] = "--json";
+	if (o.quick) {
+		ring[k++] = "--iters";
+		ring[k++] = "20000";
+		ring[k++] = "--rounds";
+		ring[k++] = "3";
+		ring[k++] = "--tput-records";
+		ring[k++] = "1000000";
+	}
+	ring[k] = NULL;
+	if (!o.json)
+		printf("## scenario ring\n");
+	rc = run_one(bench_ring_main, ring);
+	if (rc > worst)
+		worst = rc;
+
+	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
+		char *args[argc + 1];
+
+		args[0] = (char *)mine_names[i];
+		for (int a = 1; a < argc; a++)
+			args[a] = argv[a];
+		args[argc] = NULL;
+		if (!o.json)
+			printf("\n## scenario %s\n", mine_names[i]);
+		rc = run_one(mine[i], args);
+		if (rc != BENCH_EXIT_OK)
+			fprintf(stderr, "kvring-bench: all: %s exited %d\n",
+				mine_names[i], rc);
+		if (rc > worst)
+			worst = rc;
+	}
+
+	if (kvr_bench_store) {
+		k = 0;
+		engine[k++] = "engine";
+		if (o.json)
+			engine[k++] = "--json";
+		if (o.quick) {
+			engine[k++] = "--keys";
+			engine[k++] = "65536";
+		}
+		engine[k] = NULL;
+		if (!o.json)
+			printf("\n## scenario engine\n");
+		rc = run_one(kvr_bench_store, engine);
+		if (rc > worst)
+			worst = rc;
+	}
+	if (!o.json)
+		printf("\n## all scenarios: %.0f s, exit %d\n",
+		       (double)(bench_now_ns() - t0) / 1e9, worst);
+	return worst;
+}

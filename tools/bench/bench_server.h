@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_server.h - what the kvring-bench scenarios that talk to a real
+ * kvringd share: the common command-line options (--json, --quick,
+ * --plot, pinning, rounds, --socket, --kvringd), a private kvringd started
+ * for one scenario (fork/exec with its own socket and segment name, pinned
+ * with sched_setaffinity on every one of its threads, stopped with
+ * SIGTERM), and the connection options every bench client uses.
+ *
+ * It does not measure anything and knows no scenario: bench_rtt.c,
+ * bench_xfer.c and bench_scale.c do.
+ */
+#ifndef KVR_BENCH_SERVER_H
+#define KVR_BENCH_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <kvring/kvring.h>
+
+/* Scenario entry points of the kvringd-backed scenarios (argv[0] is the
+ * scenario name; BENCH_EXIT_* codes). "all" runs every scenario. */
+int bench_rtt_hot_main(int argc, char **argv);
+int bench_rtt_cold_main(int argc, char **argv);
+int bench_store_main(int argc, char **argv);
+int bench_retrieve_main(int argc, char **argv);
+int bench_scale_main(int argc, char **argv);
+int bench_all_main(int argc, char **argv);
+
+/*
+ * struct bench_run_opts - options shared by rtt_hot, rtt_cold, store,
+ * retrieve and scale. Filled by bench_run_opts_parse() from argv; each
+ * scenario reads what it needs. Owned by the scenario's stack frame.
+ */
+struct bench_run_opts {
+	bool json;		/* --json: JSON lines instead of tables */
+	bool quick;		/* --quick: a ~30 s smoke run in all */
+	const char *plot_dir;	/* --plot DIR: PNGs (NULL: none) */
+	const char *socket;	/* --socket PATH: use a running kvringd */
+	const char *kvringd;	/* --kvringd PATH: binary to start */
+	int cpu_client;		/* --cpu-client N (-1: no pinning) */
+	int cpu_server;		/* --cpu-server N (-1: no pinning) */
+	unsigned rounds;	/* --rounds N (0: scenario default) */
+	uint64_t iters;		/* --iters N (0: scenario default) */
+	uint64_t pool_bytes;	/* --pool-size N (0: scenario default) */
+	uint64_t pause_us;	/* --pause-us N (rtt_cold; 0: default) */
+	const char *sizes;	/* --sizes LIST (store/retrieve) */
+	const char *chunks;	/* --chunks LIST (store/retrieve) */
+	const char *only;	/* --only PART (scale: one_active,
+				   all_active or pipelined) */
+};
+
+/*
+ * bench_run_opts_parse - parse the common options of @scenario from argv
+ * (argv[0] is the scenario name). @extra_help is printed under the common
+ * options by --help (may be NULL).
+ * Return: 0 to run, 1 when --help was printed (exit 0), 2 on a usage
+ * error (already reported on stderr).
+ */
+int bench_run_opts_parse(int argc, char **argv, const char *scenario,
+			 const char *extra_help, struct bench_run_opts *o);
+
+/*
+ * struct bench_server - one kvringd used by a scenario: either a private
+ * child (pid > 0) with its own socket, segment name and log file, or a
+ * running one reached through --socket (pid 0). Owned by the scenario;
+ * bench_server_stop() ends it.
+ */
+struct bench_server {
+	pid_t pid;		/* private child, 0 if external */
+	char sock[108];		/* socket path */
+	char name[48];		/* segment base name (private only) */
+	char log_path[128];	/* the child's stderr (private only) */
+	uint32_t spin_us;	/* --spin-us given to a private server */
+};
+
+/*
+ * bench_server_start - start a private kvringd (or adopt o->socket) with
+ * @pool_bytes of pool, --spin-us @spin_us and --max-workers @max_workers,
+ * pin it to o->cpu_server, and wait (up to 120 s) until it says it is
+ * ready. The binary is o->kvringd, else $KVRINGD, else
+ * <dir of /proc/self/exe>/../server/kvringd, else kvringd in $PATH.
+ * Return: 0, or -errno with the reason (and the server's log) on stderr.
+ */
+int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
+		       uint32_t spin_us, uint32_t max_workers,
+		       struct bench_server *s);
+
+/* bench_server_stop - SIGTERM a private server and reap it (SIGKILL after
+ * 10 s); removes its log unless it failed. External servers are left. */
+void bench_server_stop(struct bench_server *s);
+
+/* bench_pin_pid - pin every thread of @pid to @cpu (< 0: no-op).
+ * Return 0 or -errno. */
+int bench_pin_pid(pid_t pid, int cpu);
+
+/*
+ * bench_client_connect - connect to @s as a bench worker (namespace
+ * "kvring-bench"), with @transport (0 auto or KVR_TRANSPORT_COPY),
+ * client spin @spin_us (>= 1) and a 120 s timeout on every call.
+ * @no_prefault skips the pool pre-fault (idle scale workers only).
+ * Return 0 and *out, or -errno with the reason on stderr.
+ */
+int bench_client_connect(const struct bench_server *s, int transport,
+			 uint32_t spin_us, bool no_prefault,
+			 struct kvr_client **out);
+
+/* bench_key - a unique, well-mixed 128-bit key for sequence number @seq
+ * (splitmix64 of the bench's pid and @seq). */
+struct kvr_key bench_key(uint64_t seq);
+
+/* bench_fmt_bytes - "256K", "2M", "32M", "1G" for a power-of-two size. */
+const char *bench_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+
+#endif /* KVR_BENCH_SERVER_H */
