@@ -315,12 +315,14 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	}
 	/* One release for the whole batch (R2 in the ring). */
 	kvr_ring_release(&c->req);
-	/* Counters first, so that a worker holding an answer also sees the
-	 * counters that answer changed (the ring's R1 orders them). */
-	if (handled)
-		kvr__chan_counters(s, c);
+	/* Answers first: the channel counters (some thirty stores and a
+	 * store-stats call) are for the inspector and must not sit on every
+	 * round trip's critical path. A worker that reads its answer may
+	 * see counters a batch old for a moment; nothing decides on them. */
 	if (answered)
 		publish(c);
+	if (handled)
+		kvr__chan_counters(s, c);
 	return handled;
 }
 

@@ -251,15 +251,31 @@ static unsigned reap(struct kvr_srv *s)
 /* One pass over the active shared-memory channels. */
 static unsigned drain_all(struct kvr_srv *s)
 {
-	unsigned work = 0;
+	bool full = s->full_scan || ++s->pass % KVR_SRV_COLD_EVERY == 0;
+	unsigned work = 0, n;
 
+	s->full_scan = false;
 	/* Backwards: a channel closed during its drain is replaced by the
 	 * last entry, which this pass has already visited. */
 	for (uint32_t i = s->nactive; i-- > 0;) {
 		struct kvr_conn *c = &s->conns[s->active[i]];
 
-		if (!c->copy)
-			work += kvr__disp_drain(s, c);
+		if (c->copy)
+			continue;
+		/* Cold channels wait for a full pass: at most
+		 * KVR_SRV_COLD_EVERY passes (a few microseconds) for the
+		 * first request of a burst, then they are hot. */
+		if (!full && !c->blocked &&
+		    s->now_ns - c->last_req_ns > KVR_SRV_HOT_NS)
+			continue;
+		/* One relaxed load decides for an idle ring, without the
+		 * calls a peek of an empty ring costs. */
+		if (!c->blocked && !kvr_ring_maybe_data(&c->req))
+			continue;
+		n = kvr__disp_drain(s, c);
+		if (n)
+			c->last_req_ns = s->now_ns;
+		work += n;
 	}
 	return work;
 }
@@ -378,6 +394,8 @@ int kvr_loop_run(struct kvr_srv *s)
 			continue;
 		}
 		sleep_once(s);
+		/* Whoever rang may be a cold channel: look at all of them. */
+		s->full_scan = true;
 		last_work = kvr_srv_now_ns();
 	}
 	stop(s);

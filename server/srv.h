@@ -46,6 +46,13 @@
 /* Requests taken from one channel per pass, so that one busy worker
  * cannot starve the others. */
 #define KVR_SRV_BATCH 64u
+/* A channel that sent a request within the last KVR_SRV_HOT_NS is polled on
+ * every loop pass; the others on every KVR_SRV_COLD_EVERY-th pass (and on
+ * every pass after a sleep), so a pass costs the hot channels plus a
+ * sixteenth of the idle ones, not all connected workers (DESIGN: cost per
+ * operation must not grow with the number of workers). */
+#define KVR_SRV_HOT_NS	   2000000ull
+#define KVR_SRV_COLD_EVERY 16u
 /* Distinct namespaces (model layouts) the server registers. */
 #define KVR_SRV_NS_MAX 256u
 /* Largest handshake frame body accepted (a hello is 112 bytes). */
@@ -175,6 +182,7 @@ struct kvr_conn {
 	uint64_t n_req[16];
 	uint64_t n_err[KVR_ERR_SLOTS];
 	uint64_t req_hw, resp_hw, resp_full, bytes_in, bytes_out;
+	uint64_t last_req_ns; /* when a request was last handled (hot set) */
 	struct kvr_copy *cp; /* copy transport only */
 };
 
@@ -220,6 +228,8 @@ struct kvr_srv {
 	int32_t *chan_conn; /* per channel: owning conn index or -1 */
 	uint32_t *active;   /* conn indices of ACTIVE connections */
 	uint32_t nactive;
+	uint32_t pass;	  /* loop passes, for the cold-channel cadence */
+	bool full_scan;	  /* poll every channel on the next pass */
 	uint32_t npending;  /* connections in HELLO */
 	struct kvr_ns_ent *ns;
 	uint32_t nns;

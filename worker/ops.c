@@ -71,7 +71,7 @@ static long do_lookup(struct kvr_client *c, const struct kvr_key *keys,
 {
 	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
 			 .flags = lease_out ? KVR_REQ_PIN : 0 };
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 	int rc = call(c, &s, &r);
 
 	if (rc < 0)
@@ -99,7 +99,7 @@ static int do_simple(struct kvr_client *c, uint32_t op, uint64_t handle,
 
 static int do_release(struct kvr_client *c, uint64_t lease)
 {
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 
 	return do_simple(c, KVR_OP_RELEASE, lease, NULL, &r);
 }
@@ -118,7 +118,7 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 	struct sub s = { .op = op, .keys = keys, .sizes = sizes, .n = n,
 			 .x = x, .handle = lease,
 			 .flags = lease ? KVR_REQ_BY_LEASE : 0 };
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 
 	kvr__xfer_init(x, op);
 	if (n == 0 && !lease)
@@ -156,7 +156,7 @@ int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		     struct kvr_xfer *x)
 {
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 	int rc;
 
 	if (x->id == 0) {
@@ -195,7 +195,7 @@ int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
 
 static int do_ping(struct kvr_client *c, uint64_t *server_ns)
 {
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 	int rc = do_simple(c, KVR_OP_PING, 0, NULL, &r);
 
 	if (rc == 0 && server_ns)
@@ -214,7 +214,7 @@ static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 {
 	struct kvr_stats_wire tmp;
 	struct sub s = { .op = KVR_OP_STATS, .stats = &tmp };
-	struct kvr__pend r;
+	struct kvr__pend r = { 0 };
 	int rc = call(c, &s, &r);
 
 	if (rc == 0)

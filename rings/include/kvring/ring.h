@@ -261,6 +261,17 @@ uint64_t kvr_ring_high_water(const struct kvr_ring *r);
 bool kvr_ring_empty(struct kvr_ring *r);
 
 /*
+ * kvr_ring_maybe_data - consumer: a cheap hint that a record may wait, for
+ * a poller that watches many rings. True when unread bytes are already
+ * known or the shared tail differs from the cached one. It validates
+ * nothing and orders nothing: act on it only through kvr_ring_peek(),
+ * whose acquire (A1) orders the record's bytes. A stale "no" only delays
+ * the record to the next poll; it is not the doorbell re-check (that is
+ * kvr_ring_empty()). Inline, no function call, one relaxed load.
+ */
+static inline bool kvr_ring_maybe_data(const struct kvr_ring *r);
+
+/*
  * kvr_ring_error - the latched error of @r, or 0.
  */
 int kvr_ring_error(const struct kvr_ring *r);
@@ -388,5 +399,13 @@ static inline void kvr_ring_release(struct kvr_ring *r)
 #ifdef __cplusplus
 }
 #endif
+
+static inline bool kvr_ring_maybe_data(const struct kvr_ring *r)
+{
+	/* Relaxed: a hint (see the declaration); peek re-reads with A1. */
+	return r->pos != r->peer ||
+	       atomic_load_explicit(&r->shm->tail, memory_order_relaxed) !=
+		       r->peer;
+}
 
 #endif /* KVRING_RING_H */
