@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * inspect.h - the private interface between kvring-inspect's modules.
+ *
+ * kvring-inspect is one program split by responsibility: main
+ * (tools/kvring-inspect.c) parses options and dispatches; attach.c and
+ * socket.c find and map the control segment; snapshot.c copies what is
+ * shown out of the mapping; emit.c, overview.c, prom.c, list.c, dump.c and
+ * check.c render; watch.c loops; sys.c holds the process plumbing (errors,
+ * clocks, signals) and names.c turns untrusted values into printable text.
+ * This header declares what crosses those files and nothing else: helpers
+ * used by one file stay static there. Nothing here is a public API; the
+ * names carry the ins_ prefix (INS_ for macros) so that they can never
+ * collide with libkvr's kvr_ names the tool links against.
+ */
+#ifndef KVR_TOOLS_INSPECT_H
+#define KVR_TOOLS_INSPECT_H
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <kvring/doorbell.h>
+#include <kvring/error.h>
+#include <kvring/layout.h>
+#include <kvring/proto.h>
+#include <kvring/ring.h>
+#include <kvring/segment.h>
+
+#define INS_PROG   "kvring-inspect"
+#define INS_SCHEMA 1 /* the "schema" of every JSON object we print */
+
+/* Exit codes (STYLE.md section 12). */
+#define INS_EXIT_OK	 0
+#define INS_EXIT_RUNTIME 1
+#define INS_EXIT_USAGE	 2
+#define INS_EXIT_CHECK	 3
+
+#define INS_NSEC 1000000000ull
+
+/* ==== Options (tools/kvring-inspect.c) ==== */
+
+enum ins_mode {
+	INS_MODE_OVERVIEW,
+	INS_MODE_PROM,
+	INS_MODE_LIST,
+	INS_MODE_DUMP,
+	INS_MODE_CHECK,
+};
+
+/* Parsed command line; lives in main()'s frame for the whole run, and the
+ * strings point into argv. */
+struct ins_opts {
+	enum ins_mode mode;
+	const char *name;   /* --name: base, base.ctl, or a path */
+	const char *socket; /* --socket */
+	const char *dir;    /* --dir, NULL = /dev/shm */
+	bool json, all, watch;
+	uint32_t watch_ms;
+	long count; /* --count: frames in --watch, 0 = forever */
+	uint32_t dump_channel;
+};
+
+/* ==== Process plumbing (sys.c) ==== */
+
+/*
+ * The SIGBUS guard. Code about to read the mapping sets ins_bus_armed and
+ * calls sigsetjmp(ins_bus_jmp, 1) itself (sigsetjmp cannot be wrapped in a
+ * function that returns), and clears ins_bus_armed when the reads are
+ * done. While armed, a SIGBUS jumps back there; while not, it kills the
+ * process as usual, so a genuine bug is never swallowed.
+ */
+extern sigjmp_buf ins_bus_jmp;
+extern volatile sig_atomic_t ins_bus_armed;
+/* Set by SIGINT and SIGTERM: --watch finishes its frame and exits 0. */
+extern volatile sig_atomic_t ins_stop;
+
+/* Installs the SIGBUS guard and the SIGINT/SIGTERM stop flag. */
+void ins_signals_install(void);
+/* "kvring-inspect: <message>\n" on stderr (STYLE.md 12). */
+void ins_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t ins_now_ns(clockid_t clk);
+/* Sleeps @ms; a signal (SIGINT under --watch) ends the sleep early. */
+void ins_sleep_ms(uint32_t ms);
+
+/* ==== Printable forms of untrusted values (names.c) ==== */
+
+/* Each returns a static string; a value out of range reads "invalid"
+ * ("unknown" for slot statuses, where "invalid" is a status) rather than
+ * indexing past a table. */
+const char *ins_server_state_name(uint32_t s);
+const char *ins_chan_state_name(uint32_t s);
+const char *ins_backend_name(uint32_t b);
+const char *ins_transport_name(uint32_t t);
+const char *ins_slot_status_name(int32_t s);
+/* Copies at most @srcn bytes of a shared string into @dst (size @n > 0),
+ * NUL-terminated, with every byte that is not printable ASCII, and '"'
+ * and '\\', replaced by '?'. */
+void ins_copy_clean(char *dst, size_t n, const char *src, size_t srcn);
+/* The 16-byte boot id as 32 lowercase hex digits. */
+void ins_hex16(char out[33], const uint8_t id[16]);
+
+/* ==== Output emitter (emit.c) ==== */
+
+#define INS_EM_DEPTH 8
+
+/*
+ * One emitter per printed object, on the caller's stack. In JSON mode it
+ * writes one line; in text mode every scalar becomes "<path>=<value>\n"
+ * where path joins the keys of the enclosing objects with dots
+ * (channels.3.req_ring.head=128), so the two modes share one vocabulary
+ * and text lines grep well. The fields are the emitter's own.
+ */
+struct ins_em {
+	FILE *f;
+	bool json;
+	int depth;
+	bool comma[INS_EM_DEPTH]; /* JSON: a member was written at depth */
+	char close[INS_EM_DEPTH]; /* JSON: '}' or ']' closing depth */
+	char prefix[256];	  /* text: "channels.3.req_ring." */
+};
+
+void ins_em_init(struct ins_em *e, FILE *f, bool json);
+void ins_em_finish(struct ins_em *e);
+void ins_em_obj(struct ins_em *e, const char *k);
+void ins_em_arr(struct ins_em *e, const char *k);
+void ins_em_item(struct ins_em *e, uint32_t idx);
+void ins_em_end(struct ins_em *e);
+void ins_em_u64(struct ins_em *e, const char *k, uint64_t v);
+void ins_em_i64(struct ins_em *e, const char *k, int64_t v);
+void ins_em_dbl(struct ins_em *e, const char *k, double v);
+void ins_em_bool(struct ins_em *e, const char *k, bool v);
+void ins_em_str(struct ins_em *e, const char *k, const char *v);
+
+/* ==== Finding and mapping the segment (attach.c, socket.c) ==== */
+
+/* Where the control segment is: @dir/@name, and the joined path. */
+struct ins_target {
+	char dir[KVR_SEG_DIR_MAX];
+	char name[KVR_SEG_NAME_MAX + 1];
+	char path[KVR_SEG_DIR_MAX + KVR_SEG_NAME_MAX + 2];
+};
+
+/*
+ * A read-only attachment: owned by the caller, ended by
+ * ins_attach_close(). h points into a PROT_READ mapping, so a stray write
+ * faults instead of corrupting the server. g is recomputed privately from
+ * the header's capacities; when it disagrees with the header, geom_ok is
+ * false and geom_err says why (only --check goes on with such a segment).
+ */
+struct ins_attach {
+	struct kvr_seg seg;
+	struct kvr_ctl_hdr_shm *h; /* seg.base: never written (PROT_READ) */
+	struct kvr_ctl_geom g;	   /* recomputed privately from the caps */
+	dev_t dev;		   /* identity of the file we mapped, so */
+	ino_t ino;		   /* --watch can tell a restart */
+	bool geom_ok;
+	char geom_err[256];
+};
+
+void ins_target_set(struct ins_target *t, const char *dir, const char *name);
+int ins_target_from_name(struct ins_target *t, const char *dir,
+			 const char *name);
+int ins_target_from_socket(struct ins_target *t, const char *dir,
+			   const char *path);
+int ins_attach_open(const struct ins_target *t, struct ins_attach *a,
+		    struct kvr_err *e);
+void ins_attach_close(struct ins_attach *a);
+
+/* ==== Snapshot: a private copy of everything rendered (snapshot.c) ==== */
+
+/* One ring as kvr_ring_check() saw it. */
+struct ins_ring_snap {
+	int rc; /* kvr_ring_check() result */
+	uint32_t cap;
+	struct kvr_ring_snapshot s;
+	uint64_t server_high_water; /* from the channel counters */
+};
+
+/* One channel, copied out of its kvr_channel_shm. */
+struct ins_chan_snap {
+	uint32_t idx, state, generation, transport, ns_id, uid, gid;
+	uint32_t req_ring_off, resp_ring_off;
+	int32_t pid;
+	bool alive;
+	uint64_t pid_start, connected_ns;
+	struct kvr_ns_desc ns; /* model cleaned by ins_copy_clean() */
+	uint64_t requests[16], errors[KVR_ERR_SLOTS];
+	uint64_t reserved_bytes, pins, leases, transfers, last_activity_ns;
+	uint64_t bytes_in, bytes_out, resp_ring_full;
+	struct kvr_bell_stats req_bell, resp_bell;
+	struct ins_ring_snap req, resp;
+};
+
+/*
+ * Everything one frame shows, in process-private memory: renderers read
+ * only this, never the mapping. Owned by the caller; ch is a heap array
+ * from ins_chan_alloc() that the caller frees (ins_snap_take() keeps the
+ * pointer and overwrites the rest).
+ */
+struct ins_snap {
+	uint64_t mono_ns, real_ns; /* when it was taken */
+	int32_t pid;
+	bool alive;
+	uint64_t pid_start;
+	uint8_t boot_id[16];
+	char seg_name[64], pool_name[64];
+	uint32_t abi, align, backend, max_channels, req_cap, resp_cap;
+	uint32_t max_keys, lease_ms, heartbeat_ms, state;
+	int32_t uid;
+	uint64_t pool_bytes, start_real_ns, heartbeat_ns;
+	/* Global counters, in struct kvr_gstats_shm order. */
+	uint64_t used, committed, reserved, objects, reserved_objects, pins;
+	uint64_t pinned_bytes, leases, transfers, evictions, evicted_bytes;
+	uint64_t stores_skipped, no_room, workers, connects, cleanups;
+	uint64_t protocol_errors, handshake_refused, requests, leases_expired;
+	uint64_t free_extents, largest_free, frag_ppm, loop_wakeups;
+	uint32_t nchan; /* entries in ch (max_channels when geometry ok) */
+	struct ins_chan_snap *ch;
+};
+
+struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a);
+int ins_snap_take(const struct ins_attach *a, struct ins_snap *s);
+uint64_t ins_age_ns(uint64_t now, uint64_t then);
+uint64_t ins_uptime_s(const struct ins_snap *s);
+uint64_t ins_chan_requests(const struct ins_chan_snap *c);
+bool ins_chan_shown(const struct ins_chan_snap *c, bool all);
+
+/* ==== Renderers and modes ==== */
+
+/* overview.c: the default output, also each --watch frame. */
+void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
+		       const struct ins_snap *s, const struct ins_snap *prev);
+/* prom.c: --prometheus. */
+void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
+		   const struct ins_snap *s);
+/* The mode runners return an exit status (INS_EXIT_*). */
+int ins_list_run(const struct ins_opts *o);
+int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
+		 const struct ins_snap *s);
+int ins_check_run(const struct ins_opts *o, const struct ins_attach *a,
+		  struct ins_snap *s, struct ins_snap *base);
+int ins_watch_run(const struct ins_opts *o, const struct ins_target *t,
+		  struct ins_attach *a);
+
+#endif /* KVR_TOOLS_INSPECT_H */

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * overview.c - the default output, as key=value lines or one JSON object:
+ * the server's identity and liveness, the pool, the global counters, the
+ * per-interval rates under --watch, and one object per channel shown. It
+ * renders a snapshot and nothing else: it never reads the mapping, and
+ * the refresh loop that feeds it two snapshots lives in watch.c.
+ *
+ * The key names are the JSON schema (docs/inspect.md lists them): keys
+ * are only ever added within schema 1, never renamed or removed, because
+ * scripts and dashboards parse them.
+ */
+#include <stdio.h>
+
+#include "inspect.h"
+
+/*
+ * Per-interval rates for --watch; NULL @prev means "first frame", which
+ * has no rates object at all (rather than zeros that would read as an
+ * idle server). Counters only grow while the server runs, and a restart
+ * resets @prev (watch.c), so the differences do not wrap.
+ */
+static void emit_rates(struct ins_em *e, const struct ins_snap *s,
+		       const struct ins_snap *prev)
+{
+	double dt;
+
+	if (!prev)
+		return;
+	dt = (double)(s->mono_ns - prev->mono_ns) / 1e9;
+	if (dt <= 0)
+		dt = 1e-9;
+	ins_em_obj(e, "rates");
+	ins_em_u64(e, "interval_ms", (s->mono_ns - prev->mono_ns) / 1000000);
+	ins_em_dbl(e, "requests_per_s",
+		   (double)(s->requests - prev->requests) / dt);
+	ins_em_dbl(e, "evictions_per_s",
+		   (double)(s->evictions - prev->evictions) / dt);
+	ins_em_dbl(e, "evicted_bytes_per_s",
+		   (double)(s->evicted_bytes - prev->evicted_bytes) / dt);
+	ins_em_dbl(e, "connects_per_s",
+		   (double)(s->connects - prev->connects) / dt);
+	ins_em_dbl(e, "no_room_per_s",
+		   (double)(s->no_room - prev->no_room) / dt);
+	ins_em_end(e);
+}
+
+/* A ring object: positions are free-running byte counters, so head and tail
+ * only grow; used_bytes is their difference as kvr_ring_check() saw it. */
+static void emit_ring(struct ins_em *e, const char *k,
+		      const struct ins_ring_snap *r)
+{
+	ins_em_obj(e, k);
+	ins_em_u64(e, "capacity", r->cap);
+	ins_em_u64(e, "head", r->s.head);
+	ins_em_u64(e, "tail", r->s.tail);
+	ins_em_u64(e, "used_bytes", r->s.used_bytes);
+	ins_em_dbl(e, "occupancy",
+		   r->cap ? (double)r->s.used_bytes / (double)r->cap : 0.0);
+	/* The server's measurement; the ring header's own value is an
+	 * upper bound (the producer computes it from its cached head). */
+	ins_em_u64(e, "high_water", r->server_high_water);
+	ins_em_u64(e, "ring_high_water", r->s.high_water);
+	ins_em_u64(e, "records", r->s.nr_records);
+	ins_em_str(e, "check", r->rc == 0 ? "ok" : kvr_strerror(r->rc));
+	ins_em_end(e);
+}
+
+/* A doorbell: rung + suppressed is the number of notifies; a high share of
+ * suppressed means the peer was busy and no system call was needed. */
+static void emit_bell(struct ins_em *e, const char *k,
+		      const struct kvr_bell_stats *b)
+{
+	ins_em_obj(e, k);
+	ins_em_u64(e, "rung", b->rung);
+	ins_em_u64(e, "suppressed", b->suppressed);
+	ins_em_u64(e, "sleeps", b->sleeps);
+	ins_em_u64(e, "cancels", b->cancels);
+	ins_em_bool(e, "sleeping", b->sleeping != 0);
+	ins_em_end(e);
+}
+
+/* The worker's model layout, as it registered it in the handshake. */
+static void emit_namespace(struct ins_em *e, const struct ins_chan_snap *c)
+{
+	ins_em_obj(e, "namespace");
+	ins_em_u64(e, "id", c->ns_id);
+	ins_em_str(e, "model", c->ns.model);
+	ins_em_u64(e, "layers", c->ns.layers);
+	ins_em_u64(e, "kv_heads", c->ns.kv_heads);
+	ins_em_u64(e, "head_size", c->ns.head_size);
+	ins_em_u64(e, "dtype_bytes", c->ns.dtype_bytes);
+	ins_em_u64(e, "tp_rank", c->ns.tp_rank);
+	ins_em_u64(e, "tp_size", c->ns.tp_size);
+	ins_em_u64(e, "chunk_tokens", c->ns.chunk_tokens);
+	ins_em_end(e);
+}
+
+/*
+ * One channel object. @pc is the same channel in the previous --watch
+ * frame; its rate is shown only while the channel keeps its generation,
+ * because a re-claimed channel belongs to another worker and restarts its
+ * counters, and the difference would be meaningless (or wrap).
+ */
+static void emit_chan(struct ins_em *e, const struct ins_snap *s,
+		      const struct ins_chan_snap *c,
+		      const struct ins_chan_snap *pc, double dt)
+{
+	char op[32];
+
+	ins_em_item(e, c->idx);
+	ins_em_u64(e, "index", c->idx);
+	ins_em_str(e, "state", ins_chan_state_name(c->state));
+	ins_em_i64(e, "pid", c->pid);
+	ins_em_bool(e, "pid_alive", c->alive);
+	ins_em_u64(e, "uid", c->uid);
+	ins_em_u64(e, "generation", c->generation);
+	ins_em_str(e, "transport", ins_transport_name(c->transport));
+	emit_namespace(e, c);
+	ins_em_u64(e, "connected_s",
+		   ins_age_ns(s->mono_ns, c->connected_ns) / INS_NSEC);
+	ins_em_u64(e, "last_activity_age_ms",
+		   ins_age_ns(s->mono_ns, c->last_activity_ns) / 1000000);
+	emit_ring(e, "req_ring", &c->req);
+	emit_ring(e, "resp_ring", &c->resp);
+	ins_em_obj(e, "doorbells");
+	emit_bell(e, "req", &c->req_bell);
+	emit_bell(e, "resp", &c->resp_bell);
+	ins_em_end(e);
+	ins_em_u64(e, "requests", ins_chan_requests(c));
+	if (pc && pc->generation == c->generation && dt > 0)
+		ins_em_dbl(
+		    e, "requests_per_s",
+		    (double)(ins_chan_requests(c) - ins_chan_requests(pc)) /
+			dt);
+	/* Index 0 is no operation and error slot 0 is success: skipped. */
+	ins_em_obj(e, "requests_by_op");
+	for (uint32_t k = 1; k < KVR_OP__MAX; k++) {
+		snprintf(op, sizeof(op), "%s", kvr_op_name(k));
+		ins_em_u64(e, op, c->requests[k]);
+	}
+	ins_em_end(e);
+	ins_em_obj(e, "errors_by_code");
+	for (unsigned k = 1; k < KVR_ERR_SLOTS; k++)
+		ins_em_u64(e, kvr_err_slot_name(k), c->errors[k]);
+	ins_em_end(e);
+	ins_em_u64(e, "reserved_bytes", c->reserved_bytes);
+	ins_em_u64(e, "pins", c->pins);
+	ins_em_u64(e, "leases", c->leases);
+	ins_em_u64(e, "transfers", c->transfers);
+	ins_em_u64(e, "bytes_in", c->bytes_in);
+	ins_em_u64(e, "bytes_out", c->bytes_out);
+	ins_em_u64(e, "resp_ring_full", c->resp_ring_full);
+	ins_em_end(e);
+}
+
+/* The server's identity, the pool and the global counters. */
+static void emit_server(struct ins_em *e, const struct ins_target *t,
+			const struct ins_snap *s)
+{
+	char boot[33], abi[24];
+
+	ins_hex16(boot, s->boot_id);
+	ins_em_u64(e, "schema", INS_SCHEMA);
+	ins_em_str(e, "segment", t->path);
+	snprintf(abi, sizeof(abi), "%u.%u", s->abi >> 16, s->abi & 0xffffu);
+	ins_em_str(e, "abi", abi);
+	ins_em_i64(e, "server_pid", s->pid);
+	ins_em_bool(e, "server_alive", s->alive);
+	ins_em_str(e, "server_state", ins_server_state_name(s->state));
+	ins_em_str(e, "boot_id", boot);
+	ins_em_u64(e, "uptime_s", ins_uptime_s(s));
+	ins_em_u64(e, "heartbeat_age_ms",
+		   ins_age_ns(s->mono_ns, s->heartbeat_ns) / 1000000);
+	ins_em_u64(e, "heartbeat_ms", s->heartbeat_ms);
+	ins_em_str(e, "pool_backend", ins_backend_name(s->backend));
+	ins_em_str(e, "pool_name", s->pool_name);
+	ins_em_u64(e, "pool_bytes", s->pool_bytes);
+	ins_em_u64(e, "pool_used_bytes", s->used);
+	/* Clamped: a damaged header must not print a huge wrapped value. */
+	ins_em_u64(e, "pool_free_bytes",
+		   s->pool_bytes > s->used ? s->pool_bytes - s->used : 0);
+	ins_em_u64(e, "committed_bytes", s->committed);
+	ins_em_u64(e, "reserved_bytes", s->reserved);
+	ins_em_u64(e, "pinned_bytes", s->pinned_bytes);
+	ins_em_dbl(e, "fragmentation", (double)s->frag_ppm / 1e6);
+	ins_em_u64(e, "free_extents", s->free_extents);
+	ins_em_u64(e, "largest_free_bytes", s->largest_free);
+	ins_em_u64(e, "align", s->align);
+	ins_em_u64(e, "objects", s->objects);
+	ins_em_u64(e, "reserved_objects", s->reserved_objects);
+	ins_em_u64(e, "pins", s->pins);
+	ins_em_u64(e, "leases", s->leases);
+	ins_em_u64(e, "transfers", s->transfers);
+	ins_em_u64(e, "evictions", s->evictions);
+	ins_em_u64(e, "evicted_bytes", s->evicted_bytes);
+	ins_em_u64(e, "stores_skipped", s->stores_skipped);
+	ins_em_u64(e, "no_room", s->no_room);
+	ins_em_u64(e, "requests", s->requests);
+	ins_em_u64(e, "workers", s->workers);
+	ins_em_u64(e, "max_workers", s->max_channels);
+	ins_em_u64(e, "connects", s->connects);
+	ins_em_u64(e, "disconnect_cleanups", s->cleanups);
+	ins_em_u64(e, "protocol_errors", s->protocol_errors);
+	ins_em_u64(e, "handshake_refused", s->handshake_refused);
+	ins_em_u64(e, "leases_expired", s->leases_expired);
+	ins_em_u64(e, "loop_wakeups", s->loop_wakeups);
+	ins_em_u64(e, "lease_ms", s->lease_ms);
+	ins_em_u64(e, "max_keys", s->max_keys);
+}
+
+/*
+ * The overview of snapshot @s of target @t, on @f. @prev is the previous
+ * --watch frame (NULL otherwise): with it the output gains rates. Free
+ * channels are left out unless @all.
+ */
+void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
+		       const struct ins_snap *s, const struct ins_snap *prev)
+{
+	double dt = prev ? (double)(s->mono_ns - prev->mono_ns) / 1e9 : 0.0;
+	struct ins_em e;
+
+	ins_em_init(&e, f, json);
+	emit_server(&e, t, s);
+	emit_rates(&e, s, prev);
+	ins_em_arr(&e, "channels");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		const struct ins_chan_snap *c = &s->ch[i];
+
+		if (!ins_chan_shown(c, all))
+			continue;
+		emit_chan(&e, s, c,
+			  prev && i < prev->nchan ? &prev->ch[i] : NULL, dt);
+	}
+	ins_em_end(&e);
+	ins_em_finish(&e);
+}

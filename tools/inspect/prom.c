@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prom.c - --prometheus: one snapshot in the Prometheus text exposition
+ * format 0.0.4, for a node exporter textfile collector or a sidecar. It
+ * owns the metric names, types and help texts (docs/inspect.md lists
+ * them). It does not share the key=value/JSON emitter: the exposition
+ * format groups samples by metric, not by object, and has its own
+ * escaping rules. Like the other renderers it reads only the snapshot.
+ *
+ * Conventions kept here: every name starts with kvring_; counters end in
+ * _total; each family gets exactly one HELP and one TYPE line, followed
+ * by all of its samples (the format requires samples of one family to be
+ * contiguous); per-channel samples carry the labels channel and pid.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "inspect.h"
+
+/* Label values escape backslash, double quote and newline. */
+static void prom_lv(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fprintf(f, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+/* One HELP and one TYPE line per metric name, before its samples. */
+static void prom_head(FILE *f, const char *name, const char *type,
+		      const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A family with a single unlabelled sample. */
+static void prom_u64(FILE *f, const char *name, const char *type,
+		     const char *help, uint64_t v)
+{
+	prom_head(f, name, type, help);
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+static void prom_dbl(FILE *f, const char *name, const char *type,
+		     const char *help, double v)
+{
+	prom_head(f, name, type, help);
+	fprintf(f, "%s %.6f\n", name, v);
+}
+
+/*
+ * The labels every per-channel sample carries. The pid is there as well
+ * as the channel number because a channel is reused by the next worker:
+ * with the pid in the label set, each worker's counters form their own
+ * series, instead of one series that drops to zero at a reconnect and
+ * reads as a counter reset.
+ */
+static void prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
+{
+	fprintf(f, "channel=\"%" PRIu32 "\",pid=\"%" PRId32 "\"", c->idx,
+		c->pid);
+}
+
+#define CH_U64(field) offsetof(struct ins_chan_snap, field)
+
+/*
+ * Per-channel scalar metrics, read from struct ins_chan_snap by offset so
+ * that each family is one table row rather than one more loop. Every
+ * field named here must be a uint64_t (the loop copies 8 bytes).
+ */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} chan_metrics[] = {
+    {"kvring_channel_reserved_bytes", "gauge",
+     "Bytes reserved by the channel's open store transfers.",
+     CH_U64(reserved_bytes)},
+    {"kvring_channel_pins", "gauge",
+     "Object pins held by the channel (leases and retrieve transfers).",
+     CH_U64(pins)},
+    {"kvring_channel_leases", "gauge", "Leases owned by the channel.",
+     CH_U64(leases)},
+    {"kvring_channel_transfers", "gauge",
+     "Open store and retrieve transfers of the channel.", CH_U64(transfers)},
+    {"kvring_channel_copy_bytes_in_total", "counter",
+     "Payload bytes received over the socket (copy transport).",
+     CH_U64(bytes_in)},
+    {"kvring_channel_copy_bytes_out_total", "counter",
+     "Payload bytes sent over the socket (copy transport).", CH_U64(bytes_out)},
+    {"kvring_channel_resp_ring_full_total", "counter",
+     "Times an answer had to wait for room in the response ring.",
+     CH_U64(resp_ring_full)},
+};
+
+/* Which value of a ring prom_rings() prints. */
+enum ring_val { RV_CAP, RV_USED, RV_HIGH_WATER, RV_HEAD, RV_TAIL, RV_OK };
+
+/* One metric family with a sample per shown channel and ring (label
+ * ring="req" or "resp"). */
+static void prom_rings(FILE *f, const struct ins_snap *s, bool all,
+		       const char *name, const char *type, const char *help,
+		       enum ring_val what)
+{
+	prom_head(f, name, type, help);
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		const struct ins_chan_snap *c = &s->ch[i];
+
+		if (!ins_chan_shown(c, all))
+			continue;
+		for (int r = 0; r < 2; r++) {
+			const struct ins_ring_snap *rs = r ? &c->resp : &c->req;
+			uint64_t v =
+			    what == RV_CAP	    ? rs->cap
+			    : what == RV_USED	    ? rs->s.used_bytes
+			    : what == RV_HIGH_WATER ? rs->server_high_water
+			    : what == RV_HEAD	    ? rs->s.head
+			    : what == RV_TAIL	    ? rs->s.tail
+						    : (uint64_t)(rs->rc == 0);
+
+			fprintf(f, "%s{", name);
+			prom_chan_labels(f, c);
+			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
+				r ? "resp" : "req", v);
+		}
+	}
+}
+
+/* Which doorbell counter prom_bells() prints. */
+enum bell_val { BV_RUNG, BV_SUPPRESSED, BV_SLEEPS };
+
+/* Doorbell counters per shown channel and ring. */
+static void prom_bells(FILE *f, const struct ins_snap *s, bool all,
+		       const char *name, const char *help, enum bell_val what)
+{
+	prom_head(f, name, "counter", help);
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		const struct ins_chan_snap *c = &s->ch[i];
+
+		if (!ins_chan_shown(c, all))
+			continue;
+		for (int r = 0; r < 2; r++) {
+			const struct kvr_bell_stats *b =
+			    r ? &c->resp_bell : &c->req_bell;
+			uint64_t v = what == BV_RUNG	     ? b->rung
+				     : what == BV_SUPPRESSED ? b->suppressed
+							     : b->sleeps;
+
+			fprintf(f, "%s{", name);
+			prom_chan_labels(f, c);
+			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
+				r ? "resp" : "req", v);
+		}
+	}
+}
+
+/* kvring_server_info: a constant 1 whose labels carry the identity, the
+ * usual Prometheus idiom for string-valued facts. */
+static void prom_server_info(FILE *f, const struct ins_target *t,
+			     const struct ins_snap *s)
+{
+	char boot[33];
+
+	ins_hex16(boot, s->boot_id);
+	prom_head(f, "kvring_server_info", "gauge",
+		  "Constant 1; labels describe the server.");
+	fprintf(f, "kvring_server_info{segment=\"");
+	/* The path comes from argv and is not cleaned: escape it. */
+	prom_lv(f, t->path);
+	fprintf(f,
+		"\",boot_id=\"%s\",pool_backend=\"%s\",state=\"%s\","
+		"abi=\"%u.%u\",pid=\"%" PRId32 "\"} 1\n",
+		boot, ins_backend_name(s->backend),
+		ins_server_state_name(s->state), s->abi >> 16, s->abi & 0xffffu,
+		s->pid);
+}
+
+/* The server-wide gauges and counters, one sample each. */
+static void prom_server(FILE *f, const struct ins_snap *s)
+{
+	prom_u64(f, "kvring_server_up", "gauge",
+		 "1 if the server process that owns the segment is alive.",
+		 s->alive);
+	prom_u64(f, "kvring_server_uptime_seconds", "gauge",
+		 "Seconds since the server started.", ins_uptime_s(s));
+	/* Ages in seconds, as floats: Prometheus' base unit for time. */
+	prom_dbl(f, "kvring_server_heartbeat_age_seconds", "gauge",
+		 "Seconds since the server's last heartbeat.",
+		 (double)ins_age_ns(s->mono_ns, s->heartbeat_ns) / 1e9);
+	prom_u64(f, "kvring_pool_bytes", "gauge", "Size of the chunk pool.",
+		 s->pool_bytes);
+	prom_u64(f, "kvring_pool_used_bytes", "gauge",
+		 "Pool bytes reserved or committed.", s->used);
+	prom_u64(f, "kvring_pool_free_bytes", "gauge", "Pool bytes free.",
+		 s->pool_bytes > s->used ? s->pool_bytes - s->used : 0);
+	prom_u64(f, "kvring_pool_committed_bytes", "gauge",
+		 "Pool bytes of committed (readable) objects.", s->committed);
+	prom_u64(f, "kvring_pool_reserved_bytes", "gauge",
+		 "Pool bytes reserved by open store transfers.", s->reserved);
+	prom_u64(f, "kvring_pool_pinned_bytes", "gauge",
+		 "Pool bytes of pinned objects.", s->pinned_bytes);
+	prom_dbl(f, "kvring_pool_fragmentation_ratio", "gauge",
+		 "1 - largest free extent / free bytes.",
+		 (double)s->frag_ppm / 1e6);
+	prom_u64(f, "kvring_pool_free_extents", "gauge",
+		 "Number of free extents in the pool.", s->free_extents);
+	prom_u64(f, "kvring_objects", "gauge", "Committed objects.",
+		 s->objects);
+	prom_u64(f, "kvring_reserved_objects", "gauge",
+		 "Objects reserved but not committed.", s->reserved_objects);
+	prom_u64(f, "kvring_pins", "gauge", "(object, owner) pin pairs.",
+		 s->pins);
+	prom_u64(f, "kvring_leases", "gauge", "Live leases.", s->leases);
+	prom_u64(f, "kvring_transfers", "gauge",
+		 "Open store and retrieve transfers.", s->transfers);
+	prom_u64(f, "kvring_workers", "gauge", "Channels in use.", s->workers);
+	prom_u64(f, "kvring_max_workers", "gauge", "Channels available.",
+		 s->max_channels);
+	prom_u64(f, "kvring_evictions_total", "counter",
+		 "Objects evicted to make room.", s->evictions);
+	prom_u64(f, "kvring_evicted_bytes_total", "counter",
+		 "Bytes evicted to make room.", s->evicted_bytes);
+	prom_u64(f, "kvring_stores_skipped_total", "counter",
+		 "Keys a store skipped because they were already stored.",
+		 s->stores_skipped);
+	prom_u64(f, "kvring_no_room_total", "counter", "Keys answered no-room.",
+		 s->no_room);
+	prom_u64(f, "kvring_requests_total", "counter",
+		 "Requests served (all channels, all time).", s->requests);
+	prom_u64(f, "kvring_connects_total", "counter",
+		 "Workers that completed the handshake.", s->connects);
+	prom_u64(f, "kvring_disconnect_cleanups_total", "counter",
+		 "Channels cleaned up after a disconnect.", s->cleanups);
+	prom_u64(f, "kvring_protocol_errors_total", "counter",
+		 "Workers disconnected for breaking the protocol.",
+		 s->protocol_errors);
+	prom_u64(f, "kvring_handshake_refused_total", "counter",
+		 "Handshakes refused.", s->handshake_refused);
+	prom_u64(f, "kvring_leases_expired_total", "counter",
+		 "Leases that expired.", s->leases_expired);
+	prom_u64(f, "kvring_loop_wakeups_total", "counter",
+		 "Times the server loop slept and woke.", s->loop_wakeups);
+}
+
+/* The per-channel families that are not rings or doorbells. The model
+ * name went through ins_copy_clean() but is escaped anyway: the label
+ * syntax is this file's contract, not the cleaner's. */
+static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
+{
+	prom_head(f, "kvring_channel_info", "gauge",
+		  "Constant 1 per channel shown; labels describe the worker.");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		const struct ins_chan_snap *c = &s->ch[i];
+
+		if (!ins_chan_shown(c, all))
+			continue;
+		fprintf(f, "kvring_channel_info{");
+		prom_chan_labels(f, c);
+		fprintf(f, ",state=\"%s\",transport=\"%s\",model=\"",
+			ins_chan_state_name(c->state),
+			ins_transport_name(c->transport));
+		prom_lv(f, c->ns.model);
+		fprintf(f, "\",tp_rank=\"%u\",tp_size=\"%u\"} 1\n",
+			c->ns.tp_rank, c->ns.tp_size);
+	}
+	prom_head(f, "kvring_channel_worker_up", "gauge",
+		  "1 if the channel's worker process is alive.");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		if (!ins_chan_shown(&s->ch[i], all))
+			continue;
+		fprintf(f, "kvring_channel_worker_up{");
+		prom_chan_labels(f, &s->ch[i]);
+		fprintf(f, "} %d\n", s->ch[i].alive ? 1 : 0);
+	}
+	prom_head(f, "kvring_channel_last_activity_age_seconds", "gauge",
+		  "Seconds since the channel's last request.");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		if (!ins_chan_shown(&s->ch[i], all))
+			continue;
+		fprintf(f, "kvring_channel_last_activity_age_seconds{");
+		prom_chan_labels(f, &s->ch[i]);
+		fprintf(
+		    f, "} %.3f\n",
+		    (double)ins_age_ns(s->mono_ns, s->ch[i].last_activity_ns) /
+			1e9);
+	}
+	for (size_t m = 0; m < sizeof(chan_metrics) / sizeof(chan_metrics[0]);
+	     m++) {
+		prom_head(f, chan_metrics[m].name, chan_metrics[m].type,
+			  chan_metrics[m].help);
+		for (uint32_t i = 0; i < s->nchan; i++) {
+			const struct ins_chan_snap *c = &s->ch[i];
+			uint64_t v;
+
+			if (!ins_chan_shown(c, all))
+				continue;
+			memcpy(&v, (const char *)c + chan_metrics[m].off,
+			       sizeof(v));
+			fprintf(f, "%s{", chan_metrics[m].name);
+			prom_chan_labels(f, c);
+			fprintf(f, "} %" PRIu64 "\n", v);
+		}
+	}
+}
+
+/* Requests by operation and answers by error code, per channel; index 0
+ * (no operation, success) is skipped as in the overview. */
+static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
+{
+	prom_head(f, "kvring_channel_requests_total", "counter",
+		  "Requests by operation.");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		if (!ins_chan_shown(&s->ch[i], all))
+			continue;
+		for (uint32_t k = 1; k < KVR_OP__MAX; k++) {
+			fprintf(f, "kvring_channel_requests_total{");
+			prom_chan_labels(f, &s->ch[i]);
+			fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", kvr_op_name(k),
+				s->ch[i].requests[k]);
+		}
+	}
+	prom_head(f, "kvring_channel_errors_total", "counter",
+		  "Answers with an error, by error code.");
+	for (uint32_t i = 0; i < s->nchan; i++) {
+		if (!ins_chan_shown(&s->ch[i], all))
+			continue;
+		for (unsigned k = 1; k < KVR_ERR_SLOTS; k++) {
+			fprintf(f, "kvring_channel_errors_total{");
+			prom_chan_labels(f, &s->ch[i]);
+			fprintf(f, ",code=\"%s\"} %" PRIu64 "\n",
+				kvr_err_slot_name(k), s->ch[i].errors[k]);
+		}
+	}
+}
+
+/*
+ * The whole exposition of snapshot @s. It is metric-major: each family's
+ * HELP and TYPE, then all of its samples, so that no name is announced
+ * twice. Channels are included as in the overview (in use, or all with
+ * @all). Flushes, so a scraper reading a pipe gets the whole text.
+ */
+void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
+		   const struct ins_snap *s)
+{
+	prom_server_info(f, t, s);
+	prom_server(f, s);
+	prom_channels(f, s, all);
+	prom_ops(f, s, all);
+	prom_rings(f, s, all, "kvring_channel_ring_capacity_bytes", "gauge",
+		   "Ring data capacity.", RV_CAP);
+	prom_rings(f, s, all, "kvring_channel_ring_used_bytes", "gauge",
+		   "Bytes between head and tail.", RV_USED);
+	prom_rings(f, s, all, "kvring_channel_ring_high_water_bytes", "gauge",
+		   "Most bytes ever in flight in the ring.", RV_HIGH_WATER);
+	/* Head and tail are free-running byte counts that only grow, so
+	 * they are counters: rate() of them is the ring's throughput. */
+	prom_rings(f, s, all, "kvring_channel_ring_consumed_bytes_total",
+		   "counter", "Ring head: bytes ever released by the consumer.",
+		   RV_HEAD);
+	prom_rings(f, s, all, "kvring_channel_ring_produced_bytes_total",
+		   "counter",
+		   "Ring tail: bytes ever published by the producer.", RV_TAIL);
+	prom_rings(f, s, all, "kvring_channel_ring_ok", "gauge",
+		   "1 if kvr_ring_check() found the ring well-formed.", RV_OK);
+	prom_bells(f, s, all, "kvring_channel_doorbell_rung_total",
+		   "Notifies that found the consumer asleep (eventfd written).",
+		   BV_RUNG);
+	prom_bells(f, s, all, "kvring_channel_doorbell_suppressed_total",
+		   "Notifies that found the consumer awake (no system call).",
+		   BV_SUPPRESSED);
+	prom_bells(f, s, all, "kvring_channel_doorbell_sleeps_total",
+		   "Times the consumer blocked on the doorbell.", BV_SLEEPS);
+	fflush(f);
+}

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapshot.c - copying what the inspector shows out of the live mapping
+ * into a struct ins_snap in private memory. Every renderer reads only the
+ * copy: a value read twice from shared memory may differ between the two
+ * reads (the server keeps running), and a value another process wrote is
+ * untrusted, so it is read once here, under the SIGBUS guard, and from
+ * then on it is plain data. This file decides how each field is read
+ * (which atomic order, which re-reads); it does not judge the values
+ * (check.c does) or format them (the renderers do).
+ *
+ * Consistency is per value, not per snapshot: counters are independent
+ * relaxed loads, so a sum of them can be off for an instant while the
+ * server updates them. --check allows for that by confirming violations
+ * across several snapshots (check.c).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvring/proc.h>
+
+#include "inspect.h"
+
+/*
+ * Relaxed is enough for every counter: the server is each one's single
+ * writer, an aligned 64-bit atomic load is never torn, and no counter is
+ * used to decide whether other memory may be read.
+ */
+#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+/* Tries of the channel identity copy before the last copy is shown as is. */
+#define CHAN_COPY_TRIES 8
+
+/* Room for one snapshot's channels, sized from the validated geometry (one
+ * dummy entry when the geometry is bad: only --check gets that far, and it
+ * reads no channel). Return: a zeroed array for free(), or NULL. */
+struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a)
+{
+	return calloc(a->geom_ok ? a->g.max_channels : 1,
+		      sizeof(struct ins_chan_snap));
+}
+
+/*
+ * One ring's positions and health, read with kvr_ring_check() (A4 in the
+ * ring's memory-order list: head and tail are re-read until two reads
+ * agree, so the pair is one the ring really had). The capacity passed is
+ * OUR geometry's; a ring header that records another is -EPROTO.
+ */
+static void snap_ring(struct ins_ring_snap *r, const void *mem, uint32_t cap)
+{
+	r->cap = cap;
+	r->rc = kvr_ring_check(mem, kvr_ring_shm_bytes(cap), cap, &r->s);
+}
+
+/*
+ * Copies channel @i. The identity fields are plain data that the server
+ * writes while claiming the channel (in state handshake, right after
+ * bumping generation) and publishes with its release store of state
+ * active (R-CH1). So they are copied between two reads of (state,
+ * generation) and copied again if either changed: a seqlock read without
+ * the writer's cooperation (there is no sequence counter, and we may not
+ * write one). A channel that keeps changing gets CHAN_COPY_TRIES
+ * attempts, then the last copy is shown as is. The worst outcome is a
+ * half-written identity on a channel shown in state handshake, or one
+ * frame mixing two claims' fields; never a read outside the channel.
+ */
+static void snap_chan(const struct ins_attach *a, uint32_t i,
+		      struct ins_chan_snap *c)
+{
+	struct kvr_channel_shm *ch = kvr_ctl_channel(a->h, &a->g, i);
+	const char *base = (const char *)ch;
+	uint32_t st, gen;
+
+	for (int tries = 0; tries < CHAN_COPY_TRIES; tries++) {
+		/*
+		 * A-INS1: acquire on state, so the identity written before
+		 * the server published the state is seen with it (pairs with
+		 * R-CH1/R-CH2, the server's stores of state when it claims
+		 * and frees the channel).
+		 */
+		st = atomic_load_explicit(&ch->state, memory_order_acquire);
+		gen = ch->generation;
+		c->pid = ch->pid;
+		c->uid = ch->uid;
+		c->gid = ch->gid;
+		c->pid_start = ch->pid_start;
+		c->ns_id = ch->ns_id;
+		c->transport = ch->transport;
+		c->connected_ns = ch->connected_ns;
+		c->req_ring_off = ch->req_ring_off;
+		c->resp_ring_off = ch->resp_ring_off;
+		memcpy(&c->ns, &ch->ns, sizeof(c->ns));
+		/* Orders the copies above before the re-read below, so an
+		 * unchanged (state, generation) brackets all of them. */
+		atomic_thread_fence(memory_order_acquire);
+		if (st == atomic_load_explicit(&ch->state,
+					       memory_order_relaxed) &&
+		    gen == ch->generation)
+			break;
+	}
+	c->idx = i;
+	c->state = st;
+	c->generation = gen;
+	ins_copy_clean(c->ns.model, sizeof(c->ns.model), ch->ns.model,
+		       sizeof(ch->ns.model));
+	for (int k = 0; k < 16; k++)
+		c->requests[k] = LD(ch->stats.requests[k]);
+	for (int k = 0; k < KVR_ERR_SLOTS; k++)
+		c->errors[k] = LD(ch->stats.errors[k]);
+	c->reserved_bytes = LD(ch->stats.reserved_bytes);
+	c->pins = LD(ch->stats.pins);
+	c->leases = LD(ch->stats.leases);
+	c->transfers = LD(ch->stats.transfers);
+	c->last_activity_ns = LD(ch->stats.last_activity_ns);
+	c->bytes_in = LD(ch->stats.bytes_in);
+	c->bytes_out = LD(ch->stats.bytes_out);
+	c->resp_ring_full = LD(ch->stats.resp_ring_full);
+	kvr_bell_stats(&ch->req_bell, &c->req_bell);
+	kvr_bell_stats(&ch->resp_bell, &c->resp_bell);
+	/* By (pid, start time): a worker's pid reused by another process
+	 * reads as dead. A free channel's pid is stale by definition. */
+	c->alive = st != KVR_CHAN_FREE && kvr_proc_alive(c->pid, c->pid_start);
+	/* Rings at the offsets WE computed, never the channel's own fields
+	 * (--check compares those against ours). */
+	snap_ring(&c->req, base + a->g.req_ring_off, a->g.req_ring_cap);
+	snap_ring(&c->resp, base + a->g.resp_ring_off, a->g.resp_ring_cap);
+	c->req.server_high_water = LD(ch->stats.req_high_water);
+	c->resp.server_high_water = LD(ch->stats.resp_high_water);
+}
+
+/* The global counters, in struct kvr_gstats_shm order. */
+static void snap_gstats(struct ins_snap *s, struct kvr_gstats_shm *g)
+{
+	s->used = LD(g->used_bytes);
+	s->committed = LD(g->committed_bytes);
+	s->reserved = LD(g->reserved_bytes);
+	s->objects = LD(g->objects);
+	s->reserved_objects = LD(g->reserved_objects);
+	s->pins = LD(g->pins);
+	s->pinned_bytes = LD(g->pinned_bytes);
+	s->leases = LD(g->leases);
+	s->transfers = LD(g->transfers);
+	s->evictions = LD(g->evictions);
+	s->evicted_bytes = LD(g->evicted_bytes);
+	s->stores_skipped = LD(g->stores_skipped);
+	s->no_room = LD(g->no_room);
+	s->workers = LD(g->workers);
+	s->connects = LD(g->connects);
+	s->cleanups = LD(g->disconnect_cleanups);
+	s->protocol_errors = LD(g->protocol_errors);
+	s->handshake_refused = LD(g->handshake_refused);
+	s->requests = LD(g->requests);
+	s->leases_expired = LD(g->leases_expired);
+	s->free_extents = LD(g->free_extents);
+	s->largest_free = LD(g->largest_free);
+	s->frag_ppm = LD(g->frag_ppm);
+	s->loop_wakeups = LD(g->loop_wakeups);
+}
+
+/*
+ * Fills *s from the mapping. s->ch must have room for max_channels
+ * entries (ins_chan_alloc()); it is kept, everything else is overwritten.
+ * The header fields other than heartbeat and state are written once by
+ * the server before `ready` (which attach checked with acquire), so plain
+ * reads see their final values. Channels are read only when the geometry
+ * was validated: otherwise their offsets mean nothing.
+ * Return: 0, or -EFAULT if the mapping raised SIGBUS (message printed;
+ * *s is then partly filled and must not be shown).
+ */
+int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
+{
+	struct kvr_ctl_hdr_shm *h = a->h;
+	struct ins_chan_snap *ch = s->ch;
+
+	memset(s, 0, sizeof(*s));
+	s->ch = ch;
+	ins_bus_armed = 1;
+	if (sigsetjmp(ins_bus_jmp, 1)) {
+		ins_bus_armed = 0;
+		ins_err("read control segment: SIGBUS (the file was truncated "
+			"under us); giving up");
+		return -EFAULT;
+	}
+	s->mono_ns = ins_now_ns(CLOCK_MONOTONIC);
+	s->real_ns = ins_now_ns(CLOCK_REALTIME);
+	s->pid = h->seg.creator_pid;
+	s->pid_start = h->seg.creator_start;
+	s->abi = h->seg.abi;
+	memcpy(s->boot_id, h->seg.boot_id, 16);
+	ins_copy_clean(s->seg_name, sizeof(s->seg_name), h->seg.name,
+		       sizeof(h->seg.name));
+	ins_copy_clean(s->pool_name, sizeof(s->pool_name), h->pool_name,
+		       sizeof(h->pool_name));
+	s->pool_bytes = h->pool_bytes;
+	s->align = h->align;
+	s->backend = h->pool_backend;
+	s->max_channels = h->max_channels;
+	s->req_cap = h->req_ring_cap;
+	s->resp_cap = h->resp_ring_cap;
+	s->max_keys = h->max_keys;
+	s->lease_ms = h->lease_ms;
+	s->heartbeat_ms = h->heartbeat_ms;
+	s->uid = h->server_uid;
+	s->start_real_ns = h->start_realtime_ns;
+	s->heartbeat_ns = LD(h->heartbeat_ns);
+	s->state = LD(h->state);
+	snap_gstats(s, &h->stats);
+	if (a->geom_ok) {
+		s->nchan = a->g.max_channels;
+		for (uint32_t i = 0; i < s->nchan; i++)
+			snap_chan(a, i, &s->ch[i]);
+	}
+	ins_bus_armed = 0;
+	/* After the reads: /proc is not the mapping and needs no guard. */
+	s->alive = kvr_proc_alive(s->pid, s->pid_start);
+	return 0;
+}
+
+/* now - then, or 0 when "then" is unset (0) or in the future (a clock read
+ * in another process a moment after ours). */
+uint64_t ins_age_ns(uint64_t now, uint64_t then)
+{
+	return then && now > then ? now - then : 0;
+}
+
+/* Whole seconds since the server started, by the wall clock (the header
+ * records the start as CLOCK_REALTIME); 0 if unknown or in the future. */
+uint64_t ins_uptime_s(const struct ins_snap *s)
+{
+	return s->start_real_ns && s->real_ns > s->start_real_ns
+		   ? (s->real_ns - s->start_real_ns) / INS_NSEC
+		   : 0;
+}
+
+/* All requests of a channel: the sum of its per-operation counters. */
+uint64_t ins_chan_requests(const struct ins_chan_snap *c)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < 16; k++)
+		n += c->requests[k];
+	return n;
+}
+
+/* Which channels the outputs include: in use, or all with --all. */
+bool ins_chan_shown(const struct ins_chan_snap *c, bool all)
+{
+	return all || c->state != KVR_CHAN_FREE;
+}
