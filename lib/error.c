@@ -60,6 +60,13 @@ static const char *kvr_wording(int code)
 		return "permission denied (uid, gid or file mode)";
 	case EBUSY:
 		return "in use (pinned, leased or owned by a live process)";
+	/* The ring's own damage codes (docs/ring.md). */
+	case EILSEQ:
+		return "ring position not 8-byte aligned (corrupt ring)";
+	case ENOMSG:
+		return "ring record of reserved type 0 (corrupt ring)";
+	case EOVERFLOW:
+		return "ring record runs past the published bytes (corrupt ring)";
 	default:
 		return NULL;
 	}

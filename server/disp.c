@@ -173,6 +173,21 @@ static const char *ring_damage(int rc)
 	}
 }
 
+/* The same for the response ring, where the worker owns the head. */
+static const char *head_damage(int rc)
+{
+	switch (rc) {
+	case -EPROTO:
+		return "head moved backwards";
+	case -ERANGE:
+		return "head ahead of what the server published";
+	case -EILSEQ:
+		return "head not 8-byte aligned";
+	default:
+		return kvr_strerror(rc);
+	}
+}
+
 static uint64_t chan_requests(const struct kvr_conn *c)
 {
 	uint64_t n = 0;
@@ -307,8 +322,9 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		}
 		if (rc < 0) {
 			kvr__chan_proto_error(s, c,
-					      "cannot answer: response ring %s",
-					      kvr_strerror(rc));
+					      "cannot answer: response ring "
+					      "damaged by the worker (%s)",
+					      head_damage(rc));
 			return handled;
 		}
 		answered++;

@@ -54,19 +54,17 @@ static int ring_copy(const void *mem, uint32_t cap, unsigned char *buf,
 		if (rc == -EINVAL || rc == -EPROTO || rc == -EBUSY)
 			return rc;
 		memcpy(buf, mem, bytes);
-		/* A-INS2: acquire, pairs with the consumer's release of head
-		 * (R2 in kvr_ring_release): bytes it released may be reused
-		 * by the producer from here on, so later reads are suspect.
-		 * NB: an acquire load orders what FOLLOWS it; keeping the
-		 * memcpy's loads BEFORE it takes an acquire fence first, the
-		 * seqlock rule snap_chan() follows. x86 never reorders loads
-		 * with loads, so the gap is latent there; closing it also
-		 * changes docs/memory-order.md, so it is a change of its own.
-		 * The const is cast away only because older compilers reject
-		 * atomic loads through a pointer to const. */
+		/* A-INS2: the seqlock rule. The fence keeps the memcpy's
+		 * loads before the re-read of head, so a head still equal
+		 * to the one kvr_ring_check() saw proves the consumer freed
+		 * nothing while we copied (pairs with R2 in
+		 * kvr_ring_release). An acquire load alone would order only
+		 * what follows it. The const is cast away only because older
+		 * compilers reject atomic loads through a pointer to const. */
+		atomic_thread_fence(memory_order_acquire);
 		h2 = atomic_load_explicit(
 		    (_Atomic uint64_t *)(uintptr_t)&live->head,
-		    memory_order_acquire);
+		    memory_order_relaxed);
 		if (h2 == snap->head)
 			break;
 	}

@@ -51,14 +51,11 @@ static bool reattach(const struct ins_target *t, struct ins_attach *a,
 	}
 	ins_hex16(ob, a->h->seg.boot_id);
 	ins_hex16(nb, na.h->seg.boot_id);
-	/*
-	 * NB: the old pid is taken from fr->cur, the snapshot two frames
-	 * back, which on the second frame is still empty and reads 0. The
-	 * old mapping's creator_pid would always be right; that fix changes
-	 * output, so it is left for its own change.
-	 */
+	/* The old pid comes from the old mapping's header, which stays
+	 * valid after the unlink: a snapshot may still be empty on the
+	 * second frame. */
 	ins_err("server restarted: pid %d -> %d, boot id %s -> %s",
-		fr->cur->pid, na.h->seg.creator_pid, ob, nb);
+		a->h->seg.creator_pid, na.h->seg.creator_pid, ob, nb);
 	ins_attach_close(a);
 	*a = na;
 	free(fr->sn[0].ch);
