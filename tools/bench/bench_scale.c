@@ -13,6 +13,12 @@
  *                pinned to --cpu-client, sleeping on their doorbell after
  *                the default 50 us spin); pooled round trip percentiles
  *                and the aggregate rate.
+ *   store_pairs  the server's metadata path for stores: 1 and 2 worker
+ *                processes each running synchronous prepare_store +
+ *                commit_store pairs of one new 4 KiB key (nothing is
+ *                copied: the bytes are not the point), pooled pair
+ *                latency and pairs per second. The 64 MiB pool fills
+ *                within the run, so LRU eviction is on the path too.
  *   pipelined    one client submitting pings (or 1-key lookups)
  *                asynchronously, up to --depth in flight, reaping
  *                completions in batches: the control operations per
@@ -292,6 +298,55 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	_exit(rc < 0 ? 1 : 0);
 }
 
+/* Synchronous prepare+commit pairs of fresh keys until end_ns. */
+static void child_store(struct scale_ctx *x, unsigned idx)
+{
+	struct scale_shm *s = x->shm;
+	uint64_t *samp = s->samples + idx * x->per_proc, n = 0;
+	const uint64_t size = 4096;
+	struct kvr_client *c = NULL;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	bench_pin_cpu(x->o.cpu_client);
+	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
+	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
+	if (rc < 0) {
+		s->proc[idx].err = rc;
+		_exit(1);
+	}
+	while (!atomic_load_explicit(&s->go, memory_order_acquire))
+		usleep(100);
+	while (bench_now_ns() < s->end_ns) {
+		/* Distinct key spaces per process: every prepare reserves. */
+		struct kvr_key k = bench_key((uint64_t)(idx + 1) << 40 | n);
+		struct kvr_xfer xf = {0};
+		uint64_t t0 = bench_now_ns();
+
+		rc = kvr_prepare_store(c, &k, &size, 1, &xf);
+		if (rc == 0 && (xf.nslots != 1 ||
+				xf.slots[0].status != KVR_SLOT_OK ||
+				xf.slots[0].len != size))
+			rc = -EBADMSG; /* a fresh key must get a slot */
+		if (rc == 0)
+			rc = kvr_commit_store(c, &xf);
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: scale: store pair: %s "
+				"(%s)\n", strerror(-rc), kvr_client_errmsg(c));
+			kvr_xfer_free(&xf);
+			s->proc[idx].err = rc;
+			break;
+		}
+		if (n < x->per_proc)
+			samp[n] = bench_now_ns() - t0;
+		n++;
+	}
+	s->proc[idx].count = n;
+	s->proc[idx].nsamp = n < x->per_proc ? n : x->per_proc;
+	kvr_close(c);
+	_exit(rc < 0 ? 1 : 0);
+}
+
 /* Pipelined: keep up to depth requests in flight until end_ns. */
 static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 		    uint64_t end_ns, uint64_t *count, uint64_t *ns)
@@ -484,6 +539,33 @@ static int pipelined(struct scale_ctx *x)
 	return 0;
 }
 
+static int store_pairs(struct scale_ctx *x)
+{
+	for (unsigned n = 1; n <= 2; n++) {
+		uint64_t total = 0, ns = 0, *pool = x->shm->samples;
+		struct lat l;
+		int rc;
+
+		x->per_proc = SAMPLE_BUDGET / n;
+		rc = run_children(x, n, child_store, x->active_ns);
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: scale: store pairs with "
+				"%u workers failed: %s\n", n, strerror(-rc));
+			return rc;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			memmove(pool + ns, x->shm->samples + i * x->per_proc,
+				x->shm->proc[i].nsamp * sizeof(uint64_t));
+			ns += x->shm->proc[i].nsamp;
+			total += x->shm->proc[i].count;
+		}
+		l = lat_of(pool, ns);
+		emit(x, "store_pairs", n, n, 0, &l,
+		     (double)total * 1e9 / (double)x->active_ns, 0, 0);
+	}
+	return 0;
+}
+
 /* --only PART: run one part of the scenario. */
 static bool want(const struct scale_ctx *x, const char *part)
 {
@@ -497,8 +579,8 @@ int bench_scale_main(int argc, char **argv)
 
 	memset(&x, 0, sizeof(x));
 	rc = bench_run_opts_parse(argc, argv, SCENARIO,
-				  "  --only PART         one_active, all_active "
-				  "or pipelined\n"
+				  "  --only PART         one_active, all_active, "
+				  "store_pairs or pipelined\n"
 				  "  (one_active: --rounds, --iters; "
 				  "all_active and pipelined run 1 s each, "
 				  "0.3 s with --quick)\n",
@@ -535,6 +617,7 @@ int bench_scale_main(int argc, char **argv)
 	}
 	/* Children first: forked before this process holds a client. */
 	if ((want(&x, "all_active") && all_active(&x) < 0) ||
+	    (want(&x, "store_pairs") && store_pairs(&x) < 0) ||
 	    (want(&x, "pipelined") && pipelined(&x) < 0) ||
 	    (want(&x, "one_active") && one_active(&x) < 0))
 		goto out;
