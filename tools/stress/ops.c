@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - the plain operations one worker runs against kvringd: store,
+ * abort, retrieve and lookup of a window of 1..16 consecutive keys, plus
+ * the choice of that window and the commit of a prepared retrieve (shared
+ * with lease.c). Each returns 0 when the operation completed and was
+ * counted, or the library's -errno; worker.c counts the error and decides
+ * whether to reconnect.
+ *
+ * This is also where the killer's targets are made. Between a prepare and
+ * its commit the worker publishes a PREPARED phase and sometimes lingers
+ * 0.5..3 ms, so that the parent's targeted SIGKILLs (killer.c) land
+ * exactly where the server holds a reservation or a pin for a process
+ * that will never come back. And it is where poison comes from: a store
+ * that will be aborted, or that lingers (and so may be killed), first
+ * fills its slots with 0xa5. The server must never publish such a
+ * reservation; if it ever did, a later retrieve of that key would hash
+ * poison (or the half-written real bytes) and verify.c would count it
+ * corrupt. Without poison a leaked reservation could still hold an older,
+ * correct copy of the chunk and the bug would pass unseen.
+ *
+ * It does not verify bytes itself (verify.c) and knows nothing of leases
+ * (lease.c) or of the connection's life (worker.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "stress.h"
+
+/* Pause in a prepared phase now and then (one time in 8, 0.5..3 ms), so
+ * that the parent's targeted kills find workers there. */
+static void maybe_linger(struct st_worker *w)
+{
+	if (st_rnd_below(&w->rng, 8) == 0)
+		st_sleep_us(500 + st_rnd_below(&w->rng, 2500));
+}
+
+/* A window of 1..16 consecutive key ids: with @recent, one that some
+ * worker committed lately (so a retrieve likely hits), else random. */
+void st_op_pick_window(struct st_worker *w, bool recent, uint64_t *base,
+		       uint32_t *n)
+{
+	uint64_t e, pos;
+
+	if (recent) {
+		/* Relaxed: any entry is a valid window; staleness is fine. */
+		pos = atomic_load_explicit(&w->sh->recent_pos,
+					   memory_order_relaxed);
+		if (pos) {
+			e = atomic_load_explicit(
+				&w->sh->recent[st_rnd_below(
+					&w->rng, pos < RECENT ? pos : RECENT)],
+				memory_order_relaxed);
+			if (e) {
+				*base = e >> 5;
+				*n = (uint32_t)(e & 31);
+				return;
+			}
+		}
+	}
+	*n = 1 + (uint32_t)st_rnd_below(&w->rng, MAX_CHUNKS);
+	*base = st_rnd_below(&w->rng, w->nkeys - *n + 1);
+}
+
+/*
+ * Store (or, with @abort_it, reserve and abort) a random window. Keys
+ * already stored come back EXISTS, keys the pool has no room for NOROOM;
+ * every answer is counted by status, and only OK slots are written.
+ */
+int st_op_store(struct st_worker *w, bool abort_it)
+{
+	struct kvr_key k[MAX_CHUNKS];
+	uint64_t sz[MAX_CHUNKS], base, pos, nok = 0, bytes = 0;
+	struct kvr_xfer x = { 0 };
+	bool linger = false;
+	uint32_t n;
+	int rc;
+
+	st_op_pick_window(w, false, &base, &n);
+	st_keys_window(base, n, k, sz);
+	rc = kvr_prepare_store(w->c, k, sz, n, &x);
+	if (rc < 0)
+		return rc;
+	st_worker_set_phase(w, PH_STORE_PREPARED);
+	/* One committed store in eight lingers in the prepared window. */
+	if (!abort_it && st_rnd_below(&w->rng, 8) == 0)
+		linger = true;
+	for (uint32_t i = 0; i < x.nslots; i++) {
+		const struct kvr_slot *s = &x.slots[i];
+		int st = s->status;
+
+		st_bump(&w->res->slot_st[st >= 0 && st < NSLOT_ST ? st : 4],
+			1);
+		if (st != KVR_SLOT_OK)
+			continue;
+		/* Poison first when this store will be aborted or may be
+		 * killed while it lingers: published poison is corruption. */
+		if (abort_it || linger)
+			memset(s->ptr, 0xa5, s->len);
+		else
+			st_keys_fill(s->ptr, s->len, base + i);
+	}
+	if (abort_it) {
+		maybe_linger(w);
+		rc = kvr_abort_store(w->c, &x);
+		st_worker_set_phase(w, PH_OTHER);
+		if (rc == 0)
+			st_bump(&w->res->ops[OP_ABORT], 1);
+		return rc;
+	}
+	if (linger) {
+		/* A kill during this sleep leaves a poisoned reservation for
+		 * the server's disconnect cleanup to throw away. */
+		st_sleep_us(500 + st_rnd_below(&w->rng, 2500));
+		for (uint32_t i = 0; i < x.nslots; i++)
+			if (x.slots[i].status == KVR_SLOT_OK)
+				st_keys_fill(x.slots[i].ptr, x.slots[i].len,
+					     base + i);
+	}
+	/* Self-test of the checker: commit a damaged chunk on purpose. */
+	if (w->o->inject_corrupt && w->slot == 0 &&
+	    ++w->stores % w->o->inject_corrupt == 0)
+		for (uint32_t i = 0; i < x.nslots; i++)
+			if (x.slots[i].status == KVR_SLOT_OK) {
+				((unsigned char *)x.slots[i]
+					 .ptr)[x.slots[i].len / 2] ^= 1;
+				break;
+			}
+	/* Counted before the commit: it frees the slot array. */
+	for (uint32_t i = 0; i < x.nslots; i++)
+		if (x.slots[i].status == KVR_SLOT_OK) {
+			nok++;
+			bytes += x.slots[i].len;
+		}
+	rc = kvr_commit_store(w->c, &x);
+	st_worker_set_phase(w, PH_OTHER);
+	if (rc < 0)
+		return rc;
+	st_bump(&w->res->stored_chunks, nok);
+	st_bump(&w->res->stored_bytes, bytes);
+	/* Relaxed: the ring is a hint list of windows worth retrieving; a
+	 * reader that sees a torn pair (new pos, old entry) just retrieves
+	 * an older window. The window is packed as base << 5 | n (n <= 16). */
+	pos = atomic_fetch_add_explicit(&w->sh->recent_pos, 1,
+					memory_order_relaxed);
+	atomic_store_explicit(&w->sh->recent[pos % RECENT], base << 5 | n,
+			      memory_order_relaxed);
+	st_bump(&w->res->ops[OP_STORE], 1);
+	return 0;
+}
+
+/*
+ * Verify and commit a prepared retrieve of keys [base, base + n). The
+ * answer covers the leading hits only, so slot i is key base + i; more
+ * slots than keys is itself a corrupt answer. The phase says PREPARED
+ * for the whole check, and the linger keeps the pins a little longer, so
+ * the killer can catch us holding them.
+ */
+int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
+			  uint64_t base, uint32_t n, const char *how)
+{
+	st_worker_set_phase(w, PH_RETRIEVE_PREPARED);
+	if (x->nslots > n) {
+		fprintf(stderr, PROG ": CORRUPT %s: %u slots for %u keys\n",
+			how, x->nslots, n);
+		st_bump(&w->res->corrupt_chunks, 1);
+	}
+	for (uint32_t i = 0; i < x->nslots && i < n; i++)
+		st_verify_slot(w, &x->slots[i], base + i, how);
+	maybe_linger(w);
+	if (x->id == 0) {
+		/* Nothing pinned, nothing to commit. */
+		kvr_xfer_free(x);
+		st_worker_set_phase(w, PH_OTHER);
+		return 0;
+	}
+	st_worker_set_phase(w, PH_OTHER);
+	return kvr_commit_retrieve(w->c, x);
+}
+
+/* Retrieve a window: three times in four a recently stored one, so that
+ * most retrieves hit and verify something despite constant eviction. */
+int st_op_retrieve(struct st_worker *w)
+{
+	struct kvr_key k[MAX_CHUNKS];
+	struct kvr_xfer x = { 0 };
+	uint64_t base;
+	uint32_t n;
+	int rc;
+
+	st_op_pick_window(w, st_rnd_below(&w->rng, 4) != 0, &base, &n);
+	st_keys_window(base, n, k, NULL);
+	rc = kvr_prepare_retrieve(w->c, k, n, &x);
+	if (rc < 0)
+		return rc;
+	rc = st_op_finish_retrieve(w, &x, base, n, "retrieve");
+	if (rc == 0)
+		st_bump(&w->res->ops[OP_RETRIEVE], 1);
+	return rc;
+}
+
+/* Lookup without pin: all the worker can check is that the hit count is
+ * not larger than the window. */
+int st_op_lookup(struct st_worker *w)
+{
+	struct kvr_key k[MAX_CHUNKS];
+	uint64_t base;
+	uint32_t n;
+	long hits;
+
+	st_op_pick_window(w, st_rnd_below(&w->rng, 2) != 0, &base, &n);
+	st_keys_window(base, n, k, NULL);
+	hits = kvr_lookup(w->c, k, n, NULL);
+	if (hits < 0)
+		return (int)hits;
+	if ((uint64_t)hits > n) {
+		fprintf(stderr, PROG ": CORRUPT lookup: %ld hits for %u keys\n",
+			hits, n);
+		st_bump(&w->res->corrupt_chunks, 1);
+	}
+	st_bump(&w->res->ops[OP_LOOKUP], 1);
+	return 0;
+}

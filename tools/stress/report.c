@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report.c - everything the run prints about itself: the progress line on
+ * a terminal, the verdict (each invariant of docs/reliability.md checked
+ * once, each failure one "FAILED:" line on stderr), and the report on
+ * stdout as key=value lines or, with --json, one object whose keys are a
+ * stable interface (schema SCHEMA; add keys, never rename one without
+ * bumping it).
+ *
+ * It reads the run totals (results.c), the parent's own counts (kills,
+ * crashes, server exit) and the audit (audit.c); it measures nothing and
+ * changes nothing, so its output is a pure function of those.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stress.h"
+
+/* ops_by_type keys, in enum st_op order. */
+static const char *const op_names[OP_N] = {
+	"lookup", "lookup_pin", "store", "abort",
+	"retrieve", "lease_retrieve", "lease_shared",
+};
+
+/* store_slots keys, in enum kvr_slot_status order. */
+static const char *const slot_st_names[NSLOT_ST] = {
+	"ok", "exists", "noroom", "busy", "invalid",
+};
+
+/* At most this many failures are listed (the first ones, in the order
+ * the checks run below); the exit status does not depend on the cap. */
+#define MAX_FAILS 8
+
+/* "EOWNERDEAD" for EOWNERDEAD; bucket 0 (out of range) is "other". */
+static const char *errno_name(int e)
+{
+	const char *n = e ? strerrorname_np(e) : NULL;
+
+	return n ? n : "other";
+}
+
+/*
+ * Called from the parent's loop every 250 ms on a terminal. It reads the
+ * live shared counters (each untorn, the sum not a snapshot) and the
+ * parent's own kill counts, and costs the workers nothing.
+ */
+void st_report_progress(const struct st_run *r, bool final)
+{
+	struct st_totals t;
+	double el = (double)(st_now_ns() - r->t0_ns) / 1e9;
+
+	st_results_sum(r->sh, r->o.workers, &t);
+	/* \r and trailing blanks: the line overwrites itself in place. */
+	fprintf(stderr,
+		"\r%s ops %" PRIu64 " (%.0f/s) verified %" PRIu64
+		" corrupt %" PRIu64 " kills %" PRIu64 " server-kills %" PRIu64
+		" elapsed %.0fs   %s",
+		PROG, t.ops_total, el > 0 ? (double)t.ops_total / el : 0.0,
+		t.verified_chunks, t.corrupt, r->kills, r->srv_kills, el,
+		final ? "\n" : "");
+}
+
+/* JSON string output for the few strings we print (no control chars
+ * can appear in them except from errno names, which are plain). */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if ((unsigned char)*s >= 0x20)
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+/* What the verdict and both formats need, gathered once, so that the
+ * two formats cannot disagree about a number. Lives on the caller's
+ * stack for one report. */
+struct facts {
+	struct st_totals t;
+	uint64_t leaked_res, leaked_pins, leaked_leases, leaked_xfers;
+	char fails[MAX_FAILS][600];
+	int nf;
+};
+
+/*
+ * Every invariant of the run, checked in a fixed order. A failed audit
+ * (no control segment) reports the leaks as 0, but "leak audit
+ * impossible" fails the run, so a missing audit can never pass.
+ */
+static void judge(const struct st_run *r, const struct st_audit *a,
+		  struct facts *f)
+{
+#define FAIL(...)                                                           \
+	do {                                                                \
+		if (f->nf < MAX_FAILS)                                      \
+			snprintf(f->fails[f->nf++], sizeof(f->fails[0]),    \
+				 __VA_ARGS__);                              \
+	} while (0)
+	if (f->t.corrupt)
+		FAIL("%" PRIu64 " corrupt chunks", f->t.corrupt);
+	if (!a->have_ctl)
+		FAIL("leak audit impossible: %s", a->why);
+	if (f->leaked_res || f->leaked_pins || f->leaked_leases ||
+	    f->leaked_xfers)
+		FAIL("leaked: %" PRIu64 " reserved bytes, %" PRIu64
+		     " pins, %" PRIu64 " leases, %" PRIu64 " transfers",
+		     f->leaked_res, f->leaked_pins, f->leaked_leases,
+		     f->leaked_xfers);
+	if (a->have_ctl && !a->workers_gone)
+		FAIL("server still reports %" PRIu64 " workers after ours left",
+		     ST_AUD(a, workers));
+	if (a->have_ctl && !a->accounting_ok)
+		FAIL("pool accounting: %s", a->why);
+	if (r->srv_crashed)
+		FAIL("kvringd died without being killed (or did not restart)");
+	if (r->worker_crashes)
+		FAIL("%" PRIu64 " workers died on their own",
+		     r->worker_crashes);
+	if (r->workers_stuck)
+		FAIL("%" PRIu64 " workers did not stop within 15 s",
+		     r->workers_stuck);
+	/* -1 (attach mode: not ours) is not a failure. */
+	if (r->srv_exit > 0)
+		FAIL("kvringd exit status %d after SIGTERM", r->srv_exit);
+	/* A run that did nothing proved nothing. */
+	if (f->t.ops_total == 0)
+		FAIL("no operation completed");
+#undef FAIL
+}
+
+/*
+ * The JSON report, one object on one line. Printed field by field rather
+ * than built: the values are all numbers, booleans and a few strings we
+ * control (errno names, failure texts), so json_str() is the only
+ * escaping needed.
+ */
+static void print_json(const struct st_run *r, const struct st_audit *a,
+		       const struct facts *f)
+{
+	const struct st_opts *o = &r->o;
+	const struct st_totals *t = &f->t;
+	bool first;
+
+	printf("{\"schema\":%d,\"seed\":%" PRIu64 ",\"workers\":%u,"
+	       "\"seconds\":%.3f,\"ops\":%" PRIu64
+	       ",\"ops_per_s\":%.1f,\"ops_by_type\":{",
+	       SCHEMA, o->seed, o->workers, r->elapsed_s, t->ops_total,
+	       r->elapsed_s > 0 ? (double)t->ops_total / r->elapsed_s : 0.0);
+	for (int i = 0; i < OP_N; i++)
+		printf("%s\"%s\":%" PRIu64, i ? "," : "", op_names[i],
+		       t->ops[i]);
+	printf("},\"verified_chunks\":%" PRIu64 ",\"verified_bytes\":%" PRIu64
+	       ",\"corrupt_chunks\":%" PRIu64 ",\"stored_chunks\":%" PRIu64
+	       ",\"stored_bytes\":%" PRIu64 ",\"store_slots\":{",
+	       t->verified_chunks, t->verified_bytes, t->corrupt,
+	       t->stored_chunks, t->stored_bytes);
+	for (int i = 0; i < NSLOT_ST; i++)
+		printf("%s\"%s\":%" PRIu64, i ? "," : "", slot_st_names[i],
+		       t->slot_st[i]);
+	printf("},\"kills\":%" PRIu64 ",\"kills_by_phase\":{"
+	       "\"store_prepared\":%" PRIu64 ",\"retrieve_prepared\":%" PRIu64
+	       ",\"other\":%" PRIu64 "},\"server_kills\":%" PRIu64
+	       ",\"server_restarts\":%" PRIu64 ",\"reconnects\":%" PRIu64
+	       ",\"lease_short\":%" PRIu64 ",\"errors\":{",
+	       r->kills, r->kills_store, r->kills_retrieve, r->kills_other,
+	       r->srv_kills, r->srv_restarts, t->reconnects, t->lease_short);
+	/* Only the errno values that occurred, by name. */
+	first = true;
+	for (int i = 0; i < NERRNO; i++) {
+		if (!t->errors[i])
+			continue;
+		printf("%s", first ? "" : ",");
+		json_str(errno_name(i));
+		printf(":%" PRIu64, t->errors[i]);
+		first = false;
+	}
+	printf("},\"leaked_reserved_bytes\":%" PRIu64
+	       ",\"leaked_pins\":%" PRIu64 ",\"leaked_leases\":%" PRIu64
+	       ",\"leaked_transfers\":%" PRIu64 ",\"pool_accounting_ok\":%s",
+	       f->leaked_res, f->leaked_pins, f->leaked_leases,
+	       f->leaked_xfers,
+	       a->have_ctl && a->accounting_ok ? "true" : "false");
+	/* "pool" is left out when the audit could not map the segment. */
+	if (a->have_ctl)
+		printf(",\"pool\":{\"pool_bytes\":%" PRIu64
+		       ",\"used_bytes\":%" PRIu64
+		       ",\"committed_bytes\":%" PRIu64
+		       ",\"objects\":%" PRIu64 ",\"evictions\":%" PRIu64
+		       ",\"no_room\":%" PRIu64 ",\"protocol_errors\":%" PRIu64
+		       ",\"disconnect_cleanups\":%" PRIu64 "}",
+		       a->pool_bytes, ST_AUD(a, used_bytes),
+		       ST_AUD(a, committed_bytes), ST_AUD(a, objects),
+		       ST_AUD(a, evictions), ST_AUD(a, no_room),
+		       ST_AUD(a, protocol_errors),
+		       ST_AUD(a, disconnect_cleanups));
+	printf(",\"server_crashed\":%s,\"worker_crashes\":%" PRIu64
+	       ",\"workers_stuck\":%" PRIu64 ",\"server_exit\":%d,"
+	       "\"ok\":%s,\"failures\":[",
+	       r->srv_crashed ? "true" : "false", r->worker_crashes,
+	       r->workers_stuck, r->srv_exit, f->nf ? "false" : "true");
+	for (int i = 0; i < f->nf; i++) {
+		printf("%s", i ? "," : "");
+		json_str(f->fails[i]);
+	}
+	printf("]}\n");
+}
+
+/*
+ * The text report: a subset of the JSON keys, one key=value a line, meant
+ * for a human or a grep (ok=1 is the verdict). Scripts should use --json,
+ * which has every key.
+ */
+static void print_text(const struct st_run *r, const struct st_audit *a,
+		       const struct facts *f)
+{
+	const struct st_opts *o = &r->o;
+	const struct st_totals *t = &f->t;
+
+	printf("seed=%" PRIu64 "\nworkers=%u\nseconds=%.3f\nops=%" PRIu64
+	       "\nops_per_s=%.1f\n",
+	       o->seed, o->workers, r->elapsed_s, t->ops_total,
+	       r->elapsed_s > 0 ? (double)t->ops_total / r->elapsed_s : 0.0);
+	for (int i = 0; i < OP_N; i++)
+		printf("ops_%s=%" PRIu64 "\n", op_names[i], t->ops[i]);
+	printf("verified_chunks=%" PRIu64 "\nverified_bytes=%" PRIu64
+	       "\ncorrupt_chunks=%" PRIu64 "\nstored_chunks=%" PRIu64 "\n",
+	       t->verified_chunks, t->verified_bytes, t->corrupt,
+	       t->stored_chunks);
+	for (int i = 0; i < NSLOT_ST; i++)
+		printf("store_slots_%s=%" PRIu64 "\n", slot_st_names[i],
+		       t->slot_st[i]);
+	printf("kills=%" PRIu64 "\nkills_store_prepared=%" PRIu64
+	       "\nkills_retrieve_prepared=%" PRIu64 "\nserver_kills=%" PRIu64
+	       "\nreconnects=%" PRIu64 "\n",
+	       r->kills, r->kills_store, r->kills_retrieve, r->srv_kills,
+	       t->reconnects);
+	for (int i = 0; i < NERRNO; i++)
+		if (t->errors[i])
+			printf("errors_%s=%" PRIu64 "\n", errno_name(i),
+			       t->errors[i]);
+	printf("leaked_reserved_bytes=%" PRIu64 "\nleaked_pins=%" PRIu64
+	       "\nleaked_leases=%" PRIu64 "\nleaked_transfers=%" PRIu64
+	       "\npool_accounting_ok=%d\n",
+	       f->leaked_res, f->leaked_pins, f->leaked_leases,
+	       f->leaked_xfers, a->have_ctl && a->accounting_ok);
+	if (a->have_ctl)
+		printf("pool_bytes=%" PRIu64 "\nused_bytes=%" PRIu64
+		       "\nobjects=%" PRIu64 "\nevictions=%" PRIu64 "\n",
+		       a->pool_bytes, ST_AUD(a, used_bytes),
+		       ST_AUD(a, objects), ST_AUD(a, evictions));
+	printf("ok=%d\n", f->nf == 0);
+}
+
+int st_report_print(const struct st_run *r, const struct st_audit *a)
+{
+	struct facts f;
+
+	memset(&f, 0, sizeof(f));
+	st_results_sum(r->sh, r->o.workers, &f.t);
+	/* The leak counters are the audit's global counters; all must be 0
+	 * (reported as 0 when there was no audit, which fails anyway). */
+	f.leaked_res = a->have_ctl ? ST_AUD(a, reserved_bytes) : 0;
+	f.leaked_pins = a->have_ctl ? ST_AUD(a, pins) : 0;
+	f.leaked_leases = a->have_ctl ? ST_AUD(a, leases) : 0;
+	f.leaked_xfers = a->have_ctl ? ST_AUD(a, transfers) : 0;
+	judge(r, a, &f);
+	if (r->o.json)
+		print_json(r, a, &f);
+	else
+		print_text(r, a, &f);
+	fflush(stdout);
+	/* After the report, so a reader of stderr sees them last. */
+	for (int i = 0; i < f.nf; i++)
+		fprintf(stderr, PROG ": FAILED: %s\n", f.fails[i]);
+	return f.nf ? EXIT_FAIL : EXIT_OK;
+}
