@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_audit.c - kvr_store_audit(): walks every object, owner, channel,
+ * the LRU list, the lease heap and the allocator of a store, recomputes
+ * every count from scratch and compares it with what the engine recorded.
+ * Tests call it after every step, so an invariant broken by any request is
+ * caught at the request that broke it, not at the crash it causes later.
+ *
+ * It only reads: it never repairs anything (a store that fails its audit
+ * is a bug, and hiding it would lose the evidence), and it allocates only
+ * its own scratch tallies. It costs O(everything), so the event loop never
+ * calls it on a request path. The invariants are the ones listed in
+ * docs/storage.md, "What the audit checks":
+ *  A1 the allocator's own audit passes;
+ *  A2 every live object is in the index under its key and the index holds
+ *     nothing else; its slot is exactly one live allocation; sum of rounded
+ *     sizes == allocator used bytes == committed + reserved gauges;
+ *  A3 a RESERVED object has no pin, is on no list but its store transfer's,
+ *     and is listed by exactly that one transfer;
+ *  A4 every pin is owned: an object's pin count == the number of retrieve
+ *     transfers and leases listing it; an owner lists an object at most
+ *     once and only COMMITTED objects;
+ *  A5 the LRU list holds exactly the COMMITTED objects with no pin, and its
+ *     links are consistent;
+ *  A6 every owner is reachable by its id and on its channel's list, leases
+ *     are in the heap at their recorded position, the heap is ordered;
+ *  A7 per-channel and global gauges equal the recomputed values.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store_int.h"
+
+/*
+ * Record the first violation in msg and stop. Every check below reads as
+ * "if (broken) FAIL(what was found, what was expected)". The walkers own
+ * no memory, so stopping is a plain return.
+ */
+#define FAIL(...)                                                              \
+	do {                                                                   \
+		if (msg_len)                                                   \
+			snprintf(msg, msg_len, __VA_ARGS__);                   \
+		return -ENOTRECOVERABLE;                                       \
+	} while (0)
+
+/*
+ * Scratch of the audit: what the owner walk found, for the object walk to
+ * compare with, and the per-channel counters recomputed from the lists.
+ */
+struct audit_tally {
+	uint32_t *pins;	    /* per object: owners listing it */
+	uint32_t *seen;	    /* per object: last owner + 1 that listed it */
+	uint32_t *holders;  /* per object: store transfers listing it */
+	struct chan *chans; /* recomputed per-channel counters */
+	uint64_t lru_want;  /* committed objects without a pin */
+};
+
+/*
+ * A3, A4 for one owner's object list: each entry a real object, listed
+ * once; a store transfer lists only its own RESERVED objects and its byte
+ * count is their rounded sum; others pin only COMMITTED objects.
+ */
+static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
+			    uint32_t c, uint32_t o, char *msg, size_t msg_len)
+{
+	const struct owner *w = &s->own[o];
+
+	for (uint32_t i = 0; i < w->nr; i++) {
+		uint32_t b = w->objs[i];
+
+		if (b >= s->obj_cap)
+			FAIL("owner %llu lists bad object %u",
+			     (unsigned long long)w->id, b);
+		/* seen[] holds o + 1 so that 0 means "nobody yet". */
+		if (t->seen[b] == o + 1)
+			FAIL("owner %llu lists object %u twice",
+			     (unsigned long long)w->id, b);
+		t->seen[b] = o + 1;
+		if (w->kind == OWN_STORE) {
+			if (s->obj[b].state != OBJ_RESERVED ||
+			    s->obj[b].owner != o)
+				FAIL("store %llu lists object %u in state %u "
+				     "owner %u",
+				     (unsigned long long)w->id, b,
+				     s->obj[b].state, s->obj[b].owner);
+			t->holders[b]++;
+			t->chans[c].reserved_objects++;
+		} else {
+			if (s->obj[b].state != OBJ_COMMITTED)
+				FAIL("owner %llu pins object %u in state %u",
+				     (unsigned long long)w->id, b,
+				     s->obj[b].state);
+			t->pins[b]++;
+			t->chans[c].pins++;
+		}
+	}
+	if (w->kind == OWN_STORE) {
+		uint64_t sum = 0;
+
+		for (uint32_t i = 0; i < w->nr; i++)
+			sum += obj_bytes(s, &s->obj[w->objs[i]]);
+		if (sum != w->bytes)
+			FAIL("store %llu: bytes %llu, objects sum to %llu",
+			     (unsigned long long)w->id,
+			     (unsigned long long)w->bytes,
+			     (unsigned long long)sum);
+		t->chans[c].reserved_bytes += w->bytes;
+	}
+	return 0;
+}
+
+/*
+ * A6, A3, A4, A7 from the owners' side: walk each channel's owner list and
+ * tally what the owners claim. The length guard (owners > own_live) stops a
+ * cycle in a corrupt list from looping forever.
+ */
+static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
+			char *msg, size_t msg_len)
+{
+	uint64_t owners = 0, leases = 0, xfers = 0;
+	int rc;
+
+	for (uint32_t c = 0; c < s->cfg.max_channels; c++) {
+		const struct chan *rec = &s->chan[c], *got = &t->chans[c];
+		uint32_t prev = NIL;
+
+		for (uint32_t o = rec->head; o != NIL;
+		     prev = o, o = s->own[o].next) {
+			const struct owner *w = &s->own[o];
+
+			if (o >= s->own_cap || owners > s->own_live)
+				FAIL("owner list of ch %u corrupt", c);
+			owners++;
+			if (w->prev != prev || w->ch != c)
+				FAIL("owner %u: links/ch %u on ch %u list", o,
+				     w->ch, c);
+			if (w->kind == OWN_FREE || w->id == 0 ||
+			    w->id >= s->next_id ||
+			    kvr_index_u64_find(&s->ids, w->id) != o)
+				FAIL("owner %u (id %llu kind %u) not findable",
+				     o, (unsigned long long)w->id, w->kind);
+			if (w->kind == OWN_LEASE) {
+				leases++;
+				t->chans[c].nr_leases++;
+				if (w->heap_pos >= s->heap_nr ||
+				    s->heap[w->heap_pos] != o)
+					FAIL("lease %llu not in heap",
+					     (unsigned long long)w->id);
+			} else {
+				xfers++;
+				t->chans[c].nr_xfers++;
+				if (w->heap_pos != NIL)
+					FAIL("transfer %llu in lease heap",
+					     (unsigned long long)w->id);
+			}
+			/* An empty owner is never published (seed bug 1). */
+			if (w->nr == 0 || w->nr > w->cap)
+				FAIL("owner %llu lists %u objects (cap %u)",
+				     (unsigned long long)w->id, w->nr, w->cap);
+			rc = audit_owner_objs(s, t, c, o, msg, msg_len);
+			if (rc < 0)
+				return rc;
+		}
+		if (got->nr_xfers != rec->nr_xfers ||
+		    got->nr_leases != rec->nr_leases ||
+		    got->pins != rec->pins ||
+		    got->reserved_objects != rec->reserved_objects ||
+		    got->reserved_bytes != rec->reserved_bytes)
+			FAIL("ch %u counters xfers %u/%u leases %u/%u pins "
+			     "%llu/%llu reserved %llu/%llu (walked/recorded)",
+			     c, got->nr_xfers, rec->nr_xfers, got->nr_leases,
+			     rec->nr_leases, (unsigned long long)got->pins,
+			     (unsigned long long)rec->pins,
+			     (unsigned long long)got->reserved_bytes,
+			     (unsigned long long)rec->reserved_bytes);
+	}
+	/* Every live owner was on some list, and only those have ids. */
+	if (owners != s->own_live || owners != kvr_index_u64_count(&s->ids))
+		FAIL("owners: %llu on channel lists, %u live, %llu ids",
+		     (unsigned long long)owners, s->own_live,
+		     (unsigned long long)kvr_index_u64_count(&s->ids));
+	if (leases != s->heap_nr || leases != s->st.leases ||
+	    xfers != s->st.transfers)
+		FAIL("leases %llu heap %u gauge %llu, transfers %llu gauge "
+		     "%llu",
+		     (unsigned long long)leases, s->heap_nr,
+		     (unsigned long long)s->st.leases,
+		     (unsigned long long)xfers,
+		     (unsigned long long)s->st.transfers);
+	for (uint32_t i = 1; i < s->heap_nr; i++)
+		if (s->own[s->heap[(i - 1) / 2]].deadline_ns >
+		    s->own[s->heap[i]].deadline_ns)
+			FAIL("lease heap out of order at %u", i);
+	return 0;
+}
+
+/*
+ * A2, A3, A4, A7 from the objects' side: every slot of the object array,
+ * checked against the index, the allocator and the owner walk's tallies,
+ * then the totals against the allocator and the global gauges.
+ */
+static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
+			 char *msg, size_t msg_len)
+{
+	uint64_t committed_b = 0, reserved_b = 0, committed_n = 0;
+	uint64_t reserved_n = 0, pinned_n = 0, pins_n = 0, spare = 0;
+	struct kvr_alloc_stats as;
+
+	for (uint32_t x = 0; x < s->obj_cap; x++) {
+		const struct obj *b = &s->obj[x];
+		struct kvr_key k = {b->lo, b->hi};
+
+		if (b->state == OBJ_FREE) {
+			spare++;
+			continue;
+		}
+		if (b->state != OBJ_RESERVED && b->state != OBJ_COMMITTED)
+			FAIL("object %u in state %u", x, b->state);
+		if (kvr_index_find(&s->index, b->ns, &k) != x)
+			FAIL("object %u (ns %u key %016llx%016llx) not indexed",
+			     x, b->ns, (unsigned long long)b->hi,
+			     (unsigned long long)b->lo);
+		if (!kvr_alloc_owns(&s->alloc, b->off, b->len) ||
+		    b->off % s->cfg.align)
+			FAIL("object %u slot %llu+%llu is not one allocation",
+			     x, (unsigned long long)b->off,
+			     (unsigned long long)b->len);
+		if (b->pins != t->pins[x])
+			FAIL("object %u: pin count %u, %u owners pin it", x,
+			     b->pins, t->pins[x]);
+		pins_n += b->pins;
+		if (b->state == OBJ_RESERVED) {
+			if (b->pins || t->holders[x] != 1)
+				FAIL("reserved object %u: %u pins, %u "
+				     "transfers",
+				     x, b->pins, t->holders[x]);
+			reserved_n++;
+			reserved_b += obj_bytes(s, b);
+		} else {
+			if (b->owner != NIL || t->holders[x])
+				FAIL("committed object %u held by a store "
+				     "transfer",
+				     x);
+			committed_n++;
+			committed_b += obj_bytes(s, b);
+			if (b->pins)
+				pinned_n++;
+			else
+				t->lru_want++;
+		}
+	}
+	/* Live objects are exactly the indexed ones; the rest are spare. */
+	if (committed_n + reserved_n != s->obj_live ||
+	    spare != s->obj_cap - s->obj_live ||
+	    kvr_index_count(&s->index) != s->obj_live)
+		FAIL("objects: %llu live walked, %u recorded, %llu indexed",
+		     (unsigned long long)(committed_n + reserved_n),
+		     s->obj_live,
+		     (unsigned long long)kvr_index_count(&s->index));
+	kvr_alloc_stats(&s->alloc, &as);
+	if (committed_b + reserved_b != as.used_bytes)
+		FAIL("objects hold %llu bytes, allocator used %llu",
+		     (unsigned long long)(committed_b + reserved_b),
+		     (unsigned long long)as.used_bytes);
+	if (committed_n != s->st.objects ||
+	    reserved_n != s->st.reserved_objects ||
+	    committed_b != s->st.committed_bytes ||
+	    reserved_b != s->st.reserved_bytes ||
+	    pinned_n != s->st.pinned_objects || pins_n != s->st.pins)
+		FAIL("gauges: objects %llu/%llu reserved %llu/%llu bytes "
+		     "%llu/%llu+%llu/%llu pinned %llu/%llu pins %llu/%llu",
+		     (unsigned long long)committed_n,
+		     (unsigned long long)s->st.objects,
+		     (unsigned long long)reserved_n,
+		     (unsigned long long)s->st.reserved_objects,
+		     (unsigned long long)committed_b,
+		     (unsigned long long)s->st.committed_bytes,
+		     (unsigned long long)reserved_b,
+		     (unsigned long long)s->st.reserved_bytes,
+		     (unsigned long long)pinned_n,
+		     (unsigned long long)s->st.pinned_objects,
+		     (unsigned long long)pins_n,
+		     (unsigned long long)s->st.pins);
+	return 0;
+}
+
+/*
+ * A5: the LRU list, head to tail. Its length is bounded by the number of
+ * committed unpinned objects the object walk counted, which also stops a
+ * cycle; then both ends and the count must match.
+ */
+static int audit_lru(const struct kvr_store *s, const struct audit_tally *t,
+		     char *msg, size_t msg_len)
+{
+	uint64_t lru_n = 0;
+	uint32_t x, prev = NIL;
+
+	for (x = s->lru_head; x != NIL; prev = x, x = s->obj[x].next) {
+		if (x >= s->obj_cap || lru_n >= t->lru_want)
+			FAIL("lru list too long or corrupt at %u", x);
+		if (s->obj[x].prev != prev)
+			FAIL("lru object %u prev %u, expected %u", x,
+			     s->obj[x].prev, prev);
+		if (s->obj[x].state != OBJ_COMMITTED || s->obj[x].pins)
+			FAIL("lru object %u: state %u pins %u", x,
+			     s->obj[x].state, s->obj[x].pins);
+		lru_n++;
+	}
+	if (prev != s->lru_tail || lru_n != t->lru_want)
+		FAIL("lru holds %llu objects, %llu committed unpinned",
+		     (unsigned long long)lru_n,
+		     (unsigned long long)t->lru_want);
+	return 0;
+}
+
+/*
+ * The walks run in a fixed order, owners before objects (the object walk
+ * compares against the owners' tallies) and objects before the LRU (which
+ * needs their count), so the first violation reported is deterministic.
+ */
+int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len)
+{
+	if (s)
+		OWNER_ONLY(s);
+	struct audit_tally t = {0};
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	if (msg_len)
+		msg[0] = '\0';
+	rc = kvr_alloc_audit(&s->alloc, msg, msg_len); /* A1 */
+	if (rc < 0)
+		return rc;
+	t.pins = calloc(s->obj_cap + 1u, sizeof(*t.pins));
+	t.seen = calloc(s->obj_cap + 1u, sizeof(*t.seen));
+	t.holders = calloc(s->obj_cap + 1u, sizeof(*t.holders));
+	t.chans = calloc(s->cfg.max_channels, sizeof(*t.chans));
+	rc = -ENOMEM;
+	if (!t.pins || !t.seen || !t.holders || !t.chans)
+		goto out;
+	rc = audit_owners(s, &t, msg, msg_len);
+	if (rc == 0)
+		rc = audit_objects(s, &t, msg, msg_len);
+	if (rc == 0)
+		rc = audit_lru(s, &t, msg, msg_len);
+out:
+	free(t.pins);
+	free(t.seen);
+	free(t.holders);
+	free(t.chans);
+	return rc;
+}

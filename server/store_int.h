@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_int.h - private to server/store*.c: the storage engine's state
+ * (struct kvr_store and the object, owner and channel records it holds),
+ * the one-owner-thread check, the tiny list helpers every file of the engine
+ * needs on its hot path (static inline, so splitting the engine into files
+ * cost no calls), and the kvr__store_* functions the files lend each other.
+ *
+ * Who does what:
+ *   store.c        the public requests (lookup, store, retrieve, close,
+ *                  expire, stats): argument checks, the reservation step,
+ *                  then the state change;
+ *   store_mem.c    create/destroy and every heap allocation: growing the
+ *                  object and owner arrays, the lease heap and the id map;
+ *   store_owner.c  owners (leases, store and retrieve transfers): ids,
+ *                  channel lists, pins, the lease heap, ending an owner;
+ *   store_lru.c    the LRU order and eviction;
+ *   store_audit.c  kvr_store_audit(), the invariant walker.
+ * Nothing outside server/store*.c may include this header: the rest of
+ * kvringd sees only the opaque handle of store.h.
+ */
+#ifndef KVR_SERVER_STORE_INT_H
+#define KVR_SERVER_STORE_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <kvring/error.h>
+
+#include "alloc.h"
+#include "index.h"
+#include "store.h"
+
+#define NIL UINT32_MAX
+/* Largest array index we hand out (NIL is the "none" marker). */
+#define MAX_SLOTS (UINT32_MAX - 1u)
+/* An owner's object list above this many entries is freed on release, so a
+ * few huge requests do not pin memory in every recycled owner. */
+#define OWNER_KEEP_CAP 256u
+
+enum obj_state { OBJ_FREE = 0, OBJ_RESERVED = 1, OBJ_COMMITTED = 2 };
+enum own_kind { OWN_FREE = 0, OWN_STORE = 1, OWN_RETRIEVE = 2, OWN_LEASE = 3 };
+
+/*
+ * One stored or reserved chunk. Owned by the store; dies when evicted,
+ * aborted or when the store is destroyed. Invariants (audited): a RESERVED
+ * object is listed by exactly its store transfer (`owner`), has no pin and
+ * is on no list; a COMMITTED one has owner == NIL and is on the LRU list
+ * exactly while pins == 0. A FREE slot is on the spare list (via next).
+ */
+struct obj {
+	uint64_t lo, hi; /* key */
+	uint64_t off;	 /* slot in the pool */
+	uint64_t len;	 /* requested bytes (the allocation is rounded) */
+	uint64_t stamp;	 /* request that touched it last (see s->stamp) */
+	uint32_t ns;
+	uint32_t prev, next; /* LRU links; spare list via next */
+	uint32_t pins;	     /* owners (retrieve/lease) listing it */
+	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
+	uint32_t state;	     /* enum obj_state */
+};
+
+/*
+ * A store transfer, retrieve transfer or lease. Owned by the store on
+ * behalf of channel `ch`; dies on commit/abort/release/redeem/expiry/close
+ * (a redeemed lease is re-typed into a retrieve transfer, not freed).
+ * While published it has a nonzero id found in s->ids, sits on its
+ * channel's list and, if a lease, in the heap at heap_pos. objs[] keeps
+ * its allocation across recycling (up to OWNER_KEEP_CAP entries), which is
+ * why steady-state requests find an owner's list already there.
+ */
+struct owner {
+	uint64_t id;	      /* 0 while on the spare list */
+	uint64_t deadline_ns; /* lease: expiry */
+	uint64_t created_ns;
+	uint64_t bytes; /* store: rounded bytes reserved */
+	uint32_t *objs; /* reserved or pinned objects, each once */
+	uint32_t nr, cap;
+	uint32_t ch;
+	uint32_t prev, next; /* channel's owner list; spare list via next */
+	uint32_t heap_pos;   /* lease: index in s->heap; else NIL */
+	uint32_t kind;	     /* enum own_kind */
+};
+
+/*
+ * What one channel holds. The counters are kept in step with its owners
+ * so kvr_store_chan_stats() and the -EBUSY limits are O(1); the audit
+ * recomputes them from the owner list.
+ */
+struct chan {
+	uint32_t head; /* owner list */
+	uint32_t nr_xfers;
+	uint32_t nr_leases;
+	uint64_t reserved_bytes;
+	uint64_t reserved_objects;
+	uint64_t pins;
+};
+
+/*
+ * The engine. Created by kvr_store_create() (store_mem.c), owned by the
+ * thread that created it, freed by kvr_store_destroy(). Every array here is
+ * indexed by uint32_t and uses NIL for "none", so links are 4 bytes and
+ * survive a realloc of the array they point into.
+ */
+struct kvr_store {
+	struct kvr_store_config cfg; /* with defaults filled in */
+	pthread_t owner;	     /* the only thread that may call us */
+	uint64_t lease_ns;
+	uint64_t pool_total; /* managed bytes: largest valid object size */
+	struct kvr_alloc alloc;
+	struct kvr_index index;	  /* (ns, key) -> object */
+	struct kvr_index_u64 ids; /* transfer/lease id -> owner */
+	struct obj *obj;
+	uint32_t obj_cap, obj_spare, obj_live;
+	struct owner *own;
+	uint32_t own_cap, own_spare, own_live;
+	struct chan *chan;
+	uint32_t *heap; /* leases, min-heap on deadline_ns */
+	uint32_t heap_nr, heap_cap;
+	uint32_t lru_head, lru_tail; /* head = most recently used */
+	uint32_t *scratch;	     /* max_keys object numbers, per request */
+	uint64_t next_id;
+	/*
+	 * Bumped once per keyed request. obj.stamp == stamp means "touched by
+	 * the request in progress": used to pin an object once per owner even
+	 * when a key repeats, and to keep eviction off the keys this very
+	 * request answered EXISTS.
+	 */
+	uint64_t stamp;
+	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
+};
+
+/*
+ * DESIGN.md rule 3 says the pending-transfer tables cannot race because one
+ * thread owns them. This makes the rule checked, not just stated: every
+ * public entry point (but create, which sets the owner, and destroy)
+ * asserts it runs on the thread that created the store, so a future helper
+ * thread calling in aborts at once instead of corrupting the tables
+ * silently (test_store proves it). pthread_self() is a TLS read.
+ * The kvr__store_* helpers below do not repeat it: only entry points call
+ * them, after the check.
+ */
+#define OWNER_ONLY(s) kvr_assert(pthread_equal(pthread_self(), (s)->owner))
+
+/* ==== store_mem.c: heap memory, reserved before any state changes ==== */
+
+/*
+ * kvr__store_mem_reserve - the reservation step every request that may
+ * create something runs before it changes anything: make sure @nr_objs new
+ * objects (with their index entries and allocator nodes) and one owner
+ * able to list @owner_objs objects (with an id-map slot and a lease-heap
+ * slot) can be taken without allocating. Steady state: all already there.
+ * Return: 0, or -ENOMEM with nothing visible changed (arrays may have
+ * grown, which no invariant and no answer can see).
+ */
+int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
+			   uint32_t owner_objs);
+
+/* ==== store_owner.c: owners, pins and the lease heap ==== */
+
+/* Publish owner @o: new id, on its channel's list, counted. */
+void kvr__store_owner_publish(struct kvr_store *s, uint32_t o, uint64_t now_ns);
+
+/* Unpublish and recycle owner @o, whose objects were already dealt with. */
+void kvr__store_owner_free(struct kvr_store *s, uint32_t o);
+
+/*
+ * kvr__store_owner_pin_new - a new owner of @kind (OWN_LEASE or
+ * OWN_RETRIEVE) for @ch pins s->scratch[0..hits), each object once, and is
+ * published (a lease also gets its deadline and heap slot). Needs
+ * kvr__store_mem_reserve(s, 0, >= hits) first; cannot fail.
+ * Return: the owner.
+ */
+uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
+				  uint32_t ch, uint32_t hits, uint64_t now_ns);
+
+/* Drop every pin of owner @o; return how many (it stays published). */
+uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o);
+
+/* Drop lease @o: off the heap, pins gone, recycled. Return pins dropped. */
+uint64_t kvr__store_owner_drop_lease(struct kvr_store *s, uint32_t o);
+
+/*
+ * kvr__store_owner_abort - free store transfer @o's reservations (never
+ * published), recycle it. Return the objects freed; *bytes = their rounded
+ * bytes.
+ */
+uint64_t kvr__store_owner_abort(struct kvr_store *s, uint32_t o,
+				uint64_t *bytes);
+
+/*
+ * kvr__store_owner_redeem - re-type live lease @o into a retrieve transfer
+ * of @ch with a fresh id; its pins stay exactly as they are. Cannot fail.
+ */
+void kvr__store_owner_redeem(struct kvr_store *s, uint32_t o, uint32_t ch,
+			     uint64_t now_ns);
+
+/* ==== store_lru.c: LRU order and eviction ==== */
+
+/* Touch s->scratch[0..hits) last to first, so keys[0] is the most recent. */
+void kvr__store_lru_touch_prefix(struct kvr_store *s, uint32_t hits);
+
+/*
+ * kvr__store_lru_make_room - the slow path of place(): evict from the LRU
+ * tail until @len bytes (@need once rounded) can be allocated.
+ * Return: 0 and *off, or -ENOSPC.
+ */
+int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
+			     uint64_t *off);
+
+/* ==== Inline helpers: hot in several files, too small to call ==== */
+
+/* The bytes object @o really occupies in the pool (rounded to align). */
+static inline uint64_t obj_bytes(const struct kvr_store *s, const struct obj *o)
+{
+	return kvr_alloc_round(&s->alloc, o->len);
+}
+
+/* Take a spare object; kvr__store_mem_reserve() made sure one exists. */
+static inline uint32_t obj_take(struct kvr_store *s)
+{
+	uint32_t x = s->obj_spare;
+
+	s->obj_spare = s->obj[x].next;
+	s->obj_live++;
+	return x;
+}
+
+/* Put object @x back on the spare list; the caller unlinked it first. */
+static inline void obj_give(struct kvr_store *s, uint32_t x)
+{
+	struct obj *o = &s->obj[x];
+
+	o->state = OBJ_FREE;
+	o->owner = NIL;
+	o->pins = 0;
+	o->prev = NIL;
+	o->next = s->obj_spare;
+	s->obj_spare = x;
+	s->obj_live--;
+}
+
+/*
+ * Remove a dead object (evicted, or a reservation aborted) from the index
+ * and the pool and recycle it. Neither removal can fail for a live object:
+ * it is indexed under its key and its slot is one allocation (audit A2).
+ */
+static inline void obj_destroy(struct kvr_store *s, uint32_t x)
+{
+	struct obj *o = &s->obj[x];
+	struct kvr_key k = {o->lo, o->hi};
+
+	(void)kvr_index_remove(&s->index, o->ns, &k);
+	(void)kvr_alloc_put(&s->alloc, o->off, o->len);
+	obj_give(s, x);
+}
+
+/* Unlink object @x from the LRU list (it must be on it). */
+static inline void lru_unlink(struct kvr_store *s, uint32_t x)
+{
+	struct obj *o = &s->obj[x];
+
+	if (o->prev != NIL)
+		s->obj[o->prev].next = o->next;
+	else
+		s->lru_head = o->next;
+	if (o->next != NIL)
+		s->obj[o->next].prev = o->prev;
+	else
+		s->lru_tail = o->prev;
+	o->prev = o->next = NIL;
+}
+
+/* Make object @x (not on the list) the most recently used. */
+static inline void lru_push_head(struct kvr_store *s, uint32_t x)
+{
+	struct obj *o = &s->obj[x];
+
+	o->prev = NIL;
+	o->next = s->lru_head;
+	if (s->lru_head != NIL)
+		s->obj[s->lru_head].prev = x;
+	else
+		s->lru_tail = x;
+	s->lru_head = x;
+}
+
+/*
+ * Mark a use of committed object @x: to the LRU head if it is unpinned. A
+ * pinned object is off the list and goes to the head when its last pin
+ * drops, so it needs nothing now.
+ */
+static inline void touch(struct kvr_store *s, uint32_t x)
+{
+	if (s->obj[x].pins == 0 && s->lru_head != x) {
+		lru_unlink(s, x);
+		lru_push_head(s, x);
+	}
+}
+
+/*
+ * Find room for @len bytes. The common case, where the allocator places it
+ * without evicting, stays inline in prepare_store's loop; only a full pool
+ * pays a call into store_lru.c. Return: 0 and *off, or -ENOSPC.
+ */
+static inline int place(struct kvr_store *s, uint64_t len, uint64_t *off)
+{
+	uint64_t need = kvr_alloc_round(&s->alloc, len);
+
+	if (kvr_alloc_free_bytes(&s->alloc) >= need &&
+	    kvr_alloc_get(&s->alloc, len, off) == 0)
+		return 0;
+	return kvr__store_lru_make_room(s, len, need, off);
+}
+
+/* Take the reserved spare owner; not yet visible (no id, no channel). */
+static inline uint32_t owner_take(struct kvr_store *s, uint32_t kind,
+				  uint32_t ch)
+{
+	uint32_t o = s->own_spare;
+	struct owner *w = &s->own[o];
+
+	s->own_spare = w->next;
+	w->kind = kind;
+	w->ch = ch;
+	w->nr = 0;
+	w->bytes = 0;
+	w->id = 0;
+	w->deadline_ns = 0;
+	w->heap_pos = NIL;
+	w->prev = w->next = NIL;
+	s->own_live++;
+	return o;
+}
+
+/* Give an owner that was never published (or was unpublished) back. */
+static inline void owner_untake(struct kvr_store *s, uint32_t o)
+{
+	struct owner *w = &s->own[o];
+
+	w->kind = OWN_FREE;
+	w->next = s->own_spare;
+	s->own_spare = o;
+	s->own_live--;
+}
+
+/*
+ * Find a published owner of @kind by id; NIL if none. Id 0 is never issued,
+ * and checking the kind makes a lease id given to commit_store -ENOENT.
+ */
+static inline uint32_t owner_find(const struct kvr_store *s, uint64_t id,
+				  uint32_t kind)
+{
+	uint32_t o;
+
+	if (id == 0)
+		return NIL;
+	o = kvr_index_u64_find(&s->ids, id);
+	if (o == NIL || s->own[o].kind != kind)
+		return NIL;
+	return o;
+}
+
+#endif /* KVR_SERVER_STORE_INT_H */

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_mem.c - the heap memory of kvringd's storage engine: creating and
+ * destroying a store, and the reservation step that grows its arrays (the
+ * objects, the owners and their object lists, the lease heap, the id map,
+ * plus the index's and allocator's own reserves) before a request changes
+ * anything. Apart from an owner dropping an oversized list on recycle
+ * (store_owner.c) and the audit's scratch, no other file of the engine
+ * allocates or frees.
+ *
+ * Why reserve first: the contract says that on a negative return nothing
+ * changed, even for -ENOMEM. A request that allocated as it went would have
+ * to undo half-done work on a late failure (a reservation made, a victim
+ * evicted, a pin taken), which is where bugs hide. Reserving all it may
+ * need up front means every failure happens before the first state change,
+ * and every step after it is infallible. It is also why the steady state
+ * never calls malloc: the arrays only grow, so the reservation finds the
+ * room already there. Not here: what the memory is used for.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+/*
+ * Make sure @n more objects can be taken without allocating: grow the
+ * array (doubling, so growth is amortised O(1)) and thread the new slots
+ * onto the spare list. On failure the array is as it was.
+ */
+static int obj_reserve(struct kvr_store *s, uint32_t n)
+{
+	uint64_t need = (uint64_t)s->obj_live + n, ncap;
+	struct obj *o;
+
+	if (need <= s->obj_cap)
+		return 0;
+	if (need > MAX_SLOTS)
+		return -ENOMEM;
+	ncap = (uint64_t)s->obj_cap * 2;
+	if (ncap < need)
+		ncap = need;
+	if (ncap > MAX_SLOTS)
+		ncap = MAX_SLOTS;
+	if (ncap > SIZE_MAX / sizeof(*o))
+		return -ENOMEM;
+	o = realloc(s->obj, (size_t)ncap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	s->obj = o;
+	/* Backwards, so the spare list hands out low indexes first. */
+	for (uint64_t i = ncap; i-- > s->obj_cap;) {
+		memset(&o[i], 0, sizeof(o[i]));
+		o[i].next = s->obj_spare;
+		o[i].owner = NIL;
+		s->obj_spare = (uint32_t)i;
+	}
+	s->obj_cap = (uint32_t)ncap;
+	return 0;
+}
+
+/*
+ * Make sure an owner with room for @n objects can be taken (the spare at
+ * the head of the list is the one owner_take() will hand out, so only its
+ * list needs growing), and that the id map and the lease heap can take one
+ * more entry each. A growth that succeeded before a later -ENOMEM is kept:
+ * it is invisible spare capacity.
+ */
+static int owner_reserve(struct kvr_store *s, uint32_t n)
+{
+	struct owner *w;
+	int rc;
+
+	if (s->own_spare == NIL) {
+		uint64_t ncap = s->own_cap ? (uint64_t)s->own_cap * 2 : 16;
+
+		if (ncap > MAX_SLOTS || ncap > SIZE_MAX / sizeof(*w))
+			return -ENOMEM;
+		w = realloc(s->own, (size_t)ncap * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		s->own = w;
+		for (uint64_t i = ncap; i-- > s->own_cap;) {
+			memset(&w[i], 0, sizeof(w[i]));
+			w[i].heap_pos = NIL;
+			w[i].next = s->own_spare;
+			s->own_spare = (uint32_t)i;
+		}
+		s->own_cap = (uint32_t)ncap;
+	}
+	w = &s->own[s->own_spare];
+	if (w->cap < n) {
+		uint32_t *objs = realloc(w->objs, (size_t)n * sizeof(*objs));
+
+		if (!objs)
+			return -ENOMEM;
+		w->objs = objs;
+		w->cap = n;
+	}
+	if (s->heap_nr == s->heap_cap) {
+		uint64_t ncap = s->heap_cap ? (uint64_t)s->heap_cap * 2 : 16;
+		uint32_t *h;
+
+		if (ncap > MAX_SLOTS)
+			return -ENOMEM;
+		h = realloc(s->heap, (size_t)ncap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		s->heap = h;
+		s->heap_cap = (uint32_t)ncap;
+	}
+	rc = kvr_index_u64_reserve(&s->ids, 1);
+	return rc;
+}
+
+/*
+ * Objects first, then their index entries and allocator nodes, then the
+ * owner: the order does not matter for correctness (each part is kept on
+ * failure as spare capacity), only that all of it comes before any change.
+ */
+int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
+			   uint32_t owner_objs)
+{
+	int rc = 0;
+
+	if (nr_objs) {
+		rc = obj_reserve(s, nr_objs);
+		if (rc == 0)
+			rc = kvr_index_reserve(&s->index, nr_objs);
+		if (rc == 0)
+			rc = kvr_alloc_reserve(&s->alloc, nr_objs);
+	}
+	if (rc == 0)
+		rc = owner_reserve(s, owner_objs);
+	return rc;
+}
+
+/* ==== Create / destroy ==== */
+
+/*
+ * Fill in the defaults, check the limits that keep every count inside its
+ * 32-bit field, then build the parts in order and unwind in reverse on
+ * failure. The calling thread becomes the store's only owner (OWNER_ONLY).
+ */
+int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
+{
+	struct kvr_store *s;
+	uint64_t hint;
+	int rc;
+
+	if (!cfg || !out || cfg->reserved)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->owner = pthread_self();
+	if (!s->cfg.align)
+		s->cfg.align = KVR_STORE_DEF_ALIGN;
+	if (!s->cfg.lease_ms)
+		s->cfg.lease_ms = KVR_STORE_DEF_LEASE_MS;
+	if (!s->cfg.max_channels)
+		s->cfg.max_channels = KVR_STORE_DEF_MAX_CHANNELS;
+	if (!s->cfg.max_keys)
+		s->cfg.max_keys = KVR_STORE_DEF_MAX_KEYS;
+	if (!s->cfg.max_xfers_per_chan)
+		s->cfg.max_xfers_per_chan = KVR_STORE_DEF_MAX_XFERS;
+	if (!s->cfg.max_leases_per_chan)
+		s->cfg.max_leases_per_chan = KVR_STORE_DEF_MAX_LEASES;
+	if (!s->cfg.max_evict_per_key)
+		s->cfg.max_evict_per_key = KVR_STORE_DEF_EVICT_PER_KEY;
+	rc = -EINVAL;
+	/* Bounds that keep every count inside its 32-bit field. */
+	if (s->cfg.max_keys > (1u << 20) || s->cfg.max_channels > (1u << 20) ||
+	    s->cfg.max_xfers_per_chan > (1u << 16) ||
+	    s->cfg.max_leases_per_chan > (1u << 16))
+		goto err_free;
+	s->lease_ns = (uint64_t)s->cfg.lease_ms * 1000000u;
+	s->lru_head = s->lru_tail = NIL;
+	s->obj_spare = s->own_spare = NIL;
+	s->next_id = 1; /* 0 means "none" on the wire */
+	rc = kvr_alloc_init(&s->alloc, cfg->pool_bytes, s->cfg.align);
+	if (rc < 0)
+		goto err_free;
+	s->pool_total = kvr_alloc_free_bytes(&s->alloc);
+	hint = cfg->objects_hint;
+	if (!hint) {
+		/* Assume 64 KiB chunks until told otherwise; grows anyway. */
+		hint = cfg->pool_bytes / 65536 + 64;
+		if (hint > (1u << 20))
+			hint = 1u << 20;
+	}
+	if (hint > MAX_SLOTS)
+		hint = MAX_SLOTS;
+	rc = kvr_index_init(&s->index, hint, cfg->hash_seed);
+	if (rc < 0)
+		goto err_alloc;
+	/* A different seed, so id-map and key-index collisions don't align. */
+	rc = kvr_index_u64_init(&s->ids, 256, cfg->hash_seed ^ 0x1d5u);
+	if (rc < 0)
+		goto err_index;
+	rc = -ENOMEM;
+	s->chan = calloc(s->cfg.max_channels, sizeof(*s->chan));
+	s->scratch = calloc(s->cfg.max_keys, sizeof(*s->scratch));
+	if (!s->chan || !s->scratch)
+		goto err_arrays;
+	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
+		s->chan[c].head = NIL;
+	rc = obj_reserve(s, (uint32_t)hint);
+	if (rc < 0)
+		goto err_arrays;
+	*out = s;
+	return 0;
+err_arrays:
+	free(s->obj);
+	free(s->chan);
+	free(s->scratch);
+	kvr_index_u64_fini(&s->ids);
+err_index:
+	kvr_index_fini(&s->index);
+err_alloc:
+	kvr_alloc_fini(&s->alloc);
+err_free:
+	free(s);
+	return rc;
+}
+
+/*
+ * Everything the store holds is heap memory it allocated; nothing is
+ * shared with a peer, so there is nothing to hand back or wait for.
+ */
+void kvr_store_destroy(struct kvr_store *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->own_cap; i++)
+		free(s->own[i].objs);
+	free(s->own);
+	free(s->obj);
+	free(s->chan);
+	free(s->heap);
+	free(s->scratch);
+	kvr_index_u64_fini(&s->ids);
+	kvr_index_fini(&s->index);
+	kvr_alloc_fini(&s->alloc);
+	free(s);
+}
