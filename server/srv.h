@@ -18,7 +18,7 @@
  *            counters in the control segment
  *   disp.c   requests: ring drain, dispatch to the store, answers
  *   copy.c   the copy transport's socket framing
- * The storage engine (store.c, alloc.c, index.c) is documented in
+ * The storage engine (store*.c, alloc.c, index.c) is documented in
  * docs/storage.md; this layer only calls it.
  */
 #ifndef KVR_SERVER_SRV_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of server/store.c, kvringd's storage engine: the object state
+ * Unit tests of server/store*.c, kvringd's storage engine: the object state
  * machine, idempotent stores, aborts and channel close never publishing,
  * owned pins and leases, exact LRU eviction, limits and bad ids changing
  * nothing, and a long random multi-channel run audited after every step.

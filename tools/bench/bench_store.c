@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_store.c - kvring-bench scenario "engine": the storage engine of
- * kvringd (server/store.c) driven in-process, without rings, sockets or a
+ * kvringd (server/store*.c) driven in-process, without rings, sockets or a
  * pool mapping, to show what one event-loop thread can do per second.
  *
  * It measures three request pairs/kinds, each timed per request with
