@@ -301,6 +301,7 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&g->objects, st.objects);
 	put(&g->reserved_objects, st.reserved_objects);
 	put(&g->pins, st.pins);
+	put(&g->pinned_bytes, st.pinned_bytes);
 	put(&g->leases, st.leases);
 	put(&g->transfers, st.transfers);
 	put(&g->evictions, st.evictions);

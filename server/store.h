@@ -74,6 +74,7 @@ struct kvr_store_stats {
 	uint64_t objects;     /* committed objects */
 	uint64_t reserved_objects;
 	uint64_t pinned_objects; /* committed objects with >= 1 pin */
+	uint64_t pinned_bytes;	 /* their rounded sizes */
 	uint64_t pins;		 /* sum of pin counts = (owner, object) pairs */
 	uint64_t leases;	 /* live leases */
 	uint64_t transfers;	 /* open store + retrieve transfers */

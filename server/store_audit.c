@@ -205,6 +205,7 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 {
 	uint64_t committed_b = 0, reserved_b = 0, committed_n = 0;
 	uint64_t reserved_n = 0, pinned_n = 0, pins_n = 0, spare = 0;
+	uint64_t pinned_b = 0;
 	struct kvr_alloc_stats as;
 
 	for (uint32_t x = 0; x < s->obj_cap; x++) {
@@ -244,8 +245,10 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 				     x);
 			committed_n++;
 			committed_b += obj_bytes(s, b);
-			if (b->pins)
+			if (b->pins) {
 				pinned_n++;
+				pinned_b += obj_bytes(s, b);
+			}
 			else
 				t->lru_want++;
 		}
@@ -267,9 +270,11 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 	    reserved_n != s->st.reserved_objects ||
 	    committed_b != s->st.committed_bytes ||
 	    reserved_b != s->st.reserved_bytes ||
-	    pinned_n != s->st.pinned_objects || pins_n != s->st.pins)
+	    pinned_n != s->st.pinned_objects || pins_n != s->st.pins ||
+	    pinned_b != s->st.pinned_bytes)
 		FAIL("gauges: objects %llu/%llu reserved %llu/%llu bytes "
-		     "%llu/%llu+%llu/%llu pinned %llu/%llu pins %llu/%llu",
+		     "%llu/%llu+%llu/%llu pinned %llu/%llu (%llu/%llu bytes) "
+		     "pins %llu/%llu",
 		     (unsigned long long)committed_n,
 		     (unsigned long long)s->st.objects,
 		     (unsigned long long)reserved_n,
@@ -280,6 +285,8 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 		     (unsigned long long)s->st.reserved_bytes,
 		     (unsigned long long)pinned_n,
 		     (unsigned long long)s->st.pinned_objects,
+		     (unsigned long long)pinned_b,
+		     (unsigned long long)s->st.pinned_bytes,
 		     (unsigned long long)pins_n,
 		     (unsigned long long)s->st.pins);
 	return 0;

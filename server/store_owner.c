@@ -200,6 +200,7 @@ static void pin(struct kvr_store *s, uint32_t o, uint32_t x)
 	if (b->pins++ == 0) {
 		lru_unlink(s, x);
 		s->st.pinned_objects++;
+		s->st.pinned_bytes += obj_bytes(s, b);
 	}
 	s->st.pins++;
 	s->chan[w->ch].pins++;
@@ -250,6 +251,7 @@ uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
 		if (--s->obj[x].pins == 0) {
 			lru_push_head(s, x);
 			s->st.pinned_objects--;
+			s->st.pinned_bytes -= obj_bytes(s, &s->obj[x]);
 		}
 	}
 	s->st.pins -= w->nr;

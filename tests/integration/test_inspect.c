@@ -1443,8 +1443,8 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	w.pins = 4;
 	expect_json(&w, "retrieve prepared");
 	r = RUN("--name", srv.name, "--json");
-	/* The tool shows what the segment says (the server is expected to
-	 * count 4 * CHUNK here; that is its own test's business). */
+	/* Four pinned chunks, counted by the server and shown as such. */
+	cr_expect_eq(jnum(r.out, "pinned_bytes"), 4 * CHUNK, "%s", r.out);
 	cr_expect_eq(jnum(r.out, "pinned_bytes"),
 		     (long long)T_GSTAT(&srv, pinned_bytes));
 	cr_expect_eq(jnum(jfind(r.out, "channels"), "pins"), 4);

@@ -483,13 +483,16 @@ Test(store, pinned_object_stays_until_last_owner_releases_when_shared)
 	cr_assert_eq(kvr_store_lookup(s, 0, 0, &k1, 1, true, 0, &lease), 1);
 	cr_assert_eq(kvr_store_prepare_retrieve(s, 1, 0, &k1, 1, 0, r, &rx), 1);
 	cr_expect_eq(stats().pinned_objects, 1u);
+	cr_expect_eq(stats().pinned_bytes, 2 * U, "one object, counted once");
 	cr_expect_eq(stats().pins, 2u);
 	cr_assert_eq(kvr_store_release_lease(s, 0, lease, 0), 0);
 	cr_expect_eq(stats().pins, 1u);
+	cr_expect_eq(stats().pinned_bytes, 2 * U);
 	audit();
 	cr_expect_eq(prep1(2, 0, 2, 4 * U, &x).status, KVR_SLOT_NOROOM,
 		     "pinned by the retrieve transfer still");
 	cr_assert_eq(kvr_store_commit_retrieve(s, 1, rx, 0), 0);
+	cr_expect_eq(stats().pinned_bytes, 0u);
 	cr_expect_eq(prep1(2, 0, 2, 4 * U, &x).status, KVR_SLOT_OK);
 	cr_expect_eq(has(0, 1), 0);
 	audit();
