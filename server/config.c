@@ -120,7 +120,8 @@ void kvr_config_usage(FILE *f)
 "  -V, --version           print the version and the segment ABI and exit.\n"
 "\n"
 "Exit status: 0 after SIGTERM/SIGINT (segments and socket removed),\n"
-"1 if start-up failed (the message says what to do), 2 on a usage error.\n");
+"1 if start-up failed (the message says what to do), 2 on a usage error,\n"
+"3 if the shutdown self-check found a leak or a broken invariant (a bug).\n");
 }
 
 int kvr_config_parse_size(const char *s, uint64_t *out)

@@ -17,7 +17,9 @@
  * kvr_loop_run - run until SIGTERM/SIGINT, then stop gracefully: stop
  * accepting, answer requests already in the rings with -ESHUTDOWN, close
  * every worker. The caller then calls kvr_srv_destroy().
- * Return: 0 after a signal, or -errno if io_uring failed.
+ * Return: 0 after a signal, -ENOTRECOVERABLE when the shutdown self-check
+ * (store audit, nothing held with every worker gone) failed, or -errno if
+ * io_uring failed.
  */
 int kvr_loop_run(struct kvr_srv *s);
 

@@ -44,6 +44,11 @@ int main(int argc, char **argv)
 	}
 	rc = kvr_loop_run(s);
 	kvr_srv_destroy(s);
+	if (rc == -ENOTRECOVERABLE) {
+		kvr_log_err("kvringd stopped, but its shutdown self-check "
+			    "failed (see above)");
+		return 3;
+	}
 	if (rc < 0) {
 		kvr_log_err("event loop failed: %d", rc);
 		return 1;
