@@ -18,6 +18,7 @@
 
 #include <kvring/layout.h>
 #include <kvring/log.h>
+#include <kvring/parse.h>
 #include <kvring/proto.h>
 #include <kvring/segment.h>
 
@@ -124,36 +125,6 @@ void kvr_config_usage(FILE *f)
 "3 if the shutdown self-check found a leak or a broken invariant (a bug).\n");
 }
 
-int kvr_config_parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	unsigned shift = 0;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	/* Accept "64K", "64KB" and "64KiB" alike: all binary multiples. */
-	if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
-		end += strlen(end);
-	if (*end != '\0' || v == 0)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 /* Parse a decimal u32 within [lo, hi]. */
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -247,13 +218,13 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 		strcpy(c->name, a);
 		return 0;
 	case 'p':
-		if (kvr_config_parse_size(a, &sz) < 0 || sz < (1u << 20))
+		if (kvr_parse_size(a, &sz) < 0 || sz < (1u << 20))
 			return bad(err, "--pool-size", a,
 				   "use a size of at least 1M, e.g. 512M or 4G");
 		c->pool_bytes = sz;
 		return 0;
 	case OPT_ALIGN:
-		if (kvr_config_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
+		if (kvr_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
 		    sz < 64 || sz > (1u << 21))
 			return bad(err, "--align", a,
 				   "use a power of two from 64 to 2M");
@@ -301,7 +272,7 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 			return bad(err, "--max-keys", a, "use 1-4096");
 		return 0;
 	case OPT_RING_BYTES:
-		if (kvr_config_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
+		if (kvr_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
 		    sz < (64u << 10) || sz > (16u << 20))
 			return bad(err, "--ring-bytes", a,
 				   "use a power of two from 64K to 16M");

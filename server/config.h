@@ -71,12 +71,6 @@ struct kvr_config {
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg,
 		      FILE *out, FILE *err);
 
-/*
- * kvr_config_parse_size - parse "123", "64K", "512M", "1G", "2T" (binary
- * multiples, case-insensitive, optional trailing "B"/"iB").
- * Return: 0 and *out set, or -EINVAL (garbage, zero, or overflow).
- */
-int kvr_config_parse_size(const char *s, uint64_t *out);
 
 /* kvr_config_usage - the --help text. */
 void kvr_config_usage(FILE *f);

@@ -36,6 +36,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <kvring/parse.h>
+
 #include "stress.h"
 
 #ifndef KVR_VERSION
@@ -155,34 +157,17 @@ static void usage(FILE *f)
 		MAX_WORKERS);
 }
 
-/*
- * A byte count: decimal digits, then optionally K, M or G (binary
- * multiples, any case) and an optional "iB" or "B". Anything else, a sign,
- * or an overflow is a usage error. @opt is unused: the message shows the
- * value only.
- */
+/* A byte size in kvringd's grammar (kvr_parse_size: K/M/G/T binary
+ * multiples, optional "B"/"iB"); anything else is a usage error that names
+ * the option. */
 static uint64_t parse_size(const char *opt, const char *s)
 {
-	unsigned long long v;
-	char *end;
-	unsigned shift = 0;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		die_usage("bad size \"%s\"", s);
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		die_usage("bad size \"%s\"", s);
-	(void)opt;
-	return (uint64_t)v << shift;
+	(void)opt; /* die_usage() shows the value, which is enough */
+	if (kvr_parse_size(s, &v) < 0)
+		die_usage("bad size \"%s\" (examples: 4096, 64K, 1G)", s);
+	return v;
 }
 
 /* A plain decimal number in [0, @max]; anything else is a usage error. */
