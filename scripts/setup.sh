@@ -12,6 +12,10 @@
 #                           short fixed number of runs (what .ci/run calls)
 #   scripts/setup.sh asan   only the ASan+UBSan (and fuzz) half of test
 #   scripts/setup.sh tsan   the concurrent suites under ThreadSanitizer
+#   scripts/setup.sh stress the 10-minute fault-injection run of docs/reliability.md
+#   scripts/setup.sh bench [ARGS]  install the benchmark peers (libzmq,
+#                           gnuplot), build, run kvring-bench all (plots in
+#                           build-bench/plots; ARGS go to kvring-bench)
 #   scripts/setup.sh deps   only install the Debian packages
 # Exit status: 0 only when everything asked for succeeded.
 set -euo pipefail
@@ -111,14 +115,33 @@ run_tsan() {
 	KVR_TEST_TIMEOUT_MULT=4 run_ctest "$b"
 }
 
+run_stress() {
+	build "$here/build"
+	"$here/build/tools/kvring-stress" --workers 4 --seconds 600 \
+		--kill-every 200 --pool-size 64M --seed 1 --json
+}
+
+# Benchmark-only peers live in their own tree so the default build never
+# depends on them.
+run_bench() {
+	local b=$here/build-bench
+	install_deps "${deps[@]}" libzmq3-dev gnuplot-nox
+	cmake -S "$here" -B "$b" -DKVR_BUILD_TESTS=OFF >/dev/null
+	cmake --build "$b" -j"$jobs" --target kvringd kvring-bench
+	mkdir -p "$b/plots"
+	"$b/tools/kvring-bench" all --plot "$b/plots" "$@"
+}
+
 case ${1:-} in
 deps) install_deps "${deps[@]}" ;;
+stress) install_deps "${deps[@]}" && run_stress ;;
+bench) shift && run_bench "$@" ;;
 run) install_deps "${deps[@]}" && run_main ;;
 test) install_deps "${deps[@]}" && run_tests ;;
 asan) install_deps "${deps[@]}" && run_asan ;;
 tsan) install_deps "${deps[@]}" && run_tsan ;;
 *)
-	echo "usage: scripts/setup.sh run|test|asan|tsan|deps" >&2
+	echo "usage: scripts/setup.sh run|test|asan|tsan|stress|bench|deps" >&2
 	exit 2
 	;;
 esac
