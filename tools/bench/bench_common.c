@@ -207,3 +207,40 @@ void bench_json_print(struct bench_json *j, FILE *f)
 	fprintf(f, "%s\n", j->buf);
 	fflush(f);
 }
+
+bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mult = 1;
+
+	errno = 0;
+	if (*s == '-')
+		return false;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case 'k': case 'K': mult = 1ull << 10; end++; break;
+	case 'm': case 'M': mult = 1ull << 20; end++; break;
+	case 'g': case 'G': mult = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (*end || v > UINT64_MAX / mult || v * mult < min || v * mult > max)
+		return false;
+	*out = v * mult;
+	return true;
+}
+
+bool bench_parse_cpu(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || end == s || *end || v < -1 || v > 4095)
+		return false;
+	*out = (int)v;
+	return true;
+}

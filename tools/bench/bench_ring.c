@@ -290,32 +290,6 @@ static void ring_usage(FILE *f)
 	    "  -h, --help            show this help and exit\n");
 }
 
-static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || v < min || v > max || *s == '-')
-		return false;
-	*out = v;
-	return true;
-}
-
-static bool parse_cpu(const char *s, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 0);
-	if (errno || end == s || *end || v < -1 || v > 4095)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
 /* "64,4096": 1..NR_SIZES payload sizes, each 16..MAX_BYTES. */
 static bool parse_sizes(const char *arg, struct bench_ring_opts *o)
 {
@@ -328,7 +302,7 @@ static bool parse_sizes(const char *arg, struct bench_ring_opts *o)
 	strcpy(buf, arg);
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		if (n == NR_SIZES || !parse_u64(tok, 16, MAX_BYTES, &v))
+		if (n == NR_SIZES || !bench_parse_u64(tok, 16, MAX_BYTES, &v))
 			return false;
 		o->sizes[n++] = (uint32_t)v;
 	}
@@ -387,23 +361,23 @@ int bench_ring_main(int argc, char **argv)
 			o.json = true;
 			break;
 		case O_ITERS:
-			ok = parse_u64(optarg, 1, 100000000, &o.iters);
+			ok = bench_parse_u64(optarg, 1, 100000000, &o.iters);
 			break;
 		case O_ROUNDS:
-			ok = parse_u64(optarg, 1, 1000, &v);
+			ok = bench_parse_u64(optarg, 1, 1000, &v);
 			o.rounds = (unsigned)v;
 			break;
 		case O_TPUT:
-			ok = parse_u64(optarg, 16, UINT64_MAX / 2,
+			ok = bench_parse_u64(optarg, 16, UINT64_MAX / 2,
 				       &o.tput_records);
 			break;
 		case O_BATCH:
-			ok = parse_u64(optarg, 1, 1u << 20, &v);
+			ok = bench_parse_u64(optarg, 1, 1u << 20, &v);
 			o.batch = (uint32_t)v;
 			break;
 		case O_RING:
 		case O_BULK:
-			ok = parse_u64(optarg, 2 * (MAX_BYTES + 8),
+			ok = bench_parse_u64(optarg, 2 * (MAX_BYTES + 8),
 				       KVR_RING_MAX_CAP, &v) &&
 			     (v & (v - 1)) == 0;
 			if (c == O_RING)
@@ -412,10 +386,10 @@ int bench_ring_main(int argc, char **argv)
 				o.bulk_bytes = (uint32_t)v;
 			break;
 		case O_CPUP:
-			ok = parse_cpu(optarg, &o.cpu_p);
+			ok = bench_parse_cpu(optarg, &o.cpu_p);
 			break;
 		case O_CPUC:
-			ok = parse_cpu(optarg, &o.cpu_c);
+			ok = bench_parse_cpu(optarg, &o.cpu_c);
 			break;
 		case O_SIZES:
 			ok = parse_sizes(optarg, &o);

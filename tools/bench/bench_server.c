@@ -62,43 +62,6 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		fputs(extra, f);
 }
 
-static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	uint64_t mult = 1;
-
-	errno = 0;
-	if (*s == '-')
-		return false;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': mult = 1ull << 10; end++; break;
-	case 'm': case 'M': mult = 1ull << 20; end++; break;
-	case 'g': case 'G': mult = 1ull << 30; end++; break;
-	default: break;
-	}
-	if (*end || v > UINT64_MAX / mult || v * mult < min || v * mult > max)
-		return false;
-	*out = v * mult;
-	return true;
-}
-
-static bool parse_cpu(const char *s, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 0);
-	if (errno || end == s || *end || v < -1 || v > 4095)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
 int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 			 const char *extra_help, struct bench_run_opts *o)
 {
@@ -140,23 +103,23 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		case O_JSON: o->json = true; break;
 		case O_QUICK: o->quick = true; break;
 		case O_PLOT: o->plot_dir = optarg; break;
-		case O_CPUC: ok = parse_cpu(optarg, &o->cpu_client); break;
-		case O_CPUS: ok = parse_cpu(optarg, &o->cpu_server); break;
+		case O_CPUC: ok = bench_parse_cpu(optarg, &o->cpu_client); break;
+		case O_CPUS: ok = bench_parse_cpu(optarg, &o->cpu_server); break;
 		case O_ROUNDS:
-			ok = parse_u64(optarg, 1, 100000, &v);
+			ok = bench_parse_u64(optarg, 1, 100000, &v);
 			o->rounds = (unsigned)v;
 			break;
 		case O_ITERS:
-			ok = parse_u64(optarg, 1, 100000000, &o->iters);
+			ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
 			break;
 		case O_SOCKET: o->socket = optarg; break;
 		case O_KVRINGD: o->kvringd = optarg; break;
 		case O_POOL:
-			ok = parse_u64(optarg, 1u << 20, 1ull << 40,
+			ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
 				       &o->pool_bytes);
 			break;
 		case O_PAUSE:
-			ok = parse_u64(optarg, 1, 1000000, &o->pause_us);
+			ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
 			break;
 		case O_SIZES: o->sizes = optarg; break;
 		case O_CHUNKS: o->chunks = optarg; break;

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "store.h"
 
 int kvr_bench_store(int argc, char **argv);
@@ -136,18 +137,6 @@ static void print_result(const struct bench_opts *o,
 	}
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || v == 0)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
 
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
@@ -160,19 +149,19 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	       -1) {
 		switch (c) {
 		case 'p':
-			if (parse_u64(optarg, &o->pool_bytes) < 0)
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &o->pool_bytes))
 				return 2;
 			break;
 		case 'c':
-			if (parse_u64(optarg, &o->chunk_bytes) < 0)
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &o->chunk_bytes))
 				return 2;
 			break;
 		case 'k':
-			if (parse_u64(optarg, &o->keys) < 0)
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &o->keys))
 				return 2;
 			break;
 		case 'b':
-			if (parse_u64(optarg, &v) < 0 || v > KVR_MAX_KEYS_LIMIT)
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &v) || v > KVR_MAX_KEYS_LIMIT)
 				return 2;
 			o->batch = (uint32_t)v;
 			break;
