@@ -79,6 +79,12 @@ run_main() {
 		log "kvringd did not exit cleanly"
 		rc=1
 	fi
+	for f in /dev/shm/kvring-"$(id -u)".ctl /dev/shm/kvring-"$(id -u)".pool; do
+		if [ -e "$f" ]; then
+			log "kvringd left $f behind"
+			rc=1
+		fi
+	done
 	rm -rf "$(dirname "$sock")"
 	[ $rc -eq 0 ] && log "demo OK" || log "demo FAILED (exit $rc)"
 	return $rc

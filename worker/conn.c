@@ -515,6 +515,13 @@ void kvr_close(struct kvr_client *c)
 
 	if (!c)
 		return;
+	/* A forked child's copy of the mutex may have been held by another
+	 * parent thread at fork(): it must not be taken, and the child says
+	 * nothing to the server anyway. */
+	if (getpid() != c->owner_pid) {
+		teardown(c);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	/* Best effort, never blocking: a dead server or a full socket just
 	 * means the server learns of the close from the hang-up. A broken

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
 #include <criterion/criterion.h>
 
 #include <kvring/doorbell.h>
@@ -160,6 +161,7 @@ Test(server_worker, retrieve_returns_stored_bytes_when_copy_transport)
 	t_server_start(&srv, NULL);
 	roundtrip(KVR_TRANSPORT_COPY);
 	cr_expect(t_server_log_has(&srv, "COPY transport"));
+	cr_expect_eq(t_server_stop(&srv), 0);
 }
 
 Test(server_worker, retrieve_returns_stored_bytes_when_pool_is_private)
@@ -168,23 +170,41 @@ Test(server_worker, retrieve_returns_stored_bytes_when_pool_is_private)
 
 	t_server_start(&srv, args);
 	roundtrip(0);
+	cr_expect(t_server_log_has(&srv, "transport copy: pool is "
+				       "server-private"));
+	cr_expect_eq(t_server_stop(&srv), 0);
 }
 
-/* Run @fn in a child process; its exit status. */
+/*
+ * Run @fn in a child process; its exit status, or 1 when fn did not return.
+ * A failed cr_assert in the child unwinds through Criterion's machinery,
+ * whose exit status is not ours to rely on: the child marks a shared word
+ * only after fn returned, and anything else counts as a failure.
+ */
 static int in_child(void (*fn)(void))
 {
+	_Atomic int *finished;
 	pid_t pid;
-	int st;
+	int st, rc;
 
+	finished = mmap(NULL, sizeof(*finished), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(finished, MAP_FAILED);
+	atomic_store(finished, 0);
 	fflush(NULL);
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		fn();
+		atomic_store(finished, 1);
 		_exit(0);
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (rc == 0 && !atomic_load(finished))
+		rc = 1;
+	munmap((void *)finished, sizeof(*finished));
+	return rc;
 }
 
 static void first_worker(void)

@@ -184,7 +184,14 @@ class _Tx(object):
             return
         self._open = False
         self._release_views()
-        rc = fn(self._c._handle(), ctypes.byref(self._x))
+        try:
+            handle = self._c._handle()
+        except OSError:
+            # The client is closed: the server already released what the
+            # transfer held; only its local memory is left to free.
+            _LIB.kvr_xfer_free(ctypes.byref(self._x))
+            raise
+        rc = fn(handle, ctypes.byref(self._x))
         if rc < 0:
             _raise(rc, self._c._errmsg())
 
