@@ -258,7 +258,7 @@ void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
 
 /* Runs once per batch, not per request: about thirty relaxed stores to
  * lines only this thread writes, and the store's per-channel view, which
- * costs O(open transfers of the channel). */
+ * costs O(1) (plain counters of the store). */
 void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_cstats_shm *st;

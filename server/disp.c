@@ -197,8 +197,11 @@ static uint64_t chan_requests(const struct kvr_conn *c)
 	return n;
 }
 
-/* Write one answer record; on a full ring, publish what is pending and
- * try once more (the worker may have released meanwhile). */
+/* Write one answer record. A claim at the ring's end may place a padding
+ * record and answer -EAGAIN although room waits at the start: one more
+ * claim takes it. Nothing is committed or rung here: the caller parks the
+ * answer and publishes once (a stalled worker must not cost a fence and
+ * an eventfd write on every loop pass). */
 static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
 		      size_t len)
 {
@@ -206,11 +209,8 @@ static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
 	int rc;
 
 	rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
-	if (rc == -EAGAIN) {
-		kvr_ring_commit(&c->resp);
-		(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
+	if (rc == -EAGAIN)
 		rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
-	}
 	if (rc < 0)
 		return rc;
 	memcpy(p, buf, len);

@@ -543,7 +543,7 @@ void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out)
 	*out = st;
 }
 
-/* Counters are O(1); only the oldest transfer needs a walk of the list. */
+/* O(1): kvringd calls this after every batch of requests. */
 int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 			 struct kvr_store_chan_stats *out)
 {
@@ -560,13 +560,6 @@ int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 	cs.pins_held = c->pins;
 	cs.leases_owned = c->nr_leases;
 	cs.transfers_open = c->nr_xfers;
-	for (uint32_t o = c->head; o != NIL; o = s->own[o].next) {
-		const struct owner *w = &s->own[o];
-
-		if (w->kind != OWN_LEASE && (cs.oldest_xfer_ns == 0 ||
-					     w->created_ns < cs.oldest_xfer_ns))
-			cs.oldest_xfer_ns = w->created_ns;
-	}
 	*out = cs;
 	return 0;
 }

@@ -100,8 +100,6 @@ struct kvr_store_chan_stats {
 	uint64_t pins_held; /* pins of its leases + retrieve transfers */
 	uint32_t leases_owned;
 	uint32_t transfers_open; /* store + retrieve */
-	uint64_t oldest_xfer_ns; /* now_ns at creation of its oldest open
-				    transfer; 0 if none */
 };
 
 /* What kvr_store_channel_close() released. */
