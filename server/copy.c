@@ -193,13 +193,16 @@ static void run(struct kvr_srv *s, struct kvr_conn *c,
 	struct kvr_resp_hdr *r = (struct kvr_resp_hdr *)s->ans;
 	uint32_t type;
 	size_t len = kvr__disp_exec(s, c, v, &type);
+	int xrc;
 
 	if (v->op == KVR_OP_PREPARE_STORE && r->status == 0 && r->handle &&
-	    xf_add(cp, r->handle, (const void *)(r + 1), r->count) < 0) {
-		/* Cannot track where its payload goes: give it back. */
+	    (xrc = xf_add(cp, r->handle, (const void *)(r + 1), r->count)) <
+		    0) {
+		/* Cannot track where its payload goes: give it back, and say
+		 * why (-EBUSY: too many open stores, -ENOMEM: no memory). */
 		(void)kvr_store_abort_store(s->store, (uint32_t)c->chan,
 					    r->handle, s->now_ns);
-		r->status = -EBUSY;
+		r->status = xrc;
 		r->handle = 0;
 		r->count = 0;
 		len = sizeof(*r);
