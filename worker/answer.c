@@ -23,24 +23,61 @@
 
 /* ---- answers ---- */
 
-/* Undo what an abandoned request created on the server. */
+/*
+ * Owe an undo for what an abandoned request created on the server. Only
+ * queued here: this runs while an answer is handled, possibly in the middle
+ * of a copy-transport send, where writing another frame would corrupt the
+ * stream. kvr__undo_flush() sends it from the next submit. Only when the
+ * queue cannot grow (out of memory) is it dropped; the server still frees
+ * it when this channel closes.
+ */
 static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 {
-	struct sub s = { .kind = SUB_INTERNAL, .handle = handle };
+	uint32_t uop;
 
 	if (!handle || c->broken)
 		return;
 	if (op == KVR_OP_PREPARE_STORE)
-		s.op = KVR_OP_ABORT_STORE;
+		uop = KVR_OP_ABORT_STORE;
 	else if (op == KVR_OP_PREPARE_RETRIEVE)
-		s.op = KVR_OP_COMMIT_RETRIEVE;
+		uop = KVR_OP_COMMIT_RETRIEVE;
 	else if (op == KVR_OP_LOOKUP)
-		s.op = KVR_OP_RELEASE;
+		uop = KVR_OP_RELEASE;
 	else
 		return;
-	/* Best effort: if it can't be sent, the server frees it when this
-	 * channel closes. */
-	(void)kvr__submit(c, &s, kvr__now_ns(), NULL);
+	if (c->undo_n == c->undo_cap) {
+		uint32_t cap = c->undo_cap ? 2 * c->undo_cap : 16;
+		struct kvr__undo *q = realloc(c->undo, cap * sizeof(*q));
+
+		if (!q)
+			return;
+		c->undo = q;
+		c->undo_cap = cap;
+	}
+	c->undo[c->undo_n++] = (struct kvr__undo){ .op = uop, .handle = handle };
+}
+
+void kvr__undo_flush(struct kvr_client *c)
+{
+	uint32_t done = 0;
+
+	if (c->undo_flushing)
+		return;
+	c->undo_flushing = true;
+	while (done < c->undo_n && !c->broken) {
+		struct sub s = { .kind = SUB_INTERNAL,
+				 .op = c->undo[done].op,
+				 .handle = c->undo[done].handle };
+
+		/* -EAGAIN: the ring is full, keep the rest for next time.
+		 * Any other error broke the client, which frees all. */
+		if (kvr__submit(c, &s, kvr__now_ns(), NULL) == -EAGAIN)
+			break;
+		done++;
+	}
+	memmove(c->undo, c->undo + done, (c->undo_n - done) * sizeof(*c->undo));
+	c->undo_n -= done;
+	c->undo_flushing = false;
 }
 
 /* Read (copy transport) the payload that follows a retrieve answer into

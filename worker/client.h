@@ -113,11 +113,27 @@ struct kvr_client {
 
 	bool reading; /* inside kvr__sock_read_frame: no nested reads */
 
+	/* Undo requests (abort/commit_retrieve/release) owed for answers to
+	 * abandoned calls. Queued, never sent from inside answer handling
+	 * (which may run in the middle of a copy-transport send), and sent
+	 * at the start of the next submit; kept while the ring is full. */
+	struct kvr__undo {
+		uint32_t op;
+		uint64_t handle;
+	} *undo;
+	uint32_t undo_n, undo_cap;
+	bool undo_flushing;
+
 	/* Scratch for one answer record copied out of the ring (so nothing
 	 * is parsed in memory the server can still change). */
 	void *scratch;
 	size_t scratch_bytes;
 };
+
+/* ---- answer.c ---- */
+
+/* Send queued undo requests while the request ring takes them. */
+void kvr__undo_flush(struct kvr_client *c);
 
 /* ---- conn.c ---- */
 

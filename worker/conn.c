@@ -283,6 +283,7 @@ static void teardown(struct kvr_client *c)
 	free(c->pend);
 	free(c->cq);
 	free(c->scratch);
+	free(c->undo);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -197,6 +197,12 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 
 	if (c->broken)
 		return c->broken;
+	/* Owed undos first, so they are not starved by new work. */
+	if (c->undo_n && !c->undo_flushing) {
+		kvr__undo_flush(c);
+		if (c->broken)
+			return c->broken;
+	}
 	if (s->n > c->info.max_keys)
 		return kvr__fail(c, -E2BIG, "%u keys in one request, the "
 				 "server takes at most %u", s->n,

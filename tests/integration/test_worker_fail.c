@@ -99,6 +99,34 @@ Test(worker_fail, connection_survives_when_server_resumes_before_heartbeat_is_st
 	kvr_close(c);
 }
 
+/* kvring.h: what a late answer to an abandoned call created on the server
+ * is undone by the library. A reservation made while the caller had
+ * already timed out must be aborted, not held until the channel closes. */
+Test(worker_fail, late_reservation_is_undone_when_call_timed_out)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 200);
+	const uint64_t sz[2] = { 4096, 4096 };
+	struct kvr_stats_wire st;
+	struct kvr_xfer x = { 0 };
+	struct kvr_key k[2];
+	long rc;
+
+	keys_for(c, 7, k, 2);
+	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+	rc = kvr_prepare_store(c, k, sz, 2, &x);
+	cr_expect_eq(rc, -ETIMEDOUT, "%ld", rc);
+	kill(srv.pid, SIGCONT);
+	/* The ping's wait takes the late answer (it comes first); the
+	 * undo it owes goes out ahead of the stats request. */
+	cr_assert_eq(kvr_ping(c, NULL), 0, "%s", kvr_client_errmsg(c));
+	cr_assert_eq(kvr_stats(c, &st), 0, "%s", kvr_client_errmsg(c));
+	cr_expect_eq(st.chan_reserved_bytes, 0, "late reservation kept");
+	cr_expect_eq(st.reserved_bytes, 0);
+	cr_expect_eq(st.chan_transfers, 0);
+	kvr_xfer_free(&x);
+	kvr_close(c);
+}
+
 Test(worker_fail, call_returns_eownerdead_when_server_is_killed)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
