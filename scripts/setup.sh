@@ -6,8 +6,9 @@
 #   scripts/setup.sh run    install what is missing, build, start kvringd with
 #                           defaults, run the demo worker, stop the server
 #   scripts/setup.sh test   install what is missing, build, run the whole test
-#                           suite through ctest: a gcc build with -Werror,
-#                           then a clang build under AddressSanitizer+UBSan
+#                           suite through ctest: a gcc build with every
+#                           optional peer off (unit suites), a gcc build
+#                           with -Werror, then a clang build under AddressSanitizer+UBSan
 #                           that also runs every libFuzzer target for a
 #                           short fixed number of runs (what .ci/run calls)
 #   scripts/setup.sh asan   only the ASan+UBSan (and fuzz) half of test
@@ -98,7 +99,17 @@ run_ctest() {
 	ctest --test-dir "$dir" --output-on-failure -j"$jobs" "$@"
 }
 
+# The tree with every optional peer switched off (KVR_NO_OPTIONAL) proves
+# the build never depends on what happens to be installed; its unit suites
+# run too, as they are quick.
+run_minimal() {
+	local b=$here/build-min
+	build "$b" -DKVR_NO_OPTIONAL=ON
+	run_ctest "$b" -L unit
+}
+
 run_tests() {
+	run_minimal
 	build "$here/build"
 	run_ctest "$here/build"
 	run_asan

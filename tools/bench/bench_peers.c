@@ -382,6 +382,10 @@ int bench_peer_start(enum bench_peer_kind k, int cpu_server,
 	struct bench_peer *p;
 	int sv[2] = {-1, -1}, rc;
 
+#ifndef KVR_HAVE_ZMQ
+	/* Only the ZeroMQ peer maps a pool of its own. */
+	(void)pool_bytes;
+#endif
 	if (!bench_peer_built(k))
 		return -ENOTSUP;
 	p = calloc(1, sizeof(*p));
