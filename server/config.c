@@ -24,9 +24,7 @@
 
 #include "config.h"
 
-#ifndef KVR_VERSION_STRING
-#define KVR_VERSION_STRING "0.1.0"
-#endif
+#include <kvring/version.h> /* KVR_VERSION_STRING */
 
 /* Long-only options get values above the ASCII range. */
 enum {

@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, struct demo_opts *o)
 		case 'h': usage(stdout); exit(0);
 		case 'V':
 			printf(PROG " %s (segment ABI %d.%d, protocol %u)\n",
-			       "0.1.0", KVR_ABI_MAJOR, KVR_ABI_MINOR,
+			       KVR_VERSION_STRING, KVR_ABI_MAJOR, KVR_ABI_MINOR,
 			       KVR_PROTO_VERSION);
 			exit(0);
 		default: usage(stderr); return -1;

@@ -28,9 +28,8 @@
 
 #include "inspect.h"
 
-#ifndef KVR_VERSION
-#define KVR_VERSION "0.1.0"
-#endif
+#include <kvring/version.h>
+#define KVR_VERSION KVR_VERSION_STRING
 
 static const struct option longopts[] = {
     {"name", required_argument, NULL, 'n'},

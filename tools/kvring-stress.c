@@ -40,9 +40,8 @@
 
 #include "stress.h"
 
-#ifndef KVR_VERSION
-#define KVR_VERSION "0.1.0"
-#endif
+#include <kvring/version.h>
+#define KVR_VERSION KVR_VERSION_STRING
 
 /* Set by SIGINT/SIGTERM: the parent's loop then stops the run in order
  * (workers stopped, audit, report) instead of dying with children left. */

@@ -44,8 +44,10 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 	struct sub s = { .op = KVR_OP_PREPARE_STORE, .keys = keys,
 			 .sizes = sizes, .n = n, .x = x, .user = user };
 
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	kvr__xfer_init(x, KVR_OP_PREPARE_STORE);
 	return LOCKED(c, do_submit(c, &s));
 }
@@ -57,8 +59,10 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 	struct sub s = { .op = KVR_OP_PREPARE_RETRIEVE, .keys = keys, .n = n,
 			 .x = x, .user = user };
 
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	kvr__xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
 	return LOCKED(c, do_submit(c, &s));
 }
@@ -97,16 +101,20 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op,
 
 int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
 					  KVR_OP_PREPARE_STORE, x, user));
 }
 
 int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
 					  KVR_OP_PREPARE_STORE, x, user));
 }
@@ -114,8 +122,10 @@ int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 			       void *user)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
 					  KVR_OP_PREPARE_RETRIEVE, x, user));
 }

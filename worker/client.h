@@ -137,6 +137,10 @@ void kvr__undo_flush(struct kvr_client *c);
 
 /* ---- conn.c ---- */
 
+/* One connection attempt (no waiting for the server); connect.c calls it. */
+int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
+		 char *errbuf, size_t errlen);
+
 /* Record a failure sentence in c->errmsg; returns rc. */
 int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -177,15 +181,35 @@ void kvr__xfer_init(struct kvr_xfer *x, uint32_t op);
 int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 		uint64_t *id_out);
 
-/* Run expr with the client's mutex held (every public call does). */
+/* ---- errmsg.c ---- */
+
+/* Start of a public call: the previous call's sentence is forgotten
+ * (kvr_client_errmsg() is "" after a success), unless the client is
+ * broken, whose sentence stays with every later call. */
+void kvr__call_begin(struct kvr_client *c);
+/* End of a public call that returned rc: a failure that left no sentence
+ * gets kvr_strerror()'s wording, so "" always means success. */
+void kvr__call_end(struct kvr_client *c, long rc);
+/* The sentence for an error the server answered to request s (which
+ * lease, which transfer, which limit). Returns st. */
+int kvr__answer_fail(struct kvr_client *c, const struct sub *s, int st);
+
+/* Run expr with the client's mutex held (every public call does), as one
+ * call for kvr_client_errmsg(). */
 #define LOCKED(c, expr)                                                      \
 	({                                                                   \
 		__typeof__(expr) r_;                                         \
 		pthread_mutex_lock(&(c)->lock);                              \
+		kvr__call_begin(c);                                          \
 		r_ = (expr);                                                 \
+		kvr__call_end((c), (long)r_);                                \
 		pthread_mutex_unlock(&(c)->lock);                            \
 		r_;                                                          \
 	})
+
+/* A public call's own argument check failed: say which, as one call. */
+#define KVR_ARG_FAIL(c, what)                                                \
+	LOCKED((c), kvr__fail((c), -EINVAL, "%s: %s", __func__, (what)))
 
 
 /* ---- answer.c ---- */

@@ -478,8 +478,10 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	return 0;
 }
 
-int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out,
-		char *errbuf, size_t errlen)
+/* One connection attempt with options already copied and checked for size
+ * (connect.c owns the public entry points and the wait for kvringd). */
+int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
+		 char *errbuf, size_t errlen)
 {
 	struct kvr_key nsk;
 	bool pool_failed = false;

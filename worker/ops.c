@@ -46,7 +46,9 @@ static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 	if (rc == 0 && p) {
 		*res = *p;
 		kvr__pend_free(c, p);
-		return res->status;
+		if (res->status < 0)
+			return kvr__answer_fail(c, s, res->status);
+		return 0;
 	}
 	if (rc == -ETIMEDOUT && p && !c->broken) {
 		/* The request stays in flight; its late answer is undone and
@@ -129,24 +131,30 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 		      const uint64_t *sizes, uint32_t n, struct kvr_xfer *x)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_STORE, keys, sizes, n, 0, x));
 }
 
 int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
 			 uint32_t n, struct kvr_xfer *x)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, keys, NULL, n, 0, x));
 }
 
 int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 			       struct kvr_xfer *x)
 {
-	if (!c || !x || !lease)
+	if (!c)
 		return -EINVAL;
+	if (!x || !lease)
+		return KVR_ARG_FAIL(c, "xfer is NULL or lease is 0");
 	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, NULL, NULL, 0,
 				    lease, x));
 }
@@ -173,22 +181,28 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 
 int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
 int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
 int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
 {
-	if (!c || !x)
+	if (!c)
 		return -EINVAL;
+	if (!x)
+		return KVR_ARG_FAIL(c, "xfer is NULL");
 	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_RETRIEVE,
 				   KVR_OP_PREPARE_RETRIEVE, x));
 }
@@ -224,8 +238,10 @@ static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 
 int kvr_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 {
-	if (!c || !out)
+	if (!c)
 		return -EINVAL;
+	if (!out)
+		return KVR_ARG_FAIL(c, "out is NULL");
 	return LOCKED(c, do_stats(c, out));
 }
 

@@ -40,8 +40,10 @@ struct kvr_err {
  * Thread-safe: the result is either a string constant or a thread-local
  * buffer that stays valid until the same thread calls kvr_strerror again.
  * Return: a NUL-terminated string, never NULL.
+ * Exported by libkvring.so (declared for its users in <kvring/kvring.h>),
+ * whatever visibility the rest of lib/ is built with.
  */
-const char *kvr_strerror(int rc);
+__attribute__((visibility("default"))) const char *kvr_strerror(int rc);
 
 /*
  * kvr_err_set - record a failure in a detail buffer.

@@ -22,6 +22,14 @@
 
 #include <kvring/proto.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Both functions below are exported by libkvring.so: a worker may derive
+ * keys without a connection (kvr_client_keys() needs one). */
+#define KVR__KEYS_API __attribute__((visibility("default")))
+
 /*
  * kvr_ns_key - the namespace hash of a model layout (k[-1] above).
  * The canonical bytes are the struct as laid out in proto.h with model
@@ -29,7 +37,7 @@
  * empty or not NUL-terminated within 64 bytes, chunk_tokens is 0, or
  * reserved is not 0.
  */
-int kvr_ns_key(const struct kvr_ns_desc *ns, struct kvr_key *out);
+KVR__KEYS_API int kvr_ns_key(const struct kvr_ns_desc *ns, struct kvr_key *out);
 
 /*
  * kvr_keys_from_tokens - derive the keys of every full chunk of tokens.
@@ -37,7 +45,12 @@ int kvr_ns_key(const struct kvr_ns_desc *ns, struct kvr_key *out);
  * Return: the number of keys written (>= 0), or -EINVAL (bad namespace, or
  * tokens NULL with ntokens > 0).
  */
-long kvr_keys_from_tokens(const struct kvr_ns_desc *ns, const uint32_t *tokens,
-			  size_t ntokens, struct kvr_key *out, size_t max_keys);
+KVR__KEYS_API long kvr_keys_from_tokens(const struct kvr_ns_desc *ns,
+					const uint32_t *tokens, size_t ntokens,
+					struct kvr_key *out, size_t max_keys);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KVRING_KEYS_H */

@@ -21,6 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* C++ spells C11's _Static_assert static_assert; the define is undone at
+ * the end of this header, so it never leaks into a C++ program. */
+#if defined(__cplusplus) && !defined(_Static_assert)
+#define _Static_assert static_assert
+#define KVR__UNDEF_STATIC_ASSERT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
 #define KVR_PROTO_VERSION 1u
 
@@ -259,5 +270,14 @@ _Static_assert(sizeof(struct kvr_welcome) == 280, "ABI: docs/protocol.md");
 struct kvr_err;
 int kvr_hello_check(const void *msg, size_t len, struct kvr_err *e);
 int kvr_welcome_check(const void *msg, size_t len, struct kvr_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef KVR__UNDEF_STATIC_ASSERT
+#undef _Static_assert
+#undef KVR__UNDEF_STATIC_ASSERT
+#endif
 
 #endif /* KVRING_PROTO_H */

@@ -10,8 +10,8 @@
  * socket hangs up, whether the worker closed cleanly or crashed.
  *
  * Every function returns 0 (or a count >= 0) on success and a negative
- * errno on failure (docs/errors.md); kvr_client_errmsg() gives the last
- * failure's full sentence. No function prints, exits or aborts.
+ * errno on failure (docs/errors.md); kvr_client_errmsg() gives the
+ * failed call's full sentence. No function prints, exits or aborts.
  *
  * Threads: a client may be used from several threads; calls are serialised
  * by a mutex inside the client (docs/worker-guide.md), and a synchronous
@@ -47,6 +47,7 @@
 
 #include <kvring/keys.h>
 #include <kvring/proto.h>
+#include <kvring/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,11 @@ struct kvr_client_opts {
 	uint32_t spin_us;	 /* spin before sleeping; 0: default 50 */
 	uint32_t timeout_ms;	 /* bound on every blocking call; 0: 5000 */
 	bool no_prefault;	 /* skip the pool pre-fault (tests only) */
+	/* Additions (v0.2); the struct only ever grows at its end, see
+	 * kvr_connect() and docs/compat.md. */
+	uint32_t connect_wait_ms; /* wait up to this long for kvringd to
+				     appear (socket missing or refusing);
+				     0: $KVRING_CONNECT_WAIT_MS, else 0 */
 };
 
 /* Filled in by kvr_connect(); stable for the client's life. */
@@ -111,6 +117,44 @@ KVR_API int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out
 			char *errbuf, size_t errlen);
 
 /*
+ * kvr_connect_sized - kvr_connect() for a caller that says how big its
+ * struct kvr_client_opts is (opts_size = sizeof(struct kvr_client_opts) as
+ * that caller's header defined it). The options struct grows only at its
+ * end, so the library reads the first opts_size bytes and takes every field
+ * past them as 0; a caller compiled against a newer header may pass a larger
+ * struct as long as the fields this library does not know are all 0 (else
+ * -E2BIG, and errbuf names the library version). kvr_connect() itself reads
+ * the v0.1 prefix (every field up to no_prefault), which is what binaries
+ * built against 0.1 pass. The macro below makes every kvr_connect() call
+ * compiled against this header pass its own sizeof, so new fields work
+ * without any change to callers (zlib's deflateInit() does the same).
+ * Bindings that cannot use the macro (Python's ctypes) call this directly.
+ */
+KVR_API int kvr_connect_sized(const struct kvr_client_opts *o,
+			      size_t opts_size, struct kvr_client **out,
+			      char *errbuf, size_t errlen);
+#define kvr_connect(o, out, errbuf, errlen)                                   \
+	kvr_connect_sized((o), sizeof(struct kvr_client_opts), (out), (errbuf), \
+			  (errlen))
+
+/*
+ * kvr_version / kvr_version_number - the version of the libkvring that is
+ * loaded ("0.2.0" / 0x000200), which may be newer than the KVR_VERSION_*
+ * macros of the header the program was compiled with. Never fail.
+ */
+KVR_API const char *kvr_version(void);
+KVR_API int kvr_version_number(void);
+
+/*
+ * kvr_strerror - kvr's wording for a return code (docs/errors.md), e.g.
+ * kvr_strerror(-ENOSPC) is "chunk pool is full"; codes kvr gives no meaning
+ * fall back to the C library's text. Thread-safe, never NULL. For the
+ * sentence about one failed call (which lease, which limit), use
+ * kvr_client_errmsg().
+ */
+KVR_API const char *kvr_strerror(int rc);
+
+/*
  * kvr_close - release the connection and everything the server holds for
  * it. Idempotent on the same pointer value is impossible in C, so:
  * kvr_close(NULL) is a no-op, and kvr_close() works (returns) whether the
@@ -124,7 +168,15 @@ KVR_API void kvr_close(struct kvr_client *c);
 
 KVR_API const struct kvr_client_info *kvr_client_info(const struct kvr_client *c);
 
-/* The last failure's sentence for this client ("" if none). */
+/*
+ * kvr_client_errmsg - the sentence about the call on this client that just
+ * returned an error ("lease 123 is unknown or expired: ..."), or "" when
+ * that call succeeded: every call clears it first. Once the client is
+ * broken it keeps the sentence of the fatal error that every later call
+ * returns. Several threads sharing one client share this text too: read
+ * it before another thread makes a call, or use kvr_strerror(rc).
+ * The text stays valid until the next call on this client.
+ */
 KVR_API const char *kvr_client_errmsg(const struct kvr_client *c);
 
 /* Keys for this client's namespace (see <kvring/keys.h>): one per full

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_worker_api.c - libkvring's API contract against a real kvringd:
+ * kvr_client_errmsg() belongs to the call that just failed (and is empty
+ * after a success), server errors become sentences naming the lease or
+ * transfer, the options struct can grow (kvr_connect_sized), the wait for
+ * a server that is still starting, and the exported symbols of the shared
+ * library (kvr_strerror, kvr_version). Data paths are in test_worker.c.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "worker_srv.h"
+
+static struct wsrv srv;
+
+static void setup(void)
+{
+	wsrv_init(&srv, "64M");
+	wsrv_start(&srv);
+}
+
+static void teardown(void)
+{
+	wsrv_stop(&srv);
+	wsrv_cleanup(&srv);
+}
+
+TestSuite(worker_api, .init = setup, .fini = teardown, .timeout = 60);
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The issue's report: a too-long lookup, then release() of a lease that
+ * does not exist, described the lookup. */
+Test(worker_api, errmsg_names_the_lease_when_release_follows_another_failure)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+	uint32_t n = kvr_client_info(c)->max_keys + 1;
+	struct kvr_key *k = calloc(n, sizeof(*k));
+
+	cr_assert(k);
+	cr_assert_eq(kvr_lookup(c, k, n, NULL), -E2BIG);
+	cr_expect_neq(strstr(kvr_client_errmsg(c), "keys in one request"), NULL,
+		      "%s", kvr_client_errmsg(c));
+	cr_assert_eq(kvr_release(c, 123), -ENOENT);
+	cr_expect_neq(
+	    strstr(kvr_client_errmsg(c), "lease 123 is unknown or expired"),
+	    NULL, "%s", kvr_client_errmsg(c));
+	cr_expect_eq(strstr(kvr_client_errmsg(c), "keys in one request"), NULL,
+		     "%s", kvr_client_errmsg(c));
+	free(k);
+	kvr_close(c);
+}
+
+Test(worker_api, errmsg_is_empty_when_the_call_after_a_failure_succeeds)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+
+	cr_assert_eq(kvr_release(c, 77), -ENOENT);
+	cr_assert_neq(kvr_client_errmsg(c)[0], '\0');
+	cr_assert_eq(kvr_ping(c, NULL), 0);
+	cr_expect_str_eq(kvr_client_errmsg(c), "");
+	kvr_close(c);
+}
+
+Test(worker_api, errmsg_names_the_transfer_when_commit_finds_none)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+	struct kvr_xfer x = {.id = 999, .op = KVR_OP_PREPARE_STORE};
+
+	cr_assert_eq(kvr_commit_store(c, &x), -ENOENT);
+	cr_expect_neq(
+	    strstr(kvr_client_errmsg(c), "store transfer 999 is unknown"), NULL,
+	    "%s", kvr_client_errmsg(c));
+	kvr_close(c);
+}
+
+Test(worker_api, errmsg_names_the_argument_when_xfer_is_null)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+
+	cr_assert_eq(kvr_commit_store(c, NULL), -EINVAL);
+	cr_expect_neq(strstr(kvr_client_errmsg(c), "xfer is NULL"), NULL, "%s",
+		      kvr_client_errmsg(c));
+	kvr_close(c);
+}
+
+Test(worker_api, connect_sized_refuses_when_an_unknown_field_is_set)
+{
+	struct {
+		struct kvr_client_opts o;
+		uint64_t newer_field;
+	} big = {wsrv_opts(&srv, 0, 5000), 1};
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	cr_expect_eq(
+	    kvr_connect_sized(&big.o, sizeof(big), &c, err, sizeof(err)),
+	    -E2BIG);
+	cr_expect_neq(strstr(err, "upgrade libkvring"), NULL, "%s", err);
+	cr_expect_null(c);
+	/* The same larger struct with its unknown field 0 is fine. */
+	big.newer_field = 0;
+	cr_assert_eq(
+	    kvr_connect_sized(&big.o, sizeof(big), &c, err, sizeof(err)), 0,
+	    "%s", err);
+	kvr_close(c);
+}
+
+Test(worker_api, connect_sized_refuses_when_smaller_than_the_first_layout)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	cr_expect_eq(kvr_connect_sized(&o, 8, &c, err, sizeof(err)), -EINVAL);
+	cr_expect_neq(strstr(err, "smaller than the oldest layout"), NULL, "%s",
+		      err);
+}
+
+/* What a 0.1 binary does: call the kvr_connect symbol with the old
+ * struct. Garbage past the old struct's end must not be read. */
+Test(worker_api, legacy_connect_symbol_ignores_bytes_past_the_old_struct)
+{
+	int (*legacy)(const struct kvr_client_opts *, struct kvr_client **,
+		      char *, size_t) = (kvr_connect);
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	memset(&o.connect_wait_ms, 0xff, sizeof(o.connect_wait_ms));
+	cr_assert_eq(legacy(&o, &c, err, sizeof(err)), 0, "%s", err);
+	kvr_close(c);
+}
+
+Test(worker_api, connect_fails_at_once_when_no_server_and_no_wait)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+	uint64_t t0;
+
+	o.socket_path = "/tmp/kvring-test-nobody-here.sock";
+	unsetenv("KVRING_CONNECT_WAIT_MS");
+	t0 = now_ms();
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -ENOENT);
+	cr_expect_lt(now_ms() - t0, 1000);
+	cr_expect_eq(strstr(err, "waited"), NULL, "%s", err);
+}
+
+Test(worker_api, connect_says_how_long_it_waited_when_no_server_comes)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	o.socket_path = "/tmp/kvring-test-nobody-here.sock";
+	o.connect_wait_ms = 150;
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -ENOENT);
+	cr_expect_neq(strstr(err, "waited 150 ms for kvringd to appear"), NULL,
+		      "%s", err);
+}
+
+/* The service race: a worker started beside kvringd, before its socket
+ * exists. With the wait it connects once the server is up. */
+static struct wsrv late; /* started by the thread below */
+static atomic_bool late_done;
+
+/* The thread that forks kvringd must outlive it: t_server_spawn() asks
+ * for PR_SET_PDEATHSIG, which fires when the forking *thread* exits. */
+static void *start_later(void *arg)
+{
+	(void)arg;
+	wsrv_sleep_ms(300);
+	wsrv_start(&late);
+	while (!atomic_load(&late_done))
+		wsrv_sleep_ms(5);
+	wsrv_stop(&late);
+	return NULL;
+}
+
+static void connects_when_server_appears(bool from_env)
+{
+	struct kvr_client_opts o;
+	struct kvr_client *c = NULL;
+	char err[256];
+	pthread_t th;
+	int rc;
+
+	wsrv_init(&late, "64M"); /* names only: no server yet */
+	o = wsrv_opts(&late, 0, 5000);
+	if (from_env)
+		setenv("KVRING_CONNECT_WAIT_MS", "10000", 1);
+	else
+		o.connect_wait_ms = 10000;
+	atomic_store(&late_done, false);
+	cr_assert_eq(pthread_create(&th, NULL, start_later, NULL), 0);
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	unsetenv("KVRING_CONNECT_WAIT_MS");
+	if (rc == 0) {
+		int prc = kvr_ping(c, NULL);
+
+		cr_expect_eq(prc, 0, "ping: %d %s", prc, kvr_client_errmsg(c));
+		kvr_close(c);
+	}
+	atomic_store(&late_done, true);
+	pthread_join(th, NULL);
+	wsrv_cleanup(&late);
+	cr_expect_eq(rc, 0, "%d %s", rc, err);
+}
+
+Test(worker_api, connect_waits_when_the_server_appears_later)
+{
+	connects_when_server_appears(false);
+}
+
+Test(worker_api, connect_waits_when_the_env_asks_for_it)
+{
+	connects_when_server_appears(true);
+}
+
+/* The installed library's exports (the issue: kvr_strerror was
+ * documented but hidden). */
+Test(worker_api, shared_library_exports_strerror_and_version)
+{
+	void *h = dlopen(KVR_BIN_DIR "/worker/libkvring.so", RTLD_NOW);
+	const char *(*se)(int);
+	const char *(*ver)(void);
+
+	cr_assert(h, "dlopen: %s", dlerror());
+	se = (const char *(*)(int))dlsym(h, "kvr_strerror");
+	ver = (const char *(*)(void))dlsym(h, "kvr_version");
+	cr_assert(se && ver, "kvr_strerror %p kvr_version %p", (void *)se,
+		  (void *)ver);
+	cr_expect_str_eq(se(-ENOSPC), "chunk pool is full");
+	cr_expect_str_eq(ver(), KVR_VERSION_STRING);
+	cr_expect(dlsym(h, "kvr_connect_sized") != NULL);
+	cr_expect(dlsym(h, "kvr_keys_from_tokens") != NULL);
+	dlclose(h);
+}
+
+Test(worker_api, version_matches_the_header_when_linked_statically)
+{
+	cr_expect_str_eq(kvr_version(), KVR_VERSION_STRING);
+	cr_expect_eq(kvr_version_number(), KVR_VERSION_NUMBER);
+	cr_expect_eq(KVR_VERSION_NUMBER >> 16, KVR_VERSION_MAJOR);
+}

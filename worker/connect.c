@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * connect.c - libkvring's public entry points that do not need a client:
+ * kvr_connect() and kvr_connect_sized() (the options struct that can grow,
+ * and the wait for a kvringd that is still starting), kvr_version() and
+ * the exported kvr_strerror() wording.
+ *
+ * Growth rule (docs/compat.md): struct kvr_client_opts only ever gains
+ * fields at its end. The caller says how many bytes it has; what lies past
+ * them is taken as 0, and a newer caller's extra fields must be 0 here.
+ * This file does not speak the protocol (conn.c does, one attempt at a
+ * time).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <kvring/error.h>
+
+#include "client.h"
+
+/* What a binary built against 0.1 passes: every field up to no_prefault. */
+#define OPTS_V1_BYTES offsetof(struct kvr_client_opts, connect_wait_ms)
+
+/* Pause between attempts while waiting for kvringd's socket to appear. */
+#define WAIT_STEP_MS 20
+
+const char *kvr_version(void)
+{
+	return KVR_VERSION_STRING;
+}
+
+int kvr_version_number(void)
+{
+	return KVR_VERSION_NUMBER;
+}
+
+/* $KVRING_CONNECT_WAIT_MS, or 0 when unset or not a plain number. */
+static uint32_t env_wait_ms(void)
+{
+	const char *e = getenv("KVRING_CONNECT_WAIT_MS");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return 0;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || v > UINT32_MAX)
+		return 0;
+	return (uint32_t)v;
+}
+
+static void sleep_ms(uint32_t ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/*
+ * The wait for a server that is not there yet: kvringd creates its socket
+ * only once the pool is pre-faulted (docs/config.md), so "no socket" and
+ * "refused" mean "not yet" for up to wait_ms. Any other outcome, success
+ * or a real refusal, ends the wait at once.
+ */
+static int connect_waiting(const struct kvr_client_opts *o, uint32_t wait_ms,
+			   struct kvr_client **out, char *errbuf, size_t errlen)
+{
+	uint64_t deadline = kvr__now_ns() + (uint64_t)wait_ms * 1000000ull;
+	size_t used;
+	int rc;
+
+	for (;;) {
+		rc = kvr__connect(o, out, errbuf, errlen);
+		if (rc != -ENOENT && rc != -ECONNREFUSED)
+			return rc;
+		if (wait_ms == 0 || kvr__now_ns() >= deadline)
+			break;
+		sleep_ms(WAIT_STEP_MS);
+	}
+	if (wait_ms && errbuf && errlen) {
+		used = strlen(errbuf);
+		if (used < errlen)
+			snprintf(errbuf + used, errlen - used,
+				 "; waited %u ms for kvringd to appear",
+				 wait_ms);
+	}
+	return rc;
+}
+
+int kvr_connect_sized(const struct kvr_client_opts *o, size_t opts_size,
+		      struct kvr_client **out, char *errbuf, size_t errlen)
+{
+	struct kvr_client_opts mine;
+	uint32_t wait_ms;
+
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	if (!o || !out) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen, "opts and out are required");
+		return -EINVAL;
+	}
+	if (opts_size < OPTS_V1_BYTES) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen,
+				 "struct kvr_client_opts of %zu bytes: smaller "
+				 "than the oldest layout (%zu bytes)",
+				 opts_size, (size_t)OPTS_V1_BYTES);
+		return -EINVAL;
+	}
+	memset(&mine, 0, sizeof(mine));
+	memcpy(&mine, o, opts_size < sizeof(mine) ? opts_size : sizeof(mine));
+	/* A newer caller's fields we do not know must be unset: ignoring a
+	 * set one would silently change what the caller asked for. */
+	for (size_t i = sizeof(mine); i < opts_size; i++) {
+		if (((const unsigned char *)o)[i] != 0) {
+			if (errbuf && errlen)
+				snprintf(errbuf, errlen,
+					 "struct kvr_client_opts of %zu bytes "
+					 "sets a field at byte %zu that "
+					 "libkvring %s (%zu bytes) does not "
+					 "know: upgrade libkvring",
+					 opts_size, i, KVR_VERSION_STRING,
+					 sizeof(mine));
+			return -E2BIG;
+		}
+	}
+	wait_ms = mine.connect_wait_ms ? mine.connect_wait_ms : env_wait_ms();
+	return connect_waiting(&mine, wait_ms, out, errbuf, errlen);
+}
+
+/* The exported symbol old binaries (and ctypes) call: the v0.1 layout.
+ * The parentheses keep the kvr_connect() macro of kvring.h out. */
+int(kvr_connect)(const struct kvr_client_opts *o, struct kvr_client **out,
+		 char *errbuf, size_t errlen)
+{
+	return kvr_connect_sized(o, OPTS_V1_BYTES, out, errbuf, errlen);
+}
