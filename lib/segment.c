@@ -189,10 +189,19 @@ static uint64_t now_ns(void)
 
 int kvr_seg_prefault(void *base, size_t bytes, bool write, uint64_t *elapsed_ns)
 {
+	return kvr_seg_prefault_pages(base, bytes, PREFAULT_STRIDE, write,
+				      elapsed_ns);
+}
+
+int kvr_seg_prefault_pages(void *base, size_t bytes, size_t page_bytes,
+			   bool write, uint64_t *elapsed_ns)
+{
 	unsigned char *p = base;
 	uint64_t t0 = now_ns(), zero = 0, sink = 0;
 
 	if (bytes > 0 && (!base || ((uintptr_t)base & 7u)))
+		return -EINVAL;
+	if (page_bytes < PREFAULT_STRIDE || (page_bytes & (page_bytes - 1)))
 		return -EINVAL;
 	/*
 	 * Hide the zero from the optimiser: an add of a *known* zero is an
@@ -200,10 +209,12 @@ int kvr_seg_prefault(void *base, size_t bytes, bool write, uint64_t *elapsed_ns)
 	 * would take only a read fault and leave the write fault for later.
 	 */
 	__asm__ volatile("" : "+r"(zero));
-	for (size_t off = 0; off < bytes; off += PREFAULT_STRIDE) {
+	for (size_t off = 0; off < bytes; off += page_bytes) {
 		/*
 		 * The word at off is inside the mapping's page even when fewer
 		 * than 8 bytes of the file remain: mappings cover whole pages.
+		 * One fault maps the whole page, whatever its size, so one
+		 * word per page is enough (512 per GiB on 2 MiB pages).
 		 */
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(p + off);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Segment backends: a named file in a tmpfs directory, an anonymous memfd,
- * private anonymous memory; mapping a received fd or a named file; and
- * teardown. The header, names and prefault are in segment.c.
+ * Segment backends: a named file in a tmpfs or hugetlbfs directory, an
+ * anonymous memfd (hugetlb or not), private anonymous memory; mapping a
+ * received fd or a named file; and teardown. The header, names and
+ * prefault are in segment.c, huge-page host facts in segment_huge.c.
  *
  * Two rules shape every function here. First, a full filesystem or memory
  * limit must show up as an error at creation, never as a SIGBUS when a
@@ -87,29 +88,18 @@ static bool try_thp(void *base, size_t bytes, bool shared)
 }
 
 /*
- * Free hugetlb bytes of the default huge page size: (HugePages_Free -
- * HugePages_Rsvd) * Hugepagesize, from /proc/meminfo. *hp_bytes receives
- * the huge page size. Returns 0 when anything is missing.
+ * Free hugetlb bytes of the default huge page size; *hp_bytes receives the
+ * huge page size. Returns 0 when the kernel has none or none are free.
  */
 static uint64_t hugetlb_free_bytes(size_t *hp_bytes)
 {
-	unsigned long long free_pages = 0, rsvd = 0, kb = 0;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "re");
+	struct kvr_hugetlb_info hi;
 
 	*hp_bytes = 0;
-	if (!f)
+	if (kvr_seg_hugetlb_info(&hi) < 0)
 		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		sscanf(line, "HugePages_Free: %llu", &free_pages);
-		sscanf(line, "HugePages_Rsvd: %llu", &rsvd);
-		sscanf(line, "Hugepagesize: %llu kB", &kb);
-	}
-	fclose(f);
-	*hp_bytes = (size_t)kb * 1024u;
-	if (kb == 0 || free_pages <= rsvd)
-		return 0;
-	return (uint64_t)(free_pages - rsvd) * kb * 1024u;
+	*hp_bytes = hi.page_bytes;
+	return hi.free_pages * hi.page_bytes;
 }
 
 static void seg_empty(struct kvr_seg *s)
@@ -147,9 +137,47 @@ static int nospace(struct kvr_err *e, const char *path, const char *dir,
 			   path, need, avail, dir, dir);
 }
 
-int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
-		       mode_t mode, gid_t gid, struct kvr_seg *out,
-		       struct kvr_err *e)
+/*
+ * Reserve every page of a named file: on tmpfs posix_fallocate allocates
+ * them; on hugetlbfs fallocate(2) takes whole huge pages out of the free
+ * pool (glibc's posix_fallocate would fall back to writing, which hugetlbfs
+ * refuses). Either way running out is ENOSPC here, not SIGBUS later.
+ * Returns 0 or a positive errno, as posix_fallocate does.
+ */
+static int reserve_file(int fd, size_t bytes, bool hugetlb)
+{
+	if (!hugetlb)
+		return posix_fallocate(fd, 0, (off_t)bytes);
+	return fallocate(fd, 0, 0, (off_t)bytes) == 0 ? 0 : errno;
+}
+
+/* Message for a hugetlb shortage: pages needed, free, and what to do. */
+static int nohuge(struct kvr_err *e, const char *what, size_t bytes,
+		  size_t hp)
+{
+	struct kvr_hugetlb_info hi = { 0 };
+	uint64_t need = kvr_seg_huge_pages_for(bytes, hp);
+
+	(void)kvr_seg_hugetlb_info(&hi);
+	return kvr_err_set(e, -ENOSPC,
+			   "create %s: needs %" PRIu64 " huge pages of %zu "
+			   "KiB, %" PRIu64 " free; reserve more (echo %" PRIu64
+			   " > /proc/sys/vm/nr_hugepages) or lower "
+			   "--pool-size",
+			   what, need, hp >> 10, hi.free_pages,
+			   hi.total_pages + (need > hi.free_pages
+						 ? need - hi.free_pages
+						 : 0));
+}
+
+/*
+ * A named segment @dir/@name: tmpfs (hugetlb false) or hugetlbfs with
+ * pages of @hp bytes (@bytes already rounded to them). The name checks,
+ * O_EXCL and the exact mode are the same for both.
+ */
+static int create_named(const char *dir, const char *name, size_t bytes,
+			mode_t mode, gid_t gid, bool hugetlb, size_t hp,
+			struct kvr_seg *out, struct kvr_err *e)
 {
 	char path[KVR_SEG_DIR_MAX + KVR_SEG_NAME_MAX + 2];
 	struct statvfs vfs;
@@ -207,8 +235,10 @@ int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
 	/*
 	 * Cheap pre-check: a pool far bigger than the mount would otherwise
 	 * make fallocate allocate (and then free) everything that is left.
+	 * hugetlbfs has no meaningful statvfs without size=: the caller
+	 * checks free huge pages instead.
 	 */
-	if (fstatvfs(fd, &vfs) == 0) {
+	if (!hugetlb && fstatvfs(fd, &vfs) == 0) {
 		avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 		if ((uint64_t)round_up(bytes, page_size()) > avail) {
 			rc = nospace(e, path, dir, bytes, avail);
@@ -220,9 +250,11 @@ int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
 	 * out is ENOSPC here and not SIGBUS at first touch. posix_fallocate
 	 * returns the error number instead of setting errno.
 	 */
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
+	rc = reserve_file(fd, bytes, hugetlb);
 	if (rc != 0) {
-		if (rc == ENOSPC) {
+		if (rc == ENOSPC && hugetlb) {
+			rc = nohuge(e, path, bytes, hp);
+		} else if (rc == ENOSPC) {
 			if (fstatvfs(fd, &vfs) == 0)
 				avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 			rc = nospace(e, path, dir, bytes, avail);
@@ -247,7 +279,9 @@ int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
 	s.backend = KVR_SEG_BACKEND_SHM;
 	s.owner = true;
 	s.writable = true;
-	s.huge = try_thp(base, bytes, true);
+	s.hugetlb = hugetlb;
+	s.huge = hugetlb || try_thp(base, bytes, true);
+	s.page_bytes = hugetlb ? hp : page_size();
 	snprintf(s.name, sizeof(s.name), "%s", name);
 	snprintf(s.dir, sizeof(s.dir), "%s", dir);
 	*out = s;
@@ -258,6 +292,38 @@ err_unlink:
 	unlink(path);
 	close(fd);
 	return rc;
+}
+
+int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
+		       mode_t mode, gid_t gid, struct kvr_seg *out,
+		       struct kvr_err *e)
+{
+	return create_named(dir, name, bytes, mode, gid, false, 0, out, e);
+}
+
+int kvr_seg_create_hugetlbfs(const char *dir, const char *name, size_t bytes,
+			     mode_t mode, gid_t gid, struct kvr_seg *out,
+			     struct kvr_err *e)
+{
+	size_t hp = 0;
+	int rc;
+
+	if (!dir)
+		return kvr_err_set(e, -EINVAL,
+				   "create huge-page segment: no directory");
+	rc = kvr_seg_hugetlbfs_page(dir, &hp);
+	if (rc < 0)
+		return kvr_err_set(e, rc == -EINVAL ? -EINVAL : rc,
+				   "create huge-page segment in %s: %s", dir,
+				   rc == -EINVAL ? "not a hugetlbfs mount "
+						   "(mount -t hugetlbfs none "
+						   "DIR)"
+						 : strerror(-rc));
+	if (bytes == 0 || bytes > SIZE_MAX - hp)
+		return kvr_err_set(e, -EINVAL, "create %s: bad size %zu",
+				   name ? name : "(null)", bytes);
+	return create_named(dir, name, round_up(bytes, hp), mode, gid, true,
+			    hp, out, e);
 }
 
 /*
@@ -317,6 +383,16 @@ static int memfd_try(const char *name, size_t bytes, bool hugetlb,
 	s->writable = true;
 	s->hugetlb = hugetlb;
 	s->huge = hugetlb || try_thp(base, bytes, true);
+	s->page_bytes = page_size();
+	if (hugetlb) {
+		struct stat st;
+
+		/* A hugetlb memfd reports its page size as the block size. */
+		s->page_bytes = fstat(fd, &st) == 0 &&
+					(size_t)st.st_blksize > page_size()
+				    ? (size_t)st.st_blksize
+				    : page_size();
+	}
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	return 0;
 
@@ -335,21 +411,35 @@ int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 		return kvr_err_set(e, -EINVAL,
 				   "create memfd \"%.70s\": invalid name",
 				   name ? name : "(null)");
-	if (bytes == 0 || (flags & ~KVR_SEG_TRY_HUGETLB))
+	if (bytes == 0 ||
+	    (flags & ~(KVR_SEG_TRY_HUGETLB | KVR_SEG_NEED_HUGETLB)))
 		return kvr_err_set(e, -EINVAL,
 				   "create memfd %s: size 0 or unknown flags "
 				   "0x%x",
 				   name, flags);
-	if (flags & KVR_SEG_TRY_HUGETLB) {
+	if (flags & (KVR_SEG_TRY_HUGETLB | KVR_SEG_NEED_HUGETLB)) {
 		size_t hp;
 		uint64_t free_bytes = hugetlb_free_bytes(&hp);
 
 		/* Only when the free huge pages cover it: else no attempt. */
 		if (hp > 0 && bytes <= SIZE_MAX - hp &&
-		    free_bytes >= round_up(bytes, hp) &&
-		    memfd_try(name, round_up(bytes, hp), true, &s, NULL) == 0) {
-			*out = s;
-			return 0;
+		    free_bytes >= round_up(bytes, hp)) {
+			rc = memfd_try(name, round_up(bytes, hp), true, &s,
+				       (flags & KVR_SEG_NEED_HUGETLB) ? e
+								      : NULL);
+			if (rc == 0) {
+				*out = s;
+				return 0;
+			}
+			if (flags & KVR_SEG_NEED_HUGETLB)
+				return rc;
+		} else if (flags & KVR_SEG_NEED_HUGETLB) {
+			if (hp == 0)
+				return kvr_err_set(e, -ENOSYS,
+						   "create memfd %s: the kernel "
+						   "has no huge pages",
+						   name);
+			return nohuge(e, name, bytes, hp);
 		}
 		/* Fall back to normal pages; the caller logs which it got. */
 	}
@@ -380,6 +470,7 @@ int kvr_seg_create_private(size_t bytes, struct kvr_seg *out, struct kvr_err *e)
 	s.backend = KVR_SEG_BACKEND_PRIVATE;
 	s.owner = true;
 	s.writable = true;
+	s.page_bytes = page_size();
 	s.huge = try_thp(base, bytes, false);
 	*out = s;
 	return 0;
@@ -420,6 +511,15 @@ int kvr_seg_attach_fd(int fd, size_t bytes, int prot, struct kvr_seg *out,
 				 fd, (long long)st.st_size, bytes);
 		goto out_close;
 	}
+	/*
+	 * A hugetlb mapping can only be unmapped in whole huge pages: map a
+	 * length rounded up to the file's page size (the file holds it).
+	 */
+	if ((size_t)st.st_blksize > page_size() &&
+	    bytes <= SIZE_MAX - (size_t)st.st_blksize &&
+	    (uint64_t)round_up(bytes, (size_t)st.st_blksize) <=
+		(uint64_t)st.st_size)
+		bytes = round_up(bytes, (size_t)st.st_blksize);
 	base = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = kvr_err_set(e, -errno, "attach fd %d: mmap %zu bytes: %s",
@@ -434,6 +534,7 @@ int kvr_seg_attach_fd(int fd, size_t bytes, int prot, struct kvr_seg *out,
 	/* hugetlbfs reports its page size as the block size. */
 	s.hugetlb = (size_t)st.st_blksize > page_size();
 	s.huge = s.hugetlb;
+	s.page_bytes = s.hugetlb ? (size_t)st.st_blksize : page_size();
 	*out = s;
 	rc = 0;
 out_close:
@@ -492,6 +593,8 @@ int kvr_seg_open_name(const char *dir, const char *name, bool rdonly,
 	s.bytes = (size_t)st.st_size;
 	s.backend = KVR_SEG_BACKEND_SHM;
 	s.writable = !rdonly;
+	s.hugetlb = (size_t)st.st_blksize > page_size();
+	s.page_bytes = s.hugetlb ? (size_t)st.st_blksize : page_size();
 	snprintf(s.name, sizeof(s.name), "%s", name);
 	snprintf(s.dir, sizeof(s.dir), "%s", dir);
 	*out = s;

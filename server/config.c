@@ -41,6 +41,8 @@ enum {
 	OPT_SPIN_US,
 	OPT_LEASE_MS,
 	OPT_GROUP,
+	OPT_HUGE_PAGES,
+	OPT_HUGE_DIR,
 };
 
 static const struct option longopts[] = {
@@ -61,6 +63,8 @@ static const struct option longopts[] = {
 	{ "stall-ms", required_argument, NULL, OPT_STALL_MS },
 	{ "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
 	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
+	{ "huge-pages", required_argument, NULL, OPT_HUGE_PAGES },
+	{ "huge-dir", required_argument, NULL, OPT_HUGE_DIR },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -92,6 +96,13 @@ void kvr_config_usage(FILE *f)
 "                          /dev/shm file), then memfd (anonymous, survives a\n"
 "                          small /dev/shm), then private (copy transport:\n"
 "                          payload travels over the socket, slow).\n"
+"      --huge-pages MODE   auto | require | off. Default: auto: put the pool\n"
+"                          on huge pages when enough are free (a named file\n"
+"                          on a hugetlbfs mount, else a hugetlb memfd), else\n"
+"                          4 KiB pages and one log line saying how many to\n"
+"                          reserve. require: fail instead. off: never.\n"
+"      --huge-dir DIR      hugetlbfs mount for the named pool. Default: the\n"
+"                          first writable one in /proc/self/mounts.\n"
 "      --no-prefault       do not touch every pool page at start-up (tests).\n"
 "Workers:\n"
 "  -w, --max-workers N     channels in the control segment (1-4096).\n"
@@ -294,6 +305,24 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 	case OPT_NO_PREFAULT:
 		c->no_prefault = true;
 		return 0;
+	case OPT_HUGE_PAGES:
+		if (strcmp(a, "auto") == 0)
+			c->huge_pages = KVR_HUGE_AUTO;
+		else if (strcmp(a, "require") == 0)
+			c->huge_pages = KVR_HUGE_REQUIRE;
+		else if (strcmp(a, "off") == 0)
+			c->huge_pages = KVR_HUGE_OFF;
+		else
+			return bad(err, "--huge-pages", a,
+				   "use auto, require or off");
+		return 0;
+	case OPT_HUGE_DIR:
+		if (copy_str(c->huge_dir, sizeof(c->huge_dir), a) < 0 ||
+		    a[0] != '/')
+			return bad(err, "--huge-dir", a,
+				   "use an absolute path shorter than 256 "
+				   "bytes");
+		return 0;
 	default:
 		fprintf(err, "kvringd: unknown option or missing argument\n");
 		fprintf(err, "Try 'kvringd --help' for more information.\n");
@@ -342,6 +371,11 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	}
 	if (cfg->align > cfg->pool_bytes)
 		return bad(err, "--align", "", "larger than --pool-size");
+	if (cfg->huge_pages == KVR_HUGE_REQUIRE &&
+	    cfg->pool_backend == KVR_POOL_PRIVATE)
+		return bad(err, "--huge-pages", "require",
+			   "the private pool (copy transport) never uses huge "
+			   "pages; drop --pool-backend private");
 
 	/* Names not given on the command line come from the environment or
 	 * from the uid (so two users never collide). */

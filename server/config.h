@@ -53,6 +53,15 @@ struct kvr_config {
 	char group[64];			       /* as given, for logs */
 	bool allow_root;		       /* --allow-root */
 	bool no_prefault;		       /* --no-prefault (tests) */
+	int huge_pages;			       /* --huge-pages: KVR_HUGE_* */
+	char huge_dir[256];		       /* --huge-dir ("" = find) */
+};
+
+/* --huge-pages: use huge pages when enough are free, always, or never. */
+enum kvr_huge_mode {
+	KVR_HUGE_AUTO = 0, /* default: huge if free, else 4 KiB + a hint */
+	KVR_HUGE_REQUIRE = 1,
+	KVR_HUGE_OFF = 2,
 };
 
 /* Outcome of kvr_config_parse() besides errors. */

@@ -61,6 +61,40 @@ static void log_sweep(const char *prefix, int rc,
 			     prefix, r->removed, r->kept_live, r->errors);
 }
 
+static const char *huge_dir(const struct kvr_srv *s, char *buf, size_t n);
+
+/* Stale pools on the hugetlbfs mount, before their .ctl in /dev/shm (the
+ * pool-first order the sweep's pairing relies on). */
+static void sweep_huge(const struct kvr_srv *s)
+{
+	struct kvr_sweep_report r;
+	char dbuf[KVR_SEG_DIR_MAX], prefix[80];
+	const char *dir = huge_dir(s, dbuf, sizeof(dbuf));
+	int rc;
+
+	if (!dir[0])
+		return;
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0)
+			snprintf(prefix, sizeof(prefix), "%s", KVR_SEG_PREFIX);
+		else if (strncmp(s->cfg.name, KVR_SEG_PREFIX,
+				 strlen(KVR_SEG_PREFIX)) != 0)
+			snprintf(prefix, sizeof(prefix), "%s.", s->cfg.name);
+		else
+			break;
+		memset(&r, 0, sizeof(r));
+		rc = kvr_seg_sweep_pools(dir, NULL, prefix, &r);
+		if (rc < 0) {
+			kvr_log_warn("sweep %s* in %s: %s", prefix, dir,
+				     kvr_strerror(rc));
+			continue;
+		}
+		for (unsigned i = 0; i < r.nr_removed_names; i++)
+			kvr_log_info("sweep: removed stale segment %s/%s", dir,
+				     r.removed_names[i]);
+	}
+}
+
 /* DESIGN rule 8: remove stale segments of dead servers, only ours. */
 static void sweep(const struct kvr_srv *s)
 {
@@ -68,6 +102,7 @@ static void sweep(const struct kvr_srv *s)
 	char prefix[80];
 	int rc;
 
+	sweep_huge(s);
 	memset(&r, 0, sizeof(r));
 	rc = kvr_seg_sweep(NULL, KVR_SEG_PREFIX, &r);
 	log_sweep(KVR_SEG_PREFIX, rc, &r);
@@ -191,8 +226,7 @@ static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
 		rc = kvr_seg_create_shm(NULL, pool_name, bytes, mode, gid,
 					&s->pool, &e);
 	else if (b == KVR_POOL_MEMFD)
-		rc = kvr_seg_create_memfd(pool_name, bytes, KVR_SEG_TRY_HUGETLB,
-					  &s->pool, &e);
+		rc = kvr_seg_create_memfd(pool_name, bytes, 0, &s->pool, &e);
 	else
 		rc = kvr_seg_create_private(bytes, &s->pool, &e);
 	if (rc < 0)
@@ -203,7 +237,99 @@ static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
 	return rc;
 }
 
-/* The pool: the configured backend, or shm -> memfd -> private. */
+/* The hugetlbfs mount for named huge-page pools: --huge-dir, else the
+ * first writable one of the default page size; "" if there is none. */
+static const char *huge_dir(const struct kvr_srv *s, char *buf, size_t n)
+{
+	if (s->cfg.huge_dir[0])
+		return s->cfg.huge_dir;
+	return kvr_seg_huge_dir_find(0, buf, n) > 0 ? buf : "";
+}
+
+/*
+ * The pool on huge pages: a named file on a hugetlbfs mount (inspectable,
+ * swept like /dev/shm), else an unnamed hugetlb memfd. Only tried when the
+ * free pages cover the whole pool; otherwise one line says how many pages
+ * to reserve and how (info under auto, error under require).
+ */
+static int try_huge(struct kvr_srv *s, const char *pool_name)
+{
+	mode_t mode = s->cfg.have_group ? 0660 : 0600;
+	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
+	bool req = s->cfg.huge_pages == KVR_HUGE_REQUIRE;
+	struct kvr_hugetlb_info hi = { 0 };
+	struct kvr_err e = { 0 };
+	char dbuf[KVR_SEG_DIR_MAX];
+	const char *dir;
+	uint64_t need;
+	int rc;
+
+	if (kvr_seg_hugetlb_info(&hi) < 0) {
+		kvr_log(req ? KVR_LOG_ERR : KVR_LOG_INFO,
+		    "huge pages: this kernel has none (no HugePages_* in "
+		    "/proc/meminfo); %s",
+		    req ? "drop --huge-pages require" : "using 4 KiB pages");
+		return -ENOSYS;
+	}
+	need = kvr_seg_huge_pages_for(s->cfg.pool_bytes, hi.page_bytes);
+	if (hi.free_pages < need) {
+		/* The one line auto promises: how many, and how. */
+		kvr_log(req ? KVR_LOG_ERR : KVR_LOG_INFO,
+		    "huge pages: pool needs %llu pages of %zu KiB, %llu free; "
+		    "%s; reserve them before start: echo %llu > "
+		    "/proc/sys/vm/nr_hugepages (sysctl vm.nr_hugepages=%llu; "
+		    "docs/config.md)",
+		    (unsigned long long)need, hi.page_bytes >> 10,
+		    (unsigned long long)hi.free_pages,
+		    req ? "--huge-pages require" : "using 4 KiB pages",
+		    (unsigned long long)(hi.total_pages + need - hi.free_pages),
+		    (unsigned long long)(hi.total_pages + need - hi.free_pages));
+		return -ENOSPC;
+	}
+	/* Named only when the .ctl is named too: the sweep pairs them. */
+	if (s->cfg.pool_backend != KVR_POOL_MEMFD &&
+	    s->ctl.backend == KVR_SEG_BACKEND_SHM) {
+		dir = huge_dir(s, dbuf, sizeof(dbuf));
+		if (dir[0]) {
+			rc = kvr_seg_create_hugetlbfs(dir, pool_name,
+						      (size_t)s->cfg.pool_bytes,
+						      mode, gid, &s->pool, &e);
+			if (rc == 0) {
+				s->backend = KVR_POOL_SHM;
+				return 0;
+			}
+			kvr_log_warn("pool on hugetlbfs %s: %s", dir,
+				     kvr_err_str(&e, rc));
+			if (rc == -EEXIST)
+				return rc;
+		} else {
+			kvr_log_info("huge pages: no writable hugetlbfs mount "
+				     "of %zu KiB pages, so the pool is an "
+				     "unnamed memfd (to name it: mount -t "
+				     "hugetlbfs -o pagesize=%zuK none "
+				     "/dev/hugepages, or --huge-dir)",
+				     hi.page_bytes >> 10, hi.page_bytes >> 10);
+		}
+	}
+	if (s->cfg.pool_backend == KVR_POOL_SHM)
+		return -ENOENT;
+	rc = kvr_seg_create_memfd(pool_name, (size_t)s->cfg.pool_bytes,
+				  KVR_SEG_NEED_HUGETLB, &s->pool, &e);
+	if (rc == 0) {
+		s->backend = KVR_POOL_MEMFD;
+		return 0;
+	}
+	kvr_log(req ? KVR_LOG_ERR : KVR_LOG_WARN,
+		"pool on a hugetlb memfd: %s%s",
+					   kvr_err_str(&e, rc),
+					   req ? "" : "; using 4 KiB pages");
+	return rc;
+}
+
+/*
+ * The pool: huge pages first (unless --huge-pages off or a private pool),
+ * then the configured backend, or shm -> memfd -> private.
+ */
 static int create_pool(struct kvr_srv *s)
 {
 	static const int order[] = { KVR_POOL_SHM, KVR_POOL_MEMFD,
@@ -214,7 +340,20 @@ static int create_pool(struct kvr_srv *s)
 
 	if (kvr_seg_pool_name(s->cfg.name, pool_name, sizeof(pool_name)) < 0)
 		return -EINVAL;
-	for (unsigned i = 0; i < 3; i++) {
+	if (s->cfg.huge_pages != KVR_HUGE_OFF &&
+	    s->cfg.pool_backend != KVR_POOL_PRIVATE) {
+		rc = try_huge(s, pool_name);
+		if (rc < 0 && (s->cfg.huge_pages == KVR_HUGE_REQUIRE ||
+			       rc == -EEXIST)) {
+			if (rc != -EEXIST)
+				kvr_log_err("no huge-page pool for %llu bytes "
+					    "under --huge-pages require",
+					    (unsigned long long)
+						s->cfg.pool_bytes);
+			return rc;
+		}
+	}
+	for (unsigned i = 0; rc < 0 && i < 3; i++) {
 		if (s->cfg.pool_backend && order[i] != s->cfg.pool_backend)
 			continue;
 		rc = try_pool(s, order[i], pool_name);
@@ -237,11 +376,15 @@ static int create_pool(struct kvr_srv *s)
 		return rc;
 	}
 	if (!s->cfg.no_prefault) {
-		kvr_seg_prefault(s->pool.base, s->pool.bytes, true, &ns);
+		/* One touch per page of the pool's own size (512 per GiB
+		 * on 2 MiB pages): hugetlb pages were zeroed by fallocate. */
+		kvr_seg_prefault_pages(s->pool.base, s->pool.bytes,
+				       s->pool.page_bytes, true, &ns);
 		kvr_log_info("pool pre-faulted: %llu bytes in %.1f ms "
-			     "(%.2f GB/s)",
+			     "(%.2f GB/s, %zu KiB pages)",
 			     (unsigned long long)s->pool.bytes, (double)ns / 1e6,
-			     ns ? (double)s->pool.bytes / (double)ns : 0.0);
+			     ns ? (double)s->pool.bytes / (double)ns : 0.0,
+			     s->pool.page_bytes >> 10);
 	}
 	/* DESIGN rule 9: the transport, the pool's name and its size. */
 	if (s->backend == KVR_POOL_PRIVATE)
@@ -250,13 +393,12 @@ static int create_pool(struct kvr_srv *s)
 			     "socket, expect much lower throughput",
 			     (unsigned long long)s->cfg.pool_bytes);
 	else
-		kvr_log_info("transport %s: pool %s%s (%llu bytes%s)",
+		kvr_log_info("transport %s: pool %s%s%s (%llu bytes, %s)",
 			     backend_name(s->backend),
-			     s->backend == KVR_POOL_SHM ? KVR_SEG_DEFAULT_DIR "/"
-							: "memfd:",
-			     pool_name,
+			     s->backend == KVR_POOL_SHM ? s->pool.dir : "memfd:",
+			     s->backend == KVR_POOL_SHM ? "/" : "", pool_name,
 			     (unsigned long long)s->cfg.pool_bytes,
-			     s->pool.hugetlb ? ", huge pages" : "");
+			     s->pool.hugetlb ? "huge pages" : "4 KiB pages");
 	return 0;
 }
 
@@ -535,7 +677,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 
 		if (named)
 			kvr_log_info("removing pool segment %s/%s",
-				     KVR_SEG_DEFAULT_DIR, s->pool.name);
+				     s->pool.dir, s->pool.name);
 		kvr_seg_destroy(&s->pool);
 	}
 	if (s->ctl.base) {

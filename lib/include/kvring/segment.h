@@ -157,6 +157,7 @@ enum kvr_seg_backend {
 
 /* Creation flags. */
 #define KVR_SEG_TRY_HUGETLB 0x1u /* memfd: use MFD_HUGETLB if pages suffice */
+#define KVR_SEG_NEED_HUGETLB 0x2u /* memfd: MFD_HUGETLB or fail */
 
 /* Longest directory path kept in struct kvr_seg (NUL included). */
 #define KVR_SEG_DIR_MAX 256
@@ -177,6 +178,7 @@ struct kvr_seg {
 	bool writable;			 /* mapped PROT_READ|PROT_WRITE */
 	bool huge;			 /* huge pages requested and allowed */
 	bool hugetlb;			 /* backed by hugetlbfs (guaranteed) */
+	size_t page_bytes;		 /* page size backing it: 4096, 2M.. */
 	char name[KVR_SEG_NAME_MAX + 1]; /* "" for private memory */
 	char dir[KVR_SEG_DIR_MAX];	 /* directory for SHM, else "" */
 };
@@ -274,6 +276,17 @@ int kvr_seg_open_name(const char *dir, const char *name, bool rdonly,
  */
 int kvr_seg_prefault(void *base, size_t bytes, bool write,
 		     uint64_t *elapsed_ns);
+
+/*
+ * kvr_seg_prefault_pages - kvr_seg_prefault() with one touch per
+ * @page_bytes (a power of two >= 4096: the mapping's page size, e.g.
+ * struct kvr_seg.page_bytes). On a 2 MiB hugetlb mapping that is 512
+ * touches per GiB instead of 262144. A @page_bytes larger than the real
+ * page size would leave pages untouched: pass what the segment reports.
+ * Return: 0, or -EINVAL as kvr_seg_prefault(), or for a bad @page_bytes.
+ */
+int kvr_seg_prefault_pages(void *base, size_t bytes, size_t page_bytes,
+			   bool write, uint64_t *elapsed_ns);
 
 /*
  * kvr_seg_destroy - unmap, close the fd if open, and unlink the file if we
@@ -380,5 +393,76 @@ typedef int kvr_seg_list_cb(void *arg, const struct kvr_seg_info *info);
  */
 int kvr_seg_list(const char *dir, const char *prefix, kvr_seg_list_cb *cb,
 		 void *arg);
+
+/* ==== Huge pages (segment_huge.c) ==== */
+
+/* The host's default hugetlb pool, from /proc/meminfo. */
+struct kvr_hugetlb_info {
+	size_t page_bytes;    /* Hugepagesize; 0 if the kernel has none */
+	uint64_t total_pages; /* HugePages_Total */
+	uint64_t free_pages;  /* HugePages_Free - HugePages_Rsvd */
+};
+
+/*
+ * kvr_seg_hugetlb_info - read the default huge page size and how many
+ * pages are free for a new reservation (free minus already reserved).
+ * Return: 0; -ENOENT if /proc/meminfo has no hugetlb lines (kernel built
+ * without it); other -errno if it cannot be read. @out untouched on error.
+ */
+int kvr_seg_hugetlb_info(struct kvr_hugetlb_info *out);
+
+/*
+ * kvr_seg_huge_pages_for - huge pages of @page_bytes needed for @bytes
+ * (rounded up); 0 if @page_bytes is 0.
+ */
+uint64_t kvr_seg_huge_pages_for(uint64_t bytes, size_t page_bytes);
+
+/*
+ * kvr_seg_hugetlbfs_page - whether @dir is a hugetlbfs mount (statfs
+ * magic), and its page size in *page_bytes.
+ * Return: 0; -EINVAL if @dir is not on hugetlbfs; other -errno (statfs).
+ */
+int kvr_seg_hugetlbfs_page(const char *dir, size_t *page_bytes);
+
+/*
+ * kvr_seg_huge_dir_find - the first hugetlbfs mount in /proc/self/mounts
+ * whose page size is @page_bytes (0: the default size) and which this
+ * process may create files in (access W_OK | X_OK). Written to @buf.
+ * Return: the length (> 0); -ENOENT if none; -EINVAL if @buf is too small.
+ */
+int kvr_seg_huge_dir_find(size_t page_bytes, char *buf, size_t n);
+
+/*
+ * kvr_seg_create_hugetlbfs - kvr_seg_create_shm() on a hugetlbfs mount:
+ * the same name rules (valid name, O_EXCL | O_NOFOLLOW, exact mode with
+ * fchmod, optional gid), so the pool is a named, inspectable file.
+ * @bytes is rounded up to the mount's page size (out->bytes says how
+ * much), every huge page is reserved with fallocate (so a shortage is
+ * -ENOSPC here, never a SIGBUS later), and out->hugetlb is true.
+ * The caller should check free pages first (kvr_seg_hugetlb_info): the
+ * kernel's answer to a shortage is -ENOSPC after allocating what it can.
+ * Return: 0; -EINVAL bad name/size/mode, or @dir is not hugetlbfs;
+ * -EEXIST the name exists; -ENOSPC not enough free huge pages (message
+ * says how many are needed and free); other -errno. On failure the file
+ * is unlinked and nothing stays mapped or open.
+ */
+int kvr_seg_create_hugetlbfs(const char *dir, const char *name, size_t bytes,
+			     mode_t mode, gid_t gid, struct kvr_seg *out,
+			     struct kvr_err *e);
+
+/*
+ * kvr_seg_sweep_pools - remove stale "<base>.pool" files from @pool_dir
+ * (a hugetlbfs mount) whose control segment lives in @ctl_dir (NULL =
+ * /dev/shm). The same rules as kvr_seg_sweep(): only regular files of our
+ * uid with valid names starting with @prefix; a pool is removed when its
+ * "<base>.ctl" in @ctl_dir is absent (orphan: the server creates the .ctl
+ * first and removes it last) or judged STALE by kvr_seg_list(); every
+ * unlink follows a fresh fstatat that still sees the same file. Run it
+ * before kvr_seg_sweep(@ctl_dir): that one removes the stale .ctl.
+ * Return: the number removed (>= 0) or -errno (@pool_dir unreadable,
+ * -EINVAL bad prefix).
+ */
+int kvr_seg_sweep_pools(const char *pool_dir, const char *ctl_dir,
+			const char *prefix, struct kvr_sweep_report *rep);
 
 #endif /* KVRING_SEGMENT_H */
