@@ -128,6 +128,16 @@ struct kvr_client {
 	 * is parsed in memory the server can still change). */
 	void *scratch;
 	size_t scratch_bytes;
+
+	/* Background pre-fault (touch.c): one thread that touches the pool
+	 * once; joined before the pool is unmapped. */
+	struct kvr__touch {
+		pthread_t thread;
+		bool started; /* thread created (and not joined yet) */
+		_Atomic bool stop; /* teardown asks it to end early */
+		_Atomic bool done; /* R-TOUCH1: ns below is valid */
+		uint64_t ns;	   /* its duration, written before done */
+	} touch;
 };
 
 /* ---- answer.c ---- */
@@ -254,5 +264,16 @@ int kvr__sock_read_full(struct kvr_client *c, void *buf, size_t n);
 int kvr__copy_alloc(struct kvr_xfer *x);
 /* Sum of the OK slots' lengths of a transfer. */
 uint64_t kvr__ok_bytes(const struct kvr_xfer *x);
+
+/* ==== touch.c: the pool pre-fault, in line or in the background ==== */
+
+/* Start the pre-fault of c->pool: in line (returns when every page is
+ * touched, c->info.prefault_ns set) or, with @background and 4 KiB pages,
+ * in a thread. Returns 0 or -errno (the thread could not start: then it
+ * ran in line instead, and returns 0). */
+int kvr__touch_start(struct kvr_client *c, bool background);
+/* Stop and join a background pre-fault; before the pool is unmapped. A
+ * forked child (no such thread there) only forgets it. */
+void kvr__touch_stop(struct kvr_client *c);
 
 #endif /* KVR_WORKER_CLIENT_H */

@@ -244,8 +244,8 @@ static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
 /* Map the pool read-write and pre-fault every page (DESIGN: no page
  * faults in the steady state). Takes ownership of pool_fd. */
 static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
-		       int pool_fd, bool no_prefault, char *errbuf,
-		       size_t errlen)
+		       int pool_fd, const struct kvr_client_opts *o,
+		       char *errbuf, size_t errlen)
 {
 	struct kvr_err e = { 0 };
 	int rc;
@@ -259,9 +259,10 @@ static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
 	if (rc < 0)
 		return cfail(errbuf, errlen, rc, "attach pool: %s",
 			     kvr_err_str(&e, rc));
-	if (!no_prefault) {
-		rc = kvr_seg_prefault(c->pool.base, c->pool.bytes, true,
-				      &c->info.prefault_ns);
+	if (!o->no_prefault) {
+		/* One touch per page of the pool's size (touch.c), in line or
+		 * in the background when the caller asked for it. */
+		rc = kvr__touch_start(c, o->prefault_background);
 		if (rc < 0)
 			return cfail(errbuf, errlen, rc, "prefault pool: %s",
 				     kvr_strerror(rc));
@@ -272,6 +273,7 @@ static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
 /* Undo a partly built client (no BYE: the server sees the hang-up). */
 static void teardown(struct kvr_client *c)
 {
+	kvr__touch_stop(c); /* before the pool it touches is unmapped */
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->req_efd >= 0)
@@ -343,11 +345,14 @@ static void describe(struct kvr_client *c)
 							      : "shm";
 
 	snprintf(i->debug, sizeof(i->debug),
-		 "transport %s, pool %s %llu bytes, channel %u, attach %.1f ms "
-		 "(prefault %.1f ms), kvringd pid %d%s",
+		 "transport %s, pool %s %llu bytes (%zu KiB pages), channel %u, "
+		 "attach %.1f ms (prefault %s%.1f ms), kvringd pid %d%s",
 		 t, i->pool_name[0] ? i->pool_name : "(anonymous)",
-		 (unsigned long long)i->pool_bytes, i->channel,
-		 (double)i->attach_ns / 1e6, (double)i->prefault_ns / 1e6,
+		 (unsigned long long)i->pool_bytes,
+		 c->pool.page_bytes ? c->pool.page_bytes >> 10 : 0, i->channel,
+		 (double)i->attach_ns / 1e6,
+		 c->touch.started ? "in background, so far " : "",
+		 (double)i->prefault_ns / 1e6,
 		 (int)i->server_pid,
 		 c->copy ? "; payload travels over the socket (slow)" : "");
 }
@@ -449,7 +454,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	rc = attach_ctl(c, &w, fds[0], errbuf, errlen);
 	fds[0] = -1; /* closed by the attach, whatever happened */
 	if (rc == 0 && need == 4) {
-		rc = attach_pool(c, &w, fds[3], o->no_prefault, errbuf, errlen);
+		rc = attach_pool(c, &w, fds[3], o, errbuf, errlen);
 		fds[3] = -1;
 		if (rc < 0 && rc != -EPROTO)
 			*pool_failed = true;

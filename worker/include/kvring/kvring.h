@@ -76,6 +76,12 @@ struct kvr_client_opts {
 	uint32_t connect_wait_ms; /* wait up to this long for kvringd to
 				     appear (socket missing or refusing);
 				     0: $KVRING_CONNECT_WAIT_MS, else 0 */
+	/* Pre-fault the pool in a background thread: kvr_connect returns
+	 * at once, and stores into pages not yet touched take their page
+	 * faults themselves meanwhile ($KVRING_PREFAULT=background sets
+	 * it too; docs/config.md). No effect on huge pages: their attach
+	 * is short, so it stays synchronous. */
+	bool prefault_background;
 };
 
 /* Filled in by kvr_connect(); stable for the client's life. */
@@ -97,6 +103,16 @@ struct kvr_client_info {
 	 * 84.7 ms), kvringd pid 4242". The library never prints it. */
 	char debug[256];
 };
+
+/*
+ * kvr_prefault_status - whether the pool pre-fault has finished. With
+ * @wait, blocks until it has (a background pre-fault only: otherwise it
+ * finished inside kvr_connect). *@prefault_ns (may be NULL) gets its time.
+ * Return: 0 finished (or never ran: copy transport, no_prefault);
+ * -EINPROGRESS still running (only without @wait); -EINVAL NULL client.
+ */
+KVR_API int kvr_prefault_status(struct kvr_client *c, bool wait,
+				uint64_t *prefault_ns);
 
 /* The default socket path for this uid: /run/kvring/<uid>.sock when
  * /run/kvring is writable, else /tmp/kvring-<uid>.sock (docs/config.md). */
