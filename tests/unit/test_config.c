@@ -171,3 +171,33 @@ Test(paths, default_socket_is_per_uid_when_computed)
 	cr_expect_str_eq(small, "keep", "output changed on failure");
 	cr_expect_eq(kvr_default_socket_path(NULL, 10), -EINVAL);
 }
+
+Test(config, huge_pages_is_auto_when_not_given_and_parses_each_mode)
+{
+	const char *req[] = { "--huge-pages", "require", "--huge-dir",
+			      "/dev/hugepages", NULL };
+	const char *off[] = { "--huge-pages", "off", NULL };
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, NULL), KVR_CONFIG_RUN);
+	cr_expect_eq(c.huge_pages, KVR_HUGE_AUTO);
+	cr_expect_str_eq(c.huge_dir, "");
+	cr_assert_eq(parse(&c, req), KVR_CONFIG_RUN);
+	cr_expect_eq(c.huge_pages, KVR_HUGE_REQUIRE);
+	cr_expect_str_eq(c.huge_dir, "/dev/hugepages");
+	cr_assert_eq(parse(&c, off), KVR_CONFIG_RUN);
+	cr_expect_eq(c.huge_pages, KVR_HUGE_OFF);
+}
+
+Test(config, huge_pages_is_usage_error_when_value_or_combination_is_bad)
+{
+	const char *bad_mode[] = { "--huge-pages", "yes", NULL };
+	const char *rel_dir[] = { "--huge-dir", "hugepages", NULL };
+	const char *priv[] = { "--huge-pages", "require", "--pool-backend",
+			       "private", NULL };
+	struct kvr_config c;
+
+	cr_expect_eq(parse(&c, bad_mode), -EINVAL);
+	cr_expect_eq(parse(&c, rel_dir), -EINVAL);
+	cr_expect_eq(parse(&c, priv), -EINVAL);
+}

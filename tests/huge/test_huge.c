@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the huge-page pool, on real huge pages. Run through
+ * kvr-huge-run (tests/huge/huge_run.c), which reserves pages in
+ * vm.nr_hugepages, mounts a private hugetlbfs ($KVR_TEST_HUGE_DIR) and
+ * restores the old reservation afterwards. Checks, with real kvringd and
+ * worker processes: the named pool is a file on the hugetlbfs mount and
+ * both the server and a worker map it with 2 MiB pages (KernelPageSize in
+ * /proc/PID/smaps); the unnamed hugetlb memfd likewise; the demo's byte
+ * verification passes on it; a worker SIGKILLed between prepare and
+ * commit leaves no reservation; a SIGKILLed server's huge pool is swept
+ * by the next server and its pages return to the free pool; require fails
+ * with the reservation command when pages are short, and auto falls back
+ * to 4 KiB pages with one line saying how many to reserve.
+ * Every test skips, with the runner's reason, when the kernel refused the
+ * reservation ($KVR_TEST_HUGE_SKIP).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+#include <kvring/segment.h>
+
+#include "t_raw.h"
+#include "t_server.h"
+
+static struct t_server srv;
+static const char *hdir;
+static char sizebuf[32];
+
+static void setup(void)
+{
+	t_server_init(&srv);
+}
+
+static void teardown(void)
+{
+	char path[256];
+
+	t_server_cleanup(&srv);
+	if (hdir) {
+		snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+		unlink(path);
+	}
+}
+
+TestSuite(huge, .init = setup, .fini = teardown, .timeout = 60);
+
+/* The runner's mount, or skip with the runner's reason. */
+static const char *huge_dir_or_skip(void)
+{
+	const char *why = getenv("KVR_TEST_HUGE_SKIP");
+
+	if (why && *why)
+		cr_skip_test("huge pages unavailable: %s", why);
+	hdir = getenv("KVR_TEST_HUGE_DIR");
+	if (!hdir || !*hdir)
+		cr_skip_test("not run through kvr-huge-run "
+			     "(KVR_TEST_HUGE_DIR unset)");
+	return hdir;
+}
+
+/*
+ * KernelPageSize (kB) of the mapping of @pid that contains @addr (when
+ * non-NULL) or whose path contains @needle; 0 if none.
+ */
+static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
+{
+	char path[64], line[512];
+	unsigned long kb = 0, lo, hi;
+	bool in = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "re");
+	cr_assert(f, "open %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = addr
+				 ? (uintptr_t)addr >= lo && (uintptr_t)addr < hi
+				 : strstr(line, needle) != NULL;
+			continue;
+		}
+		if (in && sscanf(line, "KernelPageSize: %lu kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return in ? kb : 0;
+}
+
+static unsigned long long free_huge(void)
+{
+	struct kvr_hugetlb_info hi;
+
+	cr_assert_eq(kvr_seg_hugetlb_info(&hi), 0);
+	return hi.free_pages;
+}
+
+static void start_huge(const char *pool, const char *extra)
+{
+	const char *args[12];
+	int n = 0;
+
+	args[n++] = "--huge-pages";
+	args[n++] = "require";
+	args[n++] = "--huge-dir";
+	args[n++] = hdir;
+	args[n++] = "--pool-size";
+	args[n++] = pool;
+	if (extra) {
+		args[n++] = "--pool-backend";
+		args[n++] = extra;
+	}
+	args[n] = NULL;
+	t_server_start(&srv, args);
+}
+
+static struct kvr_client *connect_worker(bool prefault)
+{
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+	int rc;
+
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	o.no_prefault = !prefault;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
+	return c;
+}
+
+/* Prepare one chunk; its slot's address is inside the pool mapping. */
+static void *one_slot(struct kvr_client *c, uint64_t seed, struct kvr_xfer *x)
+{
+	struct kvr_key k = {seed, seed * 7 + 1};
+	uint64_t sz = 256 << 10;
+
+	cr_assert_eq(kvr_prepare_store(c, &k, &sz, 1, x), 0);
+	cr_assert_eq(x->nslots, 1);
+	cr_assert_not_null(x->slots[0].ptr);
+	return x->slots[0].ptr;
+}
+
+Test(huge, server_and_worker_map_named_pool_with_huge_pages_when_reserved)
+{
+	char path[256];
+	struct kvr_xfer x = {0};
+	struct kvr_client *c;
+	struct stat st;
+	void *p;
+
+	huge_dir_or_skip();
+	start_huge("32M", NULL);
+	snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+	cr_assert_eq(stat(path, &st), 0, "no named pool %s", path);
+	cr_expect_eq(st.st_mode & 0777, 0600);
+	cr_expect_eq(st.st_size, 32 << 20);
+	cr_expect_eq(srv.hdr->pool_backend, KVR_POOL_SHM);
+	cr_expect(t_server_log_has(&srv, "huge pages"));
+	c = connect_worker(true);
+	cr_expect(strstr(kvr_client_info(c)->debug, "2048 KiB pages"), "%s",
+		  kvr_client_info(c)->debug);
+	p = one_slot(c, 1, &x);
+	memset(p, 0x5a, 256 << 10);
+	cr_expect_eq(page_kb(getpid(), p, NULL), 2048,
+		     "worker's pool mapping is not on 2 MiB pages");
+	cr_expect_eq(page_kb(srv.pid, NULL, path), 2048,
+		     "server's pool mapping is not on 2 MiB pages");
+	cr_expect_eq(kvr_commit_store(c, &x), 0);
+	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+	cr_expect_neq(stat(path, &st), 0, "pool left behind after a stop");
+}
+
+Test(huge, unnamed_memfd_pool_uses_huge_pages_when_backend_is_memfd)
+{
+	struct kvr_xfer x = {0};
+	struct kvr_client *c;
+	char needle[96];
+	void *p;
+
+	huge_dir_or_skip();
+	start_huge("32M", "memfd");
+	cr_expect_eq(srv.hdr->pool_backend, KVR_POOL_MEMFD);
+	c = connect_worker(true);
+	p = one_slot(c, 2, &x);
+	cr_expect_eq(page_kb(getpid(), p, NULL), 2048);
+	snprintf(needle, sizeof(needle), "memfd:%s.pool", srv.name);
+	cr_expect_eq(page_kb(srv.pid, NULL, needle), 2048,
+		     "server's memfd pool is not on 2 MiB pages");
+	cr_expect_eq(kvr_abort_store(c, &x), 0);
+	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+Test(huge, demo_verifies_every_byte_when_pool_is_on_huge_pages)
+{
+	char cmd[512];
+	FILE *f;
+	char line[256];
+	bool verified = false;
+	int st;
+
+	huge_dir_or_skip();
+	start_huge("96M", NULL);
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-demo --socket %s 2>&1",
+		 KVR_BIN_DIR, srv.sock);
+	f = popen(cmd, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "verify: all") && strstr(line, "match"))
+			verified = true;
+	st = pclose(f);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo failed: %d", st);
+	cr_expect(verified, "demo did not verify its bytes");
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+static int ready_pipe[2];
+
+static bool store_released(void *arg)
+{
+	struct t_server *t = arg;
+
+	return T_GSTAT(t, workers) == 0 && T_GSTAT(t, used_bytes) == 0 &&
+	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, transfers) == 0;
+}
+
+static bool store_reserved(void *arg)
+{
+	return T_GSTAT((struct t_server *)arg, reserved_bytes) > 0;
+}
+
+Test(huge, reservation_is_freed_when_worker_dies_before_commit)
+{
+	struct kvr_xfer x = {0};
+	pid_t pid;
+	char ok = 0;
+
+	huge_dir_or_skip();
+	start_huge("32M", NULL);
+	cr_assert_eq(pipe(ready_pipe), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct kvr_client *c = connect_worker(true);
+		void *p = one_slot(c, 3, &x);
+
+		memset(p, 0xcc, 4096); /* half-written, never committed */
+		if (write(ready_pipe[1], "r", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(ready_pipe[1]);
+	cr_assert_eq(read(ready_pipe[0], &ok, 1), 1, "worker failed");
+	close(ready_pipe[0]);
+	/* Global counters are published by the loop's housekeeping. */
+	cr_expect(t_wait_until(store_reserved, &srv, t_timeout_ms(5000)),
+		  "the child's reservation never showed");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_expect(t_wait_until(store_released, &srv, t_timeout_ms(5000)),
+		  "reserved %llu",
+		  (unsigned long long)T_GSTAT(&srv, reserved_bytes));
+	cr_expect_eq(T_GSTAT(&srv, objects), 0, "a reservation was published");
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+Test(huge, stale_huge_pool_is_swept_when_previous_server_was_killed)
+{
+	unsigned long long before = free_huge();
+	char path[256], want[300];
+	struct stat st;
+
+	huge_dir_or_skip();
+	start_huge("32M", NULL);
+	cr_expect_eq(free_huge(), before - 16);
+	t_server_kill(&srv);
+	snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+	cr_assert_eq(stat(path, &st), 0, "SIGKILL should leave the pool");
+	cr_expect_eq(free_huge(), before - 16, "pages freed without a sweep");
+	start_huge("32M", NULL);
+	snprintf(want, sizeof(want), "removed stale segment %s", path);
+	cr_expect(t_server_log_has(&srv, want), "log lacks '%s'", want);
+	cr_expect_eq(t_server_stop(&srv), 0);
+	cr_expect_eq(free_huge(), before, "huge pages leaked");
+}
+
+Test(huge, live_server_pool_is_kept_when_another_server_sweeps)
+{
+	struct t_server other;
+	char path[256];
+	struct stat st;
+
+	huge_dir_or_skip();
+	start_huge("16M", NULL);
+	t_server_init(&other);
+	{
+		const char *args[] = {
+		    "--huge-pages", "require", "--huge-dir", hdir,
+		    "--pool-size",  "16M",     NULL};
+
+		t_server_start(&other, args);
+	}
+	snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+	cr_expect_eq(stat(path, &st), 0, "a live server's pool was swept");
+	cr_expect_eq(t_server_stop(&other), 0);
+	t_server_cleanup(&other);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+Test(huge, require_fails_with_reserve_command_when_pages_are_short)
+{
+	const char *argv[16];
+	unsigned long long fr;
+	int n = 0;
+
+	huge_dir_or_skip();
+	fr = free_huge();
+	/* Twice what is free, and at least 2 MiB more. */
+	snprintf(sizebuf, sizeof(sizebuf), "%lluM", fr * 2 * 2 + 2);
+	argv[n++] = "kvringd";
+	argv[n++] = "--socket";
+	argv[n++] = srv.sock;
+	argv[n++] = "--name";
+	argv[n++] = srv.name;
+	argv[n++] = "--huge-pages";
+	argv[n++] = "require";
+	argv[n++] = "--huge-dir";
+	argv[n++] = hdir;
+	argv[n++] = "--pool-size";
+	argv[n++] = sizebuf;
+	argv[n] = NULL;
+	srv.pid = t_server_spawn(&srv, argv);
+	cr_expect_neq(t_server_wait_exit(srv.pid, t_timeout_ms(10000)), 0);
+	srv.pid = 0;
+	cr_expect(t_server_log_has(&srv, "/proc/sys/vm/nr_hugepages"),
+		  "no reservation command in the log");
+	cr_expect(t_server_log_has(&srv, "--huge-pages require"));
+}
+
+Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
+{
+	const char *args[] = {"--huge-dir", NULL, "--pool-size", sizebuf, NULL};
+	struct kvr_xfer x = {0};
+	struct kvr_client *c;
+	unsigned long long fr;
+	char line[512];
+	int hints = 0;
+	FILE *f;
+	void *p;
+
+	args[1] = huge_dir_or_skip();
+	fr = free_huge();
+	snprintf(sizebuf, sizeof(sizebuf), "%lluM", fr * 2 + 64);
+	t_server_start(&srv, args);
+	f = fopen(srv.log_path, "re");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f))
+		hints += strstr(line, "echo ") &&
+			 strstr(line, "/proc/sys/vm/nr_hugepages") &&
+			 strstr(line, "using 4 KiB pages");
+	fclose(f);
+	cr_expect_eq(hints, 1, "expected one reservation hint, got %d", hints);
+	cr_expect_eq(free_huge(), fr, "a fallback pool took huge pages");
+	c = connect_worker(false);
+	p = one_slot(c, 4, &x);
+	memset(p, 1, 4096);
+	cr_expect_eq(page_kb(getpid(), p, NULL), 4);
+	cr_expect_eq(kvr_abort_store(c, &x), 0);
+	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
