@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the worker's background pre-fault (worker/touch.c) against
+ * a real kvringd on 4 KiB pages: kvr_connect returns before the pool is
+ * touched, stores made meanwhile land byte for byte, kvr_prefault_status
+ * reports the run and its time, a close while the thread still runs joins
+ * it (nothing touches the unmapped pool), a forked child can close its
+ * copy without the parent's thread, and the in-line default reports
+ * status 0 at once.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "t_raw.h"
+#include "t_server.h"
+
+static struct t_server srv;
+
+static void setup(void)
+{
+	const char *args[] = {"--huge-pages", "off", "--pool-size", "256M",
+			      NULL};
+
+	t_server_init(&srv);
+	t_server_start(&srv, args);
+}
+
+static void teardown(void)
+{
+	t_server_cleanup(&srv);
+}
+
+TestSuite(worker_touch, .init = setup, .fini = teardown, .timeout = 60);
+
+static struct kvr_client *connect_bg(bool background)
+{
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+	int rc;
+
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	o.prefault_background = background;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
+	return c;
+}
+
+Test(worker_touch, stores_land_while_background_prefault_runs)
+{
+	struct kvr_client *c = connect_bg(true);
+	struct kvr_key keys[8];
+	uint64_t sizes[8], ns = 0;
+	struct kvr_xfer x = {0};
+	int running;
+
+	for (int i = 0; i < 8; i++) {
+		keys[i] = (struct kvr_key){(uint64_t)i + 1, 99};
+		sizes[i] = 8u << 20; /* 64 MiB in all: pages far ahead */
+	}
+	running = kvr_prefault_status(c, false, NULL) == -EINPROGRESS;
+	cr_assert_eq(kvr_prepare_store(c, keys, sizes, 8, &x), 0);
+	for (uint32_t i = 0; i < x.nslots; i++)
+		memset(x.slots[i].ptr, (int)(0x40 + i), x.slots[i].len);
+	cr_assert_eq(kvr_commit_store(c, &x), 0);
+	cr_assert_eq(kvr_prefault_status(c, true, &ns), 0);
+	cr_expect_gt(ns, 0, "no pre-fault time reported");
+	cr_expect_eq(kvr_prefault_status(c, false, NULL), 0);
+	cr_assert_eq(kvr_prepare_retrieve(c, keys, 8, &x), 0);
+	cr_assert_eq(x.nslots, 8);
+	for (uint32_t i = 0; i < x.nslots; i++) {
+		const unsigned char *p = x.slots[i].ptr;
+
+		for (uint64_t j = 0; j < x.slots[i].len; j += 4093)
+			cr_assert_eq(p[j], 0x40 + i, "chunk %u byte %llu", i,
+				     (unsigned long long)j);
+	}
+	cr_assert_eq(kvr_commit_retrieve(c, &x), 0);
+	kvr_close(c);
+	/* Not an assertion on speed: only a note of what this run saw. */
+	cr_log_info("pre-fault was %s at the first store",
+		    running ? "still running" : "already done");
+}
+
+Test(worker_touch, close_joins_thread_when_prefault_still_runs)
+{
+	for (int i = 0; i < 3; i++) {
+		struct kvr_client *c = connect_bg(true);
+
+		kvr_close(c); /* joins; ASan would see a touch after unmap */
+	}
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+Test(worker_touch, forked_child_closes_copy_without_parent_thread)
+{
+	struct kvr_client *c = connect_bg(true);
+	int st;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		kvr_close(c); /* must not join a thread it does not have */
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
+	cr_expect_eq(kvr_prefault_status(c, true, NULL), 0);
+	kvr_close(c);
+}
+
+Test(worker_touch, status_is_done_at_once_when_prefault_is_in_line)
+{
+	struct kvr_client *c = connect_bg(false);
+	uint64_t ns = 0;
+
+	cr_expect_eq(kvr_prefault_status(c, false, &ns), 0);
+	cr_expect_gt(ns, 0);
+	cr_expect_eq(kvr_prefault_status(NULL, false, NULL), -EINVAL);
+	kvr_close(c);
+}
