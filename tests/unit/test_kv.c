@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_kv.c - paged-KV gather and scatter (worker/kv.c, <kvring/kv.h>).
+ * Each layout is built as a real array in its physical order (vLLM merged
+ * NHD and HND, separate K and V, cross-layer, MLA) and the copies are
+ * checked against a from-the-definition reference that indexes the
+ * logical [kv][layer][token][head][byte] position of the chunk format, so
+ * a bug in the stride walk can't hide behind itself. Also: scatter into
+ * other block ids gives back the same bytes, skip_blocks leaves shared
+ * blocks alone, and every bad argument is refused with nothing copied.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kv.h>
+
+TestSuite(kv, .timeout = 20);
+
+enum phys { MERGED_NHD, MERGED_HND, SEPARATE_NHD, CROSS_NHD, MLA };
+
+/* A test cache: L layers, H heads of D bytes, NB blocks of BS tokens. */
+struct tcache {
+	enum phys p;
+	uint32_t L, H, D, NB, BS, C, nkv;
+	uint8_t *mem; /* all of it, one allocation */
+	size_t mem_bytes;
+	void *base[64];
+	struct kvr_kv_cache kv;
+};
+
+/* Byte offset in mem of (layer l, kv k, block b, token t, head h, byte i),
+ * written from each layout's definition, independently of the strides. */
+static size_t ref_off(const struct tcache *c, uint32_t l, uint32_t k,
+		      uint32_t b, uint32_t t, uint32_t h, uint32_t i)
+{
+	size_t blk = (size_t)c->BS * c->H * c->D;
+	size_t layer = (size_t)c->nkv * c->NB * blk;
+
+	switch (c->p) {
+	case MERGED_NHD:   /* per layer [2][NB][BS][H][D] */
+	case CROSS_NHD:	   /* [L][2][NB][BS][H][D] */
+	case SEPARATE_NHD: /* per layer K [NB][BS][H][D], then V */
+		return l * layer + k * c->NB * blk + b * blk +
+		       ((size_t)t * c->H + h) * c->D + i;
+	case MERGED_HND: /* per layer [2][NB][H][BS][D] */
+		return l * layer + k * c->NB * blk + b * blk +
+		       ((size_t)h * c->BS + t) * c->D + i;
+	case MLA: /* per layer [NB][BS][D] */
+		return l * layer + b * blk + (size_t)t * c->D + i;
+	}
+	return 0;
+}
+
+static void tcache_init(struct tcache *c, enum phys p, uint32_t L, uint32_t H,
+			uint32_t D, uint32_t NB, uint32_t BS, uint32_t C)
+{
+	size_t blk;
+
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->L = L, c->H = p == MLA ? 1 : H, c->D = D, c->NB = NB, c->BS = BS;
+	c->C = C, c->nkv = p == MLA ? 1 : 2;
+	blk = (size_t)BS * c->H * D;
+	c->mem_bytes = (size_t)L * c->nkv * NB * blk;
+	c->mem = malloc(c->mem_bytes);
+	cr_assert(c->mem);
+	for (size_t i = 0; i < c->mem_bytes; i++)
+		c->mem[i] = (uint8_t)(i * 2654435761u >> 13);
+	cr_assert(L * c->nkv <= 64);
+	for (uint32_t l = 0; l < L; l++)
+		for (uint32_t k = 0; k < c->nkv; k++)
+			c->base[l * c->nkv + k] =
+			    c->mem + ref_off(c, l, k, 0, 0, 0, 0);
+	c->kv = (struct kvr_kv_cache){
+	    .layers = L,
+	    .nkv = c->nkv,
+	    .heads = c->H,
+	    .head_bytes = D,
+	    .elem_bytes = 2,
+	    .block_size = BS,
+	    .num_blocks = NB,
+	    .chunk_tokens = C,
+	    .block_stride = blk,
+	    .token_stride = p == MERGED_HND ? D : (uint64_t)c->H * D,
+	    .head_stride = p == MERGED_HND ? (uint64_t)BS * D : D,
+	    .layer_bytes = (size_t)NB * blk,
+	    .base = c->base,
+	};
+}
+
+/* Chunk byte offset of (kv k, layer l, token t, head h, byte i). */
+static size_t chunk_off(const struct tcache *c, uint32_t k, uint32_t l,
+			uint32_t t, uint32_t h, uint32_t i)
+{
+	return ((((size_t)k * c->L + l) * c->C + t) * c->H + h) * c->D + i;
+}
+
+/* Checks that chunk holds blocks ids[0..C/BS) of the cache. */
+static void expect_chunk(const struct tcache *c, const uint8_t *chunk,
+			 const uint32_t *ids)
+{
+	for (uint32_t k = 0; k < c->nkv; k++)
+		for (uint32_t l = 0; l < c->L; l++)
+			for (uint32_t t = 0; t < c->C; t++)
+				for (uint32_t h = 0; h < c->H; h++)
+					for (uint32_t i = 0; i < c->D; i++) {
+						uint8_t want = c->mem[ref_off(
+						    c, l, k, ids[t / c->BS],
+						    t % c->BS, h, i)];
+						uint8_t got = chunk[chunk_off(
+						    c, k, l, t, h, i)];
+						if (got != want)
+							cr_assert_fail(
+							    "kv %u layer %u "
+							    "token %u head %u "
+							    "byte %u: got %u, "
+							    "want %u",
+							    k, l, t, h, i, got,
+							    want);
+					}
+}
+
+static void gather_matches_reference(enum phys p)
+{
+	struct tcache c;
+	const uint32_t ids[] = {5, 2, 7, 0, 3, 1}; /* 2 chunks of 3 */
+	uint64_t cb;
+	uint8_t *ch[2];
+	char err[256] = "";
+
+	tcache_init(&c, p, 3, 2, 8, 8, 4, 12);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	cr_assert_eq(cb, (uint64_t)c.nkv * 3 * 12 * c.H * 8);
+	ch[0] = malloc(cb), ch[1] = malloc(cb);
+	cr_assert_eq(kvr_kv_gather(&c.kv, ids, 6, (void *const *)ch, 2, cb, err,
+				   sizeof(err)),
+		     0, "%s", err);
+	expect_chunk(&c, ch[0], ids);
+	expect_chunk(&c, ch[1], ids + 3);
+	free(ch[0]), free(ch[1]), free(c.mem);
+}
+
+Test(kv, gather_matches_reference_when_layout_is_merged_nhd)
+{
+	gather_matches_reference(MERGED_NHD);
+}
+
+Test(kv, gather_matches_reference_when_layout_is_merged_hnd)
+{
+	gather_matches_reference(MERGED_HND);
+}
+
+Test(kv, gather_matches_reference_when_k_and_v_are_separate)
+{
+	gather_matches_reference(SEPARATE_NHD);
+}
+
+Test(kv, gather_matches_reference_when_cache_is_cross_layer)
+{
+	gather_matches_reference(CROSS_NHD);
+}
+
+Test(kv, gather_matches_reference_when_layout_is_mla)
+{
+	gather_matches_reference(MLA);
+}
+
+/* Scatter into other blocks of a zeroed cache, gather those back. */
+static void scatter_round_trips(enum phys p)
+{
+	struct tcache src, dst;
+	const uint32_t from[] = {1, 6, 3}, to[] = {7, 0, 4};
+	uint64_t cb;
+	uint8_t *a, *b;
+	char err[256] = "";
+
+	tcache_init(&src, p, 2, 2, 4, 8, 2, 6);
+	tcache_init(&dst, p, 2, 2, 4, 8, 2, 6);
+	memset(dst.mem, 0, dst.mem_bytes);
+	cb = kvr_kv_chunk_bytes(&src.kv);
+	a = malloc(cb), b = malloc(cb);
+	cr_assert_eq(kvr_kv_gather(&src.kv, from, 3, (void *const *)&a, 1, cb,
+				   err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(kvr_kv_scatter(&dst.kv, to, 3, (const void *const *)&a, 1,
+				    cb, 0, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(kvr_kv_gather(&dst.kv, to, 3, (void *const *)&b, 1, cb,
+				   err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(memcmp(a, b, cb), 0, "round trip differs");
+	/* Block 2 was not a target: still zero. */
+	for (uint32_t l = 0; l < 2; l++)
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 0, 2, 1, 0, 3)], 0);
+	free(a), free(b), free(src.mem), free(dst.mem);
+}
+
+Test(kv, scatter_round_trips_when_block_ids_differ)
+{
+	scatter_round_trips(MERGED_NHD);
+	scatter_round_trips(MERGED_HND);
+	scatter_round_trips(MLA);
+}
+
+Test(kv, scatter_leaves_shared_blocks_when_skip_is_given)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2, 3}; /* 2 chunks of 2 blocks */
+	uint64_t cb;
+	uint8_t *ch[2], *before;
+	char err[256] = "";
+
+	tcache_init(&c, MERGED_NHD, 2, 1, 4, 4, 2, 4);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	ch[0] = malloc(cb), ch[1] = malloc(cb);
+	memset(ch[0], 0xAA, cb), memset(ch[1], 0xBB, cb);
+	before = malloc(c.mem_bytes);
+	memcpy(before, c.mem, c.mem_bytes);
+	/* Skip 3 blocks: chunk 0 entirely, and chunk 1's first block. */
+	cr_assert_eq(kvr_kv_scatter(&c.kv, ids, 4, (const void *const *)ch, 2,
+				    cb, 3, err, sizeof(err)),
+		     0, "%s", err);
+	for (uint32_t l = 0; l < 2; l++)
+		for (uint32_t k = 0; k < 2; k++)
+			for (uint32_t b = 0; b < 4; b++) {
+				size_t o = ref_off(&c, l, k, b, 1, 0, 2);
+
+				if (b < 3)
+					cr_expect_eq(c.mem[o], before[o],
+						     "shared block %u written",
+						     b);
+				else
+					cr_expect_eq(c.mem[o], 0xBB,
+						     "block %u not written", b);
+			}
+	/* skip = all blocks writes nothing; more is refused. */
+	cr_expect_eq(kvr_kv_scatter(&c.kv, ids, 4, (const void *const *)ch, 2,
+				    cb, 4, err, sizeof(err)),
+		     0);
+	cr_expect_eq(kvr_kv_scatter(&c.kv, ids, 4, (const void *const *)ch, 2,
+				    cb, 5, err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, "skip_blocks"), "%s", err);
+	free(ch[0]), free(ch[1]), free(before), free(c.mem);
+}
+
+/* Each refused call must leave the destination untouched. */
+static void expect_refused(const struct tcache *c, const uint32_t *ids,
+			   size_t n, uint64_t cb, const char *needle)
+{
+	uint8_t *ch = malloc(kvr_kv_chunk_bytes(&c->kv) + 64);
+	char err[256] = "";
+
+	memset(ch, 0x5A, kvr_kv_chunk_bytes(&c->kv) + 64);
+	cr_expect_eq(kvr_kv_gather(&c->kv, ids, n, (void *const *)&ch, 1, cb,
+				   err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, needle), "error \"%s\" lacks \"%s\"", err,
+		  needle);
+	for (uint64_t i = 0; i < kvr_kv_chunk_bytes(&c->kv) + 64; i++)
+		if (ch[i] != 0x5A)
+			cr_assert_fail("byte %llu copied by a refused call",
+				       (unsigned long long)i);
+	free(ch);
+}
+
+Test(kv, refuses_block_id_when_out_of_range)
+{
+	struct tcache c;
+	const uint32_t last[] = {7, 6, 7}, past[] = {0, 8, 1};
+	uint64_t cb;
+	uint8_t *ch;
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	ch = malloc(cb);
+	/* The last block is fine, one past it is not. */
+	cr_expect_eq(
+	    kvr_kv_gather(&c.kv, last, 3, (void *const *)&ch, 1, cb, NULL, 0),
+	    0);
+	expect_refused(&c, past, 3, cb, "block id 8");
+	free(ch), free(c.mem);
+}
+
+Test(kv, refuses_chunk_when_size_does_not_match_layout)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2};
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv) + 2,
+		       "does not match");
+	expect_refused(&c, ids, 2, kvr_kv_chunk_bytes(&c.kv), "needs 3");
+	free(c.mem);
+}
+
+Test(kv, refuses_descriptor_when_block_size_does_not_divide_chunk)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2};
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 4, 6);
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv),
+		       "does not divide");
+	free(c.mem);
+}
+
+Test(kv, refuses_descriptor_when_tensor_is_misaligned)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2};
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	c.base[1] = (uint8_t *)c.base[1] + 1;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "not aligned");
+	c.base[1] = (uint8_t *)c.base[1] - 1;
+	c.kv.token_stride += 1;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "misaligned");
+	free(c.mem);
+}
+
+Test(kv, refuses_strides_when_they_reach_past_the_tensor)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2};
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	/* Exactly the extent is fine; one byte short is not. */
+	cr_expect_eq(kvr_kv_check(&c.kv, NULL, 0), 0);
+	c.kv.layer_bytes -= 1;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "reach past");
+	c.kv.layer_bytes += 1;
+	c.kv.block_stride = UINT64_MAX / 2 - 1; /* overflow, not a wrap */
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "reach past");
+	free(c.mem);
+}
+
+Test(kv, refuses_descriptor_when_a_dimension_is_zero)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1, 2};
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	c.kv.heads = 0;
+	expect_refused(&c, ids, 3, 0, "zero dimension");
+	c.kv.heads = 2;
+	c.kv.nkv = 3;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "nkv");
+	c.kv.nkv = 2;
+	c.kv.elem_bytes = 3;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "elem_bytes");
+	c.kv.elem_bytes = 2;
+	c.base[2] = NULL;
+	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "NULL");
+	free(c.mem);
+}

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kv.c - paged-KV gather and scatter between an engine's paged cache and
+ * chunk slots (<kvring/kv.h>). Owns the descriptor validation and the copy
+ * loops; it does not own slots, keys or the server (the caller gets slots
+ * from kvr_prepare_store/kvr_prepare_retrieve, and the Python wrapper in
+ * worker/python/kvring/kv.py builds descriptors from torch tensors).
+ *
+ * Every argument is checked before the first byte moves, so an error
+ * copies nothing. The copy loops walk the chunk in its own order (kv,
+ * layer, token), so the chunk side is written or read strictly
+ * sequentially and the engine side jumps once per block; a dense block
+ * (NHD) is one memcpy, an HND block one memcpy per (token, head).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <kvring/kv.h>
+
+/* Writes the reason for an -EINVAL; errbuf may be NULL. */
+__attribute__((format(printf, 3, 4))) static int
+bad(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* a * b + c, false on overflow of 64 bits. */
+static bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
+{
+	uint64_t m;
+
+	if (__builtin_mul_overflow(a, b, &m))
+		return false;
+	return !__builtin_add_overflow(m, c, out);
+}
+
+static uint64_t row_bytes(const struct kvr_kv_cache *kv)
+{
+	return (uint64_t)kv->heads * kv->head_bytes;
+}
+
+uint64_t kvr_kv_chunk_bytes(const struct kvr_kv_cache *kv)
+{
+	if (!kv)
+		return 0;
+	return (uint64_t)kv->nkv * kv->layers * kv->chunk_tokens *
+	       row_bytes(kv);
+}
+
+int kvr_kv_check(const struct kvr_kv_cache *kv, char *errbuf, size_t errlen)
+{
+	uint64_t reach = 0;
+	uint32_t e;
+
+	if (!kv)
+		return bad(errbuf, errlen, "kv cache descriptor is NULL");
+	if (!kv->layers || !kv->heads || !kv->head_bytes || !kv->block_size ||
+	    !kv->num_blocks || !kv->chunk_tokens)
+		return bad(
+		    errbuf, errlen,
+		    "kv cache has a zero dimension (layers %u, heads %u, "
+		    "head_bytes %u, block_size %u, num_blocks %u, "
+		    "chunk_tokens %u): give every one",
+		    kv->layers, kv->heads, kv->head_bytes, kv->block_size,
+		    kv->num_blocks, kv->chunk_tokens);
+	if (kv->nkv != 1 && kv->nkv != 2)
+		return bad(errbuf, errlen,
+			   "nkv is %u: use 2 for K and V, 1 for MLA", kv->nkv);
+	if (kv->chunk_tokens % kv->block_size)
+		return bad(errbuf, errlen,
+			   "block_size %u does not divide chunk_tokens %u: "
+			   "choose a chunk size that is a multiple of the "
+			   "engine's block size",
+			   kv->block_size, kv->chunk_tokens);
+	e = kv->elem_bytes;
+	if (e != 1 && e != 2 && e != 4)
+		return bad(errbuf, errlen,
+			   "elem_bytes is %u: use 1 (fp8 as bytes), 2 or 4", e);
+	if (kv->head_bytes % e || kv->block_stride % e ||
+	    kv->token_stride % e || kv->head_stride % e)
+		return bad(errbuf, errlen,
+			   "head_bytes %u or a stride (block %llu, token %llu, "
+			   "head %llu) is not a multiple of the %u-byte "
+			   "element: the tensor is misaligned",
+			   kv->head_bytes, (unsigned long long)kv->block_stride,
+			   (unsigned long long)kv->token_stride,
+			   (unsigned long long)kv->head_stride, e);
+	if (!kv->base)
+		return bad(errbuf, errlen, "kv cache base array is NULL");
+	for (uint64_t i = 0; i < (uint64_t)kv->layers * kv->nkv; i++) {
+		if (!kv->base[i])
+			return bad(errbuf, errlen,
+				   "base pointer %llu (layer %llu, %s) is NULL",
+				   (unsigned long long)i,
+				   (unsigned long long)(i / kv->nkv),
+				   kv->nkv == 1 ? "latent"
+				   : i % 2	? "V"
+						: "K");
+		if ((uintptr_t)kv->base[i] % e)
+			return bad(errbuf, errlen,
+				   "base pointer %llu (layer %llu) is not "
+				   "aligned to its %u-byte elements",
+				   (unsigned long long)i,
+				   (unsigned long long)(i / kv->nkv), e);
+	}
+	/* The farthest byte any (block, token, head) can touch. */
+	if (!mul_add(kv->num_blocks - 1, kv->block_stride, kv->head_bytes,
+		     &reach) ||
+	    !mul_add(kv->block_size - 1, kv->token_stride, reach, &reach) ||
+	    !mul_add(kv->heads - 1, kv->head_stride, reach, &reach) ||
+	    reach > kv->layer_bytes)
+		return bad(errbuf, errlen,
+			   "strides reach past the %llu bytes of a layer "
+			   "(block %llu, token %llu, head %llu for %u blocks "
+			   "of %u tokens): the descriptor does not match the "
+			   "tensor",
+			   (unsigned long long)kv->layer_bytes,
+			   (unsigned long long)kv->block_stride,
+			   (unsigned long long)kv->token_stride,
+			   (unsigned long long)kv->head_stride, kv->num_blocks,
+			   kv->block_size);
+	return 0;
+}
+
+/* The checks both directions share; on success *bpc is blocks per chunk. */
+static int check_run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		     size_t nblocks, const void *const *chunks, size_t nchunks,
+		     uint64_t chunk_bytes, char *errbuf, size_t errlen,
+		     size_t *bpc)
+{
+	int rc = kvr_kv_check(kv, errbuf, errlen);
+
+	if (rc < 0)
+		return rc;
+	*bpc = kv->chunk_tokens / kv->block_size;
+	if (chunk_bytes != kvr_kv_chunk_bytes(kv))
+		return bad(errbuf, errlen,
+			   "chunk is %llu bytes, the layout needs %llu "
+			   "(%u x %u layers x %u tokens x %u heads x %u "
+			   "bytes): the namespace does not match this cache",
+			   (unsigned long long)chunk_bytes,
+			   (unsigned long long)kvr_kv_chunk_bytes(kv), kv->nkv,
+			   kv->layers, kv->chunk_tokens, kv->heads,
+			   kv->head_bytes);
+	if (nchunks && (!chunks || !block_ids))
+		return bad(errbuf, errlen, "chunks or block_ids is NULL");
+	if (nblocks != nchunks * *bpc)
+		return bad(errbuf, errlen,
+			   "%zu block ids for %zu chunks: each chunk of %u "
+			   "tokens needs %zu blocks of %u",
+			   nblocks, nchunks, kv->chunk_tokens, *bpc,
+			   kv->block_size);
+	for (size_t c = 0; c < nchunks; c++)
+		if (!chunks[c])
+			return bad(errbuf, errlen, "chunk %zu is NULL", c);
+	for (size_t j = 0; j < nblocks; j++)
+		if (block_ids[j] >= kv->num_blocks)
+			return bad(
+			    errbuf, errlen,
+			    "block id %u (position %zu) is out of range: "
+			    "the cache has %u blocks",
+			    block_ids[j], j, kv->num_blocks);
+	return 0;
+}
+
+/*
+ * Copies one block (block_size tokens of one layer, one of K/V) between
+ * the engine at eng and the chunk at chk (block_size dense rows).
+ * to_chunk picks the direction.
+ */
+static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
+		       bool to_chunk)
+{
+	uint64_t row = row_bytes(kv);
+
+	if (kv->token_stride == row && kv->head_stride == kv->head_bytes) {
+		/* NHD, dense: the block is one run. */
+		if (to_chunk)
+			memcpy(chk, eng, row * kv->block_size);
+		else
+			memcpy(eng, chk, row * kv->block_size);
+		return;
+	}
+	for (uint32_t t = 0; t < kv->block_size; t++) {
+		char *e = eng + t * kv->token_stride;
+
+		for (uint32_t h = 0; h < kv->heads; h++) {
+			if (to_chunk)
+				memcpy(chk, e, kv->head_bytes);
+			else
+				memcpy(e, chk, kv->head_bytes);
+			e += kv->head_stride;
+			chk += kv->head_bytes;
+		}
+	}
+}
+
+/* Walks chunks in their own order: kv, layer, block (token rows). */
+static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		size_t bpc, char *const *chunks, size_t nchunks, size_t skip,
+		bool to_chunk)
+{
+	uint64_t row = row_bytes(kv);
+	uint64_t blk = row * kv->block_size;
+	uint64_t per_layer = blk * bpc; /* one layer's tokens in a chunk */
+
+	for (size_t c = 0; c < nchunks; c++) {
+		const uint32_t *ids = block_ids + c * bpc;
+		size_t first = 0;
+
+		/* Skipped blocks are the run's first ones. */
+		if (skip > c * bpc)
+			first = skip - c * bpc < bpc ? skip - c * bpc : bpc;
+		for (uint32_t k = 0; k < kv->nkv; k++)
+			for (uint32_t l = 0; l < kv->layers; l++) {
+				char *eng = kv->base[l * kv->nkv + k];
+				char *chk = chunks[c] +
+					    (k * kv->layers + l) * per_layer;
+
+				for (size_t j = first; j < bpc; j++)
+					copy_block(
+					    kv, eng + ids[j] * kv->block_stride,
+					    chk + j * blk, to_chunk);
+			}
+	}
+}
+
+int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		  size_t nblocks, void *const *chunks, size_t nchunks,
+		  uint64_t chunk_bytes, char *errbuf, size_t errlen)
+{
+	size_t bpc;
+	int rc = check_run(kv, block_ids, nblocks, (const void *const *)chunks,
+			   nchunks, chunk_bytes, errbuf, errlen, &bpc);
+
+	if (rc < 0)
+		return rc;
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true);
+	return 0;
+}
+
+int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		   size_t nblocks, const void *const *chunks, size_t nchunks,
+		   uint64_t chunk_bytes, size_t skip_blocks, char *errbuf,
+		   size_t errlen)
+{
+	size_t bpc;
+	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
+			   errbuf, errlen, &bpc);
+
+	if (rc < 0)
+		return rc;
+	if (skip_blocks > nblocks)
+		return bad(errbuf, errlen,
+			   "skip_blocks %zu is more than the %zu blocks given",
+			   skip_blocks, nblocks);
+	/* The chunks are only read; run() shares one walker for both. */
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, skip_blocks,
+	    false);
+	return 0;
+}
