@@ -53,11 +53,12 @@ class Server(object):
         self.sock = "/tmp/%s.sock" % tag
         self.name = tag
         self.proc = None
+        self.pool = "32M"
 
     def start(self):
         self.proc = subprocess.Popen(
             [kvringd_path(), "--socket", self.sock, "--name", self.name,
-             "--pool-size", "32M", "--allow-root", "--no-prefault",
+             "--pool-size", self.pool, "--allow-root", "--no-prefault",
              "--log-level", "warn"], stderr=subprocess.DEVNULL)
         for _ in range(1000):
             s = socket.socket(socket.AF_UNIX)
@@ -267,6 +268,155 @@ class BindingTest(unittest.TestCase):
         with self.connect() as c:
             self.assertEqual(c.stats()["pool_bytes"], c.pool_bytes)
             self.assertIn("transport shm", c.debug)
+
+
+class PythonApiTest(BindingTest):
+    """Issue 10, item 8: what a Python user expects of the package."""
+
+    def test_package_is_typed_and_versioned(self):
+        pkg = os.path.dirname(kvring.__file__)
+        self.assertTrue(os.path.exists(os.path.join(pkg, "py.typed")))
+        self.assertRegex(kvring.__version__, r"^\d+\.\d+\.\d+")
+        self.assertIn("return", kvring.connect.__annotations__)
+
+    def test_statuses_are_intenums_when_slots_return(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(20, 2))
+            store_all(c, keys[:1])
+            with c.store(keys, [CHUNK] * 2) as tx:
+                st = [s for s, _ in tx.slots]
+                for (s, v) in tx.slots:
+                    if v is not None:
+                        v[:] = chunk_bytes(keys[1])
+            self.assertIs(st[0], kvring.SlotStatus.EXISTS)
+            self.assertIs(st[1], kvring.SlotStatus.OK)
+            self.assertEqual(st[1], kvring.SLOT_OK)  # old names still work
+            self.assertEqual(repr(st[0]), "<SlotStatus.EXISTS: 1>")
+
+    def test_value_error_when_integers_are_out_of_range(self):
+        bad = [dict(layers=-1), dict(kv_heads=0), dict(head_size=1 << 32),
+               dict(dtype_bytes=3), dict(tp_rank=1, tp_size=1),
+               dict(chunk_tokens=0), dict(timeout_ms=-5)]
+        for kw in bad:
+            with self.assertRaises(ValueError, msg=str(kw)) as cm:
+                self.connect(**kw)
+            name = list(kw)[-1] if "tp_rank" not in kw else "tp_rank"
+            self.assertIn(name, str(cm.exception))
+        with self.connect() as c:
+            with self.assertRaises(ValueError):
+                c.release(-1)
+            with self.assertRaises(ValueError):
+                c.keys([1, 2, -3])
+            with self.assertRaises(ValueError):
+                c.keys([1 << 32])
+            keys = c.keys(tokens(21, 1))
+            with self.assertRaises(ValueError):
+                c.store(keys, [-1])
+            with self.assertRaises(ValueError):
+                c.store(keys, [CHUNK, CHUNK])
+            self.assertEqual(c.lookup(keys), 0)  # nothing half-done
+
+    def test_resource_warning_when_view_is_exported_at_unpin(self):
+        import warnings
+        with self.connect() as c:
+            import pickle
+            keys = c.keys(tokens(22, 1))
+            tx = c.store(keys, [CHUNK])
+            v = tx.slots[0][1]
+            v[:] = chunk_bytes(keys[0])
+            # Holds an export of the view, as numpy.frombuffer would.
+            wrapper = pickle.PickleBuffer(v)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                tx.commit()
+            self.assertEqual([x.category for x in w], [ResourceWarning])
+            self.assertIn("still exported", str(w[0].message))
+            del wrapper, v
+            # And none when the caller dropped its wrappers.
+            tx = c.retrieve(keys)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                tx.commit()
+            self.assertEqual(w, [])
+
+    def test_submit_and_reap_when_requests_overlap(self):
+        with self.connect() as c:
+            ka, kb = c.keys(tokens(23, 2)), c.keys(tokens(24, 3))
+            ta = c.submit_store(ka, [CHUNK] * 2, user="a")
+            tb = c.submit_store(kb, [CHUNK] * 3, user="b")
+            c.submit_ping(user="p")
+            self.assertEqual(c.inflight, 3)
+            got = {}
+            while len(got) < 3:
+                for e in c.reap(min_wait=1):
+                    got[e.user] = e.check()
+            self.assertEqual(got["a"].op, kvring.Op.PREPARE_STORE)
+            self.assertIs(got["a"].tx, ta)
+            self.assertEqual(got["p"].op, kvring.Op.PING)
+            for tx, keys in ((ta, ka), (tb, kb)):
+                for (st, v), k in zip(tx.slots, keys):
+                    self.assertEqual(st, kvring.SlotStatus.OK)
+                    v[:] = chunk_bytes(k)
+                c.submit_commit(tx, user=id(tx))
+            done = [e.check().op for e in c.reap(min_wait=2)]
+            while len(done) < 2:
+                done += [e.check().op for e in c.reap(min_wait=1)]
+            self.assertEqual(done, [kvring.Op.COMMIT_STORE] * 2)
+            c.submit_lookup(kb, pin=True, user="l")
+            (e,) = c.reap(min_wait=1)
+            self.assertEqual((e.op, e.value), (kvring.Op.LOOKUP, 3))
+            self.assertNotEqual(e.lease, 0)
+            c.release(e.lease)
+            tr = c.submit_retrieve(ka)
+            (e,) = c.reap(min_wait=1)
+            self.assertEqual([bytes(v) for _, v in tr.slots],
+                             [chunk_bytes(k) for k in ka])
+            c.submit_commit(tr)
+            (e,) = c.reap(min_wait=1)
+            self.assertEqual(e.op, kvring.Op.COMMIT_RETRIEVE)
+            with self.assertRaises(ValueError):
+                c.submit_commit(tr)  # twice
+            self.assertEqual(c.reap(min_wait=0, timeout_ms=0), [])
+
+    def test_reap_reports_error_when_request_fails(self):
+        with self.connect() as c:
+            keys = c.keys(tokens(25, 1))
+            tx = c.submit_store(keys, [1 << 40])  # larger than the pool
+            (e,) = c.reap(min_wait=1)
+            # A per-key refusal is a status, the request itself succeeds.
+            self.assertTrue(e.ok)
+            self.assertEqual(tx.slots[0][0], kvring.SlotStatus.INVALID)
+            c.submit_commit(tx)
+            (e,) = c.reap(min_wait=1)
+            self.assertTrue(e.ok, e.error)
+
+
+def readme_python_block():
+    """The first python code block under README's "Use it from Python"."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        text = f.read()
+    sec = text.split("## Use it from Python", 1)[1]
+    return sec.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+class ReadmeQuickStartTest(unittest.TestCase):
+    def test_readme_quick_start_runs_verbatim_against_a_server(self):
+        srv = Server()
+        srv.pool = "160M"
+        srv.start()
+        try:
+            code = readme_python_block()
+            env = dict(os.environ, KVRING_SOCKET=srv.sock,
+                       PYTHONPATH=os.path.join(REPO, "worker", "python"))
+            r = subprocess.run([sys.executable, "-c", code], env=env,
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+            out = r.stdout.decode(errors="replace")
+            self.assertEqual(r.returncode, 0, out)
+            self.assertIn("cached: 3 of 3 chunks", out)
+            self.assertIn("transport shm", out)
+        finally:
+            srv.stop()
 
 
 if __name__ == "__main__":

@@ -1,51 +1,98 @@
 # SPDX-License-Identifier: MIT
 """kvring: store and retrieve KV-cache chunks in a kvringd cache server.
 
-A thin ctypes binding over libkvring (no third-party dependency). Slots are
+A thin ctypes binding over libkvring (the standard library only). Slots are
 memoryviews straight over the shared pool, so numpy.frombuffer() or
-torch.frombuffer() wrap them without a copy::
+torch.frombuffer() wrap them without a copy. The README's "Use it from
+Python" section is the quick start (a test runs it verbatim); in short::
 
-    import kvring
     with kvring.connect(model="meta-llama/Meta-Llama-3-8B", layers=32,
                         kv_heads=8, head_size=128, dtype_bytes=2) as c:
         keys = c.keys(token_ids)                # one key per full chunk
-        with c.store(keys, [chunk_bytes] * len(keys)) as tx:
+        with c.store(keys, [c.chunk_bytes] * len(keys)) as tx:
             for (status, view), data in zip(tx.slots, chunks):
-                if status == kvring.SLOT_OK:
+                if status == kvring.SlotStatus.OK:
                     view[:] = data              # writes into the pool
-        # leaving the block commits (an exception aborts instead)
         with c.retrieve(keys) as tx:            # the longest stored prefix
             for status, view in tx.slots:
                 use(view)                       # readonly, no copy
-        # leaving the block unpins: the views are released and must not
-        # be used afterwards
+
+Torch tensor views, the seed's four-call contract and paged-KV gather and
+scatter live in kvring.torch and kvring.kv (they need torch; this module
+does not). The vLLM connector is kvring.vllm.
 
 This module owns the Python-facing API; it does not own the protocol or
 the waiting rules (libkvring does). A Client may be shared by threads: the
 library serialises calls with a mutex (docs/worker-guide.md).
 """
 
+from __future__ import annotations
+
 import ctypes
+import enum
 import errno as _errno
+import itertools
 import os
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 from . import _lib
 
+__version__ = "0.1.0"
+
 __all__ = ["connect", "Client", "KvringError", "Keys", "default_socket",
+           "SlotStatus", "Transport", "Op", "Completion", "StoreTx",
+           "RetrieveTx", "__version__",
            "SLOT_OK", "SLOT_EXISTS", "SLOT_NOROOM", "SLOT_BUSY",
            "SLOT_INVALID", "TRANSPORT_SHM", "TRANSPORT_MEMFD",
            "TRANSPORT_COPY"]
 
-SLOT_OK, SLOT_EXISTS, SLOT_NOROOM, SLOT_BUSY, SLOT_INVALID = range(5)
-TRANSPORT_SHM, TRANSPORT_MEMFD, TRANSPORT_COPY = 1, 2, 3
-_TRANSPORT_NAMES = {TRANSPORT_SHM: "shm", TRANSPORT_MEMFD: "memfd",
-                    TRANSPORT_COPY: "copy"}
-_OP_PREPARE_STORE, _OP_PREPARE_RETRIEVE = 3, 6
-
-_LIB = None
+_U32 = (1 << 32) - 1
+_U64 = (1 << 64) - 1
 
 
-def _lib_handle():
+class SlotStatus(enum.IntEnum):
+    """What prepare_store answered for one key (enum kvr_slot_status)."""
+    OK = 0        # a slot was reserved (store) or pinned (retrieve)
+    EXISTS = 1    # already stored: nothing to write, a success
+    NOROOM = 2    # the pool is full of pinned/reserved chunks
+    BUSY = 3      # another transfer is storing this key right now
+    INVALID = 4   # the size was refused (0, or larger than the pool)
+
+
+class Transport(enum.IntEnum):
+    """How payload bytes travel (enum kvr_transport)."""
+    SHM = 1       # named pool under /dev/shm, mapped by the worker
+    MEMFD = 2     # anonymous pool passed over the socket, mapped
+    COPY = 3      # no shared pool: bytes over the socket (slow, logged)
+
+
+class Op(enum.IntEnum):
+    """Request kinds, as completions report them (enum kvr_op)."""
+    LOOKUP = 1
+    RELEASE = 2
+    PREPARE_STORE = 3
+    COMMIT_STORE = 4
+    ABORT_STORE = 5
+    PREPARE_RETRIEVE = 6
+    COMMIT_RETRIEVE = 7
+    PING = 8
+    STATS = 9
+
+
+# The flat names of version 0.1, kept: they compare equal to the enums.
+SLOT_OK, SLOT_EXISTS, SLOT_NOROOM, SLOT_BUSY, SLOT_INVALID = list(SlotStatus)
+TRANSPORT_SHM, TRANSPORT_MEMFD, TRANSPORT_COPY = list(Transport)
+_TRANSPORT_NAMES = {Transport.SHM: "shm", Transport.MEMFD: "memfd",
+                    Transport.COPY: "copy"}
+
+_LIB: Any = None
+
+
+def _lib_handle() -> Any:
     global _LIB
     if _LIB is None:
         _LIB = _lib.load()
@@ -57,14 +104,28 @@ class KvringError(OSError):
     is the library's sentence (kvr_client_errmsg)."""
 
 
-def _raise(rc, msg):
+def _raise(rc: int, msg: str) -> None:
     code = -rc if rc < 0 else rc
     text = msg or os.strerror(code)
     raise KvringError(code, "%s (%s)" % (text, _errno.errorcode.get(code,
                                                                      code)))
 
 
-def default_socket():
+def _uint(name: str, v: Any, hi: int = _U32, lo: int = 0) -> int:
+    """v as an int in [lo, hi], or ValueError before ctypes can wrap it
+    (ctypes turns -1 into 4294967295 silently)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            v = v.__index__()
+        except AttributeError:
+            raise TypeError("%s must be an int, not %s"
+                            % (name, type(v).__name__)) from None
+    if not lo <= v <= hi:
+        raise ValueError("%s is %d: it must be in %d..%d" % (name, v, lo, hi))
+    return v
+
+
+def default_socket() -> str:
     """The default socket path for this uid (kvr_default_socket)."""
     buf = ctypes.create_string_buffer(128)
     rc = _lib_handle().kvr_default_socket(buf, len(buf))
@@ -73,17 +134,20 @@ def default_socket():
     return buf.value.decode()
 
 
-class Keys(object):
+KeyLike = Union[Tuple[int, int], bytes, bytearray]
+
+
+class Keys(Sequence[Tuple[int, int]]):
     """An immutable sequence of 128-bit chunk keys (kept as a C array, so
     passing it back to the library costs nothing). Items are (lo, hi)
     tuples; slicing gives Keys."""
 
-    def __init__(self, arr, n=None):
+    def __init__(self, arr: Any, n: Optional[int] = None) -> None:
         self._arr = arr
         self._n = len(arr) if n is None else n
 
     @classmethod
-    def from_list(cls, items):
+    def from_list(cls, items: Union["Keys", Iterable[KeyLike]]) -> "Keys":
         """Keys from (lo, hi) tuples, 16-byte bytes objects or Keys."""
         if isinstance(items, Keys):
             return items
@@ -92,18 +156,20 @@ class Keys(object):
         for i, k in enumerate(items):
             if isinstance(k, (bytes, bytearray)):
                 if len(k) != 16:
-                    raise ValueError("a key is 16 bytes")
+                    raise ValueError("key %d is %d bytes: a key is 16"
+                                     % (i, len(k)))
                 lo = int.from_bytes(k[:8], "little")
                 hi = int.from_bytes(k[8:], "little")
             else:
                 lo, hi = k
-            arr[i].lo, arr[i].hi = lo, hi
+            arr[i].lo = _uint("key %d low half" % i, lo, _U64)
+            arr[i].hi = _uint("key %d high half" % i, hi, _U64)
         return cls(arr, len(items))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i):
+    def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return Keys.from_list([self[j] for j in range(*i.indices(
                 self._n))])
@@ -113,18 +179,22 @@ class Keys(object):
             raise IndexError(i)
         return (self._arr[i].lo, self._arr[i].hi)
 
-    def to_bytes(self, i):
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        for i in range(self._n):
+            yield (self._arr[i].lo, self._arr[i].hi)
+
+    def to_bytes(self, i: int) -> bytes:
         lo, hi = self[i]
         return lo.to_bytes(8, "little") + hi.to_bytes(8, "little")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Keys(%d)" % self._n
 
-    def _ptr(self):
+    def _ptr(self) -> Any:
         return ctypes.cast(self._arr, ctypes.POINTER(_lib.Key))
 
 
-def _view(ptr, n, readonly):
+def _view(ptr: int, n: int, readonly: bool) -> Tuple[memoryview, memoryview]:
     """A memoryview of n bytes at ptr (in the pool or a copy buffer), and
     the base view that must be released with it."""
     if n == 0 or not ptr:
@@ -138,48 +208,70 @@ def _view(ptr, n, readonly):
     return base, view
 
 
-class _Tx(object):
-    """A transfer: slots is a list of (status, memoryview or None)."""
+Slot = Tuple[SlotStatus, Optional[memoryview]]
 
-    def __init__(self, client, readonly):
+
+class _Tx(object):
+    """A transfer: slots is a list of (SlotStatus, memoryview or None)."""
+
+    def __init__(self, client: "Client", readonly: bool) -> None:
         self._c = client
         self._x = _lib.Xfer()
-        self._views = []
+        self._views: List[Tuple[memoryview, memoryview]] = []
         self._open = True
-        self.slots = []
+        self._filled = False
+        self.slots: List[Slot] = []
         self._readonly = readonly
 
-    def _fill(self):
+    def _fill(self) -> None:
+        self._filled = True
         for i in range(self._x.nslots):
             s = self._x.slots[i]
-            if s.status == SLOT_OK:
+            st = SlotStatus(s.status) if 0 <= s.status <= 4 else s.status
+            if s.status == SlotStatus.OK:
                 base, view = _view(s.ptr, s.len, self._readonly)
                 self._views.append((base, view))
-                self.slots.append((s.status, view))
+                self.slots.append((st, view))
             else:
-                self.slots.append((s.status, None))
+                self.slots.append((st, None))
 
     @property
-    def id(self):
+    def id(self) -> int:
+        """The server's transfer id (0: nothing to commit)."""
         return self._x.id
 
-    def __len__(self):
+    @property
+    def offsets(self) -> List[int]:
+        """Each slot's offset in the pool (for GPU DMA registration)."""
+        return [self._x.slots[i].off for i in range(self._x.nslots)]
+
+    def __len__(self) -> int:
         return len(self.slots)
 
-    def _release_views(self):
-        # After this the views raise ValueError on use. A view still
-        # exported (wrapped by numpy/torch) can't be released: the caller
-        # must drop those wrappers first (docs/worker-guide.md).
-        for base, view in self._views:
+    def _release_views(self) -> None:
+        # After this the views raise ValueError on use. A view that is
+        # still exported (a numpy array or torch tensor over it is alive)
+        # can't be released: its bytes belong to the pool again once the
+        # transfer ends, so say so loudly instead of swallowing it.
+        busy = []
+        for i, (base, view) in enumerate(self._views):
             for v in (view, base):
                 try:
                     v.release()
                 except BufferError:
-                    pass
+                    busy.append(i)
+                    break
         self._views = []
         self.slots = [(st, None) for st, _ in self.slots]
+        if busy:
+            warnings.warn(
+                "kvring: %d slot view(s) (slots %s) still exported when the "
+                "transfer ended: a numpy/torch wrapper is alive, and the "
+                "pool may reuse those bytes; drop wrappers before leaving "
+                "the with-block" % (len(set(busy)), sorted(set(busy))),
+                ResourceWarning, stacklevel=4)
 
-    def _finish(self, fn):
+    def _finish(self, fn: Any) -> None:
         if not self._open:
             return
         self._open = False
@@ -189,7 +281,7 @@ class _Tx(object):
         except OSError:
             # The client is closed: the server already released what the
             # transfer held; only its local memory is left to free.
-            _LIB.kvr_xfer_free(ctypes.byref(self._x))
+            _lib_handle().kvr_xfer_free(ctypes.byref(self._x))
             raise
         rc = fn(handle, ctypes.byref(self._x))
         if rc < 0:
@@ -198,31 +290,31 @@ class _Tx(object):
     def __enter__(self):
         return self
 
-    def __del__(self):
+    def __del__(self) -> None:
         # A transfer dropped without commit: free its memory only (the
         # server frees reservations and pins when the client closes).
         if getattr(self, "_open", False) and _LIB is not None:
-            self._release_views()
+            self._views = []
             _LIB.kvr_xfer_free(ctypes.byref(self._x))
 
 
 class StoreTx(_Tx):
-    """prepare_store's result. slots[i] = (status, writable memoryview);
-    write exactly len(view) bytes into each SLOT_OK view, then commit()
-    (the with-block does it, or abort() on an exception)."""
+    """prepare_store's result. slots[i] = (SlotStatus, writable memoryview);
+    write exactly len(view) bytes into each OK view, then commit() (the
+    with-block does it, or abort() on an exception)."""
 
-    def commit(self):
+    def commit(self) -> None:
         self._finish(_lib_handle().kvr_commit_store)
 
-    def abort(self):
+    def abort(self) -> None:
         self._finish(_lib_handle().kvr_abort_store)
 
     @property
-    def stored(self):
-        """How many keys need writing (SLOT_OK)."""
-        return sum(1 for st, _ in self.slots if st == SLOT_OK)
+    def stored(self) -> int:
+        """How many keys need writing (SlotStatus.OK)."""
+        return sum(1 for st, _ in self.slots if st == SlotStatus.OK)
 
-    def __exit__(self, et, ev, tb):
+    def __exit__(self, et, ev, tb) -> bool:
         if et is None:
             self.commit()
         else:
@@ -235,13 +327,13 @@ class StoreTx(_Tx):
 
 class RetrieveTx(_Tx):
     """prepare_retrieve's result: slots for the longest stored prefix, as
-    (SLOT_OK, readonly memoryview). Pinned until commit() (the end of the
-    with-block); the views are released then and must not be used."""
+    (SlotStatus.OK, readonly memoryview). Pinned until commit() (the end of
+    the with-block); the views are released then and must not be used."""
 
-    def commit(self):
+    def commit(self) -> None:
         self._finish(_lib_handle().kvr_commit_retrieve)
 
-    def __exit__(self, et, ev, tb):
+    def __exit__(self, et, ev, tb) -> bool:
         try:
             self.commit()
         except KvringError:
@@ -250,25 +342,59 @@ class RetrieveTx(_Tx):
         return False
 
 
+@dataclass
+class Completion:
+    """One reaped answer of an asynchronous request (struct
+    kvr_completion). status is 0 or -errno; error is the KvringError it
+    stands for (None on success); value is a lookup's hits, lease a
+    pinning lookup's lease, tx the transfer of prepare/commit ops."""
+    op: Op
+    status: int
+    user: Any = None
+    value: int = 0
+    lease: int = 0
+    tx: Optional[_Tx] = None
+    error: Optional[KvringError] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+    def check(self) -> "Completion":
+        """Raise the completion's error, if any; return self."""
+        if self.error is not None:
+            raise self.error
+        return self
+
+
 class Client(object):
     """One connection to kvringd (one channel). Use as a context manager,
-    or call close(), which is idempotent and safe after the server died."""
+    or call close(), which is idempotent and safe after the server died.
 
-    def __init__(self, handle):
-        self._h = handle
+    Attributes: transport ('shm', 'memfd' or 'copy'), channel, pool_bytes,
+    pool_name, max_keys, attach_ms, server_pid, debug (one log line),
+    chunk_bytes (one chunk of the registered layout: 2 x layers x
+    chunk_tokens x kv_heads x head_size x dtype_bytes)."""
+
+    def __init__(self, handle: int, chunk_bytes: int = 0) -> None:
+        self._h: Optional[int] = handle
         self._pid = os.getpid()
         info = _lib_handle().kvr_client_info(handle).contents
-        self.transport = _TRANSPORT_NAMES.get(info.transport, "?")
-        self.channel = info.channel
-        self.pool_bytes = info.pool_bytes
-        self.pool_name = info.pool_name.decode()
-        self.max_keys = info.max_keys
-        self.attach_ms = info.attach_ns / 1e6
-        self.server_pid = info.server_pid
-        self.debug = info.debug.decode()
+        self.transport: str = _TRANSPORT_NAMES.get(info.transport, "?")
+        self.channel: int = info.channel
+        self.pool_bytes: int = info.pool_bytes
+        self.pool_name: str = info.pool_name.decode()
+        self.max_keys: int = info.max_keys
+        self.attach_ms: float = info.attach_ns / 1e6
+        self.server_pid: int = info.server_pid
+        self.debug: str = info.debug.decode()
+        self.chunk_bytes: int = chunk_bytes
+        self._async: Dict[int, Tuple[Any, Optional[_Tx]]] = {}
+        self._tokens = itertools.count(1)
+        self._async_lock = threading.Lock()
 
     # -- lifetime --
-    def close(self):
+    def close(self) -> None:
         h, self._h = self._h, None
         if h:
             # kvr_close() in a forked child only drops the child's copies
@@ -276,48 +402,54 @@ class Client(object):
             _lib_handle().kvr_close(h)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._h is None
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, et, ev, tb):
+    def __exit__(self, et, ev, tb) -> bool:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_h", None) and _LIB is not None:
             self.close()
 
-    def _handle(self):
+    def _handle(self) -> int:
         if not self._h:
             raise KvringError(_errno.EBADF, "kvring client is closed")
         return self._h
 
-    def _errmsg(self):
+    def _errmsg(self) -> str:
         if not self._h:
             return ""
         m = _lib_handle().kvr_client_errmsg(self._h)
         return m.decode(errors="replace") if m else ""
 
-    def _check(self, rc):
+    def _check(self, rc: int) -> int:
         if rc < 0:
             _raise(rc, self._errmsg())
         return rc
 
     # -- keys --
-    def keys(self, tokens):
-        """Keys of every full chunk of tokens (a sequence of ints, or any
-        object exporting 32-bit unsigned ints through the buffer protocol,
-        e.g. array.array('I'))."""
+    def keys(self, tokens: Any) -> Keys:
+        """Keys of every full chunk of tokens (a sequence of ints in
+        0..2**32-1, or any object exporting 32-bit unsigned ints through
+        the buffer protocol, e.g. array.array('I') or a numpy uint32
+        array). A trailing partial chunk gets no key."""
         try:
             mv = memoryview(tokens)
             if mv.format not in ("I", "=I", "<I") or mv.itemsize != 4:
                 raise TypeError
-            arr = (ctypes.c_uint32 * len(mv)).from_buffer_copy(mv)
+            arr = (ctypes.c_uint32 * max(len(mv), 1)).from_buffer_copy(
+                mv if len(mv) else b"\0\0\0\0")
         except TypeError:
             tokens = list(tokens)
+            if tokens and (min(tokens) < 0 or max(tokens) > _U32):
+                bad = next(t for t in tokens if not 0 <= t <= _U32)
+                raise ValueError("token id %d is out of range: token ids "
+                                 "are 0..4294967295" % bad) from None
             arr = (ctypes.c_uint32 * max(len(tokens), 1))(*tokens)
             n = len(tokens)
         else:
@@ -331,7 +463,7 @@ class Client(object):
         return Keys(out, rc)
 
     # -- operations --
-    def lookup(self, keys, pin=False):
+    def lookup(self, keys: Any, pin: bool = False) -> Any:
         """Length of the longest stored prefix of keys; with pin=True,
         (hits, lease) where the lease pins that prefix (0: no hit)."""
         k = Keys.from_list(keys)
@@ -341,18 +473,23 @@ class Client(object):
         self._check(rc)
         return (rc, lease.value) if pin else rc
 
-    def release(self, lease):
+    def release(self, lease: int) -> None:
         """Drop a lease made by lookup(pin=True)."""
+        lease = _uint("lease", lease, _U64)
         self._check(_lib_handle().kvr_release(self._handle(), lease))
 
-    def store(self, keys, sizes):
-        """Reserve a slot per key not yet stored: a StoreTx whose slots
-        are (status, writable memoryview over the pool)."""
-        k = Keys.from_list(keys)
-        sizes = list(sizes)
+    def _sizes(self, k: Keys, sizes: Any) -> Any:
+        sizes = [_uint("size %d" % i, s, _U64) for i, s in enumerate(sizes)]
         if len(sizes) != len(k):
-            raise ValueError("one size per key")
-        sz = (ctypes.c_uint64 * max(len(sizes), 1))(*sizes)
+            raise ValueError("%d sizes for %d keys: give one size per key"
+                             % (len(sizes), len(k)))
+        return (ctypes.c_uint64 * max(len(sizes), 1))(*sizes)
+
+    def store(self, keys: Any, sizes: Iterable[int]) -> StoreTx:
+        """Reserve a slot per key not yet stored: a StoreTx whose slots
+        are (SlotStatus, writable memoryview over the pool)."""
+        k = Keys.from_list(keys)
+        sz = self._sizes(k, sizes)
         tx = StoreTx(self, readonly=False)
         rc = _lib_handle().kvr_prepare_store(
             self._handle(), k._ptr(), ctypes.cast(sz, ctypes.POINTER(
@@ -361,14 +498,16 @@ class Client(object):
         tx._fill()
         return tx
 
-    def retrieve(self, keys=None, lease=None):
+    def retrieve(self, keys: Any = None,
+                 lease: Optional[int] = None) -> RetrieveTx:
         """Pin the longest stored prefix of keys (or what a lease holds,
         made by any connection of this uid): a RetrieveTx of readonly
         views. len(tx) is the prefix length."""
         tx = RetrieveTx(self, readonly=True)
         if lease is not None:
             rc = _lib_handle().kvr_prepare_retrieve_lease(
-                self._handle(), lease, ctypes.byref(tx._x))
+                self._handle(), _uint("lease", lease, _U64),
+                ctypes.byref(tx._x))
         else:
             k = Keys.from_list(keys)
             rc = _lib_handle().kvr_prepare_retrieve(
@@ -377,34 +516,172 @@ class Client(object):
         tx._fill()
         return tx
 
-    def ping(self):
+    def ping(self) -> int:
         """Round trip; returns the server's CLOCK_MONOTONIC in ns."""
         ns = ctypes.c_uint64(0)
         self._check(_lib_handle().kvr_ping(self._handle(), ctypes.byref(ns)))
         return ns.value
 
-    def stats(self):
+    def stats(self) -> Dict[str, int]:
         """The server's counters as a dict."""
         st = _lib.StatsWire()
         self._check(_lib_handle().kvr_stats(self._handle(), ctypes.byref(st)))
         return {n: getattr(st, n) for n, _ in _lib.StatsWire._fields_}
 
-    def __repr__(self):
+    # -- asynchronous calls: submit several, then reap --
+    #
+    # Each submit_* queues one request and returns at once; reap() returns
+    # Completion objects carrying the user value given at submit. A
+    # submit raises KvringError(EAGAIN) when the request ring is full:
+    # reap, then submit again. Transactions from submit_store /
+    # submit_retrieve get their slots when their completion is reaped.
+
+    def _submit(self, fn: Any, args: Tuple[Any, ...], user: Any,
+                tx: Optional[_Tx]) -> None:
+        with self._async_lock:
+            token = next(self._tokens)
+            self._async[token] = (user, tx)
+        rc = fn(self._handle(), *args, ctypes.c_void_p(token))
+        if rc < 0:
+            with self._async_lock:
+                del self._async[token]
+            self._check(rc)
+
+    def submit_lookup(self, keys: Any, pin: bool = False,
+                      user: Any = None) -> None:
+        """Queue a lookup; its completion's value is the hits, lease the
+        lease when pin=True."""
+        k = Keys.from_list(keys)
+        self._submit(_lib_handle().kvr_submit_lookup,
+                     (k._ptr(), len(k), bool(pin)), user, None)
+
+    def submit_store(self, keys: Any, sizes: Iterable[int],
+                     user: Any = None) -> StoreTx:
+        """Queue a prepare_store; returns its StoreTx, whose slots are
+        filled when the completion is reaped. Commit it with
+        submit_commit() (or commit())."""
+        k = Keys.from_list(keys)
+        sz = self._sizes(k, sizes)
+        tx = StoreTx(self, readonly=False)
+        self._submit(_lib_handle().kvr_submit_prepare_store,
+                     (k._ptr(), ctypes.cast(sz, ctypes.POINTER(
+                         ctypes.c_uint64)), len(k), ctypes.byref(tx._x)),
+                     user, tx)
+        return tx
+
+    def submit_retrieve(self, keys: Any, user: Any = None) -> RetrieveTx:
+        """Queue a prepare_retrieve; slots are filled when reaped."""
+        k = Keys.from_list(keys)
+        tx = RetrieveTx(self, readonly=True)
+        self._submit(_lib_handle().kvr_submit_prepare_retrieve,
+                     (k._ptr(), len(k), ctypes.byref(tx._x)), user, tx)
+        return tx
+
+    def submit_commit(self, tx: _Tx, user: Any = None) -> None:
+        """Queue the commit of a reaped store or retrieve transfer."""
+        self._submit_finish(tx, "kvr_submit_commit_store"
+                            if isinstance(tx, StoreTx)
+                            else "kvr_submit_commit_retrieve", user)
+
+    def submit_abort(self, tx: StoreTx, user: Any = None) -> None:
+        """Queue the abort of a reaped store transfer."""
+        if not isinstance(tx, StoreTx):
+            raise TypeError("only a store transfer can be aborted")
+        self._submit_finish(tx, "kvr_submit_abort_store", user)
+
+    def _submit_finish(self, tx: _Tx, name: str, user: Any) -> None:
+        if not tx._filled:
+            raise ValueError("reap the transfer's prepare completion before "
+                             "committing it")
+        if not tx._open:
+            raise ValueError("the transfer was already committed or aborted")
+        tx._release_views()
+        tx._open = False
+        self._submit(getattr(_lib_handle(), name), (ctypes.byref(tx._x),),
+                     user, tx)
+
+    def submit_ping(self, user: Any = None) -> None:
+        """Queue a round trip with no effect."""
+        self._submit(_lib_handle().kvr_submit_ping, (), user, None)
+
+    @property
+    def inflight(self) -> int:
+        """Requests submitted and not yet reaped."""
+        return _lib_handle().kvr_inflight(self._handle())
+
+    def reap(self, min_wait: int = 1, max: int = 64,
+             timeout_ms: int = -1) -> List[Completion]:
+        """Collect up to max completions, waiting until min_wait are in
+        (capped at what is in flight) or timeout_ms passes (0: don't wait,
+        -1: the client's timeout). A failed request is a Completion whose
+        error is set, not an exception; a broken connection raises once
+        every pending request has been reaped."""
+        max = _uint("max", max, 1 << 16, 1)
+        min_wait = _uint("min_wait", min_wait, max)
+        if timeout_ms != -1:
+            timeout_ms = _uint("timeout_ms", timeout_ms, (1 << 31) - 1)
+        out = (_lib.Completion * max)()
+        rc = _lib_handle().kvr_reap(self._handle(), out, max, min_wait,
+                                    timeout_ms)
+        if rc == -_errno.ETIMEDOUT:
+            return []
+        self._check(rc)
+        res = []
+        for i in range(rc):
+            e = out[i]
+            with self._async_lock:
+                user, tx = self._async.pop(e.user or 0, (None, None))
+            op = Op(e.op) if e.op in Op._value2member_map_ else e.op
+            err = None
+            if e.status < 0:
+                code = -e.status
+                err = KvringError(code, "%s failed: %s (%s)" % (
+                    getattr(op, "name", op), os.strerror(code),
+                    _errno.errorcode.get(code, code)))
+            if tx is not None and op in (Op.PREPARE_STORE,
+                                         Op.PREPARE_RETRIEVE):
+                if e.status == 0:
+                    tx._fill()
+                else:
+                    tx._open = False
+            res.append(Completion(op=op, status=e.status, user=user,
+                                  value=e.value, lease=e.handle, tx=tx,
+                                  error=err))
+        return res
+
+    def __repr__(self) -> str:
         return "<kvring.Client %s>" % (self.debug if self._h else "closed")
 
 
-def connect(socket=None, model=None, layers=None, kv_heads=None,
-            head_size=None, dtype_bytes=None, tp_rank=0, tp_size=1,
-            chunk_tokens=256, transport=None, timeout_ms=0, spin_us=0):
+def connect(socket: Optional[str] = None, model: Optional[str] = None,
+            layers: Optional[int] = None, kv_heads: Optional[int] = None,
+            head_size: Optional[int] = None,
+            dtype_bytes: Optional[int] = None, tp_rank: int = 0,
+            tp_size: int = 1, chunk_tokens: int = 256,
+            transport: Optional[str] = None, timeout_ms: int = 0,
+            spin_us: int = 0) -> Client:
     """Connect to kvringd and register the model layout (the key
     namespace). socket: path, default $KVRING_SOCKET or the per-uid
     default. transport: None/'auto' or 'copy' ($KVRING_TRANSPORT=copy
-    forces copy). Returns a Client."""
+    forces copy). timeout_ms bounds every blocking call (0: 5000).
+    Integers out of range raise ValueError before reaching the library.
+    Returns a Client."""
     for name, v in (("model", model), ("layers", layers),
                     ("kv_heads", kv_heads), ("head_size", head_size),
                     ("dtype_bytes", dtype_bytes)):
         if v is None:
             raise TypeError("connect() needs %s" % name)
+    layers = _uint("layers", layers, lo=1)
+    kv_heads = _uint("kv_heads", kv_heads, lo=1)
+    head_size = _uint("head_size", head_size, lo=1)
+    dtype_bytes = _uint("dtype_bytes", dtype_bytes, 4, 1)
+    if dtype_bytes == 3:
+        raise ValueError("dtype_bytes is 3: it must be 1, 2 or 4")
+    tp_size = _uint("tp_size", tp_size, lo=1)
+    tp_rank = _uint("tp_rank", tp_rank, tp_size - 1)
+    chunk_tokens = _uint("chunk_tokens", chunk_tokens, lo=1)
+    timeout_ms = _uint("timeout_ms", timeout_ms)
+    spin_us = _uint("spin_us", spin_us)
     lib = _lib_handle()
     o = _lib.ClientOpts()
     if socket:
@@ -412,7 +689,8 @@ def connect(socket=None, model=None, layers=None, kv_heads=None,
         o.socket_path = sock_b
     m = model.encode() if isinstance(model, str) else bytes(model)
     if not 0 < len(m) < 64:
-        raise ValueError("model name must be 1..63 bytes")
+        raise ValueError("model name is %d bytes: it must be 1..63"
+                         % len(m))
     o.ns.model = m
     o.ns.layers, o.ns.kv_heads, o.ns.head_size = layers, kv_heads, head_size
     o.ns.dtype_bytes, o.ns.tp_rank, o.ns.tp_size = dtype_bytes, tp_rank, \
@@ -421,13 +699,16 @@ def connect(socket=None, model=None, layers=None, kv_heads=None,
     if transport in (None, "auto", "shm"):
         o.transport = 0
     elif transport == "copy":
-        o.transport = TRANSPORT_COPY
+        o.transport = Transport.COPY
     else:
-        raise ValueError("transport must be None, 'auto' or 'copy'")
+        raise ValueError("transport is %r: it must be None, 'auto' or "
+                         "'copy'" % (transport,))
     o.timeout_ms, o.spin_us = timeout_ms, spin_us
     h = ctypes.c_void_p()
     err = ctypes.create_string_buffer(512)
     rc = lib.kvr_connect(ctypes.byref(o), ctypes.byref(h), err, len(err))
     if rc < 0:
         _raise(rc, err.value.decode(errors="replace"))
-    return Client(h.value)
+    return Client(h.value,
+                  2 * layers * chunk_tokens * kv_heads * head_size
+                  * dtype_bytes)

@@ -89,6 +89,37 @@ class Xfer(ctypes.Structure):
     ]
 
 
+class Completion(ctypes.Structure):
+    """struct kvr_completion."""
+    _fields_ = [
+        ("user", ctypes.c_void_p),
+        ("op", c_u32),
+        ("status", ctypes.c_int),
+        ("value", ctypes.c_long),
+        ("handle", c_u64),
+        ("xfer", ctypes.POINTER(Xfer)),
+    ]
+
+
+class KvCache(ctypes.Structure):
+    """struct kvr_kv_cache (<kvring/kv.h>)."""
+    _fields_ = [
+        ("layers", c_u32),
+        ("nkv", c_u32),
+        ("heads", c_u32),
+        ("head_bytes", c_u32),
+        ("elem_bytes", c_u32),
+        ("block_size", c_u32),
+        ("num_blocks", c_u32),
+        ("chunk_tokens", c_u32),
+        ("block_stride", c_u64),
+        ("token_stride", c_u64),
+        ("head_stride", c_u64),
+        ("layer_bytes", c_u64),
+        ("base", ctypes.POINTER(ctypes.c_void_p)),
+    ]
+
+
 class StatsWire(ctypes.Structure):
     """struct kvr_stats_wire."""
     _fields_ = [(n, c_u64) for n in (
@@ -161,6 +192,33 @@ def _declare(lib):
         "kvr_stats": (ctypes.c_int, [vp, P(StatsWire)]),
         "kvr_default_socket": (ctypes.c_int, [ctypes.c_char_p,
                                               ctypes.c_size_t]),
+        # Asynchronous calls (kvring.h, "submit several, then reap").
+        "kvr_submit_lookup": (ctypes.c_int, [vp, P(Key), c_u32,
+                                             ctypes.c_bool, vp]),
+        "kvr_submit_prepare_store": (ctypes.c_int, [vp, P(Key), P(c_u64),
+                                                    c_u32, P(Xfer), vp]),
+        "kvr_submit_commit_store": (ctypes.c_int, [vp, P(Xfer), vp]),
+        "kvr_submit_abort_store": (ctypes.c_int, [vp, P(Xfer), vp]),
+        "kvr_submit_prepare_retrieve": (ctypes.c_int, [vp, P(Key), c_u32,
+                                                       P(Xfer), vp]),
+        "kvr_submit_commit_retrieve": (ctypes.c_int, [vp, P(Xfer), vp]),
+        "kvr_submit_ping": (ctypes.c_int, [vp, vp]),
+        "kvr_reap": (ctypes.c_int, [vp, P(Completion), ctypes.c_uint,
+                                    ctypes.c_uint, ctypes.c_int]),
+        "kvr_inflight": (ctypes.c_uint, [vp]),
+        # Paged-KV gather/scatter (<kvring/kv.h>).
+        "kvr_kv_chunk_bytes": (c_u64, [P(KvCache)]),
+        "kvr_kv_check": (ctypes.c_int, [P(KvCache), ctypes.c_char_p,
+                                        ctypes.c_size_t]),
+        "kvr_kv_gather": (ctypes.c_int, [P(KvCache), P(c_u32),
+                                         ctypes.c_size_t, P(vp),
+                                         ctypes.c_size_t, c_u64,
+                                         ctypes.c_char_p, ctypes.c_size_t]),
+        "kvr_kv_scatter": (ctypes.c_int, [P(KvCache), P(c_u32),
+                                          ctypes.c_size_t, P(vp),
+                                          ctypes.c_size_t, c_u64,
+                                          ctypes.c_size_t, ctypes.c_char_p,
+                                          ctypes.c_size_t]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
