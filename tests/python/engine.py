@@ -1,0 +1,389 @@
+# SPDX-License-Identifier: MIT
+"""A small engine driver that calls a vLLM v1 KV connector in vLLM's real
+order, against a real kvringd, with CPU paged KV caches in torch.
+
+The scheduler connector lives in the calling process; the worker connector
+lives in its own process (vLLM's multiproc executor), and the metadata
+crosses between them pickled, as in vLLM. Per request:
+
+  scheduler: get_num_new_matched_tokens -> allocate blocks ->
+             update_state_after_alloc -> build_connector_meta
+  worker:    bind_connector_metadata -> start_load_kv -> per layer
+             (wait_for_layer_load, "attention" writes the new tokens' KV,
+             save_kv_layer) -> wait_for_save -> get_block_ids_with_load_errors
+             -> clear_connector_metadata
+  finish:    request_finished, then finished_req_ids in the next
+             build_connector_meta, get_finished on the worker
+
+Blocks that failed to load are recomputed in a second step, which is what
+vLLM does with get_block_ids_with_load_errors(). The "model" writes KV
+values that are a pure function of (token, position, layer, k/v, head, dim)
+and exactly representable in fp16 and bf16, so any two engines compute
+bit-identical KV for the same prompt and a loaded block can be compared
+bit for bit with what the model would have written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from vllm.config import (CacheConfig, KVTransferConfig, ModelConfig,
+                         ParallelConfig, VllmConfig)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+from vllm.forward_context import ForwardContext
+from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+from vllm.v1.core.kv_cache_utils import KVCacheBlock
+from vllm.v1.core.sched.output import (CachedRequestData, NewRequestData,
+                                       SchedulerOutput)
+from vllm.v1.kv_cache_interface import KVCacheConfig
+from vllm.v1.request import Request
+
+LOCAL_MARK = 100.0  # never a model value (those are < 32)
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class EngineSpec:
+    socket: str
+    model: str = "driver/llama-mini"
+    layers: int = 2
+    kv_heads: int = 2
+    head_size: int = 64
+    dtype: str = "float16"
+    mla: bool = False
+    hnd: bool = False          # physical HND blocks, NHD-shaped view
+    block_size: int = 16
+    chunk_tokens: int = 64
+    num_blocks: int = 64
+    block_offset: int = 0      # where this engine's allocator starts
+    timeout_ms: int = 3000
+
+    def kv_transfer_config(self) -> KVTransferConfig:
+        # Exactly what --kv-transfer-config '<json>' parses to.
+        return KVTransferConfig.from_cli(
+            '{"kv_connector":"KvringConnector",'
+            '"kv_connector_module_path":"kvring.vllm",'
+            '"kv_role":"kv_both",'
+            '"kv_connector_extra_config":{"kvring_socket":"%s",'
+            '"kvring_chunk_tokens":%d,"kvring_timeout_ms":%d}}'
+            % (self.socket, self.chunk_tokens, self.timeout_ms))
+
+    def vllm_config(self) -> VllmConfig:
+        return VllmConfig(
+            model_config=ModelConfig(model=self.model, dtype=self.dtype,
+                                     use_mla=self.mla,
+                                     num_layers=self.layers,
+                                     num_kv_heads=1 if self.mla
+                                     else self.kv_heads,
+                                     head_size=self.head_size),
+            cache_config=CacheConfig(block_size=self.block_size),
+            parallel_config=ParallelConfig(),
+            kv_transfer_config=self.kv_transfer_config())
+
+
+def connector_class(cfg: VllmConfig) -> Any:
+    """What vLLM's KVConnectorFactory.get_connector_class() does for a
+    connector that is not registered: import kv_connector_module_path and
+    take kv_connector from it."""
+    kc = cfg.kv_transfer_config
+    return getattr(importlib.import_module(kc.kv_connector_module_path),
+                   kc.kv_connector)
+
+
+# ---- the model: KV as a pure function of the tokens ----
+
+def model_kv(spec: EngineSpec, tokens: List[int], pos: List[int]
+             ) -> torch.Tensor:
+    """[layers, nkv, len(pos), heads, dim] KV values for tokens at pos;
+    multiples of 1/8 below 32, exact in fp16 and bf16."""
+    nkv, heads = (1, 1) if spec.mla else (2, spec.kv_heads)
+    t = torch.tensor([tokens[p] for p in pos], dtype=torch.int64)
+    p = torch.tensor(pos, dtype=torch.int64)
+    base = (t * 31 + p * 7)[None, None, :, None, None]
+    l = torch.arange(spec.layers)[:, None, None, None, None] * 13
+    k = torch.arange(nkv)[None, :, None, None, None] * 5
+    h = torch.arange(heads)[None, None, None, :, None] * 1009
+    d = torch.arange(spec.head_size)[None, None, None, None, :]
+    v = (base + l + k + h + d) % 251
+    return (v.to(torch.float32) / 8).to(TORCH_DTYPES[spec.dtype])
+
+
+def make_caches(spec: EngineSpec) -> Dict[str, torch.Tensor]:
+    """vLLM's per-layer caches, filled with -1 (the model never writes a
+    negative value, so an unloaded block shows)."""
+    dt = TORCH_DTYPES[spec.dtype]
+    out = {}
+    for l in range(spec.layers):
+        if spec.mla:
+            t = torch.full((spec.num_blocks, spec.block_size,
+                            spec.head_size), -1.0, dtype=dt)
+        elif spec.hnd:
+            # HND in memory, handed out NHD-shaped (vLLM's stride order).
+            t = torch.full((2, spec.num_blocks, spec.kv_heads,
+                            spec.block_size, spec.head_size), -1.0,
+                           dtype=dt).permute(0, 1, 3, 2, 4)
+        else:
+            t = torch.full((2, spec.num_blocks, spec.block_size,
+                            spec.kv_heads, spec.head_size), -1.0, dtype=dt)
+        out["model.layers.%d.self_attn.attn" % l] = t
+    return out
+
+
+def _slots(spec: EngineSpec, block_ids: List[int], pos: List[int]):
+    bs = spec.block_size
+    return (torch.tensor([block_ids[p // bs] for p in pos]),
+            torch.tensor([p % bs for p in pos]))
+
+
+def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
+             block_ids: List[int], tokens: List[int], pos: List[int]) -> None:
+    """The attention layers writing the new tokens' KV into their slots."""
+    if not pos:
+        return
+    vals = model_kv(spec, tokens, pos)
+    b, o = _slots(spec, block_ids, pos)
+    for l, t in enumerate(caches.values()):
+        if spec.mla:
+            t[b, o] = vals[l, 0, :, 0]
+        else:
+            for k in (0, 1):
+                t[k][b, o] = vals[l, k]
+
+
+def read_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
+            block_ids: List[int], pos: List[int]) -> torch.Tensor:
+    b, o = _slots(spec, block_ids, pos)
+    parts = []
+    for t in caches.values():
+        if spec.mla:
+            parts.append(t[b, o][None, :, None])
+        else:
+            parts.append(torch.stack([t[k][b, o] for k in (0, 1)]))
+    return torch.stack(parts)
+
+
+# ---- the worker process ----
+
+def _worker_main(spec: EngineSpec, conn: Any) -> None:
+    torch.set_num_threads(1)
+    try:
+        cfg = spec.vllm_config()
+        worker = connector_class(cfg)(cfg, KVConnectorRole.WORKER,
+                                      KVCacheConfig(spec.num_blocks))
+        caches = make_caches(spec)
+        worker.register_kv_caches(caches)
+        conn.send(("ready", None))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    hooks: Dict[str, Any] = {}
+    while True:
+        cmd, arg = conn.recv()
+        try:
+            if cmd == "step":
+                conn.send(("ok", _worker_step(spec, worker, caches, arg,
+                                              hooks)))
+            elif cmd == "mark":
+                block_ids, pos = arg
+                b, o = _slots(spec, block_ids, pos)
+                for t in caches.values():
+                    if spec.mla:
+                        t[b, o] = LOCAL_MARK
+                    else:
+                        t[0][b, o] = LOCAL_MARK
+                        t[1][b, o] = LOCAL_MARK
+                conn.send(("ok", None))
+            elif cmd == "read":
+                block_ids, pos = arg
+                conn.send(("ok", read_kv(spec, caches, block_ids, pos)))
+            elif cmd == "kill_in_commit_store":
+                # Die (SIGKILL, no cleanup) at the moment a store would be
+                # published, after its bytes were gathered into the pool.
+                from kvring.torch import KvringContext
+
+                def die(self, *a, **kw):
+                    os.kill(os.getpid(), signal.SIGKILL)
+                KvringContext.commit_store = die
+                conn.send(("ok", None))
+            elif cmd == "finish":
+                conn.send(("ok", worker.get_finished(set(arg))))
+            elif cmd == "exit":
+                worker.shutdown()
+                worker.shutdown()  # twice: harmless
+                conn.send(("ok", None))
+                return
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+def _worker_step(spec: EngineSpec, worker: Any, caches: Dict[str, Any],
+                 arg: Any, hooks: Dict[str, Any]) -> Dict[str, Any]:
+    meta_bytes, compute = arg
+    meta = pickle.loads(meta_bytes)  # crossed a process boundary
+    worker.bind_connector_metadata(meta)
+    t0 = time.monotonic()
+    worker.start_load_kv(ForwardContext(no_compile_layers={}))
+    t_load = time.monotonic() - t0
+    for name, layer in caches.items():
+        worker.wait_for_layer_load(name)
+    # "Attention": every scheduled token's KV, for all layers at once.
+    for block_ids, tokens, pos in compute:
+        write_kv(spec, caches, block_ids, tokens, pos)
+    for name, layer in caches.items():
+        worker.save_kv_layer(name, layer, None)
+    t1 = time.monotonic()
+    worker.wait_for_save()
+    t_save = time.monotonic() - t1
+    errors = worker.get_block_ids_with_load_errors()
+    worker.clear_connector_metadata()
+    return {"errors": sorted(errors), "load_s": t_load, "save_s": t_save}
+
+
+class WorkerProcess(object):
+    def __init__(self, spec: EngineSpec) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(spec, child),
+                                daemon=True)
+        self.proc.start()
+        self._expect("ready")
+
+    def _expect(self, what: str, timeout: float = 60) -> Any:
+        if not self.conn.poll(timeout):
+            raise TimeoutError("worker process did not answer in %ds" %
+                               timeout)
+        tag, val = self.conn.recv()
+        if tag == "error":
+            raise RuntimeError("worker process failed:\n" + val)
+        if tag != what:
+            raise RuntimeError("worker said %r, expected %r" % (tag, what))
+        return val
+
+    def call(self, cmd: str, arg: Any = None, timeout: float = 60) -> Any:
+        self.conn.send((cmd, arg))
+        return self._expect("ok", timeout)
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.call("exit", timeout=20)
+            except (EOFError, OSError, RuntimeError, TimeoutError):
+                pass
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+class Engine(object):
+    """One vLLM engine: a scheduler-side connector here, a worker-side one
+    in a worker process, a block allocator, and requests."""
+
+    def __init__(self, spec: EngineSpec) -> None:
+        self.spec = spec
+        cfg = spec.vllm_config()
+        self.sched = connector_class(cfg)(cfg, KVConnectorRole.SCHEDULER,
+                                          KVCacheConfig(spec.num_blocks))
+        self.worker = WorkerProcess(spec)
+        self._next_block = spec.block_offset
+        self._finished: set = set()
+        self._step = 0
+
+    def alloc(self, n: int) -> List[int]:
+        ids = [(self._next_block + i) % self.spec.num_blocks
+               for i in range(n)]
+        self._next_block += n
+        return ids
+
+    def _run_step(self, so: SchedulerOutput, compute: List[Any]
+                  ) -> Dict[str, Any]:
+        so.finished_req_ids = self._finished
+        self._finished = set()
+        meta = self.sched.build_connector_meta(so)
+        so.kv_connector_metadata = meta
+        return self.worker.call("step", (pickle.dumps(meta), compute))
+
+    def run(self, req_id: str, tokens: List[int],
+            cache_salt: Optional[str] = None, local_hit_tokens: int = 0
+            ) -> Dict[str, Any]:
+        """Prefill one request in one step (recomputing failed loads in a
+        second step), then finish it. local_hit_tokens plays vLLM's own
+        prefix cache (block-aligned tokens already in the engine's
+        blocks). Returns what happened."""
+        bs = self.spec.block_size
+        req = Request(req_id, list(tokens), cache_salt=cache_salt)
+        ext, is_async = self.sched.get_num_new_matched_tokens(
+            req, local_hit_tokens)
+        assert ext is not None and not is_async
+        nblocks = -(-len(tokens) // bs)
+        block_ids = self.alloc(nblocks)
+        blocks = KVCacheBlocks((tuple(KVCacheBlock(b) for b in block_ids),))
+        self.sched.update_state_after_alloc(req, blocks, ext)
+        computed = local_hit_tokens + ext
+        if local_hit_tokens:
+            # The engine's own prefix cache already holds these tokens;
+            # they are marked with LOCAL_MARK so an overwrite shows.
+            self.worker.call("mark", (block_ids, list(range(
+                local_hit_tokens))))
+        new = len(tokens) - computed
+        so = SchedulerOutput(
+            scheduled_new_reqs=[NewRequestData(
+                req_id=req_id, prompt_token_ids=list(tokens),
+                block_ids=(list(block_ids),), num_computed_tokens=computed)],
+            num_scheduled_tokens={req_id: new},
+            total_num_scheduled_tokens=new)
+        t0 = time.monotonic()
+        res = self._run_step(so, [(block_ids, list(tokens),
+                                   list(range(computed, len(tokens))))])
+        res["recomputed"] = 0
+        if res["errors"]:
+            # vLLM's answer to load errors: recompute from the first
+            # failed block (a cached request, no new blocks).
+            first = min(block_ids.index(b) for b in res["errors"]) * bs
+            first = max(first, local_hit_tokens)
+            cached = CachedRequestData(
+                req_ids=[req_id], new_block_ids=[None],
+                num_computed_tokens=[first], new_token_ids=[[]],
+                num_output_tokens=[0])
+            so2 = SchedulerOutput(scheduled_cached_reqs=cached,
+                                  num_scheduled_tokens={
+                                      req_id: len(tokens) - first})
+            r2 = self._run_step(so2, [(block_ids, list(tokens),
+                                       list(range(first, len(tokens))))])
+            res["recomputed"] = len(tokens) - first
+            res["save_s"] += r2["save_s"]
+        res["wall_s"] = time.monotonic() - t0
+        res["external_tokens"] = ext
+        res["block_ids"] = block_ids
+        self.sched.request_finished(req, block_ids)
+        self._finished.add(req_id)
+        self.worker.call("finish", [req_id])
+        return res
+
+    def kv_of(self, block_ids: List[int], n: int) -> torch.Tensor:
+        """The worker's cache content for the first n token positions."""
+        return self.worker.call("read", (block_ids, list(range(n))))
+
+    def stop(self) -> None:
+        # Deliver the last finished ids, as the next step would.
+        try:
+            self.sched.build_connector_meta(
+                SchedulerOutput(finished_req_ids=self._finished))
+        except Exception:
+            pass
+        self.worker.stop()
+        self.sched.shutdown()
+        self.sched.shutdown()

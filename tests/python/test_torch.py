@@ -1,0 +1,537 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Tests of kvring.torch (layouts, tensor views, the four-call context),
+kvring.kv (paged-KV gather/scatter from torch) and kvring.vllm (the vLLM
+connector, driven by tests/python/engine.py through the stand-in vllm
+package in tests/python/vllm/) against real kvringd processes.
+
+One process runs everything, so torch is imported once:
+    KVRING_LIB=<build>/worker/libkvring.so KVRINGD=<build>/server/kvringd \\
+        /usr/bin/python3 tests/python/test_torch.py
+"""
+
+import gc
+import os
+import signal
+import sys
+import time
+import unittest
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # the stand-in vllm package, engine.py
+
+from test_binding import REPO, Server  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "worker", "python"))
+
+import torch  # noqa: E402
+
+import kvring  # noqa: E402
+from kvring.kv import PagedKV  # noqa: E402
+from kvring.torch import ChunkLayout, KvringContext  # noqa: E402
+
+import engine  # noqa: E402
+
+torch.set_num_threads(1)
+LAYOUT = ChunkLayout(layers=2, kv_heads=2, head_size=64, dtype="fp16",
+                     chunk_tokens=16)
+
+
+def toks(r, n):
+    return [(r * 7919 + j * 104729) % 50000 for j in range(n)]
+
+
+class ServerCase(unittest.TestCase):
+    pool = "64M"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+        cls.srv.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def ctx(self, layout=LAYOUT, model="torch-test", **kw):
+        return KvringContext(layout, model=model, socket=self.srv.sock, **kw)
+
+
+class LayoutTest(unittest.TestCase):
+    def test_shape_is_lmcache_format_when_kv_or_mla(self):
+        lt = ChunkLayout(layers=32, kv_heads=8, head_size=128, dtype="bf16",
+                         chunk_tokens=256)
+        self.assertEqual(lt.shape, (2, 32, 256, 1024))
+        self.assertEqual(lt.chunk_bytes, 2 * 32 * 256 * 1024 * 2)
+        self.assertEqual(lt.torch_dtype, torch.bfloat16)
+        mla = ChunkLayout(layers=4, kv_heads=1, head_size=576, dtype="fp8",
+                          chunk_tokens=64, mla=True)
+        self.assertEqual(mla.shape, (4, 64, 576))
+        self.assertEqual(mla.torch_dtype, torch.uint8)  # raw fp8 bytes
+        self.assertEqual(mla.chunk_bytes, 4 * 64 * 576)
+
+    def test_layout_raises_when_values_are_bad(self):
+        with self.assertRaises(ValueError):
+            ChunkLayout(layers=-1, kv_heads=8, head_size=128)
+        with self.assertRaises(ValueError):
+            ChunkLayout(layers=2, kv_heads=8, head_size=128, dtype="int4")
+        with self.assertRaises(ValueError):
+            ChunkLayout(layers=2, kv_heads=8, head_size=128, mla=True)
+
+
+class ContextTest(ServerCase):
+    """The seed's four-call contract over a real kvringd."""
+
+    def test_store_then_retrieve_gives_same_tensors_when_views_filled(self):
+        with self.ctx() as ctx:
+            t = toks(1, 40)  # 2 full chunks and a partial one
+            views = ctx.prepare_store(t, 7)
+            self.assertIsInstance(views, list)
+            self.assertEqual(views.indices, [0, 1])
+            self.assertEqual(views[0].shape, LAYOUT.shape)
+            self.assertEqual(views[0].dtype, torch.float16)
+            data = [torch.randn(LAYOUT.shape).half() for _ in views]
+            for v, d in zip(views, data):
+                v.copy_(d)  # writes straight into the pool
+            self.assertTrue(ctx.commit_store(t, 7, views))
+            got = ctx.prepare_retrieve(t, 7)
+            self.assertEqual(len(got), 2)
+            for v, d in zip(got, data):
+                self.assertTrue(torch.equal(v, d))
+            self.assertTrue(ctx.commit_retrieve(t, 7))
+
+    def test_prepare_store_returns_empty_when_everything_is_stored(self):
+        with self.ctx() as ctx:
+            t = toks(2, 32)
+            with ctx.storing(t) as views:
+                for v in views:
+                    v.fill_(1)
+            again = ctx.prepare_store(t)
+            self.assertEqual(again, [])          # a success, nothing to do
+            self.assertTrue(ctx.commit_store(t, 0, again))
+
+    def test_prepare_returns_none_when_shared_memory_is_unavailable(self):
+        with self.ctx(transport="copy") as ctx:
+            self.assertIsNone(ctx.prepare_store(toks(3, 16)))
+            self.assertIsNone(ctx.prepare_retrieve(toks(3, 16)))
+
+    def test_store_is_aborted_when_with_block_raises(self):
+        with self.ctx() as ctx:
+            t = toks(4, 32)
+            with self.assertRaises(RuntimeError):
+                with ctx.storing(t) as views:
+                    views[0].fill_(3)
+                    raise RuntimeError("engine failed mid-store")
+            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 0)
+            self.assertEqual(ctx.prepare_retrieve(t), [])
+
+    def test_view_raises_when_used_after_its_transfer_ended(self):
+        with self.ctx() as ctx:
+            t = toks(5, 16)
+            views = ctx.prepare_store(t)
+            v = views[0]
+            v.fill_(2)
+            ctx.commit_store(t, 0, views)
+            # Emptied in place: no silent read of pool memory.
+            self.assertEqual(v.numel(), 0)
+            with self.assertRaises((RuntimeError, IndexError)):
+                v.view(LAYOUT.shape)
+            with self.assertRaises(IndexError):
+                v[0, 0, 0, 0].item()
+            got = ctx.prepare_retrieve(t)
+            r = got[0]
+            self.assertEqual(float(r[0, 0, 0, 0]), 2.0)
+            ctx.commit_retrieve(t)
+            self.assertEqual(r.numel(), 0)
+
+    def test_pin_is_kept_when_a_derived_view_outlives_the_retrieve(self):
+        with self.ctx() as ctx:
+            t = toks(6, 16)
+            with ctx.storing(t) as views:
+                views[0].fill_(5)
+            got = ctx.prepare_retrieve(t)
+            derived = got[0][1]        # a view of the V half
+            pins = ctx.client.stats()["chan_pins"]
+            self.assertGreater(pins, 0)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                self.assertTrue(ctx.commit_retrieve(t))
+            self.assertTrue(any(issubclass(x.category, ResourceWarning)
+                                for x in w), [str(x.message) for x in w])
+            # The derived view still reads the pinned chunk...
+            self.assertEqual(float(derived[0, 0, 0]), 5.0)
+            self.assertEqual(ctx.client.stats()["chan_pins"], pins)
+            del derived
+            gc.collect()
+            ctx.prepare_store(toks(7, 0))  # any call flushes deferred unpins
+            self.assertEqual(ctx.client.stats()["chan_pins"], pins - 1)
+
+    def test_commit_warns_when_a_retrieve_view_was_written(self):
+        with self.ctx() as ctx:
+            t = toks(8, 16)
+            with ctx.storing(t) as views:
+                views[0].fill_(1)
+            got = ctx.prepare_retrieve(t)
+            got[0][0, 0, 0, 0] = 9  # contract violation: detected
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                ctx.commit_retrieve(t)
+            self.assertTrue(any("written in place" in str(x.message)
+                                for x in w))
+
+    def test_salt_separates_tenants_when_tokens_are_equal(self):
+        with self.ctx() as ctx:
+            t = toks(9, 32)
+            with ctx.storing(t, salt="tenant-a") as views:
+                for v in views:
+                    v.fill_(4)
+            self.assertEqual(ctx.prepare_retrieve(t, salt="tenant-b"), [])
+            self.assertEqual(ctx.prepare_retrieve(t), [])
+            got = ctx.prepare_retrieve(t, salt="tenant-a")
+            self.assertEqual(len(got), 2)
+            ctx.commit_retrieve(t, salt="tenant-a")
+
+    def test_close_is_harmless_when_called_twice_or_server_dead(self):
+        ctx = self.ctx()
+        views = ctx.prepare_store(toks(10, 16))
+        self.assertEqual(len(views), 1)
+        ctx.close()
+        ctx.close()
+        self.assertIsNone(ctx.prepare_store(toks(10, 16)))
+        # Closing aborted the pending store: nothing was published.
+        with self.ctx() as c2:
+            self.assertEqual(c2.client.lookup(c2.keys(toks(10, 16))), 0)
+
+    def test_dtypes_get_separate_keys_when_sizes_are_equal(self):
+        bf = ChunkLayout(layers=2, kv_heads=2, head_size=64, dtype="bf16",
+                         chunk_tokens=16)
+        with self.ctx() as a, self.ctx(layout=bf) as b:
+            t = toks(11, 16)
+            with a.storing(t) as views:
+                views[0].fill_(1)
+            self.assertEqual(b.prepare_retrieve(t), [])
+
+
+class PagedKVTest(unittest.TestCase):
+    """kvring.kv against torch's own indexing, and its refusals."""
+
+    def setUp(self):
+        self.lt = ChunkLayout(layers=3, kv_heads=2, head_size=16,
+                              dtype="bf16", chunk_tokens=8)
+        self.caches = [torch.randn(2, 12, 4, 2, 16).to(torch.bfloat16)
+                       for _ in range(3)]
+
+    def ref(self, caches, ids):
+        return torch.stack([torch.stack([
+            c[k].index_select(0, torch.tensor(ids)).reshape(8, 32)
+            for c in caches]) for k in (0, 1)])
+
+    def test_gather_equals_torch_indexing_when_merged_nhd(self):
+        kv = PagedKV.merged(self.caches, self.lt)
+        out = [torch.empty(self.lt.shape, dtype=torch.bfloat16)
+               for _ in range(2)]
+        kv.gather([5, 1, 11, 0], out)
+        self.assertTrue(torch.equal(out[0], self.ref(self.caches, [5, 1])))
+        self.assertTrue(torch.equal(out[1], self.ref(self.caches, [11, 0])))
+
+    def test_layouts_agree_when_same_data_is_laid_out_differently(self):
+        ids = [3, 9]
+        want = torch.empty(self.lt.shape, dtype=torch.bfloat16)
+        PagedKV.merged(self.caches, self.lt).gather(ids, [want])
+        layouts = {
+            "separate": PagedKV.separate([c[0] for c in self.caches],
+                                         [c[1] for c in self.caches],
+                                         self.lt),
+            "cross": PagedKV.cross_layer(torch.stack(self.caches), self.lt),
+            "hnd": PagedKV.merged([c.permute(0, 1, 3, 2, 4).contiguous()
+                                   for c in self.caches], self.lt, "HND"),
+            "hnd-strided": PagedKV.merged(
+                [c.permute(0, 1, 3, 2, 4).contiguous().permute(0, 1, 3, 2, 4)
+                 for c in self.caches], self.lt),
+        }
+        for name, kv in layouts.items():
+            got = torch.empty(self.lt.shape, dtype=torch.bfloat16)
+            kv.gather(ids, [got])
+            self.assertTrue(torch.equal(got, want), name)
+
+    def test_scatter_skips_blocks_when_engine_shares_them(self):
+        kv = PagedKV.merged(self.caches, self.lt)
+        chunk = torch.full(self.lt.shape, 7.0, dtype=torch.bfloat16)
+        before = [c.clone() for c in self.caches]
+        kv.scatter([4, 6], [chunk], skip_blocks=1)
+        for c, b in zip(self.caches, before):
+            self.assertTrue(torch.equal(c[:, 4], b[:, 4]))  # shared: kept
+            self.assertTrue(bool((c[:, 6] == 7).all()))
+            self.assertTrue(torch.equal(c[:, 5], b[:, 5]))
+
+    def test_mla_round_trips_when_block_ids_differ(self):
+        lt = ChunkLayout(layers=2, kv_heads=1, head_size=24, dtype="fp8",
+                         chunk_tokens=8, mla=True)
+        src = [torch.randint(0, 255, (6, 4, 24), dtype=torch.uint8)
+               for _ in range(2)]
+        dst = [torch.zeros(6, 4, 24, dtype=torch.uint8) for _ in range(2)]
+        chunk = torch.empty(lt.shape, dtype=torch.uint8)
+        PagedKV.mla(src, lt).gather([1, 2], [chunk])
+        PagedKV.mla(dst, lt).scatter([5, 0], [chunk])
+        for s, d in zip(src, dst):
+            self.assertTrue(torch.equal(s[1], d[5]))
+            self.assertTrue(torch.equal(s[2], d[0]))
+
+    def test_bad_arguments_raise_value_error_and_copy_nothing(self):
+        kv = PagedKV.merged(self.caches, self.lt)
+        out = torch.full(self.lt.shape, 3.0, dtype=torch.bfloat16)
+        cases = [
+            (lambda: kv.gather([0, 12], [out]), "out of range"),
+            (lambda: kv.gather([0, -1], [out]), "out of range"),
+            (lambda: kv.gather([0], [out]), "needs 2 blocks"),
+            (lambda: kv.gather([0, 1], [out[:, :, :4]]), "bytes"),
+            (lambda: kv.gather([0, 1], [out.transpose(2, 3)]),
+             "not contiguous"),
+            (lambda: kv.scatter([0, 1], [out], skip_blocks=3), "skip"),
+            (lambda: PagedKV.merged([c[:, ::2] for c in self.caches],
+                                    self.lt), "not contiguous"),
+            (lambda: PagedKV.merged([c.half() for c in self.caches],
+                                    self.lt), "dtype"),
+            (lambda: PagedKV.merged(self.caches[:2], self.lt),
+             "does not match"),
+            (lambda: PagedKV.merged([torch.zeros(2, 12, 3, 2, 16,
+                                                 dtype=torch.bfloat16)] * 3,
+                                    self.lt), "does not divide"),
+            (lambda: PagedKV.merged(self.caches, ChunkLayout(
+                layers=3, kv_heads=4, head_size=16, dtype="bf16",
+                chunk_tokens=8)), "heads"),
+        ]
+        for fn, needle in cases:
+            with self.assertRaises(ValueError) as cm:
+                fn()
+            self.assertIn(needle, str(cm.exception))
+        self.assertTrue(bool((out == 3).all()), "a refused call copied")
+
+    def test_misaligned_tensor_raises_when_data_is_offset(self):
+        raw = torch.zeros(2 * 12 * 4 * 2 * 16 * 2 + 1, dtype=torch.uint8)
+        bad = raw[1:].view(torch.uint8)
+        import ctypes
+        buf = (ctypes.c_char * (raw.numel() - 1)).from_address(
+            bad.data_ptr())
+        t = torch.frombuffer(buf, dtype=torch.bfloat16).view(2, 12, 4, 2, 16)
+        with self.assertRaises(ValueError) as cm:
+            PagedKV.merged([t] * 3, self.lt)
+        self.assertIn("aligned", str(cm.exception))
+
+
+class ConnectorTest(ServerCase):
+    """kvring.vllm driven in vLLM's order by engine.py."""
+
+    def spec(self, **kw):
+        kw.setdefault("model", "driver/llama-mini-%s" % self.id().split(
+            ".")[-1][-20:])
+        return engine.EngineSpec(socket=self.srv.sock, **kw)
+
+    def prompt(self, seed, n):
+        return toks(seed, n)
+
+    def check_loaded(self, eng, spec, res, tokens, n):
+        got = eng.kv_of(res["block_ids"], n)
+        want = engine.model_kv(spec, tokens, list(range(n)))
+        self.assertEqual(got.dtype, want.dtype)
+        self.assertTrue(torch.equal(got, want),
+                        "loaded KV differs from the model's")
+
+    def roundtrip(self, **kw):
+        spec1 = self.spec(**kw)
+        p1 = self.prompt(1, 2 * 64 + 40)        # 2 full chunks + partial
+        e1 = engine.Engine(spec1)
+        try:
+            r1 = e1.run("req-1", p1)
+            self.assertEqual(r1["external_tokens"], 0)
+            self.assertEqual(r1["errors"], [])
+        finally:
+            e1.stop()
+        # Another engine, other processes, other block ids.
+        spec2 = self.spec(block_offset=29, **kw)
+        p2 = p1[:2 * 64 + 40] + self.prompt(2, 100)
+        e2 = engine.Engine(spec2)
+        try:
+            r2 = e2.run("req-2", p2)
+            # Only the 2 full chunks were stored: the partial one not.
+            self.assertEqual(r2["external_tokens"], 128)
+            self.assertEqual(r2["errors"], [])
+            self.assertNotEqual(r2["block_ids"][:8], r1["block_ids"][:8])
+            self.check_loaded(e2, spec2, r2, p2, 128)
+        finally:
+            e2.stop()
+        return spec1
+
+    def test_request_2_loads_bit_exact_when_another_process_stored(self):
+        self.roundtrip(dtype="float16")
+
+    def test_bf16_cache_loads_bit_exact_when_prefix_matches(self):
+        self.roundtrip(dtype="bfloat16")
+
+    def test_hnd_cache_loads_bit_exact_when_blocks_are_hnd(self):
+        self.roundtrip(hnd=True)
+
+    def test_mla_cache_loads_bit_exact_when_model_is_mla(self):
+        self.roundtrip(mla=True, head_size=96)
+
+    def test_partial_last_chunk_is_not_stored(self):
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(3, 64 + 63)
+            e.run("a", p)
+            # The prompt grown to 2 full chunks hits only the first one.
+            r = e.run("b", p + [1])
+            self.assertEqual(r["external_tokens"], 64)
+        finally:
+            e.stop()
+
+    def test_other_cache_salt_gets_no_hit(self):
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(4, 3 * 64)
+            e.run("a", p, cache_salt="tenant-a")
+            self.assertEqual(e.run("b", p + [5], cache_salt="tenant-b")
+                             ["external_tokens"], 0)
+            self.assertEqual(e.run("c", p + [5])["external_tokens"], 0)
+            r = e.run("d", p + [5], cache_salt="tenant-a")
+            self.assertEqual(r["external_tokens"], 192)
+            self.check_loaded(e, spec, r, p, 192)
+        finally:
+            e.stop()
+
+    def test_local_prefix_blocks_are_kept_when_engine_has_them(self):
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(5, 2 * 64 + 1)
+            e.run("a", p)
+            r = e.run("b", p, local_hit_tokens=32)  # 2 blocks local
+            self.assertEqual(r["external_tokens"], 128 - 32)
+            got = e.kv_of(r["block_ids"], 128)
+            self.assertTrue(bool((got[:, :, :32] == engine.LOCAL_MARK)
+                                 .all()), "a shared block was overwritten")
+            want = engine.model_kv(spec, p, list(range(32, 128)))
+            self.assertTrue(torch.equal(got[:, :, 32:], want))
+        finally:
+            e.stop()
+
+    def test_worker_killed_mid_store_publishes_nothing(self):
+        spec = self.spec()
+        e = engine.Engine(spec)
+        p = self.prompt(6, 3 * 64)
+        try:
+            e.worker.call("kill_in_commit_store")
+            with self.assertRaises((EOFError, OSError, RuntimeError,
+                                    TimeoutError)):
+                e.run("a", p)
+            e.worker.proc.join(10)
+            self.assertEqual(e.worker.proc.exitcode, -signal.SIGKILL)
+        finally:
+            e.stop()
+        c = ChunkLayout(layers=2, kv_heads=2, head_size=64, dtype="fp16",
+                        chunk_tokens=64).connect(spec.model,
+                                                 socket=self.srv.sock)
+        with c:
+            from kvring.torch import salted_keys
+            keys = salted_keys(c, p, 64)
+            self.assertEqual(len(keys), 3)
+            # Gathered into the pool but never committed: no hit, and the
+            # server freed the reservations when the socket hung up.
+            for _ in range(100):
+                if c.stats()["reserved_bytes"] == 0:
+                    break
+                time.sleep(0.02)
+            self.assertEqual(c.lookup(keys), 0)
+            self.assertEqual(c.stats()["reserved_bytes"], 0)
+
+
+class ServerKillTest(ServerCase):
+    # Each test kills its server: each gets its own.
+    @classmethod
+    def setUpClass(cls):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        pass
+
+    def setUp(self):
+        self.srv = Server()
+        self.srv.start()
+
+    def tearDown(self):
+        self.srv.stop()
+
+    def test_server_killed_mid_request_recomputes_without_hanging(self):
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill",
+                                 timeout_ms=2000)
+        e1 = engine.Engine(spec)
+        p = toks(7, 3 * 64 + 10)
+        try:
+            e1.run("a", p)
+        finally:
+            e1.stop()
+        e2 = engine.Engine(engine.EngineSpec(
+            socket=self.srv.sock, model="driver/kill", block_offset=17,
+            timeout_ms=2000))
+        try:
+            from vllm.v1.request import Request
+            req = Request("b", p)
+            ext, _ = e2.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 192)
+            # Now the server dies between the scheduler's pin and the
+            # worker's load.
+            self.srv.proc.send_signal(signal.SIGKILL)
+            self.srv.proc.wait(10)
+            t0 = time.monotonic()
+            r = e2.run("b", p)
+            took = time.monotonic() - t0
+            # The connector asked again: no server, no hit, full compute.
+            self.assertEqual(r["external_tokens"], 0)
+            self.assertLess(took, 10.0)
+        finally:
+            e2.stop()
+
+    def test_load_fails_cleanly_when_server_dies_after_scheduling(self):
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill2",
+                                 timeout_ms=2000)
+        e1 = engine.Engine(spec)
+        p = toks(8, 3 * 64 + 10)
+        try:
+            e1.run("a", p)
+        finally:
+            e1.stop()
+        e2 = engine.Engine(engine.EngineSpec(
+            socket=self.srv.sock, model="driver/kill2", block_offset=17,
+            timeout_ms=2000))
+        try:
+            orig = e2.sched.build_connector_meta
+            srv = self.srv
+
+            def meta_then_kill(so):
+                m = orig(so)
+                if m.loads:  # the worker gets the lease of a dead server
+                    srv.proc.send_signal(signal.SIGKILL)
+                    srv.proc.wait(10)
+                return m
+            e2.sched.build_connector_meta = meta_then_kill
+            t0 = time.monotonic()
+            r = e2.run("b", p)
+            took = time.monotonic() - t0
+            self.assertEqual(r["external_tokens"], 192)
+            # The load failed, reported its blocks, and vLLM recomputed.
+            self.assertEqual(r["errors"], sorted(r["block_ids"][:12]))
+            self.assertEqual(r["recomputed"], len(p))
+            self.assertLess(took, 15.0)
+            got = e2.kv_of(r["block_ids"], len(p))
+            self.assertTrue(torch.equal(got, engine.model_kv(
+                e2.spec, p, list(range(len(p))))))
+        finally:
+            e2.stop()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

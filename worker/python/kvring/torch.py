@@ -1,0 +1,534 @@
+# SPDX-License-Identifier: MIT
+"""kvring.torch: chunk layouts, torch tensor views over pool slots, and the
+seed's four-call context (docs/tensors.md).
+
+A chunk in the pool is LMCache's format, row-major, K first::
+
+    K/V:  [2, layers, chunk_tokens, kv_heads * head_size]
+    MLA:  [layers, chunk_tokens, head_size]          (head_size = latent dim)
+
+so the bytes kvring stores are what an LMCache L1 or L2 holds for the same
+layout. Views are torch.frombuffer() over the slot: no copy. Store views
+are writable (writing changes the pool); retrieve views are built from a
+read-only buffer (torch 1.13 has no read-only tensor, so an in-place write
+is detected at commit_retrieve and reported, not prevented). When a
+transfer ends, every tensor it handed out is emptied in place (set_() to a
+zero-element storage), so using it raises instead of reading memory the
+pool may reuse; a tensor derived from it (t.view(), t[0], numpy) that is
+still alive at that moment gets a ResourceWarning, and for a retrieve the
+pin is kept until that derived tensor dies, so it never reads reused
+bytes.
+
+Needs torch (python3-torch); plain kvring does not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+import kvring
+from kvring import Client, Keys, KvringError, SlotStatus
+
+__all__ = ["ChunkLayout", "ChunkViews", "KvringContext", "DTYPES",
+           "salted_keys", "namespace_model"]
+
+log = logging.getLogger("kvring.torch")
+
+# Names the layout accepts; fp8 has no torch 1.13 dtype: raw bytes.
+DTYPES: Dict[str, Tuple[torch.dtype, int]] = {
+    "fp16": (torch.float16, 2), "float16": (torch.float16, 2),
+    "half": (torch.float16, 2),
+    "bf16": (torch.bfloat16, 2), "bfloat16": (torch.bfloat16, 2),
+    "fp32": (torch.float32, 4), "float32": (torch.float32, 4),
+    "float": (torch.float32, 4),
+    "fp8": (torch.uint8, 1), "fp8_e4m3": (torch.uint8, 1),
+    "fp8_e5m2": (torch.uint8, 1), "uint8": (torch.uint8, 1),
+}
+_CANON = {torch.float16: "fp16", torch.bfloat16: "bf16",
+          torch.float32: "fp32", torch.uint8: "fp8"}
+
+
+def _dtype_name(dtype: Union[str, torch.dtype]) -> str:
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _CANON:
+            raise ValueError("dtype %s is not supported: use fp16, bf16, "
+                             "fp32 or fp8 (uint8 bytes)" % dtype)
+        return _CANON[dtype]
+    name = str(dtype).lower().replace("torch.", "")
+    if name not in DTYPES:
+        raise ValueError("dtype %r is not supported: use fp16, bf16, fp32 "
+                         "or fp8 (stored as raw uint8 bytes)" % (dtype,))
+    return _CANON[DTYPES[name][0]] if not name.startswith("fp8") else name
+
+
+def namespace_model(model: str, dtype: str, mla: bool) -> str:
+    """The model string registered with kvringd: the model name plus the
+    dtype and MLA flag, so an fp16 and a bf16 cache of one model (same
+    byte size) never share keys. Names too long for the 63-byte field are
+    shortened with a hash of the whole name."""
+    suffix = "@%s%s" % (dtype, "+mla" if mla else "")
+    if len((model + suffix).encode()) <= 63:
+        return model + suffix
+    h = hashlib.blake2b(model.encode(), digest_size=6).hexdigest()
+    head = model.encode()[:63 - len(suffix) - 13].decode(errors="ignore")
+    return "%s~%s%s" % (head, h, suffix)
+
+
+@dataclass(frozen=True)
+class ChunkLayout:
+    """One rank's chunk layout: the key namespace and the tensor shape.
+
+    layers, kv_heads (per rank), head_size (MLA: the latent dim, and
+    kv_heads 1), dtype ('fp16', 'bf16', 'fp32', 'fp8*' as raw bytes, or a
+    torch dtype), chunk_tokens, mla."""
+    layers: int
+    kv_heads: int
+    head_size: int
+    dtype: Union[str, torch.dtype] = "fp16"
+    chunk_tokens: int = 256
+    mla: bool = False
+
+    def __post_init__(self) -> None:
+        for n in ("layers", "kv_heads", "head_size", "chunk_tokens"):
+            v = getattr(self, n)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0 \
+                    or v >= 1 << 32:
+                raise ValueError("%s is %r: it must be an int in "
+                                 "1..4294967295" % (n, v))
+        object.__setattr__(self, "dtype", _dtype_name(self.dtype))
+        if self.mla and self.kv_heads != 1:
+            raise ValueError("an MLA layout has one latent per token: "
+                             "kv_heads must be 1, not %d" % self.kv_heads)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype][0]
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def nkv(self) -> int:
+        return 1 if self.mla else 2
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """A chunk's tensor shape (LMCache's KV_2LTD, or MLA's LTD)."""
+        if self.mla:
+            return (self.layers, self.chunk_tokens, self.head_size)
+        return (2, self.layers, self.chunk_tokens,
+                self.kv_heads * self.head_size)
+
+    @property
+    def chunk_bytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.elem_bytes
+
+    def connect(self, model: str, socket: Optional[str] = None,
+                tp_rank: int = 0, tp_size: int = 1,
+                **kw: Any) -> Client:
+        """kvring.connect() with this layout's namespace."""
+        return kvring.connect(
+            socket=socket, model=namespace_model(model, str(self.dtype),
+                                                 self.mla),
+            layers=self.layers, kv_heads=self.kv_heads,
+            head_size=self.head_size, dtype_bytes=self.elem_bytes,
+            tp_rank=tp_rank, tp_size=tp_size,
+            chunk_tokens=self.chunk_tokens, **kw)
+
+
+def _salt_tokens(salt: str, n: int) -> List[int]:
+    """A full chunk of pseudo tokens standing for a cache salt. Every one
+    has its top bit set, which no real vocabulary reaches, so a salted
+    prefix can never equal an unsalted one."""
+    out: List[int] = []
+    i = 0
+    while len(out) < n:
+        d = hashlib.blake2b(b"kvring cache_salt\0" + salt.encode() +
+                            i.to_bytes(4, "little")).digest()
+        out.extend(int.from_bytes(d[j:j + 4], "little") | 0x80000000
+                   for j in range(0, len(d), 4))
+        i += 1
+    return out[:n]
+
+
+def salted_keys(client: Client, tokens: Any, chunk_tokens: int,
+                salt: Optional[str] = None) -> Keys:
+    """Chunk keys of tokens, with vLLM's cache_salt folded in: with a salt
+    the chain starts from one extra chunk derived from the salt (and that
+    chunk's key is dropped), so two tenants never share a key and a
+    prefix still maps to a prefix of keys. No salt: client.keys()."""
+    if isinstance(tokens, torch.Tensor):
+        tokens = tokens.tolist()
+    if not salt:
+        return client.keys(tokens)
+    k = client.keys(_salt_tokens(salt, chunk_tokens) + list(tokens))
+    return k[1:]
+
+
+class ChunkViews(list):
+    """The views prepare_store/prepare_retrieve return: a list of tensors
+    (so code written for the seed's list[torch.Tensor] works unchanged),
+    plus .indices, the chunk index of each view in the request (views
+    skip chunks that are already stored), and .transfer_id."""
+
+    def __init__(self, tensors: Sequence[torch.Tensor] = (),
+                 indices: Sequence[int] = (), transfer_id: int = 0) -> None:
+        super().__init__(tensors)
+        self.indices: List[int] = list(indices)
+        self.transfer_id = transfer_id
+
+    def items(self) -> List[Tuple[int, torch.Tensor]]:
+        """(chunk index, view) pairs."""
+        return list(zip(self.indices, self))
+
+
+class _Transfer(object):
+    """One kvring transfer and the tensors it handed out."""
+
+    def __init__(self, ctx: "KvringContext", tx: Any, layout: ChunkLayout,
+                 readonly: bool, first: int) -> None:
+        self.tx = tx
+        self.readonly = readonly
+        self.views = ChunkViews(transfer_id=tx.id)
+        self._bufs: List[weakref.ref] = []
+        self._versions: List[int] = []
+        x = tx._x
+        with warnings.catch_warnings():
+            # torch warns that it has no read-only tensors; the context
+            # checks for in-place writes at commit instead.
+            warnings.simplefilter("ignore", UserWarning)
+            for i in range(x.nslots):
+                s = x.slots[i]
+                if s.status != SlotStatus.OK:
+                    continue
+                if s.len != layout.chunk_bytes:
+                    raise KvringError(
+                        22, "slot %d is %d bytes, the layout's chunk is %d: "
+                        "the namespace does not match the stored chunks"
+                        % (i, s.len, layout.chunk_bytes))
+                arr = (ctypes.c_char * s.len).from_address(s.ptr)
+                mv = memoryview(arr).cast("B")
+                if readonly:
+                    mv = mv.toreadonly()
+                flat = torch.frombuffer(mv, dtype=layout.torch_dtype)
+                # set_() rather than view(): a view keeps flat as its
+                # _base, which end() could not empty.
+                t = torch.empty(0, dtype=layout.torch_dtype).set_(
+                    flat.storage(), 0, layout.shape)
+                del flat
+                self._bufs.append(weakref.ref(mv))
+                self._versions.append(t._version)
+                self.views.append(t)
+                self.views.indices.append(first + i)
+                del mv, arr
+
+    def end(self) -> bool:
+        """Empty every tensor handed out; True if no derived tensor still
+        holds the slot memory (safe to unpin now)."""
+        written = []
+        for i, t in enumerate(self.views):
+            if self.readonly and t._version != self._versions[i]:
+                written.append(self.views.indices[i])
+            t.set_(torch.empty(0, dtype=t.dtype))
+        self.views.clear()
+        alive = [b for b in self._bufs if b() is not None]
+        if written:
+            warnings.warn("kvring: retrieve view(s) of chunk(s) %s were "
+                          "written in place: the stored chunks are damaged "
+                          "for every reader" % written, RuntimeWarning,
+                          stacklevel=4)
+        if alive:
+            warnings.warn(
+                "kvring: %d tensor(s) derived from transfer %d's views "
+                "(a .view(), a slice or a numpy array) are still alive at "
+                "its end%s" % (len(alive), self.tx.id,
+                               "; the pin is kept until they are freed"
+                               if self.readonly else
+                               ": writes through them change a published "
+                               "chunk"), ResourceWarning, stacklevel=4)
+        return not alive
+
+    def live_buffers(self) -> List[Any]:
+        return [b() for b in self._bufs if b() is not None]
+
+
+def _key_id(keys: Keys) -> Tuple[int, int]:
+    """The small id of a request: its last chunk key (covers every token
+    of its full chunks). Never the token list (the seed's review, #7)."""
+    return keys[len(keys) - 1] if len(keys) else (0, 0)
+
+
+class KvringContext(object):
+    """The seed's four-call contract over kvring (docs/tensors.md has the
+    mapping to LMCache's NonGpuContext).
+
+    prepare_store(key, instance_id) / prepare_retrieve(key, instance_id)
+    return None when shared memory is unavailable (copy transport, the
+    server gone, or no room for any chunk), [] when there is nothing to do
+    (everything already stored: a success; or, for a retrieve, nothing
+    stored), else a ChunkViews list of tensors with .indices.
+    commit_store, abort_store and commit_retrieve return bool. close() is
+    idempotent. key is token ids (list, tensor, array) or kvring.Keys.
+
+    with ctx.storing(key) as views: ... commits on a clean exit and aborts
+    (never publishes) on an exception.
+    """
+
+    def __init__(self, layout: ChunkLayout, client: Optional[Client] = None,
+                 model: Optional[str] = None, socket: Optional[str] = None,
+                 tp_rank: int = 0, tp_size: int = 1, salt: Optional[str] = None,
+                 **connect_kw: Any) -> None:
+        self.layout = layout
+        self.salt = salt
+        self._own = client is None
+        if client is None:
+            if model is None:
+                raise TypeError("KvringContext needs a client or a model")
+            client = layout.connect(model, socket=socket, tp_rank=tp_rank,
+                                    tp_size=tp_size, **connect_kw)
+        self.client: Optional[Client] = client
+        self._shm = client.transport != "copy"
+        log.info("kvring context: %s, chunk %s = %d bytes%s", client.debug,
+                 list(layout.shape), layout.chunk_bytes,
+                 "" if self._shm else " (copy transport: prepare_* "
+                 "return None)")
+        self._stores: Dict[Tuple[Any, Tuple[int, int]], _Transfer] = {}
+        self._retrieves: Dict[Tuple[Any, Tuple[int, int]], _Transfer] = {}
+        self._deferred: List[Tuple[_Transfer, List[Any]]] = []
+        self._lock = threading.Lock()
+
+    # -- keys --
+    def keys(self, key: Any, salt: Optional[str] = None) -> Keys:
+        if isinstance(key, Keys):
+            return key
+        if self.client is None:
+            raise KvringError(9, "kvring context is closed")
+        return salted_keys(self.client, key, self.layout.chunk_tokens,
+                           salt if salt is not None else self.salt)
+
+    def _usable(self) -> bool:
+        self._flush_deferred()
+        return self.client is not None and self._shm
+
+    # -- store --
+    def prepare_store(self, key: Any, instance_id: Any = 0,
+                      salt: Optional[str] = None) -> Optional[ChunkViews]:
+        """Reserve a slot for every full chunk of key not yet stored."""
+        if not self._usable():
+            return None
+        keys = self.keys(key, salt)
+        tid = (instance_id, _key_id(keys))
+        if tid in self._stores:
+            raise ValueError("a store of this key for instance %r is already "
+                             "prepared: commit or abort it first"
+                             % (instance_id,))
+        if not len(keys):
+            return ChunkViews()
+        try:
+            tx = self.client.store(keys, [self.layout.chunk_bytes]
+                                   * len(keys))
+        except KvringError as e:
+            log.warning("kvring prepare_store failed, skipping: %s", e)
+            return None
+        sts = [st for st, _ in tx.slots]
+        if all(st == SlotStatus.EXISTS for st in sts):
+            tx.commit()  # x->id 0: completes locally
+            return ChunkViews()
+        if not any(st == SlotStatus.OK for st in sts):
+            tx.abort()
+            return None
+        t = _Transfer(self, tx, self.layout, readonly=False, first=0)
+        tx._views = []  # the context owns the memory views
+        tx.slots = [(st, None) for st, _ in tx.slots]
+        self._stores[tid] = t
+        return t.views
+
+    def _take(self, table: Dict, key: Any, instance_id: Any,
+              chunks: Any = None, salt: Optional[str] = None
+              ) -> Optional[_Transfer]:
+        if isinstance(chunks, ChunkViews) and chunks.transfer_id:
+            for tid, t in table.items():
+                if t.tx.id == chunks.transfer_id:
+                    return table.pop(tid)
+        if key is None or self.client is None:
+            return None
+        return table.pop((instance_id, _key_id(self.keys(key, salt))), None)
+
+    def commit_store(self, key: Any, instance_id: Any = 0,
+                     chunks: Any = None, salt: Optional[str] = None) -> bool:
+        """Publish what prepare_store reserved. True also when there was
+        nothing to store (the idempotent case)."""
+        self._flush_deferred()
+        t = self._take(self._stores, key, instance_id, chunks, salt)
+        if t is None:
+            # Nothing pending: [] from prepare_store, a success.
+            return isinstance(chunks, list) and len(chunks) == 0
+        t.end()
+        try:
+            t.tx.commit()
+            return True
+        except KvringError as e:
+            log.warning("kvring commit_store failed: %s", e)
+            return False
+
+    def abort_store(self, key: Any, instance_id: Any = 0,
+                    chunks: Any = None, salt: Optional[str] = None) -> bool:
+        """Free what prepare_store reserved; nothing is published."""
+        t = self._take(self._stores, key, instance_id, chunks, salt)
+        if t is None:
+            return False
+        t.end()
+        try:
+            t.tx.abort()
+            return True
+        except KvringError as e:
+            log.warning("kvring abort_store failed: %s", e)
+            return False
+
+    def storing(self, key: Any, instance_id: Any = 0,
+                salt: Optional[str] = None) -> "_StoreBlock":
+        """with ctx.storing(key) as views: fill views; commit on exit,
+        abort on an exception. views is None or [] as prepare_store."""
+        return _StoreBlock(self, key, instance_id, salt)
+
+    # -- retrieve --
+    def prepare_retrieve(self, key: Any, instance_id: Any = 0,
+                         salt: Optional[str] = None,
+                         lease: Optional[int] = None) -> Optional[ChunkViews]:
+        """Pin the longest stored prefix of key's chunks (or redeem a
+        lease made by any process of this uid) and return its views."""
+        if not self._usable():
+            return None
+        keys = self.keys(key, salt) if key is not None else None
+        tid = (instance_id, _key_id(keys) if keys is not None
+               else ("lease", lease))
+        if tid in self._retrieves:
+            raise ValueError("a retrieve of this key for instance %r is "
+                             "already prepared: commit it first"
+                             % (instance_id,))
+        try:
+            if lease is not None:
+                tx = self.client.retrieve(lease=lease)
+            else:
+                if not len(keys):
+                    return ChunkViews()
+                tx = self.client.retrieve(keys)
+        except KvringError as e:
+            log.warning("kvring prepare_retrieve failed: %s", e)
+            return None
+        if len(tx) == 0:
+            tx.commit()
+            return ChunkViews()
+        t = _Transfer(self, tx, self.layout, readonly=True, first=0)
+        tx._views = []
+        tx.slots = [(st, None) for st, _ in tx.slots]
+        self._retrieves[tid] = t
+        return t.views
+
+    def commit_retrieve(self, key: Any = None, instance_id: Any = 0,
+                        chunks: Any = None, lease: Optional[int] = None,
+                        salt: Optional[str] = None) -> bool:
+        """Unpin. The views are emptied; a tensor derived from them that is
+        still alive keeps the pin until it is freed (ResourceWarning)."""
+        self._flush_deferred()
+        if key is None and lease is not None and not isinstance(chunks,
+                                                                ChunkViews):
+            t = self._retrieves.pop((instance_id, ("lease", lease)), None)
+        else:
+            t = self._take(self._retrieves, key, instance_id, chunks, salt)
+        if t is None:
+            return False
+        if not t.end():
+            with self._lock:
+                self._deferred.append((t, [weakref.ref(b) for b in
+                                           t.live_buffers()]))
+            return True
+        return self._unpin(t)
+
+    def _unpin(self, t: _Transfer) -> bool:
+        try:
+            t.tx.commit()
+            return True
+        except KvringError as e:
+            log.warning("kvring commit_retrieve failed: %s", e)
+            return False
+
+    def _flush_deferred(self) -> None:
+        if not self._deferred:
+            return
+        with self._lock:
+            ready = [d for d in self._deferred
+                     if all(r() is None for r in d[1])]
+            self._deferred = [d for d in self._deferred if d not in ready]
+        for t, _ in ready:
+            self._unpin(t)
+
+    # -- lifetime --
+    def close(self) -> None:
+        """Abort pending stores, unpin pending retrieves, close the
+        connection if the context opened it. Harmless twice, and after
+        the server died."""
+        c = self.client
+        if c is None:
+            return
+        for tid in list(self._stores):
+            t = self._stores.pop(tid)
+            t.end()
+            try:
+                t.tx.abort()
+            except KvringError:
+                pass
+        for tid in list(self._retrieves):
+            t = self._retrieves.pop(tid)
+            t.end()
+            try:
+                t.tx.commit()
+            except KvringError:
+                pass
+        self._deferred = []  # closing the connection drops those pins
+        self.client = None
+        if self._own:
+            c.close()
+
+    def __enter__(self) -> "KvringContext":
+        return self
+
+    def __exit__(self, et, ev, tb) -> bool:
+        self.close()
+        return False
+
+
+class _StoreBlock(object):
+    def __init__(self, ctx: KvringContext, key: Any, instance_id: Any,
+                 salt: Optional[str]) -> None:
+        self.ctx, self.key, self.iid, self.salt = ctx, key, instance_id, salt
+        self.views: Optional[ChunkViews] = None
+
+    def __enter__(self) -> Optional[ChunkViews]:
+        self.views = self.ctx.prepare_store(self.key, self.iid, self.salt)
+        return self.views
+
+    def __exit__(self, et, ev, tb) -> bool:
+        if not self.views:
+            return False
+        if et is None:
+            if not self.ctx.commit_store(self.key, self.iid, self.views,
+                                         self.salt):
+                raise KvringError(5, "kvring commit_store failed: the chunks "
+                                  "were not published")
+        else:
+            self.ctx.abort_store(self.key, self.iid, self.views, self.salt)
+        return False

@@ -1,0 +1,404 @@
+# SPDX-License-Identifier: MIT
+"""kvring.vllm: a vLLM v1 KV connector backed by kvringd (docs/tensors.md).
+
+Load it with::
+
+    vllm serve MODEL --kv-transfer-config '{"kv_connector":"KvringConnector",
+        "kv_connector_module_path":"kvring.vllm","kv_role":"kv_both",
+        "kv_connector_extra_config":{"kvring_socket":"/run/kvring/0.sock"}}'
+
+Extra config keys (all optional): kvring_socket (default $KVRING_SOCKET or
+the per-uid default), kvring_chunk_tokens (256; a multiple of the block
+size), kvring_model (default the served model name), kvring_timeout_ms
+(bound on every kvring call, default 5000), kvring_kv_layout ('NHD' or
+'HND': the order of the dimensions of the tensors vLLM registers; 'NHD'
+fits vLLM, whose HND caches are NHD-shaped permuted views).
+
+Scheduler side: get_num_new_matched_tokens() derives the request's chunk
+keys with its cache_salt folded in, looks up the longest stored prefix of
+full chunks and pins it under a lease; update_state_after_alloc() and
+build_connector_meta() carry the lease and the block ids to the workers;
+request_finished() releases what is left. Worker side: start_load_kv()
+redeems the lease in the worker process and scatters the chunks into the
+allocated blocks (skipping blocks vLLM's own prefix cache already holds);
+wait_for_save() gathers every full prompt chunk computed so far and stores
+it. This first version loads and saves whole requests, not layer by layer:
+wait_for_layer_load() and save_kv_layer() return at once. Only full chunks
+are stored. Any kvring failure makes a load report its blocks through
+get_block_ids_with_load_errors() (vLLM recomputes them) and a save skip,
+with a log line: the engine never fails or hangs because of the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+
+import torch
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
+
+import kvring
+from kvring.kv import PagedKV
+from kvring.torch import ChunkLayout, KvringContext, salted_keys
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.forward_context import ForwardContext
+    from vllm.v1.attention.backend import AttentionMetadata
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
+
+log = logging.getLogger("kvring.vllm")
+
+__all__ = ["KvringConnector", "KvringConnectorMetadata", "LoadSpec",
+           "SaveSpec"]
+
+
+@dataclass
+class LoadSpec:
+    """Load nchunks chunks of a request into block_ids (token order),
+    skipping the first skip_blocks (vLLM's own prefix-cache hits)."""
+    req_id: str
+    lease: int
+    tokens: List[int]       # the chunks' tokens, for ranks without lease
+    salt: Optional[str]
+    block_ids: List[int]
+    skip_blocks: int
+    nchunks: int
+
+
+@dataclass
+class SaveSpec:
+    """Store the first nchunks full chunks of a request's prompt."""
+    req_id: str
+    tokens: List[int]
+    salt: Optional[str]
+    block_ids: List[int]
+    nchunks: int
+
+
+@dataclass
+class KvringConnectorMetadata(KVConnectorMetadata):
+    loads: List[LoadSpec] = field(default_factory=list)
+    saves: List[SaveSpec] = field(default_factory=list)
+
+
+@dataclass
+class _Req:
+    """Scheduler-side state of one request."""
+    tokens: List[int]
+    salt: Optional[str]
+    lease: int = 0
+    hit_chunks: int = 0
+    external: int = 0        # tokens vLLM agreed to load
+    block_ids: List[int] = field(default_factory=list)
+    saved_chunks: int = 0
+    load_pending: bool = False
+
+
+def _layout(vllm_config: "VllmConfig", chunk_tokens: int) -> ChunkLayout:
+    mc, pc, cc = (vllm_config.model_config, vllm_config.parallel_config,
+                  vllm_config.cache_config)
+    dtype: Any = getattr(cc, "cache_dtype", "auto")
+    if dtype in (None, "auto"):
+        dtype = mc.dtype
+    if isinstance(dtype, str) and dtype.startswith("fp8"):
+        dtype = "fp8"
+    mla = bool(getattr(mc, "use_mla", False))
+    return ChunkLayout(layers=mc.get_num_layers(pc),
+                       kv_heads=1 if mla else mc.get_num_kv_heads(pc),
+                       head_size=mc.get_head_size(), dtype=dtype,
+                       chunk_tokens=chunk_tokens, mla=mla)
+
+
+class KvringConnector(KVConnectorBase_V1):
+    """vLLM KVConnectorBase_V1 over kvring (see the module docstring)."""
+
+    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
+                 kv_cache_config: Optional["KVCacheConfig"] = None) -> None:
+        super().__init__(vllm_config=vllm_config, role=role,
+                         kv_cache_config=kv_cache_config)
+        kc = self._kv_transfer_config
+        extra = dict(getattr(kc, "kv_connector_extra_config", None) or {})
+        self._socket: Optional[str] = extra.get("kvring_socket")
+        self._chunk_tokens = int(extra.get("kvring_chunk_tokens", 256))
+        self._timeout_ms = int(extra.get("kvring_timeout_ms", 0))
+        self._kv_layout = str(extra.get("kvring_kv_layout", "NHD"))
+        self._model = str(extra.get("kvring_model")
+                          or vllm_config.model_config.model)
+        self._block_size = int(vllm_config.cache_config.block_size)
+        if self._chunk_tokens % self._block_size:
+            raise ValueError(
+                "kvring_chunk_tokens %d is not a multiple of the block size "
+                "%d: set kv_connector_extra_config.kvring_chunk_tokens"
+                % (self._chunk_tokens, self._block_size))
+        self._bpc = self._chunk_tokens // self._block_size
+        self.layout = _layout(vllm_config, self._chunk_tokens)
+        pc = vllm_config.parallel_config
+        self._tp_size = int(getattr(pc, "tensor_parallel_size", 1) or 1)
+        self._tp_rank = int(getattr(pc, "rank", 0) or 0) % self._tp_size
+        # Scheduler side.
+        self._client: Optional[kvring.Client] = None
+        self._reqs: Dict[str, _Req] = {}
+        # Worker side.
+        self._ctx: Optional[KvringContext] = None
+        self._kv: Optional[PagedKV] = None
+        self._load_errors: Set[int] = set()
+        if role == KVConnectorRole.SCHEDULER:
+            # The scheduler looks up with rank 0's namespace; with tensor
+            # parallelism every rank stores its own shard under its own
+            # namespace, and ranks other than 0 retrieve by key.
+            self._client = self._connect(tp_rank=0)
+
+    def _connect(self, tp_rank: int) -> Optional[kvring.Client]:
+        try:
+            c = self.layout.connect(self._model, socket=self._socket,
+                                    tp_rank=tp_rank, tp_size=self._tp_size,
+                                    timeout_ms=self._timeout_ms)
+        except kvring.KvringError as e:
+            log.warning("kvring: cannot connect (%s); the cache is off", e)
+            return None
+        log.info("kvring %s connector: %s", self.role.name.lower(), c.debug)
+        return c
+
+    # ==============================
+    # Scheduler-side methods
+    # ==============================
+
+    def get_num_new_matched_tokens(self, request: "Request",
+                                   num_computed_tokens: int
+                                   ) -> Tuple[Optional[int], bool]:
+        rid = request.request_id
+        tokens = list(request.prompt_token_ids or [])
+        salt = getattr(request, "cache_salt", None)
+        st = self._reqs.get(rid)
+        if st is None:
+            st = self._reqs[rid] = _Req(tokens=tokens, salt=salt)
+        # Called again for the same request: the previous pin goes first.
+        self._release(st)
+        c = self._client
+        if c is None or len(tokens) < self._chunk_tokens:
+            return 0, False
+        try:
+            keys = salted_keys(c, tokens, self._chunk_tokens, salt)
+            hits, lease = c.lookup(keys, pin=True)
+        except kvring.KvringError as e:
+            log.warning("kvring lookup failed, recomputing %s: %s", rid, e)
+            return 0, False
+        st.lease, st.hit_chunks = lease, hits
+        hit_tokens = hits * self._chunk_tokens
+        # vLLM must compute at least the last token itself.
+        if hit_tokens >= len(tokens):
+            hit_tokens = len(tokens) - 1
+        if hit_tokens <= num_computed_tokens:
+            self._release(st)
+            return 0, False
+        return hit_tokens - num_computed_tokens, False
+
+    def update_state_after_alloc(self, request: "Request",
+                                 blocks: "KVCacheBlocks",
+                                 num_external_tokens: int) -> None:
+        st = self._reqs.get(request.request_id)
+        if st is None:
+            return
+        if num_external_tokens == 0:
+            self._release(st)
+            return
+        st.external = num_external_tokens
+        st.load_pending = True
+
+    def build_connector_meta(self, scheduler_output: "SchedulerOutput"
+                             ) -> KVConnectorMetadata:
+        meta = KvringConnectorMetadata()
+        so = scheduler_output
+        C, bs = self._chunk_tokens, self._block_size
+        for nr in so.scheduled_new_reqs:
+            st = self._reqs.get(nr.req_id)
+            if st is None:
+                st = self._reqs[nr.req_id] = _Req(
+                    tokens=list(nr.prompt_token_ids or []), salt=None)
+            st.block_ids = list(nr.block_ids[0])
+            if st.load_pending:
+                local = nr.num_computed_tokens - st.external
+                n = st.hit_chunks
+                meta.loads.append(LoadSpec(
+                    req_id=nr.req_id, lease=st.lease,
+                    tokens=st.tokens[:n * C], salt=st.salt,
+                    block_ids=st.block_ids[:n * self._bpc],
+                    skip_blocks=max(local, 0) // bs, nchunks=n))
+                # The lease now belongs to the worker that redeems it.
+                st.lease, st.load_pending = 0, False
+                st.saved_chunks = n
+            self._plan_save(meta, nr.req_id, st, nr.num_computed_tokens
+                            + so.num_scheduled_tokens.get(nr.req_id, 0))
+        cached = so.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            st = self._reqs.get(rid)
+            if st is None:
+                continue
+            new = cached.new_block_ids[i]
+            if new is not None:
+                if rid in getattr(cached, "resumed_req_ids", ()):
+                    st.block_ids = list(new[0])
+                else:
+                    st.block_ids.extend(new[0])
+            self._plan_save(meta, rid, st, cached.num_computed_tokens[i]
+                            + so.num_scheduled_tokens.get(rid, 0))
+        for rid in so.finished_req_ids:
+            st = self._reqs.pop(rid, None)
+            if st is not None:
+                self._release(st)
+        return meta
+
+    def _plan_save(self, meta: KvringConnectorMetadata, rid: str, st: _Req,
+                   computed: int) -> None:
+        """Save the prompt's full chunks computed by the end of this step
+        (only full chunks: a partial last chunk is never stored)."""
+        n = min(computed, len(st.tokens)) // self._chunk_tokens
+        n = min(n, len(st.block_ids) // self._bpc)
+        if n <= st.saved_chunks:
+            return
+        meta.saves.append(SaveSpec(
+            req_id=rid, tokens=st.tokens[:n * self._chunk_tokens],
+            salt=st.salt, block_ids=st.block_ids[:n * self._bpc], nchunks=n))
+        st.saved_chunks = n
+
+    def request_finished(self, request: "Request", block_ids: List[int]
+                         ) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        st = self._reqs.pop(request.request_id, None)
+        if st is not None:
+            self._release(st)
+        return False, None
+
+    def _release(self, st: _Req) -> None:
+        lease, st.lease = st.lease, 0
+        if lease and self._client is not None:
+            try:
+                self._client.release(lease)
+            except kvring.KvringError:
+                pass  # redeemed by a worker, expired, or the server gone
+
+    # ==============================
+    # Worker-side methods
+    # ==============================
+
+    def _worker_ctx(self) -> Optional[KvringContext]:
+        if self._ctx is None:
+            c = self._connect(tp_rank=self._tp_rank)
+            if c is None:
+                return None
+            self._ctx = KvringContext(self.layout, client=c)
+            self._ctx._own = True
+        return self._ctx
+
+    def register_kv_caches(self, kv_caches: Dict[str, torch.Tensor]) -> None:
+        self._kv = PagedKV.from_vllm(kv_caches, self.layout, self._kv_layout)
+        self._worker_ctx()
+
+    def register_cross_layers_kv_cache(self, kv_cache: torch.Tensor,
+                                       attn_backend: Any) -> None:
+        self._kv = PagedKV.cross_layer(kv_cache, self.layout,
+                                       self._kv_layout)
+        self._worker_ctx()
+
+    def start_load_kv(self, forward_context: "ForwardContext",
+                      **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvringConnectorMetadata)
+        for ld in meta.loads:
+            if not self._load(ld):
+                self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+
+    def _load(self, ld: LoadSpec) -> bool:
+        ctx, kv = self._worker_ctx(), self._kv
+        if ctx is None or kv is None:
+            return False
+        use_lease = bool(ld.lease) and self._tp_rank == 0
+        iid = ("load", ld.req_id)
+        try:
+            if use_lease:
+                views = ctx.prepare_retrieve(None, iid, lease=ld.lease)
+            else:
+                views = ctx.prepare_retrieve(ld.tokens, iid, salt=ld.salt)
+        except (kvring.KvringError, ValueError) as e:
+            log.warning("kvring load of %s failed: %s", ld.req_id, e)
+            return False
+        if views is None:
+            log.warning("kvring load of %s failed: the cache is "
+                        "unavailable; vLLM recomputes", ld.req_id)
+            return False
+        ok = len(views) >= ld.nchunks
+        try:
+            if ok:
+                kv.scatter(ld.block_ids, views[:ld.nchunks],
+                           skip_blocks=ld.skip_blocks)
+            else:
+                log.warning("kvring load of %s: %d of %d chunks left (evicted"
+                            "?); vLLM recomputes", ld.req_id, len(views),
+                            ld.nchunks)
+        except ValueError as e:
+            log.warning("kvring load of %s failed: %s", ld.req_id, e)
+            ok = False
+        finally:
+            del views
+            if use_lease:
+                ctx.commit_retrieve(None, iid, lease=ld.lease)
+            else:
+                ctx.commit_retrieve(ld.tokens, iid, salt=ld.salt)
+        return ok
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return  # whole requests are loaded in start_load_kv
+
+    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor,
+                      attn_metadata: "AttentionMetadata",
+                      **kwargs: Any) -> None:
+        return  # whole requests are saved in wait_for_save
+
+    def wait_for_save(self) -> None:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvringConnectorMetadata)
+        for sv in meta.saves:
+            self._save(sv)
+
+    def _save(self, sv: SaveSpec) -> None:
+        ctx, kv = self._worker_ctx(), self._kv
+        if ctx is None or kv is None:
+            return
+        iid = ("save", sv.req_id)
+        views = ctx.prepare_store(sv.tokens, iid, salt=sv.salt)
+        if not views:  # None: unavailable; []: all stored already
+            return
+        try:
+            ids: List[int] = []
+            for i in views.indices:
+                ids.extend(sv.block_ids[i * self._bpc:(i + 1) * self._bpc])
+            kv.gather(ids, views)
+        except Exception as e:
+            log.warning("kvring save of %s failed, nothing published: %s",
+                        sv.req_id, e)
+            ctx.abort_store(sv.tokens, iid, views, sv.salt)
+            return
+        if not ctx.commit_store(sv.tokens, iid, views, sv.salt):
+            log.warning("kvring save of %s was not published", sv.req_id)
+
+    def get_block_ids_with_load_errors(self) -> Set[int]:
+        errs, self._load_errors = self._load_errors, set()
+        return errs
+
+    def get_finished(self, finished_req_ids: Set[str]
+                     ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        return None, None
+
+    def shutdown(self) -> None:
+        if self._ctx is not None:
+            self._ctx.close()
+            self._ctx = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
