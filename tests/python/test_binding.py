@@ -278,6 +278,27 @@ class PythonApiTest(BindingTest):
         self.assertTrue(os.path.exists(os.path.join(pkg, "py.typed")))
         self.assertRegex(kvring.__version__, r"^\d+\.\d+\.\d+")
         self.assertIn("return", kvring.connect.__annotations__)
+        # The package and the library it loaded are one release.
+        self.assertEqual(kvring.__version__, kvring.lib_version())
+
+    def test_connect_waits_when_server_appears_later(self):
+        import threading
+        srv = Server()
+        t = threading.Timer(0.4, srv.start)
+        t.start()
+        try:
+            t0 = time.monotonic()
+            with kvring.connect(socket=srv.sock, connect_wait_ms=10000,
+                                **LAYOUT) as c:
+                c.ping()
+            self.assertGreater(time.monotonic() - t0, 0.3)
+        finally:
+            t.join()
+            srv.stop()
+        with self.assertRaises(kvring.KvringError):
+            kvring.connect(socket=srv.sock, connect_wait_ms=200, **LAYOUT)
+        with self.assertRaises(ValueError):
+            kvring.connect(socket=srv.sock, connect_wait_ms=-1, **LAYOUT)
 
     def test_statuses_are_intenums_when_slots_return(self):
         with self.connect() as c:

@@ -41,9 +41,10 @@ from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 from . import _lib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["connect", "Client", "KvringError", "Keys", "default_socket",
+           "lib_version",
            "SlotStatus", "Transport", "Op", "Completion", "StoreTx",
            "RetrieveTx", "__version__",
            "SLOT_OK", "SLOT_EXISTS", "SLOT_NOROOM", "SLOT_BUSY",
@@ -123,6 +124,12 @@ def _uint(name: str, v: Any, hi: int = _U32, lo: int = 0) -> int:
     if not lo <= v <= hi:
         raise ValueError("%s is %d: it must be in %d..%d" % (name, v, lo, hi))
     return v
+
+
+def lib_version() -> str:
+    """The version of the libkvring.so that is loaded (kvr_version()),
+    which may differ from this package's __version__."""
+    return _lib_handle().kvr_version().decode()
 
 
 def default_socket() -> str:
@@ -659,11 +666,17 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
             dtype_bytes: Optional[int] = None, tp_rank: int = 0,
             tp_size: int = 1, chunk_tokens: int = 256,
             transport: Optional[str] = None, timeout_ms: int = 0,
-            spin_us: int = 0) -> Client:
+            spin_us: int = 0, connect_wait_ms: int = 0,
+            prefault_background: bool = False) -> Client:
     """Connect to kvringd and register the model layout (the key
     namespace). socket: path, default $KVRING_SOCKET or the per-uid
     default. transport: None/'auto' or 'copy' ($KVRING_TRANSPORT=copy
     forces copy). timeout_ms bounds every blocking call (0: 5000).
+    connect_wait_ms: wait up to this long for kvringd to appear (socket
+    missing or refusing), so a worker started beside the service does not
+    race it (0: $KVRING_CONNECT_WAIT_MS, else no wait).
+    prefault_background: pre-fault the pool in a background thread and
+    return at once (docs/config.md).
     Integers out of range raise ValueError before reaching the library.
     Returns a Client."""
     for name, v in (("model", model), ("layers", layers),
@@ -682,6 +695,7 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
     chunk_tokens = _uint("chunk_tokens", chunk_tokens, lo=1)
     timeout_ms = _uint("timeout_ms", timeout_ms)
     spin_us = _uint("spin_us", spin_us)
+    connect_wait_ms = _uint("connect_wait_ms", connect_wait_ms)
     lib = _lib_handle()
     o = _lib.ClientOpts()
     if socket:
@@ -704,9 +718,12 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
         raise ValueError("transport is %r: it must be None, 'auto' or "
                          "'copy'" % (transport,))
     o.timeout_ms, o.spin_us = timeout_ms, spin_us
+    o.connect_wait_ms = connect_wait_ms
+    o.prefault_background = bool(prefault_background)
     h = ctypes.c_void_p()
     err = ctypes.create_string_buffer(512)
-    rc = lib.kvr_connect(ctypes.byref(o), ctypes.byref(h), err, len(err))
+    rc = lib.kvr_connect_sized(ctypes.byref(o), ctypes.sizeof(o),
+                               ctypes.byref(h), err, len(err))
     if rc < 0:
         _raise(rc, err.value.decode(errors="replace"))
     return Client(h.value,

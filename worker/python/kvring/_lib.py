@@ -42,6 +42,10 @@ class ClientOpts(ctypes.Structure):
         ("spin_us", c_u32),
         ("timeout_ms", c_u32),
         ("no_prefault", ctypes.c_bool),
+        # Additions (v0.2); passed with kvr_connect_sized(sizeof), so a
+        # library that predates a field reads it as 0.
+        ("connect_wait_ms", c_u32),
+        ("prefault_background", ctypes.c_bool),
     ]
 
 
@@ -171,8 +175,10 @@ def _declare(lib):
     P = ctypes.POINTER
     vp = ctypes.c_void_p
     sig = {
-        "kvr_connect": (ctypes.c_int, [P(ClientOpts), P(vp),
-                                       ctypes.c_char_p, ctypes.c_size_t]),
+        "kvr_connect_sized": (ctypes.c_int, [P(ClientOpts), ctypes.c_size_t,
+                                             P(vp), ctypes.c_char_p,
+                                             ctypes.c_size_t]),
+        "kvr_version": (ctypes.c_char_p, []),
         "kvr_close": (None, [vp]),
         "kvr_client_info": (P(ClientInfo), [vp]),
         "kvr_client_errmsg": (ctypes.c_char_p, [vp]),
