@@ -5,6 +5,9 @@
  * buffer and hands it to the kernel with one write(), which is what keeps
  * concurrent lines whole; there is no lock and no stdio buffering.
  *
+ * Under systemd ($JOURNAL_STREAM names the log fd) a line is "<N>message"
+ * instead, N the syslog priority of its level, so journalctl -p works.
+ *
  * This is the only file in lib/ that prints, and only binaries call it
  * (see <kvring/log.h>). It does not rotate, filter by module or rate-limit.
  */
@@ -13,7 +16,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +35,33 @@ static atomic_int log_fd = STDERR_FILENO;
 static char log_ident[32] = "kvr";
 
 static const char level_letter[] = {'E', 'W', 'I', 'D'};
+/* syslog priorities of the levels: LOG_ERR, LOG_WARNING, LOG_INFO,
+ * LOG_DEBUG, written as "<N>" for journald (sd-daemon(3)). */
+static const char level_prio[] = {'3', '4', '6', '7'};
+
+/*
+ * Journal mode: -1 not decided yet, 0 plain lines, 1 journald lines. Decided
+ * on the first line after start-up or a kvr_log_set_fd(), by the rule of
+ * systemd.exec(5): $JOURNAL_STREAM names "<dev>:<ino>" of the stream
+ * journald gave us, and only a log fd that *is* that stream gets prefixes
+ * (a child whose stderr was redirected to a file must not). Relaxed: a
+ * racing first line decides the same value twice.
+ */
+static atomic_int log_journal = -1;
+
+static int journal_decide(int fd)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+		return 0;
+	if (fstat(fd, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 void kvr_log_set_level(int level)
 {
@@ -78,7 +110,8 @@ void kvr_log_set_ident(const char *ident)
 
 int kvr_log_set_fd(int fd)
 {
-	/* Relaxed: see the comment at log_level. */
+	/* Relaxed: see the comment at log_level and log_journal. */
+	atomic_store_explicit(&log_journal, -1, memory_order_relaxed);
 	return atomic_exchange_explicit(&log_fd, fd, memory_order_relaxed);
 }
 
@@ -119,17 +152,33 @@ void kvr_log(int level, const char *fmt, ...)
 	char line[KVR_LOG_LINE_MAX];
 	size_t len, start, cap = sizeof(line) - 1; /* room for '\n' */
 	va_list ap;
-	int n;
+	int n, fd, journal;
 
 	if (level < KVR_LOG_ERR || !kvr_log_enabled(level))
 		return;
 	if (level > KVR_LOG_DEBUG)
 		level = KVR_LOG_DEBUG;
 
-	len = format_time(line, cap);
-	n = snprintf(line + len, cap - len, " %s[%ld] %c ", log_ident,
-		     (long)getpid(), level_letter[level]);
-	len += n > 0 ? (size_t)n : 0;
+	/* Relaxed: see the comment at log_level. */
+	fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+	/* Relaxed: see the comment at log_journal. */
+	journal = atomic_load_explicit(&log_journal, memory_order_relaxed);
+	if (journal < 0) {
+		journal = journal_decide(fd);
+		atomic_store_explicit(&log_journal, journal,
+				      memory_order_relaxed);
+	}
+	if (journal) {
+		/* journald stamps time, ident and pid itself; the level
+		 * becomes the entry's priority ("<4>pool: 93% full"). */
+		n = snprintf(line, cap, "<%c>", level_prio[level]);
+		len = n > 0 ? (size_t)n : 0;
+	} else {
+		len = format_time(line, cap);
+		n = snprintf(line + len, cap - len, " %s[%ld] %c ", log_ident,
+			     (long)getpid(), level_letter[level]);
+		len += n > 0 ? (size_t)n : 0;
+	}
 	if (len >= cap)
 		len = cap - 1;
 	start = len;
@@ -154,8 +203,6 @@ void kvr_log(int level, const char *fmt, ...)
 			line[i] = ' ';
 	line[len++] = '\n';
 
-	/* Relaxed: see the comment at log_level. */
-	write_line(atomic_load_explicit(&log_fd, memory_order_relaxed), line,
-		   len);
+	write_line(fd, line, len);
 	errno = saved_errno;
 }

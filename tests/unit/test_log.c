@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -261,4 +262,54 @@ Test(log, keeps_lines_whole_when_threads_log_at_once)
 	free(buf);
 	cr_expect_eq(lines, NTHREADS * NLINES, "got %d lines", lines);
 	cr_expect_eq(bad, 0, "%d mangled lines", bad);
+}
+
+/* A pipe as the log fd, with $JOURNAL_STREAM set to @stream (NULL: that
+ * pipe's own "<dev>:<ino>"); every level logs "m" once; returns what came. */
+static void log_levels_to_pipe(const char *stream, char *buf, size_t n)
+{
+	char own[64];
+	struct stat st;
+	ssize_t r;
+	int p[2], old;
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(fstat(p[1], &st), 0);
+	snprintf(own, sizeof(own), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", stream ? stream : own, 1);
+	kvr_log_set_level(KVR_LOG_DEBUG);
+	old = kvr_log_set_fd(p[1]);
+	kvr_log_err("m");
+	kvr_log_warn("m");
+	kvr_log_info("m");
+	kvr_log_debug("m");
+	kvr_log_set_fd(old);
+	unsetenv("JOURNAL_STREAM");
+	close(p[1]);
+	r = read(p[0], buf, n - 1);
+	cr_assert_gt(r, 0);
+	buf[r] = '\0';
+	close(p[0]);
+}
+
+Test(log, writes_journald_priorities_when_journal_stream_is_the_log_fd)
+{
+	char buf[1024];
+
+	log_levels_to_pipe(NULL, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "<3>m\n<4>m\n<6>m\n<7>m\n");
+}
+
+Test(log, writes_plain_lines_when_journal_stream_is_another_file)
+{
+	char buf[1024], *save = NULL, *l;
+	const char letters[] = "EWID";
+	int i = 0;
+
+	log_levels_to_pipe("1:2", buf, sizeof(buf));
+	for (l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		cr_expect(line_ok(l, letters[i++], "m"), "line %d: \"%s\"", i,
+			  l);
+	cr_expect_eq(i, 4, "got %d lines", i);
 }

@@ -10,6 +10,10 @@
  * so lines from threads and processes sharing the fd never interleave
  * (up to PIPE_BUF bytes on a pipe).
  *
+ * When $JOURNAL_STREAM says the log fd is journald's stream (a systemd
+ * service), a line is "<N>message" instead: N is the syslog priority of the
+ * level (E 3, W 4, I 6, D 7), and journald adds time, ident and pid.
+ *
  * rings/, the library code in lib/ and worker/ never call this: they return
  * a code and fill a struct kvr_err, and the binary decides what to log.
  * Don't log per chunk; bump a counter in the segment's stats block instead.
