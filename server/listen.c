@@ -28,13 +28,24 @@ static void lock_path(const struct kvr_srv *s, char *buf, size_t n)
 	snprintf(buf, n, "%s.lock", s->cfg.socket_path);
 }
 
+/* Whether fd is still the file at path (not unlinked or replaced). */
+static bool lock_is_current(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 /*
  * Take the single-instance lock. The lock, not the socket file, decides
  * who may touch the socket path: a second server fails here before it
  * looks at the socket or any segment, so it cannot unlink a live server's
  * files. The holder writes its pid into the file for the refusal message.
- * The file is left in place at exit (unlinking a lock file races with the
- * next server opening it).
+ * The holder unlinks the file when it stops or fails to start
+ * (kvr__listen_unlock), while still holding it; so a server that won the
+ * flock checks that its fd is still the file at the path, and starts over
+ * on the new file when the previous holder unlinked it meanwhile.
  */
 int kvr__listen_lock(struct kvr_srv *s)
 {
@@ -43,6 +54,7 @@ int kvr__listen_lock(struct kvr_srv *s)
 	int fd, len;
 
 	lock_path(s, path, sizeof(path));
+again:
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		int rc = -errno;
@@ -64,6 +76,10 @@ int kvr__listen_lock(struct kvr_srv *s)
 			    pidbuf[0] ? pidbuf : "?", s->cfg.socket_path);
 		close(fd);
 		return rc;
+	}
+	if (!lock_is_current(fd, path)) {
+		close(fd); /* the previous holder removed it as it stopped */
+		goto again;
 	}
 	len = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) == 0 && pwrite(fd, pidbuf, (size_t)len, 0) < 0)
@@ -181,4 +197,23 @@ void kvr__listen_remove(struct kvr_srv *s)
 	    unlink(s->cfg.socket_path) == 0)
 		kvr_log_info("removed socket %s", s->cfg.socket_path);
 	s->have_socket = false;
+}
+
+/*
+ * Remove the lock file and drop the lock, at exit or after a failed start:
+ * a stopped server leaves nothing at its socket path. Unlinked while still
+ * held, so a server waiting on the same path re-opens (kvr__listen_lock).
+ */
+void kvr__listen_unlock(struct kvr_srv *s)
+{
+	char path[PATH_MAX];
+
+	if (s->lock_fd < 0)
+		return;
+	lock_path(s, path, sizeof(path));
+	if (lock_is_current(s->lock_fd, path) && unlink(path) < 0 &&
+	    errno != ENOENT)
+		kvr_log_warn("remove lock file %s: %s", path, strerror(errno));
+	close(s->lock_fd);
+	s->lock_fd = -1;
 }

@@ -27,4 +27,8 @@ int kvr__listen_open(struct kvr_srv *s);
  * bound. Idempotent. */
 void kvr__listen_remove(struct kvr_srv *s);
 
+/* kvr__listen_unlock - unlink <socket>.lock (if it is still ours) and drop
+ * the lock; at exit and after a failed start. No-op when not held. */
+void kvr__listen_unlock(struct kvr_srv *s);
+
 #endif /* KVR_SERVER_LISTEN_H */
