@@ -33,6 +33,8 @@ deps=(build-essential cmake pkg-config liburing-dev libxxhash-dev
 # The torch layer's tests (kvring.torch, kvring.kv, kvring.vllm); the
 # library and the plain binding never need them.
 deps+=(python3-torch python3-numpy)
+# sd_notify for kvringd.service (Type=notify) and its test.
+deps+=(libsystemd-dev)
 
 log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -65,11 +67,14 @@ build() {
 }
 
 run_main() {
-	local b=$here/build sock pid rc
+	local b=$here/build sock pid rc name
 	build "$b"
 	sock=$(mktemp -d /tmp/kvring-run.XXXXXX)/kvringd.sock
-	log "starting kvringd (defaults, socket $sock)"
-	"$b/server/kvringd" --socket "$sock" &
+	# A private segment name: a kvringd the user already runs (default
+	# name kvring-<uid>) is neither disturbed nor mistaken for ours.
+	name=kvring-run-$$
+	log "starting kvringd (defaults, socket $sock, name $name)"
+	"$b/server/kvringd" --socket "$sock" --name "$name" &
 	pid=$!
 	for _ in $(seq 1 100); do
 		[ -S "$sock" ] && break
@@ -83,7 +88,7 @@ run_main() {
 		log "kvringd did not exit cleanly"
 		rc=1
 	fi
-	for f in /dev/shm/kvring-"$(id -u)".ctl /dev/shm/kvring-"$(id -u)".pool; do
+	for f in /dev/shm/"$name".ctl /dev/shm/"$name".pool "$sock" "$sock.lock"; do
 		if [ -e "$f" ]; then
 			log "kvringd left $f behind"
 			rc=1

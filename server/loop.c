@@ -33,6 +33,7 @@
 
 #include "chan.h"
 #include "loop.h"
+#include "notify.h"
 
 /* Completions taken per peek. */
 #define REAP_BATCH 64u
@@ -377,6 +378,7 @@ static void stop(struct kvr_srv *s)
 {
 	struct io_uring_sqe *sqe;
 
+	kvr__notify_stopping();
 	atomic_store_explicit(&s->hdr->state, KVR_SERVER_STOPPING,
 			      memory_order_relaxed);
 	s->accepting = false;
@@ -419,6 +421,9 @@ int kvr_loop_run(struct kvr_srv *s)
 		     "%u channels, spin %u us",
 		     (int)getpid(), s->cfg.socket_path, s->cfg.name,
 		     s->geom.max_channels, s->cfg.spin_us);
+	/* The socket listens and the accept is armed: a worker connecting
+	 * now is served, so the service manager may start its dependants. */
+	kvr__notify_ready(s->cfg.socket_path);
 	last_work = s->now_ns = kvr_srv_now_ns();
 
 	while (!s->stopping) {

@@ -30,6 +30,7 @@
 
 #include "chan.h"
 #include "listen.h"
+#include "notify.h"
 #include "srv.h"
 
 uint64_t kvr_srv_now_ns(void)
@@ -326,6 +327,45 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 	return rc;
 }
 
+/* Pre-fault step: small enough that progress shows every second or so
+ * even at 0.3 GB/s, large enough that the loop costs nothing. */
+#define PREFAULT_STEP (256ull << 20)
+
+/*
+ * Touch the whole pool in steps and, during a long pre-fault (minutes for
+ * a large pool of 4 KiB pages on a VM), tell the service manager how far
+ * it got: STATUS= at the start and then at most once a second. The socket
+ * does not exist yet, so a worker waiting for it (connect_wait_ms) and
+ * systemd (Type=notify, READY=1 comes later from the loop) both wait.
+ */
+static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
+{
+	char *base = s->pool.base;
+	uint64_t t0 = kvr_srv_now_ns(), last = t0, step_ns;
+	size_t done = 0, total = s->pool.bytes;
+	size_t page = s->pool.page_bytes ? s->pool.page_bytes : 4096;
+	size_t stepb = PREFAULT_STEP % page ? page : PREFAULT_STEP;
+
+	kvr__notify_progress("pre-faulting pool: 0 of %.1f GiB",
+			   (double)total / (double)(1ull << 30));
+	while (done < total) {
+		size_t n = total - done < stepb ? total - done : stepb;
+
+		kvr_seg_prefault_pages(base + done, n, page, true, &step_ns);
+		done += n;
+		if (kvr_srv_now_ns() - last >= 1000000000ull && done < total) {
+			last = kvr_srv_now_ns();
+			kvr__notify_progress(
+			    "pre-faulting pool: %.1f of %.1f GiB (%.0f%%)",
+			    (double)done / (double)(1ull << 30),
+			    (double)total / (double)(1ull << 30),
+			    100.0 * (double)done / (double)total);
+		}
+	}
+	*elapsed_ns = kvr_srv_now_ns() - t0;
+	kvr__notify_status("pool pre-faulted, opening socket");
+}
+
 /*
  * The pool: huge pages first (unless --huge-pages off or a private pool),
  * then the configured backend, or shm -> memfd -> private.
@@ -378,8 +418,7 @@ static int create_pool(struct kvr_srv *s)
 	if (!s->cfg.no_prefault) {
 		/* One touch per page of the pool's own size (512 per GiB
 		 * on 2 MiB pages): hugetlb pages were zeroed by fallocate. */
-		kvr_seg_prefault_pages(s->pool.base, s->pool.bytes,
-				       s->pool.page_bytes, true, &ns);
+		prefault_pool(s, &ns);
 		kvr_log_info("pool pre-faulted: %llu bytes in %.1f ms "
 			     "(%.2f GB/s, %zu KiB pages)",
 			     (unsigned long long)s->pool.bytes, (double)ns / 1e6,
@@ -689,8 +728,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 		kvr_seg_destroy(&s->ctl);
 	}
 	kvr_store_destroy(s->store);
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
+	kvr__listen_unlock(s);
 	free(s->conns);
 	free(s->chan_conn);
 	free(s->active);
