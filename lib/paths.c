@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,4 +41,33 @@ int kvr_default_socket_path(char *buf, size_t n)
 		len = snprintf(tmp, sizeof(tmp), "/tmp/%s%u.sock",
 			       KVR_SOCKET_PREFIX, (unsigned)geteuid());
 	return put(buf, n, tmp, len);
+}
+
+int kvr_find_kvringd(char *buf, size_t n)
+{
+	static const char *const rel[] = { "kvringd", "../server/kvringd" };
+	char self[PATH_MAX], cand[PATH_MAX + 32];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (len <= 0)
+		return -ENOENT;
+	self[len] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		struct stat st;
+		int w = snprintf(cand, sizeof(cand), "%s/%s", self, rel[i]);
+
+		if (w < 0 || (size_t)w >= sizeof(cand) || (size_t)w >= n)
+			continue;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(cand, X_OK) == 0) {
+			memcpy(buf, cand, (size_t)w + 1);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }

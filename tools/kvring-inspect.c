@@ -15,7 +15,7 @@
  * the server's socket, so it cannot perturb the server it looks at. Every
  * value it reads is untrusted: it is copied into a private snapshot first
  * and only the copy is rendered. The options and output keys are
- * documented in docs/man/kvring-inspect.1.md and docs/inspect.md.
+ * documented in docs/man/kvring-inspect.1 and docs/inspect.md.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -61,7 +61,9 @@ static void usage(FILE *f)
 	    "Read-only view of a running kvringd (never writes, locks or "
 	    "signals).\n"
 	    "\n"
-	    "TARGET (default: this uid's server, segment kvring-<uid>.ctl):\n"
+	    "TARGET (default: the server at $KVRING_SOCKET when it is set, "
+	    "else this\n"
+	    "uid's server, segment kvring-<uid>.ctl):\n"
 	    "  -n, --name NAME      segment base name (kvringd --name), "
 	    "NAME.ctl, or a\n"
 	    "                       path to a control segment file\n"
@@ -225,14 +227,16 @@ static int parse_args(int argc, char **argv, struct ins_opts *o)
 }
 
 /*
- * The control segment to read: --name, --socket, or the segment a kvringd
- * started by this user without --name uses. Return: -1 with *t set, or
+ * The control segment to read: --name, --socket, the server at
+ * $KVRING_SOCKET, or the segment a kvringd started by this user without
+ * --name uses. Return: -1 with *t set, or
  * an exit status (message printed). A bad --name is a usage error; a
  * socket nobody listens on is a runtime one.
  */
 static int resolve_target(const struct ins_opts *o, struct ins_target *t)
 {
 	char base_name[64], ctl[KVR_SEG_NAME_MAX + 1];
+	const char *env;
 
 	if (o->name)
 		return ins_target_from_name(t, o->dir, o->name) < 0
@@ -240,6 +244,13 @@ static int resolve_target(const struct ins_opts *o, struct ins_target *t)
 			   : -1;
 	if (o->socket)
 		return ins_target_from_socket(t, o->dir, o->socket) < 0
+			   ? INS_EXIT_RUNTIME
+			   : -1;
+	/* The same default as the workers': $KVRING_SOCKET names the server
+	 * they connect to, so the inspector looks at that one. */
+	env = getenv("KVRING_SOCKET");
+	if (env && *env)
+		return ins_target_from_socket(t, o->dir, env) < 0
 			   ? INS_EXIT_RUNTIME
 			   : -1;
 	if (kvr_seg_default_base(base_name, sizeof(base_name)) < 0 ||

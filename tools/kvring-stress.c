@@ -134,8 +134,9 @@ static void usage(FILE *f)
 "      --chunk-min SIZE     Default: 4K\n"
 "      --chunk-max SIZE     Default: 256K\n"
 "  -S, --seed N             seed of keys, op mix and kill schedule. Default: 1\n"
-"      --kvringd PATH       server binary. Default: ../server/kvringd next\n"
-"                           to this program, else kvringd from PATH\n"
+"      --kvringd PATH       server binary. Default: kvringd beside this\n"
+"                           program, else ../server/kvringd from it,\n"
+"                           else kvringd from PATH\n"
 "      --server-arg ARG     extra argument for kvringd (repeatable)\n"
 "      --server-log PATH    kvringd's stderr. Default: /tmp/" PROG
 "-<pid>.log,\n"

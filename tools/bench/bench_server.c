@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/paths.h>
+
 #include "bench_common.h"
 #include "bench_server.h"
 
@@ -53,7 +55,8 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		"own --spin-us)\n"
 		"  --kvringd PATH      kvringd binary to start (default: "
 		"$KVRINGD, else\n"
-		"                      ../server/kvringd next to this binary)\n"
+		"                      kvringd beside this binary, else "
+		"../server/kvringd)\n"
 		"  --pool-size BYTES   pool of the private kvringd (K/M/G "
 		"suffix)\n"
 		"  -h, --help          show this help and exit\n",
@@ -150,8 +153,6 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 /* Finds the kvringd binary (see bench_server_start()). */
 static void kvringd_path(const struct bench_run_opts *o, char *buf, size_t n)
 {
-	char self[PATH_MAX];
-	ssize_t len;
 	const char *env = getenv("KVRINGD");
 
 	if (o->kvringd) {
@@ -162,13 +163,9 @@ static void kvringd_path(const struct bench_run_opts *o, char *buf, size_t n)
 		snprintf(buf, n, "%s", env);
 		return;
 	}
-	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (len > 0) {
-		self[len] = '\0';
-		snprintf(buf, n, "%s/../server/kvringd", dirname(self));
-		if (access(buf, X_OK) == 0)
-			return;
-	}
+	/* Beside this binary (installed), or ../server/ (build tree). */
+	if (kvr_find_kvringd(buf, n) == 0)
+		return;
 	snprintf(buf, n, "kvringd"); /* execvp searches $PATH */
 }
 

@@ -23,30 +23,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <kvring/paths.h>
+
 #include "stress.h"
 
-/* Find kvringd: --kvringd, else ../server/kvringd next to this binary
- * (the build tree), else "kvringd" from PATH (execvp). */
+/* Find kvringd: --kvringd, else the one beside this binary (installed
+ * tree) or ../server/kvringd (build tree), else "kvringd" from PATH
+ * (execvp). */
 static const char *find_kvringd(const struct st_opts *o, char *buf, size_t n)
 {
-	char self[PATH_MAX];
-	ssize_t len;
-	char *slash;
-
 	if (o->kvringd)
 		return o->kvringd;
-	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (len > 0) {
-		self[len] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			if (snprintf(buf, n, "%s/../server/kvringd", self) <
-				    (int)n &&
-			    access(buf, X_OK) == 0)
-				return buf;
-		}
-	}
+	if (kvr_find_kvringd(buf, n) == 0)
+		return buf;
 	return "kvringd";
 }
 

@@ -31,4 +31,15 @@
  */
 int kvr_default_socket_path(char *buf, size_t n);
 
+/*
+ * kvr_find_kvringd - the kvringd a tool (kvring-stress, kvring-bench)
+ * starts when not told which: "kvringd" in the directory of the running
+ * program first (an installed tree: <prefix>/bin), then
+ * "../server/kvringd" from it (a build tree). Only an executable file
+ * counts.
+ * Return: 0 and @buf filled, or -ENOENT when neither exists (then the
+ * caller falls back to "kvringd" from $PATH; @buf untouched).
+ */
+int kvr_find_kvringd(char *buf, size_t n);
+
 #endif /* KVRING_PATHS_H */

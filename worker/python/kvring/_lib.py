@@ -139,6 +139,13 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     for name in sorted(glob.glob(os.path.join(here, "libkvring.so*"))):
         yield name
+    # Installed by cmake --install: the library installed with this package.
+    try:
+        from . import _install
+        yield os.path.normpath(os.path.join(here, _install.LIBDIR,
+                                            _install.SONAME))
+    except ImportError:
+        pass
     # A source checkout: <repo>/worker/python/kvring -> <repo>/build*/...
     repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
     for name in sorted(glob.glob(os.path.join(repo, "build*", "worker",
