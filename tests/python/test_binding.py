@@ -59,6 +59,7 @@ class Server(object):
         self.proc = subprocess.Popen(
             [kvringd_path(), "--socket", self.sock, "--name", self.name,
              "--pool-size", self.pool, "--allow-root", "--no-prefault",
+             "--huge-pages", "off",
              "--log-level", "warn"], stderr=subprocess.DEVNULL)
         for _ in range(1000):
             s = socket.socket(socket.AF_UNIX)

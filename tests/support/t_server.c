@@ -149,6 +149,15 @@ void t_server_start(struct t_server *t, const char *const *args)
 	argv[n++] = "--name";
 	argv[n++] = t->name;
 	argv[n++] = "--no-prefault";
+	/*
+	 * Small pages unless a test asks otherwise (a later --huge-pages
+	 * wins): with huge pages reserved on the host, auto would put the
+	 * pool on an unnamed hugetlb memfd, and the tests that check the
+	 * named /dev/shm backend would depend on the machine. tests/huge/
+	 * covers the huge-page path.
+	 */
+	argv[n++] = "--huge-pages";
+	argv[n++] = "off";
 	for (int i = 0; args && args[i] && n < 58; i++) {
 		if (strcmp(args[i], "--pool-size") == 0)
 			has_pool = true;
