@@ -146,6 +146,19 @@ int bench_plot_lines(const char *dir, const char *name, const char *title,
 		     const char *xlabel, const char *ylabel,
 		     const struct bench_plot_line *l, size_t nr)
 {
+	return bench_plot_lines_xtics(
+	    dir, name, title, xlabel, ylabel,
+	    "('256K' 262144, '512K' 524288, '1M' 1048576, "
+	    "'2M' 2097152, '4M' 4194304, '8M' 8388608, "
+	    "'16M' 16777216, '32M' 33554432, '64M' 67108864)",
+	    false, l, nr);
+}
+
+int bench_plot_lines_xtics(const char *dir, const char *name,
+			   const char *title, const char *xlabel,
+			   const char *ylabel, const char *xtics, bool logy,
+			   const struct bench_plot_line *l, size_t nr)
+{
 	char file[512];
 	FILE *g, *d;
 	int rc = mkdir_p(dir);
@@ -160,12 +173,11 @@ int bench_plot_lines(const char *dir, const char *name, const char *title,
 	fprintf(g, "set logscale x 2\n"
 		   "set xlabel '%s'\n"
 		   "set ylabel '%s'\n"
-		   "set yrange [0:*]\n"
-		   "set xtics ('256K' 262144, '512K' 524288, '1M' 1048576, "
-		   "'2M' 2097152, '4M' 4194304, '8M' 8388608, "
-		   "'16M' 16777216, '32M' 33554432, '64M' 67108864)\n"
+		   "%s\n"
+		   "set xtics %s\n"
 		   "plot \\\n",
-		xlabel, ylabel);
+		xlabel, ylabel,
+		logy ? "set logscale y 10" : "set yrange [0:*]", xtics);
 	for (size_t s = 0; s < nr; s++) {
 		snprintf(file, sizeof(file), "%s.%zu.dat", name, s);
 		d = open_in(dir, file);

@@ -59,6 +59,9 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		"../server/kvringd)\n"
 		"  --pool-size BYTES   pool of the private kvringd (K/M/G "
 		"suffix)\n"
+		"  --reserve-huge      (root) raise vm.nr_hugepages for "
+		"huge-page cells\n"
+		"                      (attach), restored at exit\n"
 		"  -h, --help          show this help and exit\n",
 		scenario);
 	if (extra)
@@ -71,7 +74,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	enum {
 		O_JSON = 256, O_QUICK, O_PLOT, O_CPUC, O_CPUS, O_ROUNDS,
 		O_ITERS, O_SOCKET, O_KVRINGD, O_POOL, O_PAUSE, O_SIZES,
-		O_CHUNKS, O_ONLY,
+		O_CHUNKS, O_ONLY, O_RESERVE_HUGE,
 	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
@@ -88,6 +91,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	    {"sizes", required_argument, NULL, O_SIZES},
 	    {"chunks", required_argument, NULL, O_CHUNKS},
 	    {"only", required_argument, NULL, O_ONLY},
+	    {"reserve-huge", no_argument, NULL, O_RESERVE_HUGE},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -127,6 +131,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		case O_SIZES: o->sizes = optarg; break;
 		case O_CHUNKS: o->chunks = optarg; break;
 		case O_ONLY: o->only = optarg; break;
+		case O_RESERVE_HUGE: o->reserve_huge = true; break;
 		case 'h':
 			common_usage(stdout, scenario, extra_help);
 			return 1;
@@ -233,6 +238,15 @@ int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 		       uint32_t spin_us, uint32_t max_workers,
 		       struct bench_server *s)
 {
+	return bench_server_start_args(o, pool_bytes, spin_us, max_workers,
+				       NULL, s);
+}
+
+int bench_server_start_args(const struct bench_run_opts *o,
+			    uint64_t pool_bytes, uint32_t spin_us,
+			    uint32_t max_workers, const char *const *extra,
+			    struct bench_server *s)
+{
 	static unsigned seq;
 	char bin[PATH_MAX], pool[32], spin[16], workers[16];
 	uint64_t t0;
@@ -272,11 +286,16 @@ int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 		return -e;
 	}
 	if (s->pid == 0) {
-		char *argv[] = {bin,	      "--socket",     s->sock,
-				"--name",     s->name,	      "--pool-size",
-				pool,	      "--spin-us",    spin,
-				"--max-workers", workers,     "--log-level",
-				"info",	      NULL};
+		char *argv[32] = {bin,	      "--socket",     s->sock,
+				  "--name",     s->name,	"--pool-size",
+				  pool,	      "--spin-us",    spin,
+				  "--max-workers", workers,     "--log-level",
+				  "info",	      NULL};
+		int na = 13;
+
+		for (int i = 0; extra && extra[i] && na < 31; i++)
+			argv[na++] = (char *)extra[i];
+		argv[na] = NULL;
 
 		/* SIGTERM (a clean stop) if the bench dies first; the
 		 * setting survives execve(). */
@@ -437,10 +456,10 @@ int bench_all_main(int argc, char **argv)
 {
 	static int (*const mine[])(int, char **) = {
 	    bench_rtt_hot_main, bench_rtt_cold_main, bench_store_main,
-	    bench_retrieve_main, bench_scale_main,
+	    bench_retrieve_main, bench_scale_main, bench_attach_main,
 	};
-	static const char *const mine_names[] = {"rtt_hot", "rtt_cold",
-						 "store", "retrieve", "scale"};
+	static const char *const mine_names[] = {
+	    "rtt_hot", "rtt_cold", "store", "retrieve", "scale", "attach"};
 	struct bench_run_opts o;
 	char cpu_p[16], cpu_c[16];
 	char *ring[16], *engine[8];
@@ -449,8 +468,8 @@ int bench_all_main(int argc, char **argv)
 
 	rc = bench_run_opts_parse(argc, argv, "all",
 				  "  runs ring, rtt_hot, rtt_cold, store, "
-				  "retrieve, scale and engine in turn,\n"
-				  "  passing these options on\n",
+				  "retrieve, scale, attach and engine in\n"
+				  "  turn, passing these options on\n",
 				  &o);
 	if (rc)
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;

@@ -27,6 +27,7 @@ int bench_rtt_cold_main(int argc, char **argv);
 int bench_store_main(int argc, char **argv);
 int bench_retrieve_main(int argc, char **argv);
 int bench_scale_main(int argc, char **argv);
+int bench_attach_main(int argc, char **argv);
 int bench_all_main(int argc, char **argv);
 
 /*
@@ -50,6 +51,7 @@ struct bench_run_opts {
 	const char *chunks;	/* --chunks LIST (store/retrieve) */
 	const char *only;	/* --only PART (scale: one_active,
 				   all_active or pipelined) */
+	bool reserve_huge;	/* --reserve-huge (attach) */
 };
 
 /*
@@ -87,6 +89,14 @@ struct bench_server {
 int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 		       uint32_t spin_us, uint32_t max_workers,
 		       struct bench_server *s);
+
+/* bench_server_start_args - bench_server_start() with @extra (NULL or a
+ * NULL-terminated list) appended to kvringd's arguments, e.g.
+ * {"--huge-pages", "require", NULL}. */
+int bench_server_start_args(const struct bench_run_opts *o,
+			    uint64_t pool_bytes, uint32_t spin_us,
+			    uint32_t max_workers, const char *const *extra,
+			    struct bench_server *s);
 
 /* bench_server_stop - SIGTERM a private server and reap it (SIGKILL after
  * 10 s); removes its log unless it failed. External servers are left. */

@@ -30,6 +30,7 @@ int bench_store_main(int argc, char **argv) BENCH_WEAK;
 int bench_retrieve_main(int argc, char **argv) BENCH_WEAK;
 int bench_scale_main(int argc, char **argv) BENCH_WEAK;
 int bench_all_main(int argc, char **argv) BENCH_WEAK;
+int bench_attach_main(int argc, char **argv) BENCH_WEAK;
 int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
@@ -46,6 +47,8 @@ static const struct bench_scenario scenarios[] = {
     {"scale", "kvringd control path as workers are added", bench_scale_main},
     {"engine", "kvringd storage engine in-process: store, lookup, retrieve",
      kvr_bench_store},
+    {"attach", "pool attach and server start, 4 KiB vs huge pages",
+     bench_attach_main},
     {"all", "every scenario in one run", bench_all_main},
 };
 

@@ -1,0 +1,722 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_attach.c - the attach scenario of kvring-bench: what a pool costs
+ * before the first byte moves, 4 KiB pages against huge pages, for pools
+ * of 1, 4 and 16 GiB (--sizes; each capped to what memory allows), in one
+ * run. Per cell (page size, pool size) it reports
+ *   server start   fork of kvringd to its "ready" line, per GiB, and the
+ *                  pre-fault part of it (from the server's log);
+ *   worker attach  kvr_connect's map + pre-fault (info.attach_ns), the
+ *                  median of --rounds fresh connections, per GiB;
+ *   first store    8 x 2 MiB copied into the slots of a fresh connection's
+ *                  first prepare_store, against memcpy of the same bytes
+ *                  into the same slots right after;
+ *   steady         store (prepare, copy, commit) and retrieve of 8 x 2 MiB,
+ *                  the median of 10 requests, each against memcpy into the
+ *                  same slots, interleaved request by request;
+ *   background     4 KiB only: a connection with prefault_background, how
+ *                  long kvr_connect took, the first store's GB/s while the
+ *                  pre-fault thread still ran (and whether it did), and the
+ *                  thread's total time.
+ * Huge-page cells need free huge pages: with --reserve-huge (root) the
+ * bench raises vm.nr_hugepages for them and restores the old value at
+ * exit, on a signal too; otherwise a cell without enough free pages is
+ * skipped with the command that would reserve them.
+ *
+ * Retrieved chunks are compared with the source byte for byte; wrong data
+ * exits 1, slow figures never do.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <kvring/kvring.h>
+#include <kvring/segment.h>
+
+#include "bench_common.h"
+#include "bench_plot.h"
+#include "bench_server.h"
+
+#define NCHUNK	    8u
+#define CHUNK_BYTES (2ull << 20)
+#define REQ_BYTES   (NCHUNK * CHUNK_BYTES)
+#define STEADY_REQS 10u
+#define MAX_SIZES   6
+#define NR_PATH	    "/proc/sys/vm/nr_hugepages"
+
+enum { P_4K, P_HUGE, NR_PAGES };
+static const char *const page_name[NR_PAGES] = {"4k", "huge"};
+
+struct cell {
+	bool done;
+	char skip[160]; /* why not run, "" if run */
+	uint64_t pool_bytes;
+	double start_ms, srv_prefault_ms, attach_ms;
+	double first_gbps, first_memcpy_gbps;
+	double store_gbps, retr_gbps, memcpy_gbps;
+	/* background pre-fault, 4 KiB only */
+	bool bg_done, bg_pending;
+	double bg_connect_ms, bg_first_gbps, bg_memcpy_gbps, bg_prefault_ms;
+};
+
+struct att {
+	struct bench_run_opts o;
+	double memset_ms_per_gib; /* floor: zeroing memory already mapped */
+	bool reserve;
+	uint64_t sizes[MAX_SIZES];
+	unsigned nsizes, rounds;
+	unsigned char *src, *dst;
+	uint64_t seq;
+	struct cell res[MAX_SIZES][NR_PAGES];
+};
+
+/* ---- the huge-page reservation, always given back ---- */
+
+static int saved_fd = -1;  /* NR_PATH, open for the restore */
+static char saved_val[32]; /* the old value, formatted */
+static size_t saved_len;
+static volatile sig_atomic_t reserved;
+
+/* Async-signal-safe: write(2) of a preformatted string. */
+static void restore_huge(void)
+{
+	if (!reserved || saved_fd < 0)
+		return;
+	if (pwrite(saved_fd, saved_val, saved_len, 0) == (ssize_t)saved_len)
+		reserved = 0;
+}
+
+static void restore_on_signal(int sig)
+{
+	restore_huge();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static uint64_t read_u64_file(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Raise nr_hugepages so that @pages are free; 0 or -errno. */
+static int reserve_huge(uint64_t pages)
+{
+	struct kvr_hugetlb_info hi;
+	uint64_t old = read_u64_file(NR_PATH);
+	char buf[32];
+	int n;
+
+	if (kvr_seg_hugetlb_info(&hi) < 0)
+		return -ENOENT;
+	if (hi.free_pages >= pages)
+		return 0;
+	saved_fd = open(NR_PATH, O_WRONLY | O_CLOEXEC);
+	if (saved_fd < 0)
+		return -errno;
+	saved_len = (size_t)snprintf(saved_val, sizeof(saved_val), "%llu\n",
+				     (unsigned long long)old);
+	reserved = 1;
+	atexit(restore_huge);
+	signal(SIGINT, restore_on_signal);
+	signal(SIGTERM, restore_on_signal);
+	signal(SIGHUP, restore_on_signal);
+	n = snprintf(buf, sizeof(buf), "%llu\n",
+		     (unsigned long long)(old + pages - hi.free_pages));
+	if (pwrite(saved_fd, buf, (size_t)n, 0) != n)
+		return -errno;
+	fprintf(stderr,
+		"kvring-bench: attach: nr_hugepages %llu -> %llu for the "
+		"huge-page cells (restored at exit)\n",
+		(unsigned long long)old,
+		(unsigned long long)(old + pages - hi.free_pages));
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+static uint64_t mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb << 10;
+}
+
+static double gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0.0;
+}
+
+static double per_gib(double ms, uint64_t bytes)
+{
+	return ms * (double)(1ull << 30) / (double)bytes;
+}
+
+/* The server's "pool pre-faulted: N bytes in X ms" figure, or 0. */
+static double log_prefault_ms(const char *path)
+{
+	char line[512];
+	double ms = 0;
+	FILE *f = fopen(path, "re");
+	const char *p;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if ((p = strstr(line, "pool pre-faulted:")) &&
+		    (p = strstr(p, " in ")))
+			ms = strtod(p + 4, NULL);
+	fclose(f);
+	return ms;
+}
+
+static int connect_opts(const struct bench_server *s, bool background,
+			struct kvr_client **out)
+{
+	struct kvr_client_opts co;
+	char err[256] = "";
+	int rc;
+
+	memset(&co, 0, sizeof(co));
+	co.socket_path = s->sock;
+	snprintf(co.ns.model, sizeof(co.ns.model), "kvring-bench");
+	co.ns.layers = 1;
+	co.ns.kv_heads = 1;
+	co.ns.head_size = 128;
+	co.ns.dtype_bytes = 2;
+	co.ns.tp_size = 1;
+	co.ns.chunk_tokens = 256;
+	co.spin_us = 1;
+	co.timeout_ms = 120000;
+	co.prefault_background = background;
+	rc = kvr_connect(&co, out, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "kvring-bench: attach: connect %s: %s\n",
+			s->sock, err);
+	return rc;
+}
+
+/*
+ * One store request of NCHUNK fresh keys: prepare, copy (timed: *copy_ns),
+ * commit. *memcpy_ns gets memcpy of the same bytes into the same slots
+ * right after (the baseline). Keys are att->seq.. (advanced).
+ */
+static int store_req(struct att *a, struct kvr_client *c, uint64_t *copy_ns,
+		     uint64_t *memcpy_ns, uint64_t *first_seq)
+{
+	struct kvr_key keys[NCHUNK];
+	uint64_t sizes[NCHUNK], t0;
+	struct kvr_xfer x = {0};
+	void *ptr[NCHUNK];
+	int rc;
+
+	*first_seq = a->seq;
+	for (unsigned i = 0; i < NCHUNK; i++) {
+		keys[i] = bench_key(a->seq++);
+		sizes[i] = CHUNK_BYTES;
+	}
+	rc = kvr_prepare_store(c, keys, sizes, NCHUNK, &x);
+	if (rc < 0 || x.nslots != NCHUNK) {
+		fprintf(stderr, "kvring-bench: attach: prepare_store: %d %s\n",
+			rc, kvr_client_errmsg(c));
+		return rc < 0 ? rc : -ENOSPC;
+	}
+	for (unsigned i = 0; i < NCHUNK; i++)
+		if (x.slots[i].status != KVR_SLOT_OK) {
+			kvr_abort_store(c, &x);
+			fprintf(stderr, "kvring-bench: attach: no slot\n");
+			return -ENOSPC;
+		}
+	t0 = bench_now_ns();
+	for (unsigned i = 0; i < NCHUNK; i++) {
+		ptr[i] = x.slots[i].ptr;
+		memcpy(ptr[i], a->src, CHUNK_BYTES);
+	}
+	*copy_ns = bench_now_ns() - t0;
+	rc = kvr_commit_store(c, &x);
+	if (rc < 0)
+		return rc;
+	/* Same bytes again: the stored chunks do not change. */
+	t0 = bench_now_ns();
+	for (unsigned i = 0; i < NCHUNK; i++)
+		memcpy(ptr[i], a->src, CHUNK_BYTES);
+	*memcpy_ns = bench_now_ns() - t0;
+	return 0;
+}
+
+/* Retrieve the request stored from key @seq: copy out, check. */
+static int retrieve_req(struct att *a, struct kvr_client *c, uint64_t seq,
+			uint64_t *copy_ns)
+{
+	struct kvr_key keys[NCHUNK];
+	struct kvr_xfer x = {0};
+	uint64_t t0;
+	int rc;
+
+	for (unsigned i = 0; i < NCHUNK; i++)
+		keys[i] = bench_key(seq + i);
+	rc = kvr_prepare_retrieve(c, keys, NCHUNK, &x);
+	if (rc < 0 || x.nslots != NCHUNK) {
+		fprintf(stderr,
+			"kvring-bench: attach: retrieve got %u of %u "
+			"chunks (%d)\n",
+			x.nslots, NCHUNK, rc);
+		return -EBADMSG;
+	}
+	t0 = bench_now_ns();
+	for (unsigned i = 0; i < NCHUNK; i++)
+		memcpy(a->dst + (size_t)i * CHUNK_BYTES, x.slots[i].ptr,
+		       CHUNK_BYTES);
+	*copy_ns = bench_now_ns() - t0;
+	rc = kvr_commit_retrieve(c, &x);
+	for (unsigned i = 0; i < NCHUNK; i++)
+		if (memcmp(a->dst + (size_t)i * CHUNK_BYTES, a->src,
+			   CHUNK_BYTES) != 0) {
+			fprintf(stderr,
+				"kvring-bench: attach: chunk %u of "
+				"key %" PRIu64 " differs from what was "
+				"stored\n",
+				i, seq + i);
+			return -EBADMSG;
+		}
+	return rc;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_dbl);
+	return n ? v[n / 2] : 0;
+}
+
+/* The background-prefault connection (4 KiB cells). */
+static int run_background(struct att *a, const struct bench_server *s,
+			  struct cell *r)
+{
+	struct kvr_client *c;
+	cpu_set_t all, mine;
+	uint64_t t0, copy_ns, mc_ns, seq, ns = 0;
+	int rc;
+
+	/* The pre-fault thread inherits our affinity: let it use every CPU
+	 * (as an unpinned worker's would), then pin this thread back. */
+	sched_getaffinity(0, sizeof(mine), &mine);
+	CPU_ZERO(&all);
+	for (int i = 0; i < bench_nr_cpus(); i++)
+		CPU_SET(i, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+	t0 = bench_now_ns();
+	rc = connect_opts(s, true, &c);
+	r->bg_connect_ms = (double)(bench_now_ns() - t0) / 1e6;
+	sched_setaffinity(0, sizeof(mine), &mine);
+	if (rc < 0)
+		return rc;
+	rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
+	r->bg_pending = kvr_prefault_status(c, false, NULL) == -EINPROGRESS;
+	if (rc == 0) {
+		r->bg_first_gbps = gbps(REQ_BYTES, copy_ns);
+		r->bg_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
+		kvr_prefault_status(c, true, &ns);
+		r->bg_prefault_ms = (double)ns / 1e6;
+		r->bg_done = true;
+	}
+	kvr_close(c);
+	return rc;
+}
+
+/* One cell: a private kvringd with @pool_bytes on @pages. */
+static int run_cell(struct att *a, unsigned si, int pages)
+{
+	static const char *const huge_args[] = {"--huge-pages", "require",
+						NULL};
+	static const char *const small_args[] = {"--huge-pages", "off", NULL};
+	struct cell *r = &a->res[si][pages];
+	double att[16], st[STEADY_REQS], rt[STEADY_REQS], mc[STEADY_REQS];
+	uint64_t t0, copy_ns, mc_ns, seq, seqs[STEADY_REQS];
+	struct bench_server s;
+	struct kvr_client *c;
+	unsigned rounds = a->rounds < 16 ? a->rounds : 16;
+	int rc;
+
+	t0 = bench_now_ns();
+	rc = bench_server_start_args(&a->o, r->pool_bytes, 50, 64,
+				     pages == P_HUGE ? huge_args : small_args,
+				     &s);
+	if (rc < 0)
+		return rc;
+	r->start_ms = (double)(bench_now_ns() - t0) / 1e6;
+	r->srv_prefault_ms = log_prefault_ms(s.log_path);
+	bench_pin_cpu(a->o.cpu_client);
+
+	/* Fresh connections: the attach, and the first one's first store. */
+	for (unsigned i = 0; i < rounds; i++) {
+		rc = connect_opts(&s, false, &c);
+		if (rc < 0)
+			goto out;
+		att[i] = (double)kvr_client_info(c)->attach_ns / 1e6;
+		if (i == 0) {
+			/* Warm this CPU up with the same copy elsewhere, so
+			 * the first store is not also the first big copy
+			 * after a quiet spell (the baseline never is). */
+			for (unsigned w = 0; w < NCHUNK; w++)
+				memcpy(a->dst + (size_t)w * CHUNK_BYTES, a->src,
+				       CHUNK_BYTES);
+			rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
+			r->first_gbps = gbps(REQ_BYTES, copy_ns);
+			r->first_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
+			if (rc == 0)
+				rc = retrieve_req(a, c, seq, &copy_ns);
+			/* Steady state on the same connection. */
+			for (unsigned k = 0; rc == 0 && k < STEADY_REQS; k++) {
+				rc =
+				    store_req(a, c, &copy_ns, &mc_ns, &seqs[k]);
+				st[k] = gbps(REQ_BYTES, copy_ns);
+				mc[k] = gbps(REQ_BYTES, mc_ns);
+			}
+			for (unsigned k = 0; rc == 0 && k < STEADY_REQS; k++) {
+				rc = retrieve_req(a, c, seqs[k], &copy_ns);
+				rt[k] = gbps(REQ_BYTES, copy_ns);
+			}
+		}
+		kvr_close(c);
+		if (rc < 0)
+			goto out;
+	}
+	r->attach_ms = median(att, rounds);
+	r->store_gbps = median(st, STEADY_REQS);
+	r->retr_gbps = median(rt, STEADY_REQS);
+	r->memcpy_gbps = median(mc, STEADY_REQS);
+	if (pages == P_4K)
+		rc = run_background(a, &s, r);
+	r->done = rc == 0;
+out:
+	bench_server_stop(&s);
+	return rc;
+}
+
+/* ---- output ---- */
+
+static void print_json(const struct att *a)
+{
+	char sz[16];
+
+	for (unsigned si = 0; si < a->nsizes; si++)
+		for (int p = 0; p < NR_PAGES; p++) {
+			const struct cell *r = &a->res[si][p];
+			struct bench_json j;
+
+			bench_json_begin(&j, "attach", page_name[p]);
+			bench_json_str(
+			    &j, "pool",
+			    bench_fmt_bytes(a->sizes[si], sz, sizeof(sz)));
+			bench_json_u64(&j, "pool_bytes", r->pool_bytes);
+			bench_json_bool(&j, "done", r->done);
+			if (r->done) {
+				bench_json_f64(
+				    &j, "server_start_ms_per_gib",
+				    per_gib(r->start_ms, r->pool_bytes));
+				bench_json_f64(&j, "server_prefault_ms",
+					       r->srv_prefault_ms);
+				bench_json_f64(
+				    &j, "attach_ms_per_gib",
+				    per_gib(r->attach_ms, r->pool_bytes));
+				bench_json_f64(&j, "first_store_gbps",
+					       r->first_gbps);
+				bench_json_f64(&j, "first_memcpy_gbps",
+					       r->first_memcpy_gbps);
+				bench_json_f64(&j, "store_gbps", r->store_gbps);
+				bench_json_f64(&j, "retrieve_gbps",
+					       r->retr_gbps);
+				bench_json_f64(&j, "memcpy_gbps",
+					       r->memcpy_gbps);
+			}
+			if (r->bg_done) {
+				bench_json_f64(&j, "bg_connect_ms",
+					       r->bg_connect_ms);
+				bench_json_bool(&j, "bg_pending",
+						r->bg_pending);
+				bench_json_f64(&j, "bg_first_store_gbps",
+					       r->bg_first_gbps);
+				bench_json_f64(&j, "bg_memcpy_gbps",
+					       r->bg_memcpy_gbps);
+				bench_json_f64(&j, "bg_prefault_ms",
+					       r->bg_prefault_ms);
+			}
+			bench_json_print(&j, stdout);
+		}
+}
+
+static void print_table(const struct att *a)
+{
+	char sz[16];
+
+	printf("attach: %u fresh connections per cell (median), requests of "
+	       "%u x 2 MiB\n\n",
+	       a->rounds, NCHUNK);
+	printf("%-5s %-5s %12s %11s %11s %18s %18s %18s\n", "pages", "pool",
+	       "start ms/G", "(prefault)", "attach ms/G", "first GB/s (x mc)",
+	       "store GB/s (x mc)", "retr GB/s (x mc)");
+	for (unsigned si = 0; si < a->nsizes; si++)
+		for (int p = 0; p < NR_PAGES; p++) {
+			const struct cell *r = &a->res[si][p];
+
+			bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
+			if (!r->done) {
+				printf("%-5s %-5s skipped: %s\n", page_name[p],
+				       sz, r->skip[0] ? r->skip : "failed");
+				continue;
+			}
+			printf("%-5s %-5s %12.1f %9.1fms %11.2f %10.2f (%.2f) "
+			       "%10.2f (%.2f) %10.2f (%.2f)\n",
+			       page_name[p], sz,
+			       per_gib(r->start_ms, r->pool_bytes),
+			       r->srv_prefault_ms,
+			       per_gib(r->attach_ms, r->pool_bytes),
+			       r->first_gbps,
+			       r->first_gbps / r->first_memcpy_gbps,
+			       r->store_gbps, r->store_gbps / r->memcpy_gbps,
+			       r->retr_gbps, r->retr_gbps / r->memcpy_gbps);
+		}
+	printf("\nbackground pre-fault (4 KiB pages, "
+	       "prefault_background=true):\n");
+	printf("%-5s %14s %20s %9s %16s\n", "pool", "connect ms",
+	       "first GB/s (x mc)", "pending", "pre-fault ms");
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		const struct cell *r = &a->res[si][P_4K];
+
+		if (!r->bg_done)
+			continue;
+		printf("%-5s %14.2f %12.2f (%.2f) %9s %16.1f\n",
+		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
+		       r->bg_connect_ms, r->bg_first_gbps,
+		       r->bg_first_gbps / r->bg_memcpy_gbps,
+		       r->bg_pending ? "yes" : "no", r->bg_prefault_ms);
+	}
+	printf("\nfloor: memset of memory already mapped, %.1f ms per GiB "
+	       "(a fresh huge page must be zeroed by the kernel at least this "
+	       "fast; it dominates a huge-page server start)\n",
+	       a->memset_ms_per_gib);
+	printf("\nx mc: GB/s over memcpy of the same bytes into the same slots "
+	       "in the same cell.\n");
+}
+
+static void plot(const struct att *a)
+{
+	double x[NR_PAGES][MAX_SIZES], ya[NR_PAGES][MAX_SIZES],
+	    ys[NR_PAGES][MAX_SIZES];
+	struct bench_plot_line l[2 * NR_PAGES];
+	static const char *const t_att[NR_PAGES] = {"worker attach, 4 KiB",
+						    "worker attach, huge"};
+	static const char *const t_srv[NR_PAGES] = {"server start, 4 KiB",
+						    "server start, huge"};
+	size_t n[NR_PAGES] = {0};
+
+	for (int p = 0; p < NR_PAGES; p++)
+		for (unsigned si = 0; si < a->nsizes; si++) {
+			const struct cell *r = &a->res[si][p];
+
+			if (!r->done)
+				continue;
+			x[p][n[p]] = (double)r->pool_bytes;
+			ya[p][n[p]] = per_gib(r->attach_ms, r->pool_bytes);
+			ys[p][n[p]] = per_gib(r->start_ms, r->pool_bytes);
+			n[p]++;
+		}
+	for (int p = 0; p < NR_PAGES; p++) {
+		l[p] = (struct bench_plot_line){t_att[p], x[p], ya[p], n[p],
+						false};
+		l[NR_PAGES + p] =
+		    (struct bench_plot_line){t_srv[p], x[p], ys[p], n[p], true};
+	}
+	bench_plot_lines_xtics(a->o.plot_dir, "attach",
+			       "Pool attach and server start per GiB",
+			       "pool size", "ms per GiB (log)",
+			       "('512M' 536870912, '1G' 1073741824, '2G' "
+			       "2147483648, '4G' 4294967296, '8G' 8589934592, "
+			       "'16G' 17179869184, '32G' 34359738368)",
+			       true, l, 2 * NR_PAGES);
+}
+
+/* Best of 3 memsets of 256 MiB already mapped, in ms per GiB. */
+static double memset_floor(void)
+{
+	const size_t n = 256u << 20;
+	unsigned char *p = bench_shm_map(n);
+	uint64_t best = UINT64_MAX;
+
+	if (!p)
+		return 0;
+	for (int i = 0; i < 3; i++) {
+		uint64_t t0 = bench_now_ns(), dt;
+
+		memset(p, i, n);
+		__asm__ volatile("" : : "r"(p) : "memory");
+		dt = bench_now_ns() - t0;
+		if (dt < best)
+			best = dt;
+	}
+	bench_shm_unmap(p, n);
+	return per_gib((double)best / 1e6, n);
+}
+
+/* ---- main ---- */
+
+static int parse_sizes(struct att *a, const char *list)
+{
+	char buf[256], *save = NULL, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	a->nsizes = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+
+		if (a->nsizes == MAX_SIZES ||
+		    !bench_parse_u64(tok, 64ull << 20, 1ull << 40, &v))
+			return -EINVAL;
+		a->sizes[a->nsizes++] = v;
+	}
+	return a->nsizes ? 0 : -EINVAL;
+}
+
+int bench_attach_main(int argc, char **argv)
+{
+	static const char extra[] =
+	    "attach options (after the common ones):\n"
+	    "  --sizes LIST        pool sizes (default 1G,4G,16G; --quick: "
+	    "1G), each\n"
+	    "                      capped to half of MemAvailable\n"
+	    "  --rounds N          fresh connections per cell (default 3)\n"
+	    "  --reserve-huge      (root) raise vm.nr_hugepages so the "
+	    "huge-page cells\n"
+	    "                      run; the old value is restored at exit\n";
+	struct att *a;
+	uint64_t cap, need = 0;
+	struct kvr_hugetlb_info hi = {0};
+	int rc, exit_rc = BENCH_EXIT_OK;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return BENCH_EXIT_ERR;
+	rc = bench_run_opts_parse(argc, argv, "attach", extra, &a->o);
+	if (rc) {
+		free(a);
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	}
+	if (parse_sizes(a, a->o.sizes	? a->o.sizes
+			   : a->o.quick ? "1G"
+					: "1G,4G,16G") < 0) {
+		fprintf(stderr, "kvring-bench: attach: bad --sizes\n");
+		free(a);
+		return BENCH_EXIT_USAGE;
+	}
+	a->rounds = a->o.rounds ? a->o.rounds : 3;
+	a->reserve = a->o.reserve_huge;
+	bench_clock_init();
+	a->src = bench_shm_map(CHUNK_BYTES);
+	a->dst = bench_shm_map(REQ_BYTES);
+	if (!a->src || !a->dst) {
+		free(a);
+		return BENCH_EXIT_ERR;
+	}
+	for (size_t i = 0; i < CHUNK_BYTES; i++)
+		a->src[i] = (unsigned char)(i * 131 + (i >> 12));
+	a->memset_ms_per_gib = memset_floor();
+	/* Half of what is available now: the pool, the bench's buffers
+	 * and every other process on the host must fit. */
+	cap = mem_available() / 2 / (512ull << 20) * (512ull << 20);
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		if (a->sizes[si] > cap) {
+			fprintf(stderr,
+				"kvring-bench: attach: pool %" PRIu64
+				" MiB capped to %" PRIu64
+				" MiB (half of MemAvailable)\n",
+				a->sizes[si] >> 20, cap >> 20);
+			a->sizes[si] = cap;
+		}
+		if (a->sizes[si] > need)
+			need = a->sizes[si];
+	}
+	(void)kvr_seg_hugetlb_info(&hi);
+	if (a->reserve && hi.page_bytes) {
+		rc = reserve_huge(kvr_seg_huge_pages_for(need, hi.page_bytes));
+		if (rc < 0)
+			fprintf(
+			    stderr,
+			    "kvring-bench: attach: reserve huge pages: %s\n",
+			    strerror(-rc));
+	}
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		for (int p = 0; p < NR_PAGES; p++) {
+			struct cell *r = &a->res[si][p];
+
+			r->pool_bytes = a->sizes[si];
+			if (p == P_HUGE) {
+				uint64_t pages;
+
+				(void)kvr_seg_hugetlb_info(&hi);
+				pages = kvr_seg_huge_pages_for(r->pool_bytes,
+							       hi.page_bytes);
+				if (!hi.page_bytes || hi.free_pages < pages) {
+					snprintf(r->skip, sizeof(r->skip),
+						 "needs %" PRIu64
+						 " free huge pages, %" PRIu64
+						 " free (echo %" PRIu64
+						 " > " NR_PATH ")",
+						 pages, hi.free_pages,
+						 hi.total_pages + pages -
+						     hi.free_pages);
+					continue;
+				}
+			}
+			rc = run_cell(a, si, p);
+			if (rc == -EBADMSG)
+				exit_rc = BENCH_EXIT_ERR;
+		}
+	}
+	restore_huge();
+	if (a->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "attach", "floor_memset");
+		bench_json_f64(&j, "ms_per_gib", a->memset_ms_per_gib);
+		bench_json_print(&j, stdout);
+		print_json(a);
+	} else {
+		print_table(a);
+	}
+	if (a->o.plot_dir)
+		plot(a);
+	bench_shm_unmap(a->src, CHUNK_BYTES);
+	bench_shm_unmap(a->dst, REQ_BYTES);
+	free(a);
+	return exit_rc;
+}
