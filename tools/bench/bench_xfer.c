@@ -48,9 +48,18 @@
 #define MAX_SIZES  8
 #define MAX_CHUNKS 8
 
-enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, NR_SUBJ };
-static const char *const subj_name[NR_SUBJ] = {"memcpy", "kvring",
-					       "kvring_copy", "zeromq"};
+enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, NR_SUBJ };
+static const char *const subj_name[NR_SUBJ] = {
+    "memcpy", "kvring", "kvring_copy", "zeromq", "memcpy_cold"};
+
+/*
+ * memcpy_cold: the same copy into (or out of) memory this process has not
+ * touched for a long time, like a fresh slot, where "memcpy" reuses the
+ * last kvring request's slots, still in the caches. A 256 MiB pre-faulted
+ * region (8x the L3 here) is walked request by request. It separates what
+ * the protocol costs from what a cold destination costs any copy.
+ */
+#define COLD_BYTES (256ull << 20)
 
 /* Results of one cell (size, chunks) and subject. */
 struct cell {
@@ -76,6 +85,8 @@ struct xfer_ctx {
 	struct kvr_client *shm, *copy;
 	struct bench_peer *zmq;
 	unsigned char *src, *dst; /* one chunk each, pre-faulted */
+	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
+	uint64_t cold_off;
 	uint64_t key_seq;
 	struct cell res[MAX_SIZES][MAX_CHUNKS][NR_SUBJ];
 	/* Per-request scratch. */
@@ -196,6 +207,43 @@ static int mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 		memcpy(x->ptrs[i], x->src, b);
 		bench_stamp(x->ptrs[i], b, x->pkeys[i]);
 	}
+	*ns = bench_now_ns() - t0;
+	return 0;
+}
+
+/* The next cold span for a request of @req bytes (start of the region
+ * again when it would not fit, or when the request alone is bigger than
+ * half of it: then it is far past the caches anyway). */
+static unsigned char *cold_span(struct xfer_ctx *x, uint64_t req)
+{
+	if (req > COLD_BYTES / 2 || x->cold_off + req > COLD_BYTES)
+		x->cold_off = 0;
+	x->cold_off += (req + 4095) & ~4095ull;
+	return x->cold + x->cold_off - ((req + 4095) & ~4095ull);
+}
+
+static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			 uint64_t *ns)
+{
+	unsigned char *d = cold_span(x, b * n);
+	uint64_t t0 = bench_now_ns();
+
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(d + (uint64_t)i * b, x->src, b);
+		bench_stamp(d + (uint64_t)i * b, b, x->pkeys[i]);
+	}
+	*ns = bench_now_ns() - t0;
+	return 0;
+}
+
+static int mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			    uint64_t *ns)
+{
+	unsigned char *d = cold_span(x, b * n);
+	uint64_t t0 = bench_now_ns();
+
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(x->dst, d + (uint64_t)i * b, b);
 	*ns = bench_now_ns() - t0;
 	return 0;
 }
@@ -365,6 +413,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			usleep(2000);
 			rc = mc_store(x, b, n, &ns[S_MEMCPY][r]);
 			if (rc == 0)
+				rc = mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
+			if (rc == 0)
 				rc = kv_store(x, x->shm, b, n, &ns[S_KVRING][r]);
 			if (rc == 0)
 				rc = kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
@@ -419,6 +469,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			usleep(2000);
 			rc = mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
 			if (rc == 0)
+				rc = mc_cold_retrieve(x, b, n, &ns[S_MCOLD][r]);
+			if (rc == 0)
 				rc = kv_retrieve(x, x->shm, b, n, false,
 						 &ns[S_KVRING][r],
 						 "kvring retrieve");
@@ -468,15 +520,16 @@ static void print_header(const struct xfer_ctx *x)
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
 	       x->zmq ? " zeromq"
 		      : " (zeromq skipped: built without libzmq)");
-	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s\n", "bytes",
+	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
 	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
-	       "x_memcpy", "x_zeromq");
+	       "x_memcpy", "x_mc_cold", "x_zeromq");
 }
 
 static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 {
 	const struct cell *res = x->res[si][ci];
 	const struct cell *mc = &res[S_MEMCPY], *zq = &res[S_ZMQ];
+	const struct cell *mcc = &res[S_MCOLD];
 	uint64_t b = x->sizes[si];
 	uint32_t n = x->chunks[ci];
 	char bs[32];
@@ -507,24 +560,30 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 				bench_json_f64(&j, "ratio_to_memcpy_median",
 					       c->ratio_med);
 			}
+			if (s != S_MEMCPY && s != S_MCOLD && mcc->done)
+				bench_json_f64(&j, "ratio_to_memcpy_cold",
+					       c->gbps / mcc->gbps);
 			if (s != S_ZMQ && zq->done)
 				bench_json_f64(&j, "ratio_to_zeromq",
 					       c->gbps / zq->gbps);
 			bench_json_print(&j, stdout);
 		} else {
-			char rm[16] = "-", rz[16] = "-";
+			char rm[16] = "-", rz[16] = "-", rc[16] = "-";
 
 			if (s != S_MEMCPY)
 				snprintf(rm, sizeof(rm), "%.3f",
 					 c->gbps / mc->gbps);
+			if (s != S_MEMCPY && s != S_MCOLD && mcc->done)
+				snprintf(rc, sizeof(rc), "%.3f",
+					 c->gbps / mcc->gbps);
 			if (s != S_ZMQ && zq->done)
 				snprintf(rz, sizeof(rz), "%.2f",
 					 c->gbps / zq->gbps);
 			printf("%-6s %6u %-12s %5" PRIu64
-			       " %10.1f %10.1f %8.2f %9s %9s\n",
+			       " %10.1f %10.1f %8.2f %9s %9s %9s\n",
 			       bench_fmt_bytes(b, bs, sizeof(bs)), n,
 			       subj_name[s], c->reps, c->p50 / 1e3,
-			       c->p99 / 1e3, c->gbps, rm, rz);
+			       c->p99 / 1e3, c->gbps, rm, rc, rz);
 		}
 	}
 	if (res[S_KVRING].first) {
@@ -552,13 +611,14 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			bench_json_f64(&j, "prefault_ms", c->prefault_ms);
 			bench_json_print(&j, stdout);
 		} else {
-			printf("%-6s %6u %-12s %5s %10s %10s %8.2f %9.3f %9s"
+			printf("%-6s %6u %-12s %5s %10s %10s %8.2f %9.3f %9.3f %9s"
 			       "  (first store of a fresh connection; "
 			       "second %.2f GB/s; attach %.0f ms of which "
 			       "pre-fault %.0f ms)\n",
 			       bench_fmt_bytes(b, bs, sizeof(bs)), n,
 			       "kvring_first", "1", "-", "-", c->first_gbps,
-			       c->first_gbps / mc->gbps, "-",
+			       c->first_gbps / mc->gbps,
+			       mcc->done ? c->first_gbps / mcc->gbps : 0.0, "-",
 			       c->first_warm_gbps, c->attach_ms,
 			       c->prefault_ms);
 		}
@@ -700,12 +760,13 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 			x->scenario, x->o.cpu_client);
 	x->src = aligned_alloc(4096, (max_b + 4095) & ~4095ull);
 	x->dst = aligned_alloc(4096, (max_b + 4095) & ~4095ull);
+	x->cold = bench_shm_map(COLD_BYTES);
 	x->keys = calloc(1024, sizeof(*x->keys));
 	x->sizesv = calloc(1024, sizeof(*x->sizesv));
 	x->ptrs = calloc(1024, sizeof(*x->ptrs));
 	x->pkeys = calloc(1024, sizeof(*x->pkeys));
-	if (!x->src || !x->dst || !x->keys || !x->sizesv || !x->ptrs ||
-	    !x->pkeys) {
+	if (!x->src || !x->dst || !x->cold || !x->keys || !x->sizesv ||
+	    !x->ptrs || !x->pkeys) {
 		fprintf(stderr, "kvring-bench: %s: out of memory\n",
 			x->scenario);
 		goto out;
@@ -749,6 +810,7 @@ out:
 	bench_peer_stop(x->zmq);
 	free(x->src);
 	free(x->dst);
+	bench_shm_unmap(x->cold, COLD_BYTES);
 	free(x->keys);
 	free(x->sizesv);
 	free(x->ptrs);
