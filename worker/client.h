@@ -265,6 +265,11 @@ int kvr__copy_alloc(struct kvr_xfer *x);
 /* Sum of the OK slots' lengths of a transfer. */
 uint64_t kvr__ok_bytes(const struct kvr_xfer *x);
 
+/* A deadline @timeout_ms from now on the CLOCK_MONOTONIC time line, read
+ * from the coarse clock (no TSC read: a few ns instead of tens on a VM);
+ * never earlier than kvr__now_ns() + timeout_ms. (wait.c) */
+uint64_t kvr__deadline_ns(uint32_t timeout_ms);
+
 /* ==== touch.c: the pool pre-fault, in line or in the background ==== */
 
 /* Start the pre-fault of c->pool: in line (returns when every page is

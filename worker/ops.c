@@ -32,7 +32,7 @@ static bool sync_done(struct kvr_client *c, void *arg)
  * status (0 or -errno), with *res holding its fields. */
 static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 {
-	uint64_t deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	uint64_t deadline = kvr__deadline_ns(c->timeout_ms);
 	struct kvr__pend *p;
 	uint64_t id;
 	int rc;

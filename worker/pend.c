@@ -173,6 +173,8 @@ static int wait_room(struct kvr_client *c, uint64_t deadline,
 				 "request ring full for %u ms: kvringd is not "
 				 "consuming (stopped or overloaded?)",
 				 c->timeout_ms);
+	if (*last_alive == 0)
+		*last_alive = now; /* first wait of this submit */
 	if (now - *last_alive > (uint64_t)KVR_SLICE_MS * 1000000ull) {
 		*last_alive = now;
 		rc = kvr__alive(c);
@@ -190,7 +192,9 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 	struct kvr__pend *p;
 	size_t len;
 	void *dst = NULL;
-	uint64_t last_alive = kvr__now_ns();
+	/* Set by the first wait for room: no clock read (a vDSO call, tens
+	 * of ns on a VM) before the request is published. */
+	uint64_t last_alive = 0;
 	bool async_tried = false;
 	uint64_t id;
 	int rc;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
@@ -35,6 +36,30 @@ static inline void cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
+}
+
+uint64_t kvr__deadline_ns(uint32_t timeout_ms)
+{
+	static _Atomic uint64_t res_ns; /* the coarse clock's tick, once */
+	struct timespec ts;
+	uint64_t res = atomic_load_explicit(&res_ns, memory_order_relaxed);
+
+	/* Relaxed: every thread computes the same value; any one will do. */
+	if (res == 0) {
+		res = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0
+			  ? (uint64_t)ts.tv_sec * 1000000000ull +
+				(uint64_t)ts.tv_nsec
+			  : 0;
+		if (res == 0 || res > 100000000ull)
+			return kvr__now_ns() +
+			       (uint64_t)timeout_ms * 1000000ull;
+		atomic_store_explicit(&res_ns, res, memory_order_relaxed);
+	}
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	/* The coarse clock lags CLOCK_MONOTONIC by less than one tick: add
+	 * one, so the deadline never comes before timeout_ms has passed. */
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+	       res + (uint64_t)timeout_ms * 1000000ull;
 }
 
 /* Copy each answer out of the ring before parsing it: the ring is shared
@@ -176,29 +201,36 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 			return rc;
 		if (done(c, arg))
 			return 0;
-		now = kvr__now_ns();
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
 
 		if (!c->copy && c->spin_us) {
-			uint64_t end = now + (uint64_t)c->spin_us * 1000ull;
+			uint64_t end = 0, t;
 			unsigned spins = 0;
 			bool got;
 
-			if (end > deadline_ns)
-				end = deadline_ns;
 			/* The hint is one relaxed load (the drain above peeks
 			 * with the acquire); the clock (a vDSO call, the top
 			 * symbol of a hot round trip when read every
-			 * iteration) only every 64th spin. */
+			 * iteration) only every 64th spin, the first time to
+			 * set the end: a hot answer is seen without any. */
 			while (!(got = kvr_ring_maybe_data(&c->resp))) {
 				cpu_relax();
-				if (++spins % 64 == 0 && kvr__now_ns() >= end)
+				if (++spins % 64 != 0)
+					continue;
+				t = kvr__now_ns();
+				if (end == 0) {
+					end = t + (uint64_t)c->spin_us * 1000ull;
+					if (end > deadline_ns)
+						end = deadline_ns;
+				}
+				if (t >= end)
 					break;
 			}
 			if (got)
 				continue;
 		}
+		now = kvr__now_ns();
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
 
 		left_ms = (deadline_ns - now) / 1000000ull + 1;
 		slice = left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
