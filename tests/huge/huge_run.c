@@ -163,10 +163,12 @@ static int run(char **argv)
 	return WEXITSTATUS(st);
 }
 
-/* A private hugetlbfs mount on a fresh directory; "" if none possible. */
-static void mount_private(char *dir, size_t n, char *why, size_t wn)
+/* A private hugetlbfs mount on a fresh directory, limited to @pages (so
+ * its statfs counts only what the tests put there); "" if impossible. */
+static void mount_private(unsigned long long pages, char *dir, size_t n,
+			  char *why, size_t wn)
 {
-	char tmpl[] = "/tmp/kvring-huge.XXXXXX";
+	char tmpl[] = "/tmp/kvring-huge.XXXXXX", opts[64];
 
 	dir[0] = '\0';
 	if (unshare(CLONE_NEWNS) < 0 ||
@@ -179,8 +181,9 @@ static void mount_private(char *dir, size_t n, char *why, size_t wn)
 		snprintf(why, wn, "mkdtemp: %s", strerror(errno));
 		return;
 	}
-	if (mount("none", tmpl, "hugetlbfs", MS_NOSUID | MS_NODEV,
-		  "mode=0700") < 0) {
+	snprintf(opts, sizeof(opts), "mode=0700,nr_inodes=1024,size=%lluM",
+		 pages * 2);
+	if (mount("none", tmpl, "hugetlbfs", MS_NOSUID | MS_NODEV, opts) < 0) {
 		snprintf(why, wn, "mount -t hugetlbfs %s: %s", tmpl,
 			 strerror(errno));
 		rmdir(tmpl);
@@ -240,7 +243,8 @@ int main(int argc, char **argv)
 				 "%llu asked (memory fragmented?)",
 				 got, pages);
 		else
-			mount_private(dir, sizeof(dir), why, sizeof(why));
+			mount_private(pages, dir, sizeof(dir), why,
+				      sizeof(why));
 	}
 	if (why[0]) {
 		fprintf(stderr, PROG ": huge-page tests will SKIP: %s\n", why);
