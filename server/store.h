@@ -279,4 +279,28 @@ uint32_t kvr_store_max_keys(const struct kvr_store *s);
  */
 int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len);
 
+/* ---- For the L2 tier (store_l2.c, docs/l2.md) ---- */
+
+/*
+ * kvr_store_xfer_keys - the keys of open store transfer @xfer of @ch (its
+ * reserved objects, in reservation order) and their namespace, read before
+ * the transfer is committed. Changes nothing.
+ * Return: the number of keys (>= 0), or -EINVAL (bad ch, NULL outputs,
+ * @max below the count), -ENOENT (no such store transfer), -EPERM
+ * (another channel's).
+ */
+int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			struct kvr_key *keys, uint32_t max, uint32_t *ns_out);
+
+/*
+ * kvr_store_commit_store_mask - end store transfer @xfer of @ch: its i-th
+ * reservation (order of kvr_store_xfer_keys) is committed if keep[i] and
+ * freed, never published, otherwise. @n must equal its reservation count.
+ * Return: the number committed (>= 0), or -EINVAL (bad ch, NULL keep, n
+ * mismatch), -ENOENT, -EPERM (as commit_store). On error nothing changed.
+ */
+int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+				const uint8_t *keep, uint32_t n,
+				uint64_t now_ns);
+
 #endif /* KVR_SERVER_STORE_H */
