@@ -14,7 +14,7 @@
 
 /* Which flags each op may carry; anything else is a protocol error. */
 static const uint32_t op_flags[KVR_OP__MAX] = {
-	[KVR_OP_LOOKUP] = KVR_REQ_PIN,
+	[KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
 	[KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE,
 };
 

@@ -83,6 +83,10 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c);
 void kvr__disp_shutdown(struct kvr_srv *s, struct kvr_conn *c);
 
 /* Count one answer of @c for its op and status (local mirrors). */
+/* kvr__disp_publish - make claimed answers visible and ring the worker
+ * if it sleeps (for answers written later, l2_srv.c). */
+void kvr__disp_publish(struct kvr_conn *c);
+
 void kvr__disp_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
 		     int status);
 

@@ -43,6 +43,7 @@ enum {
 	OPT_GROUP,
 	OPT_HUGE_PAGES,
 	OPT_HUGE_DIR,
+	OPT_L2, /* every --l2* option: kvr_l2_conf_opt() sorts them */
 };
 
 static const struct option longopts[] = {
@@ -65,6 +66,14 @@ static const struct option longopts[] = {
 	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
 	{ "huge-pages", required_argument, NULL, OPT_HUGE_PAGES },
 	{ "huge-dir", required_argument, NULL, OPT_HUGE_DIR },
+	{ "l2", required_argument, NULL, OPT_L2 },
+	{ "l2-auth-file", required_argument, NULL, OPT_L2 },
+	{ "l2-prefix", required_argument, NULL, OPT_L2 },
+	{ "l2-salt", required_argument, NULL, OPT_L2 },
+	{ "l2-deadline-ms", required_argument, NULL, OPT_L2 },
+	{ "l2-queue", required_argument, NULL, OPT_L2 },
+	{ "l2-io-ms", required_argument, NULL, OPT_L2 },
+	{ "l2-upload", required_argument, NULL, OPT_L2 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -124,6 +133,21 @@ void kvr_config_usage(FILE *f)
 "                          N ms. Default: 2000.\n"
 "      --stall-ms N        disconnect a worker whose response ring stays\n"
 "                          full for N ms. Default: 5000.\n"
+"L2 tier (docs/l2.md; off unless --l2 is given):\n"
+"      --l2 URL            redis://HOST:PORT, unix:///PATH or\n"
+"                          redis-cluster://HOST:PORT,HOST:PORT,...\n"
+"      --l2-auth-file F    read 'password' or 'user password' from F\n"
+"                          (else $KVRING_L2_PASSWORD; never on the command\n"
+"                          line).\n"
+"      --l2-prefix P       key prefix. Default: kvr:\n"
+"      --l2-salt S         tenant salt mixed into every key. Default: none.\n"
+"      --l2-upload MODE    commit (write-behind at every commit) or none\n"
+"                          (read-only). Default: commit.\n"
+"      --l2-queue N        upload jobs (commits) in flight, 1-48; more are\n"
+"                          dropped and counted. Default: 32.\n"
+"      --l2-deadline-ms N  a read-through lookup answers within N ms.\n"
+"                          Default: 200.\n"
+"      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
 "Other:\n"
 "      --log-level L       err | warn | info | debug. Default: info.\n"
 "  -h, --help              print this help and exit.\n"
@@ -186,6 +210,7 @@ static void set_defaults(struct kvr_config *c)
 	c->handshake_ms = KVR_CONFIG_DEF_HANDSHAKE_MS;
 	c->stall_ms = KVR_CONFIG_DEF_STALL_MS;
 	c->log_level = KVR_LOG_INFO;
+	kvr_l2_conf_defaults(&c->l2);
 }
 
 /* Copy a string option into a fixed buffer; too long is a usage error. */
@@ -340,8 +365,17 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	/* getopt keeps state in globals: reset it so tests can parse twice. */
 	optind = 0;
 	opterr = 0; /* errors are reported to @err by apply_opt() */
-	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, NULL)) !=
+	int li = -1;
+
+	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, &li)) !=
 	       -1) {
+		if (ch == OPT_L2) {
+			if (kvr_l2_conf_opt(&cfg->l2, longopts[li].name, optarg,
+					    err) != 0)
+				return -EINVAL;
+			li = -1;
+			continue;
+		}
 		if (ch == 'h') {
 			kvr_config_usage(out);
 			return KVR_CONFIG_HELP;

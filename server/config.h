@@ -17,6 +17,8 @@
 
 #include <kvring/paths.h>
 
+#include "l2.h"
+
 /* Defaults (docs/config.md). */
 #define KVR_CONFIG_DEF_POOL_BYTES   (1ull << 30)
 #define KVR_CONFIG_DEF_ALIGN	      4096u
@@ -55,6 +57,7 @@ struct kvr_config {
 	bool no_prefault;		       /* --no-prefault (tests) */
 	int huge_pages;			       /* --huge-pages: KVR_HUGE_* */
 	char huge_dir[256];		       /* --huge-dir ("" = find) */
+	struct kvr_l2_conf l2;		       /* --l2* (l2_conf.c) */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */

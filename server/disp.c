@@ -86,6 +86,10 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 
 	switch (v->op) {
 	case KVR_OP_LOOKUP:
+		/* Read-through: answered later by l2_srv.c (length 0). */
+		if (s->l2 && (v->hdr.flags & KVR_REQ_L2) &&
+		    kvr_l2_lookup(s, c, v))
+			return 0;
 		rc = kvr_store_lookup(s->store, ch, ns, s->keys, n,
 				      v->hdr.flags & KVR_REQ_PIN, now, &id);
 		if (rc >= 0) {
@@ -106,7 +110,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		}
 		break;
 	case KVR_OP_COMMIT_STORE:
-		rc = kvr_store_commit_store(s->store, ch, v->hdr.handle, now);
+		if (s->l2) /* write-behind: commit, then queue the upload */
+			rc = kvr_l2_commit_store(s, c, v->hdr.handle);
+		else
+			rc = kvr_store_commit_store(s->store, ch,
+						    v->hdr.handle, now);
 		break;
 	case KVR_OP_ABORT_STORE:
 		rc = kvr_store_abort_store(s->store, ch, v->hdr.handle, now);
@@ -221,6 +229,11 @@ static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
  * ring) and wake the worker only if it announced it sleeps. */
 static void publish(struct kvr_conn *c)
 {
+	kvr__disp_publish(c);
+}
+
+void kvr__disp_publish(struct kvr_conn *c)
+{
 	kvr_ring_commit(&c->resp);
 	/* Not kvr_ring_used(): as producer our cached view of the worker's
 	 * head may be a lap old and would overstate occupancy. */
@@ -314,6 +327,8 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		}
 		handled++;
 		len = kvr__disp_exec(s, c, &v, &type);
+		if (len == 0)
+			continue; /* an L2 read-through answers later */
 		rc = put_answer(c, type, s->ans, len);
 		if (rc == -EAGAIN) {
 			rc = park(s, c, type, len);

@@ -217,6 +217,11 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		if (!(flags & IORING_CQE_F_MORE))
 			kvr__loop_poll(s, s->sig_fd, POLLIN, ud, true);
 		return;
+	case KVR_TAG_L2:
+		kvr_l2_bell(s);
+		if (!(flags & IORING_CQE_F_MORE) && s->l2)
+			kvr__loop_poll(s, s->l2->efd, POLLIN, ud, true);
+		return;
 	case KVR_TAG_TIMER:
 		housekeeping(s);
 		if (!(flags & IORING_CQE_F_MORE))
@@ -313,6 +318,8 @@ static void sleep_once(struct kvr_srv *s)
 		if (!c->copy && !c->blocked && !kvr_ring_empty(&c->req))
 			found = true;
 	}
+	if (kvr_l2_waiting(s))
+		blocked = true; /* a read-through deadline: wake within 1 ms */
 	if (!found && io_uring_cq_ready(&s->ring))
 		found = true; /* a completion arrived: handle it first */
 	if (!found) {
@@ -393,6 +400,7 @@ static void stop(struct kvr_srv *s)
 		kvr__disp_shutdown(s, &s->conns[s->active[i]]);
 	for (uint32_t i = 0; i < s->nconns; i++)
 		kvr__chan_close(s, &s->conns[i], "server stopping", false);
+	kvr_l2_stop(s); /* its pins and reservations end before the check */
 	io_uring_submit(&s->ring);
 	kvr__chan_gstats(s);
 }
@@ -414,6 +422,9 @@ int kvr_loop_run(struct kvr_srv *s)
 		       kvr_tag_make(KVR_TAG_SIGNAL, 0, 0), true);
 	kvr__loop_poll(s, s->timer_fd, POLLIN,
 		       kvr_tag_make(KVR_TAG_TIMER, 0, 0), true);
+	if (s->l2)
+		kvr__loop_poll(s, s->l2->efd, POLLIN,
+			       kvr_tag_make(KVR_TAG_L2, 0, 0), true);
 	io_uring_submit(&s->ring);
 	/* R-LOOP1: everything start-up wrote to the header (geometry,
 	 * counters) before RUNNING; pairs with A-ST3 in kvring-stress and
@@ -444,6 +455,8 @@ int kvr_loop_run(struct kvr_srv *s)
 			s->now_ns = kvr_srv_now_ns();
 		work = reap(s);
 		work += drain_all(s);
+		if (s->l2)
+			work += kvr_l2_poll(s);
 		/* Enter the kernel only when something was queued. */
 		if (io_uring_sq_ready(&s->ring))
 			io_uring_submit(&s->ring);

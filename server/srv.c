@@ -490,7 +490,8 @@ static int create_store(struct kvr_srv *s)
 	sc.pool_bytes = s->cfg.pool_bytes;
 	sc.align = s->cfg.align;
 	sc.lease_ms = s->cfg.lease_ms;
-	sc.max_channels = s->cfg.max_workers;
+	/* With --l2 one more channel owns the tier's pins and loads. */
+	sc.max_channels = s->cfg.max_workers + (s->cfg.l2.kind ? 1u : 0u);
 	sc.max_keys = s->cfg.max_keys;
 	if (getrandom(&sc.hash_seed, sizeof(sc.hash_seed), 0) < 0)
 		sc.hash_seed = kvr_srv_now_ns() ^ (uint64_t)getpid() << 32;
@@ -673,6 +674,11 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 		kvr_log_err("start-up: %s", kvr_strerror(rc));
 		goto fail;
 	}
+	rc = kvr_l2_start(s);
+	if (rc < 0) {
+		kvr_log_err("start-up: L2 tier: %s", kvr_strerror(rc));
+		goto fail;
+	}
 	/* The socket appears last: a client (or a script waiting for the
 	 * file) that sees it finds a server ready to answer, instead of
 	 * waiting out a long pool pre-fault inside its connect timeout. A
@@ -698,6 +704,8 @@ void kvr_srv_destroy(struct kvr_srv *s)
 		return;
 	for (uint32_t i = 0; s->conns && i < s->nconns; i++)
 		kvr__chan_close(s, &s->conns[i], "server stopping", false);
+	kvr_l2_destroy(s->l2); /* its threads read the pool: before unmap */
+	s->l2 = NULL;
 	if (s->hdr)
 		atomic_store_explicit(&s->hdr->state, KVR_SERVER_STOPPING,
 				      memory_order_relaxed);

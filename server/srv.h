@@ -39,6 +39,7 @@
 #include <kvring/segment.h>
 
 #include "config.h"
+#include "l2.h"
 #include "store.h"
 
 /* Sockets allowed in the handshake at once (beyond max_workers). */
@@ -73,6 +74,7 @@ enum kvr_tag_kind {
 	KVR_TAG_SOCK_OUT = 5, /* worker socket writable (copy sends) */
 	KVR_TAG_PIDFD = 6,    /* worker process exited */
 	KVR_TAG_BELL = 7,     /* request doorbell rung */
+	KVR_TAG_L2 = 8,	      /* L2 done queue rung (l2_srv.c) */
 };
 
 static inline uint64_t kvr_tag_make(unsigned kind, uint32_t idx, uint32_t gen)
@@ -243,6 +245,7 @@ struct kvr_srv {
 	bool stopping;
 	uint64_t now_ns;
 	struct kvr_gcount g;
+	struct kvr_l2 *l2; /* NULL without --l2 (l2.h) */
 };
 
 /*

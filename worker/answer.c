@@ -154,8 +154,14 @@ static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
 		any_ok |= sd[i].status == KVR_SLOT_OK;
 	switch (p->op) {
 	case KVR_OP_LOOKUP:
-		if (h->value > p->nkeys || h->count) {
+		if ((h->value & KVR_LOOKUP_HITS_MASK) > p->nkeys || h->count) {
 			*why = "lookup hits exceed the keys asked";
+			return -EBADMSG;
+		}
+		if ((h->value & ~KVR_LOOKUP_HITS_MASK) &&
+		    (!p->l2 || h->value != ((h->value & KVR_LOOKUP_HITS_MASK) |
+					    KVR_LOOKUP_L2_PENDING))) {
+			*why = "lookup answer flags not asked for";
 			return -EBADMSG;
 		}
 		return 0;
@@ -272,7 +278,11 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	e.user = p->user;
 	e.op = op;
 	e.status = st;
-	e.value = op == KVR_OP_LOOKUP ? (long)h.value : 0;
+	e.value = op == KVR_OP_LOOKUP ? (long)(h.value & KVR_LOOKUP_HITS_MASK)
+				      : 0;
+	e.flags = op == KVR_OP_LOOKUP && (h.value & KVR_LOOKUP_L2_PENDING)
+			  ? KVR_COMPLETION_L2_PENDING
+			  : 0;
 	e.handle = h.handle;
 	e.xfer = p->x;
 	kvr__pend_free(c, p);

@@ -37,6 +37,18 @@ int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
 	return LOCKED(c, do_submit(c, &s));
 }
 
+int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
+			 uint32_t n, bool pin, void *user)
+{
+	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
+			 .flags = KVR_REQ_L2 | (pin ? KVR_REQ_PIN : 0),
+			 .user = user };
+
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_submit(c, &s));
+}
+
 int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			     const uint64_t *sizes, uint32_t n,
 			     struct kvr_xfer *x, void *user)

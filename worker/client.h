@@ -52,6 +52,7 @@ struct kvr__pend {
 	bool sync;
 	bool internal;	 /* an undo sent by the library: no completion */
 	bool pin;	 /* lookup asked for a lease */
+	bool l2;	 /* lookup asked to read through L2 */
 	void *user;
 	struct kvr_xfer *x;	       /* borrowed; NULL when orphaned */
 	struct kvr_stats_wire *stats;  /* sync stats: where the body goes */

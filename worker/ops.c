@@ -91,6 +91,32 @@ long kvr_lookup(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
 	return LOCKED(c, do_lookup(c, keys, n, lease_out));
 }
 
+static long do_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
+			 uint32_t n, uint64_t *lease_out, bool *pending_out)
+{
+	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
+			 .flags = KVR_REQ_L2 |
+				  (lease_out ? KVR_REQ_PIN : 0) };
+	struct kvr__pend r = { 0 };
+	int rc = call(c, &s, &r);
+
+	if (rc < 0)
+		return rc;
+	if (lease_out)
+		*lease_out = r.handle;
+	if (pending_out)
+		*pending_out = ((uint64_t)r.value & KVR_LOOKUP_L2_PENDING) != 0;
+	return (long)((uint64_t)r.value & KVR_LOOKUP_HITS_MASK);
+}
+
+long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
+		   uint32_t n, uint64_t *lease_out, bool *pending_out)
+{
+	if (!c)
+		return -EINVAL;
+	return LOCKED(c, do_lookup_l2(c, keys, n, lease_out, pending_out));
+}
+
 static int do_simple(struct kvr_client *c, uint32_t op, uint64_t handle,
 		     struct kvr_xfer *x, struct kvr__pend *r)
 {

@@ -269,6 +269,7 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 	p->sync = s->kind == SUB_SYNC;
 	p->internal = s->kind == SUB_INTERNAL;
 	p->pin = (s->flags & KVR_REQ_PIN) != 0;
+	p->l2 = (s->flags & KVR_REQ_L2) != 0;
 	p->user = s->user;
 	p->x = s->x;
 	p->stats = s->stats;

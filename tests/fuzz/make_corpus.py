@@ -53,3 +53,13 @@ def rec(typ, payload):
 recs = rec(1, b"x" * 40) + rec(3, b"y" * 13) + rec(2, b"")
 write("fuzz_ring", "three", struct.pack("<QQ", len(recs), 0) + recs)
 write("fuzz_ring", "wrapped", struct.pack("<QQ", (2**64 - 16 + len(recs)) % 2**64, 2**64 - 16) + recs)
+
+# fuzz_l2_resp: byte 0 picks the decoder (0 line, 1 span, 2 CLUSTER SLOTS,
+# 3 redirect text), the rest is a Redis reply (server/l2_resp.c).
+write("fuzz_l2_resp", "line_ok", b"\x00+OK\r\n")
+write("fuzz_l2_resp", "span_arr", b"\x01*2\r\n$3\r\nabc\r\n:5\r\n")
+write("fuzz_l2_resp", "bulk", b"\x01$4\r\nKVL2\r\n")
+write("fuzz_l2_resp", "slots", b"\x02*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n"
+      b"$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n")
+write("fuzz_l2_resp", "moved", b"\x03MOVED 3999 127.0.0.1:6381")
+write("fuzz_l2_resp", "ask", b"\x03ASK 1 h:2")

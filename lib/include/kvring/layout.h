@@ -80,6 +80,49 @@ struct kvr_gstats_shm {
 };
 _Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
 
+/*
+ * The L2 tier's section (server/l2*.c, docs/l2.md), 512 bytes at 1536 in
+ * the header. Written by kvringd's loop thread only, from the tier's own
+ * counters, every few ms and at shutdown (relaxed: each value stands
+ * alone, readers only display them). mode 0 means no --l2.
+ */
+#define KVR_L2_SHM_NODES 4u
+struct kvr_l2node_shm {
+	char addr[48];		 /* "host:port" or the socket path */
+	_Atomic uint32_t state;	 /* 0 unused, 1 up, 2 down */
+	uint32_t pad;
+	_Atomic uint64_t errors; /* connection and I/O errors */
+};
+_Static_assert(sizeof(struct kvr_l2node_shm) == 64, "ABI: docs/layout.md");
+
+struct kvr_l2stats_shm {
+	_Atomic uint32_t mode;	/* 0 off, 1 redis, 2 unix, 3 cluster */
+	_Atomic uint32_t nodes; /* nodes known (node[] shows 4) */
+	_Atomic uint64_t queue_depth;  /* jobs queued or running */
+	_Atomic uint64_t drops;	       /* chunks not uploaded: queue full */
+	_Atomic uint64_t up_chunks;    /* uploaded (SET ok) */
+	_Atomic uint64_t up_bytes;
+	_Atomic uint64_t up_exists;    /* skipped: EXISTS said present */
+	_Atomic uint64_t up_failed;    /* SET or EXISTS failed */
+	_Atomic uint64_t down_chunks;  /* loaded and verified */
+	_Atomic uint64_t down_bytes;
+	_Atomic uint64_t hits;	       /* read-through: probed present */
+	_Atomic uint64_t misses;       /* read-through ended on a miss */
+	_Atomic uint64_t holes;	       /* ... on a miss with hits after it */
+	_Atomic uint64_t corrupt;      /* values that failed a check */
+	_Atomic uint64_t deleted;      /* of those, deleted from Redis */
+	_Atomic uint64_t rt_lookups;   /* lookups that waited on L2 */
+	_Atomic uint64_t rt_deadline;  /* answered at the deadline */
+	_Atomic uint64_t moved;	       /* MOVED redirects followed */
+	_Atomic uint64_t ask;	       /* ASK redirects followed */
+	_Atomic uint64_t slot_refresh; /* CLUSTER SLOTS reloads */
+	_Atomic uint64_t errors[6];    /* connect io proto oom server redirect */
+	_Atomic uint64_t state_changes; /* node up/down transitions */
+	_Atomic uint64_t reserved[6];
+	struct kvr_l2node_shm node[KVR_L2_SHM_NODES]; /* 256 */
+};
+_Static_assert(sizeof(struct kvr_l2stats_shm) == 512, "ABI: docs/layout.md");
+
 struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
 
@@ -106,11 +149,13 @@ struct kvr_ctl_hdr_shm {
 	uint32_t pad1;
 	uint8_t pad2[112];
 	struct kvr_gstats_shm stats; /* 896 */
-	uint8_t pad3[896];	     /* to 2048 */
+	uint8_t pad3[384];	     /* 1152 .. 1536 */
+	struct kvr_l2stats_shm l2;   /* 1536 .. 2048: the L2 tier */
 };
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns) == 768, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
 _Static_assert(sizeof(struct kvr_ctl_hdr_shm) == 2048, "ABI: docs/layout.md");
 
 /* Channel states. */

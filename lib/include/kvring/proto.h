@@ -62,7 +62,14 @@ enum kvr_op {
 /* Request flags. Any bit not listed is a protocol error. */
 #define KVR_REQ_PIN	 0x1u /* lookup: pin the hit prefix under a lease */
 #define KVR_REQ_BY_LEASE 0x2u /* prepare_retrieve: redeem handle (a lease) */
-#define KVR_REQ_FLAGS_ALL (KVR_REQ_PIN | KVR_REQ_BY_LEASE)
+#define KVR_REQ_L2	 0x4u /* lookup: read through the L2 tier (docs/l2.md) */
+#define KVR_REQ_FLAGS_ALL (KVR_REQ_PIN | KVR_REQ_BY_LEASE | KVR_REQ_L2)
+
+/* In a lookup answer's value: bits 0..31 are the hits; this bit says L2
+ * loads for keys past them are still in flight, so asking again soon may
+ * find more (vLLM's "ask again"). Only set for KVR_REQ_L2 lookups. */
+#define KVR_LOOKUP_L2_PENDING (1ull << 32)
+#define KVR_LOOKUP_HITS_MASK  0xffffffffull
 
 /* The fixed head of every request record (32 bytes). */
 struct kvr_req_hdr {

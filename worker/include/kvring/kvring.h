@@ -233,6 +233,19 @@ struct kvr_xfer {
 KVR_API long kvr_lookup(struct kvr_client *c, const struct kvr_key *keys,
 			uint32_t n, uint64_t *lease_out);
 
+/*
+ * kvr_lookup_l2 - kvr_lookup() that reads through kvringd's L2 tier
+ * (docs/l2.md): keys missing locally but present in Redis are loaded into
+ * the pool, verified and published, and the answer counts them. The call
+ * waits at most the server's --l2-deadline-ms (plus the round trip); past
+ * it the answer is what is loaded so far and *pending_out (may be NULL)
+ * is true: loads are still running, asking again soon may find more.
+ * Without --l2 on the server it is exactly kvr_lookup().
+ * Return: hits (>= 0) or -errno, as kvr_lookup().
+ */
+KVR_API long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
+			   uint32_t n, uint64_t *lease_out, bool *pending_out);
+
 /* kvr_release - drop a lease. -ENOENT if unknown or expired. */
 KVR_API int kvr_release(struct kvr_client *c, uint64_t lease);
 
@@ -289,7 +302,13 @@ struct kvr_completion {
 	long value;	  /* lookup hits */
 	uint64_t handle;  /* lease id (lookup with pin) */
 	struct kvr_xfer *xfer; /* prepare/commit ops: the caller's xfer */
+	uint32_t flags;	  /* KVR_COMPLETION_* */
 };
+
+/* A lookup read through L2 answered at its deadline while loads for keys
+ * past `value` were still in flight: ask again soon (vLLM's "ask again",
+ * None from get_num_new_matched_tokens). */
+#define KVR_COMPLETION_L2_PENDING 0x1u
 
 /*
  * kvr_submit_* - queue a request without waiting. The answer arrives as a
@@ -299,6 +318,11 @@ struct kvr_completion {
  */
 KVR_API int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
 			      uint32_t n, bool pin, void *user);
+/* kvr_submit_lookup_l2 - kvr_submit_lookup() reading through L2 (see
+ * kvr_lookup_l2); the completion's flags carry KVR_COMPLETION_L2_PENDING. */
+KVR_API int kvr_submit_lookup_l2(struct kvr_client *c,
+				 const struct kvr_key *keys, uint32_t n,
+				 bool pin, void *user);
 KVR_API int kvr_submit_prepare_store(struct kvr_client *c,
 				     const struct kvr_key *keys,
 				     const uint64_t *sizes, uint32_t n,
