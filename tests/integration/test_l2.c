@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_l2.c - kvringd's L2 tier against a real standalone redis-server
+ * (docs/l2.md): write-behind of committed chunks, read-through into a
+ * second kvringd ("two hosts on one machine"), the value checks (a
+ * corrupted value is a miss, counted and deleted), a hole ending the
+ * prefix, EXISTS dedup, Redis down and back, maxmemory with noeviction,
+ * the deadline's "ask again", and a worker killed while its lookup waits
+ * on L2 (the server's shutdown self-check proves nothing leaked).
+ * Redis Cluster is in test_l2_cluster.c.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "t_redis.h"
+#include "worker_srv.h"
+
+#define CHUNK (64u << 10)
+
+#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
+
+static struct t_redis rds;
+static struct wsrv s1, s2;
+
+static void setup(void)
+{
+	if (!t_redis_available())
+		cr_skip_test("redis-server/redis-cli not installed "
+			     "(scripts/setup.sh deps installs them)");
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	/* KVR_L2_DEBUG=1 shows both servers' logs (debugging aid). */
+	if (getenv("KVR_L2_DEBUG")) {
+		snprintf(cmd, sizeof(cmd), "cat %s %s >&2", s1.t.log_path,
+			 s2.t.log_path);
+		if (system(cmd) != 0)
+			fprintf(stderr, "no logs\n");
+	}
+	if (s1.pid)
+		wsrv_stop(&s1);
+	if (s2.pid)
+		wsrv_stop(&s2);
+	wsrv_cleanup(&s1);
+	wsrv_cleanup(&s2);
+	t_redis_stop(&rds);
+}
+
+TestSuite(l2, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Start kvringd @s with --l2 at @url and extra options (NULL-ended). */
+static void start_l2(struct wsrv *s, const char *url, const char *const *more)
+{
+	const char *args[32] = {"--pool-size",	  "64M",  "--allow-root",
+				"--heartbeat-ms", "50",	  "--log-level",
+				"info",		  "--l2", url};
+	int n = 9;
+
+	wsrv_init(s, "64M");
+	for (int i = 0; more && more[i] && n < 30; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	t_server_start(&s->t, args);
+	s->pid = s->t.pid;
+}
+
+static char url[128];
+
+static void redis_up(const char *extra)
+{
+	t_redis_start(&rds, extra);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
+}
+
+static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
+{
+	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
+	struct kvr_key *k = calloc(n, sizeof(*k));
+
+	cr_assert(t && k);
+	wsrv_tokens(r, t, (size_t)n * 16);
+	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
+	free(t);
+	return k;
+}
+
+struct l2cond {
+	struct wsrv *s;
+	uint64_t want;
+};
+
+static bool uploaded(void *arg)
+{
+	struct l2cond *c = arg;
+
+	return T_L2(&c->s->t, up_chunks) + T_L2(&c->s->t, up_exists) >=
+		   c->want &&
+	       T_L2(&c->s->t, queue_depth) == 0;
+}
+
+static void wait_uploaded(struct wsrv *s, uint64_t n)
+{
+	struct l2cond c = {s, n};
+
+	cr_assert(t_wait_until(uploaded, &c, 10000),
+		  "uploads: %llu done, %llu existed, %llu failed, queue %llu "
+		  "(want %llu)",
+		  (unsigned long long)T_L2(&s->t, up_chunks),
+		  (unsigned long long)T_L2(&s->t, up_exists),
+		  (unsigned long long)T_L2(&s->t, up_failed),
+		  (unsigned long long)T_L2(&s->t, queue_depth),
+		  (unsigned long long)n);
+}
+
+/* The L2 key of chunk key @k for the test namespace, via a server's log-
+ * free path: scan Redis for the key's hex (the fingerprint is opaque). */
+static void redis_key_of(const struct kvr_key *k, char *out, size_t n)
+{
+	char pat[64], buf[4096];
+
+	snprintf(pat, sizeof(pat), "*:%016llx%016llx",
+		 (unsigned long long)k->hi, (unsigned long long)k->lo);
+	t_redis_cli(&rds, buf, sizeof(buf), "--scan --pattern '%s'", pat);
+	cr_assert(buf[0] && !strchr(buf, '\n') && strlen(buf) < n,
+		  "scan for %s: '%s'", pat, buf);
+	memcpy(out, buf, strlen(buf) + 1);
+}
+
+/* Server 1 stores @n chunks of request @r and waits until L2 has them. */
+static struct kvr_key *store_on_s1(uint32_t r, uint32_t n)
+{
+	struct kvr_client *c = wsrv_connect(&s1, 0, 5000);
+	struct kvr_key *k = keys_for(c, r, n);
+
+	cr_assert_eq(wsrv_store(c, k, n, CHUNK), n);
+	wait_uploaded(&s1, n);
+	kvr_close(c);
+	return k;
+}
+
+Test(l2, uploads_every_committed_chunk_with_a_header)
+{
+	struct kvr_key *k;
+	char key[160], out[256];
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	k = store_on_s1(1, 8);
+	cr_expect_eq(t_redis_int(&rds, "DBSIZE"), 8,
+		     "dbsize %ld, up %llu exists %llu failed %llu",
+		     t_redis_int(&rds, "DBSIZE"),
+		     (unsigned long long)T_L2(&s1.t, up_chunks),
+		     (unsigned long long)T_L2(&s1.t, up_exists),
+		     (unsigned long long)T_L2(&s1.t, up_failed));
+	cr_expect_eq(T_L2(&s1.t, up_bytes), 8ull * CHUNK);
+	redis_key_of(&k[3], key, sizeof(key));
+	cr_expect(strncmp(key, "kvr:", 4) == 0, "key %s", key);
+	cr_expect_eq(t_redis_int(&rds, "STRLEN %s", key), 64 + CHUNK);
+	t_redis_cli(&rds, out, sizeof(out), "GETRANGE %s 0 3", key);
+	cr_expect_str_eq(out, "KVL2");
+	cr_expect(t_server_log_has(&s1.t, "l2: redis at redis://127.0.0.1"));
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+Test(l2, second_server_reads_every_chunk_through_l2)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	uint64_t lease = 0;
+	bool pending = true;
+	long hits;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(2, 16);
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup(c, k, 16, NULL), 0, "plain lookup: L1 only");
+	hits = kvr_lookup_l2(c, k, 16, &lease, &pending);
+	cr_assert_eq(hits, 16, "lookup_l2: %ld %s", hits, kvr_client_errmsg(c));
+	cr_expect(!pending);
+	cr_expect_neq(lease, 0);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 16, CHUNK), 16);
+	cr_expect_eq(kvr_release(c, lease), 0);
+	cr_expect_eq(T_L2(&s2.t, down_chunks), 16);
+	cr_expect_eq(T_L2(&s2.t, hits), 16);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
+	/* Loaded chunks are L1 now: a plain lookup finds them. */
+	cr_expect_eq(kvr_lookup(c, k, 16, NULL), 16);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+Test(l2, corrupt_value_is_a_miss_counted_and_deleted)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	char key[160], out[64];
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(3, 6);
+	redis_key_of(&k[4], key, sizeof(key));
+	/* One payload byte flipped: the header is intact, the sum is not. */
+	t_redis_cli(&rds, out, sizeof(out), "SETRANGE %s 1000 Z", key);
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup_l2(c, k, 6, NULL, NULL), 4);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 1);
+	cr_expect_eq(T_L2(&s2.t, deleted), 1);
+	cr_expect_eq(t_redis_int(&rds, "EXISTS %s", key), 0);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 6, CHUNK), 4);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	free(k);
+}
+
+Test(l2, bad_header_is_a_miss_counted_and_deleted)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	char key[160], out[64];
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(4, 3);
+	redis_key_of(&k[0], key, sizeof(key));
+	t_redis_cli(&rds, out, sizeof(out), "SET %s garbage", key);
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup_l2(c, k, 3, NULL, NULL), 0);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 1);
+	cr_expect_eq(t_redis_int(&rds, "EXISTS %s", key), 0);
+	kvr_close(c);
+	free(k);
+}
+
+Test(l2, hole_in_l2_ends_the_prefix)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	char key[160];
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(5, 8);
+	redis_key_of(&k[3], key, sizeof(key));
+	cr_assert_eq(t_redis_int(&rds, "DEL %s", key), 1);
+	c = wsrv_connect(&s2, 0, 5000);
+	{
+		long h = kvr_lookup_l2(c, k, 8, NULL, NULL);
+
+		cr_expect_eq(h, 3, "hits %ld (%s), holes %llu misses %llu", h,
+			     kvr_client_errmsg(c),
+			     (unsigned long long)T_L2(&s2.t, holes),
+			     (unsigned long long)T_L2(&s2.t, misses));
+	}
+	cr_expect_eq(T_L2(&s2.t, holes), 1);
+	cr_expect_eq(T_L2(&s2.t, down_chunks), 3);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	free(k);
+}
+
+Test(l2, chunk_already_in_l2_is_not_sent_again)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(6, 5);
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_assert_eq(wsrv_store(c, k, 5, CHUNK), 5);
+	wait_uploaded(&s2, 5);
+	cr_expect_eq(T_L2(&s2.t, up_exists), 5);
+	cr_expect_eq(T_L2(&s2.t, up_chunks), 0);
+	kvr_close(c);
+	free(k);
+}
+
+Test(l2, redis_down_serves_l1_and_reconnects_when_back)
+{
+	const char *more[] = {"--l2-io-ms", "300", NULL};
+	struct kvr_client *c;
+	struct kvr_key *k, *k2, *k3;
+	uint64_t before;
+	uint32_t r = 100;
+
+	redis_up(NULL);
+	start_l2(&s1, url, more);
+	k = store_on_s1(7, 2);
+	t_redis_kill(&rds);
+	c = wsrv_connect(&s1, 0, 5000);
+	k2 = keys_for(c, 8, 4);
+	cr_assert_eq(wsrv_store(c, k2, 4, CHUNK), 4);
+	/* L1 keeps serving; the read-through of a miss fails fast. */
+	cr_expect_eq(kvr_lookup_l2(c, k2, 4, NULL, NULL), 4);
+	k3 = keys_for(c, 9, 2);
+	cr_expect_eq(kvr_lookup_l2(c, k3, 2, NULL, NULL), 0);
+	for (int i = 0; i < 100 && T_L2(&s1.t, queue_depth); i++)
+		wsrv_sleep_ms(20);
+	wsrv_sleep_ms(100);
+	cr_expect_gt(T_L2(&s1.t, up_failed), 0);
+	cr_expect_gt(T_L2(&s1.t, errors[0]) + T_L2(&s1.t, errors[1]), 0);
+	cr_expect(t_server_log_has(&s1.t, "down ("));
+	cr_expect_eq(T_L2(&s1.t, node[0].state), 2);
+
+	t_redis_restart(&rds);
+	before = T_L2(&s1.t, up_chunks);
+	/* New commits upload again once the backoff has run out. */
+	for (int i = 0; i < 50 && T_L2(&s1.t, up_chunks) == before; i++) {
+		struct kvr_key *kn = keys_for(c, r++, 1);
+
+		cr_assert_eq(wsrv_store(c, kn, 1, CHUNK), 1);
+		free(kn);
+		wsrv_sleep_ms(100);
+	}
+	cr_expect_gt(T_L2(&s1.t, up_chunks), before);
+	cr_expect_eq(T_L2(&s1.t, node[0].state), 1);
+	cr_expect(t_server_log_has(&s1.t, " up"));
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+	free(k2);
+	free(k3);
+}
+
+Test(l2, uploads_fail_counted_when_redis_is_full_with_noeviction)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+
+	redis_up("--maxmemory 2mb --maxmemory-policy noeviction");
+	start_l2(&s1, url, NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = keys_for(c, 20, 64);
+	for (uint32_t i = 0; i < 64; i += 8)
+		cr_assert_eq(wsrv_store(c, k + i, 8, CHUNK), 8);
+	wait_uploaded(&s1, 0);
+	for (int i = 0;
+	     i < 200 && T_L2(&s1.t, up_chunks) + T_L2(&s1.t, up_failed) < 64;
+	     i++)
+		wsrv_sleep_ms(10);
+	cr_expect_gt(T_L2(&s1.t, up_failed), 0, "up %llu failed %llu",
+		     (unsigned long long)T_L2(&s1.t, up_chunks),
+		     (unsigned long long)T_L2(&s1.t, up_failed));
+	cr_expect_gt(T_L2(&s1.t, errors[3]), 0, "OOM errors");
+	cr_expect_gt(T_L2(&s1.t, up_chunks), 0);
+	/* Nothing else broke: L1 serves every chunk, the node stays up. */
+	cr_expect_eq(kvr_lookup(c, k, 64, NULL), 64);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 64, CHUNK), 64);
+	cr_expect_eq(T_L2(&s1.t, node[0].state), 1);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+struct loaded {
+	struct wsrv *s;
+	uint64_t n;
+};
+
+static bool loads_done(void *arg)
+{
+	struct loaded *l = arg;
+
+	return T_L2(&l->s->t, down_chunks) >= l->n &&
+	       T_L2(&l->s->t, queue_depth) == 0;
+}
+
+Test(l2, deadline_answers_l1_prefix_and_says_ask_again)
+{
+	const char *more[] = {"--l2-deadline-ms", "100", NULL};
+	struct loaded ld = {&s2, 4};
+	struct kvr_client *c;
+	struct kvr_key *k;
+	bool pending = false;
+	long hits;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, more);
+	k = store_on_s1(21, 4);
+	c = wsrv_connect(&s2, 0, 5000);
+	kill(rds.pid, SIGSTOP); /* Redis stalls: the read-through waits */
+	hits = kvr_lookup_l2(c, k, 4, NULL, &pending);
+	cr_expect_eq(hits, 0);
+	cr_expect(pending, "the answer says loads are in flight");
+	cr_expect_eq(T_L2(&s2.t, rt_deadline), 1);
+	kill(rds.pid, SIGCONT);
+	/* The loads went on after the answer and published into L1. */
+	cr_expect(t_wait_until(loads_done, &ld, 5000));
+	cr_expect_eq(kvr_lookup(c, k, 4, NULL), 4);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 4, CHUNK), 4);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	free(k);
+}
+
+Test(l2, async_lookup_through_l2_completes_with_flags)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	struct kvr_completion e;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	k = store_on_s1(22, 5);
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_assert_eq(kvr_submit_lookup_l2(c, k, 5, true, (void *)0x5), 0);
+	cr_assert_eq(kvr_reap(c, &e, 1, 1, -1), 1);
+	cr_expect_eq(e.status, 0);
+	cr_expect_eq(e.value, 5);
+	cr_expect_eq(e.flags, 0u);
+	cr_expect_eq(e.user, (void *)0x5);
+	cr_expect_neq(e.handle, 0, "pinned under a lease");
+	cr_expect_eq(kvr_release(c, e.handle), 0);
+	kvr_close(c);
+	free(k);
+}
+
+Test(l2, worker_killed_while_lookup_waits_on_l2_leaks_nothing)
+{
+	const char *more[] = {"--l2-deadline-ms", "5000", NULL};
+	struct loaded ld = {&s2, 6};
+	struct kvr_client *c;
+	struct kvr_key *k;
+	pid_t child;
+	int st;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, more);
+	k = store_on_s1(23, 6);
+	kill(rds.pid, SIGSTOP);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		struct kvr_client *w = wsrv_connect(&s2, 0, 10000);
+
+		/* Waits on L2 until killed; pins under a lease if it ever
+		 * got an answer. */
+		kvr_lookup_l2(w, k, 6, &(uint64_t){0}, NULL);
+		_exit(0);
+	}
+	wsrv_sleep_ms(400);
+	cr_expect_eq(T_L2(&s2.t, rt_lookups), 1, "the lookup waits on L2");
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+	kill(rds.pid, SIGCONT);
+	cr_expect(t_wait_until(loads_done, &ld, 5000));
+	c = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup(c, k, 6, NULL), 6, "loads still published");
+	kvr_close(c);
+	/* Exit 0 means the self-check found no pin, lease or reservation. */
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	free(k);
+}
