@@ -35,6 +35,9 @@ deps=(build-essential cmake pkg-config liburing-dev libxxhash-dev
 deps+=(python3-torch python3-numpy)
 # sd_notify for kvringd.service (Type=notify) and its test.
 deps+=(libsystemd-dev)
+# Real Redis and a real Redis Cluster for the L2 tier's tests and bench
+# (kvringd itself needs neither at run time).
+deps+=(redis-server redis-tools)
 
 log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
