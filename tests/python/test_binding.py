@@ -232,6 +232,22 @@ class BindingTest(unittest.TestCase):
             with c.retrieve(keys) as tx:
                 self.assertEqual(len(tx), 10)
 
+    def test_lookup_l2_answers_l1_prefix_when_server_has_no_l2(self):
+        # The keyword reaches the server (KVR_REQ_L2); without --l2 it is
+        # a plain lookup, never "ask again" (tests/integration/test_l2.c
+        # covers the tier itself against real Redis).
+        with self.connect() as c:
+            keys = c.keys(tokens(17, 6))
+            store_all(c, keys[:4])
+            self.assertEqual(c.lookup(keys, l2=True), (4, 0, False))
+            hits, lease, pending = c.lookup(keys, pin=True, l2=True)
+            self.assertEqual((hits, pending), (4, False))
+            self.assertNotEqual(lease, 0)
+            c.release(lease)
+            c.submit_lookup(keys, l2=True, user="x")
+            done = c.reap(1, 1)
+            self.assertEqual((done[0].value, done[0].l2_pending), (4, False))
+
     def test_lease_is_redeemed_when_another_process_retrieves(self):
         with self.connect() as c:
             keys = c.keys(tokens(8, 3))

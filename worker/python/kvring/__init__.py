@@ -362,6 +362,9 @@ class Completion:
     lease: int = 0
     tx: Optional[_Tx] = None
     error: Optional[KvringError] = None
+    #: a lookup(l2=True) answered at kvringd's L2 deadline with loads
+    #: still in flight: ask again soon (vLLM's "ask again", docs/l2.md)
+    l2_pending: bool = False
 
     @property
     def ok(self) -> bool:
@@ -470,11 +473,23 @@ class Client(object):
         return Keys(out, rc)
 
     # -- operations --
-    def lookup(self, keys: Any, pin: bool = False) -> Any:
+    def lookup(self, keys: Any, pin: bool = False, l2: bool = False) -> Any:
         """Length of the longest stored prefix of keys; with pin=True,
-        (hits, lease) where the lease pins that prefix (0: no hit)."""
+        (hits, lease) where the lease pins that prefix (0: no hit).
+
+        With l2=True kvringd also reads through its L2 tier (docs/l2.md)
+        and the answer is (hits, lease, l2_pending): l2_pending True means
+        the server's deadline passed with loads in flight, so asking
+        again soon may find more (lease is 0 unless pin=True)."""
         k = Keys.from_list(keys)
         lease = ctypes.c_uint64(0)
+        if l2:
+            pending = ctypes.c_bool(False)
+            rc = _lib_handle().kvr_lookup_l2(
+                self._handle(), k._ptr(), len(k),
+                ctypes.byref(lease) if pin else None, ctypes.byref(pending))
+            self._check(rc)
+            return (rc, lease.value, bool(pending.value))
         rc = _lib_handle().kvr_lookup(self._handle(), k._ptr(), len(k),
                                       ctypes.byref(lease) if pin else None)
         self._check(rc)
@@ -555,12 +570,14 @@ class Client(object):
             self._check(rc)
 
     def submit_lookup(self, keys: Any, pin: bool = False,
-                      user: Any = None) -> None:
+                      user: Any = None, l2: bool = False) -> None:
         """Queue a lookup; its completion's value is the hits, lease the
-        lease when pin=True."""
+        lease when pin=True. l2=True reads through kvringd's L2 tier; the
+        completion's l2_pending then says "ask again" (see lookup)."""
         k = Keys.from_list(keys)
-        self._submit(_lib_handle().kvr_submit_lookup,
-                     (k._ptr(), len(k), bool(pin)), user, None)
+        fn = (_lib_handle().kvr_submit_lookup_l2 if l2
+              else _lib_handle().kvr_submit_lookup)
+        self._submit(fn, (k._ptr(), len(k), bool(pin)), user, None)
 
     def submit_store(self, keys: Any, sizes: Iterable[int],
                      user: Any = None) -> StoreTx:
@@ -653,7 +670,8 @@ class Client(object):
                     tx._open = False
             res.append(Completion(op=op, status=e.status, user=user,
                                   value=e.value, lease=e.handle, tx=tx,
-                                  error=err))
+                                  error=err,
+                                  l2_pending=bool(e.flags & 1)))
         return res
 
     def __repr__(self) -> str:

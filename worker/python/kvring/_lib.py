@@ -102,6 +102,7 @@ class Completion(ctypes.Structure):
         ("value", ctypes.c_long),
         ("handle", c_u64),
         ("xfer", ctypes.POINTER(Xfer)),
+        ("flags", c_u32),  # KVR_COMPLETION_* (L2_PENDING = 1)
     ]
 
 
@@ -192,6 +193,8 @@ def _declare(lib):
         "kvr_client_keys": (ctypes.c_long, [vp, P(c_u32), ctypes.c_size_t,
                                             P(Key), ctypes.c_size_t]),
         "kvr_lookup": (ctypes.c_long, [vp, P(Key), c_u32, P(c_u64)]),
+        "kvr_lookup_l2": (ctypes.c_long, [vp, P(Key), c_u32, P(c_u64),
+                                          P(ctypes.c_bool)]),
         "kvr_release": (ctypes.c_int, [vp, c_u64]),
         "kvr_prepare_store": (ctypes.c_int, [vp, P(Key), P(c_u64), c_u32,
                                              P(Xfer)]),
@@ -208,6 +211,8 @@ def _declare(lib):
         # Asynchronous calls (kvring.h, "submit several, then reap").
         "kvr_submit_lookup": (ctypes.c_int, [vp, P(Key), c_u32,
                                              ctypes.c_bool, vp]),
+        "kvr_submit_lookup_l2": (ctypes.c_int, [vp, P(Key), c_u32,
+                                                ctypes.c_bool, vp]),
         "kvr_submit_prepare_store": (ctypes.c_int, [vp, P(Key), P(c_u64),
                                                     c_u32, P(Xfer), vp]),
         "kvr_submit_commit_store": (ctypes.c_int, [vp, P(Xfer), vp]),
