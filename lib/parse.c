@@ -4,6 +4,7 @@
  * <kvring/parse.h>). Owns nothing but the grammar of a size.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -38,4 +39,27 @@ int kvr_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+const char *kvr_format_size(uint64_t bytes, char *buf, size_t n)
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	unsigned u = 0;
+	uint64_t div = 1024;
+
+	if (bytes < 1024) {
+		snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
+		return buf;
+	}
+	while (u + 1 < sizeof(unit) / sizeof(unit[0]) && bytes / div >= 1024) {
+		div <<= 10;
+		u++;
+	}
+	if (bytes % div == 0)
+		snprintf(buf, n, "%llu %s", (unsigned long long)(bytes / div),
+			 unit[u]);
+	else
+		snprintf(buf, n, "%.1f %s", (double)bytes / (double)div,
+			 unit[u]);
+	return buf;
 }

@@ -24,6 +24,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <kvring/parse.h>
 #include <kvring/segment.h>
 
 /* Mappings at least this big ask for transparent huge pages. */
@@ -130,11 +131,14 @@ const char *kvr_seg_backend_name(enum kvr_seg_backend b)
 static int nospace(struct kvr_err *e, const char *path, const char *dir,
 		   size_t need, uint64_t avail)
 {
+	char a[KVR_SIZE_STR_MAX], b[KVR_SIZE_STR_MAX];
+
 	return kvr_err_set(e, -ENOSPC,
-			   "create %s: needs %zu bytes, %" PRIu64
-			   " available on %s; enlarge %s (mount -o "
-			   "remount,size=...) or lower --pool-size",
-			   path, need, avail, dir, dir);
+			   "create %s: needs %s (%zu bytes), %s available on "
+			   "%s; enlarge %s (mount -o remount,size=...) or "
+			   "lower --pool-size",
+			   path, kvr_format_size(need, a, sizeof(a)), need,
+			   kvr_format_size(avail, b, sizeof(b)), dir, dir);
 }
 
 /*

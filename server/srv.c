@@ -27,6 +27,7 @@
 
 #include <kvring/error.h>
 #include <kvring/log.h>
+#include <kvring/parse.h>
 
 #include "chan.h"
 #include "listen.h"
@@ -210,17 +211,18 @@ static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
 	size_t bytes = (size_t)s->cfg.pool_bytes;
 	struct kvr_err e = { 0 };
 	uint64_t avail = mem_available();
+	char h1[KVR_SIZE_STR_MAX], h2[KVR_SIZE_STR_MAX];
 	int rc;
 
 	/* Reserving more than the host has does not fail cleanly: the
 	 * kernel's OOM killer ends the process in the middle of fallocate.
 	 * Refuse first, whatever the backend (all of them are RAM). */
 	if (s->cfg.pool_bytes > avail) {
-		kvr_log_warn("pool backend %s (%llu bytes): only %llu bytes of "
-			     "memory available; lower --pool-size",
+		kvr_log_warn("pool backend %s (%s): only %s of memory "
+			     "available; lower --pool-size",
 			     backend_name(b),
-			     (unsigned long long)s->cfg.pool_bytes,
-			     (unsigned long long)avail);
+			     kvr_format_size(s->cfg.pool_bytes, h1, sizeof(h1)),
+			     kvr_format_size(avail, h2, sizeof(h2)));
 		return -ENOMEM;
 	}
 	if (b == KVR_POOL_SHM)
@@ -231,9 +233,8 @@ static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
 	else
 		rc = kvr_seg_create_private(bytes, &s->pool, &e);
 	if (rc < 0)
-		kvr_log_warn("pool backend %s (%llu bytes): %s",
-			     backend_name(b),
-			     (unsigned long long)s->cfg.pool_bytes,
+		kvr_log_warn("pool backend %s (%s): %s", backend_name(b),
+			     kvr_format_size(s->cfg.pool_bytes, h1, sizeof(h1)),
 			     kvr_err_str(&e, rc));
 	return rc;
 }
@@ -382,14 +383,16 @@ static int create_pool(struct kvr_srv *s)
 		return -EINVAL;
 	if (s->cfg.huge_pages != KVR_HUGE_OFF &&
 	    s->cfg.pool_backend != KVR_POOL_PRIVATE) {
+		char hb[KVR_SIZE_STR_MAX];
+
 		rc = try_huge(s, pool_name);
 		if (rc < 0 && (s->cfg.huge_pages == KVR_HUGE_REQUIRE ||
 			       rc == -EEXIST)) {
 			if (rc != -EEXIST)
-				kvr_log_err("no huge-page pool for %llu bytes "
-					    "under --huge-pages require",
-					    (unsigned long long)
-						s->cfg.pool_bytes);
+				kvr_log_err("no huge-page pool for %s under "
+					    "--huge-pages require",
+					    kvr_format_size(s->cfg.pool_bytes,
+							    hb, sizeof(hb)));
 			return rc;
 		}
 	}
@@ -409,9 +412,12 @@ static int create_pool(struct kvr_srv *s)
 			break;
 	}
 	if (rc < 0) {
-		kvr_log_err("no pool backend works for %llu bytes: lower "
+		char h[KVR_SIZE_STR_MAX];
+
+		kvr_log_err("no pool backend works for %s (%llu bytes): lower "
 			    "--pool-size, enlarge /dev/shm, or try "
 			    "--pool-backend memfd",
+			    kvr_format_size(s->cfg.pool_bytes, h, sizeof(h)),
 			    (unsigned long long)s->cfg.pool_bytes);
 		return rc;
 	}

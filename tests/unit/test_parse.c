@@ -3,6 +3,8 @@
  * Tests for lib/parse.c: the byte-size grammar every program shares.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -39,4 +41,50 @@ Test(parse, sizes_are_rejected_when_malformed_or_overflowing)
 	cr_expect_eq(kvr_parse_size("18446744073709551616", &v),
 		     -EINVAL);
 	cr_expect_eq(v, 7, "output changed on failure");
+}
+
+Test(parse, formats_sizes_in_human_units_when_reporting)
+{
+	char b[KVR_SIZE_STR_MAX];
+
+	cr_expect_str_eq(kvr_format_size(0, b, sizeof(b)), "0 bytes");
+	cr_expect_str_eq(kvr_format_size(1023, b, sizeof(b)), "1023 bytes");
+	cr_expect_str_eq(kvr_format_size(1024, b, sizeof(b)), "1 KiB");
+	cr_expect_str_eq(kvr_format_size(64ull << 30, b, sizeof(b)), "64 GiB");
+	cr_expect_str_eq(kvr_format_size(3ull << 29, b, sizeof(b)), "1.5 GiB");
+	cr_expect_str_eq(kvr_format_size(52428800, b, sizeof(b)), "50 MiB");
+	cr_expect_str_eq(kvr_format_size(UINT64_MAX, b, sizeof(b)),
+			 "16384.0 PiB");
+}
+
+Test(parse, reads_back_what_it_formats_when_exact)
+{
+	const uint64_t v[] = { 1024, 4096, 64ull << 20, 1ull << 30, 2ull << 40 };
+	char b[KVR_SIZE_STR_MAX], t[KVR_SIZE_STR_MAX];
+	uint64_t got;
+
+	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char *sp;
+
+		kvr_format_size(v[i], b, sizeof(b));
+		/* "64 MiB" -> "64MiB": the option grammar has no space. */
+		snprintf(t, sizeof(t), "%s", b);
+		sp = strchr(t, ' ');
+		cr_assert(sp);
+		memmove(sp, sp + 1, strlen(sp));
+		cr_expect_eq(kvr_parse_size(t, &got), 0, "%s", t);
+		cr_expect_eq(got, v[i], "%s", t);
+	}
+}
+
+/* The bench used base 0 (the issue): "010M" was octal 8 MiB there. */
+Test(parse, sizes_are_decimal_when_they_have_a_leading_zero)
+{
+	uint64_t v = 0;
+
+	cr_expect_eq(kvr_parse_size("010M", &v), 0);
+	cr_expect_eq(v, 10ull << 20);
+	cr_expect_eq(kvr_parse_size("1GiB", &v), 0);
+	cr_expect_eq(v, 1ull << 30);
+	cr_expect_eq(kvr_parse_size("0x10", &v), -EINVAL);
 }

@@ -699,8 +699,9 @@ Test(segment_small_fs, create_returns_enospc_when_filesystem_too_small)
 	    kvr_seg_create_shm(mnt, "big.pool", 8u << 20, 0, (gid_t)-1, &s, &e),
 	    -ENOSPC);
 	cr_expect_eq(e.code, -ENOSPC);
-	cr_expect_not_null(strstr(e.msg, "needs 8388608 bytes"), "%s", e.msg);
-	cr_expect_not_null(strstr(e.msg, "1048576 available"), "%s", e.msg);
+	cr_expect_not_null(strstr(e.msg, "needs 8 MiB (8388608 bytes)"), "%s",
+			   e.msg);
+	cr_expect_not_null(strstr(e.msg, "1 MiB available"), "%s", e.msg);
 	cr_expect_not_null(strstr(e.msg, "--pool-size"), "%s", e.msg);
 	snprintf(path, sizeof(path), "%s/big.pool", mnt);
 	cr_expect_eq(access(path, F_OK), -1, "file left behind");

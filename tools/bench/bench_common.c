@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/parse.h>
+
 #include "bench_common.h"
 
 /* ns per tick; 1.0 until calibrated (and when ticks are ns already). */
@@ -210,25 +212,13 @@ void bench_json_print(struct bench_json *j, FILE *f)
 
 bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-	uint64_t mult = 1;
+	uint64_t v;
 
-	errno = 0;
-	if (*s == '-')
+	/* kvringd's grammar (lib/parse.c): decimal, K/M/G/T binary, an
+	 * optional B or iB, so "010M" is 10 MiB here too and "1GiB" works. */
+	if (kvr_parse_size(s, &v) < 0 || v < min || v > max)
 		return false;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': mult = 1ull << 10; end++; break;
-	case 'm': case 'M': mult = 1ull << 20; end++; break;
-	case 'g': case 'G': mult = 1ull << 30; end++; break;
-	default: break;
-	}
-	if (*end || v > UINT64_MAX / mult || v * mult < min || v * mult > max)
-		return false;
-	*out = v * mult;
+	*out = v;
 	return true;
 }
 

@@ -82,7 +82,8 @@ static inline void bench_cpu_relax(void)
 int bench_pin_cpu(int cpu);
 
 /* Option values shared by every scenario's parser. bench_parse_u64 takes a
- * number (decimal, 0x hex) with an optional K/M/G binary suffix, within
+ * number in kvringd's size grammar (lib/parse.c: decimal, K/M/G/T binary,
+ * optional B or iB), within
  * [min, max]; bench_parse_cpu a CPU number or -1 (no pinning). Both return
  * false, leaving *out untouched, on anything else. */
 bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);

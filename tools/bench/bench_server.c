@@ -33,6 +33,15 @@
 #include "bench_common.h"
 #include "bench_server.h"
 
+/* The long name of option value @val, for messages. */
+static const char *bench_opt_name(const struct option *lo, int val)
+{
+	for (; lo->name; lo++)
+		if (lo->val == val)
+			return lo->name;
+	return "?";
+}
+
 /* ---- options ---------------------------------------------------------- */
 
 static void common_usage(FILE *f, const char *scenario, const char *extra)
@@ -140,8 +149,13 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 			return 2;
 		}
 		if (!ok) {
-			fprintf(stderr, "kvring-bench: %s: bad value '%s'\n",
-				scenario, optarg);
+			/* Name the option and the grammar (lib/parse.c). */
+			fprintf(stderr,
+				"kvring-bench: %s: --%s: bad value '%s' "
+				"(a number, optionally with K, M, G or T, "
+				"e.g. 64M or 1GiB, within the option's "
+				"range; see --help)\n",
+				scenario, bench_opt_name(longopts, c), optarg);
 			return 2;
 		}
 	}

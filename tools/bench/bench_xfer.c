@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <kvring/kvring.h>
+#include <kvring/parse.h>
 
 #include "bench_common.h"
 #include "bench_peers.h"
@@ -105,16 +106,10 @@ static int parse_list(const char *s, uint64_t *out, unsigned max,
 	*n = 0;
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		char *end;
-		uint64_t v = strtoull(tok, &end, 0);
+		uint64_t v;
 
-		if (*end == 'k' || *end == 'K')
-			v <<= 10, end++;
-		else if (*end == 'm' || *end == 'M')
-			v <<= 20, end++;
-		else if (*end == 'g' || *end == 'G')
-			v <<= 30, end++;
-		if (*end || v == 0 || *n == max)
+		/* The one size grammar (lib/parse.c), as kvringd's. */
+		if (kvr_parse_size(tok, &v) < 0 || *n == max)
 			return -EINVAL;
 		out[(*n)++] = v;
 	}
