@@ -60,6 +60,12 @@ static const char *kvr_wording(int code)
 		return "permission denied (uid, gid or file mode)";
 	case EBUSY:
 		return "in use (pinned, leased or owned by a live process)";
+	case ETIME:
+		return "the transfer expired: kvringd reclaimed it at its "
+		       "deadline (--xfer-ms); prepare it again";
+	case EDQUOT:
+		return "the channel's quota is used up: commit or release "
+		       "what it holds (kvringd --quota-pinned)";
 	/* The ring's own damage codes (docs/ring.md). */
 	case EILSEQ:
 		return "ring position not 8-byte aligned (corrupt ring)";

@@ -85,7 +85,7 @@ int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
 		if (s[i].status == KVR_SLOT_OK &&
 		    !kvr_span_ok(s[i].off, s[i].len, pool_bytes))
 			return -EBADMSG;
-		if (s[i].status < KVR_SLOT_OK || s[i].status > KVR_SLOT_INVALID)
+		if (s[i].status < KVR_SLOT_OK || s[i].status >= KVR_SLOT__MAX)
 			return -EBADMSG;
 	}
 	*out_hdr = h;

@@ -48,10 +48,10 @@ const char *ins_transport_name(uint32_t t)
  * bad size), so an out-of-range value reads "unknown" instead. */
 const char *ins_slot_status_name(int32_t s)
 {
-	static const char *const n[] = {"ok", "exists", "noroom", "busy",
-					"invalid"};
+	static const char *const n[] = {"ok",	"exists",  "noroom",
+					"busy", "invalid", "quota"};
 
-	return s >= 0 && s < 5 ? n[s] : "unknown";
+	return s >= 0 && s < 6 ? n[s] : "unknown";
 }
 
 /*

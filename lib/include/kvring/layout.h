@@ -76,7 +76,10 @@ struct kvr_gstats_shm {
 	_Atomic uint64_t largest_free;
 	_Atomic uint64_t frag_ppm;	  /* 1e6 * (1 - largest_free / free) */
 	_Atomic uint64_t loop_wakeups;	  /* times the loop slept and woke */
-	_Atomic uint64_t reserved[8];
+	_Atomic uint64_t quota_denied;	  /* 192: keys/pins a quota refused */
+	_Atomic uint64_t xfers_expired;	  /* 200: transfers reclaimed at their
+					     deadline (--xfer-ms) */
+	_Atomic uint64_t reserved[6];
 };
 _Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
 
@@ -141,7 +144,13 @@ struct kvr_ctl_hdr_shm {
 	uint32_t heartbeat_ms;	/* 368 */
 	int32_t server_uid;	/* 372 */
 	uint64_t start_realtime_ns; /* 376: wall clock at start */
-	uint8_t pad0[384];	/* 384 .. 768 */
+	/* Isolation limits per channel (abi 1.2; 0 = none). */
+	uint64_t quota_reserved_bytes; /* 384: --quota-reserved */
+	uint64_t quota_pinned_bytes;   /* 392: --quota-pinned */
+	uint64_t max_key_bytes;	       /* 400: --max-key-bytes */
+	uint32_t xfer_ms;	       /* 408: --xfer-ms */
+	uint32_t pad_q;		       /* 412 */
+	uint8_t pad0[352];	       /* 416 .. 768 */
 
 	/* Live (768): on their own cache lines, server-written. */
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, every heartbeat_ms */
@@ -156,6 +165,9 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns) == 768, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,
+	       "ABI: docs/layout.md");
+_Static_assert(offsetof(struct kvr_gstats_shm, quota_denied) == 192, "ABI");
 _Static_assert(sizeof(struct kvr_ctl_hdr_shm) == 2048, "ABI: docs/layout.md");
 
 /* Channel states. */
@@ -182,9 +194,17 @@ struct kvr_cstats_shm {
 	_Atomic uint64_t bytes_in;	   /* copy transport payload */
 	_Atomic uint64_t bytes_out;
 	_Atomic uint64_t resp_ring_full;   /* times an answer had to wait */
-	_Atomic uint64_t reserved[6];
+	/* abi 1.2: what the channel holds against its quotas, and its age. */
+	_Atomic uint64_t pinned_bytes;	/* 336: rounded, its pins */
+	_Atomic uint64_t oldest_ns;	/* 344: CLOCK_MONOTONIC creation of
+					   its oldest transfer or lease;
+					   0 when it holds none */
+	_Atomic uint64_t quota_denied;	/* 352: keys/pins refused */
+	_Atomic uint64_t xfers_expired; /* 360: reclaimed at deadline */
+	_Atomic uint64_t reserved[2];
 };
 _Static_assert(sizeof(struct kvr_cstats_shm) == 384, "ABI: docs/layout.md");
+_Static_assert(offsetof(struct kvr_cstats_shm, pinned_bytes) == 336, "ABI");
 
 struct kvr_channel_shm {
 	/* Identity (server-written while the channel is claimed). */

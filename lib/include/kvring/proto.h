@@ -17,6 +17,7 @@
 #ifndef KVRING_PROTO_H
 #define KVRING_PROTO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,7 +34,7 @@ extern "C" {
 #endif
 
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
-#define KVR_PROTO_VERSION 1u
+#define KVR_PROTO_VERSION 2u	      /* 2: QUOTA status, EXPIRED error */
 
 /* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
 struct kvr_key {
@@ -93,12 +94,25 @@ _Static_assert(sizeof(struct kvr_resp_hdr) == 32, "ABI: docs/protocol.md");
 
 /* Per-key outcome in prepare_store / prepare_retrieve answers. */
 enum kvr_slot_status {
-	KVR_SLOT_OK = 0,       /* store: fill [off, off+len); retrieve: read it */
-	KVR_SLOT_EXISTS = 1,   /* store: already stored, nothing to write */
-	KVR_SLOT_NOROOM = 2,   /* store: pool full of reserved/pinned objects */
-	KVR_SLOT_BUSY = 3,     /* store: another transfer is storing this key */
-	KVR_SLOT_INVALID = 4,  /* store: size 0 or larger than the pool */
+	KVR_SLOT_OK = 0,     /* store: fill [off, off+len); retrieve: read it */
+	KVR_SLOT_EXISTS = 1, /* store: already stored, nothing to write */
+	KVR_SLOT_NOROOM = 2, /* store: pool full of reserved/pinned objects */
+	KVR_SLOT_BUSY = 3,   /* store: another transfer is storing this key */
+	KVR_SLOT_INVALID = 4, /* store: size 0 or larger than the pool */
+	KVR_SLOT_QUOTA = 5,   /* store: the channel's reserve quota or the
+				 per-key size limit forbids it (nothing was
+				 evicted for it); retrieve: never */
+	KVR_SLOT__MAX = 6,    /* first value that is not a status */
 };
+
+/*
+ * The answer to a commit or abort of a transfer the server reclaimed at
+ * its deadline (kvringd --xfer-ms): a store's reservation was freed and
+ * never published, a retrieve's pins were dropped (bytes read through it
+ * may have been overwritten since). Distinct from -ENOENT (an id the
+ * server never gave this channel) so the worker can say which it was.
+ */
+#define KVR_ERR_EXPIRED (-ETIME)
 
 /* One slot of an answer (24 bytes). off/len are relative to the pool base. */
 struct kvr_slot_desc {
