@@ -22,6 +22,7 @@
  *    owner pins it, and evictable only then.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "store_int.h"
 
@@ -29,10 +30,10 @@
  * The checks every keyed request shares. The order fixes which error wins
  * when several apply (a bad channel before a too-long request).
  */
-static int check_keys(const struct kvr_store *s, uint32_t ch,
+static int check_keys(const struct kvr_store *s, uint32_t ch, uint32_t ns,
 		      const struct kvr_key *keys, uint32_t n)
 {
-	if (!s || ch >= s->cfg.max_channels)
+	if (!s || ch >= s->cfg.max_channels || ns >= s->cfg.max_ns)
 		return -EINVAL;
 	if (n > s->cfg.max_keys)
 		return -E2BIG;
@@ -65,6 +66,39 @@ static uint32_t find_prefix(struct kvr_store *s, uint32_t ns,
 }
 
 /*
+ * The pin quota: how many of the @hits objects in s->scratch @ch may pin
+ * before its pinned bytes pass quota_pinned_bytes. A key repeated in the
+ * request is counted each time (it is pinned once): the cut errs on the
+ * safe side. O(hits), the cost of pinning them anyway.
+ */
+static uint32_t pin_cut(struct kvr_store *s, uint32_t ch, uint32_t hits)
+{
+	uint64_t quota = s->cfg.quota_pinned_bytes, sum;
+
+	if (!quota)
+		return hits;
+	sum = s->chan[ch].pinned_bytes;
+	for (uint32_t i = 0; i < hits; i++) {
+		sum += obj_bytes(s, &s->obj[s->scratch[i]]);
+		if (sum > quota) {
+			s->chan[ch].quota_denied++;
+			s->st.quota_denied++;
+			return i;
+		}
+	}
+	return hits;
+}
+
+/* Whether @id is one of @ch's transfers that its deadline reclaimed. */
+static bool was_expired(const struct kvr_store *s, uint32_t ch, uint64_t id)
+{
+	for (uint32_t i = 0; i < KVR_STORE_EXPIRED_MEMORY; i++)
+		if (s->chan[ch].expired_ids[i] == id)
+			return true;
+	return false;
+}
+
+/*
  * Find the open transfer @xfer of @kind for channel @ch. Finding it first
  * and checking the channel second makes another channel's id -EPERM, not
  * -ENOENT, which tells a confused worker apart from a stale one.
@@ -79,7 +113,7 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		return -EINVAL;
 	o = owner_find(s, xfer, kind);
 	if (o == NIL)
-		return -ENOENT;
+		return was_expired(s, ch, xfer) ? KVR_ERR_EXPIRED : -ENOENT;
 	if (s->own[o].ch != ch)
 		return -EPERM;
 	*o_out = o;
@@ -98,7 +132,7 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (s)
 		OWNER_ONLY(s);
 	uint32_t hits, o;
-	int rc = check_keys(s, ch, keys, n);
+	int rc = check_keys(s, ch, ns, keys, n);
 
 	if (rc < 0)
 		return rc;
@@ -112,6 +146,13 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			return rc;
 	}
 	hits = find_prefix(s, ns, keys, n);
+	if (pin_hits && hits > 0) {
+		uint32_t fit = pin_cut(s, ch, hits);
+
+		if (fit == 0)
+			return -EDQUOT; /* nothing touched yet */
+		hits = fit;
+	}
 	s->st.lookups++;
 	s->st.lookup_keys += n;
 	s->st.lookup_hits += hits;
@@ -128,6 +169,17 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 }
 
 /*
+ * A lease exists, for channel @ch, only if @ch has the lease's uid and
+ * namespace. Anyone else gets the answer of an unknown lease, so probing
+ * ids tells a stranger nothing (docs/reliability.md, "Threat model").
+ */
+static bool lease_visible(const struct kvr_store *s, uint32_t ch, uint32_t o)
+{
+	return s->own[o].uid == s->chan[ch].uid &&
+	       s->own[o].ns == s->chan[ch].ns;
+}
+
+/*
  * A lease past its deadline is dead here even before expire() sweeps it:
  * the answer must not depend on when the loop last ran its timer.
  */
@@ -141,7 +193,8 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 	if (!s || ch >= s->cfg.max_channels)
 		return -EINVAL;
 	o = owner_find(s, lease_id, OWN_LEASE);
-	if (o == NIL || s->own[o].deadline_ns <= now_ns)
+	if (o == NIL || s->own[o].deadline_ns <= now_ns ||
+	    !lease_visible(s, ch, o))
 		return -ENOENT;
 	if (s->own[o].ch != ch)
 		return -EPERM;
@@ -165,11 +218,11 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 {
 	if (s)
 		OWNER_ONLY(s);
-	uint64_t total;
+	uint64_t total, quota, max_key;
 	uint32_t o, i;
 	struct owner *w;
 	struct chan *c;
-	int rc = check_keys(s, ch, keys, n);
+	int rc = check_keys(s, ch, ns, keys, n);
 
 	if (rc < 0)
 		return rc;
@@ -214,6 +267,11 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	o = owner_take(s, OWN_STORE, ch);
 	w = &s->own[o];
 	total = s->pool_total;
+	/* The quota is checked before place(): a request it forbids must not
+	 * evict anyone's objects. 0 means none (UINT64_MAX never binds). */
+	quota = s->cfg.quota_reserved_bytes ? s->cfg.quota_reserved_bytes
+					    : UINT64_MAX;
+	max_key = s->cfg.max_key_bytes ? s->cfg.max_key_bytes : total;
 	for (i = 0; i < n; i++) {
 		struct kvr_slot_desc d = {0, 0, KVR_SLOT_OK, 0};
 		struct kvr_key k = keys[i];
@@ -235,6 +293,14 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		} else if (len == 0 || len > total) {
 			d.status = KVR_SLOT_INVALID;
 			s->st.invalid_sizes++;
+		} else if (len > max_key ||
+			   kvr_alloc_round(&s->alloc, len) >
+			       quota - c->reserved_bytes - w->bytes) {
+			/* c->reserved_bytes + w->bytes <= quota always holds
+			 * (only this test lets them grow), so no underflow. */
+			d.status = KVR_SLOT_QUOTA;
+			s->st.quota_denied++;
+			c->quota_denied++;
 		} else if (place(s, len, &d.off) < 0) {
 			d.status = KVR_SLOT_NOROOM;
 			s->st.no_room++;
@@ -253,6 +319,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			b->owner = o;
 			b->prev = b->next = NIL;
 			b->state = OBJ_RESERVED;
+			s->ns_objs[ns]++;
 			/* Cannot fail: the index reserved room for n. */
 			(void)kvr_index_insert(&s->index, ns, &k, x);
 			w->objs[w->nr++] = x;
@@ -319,6 +386,15 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	return 0;
 }
 
+int kvr_store_check_store(const struct kvr_store *s, uint32_t ch, uint64_t xfer)
+{
+	if (s)
+		OWNER_ONLY(s);
+	uint32_t o;
+
+	return xfer_lookup(s, ch, xfer, OWN_STORE, &o);
+}
+
 /* Reservations of an aborted transfer are freed and never published. */
 int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			  uint64_t now_ns)
@@ -353,7 +429,7 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (s)
 		OWNER_ONLY(s);
 	uint32_t hits, o;
-	int rc = check_keys(s, ch, keys, n);
+	int rc = check_keys(s, ch, ns, keys, n);
 
 	if (rc < 0)
 		return rc;
@@ -365,6 +441,13 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (rc < 0)
 		return rc;
 	hits = find_prefix(s, ns, keys, n);
+	if (hits > 0) {
+		uint32_t fit = pin_cut(s, ch, hits);
+
+		if (fit == 0)
+			return -EDQUOT; /* nothing touched yet */
+		hits = fit;
+	}
 	s->st.retrieves++;
 	if (hits == 0) {
 		*xfer_out = 0;
@@ -401,13 +484,21 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 	if (!s || ch >= s->cfg.max_channels || !out || !xfer_out)
 		return -EINVAL;
 	o = owner_find(s, lease_id, OWN_LEASE);
-	if (o == NIL || s->own[o].deadline_ns <= now_ns)
+	if (o == NIL || s->own[o].deadline_ns <= now_ns ||
+	    !lease_visible(s, ch, o))
 		return -ENOENT;
 	w = &s->own[o];
 	if (max < w->nr)
 		return -EINVAL;
 	if (s->chan[ch].nr_xfers >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
+	/* The lender's own channel already counts these pins. */
+	if (s->cfg.quota_pinned_bytes && w->ch != ch &&
+	    w->bytes > s->cfg.quota_pinned_bytes - s->chan[ch].pinned_bytes) {
+		s->chan[ch].quota_denied++;
+		s->st.quota_denied++;
+		return -EDQUOT;
+	}
 	kvr__store_owner_redeem(s, o, ch, now_ns);
 	s->st.leases_redeemed++;
 	s->st.retrieves++;
@@ -485,9 +576,71 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 		}
 	}
 	s->st.channel_closes++;
+	/* The next worker on this channel is someone else. */
+	c->ns = c->uid = 0;
+	memset(c->expired_ids, 0, sizeof(c->expired_ids));
+	c->expired_pos = 0;
+	c->quota_denied = c->xfers_expired = 0;
 	if (rel_out)
 		*rel_out = rel;
 	return 0;
+}
+
+int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
+			   uint32_t uid)
+{
+	if (s)
+		OWNER_ONLY(s);
+	if (!s || ch >= s->cfg.max_channels || ns >= s->cfg.max_ns)
+		return -EINVAL;
+	s->chan[ch].ns = ns;
+	s->chan[ch].uid = uid;
+	return 0;
+}
+
+/*
+ * Reclaim transfer @o at its deadline, as channel close would, and
+ * remember its id on its channel so a late commit can be told why.
+ */
+static void expire_xfer(struct kvr_store *s, uint32_t o)
+{
+	struct chan *c = &s->chan[s->own[o].ch];
+	uint64_t bytes;
+
+	c->expired_ids[c->expired_pos++ % KVR_STORE_EXPIRED_MEMORY] =
+	    s->own[o].id;
+	c->xfers_expired++;
+	s->st.xfers_expired++;
+	if (s->own[o].kind == OWN_STORE) {
+		kvr__store_owner_abort(s, o, &bytes);
+		s->st.store_xfers_expired++;
+	} else {
+		kvr__store_owner_unpin_all(s, o);
+		kvr__store_owner_free(s, o);
+	}
+}
+
+uint64_t kvr_store_ns_objects(const struct kvr_store *s, uint32_t ns)
+{
+	if (s)
+		OWNER_ONLY(s);
+	return s && ns < s->cfg.max_ns ? s->ns_objs[ns] : 0;
+}
+
+/* A walk of every object: only ever run when a namespace must be freed. */
+uint64_t kvr_store_ns_evict(struct kvr_store *s, uint32_t ns)
+{
+	if (s)
+		OWNER_ONLY(s);
+	if (!s || ns >= s->cfg.max_ns)
+		return 0;
+	for (uint32_t x = 0; x < s->obj_cap && s->ns_objs[ns]; x++) {
+		struct obj *b = &s->obj[x];
+
+		if (b->state == OBJ_COMMITTED && b->ns == ns && b->pins == 0)
+			kvr__store_lru_evict(s, x);
+	}
+	return s->ns_objs[ns];
 }
 
 /*
@@ -509,6 +662,11 @@ int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget)
 		s->st.leases_expired++;
 		n++;
 	}
+	while (s->xq_head != NIL && s->own[s->xq_head].deadline_ns <= now_ns &&
+	       (budget == 0 || (uint32_t)n < budget) && n < INT32_MAX) {
+		expire_xfer(s, s->xq_head);
+		n++;
+	}
 	return n;
 }
 
@@ -516,7 +674,11 @@ uint64_t kvr_store_next_expiry(const struct kvr_store *s)
 {
 	if (s)
 		OWNER_ONLY(s);
-	return s->heap_nr ? s->own[s->heap[0]].deadline_ns : UINT64_MAX;
+	uint64_t l = s->heap_nr ? s->own[s->heap[0]].deadline_ns : UINT64_MAX;
+	uint64_t x =
+	    s->xq_head != NIL ? s->own[s->xq_head].deadline_ns : UINT64_MAX;
+
+	return l < x ? l : x;
 }
 
 /* ==== Stats ==== */
@@ -560,6 +722,10 @@ int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 	cs.pins_held = c->pins;
 	cs.leases_owned = c->nr_leases;
 	cs.transfers_open = c->nr_xfers;
+	cs.pinned_bytes = c->pinned_bytes;
+	cs.oldest_ns = c->tail != NIL ? s->own[c->tail].created_ns : 0;
+	cs.quota_denied = c->quota_denied;
+	cs.xfers_expired = c->xfers_expired;
 	*out = cs;
 	return 0;
 }

@@ -45,6 +45,11 @@
 #define KVR_STORE_DEF_MAX_XFERS	    64u
 #define KVR_STORE_DEF_MAX_LEASES    256u
 #define KVR_STORE_DEF_EVICT_PER_KEY 1024u
+#define KVR_STORE_DEF_XFER_MS	    30000u
+#define KVR_STORE_DEF_MAX_NS	    1024u
+/* Transfer ids a channel remembers after their deadline reclaimed them,
+ * so that a late commit answers KVR_ERR_EXPIRED instead of -ENOENT. */
+#define KVR_STORE_EXPIRED_MEMORY 16u
 
 /* Creation parameters. Zero fields take the defaults above. */
 struct kvr_store_config {
@@ -59,6 +64,14 @@ struct kvr_store_config {
 	uint32_t reserved;	      /* must be 0 */
 	uint64_t objects_hint;	      /* expected object count, pre-sizes */
 	uint64_t hash_seed;	      /* per-server secret (getrandom) */
+	/* Isolation (docs/storage.md, "Quotas and deadlines"). */
+	uint64_t quota_reserved_bytes; /* per channel, rounded; 0 = none */
+	uint64_t quota_pinned_bytes;   /* per channel, rounded; 0 = none */
+	uint64_t max_key_bytes;	       /* per key; 0 = the pool */
+	uint32_t xfer_ms;	       /* open transfer's lifetime */
+	uint32_t max_ns;	       /* namespace ids are < max_ns */
+	uint32_t id_key[4];	       /* id cipher key (getrandom); 0 =
+					  derived from hash_seed (tests) */
 };
 
 /* Global counters; the control segment's stats block mirrors them. */
@@ -91,6 +104,10 @@ struct kvr_store_stats {
 	uint64_t leases_created, leases_released, leases_redeemed;
 	uint64_t leases_expired;
 	uint64_t channel_closes;
+	uint64_t quota_denied;	      /* keys answered KVR_SLOT_QUOTA, and
+					 pins refused by the pin quota */
+	uint64_t xfers_expired;	      /* transfers reclaimed at deadline */
+	uint64_t store_xfers_expired; /* of which store transfers */
 };
 
 /* What one channel holds right now. */
@@ -100,6 +117,12 @@ struct kvr_store_chan_stats {
 	uint64_t pins_held; /* pins of its leases + retrieve transfers */
 	uint32_t leases_owned;
 	uint32_t transfers_open; /* store + retrieve */
+	uint64_t pinned_bytes;	 /* rounded bytes its pins hold (a pin per
+				    owner and object, as pins_held) */
+	uint64_t oldest_ns;	 /* creation time of its oldest open
+				    transfer or lease; 0 when none */
+	uint64_t quota_denied;	 /* keys and pins its quotas refused */
+	uint64_t xfers_expired;	 /* its transfers reclaimed at deadline */
 };
 
 /* What kvr_store_channel_close() released. */
@@ -134,9 +157,12 @@ void kvr_store_destroy(struct kvr_store *s);
  * least one hit, a lease owned by @ch pins the hit objects (each once) until
  * now_ns + lease_ms, and its id goes to *lease_out; otherwise *lease_out = 0.
  * @lease_out may be NULL when !pin.
- * Return: hits >= 0, or -EINVAL (bad ch, NULL keys with n > 0, pin without
- * lease_out), -E2BIG (n > max_keys), -EBUSY (pin and ch already owns
- * max_leases_per_chan leases), -ENOMEM.
+ * With @pin the prefix is cut where pinning it would take @ch past its
+ * pin quota (hits is then the pinned length); when not even the first hit
+ * fits, the answer is -EDQUOT and nothing is pinned.
+ * Return: hits >= 0, or -EINVAL (bad ch or ns, NULL keys with n > 0, pin
+ * without lease_out), -E2BIG (n > max_keys), -EBUSY (pin and ch already
+ * owns max_leases_per_chan leases), -EDQUOT (pin quota), -ENOMEM.
  */
 int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		     const struct kvr_key *keys, uint32_t n, bool pin,
@@ -146,8 +172,9 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
  * kvr_store_release_lease - drop a lease's pins. Only the channel that made
  * the lease may release it (anyone may redeem it, see below).
  * Return: 0, -EINVAL (bad ch), -ENOENT (no such lease: unknown, already
- * released/redeemed, expired — even if expire() has not swept it yet — or
- * the id of a transfer), -EPERM (the lease belongs to another channel).
+ * released/redeemed, expired — even if expire() has not swept it yet — the
+ * id of a transfer, or a lease of another uid or namespace), -EPERM (the
+ * lease belongs to another channel of the same uid and namespace).
  */
 int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 			    uint64_t now_ns);
@@ -164,8 +191,12 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
  *   KVR_SLOT_NOROOM  even after evicting LRU unpinned committed objects
  *                    (bounded, see docs) no extent is large enough
  *   KVR_SLOT_INVALID sizes[i] is 0 or larger than the pool
+ *   KVR_SLOT_QUOTA   sizes[i] is above max_key_bytes, or reserving it would
+ *                    take @ch past quota_reserved_bytes; checked before
+ *                    any eviction, so nothing is evicted for it
  * Eviction never takes a reserved or pinned object, nor one this request
- * answered EXISTS. len = sizes[i] (not rounded); off is aligned.
+ * answered EXISTS. The transfer dies at now_ns + xfer_ms if it is still
+ * open then (kvr_store_expire). len = sizes[i] (not rounded); off is aligned.
  * If at least one key got KVR_SLOT_OK, a store transfer owned by @ch holds
  * the reservations and *xfer_out is its id; otherwise *xfer_out = 0 and
  * nothing needs committing (commit_store/abort_store accept 0 as a no-op).
@@ -183,10 +214,20 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
  * become committed, readable and evictable; the transfer is gone.
  * xfer 0 is a no-op success (prepare_store reserved nothing).
  * Return: 0, -EINVAL (bad ch), -ENOENT (no open store transfer with this
- * id), -EPERM (it belongs to another channel).
+ * id), -EPERM (it belongs to another channel), KVR_ERR_EXPIRED (it was
+ * this channel's, and its deadline reclaimed it: nothing was published).
  */
 int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			   uint64_t now_ns);
+
+/*
+ * kvr_store_check_store - whether @xfer is an open store transfer of @ch,
+ * without changing anything: what commit_store would answer if it fails.
+ * The copy transport asks before it writes payload into a slot. O(1).
+ * Return: 0, or the errors of commit_store (xfer 0 is -ENOENT here).
+ */
+int kvr_store_check_store(const struct kvr_store *s, uint32_t ch,
+			  uint64_t xfer);
 
 /*
  * kvr_store_abort_store - free a store transfer's reservations; they are
@@ -200,8 +241,9 @@ int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
  * keys[0..n) under a new retrieve transfer owned by @ch; out[i] for
  * i < hits gets (KVR_SLOT_OK, off, len). Entries from hits on are not
  * written. Hits are touched in the LRU. With 0 hits no transfer is made
- * and *xfer_out = 0.
- * Return: hits >= 0, or -EINVAL, -E2BIG, -EBUSY (as prepare_store), -ENOMEM.
+ * and *xfer_out = 0. The prefix is cut at the pin quota as in lookup.
+ * Return: hits >= 0, or -EINVAL, -E2BIG, -EBUSY (as prepare_store),
+ * -EDQUOT (not even the first hit fits the pin quota), -ENOMEM.
  */
 int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			       const struct kvr_key *keys, uint32_t n,
@@ -211,11 +253,15 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 /*
  * kvr_store_prepare_retrieve_lease - redeem a lease: its pins move, as they
  * are, to a new retrieve transfer owned by @ch (the lease may have been
- * made by another channel; it is consumed). out[] gets one slot per pinned
- * object, in lookup order (duplicated keys appear once).
+ * made by another channel of the same uid and namespace; it is consumed).
+ * out[] gets one slot per pinned object, in lookup order (duplicated keys
+ * appear once).
  * Return: number of slots (>= 1), or -EINVAL (bad ch, NULL out/xfer_out,
  * @max smaller than the lease's object count), -ENOENT (no live lease with
- * this id, as release_lease), -EBUSY (ch has max_xfers_per_chan open).
+ * this id, or one made by another uid or in another namespace: the same
+ * answer, so a stranger cannot tell that the lease exists), -EBUSY (ch has
+ * max_xfers_per_chan open), -EDQUOT (the pins would take ch past its pin
+ * quota; the lease stays).
  */
 int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 				     uint64_t lease_id, uint64_t now_ns,
@@ -226,7 +272,8 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
  * kvr_store_commit_retrieve - the reads are done: drop this transfer's pins
  * (and nobody else's). xfer 0 is a no-op success.
  * Return: 0, -EINVAL (bad ch), -ENOENT (no open retrieve transfer with this
- * id), -EPERM (another channel's).
+ * id), -EPERM (another channel's), KVR_ERR_EXPIRED (its deadline dropped
+ * the pins: what was read through it may have been overwritten since).
  */
 int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			      uint64_t now_ns);
@@ -244,15 +291,43 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			    struct kvr_store_released *rel_out);
 
 /*
+ * kvr_store_channel_open - a worker took channel @ch: record who it is
+ * (namespace @ns, @uid, as the server established them) so that leases
+ * bind to them. Call before its first request; channel_close forgets it.
+ * A channel never opened has ns 0 and uid 0 (unit tests).
+ * Return: 0, or -EINVAL (bad ch or ns).
+ */
+int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
+			   uint32_t uid);
+
+/*
  * kvr_store_expire - drop leases whose deadline is <= now_ns, earliest
- * first, at most @budget of them (0 = no limit). O(log L) each.
- * Return: number dropped.
+ * first, at most @budget of them (0 = no limit), O(log L) each; then
+ * reclaim open transfers whose deadline (creation + xfer_ms) is <= now_ns,
+ * oldest first, O(what they hold) each: a store transfer's reservations
+ * are freed and never published, a retrieve transfer's pins dropped, and
+ * its id remembered by its channel (KVR_ERR_EXPIRED on a later commit).
+ * Return: number of leases and transfers dropped.
  */
 int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget);
 
 /*
- * kvr_store_next_expiry - deadline (ns) of the earliest live lease, or
- * UINT64_MAX when there is none; lets the loop arm its timer.
+ * kvr_store_ns_objects - objects (reserved or committed) stored under
+ * namespace @ns; 0 for a bad ns. O(1). The server frees a namespace entry
+ * only when no channel uses it and this is 0.
+ */
+uint64_t kvr_store_ns_objects(const struct kvr_store *s, uint32_t ns);
+
+/*
+ * kvr_store_ns_evict - evict every unpinned committed object of @ns, to
+ * free a namespace nobody is connected to. O(objects).
+ * Return: objects still left in @ns (pinned or reserved ones stay).
+ */
+uint64_t kvr_store_ns_evict(struct kvr_store *s, uint32_t ns);
+
+/*
+ * kvr_store_next_expiry - deadline (ns) of the earliest live lease or open
+ * transfer, or UINT64_MAX when there is none; lets the loop arm its timer.
  */
 uint64_t kvr_store_next_expiry(const struct kvr_store *s);
 

@@ -24,7 +24,10 @@
  *     links are consistent;
  *  A6 every owner is reachable by its id and on its channel's list, leases
  *     are in the heap at their recorded position, the heap is ordered;
- *  A7 per-channel and global gauges equal the recomputed values.
+ *  A7 per-channel and global gauges equal the recomputed values;
+ *  A8 the transfer queue holds exactly the open transfers, oldest first
+ *     (deadlines never decrease), with consistent links; the per-namespace
+ *     object counts equal the objects of each namespace.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,6 +57,7 @@ struct audit_tally {
 	uint32_t *holders;  /* per object: store transfers listing it */
 	struct chan *chans; /* recomputed per-channel counters */
 	uint64_t lru_want;  /* committed objects without a pin */
+	uint64_t *per_ns;   /* per namespace: objects walked */
 };
 
 /*
@@ -93,6 +97,7 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 				     s->obj[b].state);
 			t->pins[b]++;
 			t->chans[c].pins++;
+			t->chans[c].pinned_bytes += obj_bytes(s, &s->obj[b]);
 		}
 	}
 	if (w->kind == OWN_STORE) {
@@ -106,7 +111,45 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 			     (unsigned long long)w->bytes,
 			     (unsigned long long)sum);
 		t->chans[c].reserved_bytes += w->bytes;
+	} else {
+		uint64_t sum = 0;
+
+		for (uint32_t i = 0; i < w->nr; i++)
+			sum += obj_bytes(s, &s->obj[w->objs[i]]);
+		if (sum != w->bytes)
+			FAIL("owner %llu: pinned bytes %llu, objects sum to "
+			     "%llu",
+			     (unsigned long long)w->id,
+			     (unsigned long long)w->bytes,
+			     (unsigned long long)sum);
 	}
+	return 0;
+}
+
+/* A8: the transfer queue, oldest first, against the owner walk's count. */
+static int audit_xq(const struct kvr_store *s, uint64_t xfers, char *msg,
+		    size_t msg_len)
+{
+	uint64_t n = 0, last = 0;
+	uint32_t o, prev = NIL;
+
+	for (o = s->xq_head; o != NIL; prev = o, o = s->own[o].xnext) {
+		const struct owner *w = &s->own[o];
+
+		if (o >= s->own_cap || n >= xfers)
+			FAIL("transfer queue too long or corrupt at %u", o);
+		if (w->xprev != prev ||
+		    (w->kind != OWN_STORE && w->kind != OWN_RETRIEVE))
+			FAIL("transfer queue entry %u: prev %u kind %u", o,
+			     w->xprev, w->kind);
+		if (w->deadline_ns < last)
+			FAIL("transfer queue out of deadline order at %u", o);
+		last = w->deadline_ns;
+		n++;
+	}
+	if (prev != s->xq_tail || n != xfers)
+		FAIL("transfer queue holds %llu, %llu transfers open",
+		     (unsigned long long)n, (unsigned long long)xfers);
 	return 0;
 }
 
@@ -136,7 +179,6 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 				FAIL("owner %u: links/ch %u on ch %u list", o,
 				     w->ch, c);
 			if (w->kind == OWN_FREE || w->id == 0 ||
-			    w->id >= s->next_id ||
 			    kvr_index_u64_find(&s->ids, w->id) != o)
 				FAIL("owner %u (id %llu kind %u) not findable",
 				     o, (unsigned long long)w->id, w->kind);
@@ -166,7 +208,8 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 		    got->nr_leases != rec->nr_leases ||
 		    got->pins != rec->pins ||
 		    got->reserved_objects != rec->reserved_objects ||
-		    got->reserved_bytes != rec->reserved_bytes)
+		    got->reserved_bytes != rec->reserved_bytes ||
+		    got->pinned_bytes != rec->pinned_bytes)
 			FAIL("ch %u counters xfers %u/%u leases %u/%u pins "
 			     "%llu/%llu reserved %llu/%llu (walked/recorded)",
 			     c, got->nr_xfers, rec->nr_xfers, got->nr_leases,
@@ -192,7 +235,7 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 		if (s->own[s->heap[(i - 1) / 2]].deadline_ns >
 		    s->own[s->heap[i]].deadline_ns)
 			FAIL("lease heap out of order at %u", i);
-	return 0;
+	return audit_xq(s, xfers, msg, msg_len);
 }
 
 /*
@@ -292,6 +335,25 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 	return 0;
 }
 
+/* A8: per-namespace object counts, from an object walk into @per_ns. */
+static int audit_ns(const struct kvr_store *s, uint64_t *per_ns, char *msg,
+		    size_t msg_len)
+{
+	for (uint32_t x = 0; x < s->obj_cap; x++)
+		if (s->obj[x].state != OBJ_FREE) {
+			if (s->obj[x].ns >= s->cfg.max_ns)
+				FAIL("object %u in namespace %u", x,
+				     s->obj[x].ns);
+			per_ns[s->obj[x].ns]++;
+		}
+	for (uint32_t n = 0; n < s->cfg.max_ns; n++)
+		if (per_ns[n] != s->ns_objs[n])
+			FAIL("namespace %u: %llu objects, recorded %llu", n,
+			     (unsigned long long)per_ns[n],
+			     (unsigned long long)s->ns_objs[n]);
+	return 0;
+}
+
 /*
  * A5: the LRU list, head to tail. Its length is bounded by the number of
  * committed unpinned objects the object walk counted, which also stops a
@@ -344,15 +406,19 @@ int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len)
 	t.seen = calloc(s->obj_cap + 1u, sizeof(*t.seen));
 	t.holders = calloc(s->obj_cap + 1u, sizeof(*t.holders));
 	t.chans = calloc(s->cfg.max_channels, sizeof(*t.chans));
+	t.per_ns = calloc(s->cfg.max_ns, sizeof(*t.per_ns));
 	rc = -ENOMEM;
-	if (!t.pins || !t.seen || !t.holders || !t.chans)
+	if (!t.pins || !t.seen || !t.holders || !t.chans || !t.per_ns)
 		goto out;
 	rc = audit_owners(s, &t, msg, msg_len);
 	if (rc == 0)
 		rc = audit_objects(s, &t, msg, msg_len);
 	if (rc == 0)
 		rc = audit_lru(s, &t, msg, msg_len);
+	if (rc == 0)
+		rc = audit_ns(s, t.per_ns, msg, msg_len);
 out:
+	free(t.per_ns);
 	free(t.pins);
 	free(t.seen);
 	free(t.holders);

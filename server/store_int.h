@@ -30,6 +30,7 @@
 #include "alloc.h"
 #include "index.h"
 #include "store.h"
+#include "store_id.h"
 
 #define NIL UINT32_MAX
 /* Largest array index we hand out (NIL is the "none" marker). */
@@ -80,6 +81,10 @@ struct owner {
 	uint32_t prev, next; /* channel's owner list; spare list via next */
 	uint32_t heap_pos;   /* lease: index in s->heap; else NIL */
 	uint32_t kind;	     /* enum own_kind */
+	/* Transfers: s->xq, oldest first (all share one lifetime, so
+	 * creation order is deadline order and the queue needs no heap). */
+	uint32_t xprev, xnext;
+	uint32_t ns, uid; /* lease: its maker's namespace and uid */
 };
 
 /*
@@ -88,12 +93,19 @@ struct owner {
  * recomputes them from the owner list.
  */
 struct chan {
-	uint32_t head; /* owner list */
+	uint32_t head; /* owner list, newest first */
+	uint32_t tail; /* its oldest owner (for the inspector's age) */
 	uint32_t nr_xfers;
 	uint32_t nr_leases;
 	uint64_t reserved_bytes;
 	uint64_t reserved_objects;
 	uint64_t pins;
+	uint64_t pinned_bytes; /* rounded bytes of its pins (quota) */
+	uint32_t ns, uid;      /* kvr_store_channel_open() */
+	uint64_t quota_denied, xfers_expired;
+	/* Ids its deadline reclaimed, newest at expired_pos - 1. */
+	uint64_t expired_ids[KVR_STORE_EXPIRED_MEMORY];
+	uint32_t expired_pos;
 };
 
 /*
@@ -119,7 +131,10 @@ struct kvr_store {
 	uint32_t heap_nr, heap_cap;
 	uint32_t lru_head, lru_tail; /* head = most recently used */
 	uint32_t *scratch;	     /* max_keys object numbers, per request */
-	uint64_t next_id;
+	struct kvr_store_id ids_gen; /* lease and transfer ids */
+	uint64_t xfer_ns;	     /* cfg.xfer_ms in ns */
+	uint32_t xq_head, xq_tail;   /* open transfers, oldest at head */
+	uint64_t *ns_objs;	     /* per namespace: live objects */
 	/*
 	 * Bumped once per keyed request. obj.stamp == stamp means "touched by
 	 * the request in progress": used to pin an object once per owner even
@@ -197,6 +212,9 @@ void kvr__store_owner_redeem(struct kvr_store *s, uint32_t o, uint32_t ch,
 
 /* ==== store_lru.c: LRU order and eviction ==== */
 
+/* Evict unpinned committed object @x (on the LRU list): it is gone. */
+void kvr__store_lru_evict(struct kvr_store *s, uint32_t x);
+
 /* Touch s->scratch[0..hits) last to first, so keys[0] is the most recent. */
 void kvr__store_lru_touch_prefix(struct kvr_store *s, uint32_t hits);
 
@@ -231,6 +249,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 {
 	struct obj *o = &s->obj[x];
 
+	s->ns_objs[o->ns]--;
 	o->state = OBJ_FREE;
 	o->owner = NIL;
 	o->pins = 0;
@@ -329,6 +348,7 @@ static inline uint32_t owner_take(struct kvr_store *s, uint32_t kind,
 	w->deadline_ns = 0;
 	w->heap_pos = NIL;
 	w->prev = w->next = NIL;
+	w->xprev = w->xnext = NIL;
 	s->own_live++;
 	return o;
 }

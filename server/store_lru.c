@@ -35,7 +35,7 @@ void kvr__store_lru_touch_prefix(struct kvr_store *s, uint32_t hits)
  * allocator. Nothing else refers to it: no owner lists an unpinned
  * committed object.
  */
-static void evict(struct kvr_store *s, uint32_t x)
+void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
 {
 	uint64_t b = obj_bytes(s, &s->obj[x]);
 
@@ -74,7 +74,7 @@ int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 		if (budget == 0 || s->lru_tail == NIL ||
 		    s->obj[s->lru_tail].stamp == s->stamp)
 			return -ENOSPC;
-		evict(s, s->lru_tail);
+		kvr__store_lru_evict(s, s->lru_tail);
 		budget--;
 		if (kvr_alloc_free_bytes(&s->alloc) >= need &&
 		    kvr_alloc_get(&s->alloc, len, off) == 0)

@@ -138,6 +138,31 @@ int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
 /* ==== Create / destroy ==== */
 
 /*
+ * The id cipher's key: the server's getrandom key, or for a store created
+ * without one (unit tests) a key spread from hash_seed, so tests stay
+ * reproducible. Either way ids look random and never repeat.
+ */
+static void init_ids(struct kvr_store *s)
+{
+	uint32_t key[4];
+	uint64_t x = s->cfg.hash_seed ^ 0x6a09e667f3bcc909ull;
+
+	memcpy(key, s->cfg.id_key, sizeof(key));
+	if (!(key[0] | key[1] | key[2] | key[3])) {
+		for (int i = 0; i < 4; i++) {
+			/* splitmix64 step: any seed gives a full key. */
+			x += 0x9e3779b97f4a7c15ull;
+			uint64_t z = x;
+
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+			key[i] = (uint32_t)(z ^ (z >> 31));
+		}
+	}
+	kvr_store_id_init(&s->ids_gen, key);
+}
+
+/*
  * Fill in the defaults, check the limits that keep every count inside its
  * 32-bit field, then build the parts in order and unwind in reverse on
  * failure. The calling thread becomes the store's only owner (OWNER_ONLY).
@@ -169,16 +194,23 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 		s->cfg.max_leases_per_chan = KVR_STORE_DEF_MAX_LEASES;
 	if (!s->cfg.max_evict_per_key)
 		s->cfg.max_evict_per_key = KVR_STORE_DEF_EVICT_PER_KEY;
+	if (!s->cfg.xfer_ms)
+		s->cfg.xfer_ms = KVR_STORE_DEF_XFER_MS;
+	if (!s->cfg.max_ns)
+		s->cfg.max_ns = KVR_STORE_DEF_MAX_NS;
 	rc = -EINVAL;
 	/* Bounds that keep every count inside its 32-bit field. */
 	if (s->cfg.max_keys > (1u << 20) || s->cfg.max_channels > (1u << 20) ||
 	    s->cfg.max_xfers_per_chan > (1u << 16) ||
-	    s->cfg.max_leases_per_chan > (1u << 16))
+	    s->cfg.max_leases_per_chan > (1u << 16) ||
+	    s->cfg.max_ns > (1u << 20))
 		goto err_free;
 	s->lease_ns = (uint64_t)s->cfg.lease_ms * 1000000u;
+	s->xfer_ns = (uint64_t)s->cfg.xfer_ms * 1000000u;
 	s->lru_head = s->lru_tail = NIL;
 	s->obj_spare = s->own_spare = NIL;
-	s->next_id = 1; /* 0 means "none" on the wire */
+	s->xq_head = s->xq_tail = NIL;
+	init_ids(s);
 	rc = kvr_alloc_init(&s->alloc, cfg->pool_bytes, s->cfg.align);
 	if (rc < 0)
 		goto err_free;
@@ -202,10 +234,11 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	rc = -ENOMEM;
 	s->chan = calloc(s->cfg.max_channels, sizeof(*s->chan));
 	s->scratch = calloc(s->cfg.max_keys, sizeof(*s->scratch));
-	if (!s->chan || !s->scratch)
+	s->ns_objs = calloc(s->cfg.max_ns, sizeof(*s->ns_objs));
+	if (!s->chan || !s->scratch || !s->ns_objs)
 		goto err_arrays;
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
-		s->chan[c].head = NIL;
+		s->chan[c].head = s->chan[c].tail = NIL;
 	rc = obj_reserve(s, (uint32_t)hint);
 	if (rc < 0)
 		goto err_arrays;
@@ -213,6 +246,7 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	return 0;
 err_arrays:
 	free(s->obj);
+	free(s->ns_objs);
 	free(s->chan);
 	free(s->scratch);
 	kvr_index_u64_fini(&s->ids);
@@ -237,6 +271,7 @@ void kvr_store_destroy(struct kvr_store *s)
 		free(s->own[i].objs);
 	free(s->own);
 	free(s->obj);
+	free(s->ns_objs);
 	free(s->chan);
 	free(s->heap);
 	free(s->scratch);

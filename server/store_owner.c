@@ -20,26 +20,74 @@
 
 /* ==== Publishing ==== */
 
+/* A transfer's deadline: creation + xfer_ms, saturating at the top. */
+static uint64_t xfer_deadline(const struct kvr_store *s, uint64_t now_ns)
+{
+	return now_ns > UINT64_MAX - s->xfer_ns ? UINT64_MAX
+						: now_ns + s->xfer_ns;
+}
+
+/*
+ * Append transfer @o to the queue. Every transfer lives xfer_ms from its
+ * publication and now_ns never goes backwards (the loop's monotonic clock),
+ * so the tail is always the latest deadline: O(1) where a heap would cost
+ * O(log n) on every prepare.
+ */
+static void xq_push(struct kvr_store *s, uint32_t o)
+{
+	struct owner *w = &s->own[o];
+
+	w->xnext = NIL;
+	w->xprev = s->xq_tail;
+	if (s->xq_tail != NIL)
+		s->own[s->xq_tail].xnext = o;
+	else
+		s->xq_head = o;
+	s->xq_tail = o;
+}
+
+static void xq_unlink(struct kvr_store *s, uint32_t o)
+{
+	struct owner *w = &s->own[o];
+
+	if (w->xprev != NIL)
+		s->own[w->xprev].xnext = w->xnext;
+	else
+		s->xq_head = w->xnext;
+	if (w->xnext != NIL)
+		s->own[w->xnext].xprev = w->xprev;
+	else
+		s->xq_tail = w->xprev;
+	w->xprev = w->xnext = NIL;
+}
+
 /*
  * Publishing makes an owner visible by id and on its channel's list, and
  * counts it; it is always the last step of a request, after the owner's
- * list is complete. The id comes from a 64-bit counter that never wraps
- * in a server's life, so a stale id from a client can never name a newer
- * owner.
+ * list is complete. The id is a fresh output of the id cipher (store_id.h):
+ * never 0, never issued before, not predictable from earlier ids, so a
+ * stale id can never name a newer owner and nobody can guess a lease.
+ * A transfer also joins the deadline queue.
  */
 void kvr__store_owner_publish(struct kvr_store *s, uint32_t o, uint64_t now_ns)
 {
 	struct owner *w = &s->own[o];
 	struct chan *c = &s->chan[w->ch];
 
-	w->id = s->next_id++;
+	w->id = kvr_store_id_next(&s->ids_gen);
 	w->created_ns = now_ns;
+	if (w->kind != OWN_LEASE) {
+		w->deadline_ns = xfer_deadline(s, now_ns);
+		xq_push(s, o);
+	}
 	/* Cannot fail: the reservation step made room, ids are never reused. */
 	(void)kvr_index_u64_insert(&s->ids, w->id, o);
 	w->prev = NIL;
 	w->next = c->head;
 	if (c->head != NIL)
 		s->own[c->head].prev = o;
+	else
+		c->tail = o; /* the list's tail is its oldest owner */
 	c->head = o;
 	if (w->kind == OWN_LEASE) {
 		c->nr_leases++;
@@ -60,12 +108,16 @@ static void owner_unpublish(struct kvr_store *s, uint32_t o)
 	struct chan *c = &s->chan[w->ch];
 
 	(void)kvr_index_u64_remove(&s->ids, w->id);
+	if (w->kind != OWN_LEASE)
+		xq_unlink(s, o);
 	if (w->prev != NIL)
 		s->own[w->prev].next = w->next;
 	else
 		c->head = w->next;
 	if (w->next != NIL)
 		s->own[w->next].prev = w->prev;
+	else
+		c->tail = w->prev;
 	if (w->kind == OWN_LEASE) {
 		c->nr_leases--;
 		s->st.leases--;
@@ -204,6 +256,8 @@ static void pin(struct kvr_store *s, uint32_t o, uint32_t x)
 	}
 	s->st.pins++;
 	s->chan[w->ch].pins++;
+	/* Per owner, so the channel's pinned bytes move with the owner. */
+	w->bytes += obj_bytes(s, b);
 	w->objs[w->nr++] = x;
 }
 
@@ -228,6 +282,9 @@ uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
 		s->obj[x].stamp = s->stamp;
 		pin(s, o, x);
 	}
+	s->chan[ch].pinned_bytes += s->own[o].bytes;
+	s->own[o].ns = s->chan[ch].ns;
+	s->own[o].uid = s->chan[ch].uid;
 	kvr__store_owner_publish(s, o, now_ns);
 	if (kind == OWN_LEASE) {
 		s->own[o].deadline_ns = deadline(s, now_ns);
@@ -256,6 +313,8 @@ uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
 	}
 	s->st.pins -= w->nr;
 	s->chan[w->ch].pins -= w->nr;
+	s->chan[w->ch].pinned_bytes -= w->bytes;
+	w->bytes = 0;
 	return w->nr;
 }
 
@@ -312,8 +371,10 @@ void kvr__store_owner_redeem(struct kvr_store *s, uint32_t o, uint32_t ch,
 	heap_remove(s, o);
 	owner_unpublish(s, o);
 	s->chan[w->ch].pins -= w->nr;
+	s->chan[w->ch].pinned_bytes -= w->bytes;
 	w->kind = OWN_RETRIEVE;
 	w->ch = ch;
 	s->chan[ch].pins += w->nr;
+	s->chan[ch].pinned_bytes += w->bytes;
 	kvr__store_owner_publish(s, o, now_ns);
 }

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the isolation rules of server/store*.c (issue 12): per
+ * channel quotas on reserved and pinned bytes and the per-key size limit,
+ * deadlines on open transfers (reclaimed, remembered as expired), leases
+ * bound to their maker's uid and namespace, unguessable never-repeating
+ * ids (server/store_id.c, checked against the cipher's published test
+ * vector), and the per-namespace object counts that let kvringd free a
+ * namespace entry. The audit runs after every step that changes state.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "store_id.h"
+
+#define U  64u
+#define MS 1000000ull /* ns per ms */
+
+static struct kvr_store *s;
+
+static void teardown(void)
+{
+	kvr_store_destroy(s);
+	s = NULL;
+}
+
+TestSuite(store_isolation, .fini = teardown, .timeout = 30);
+
+/* A pool of @units * U bytes with the given per-channel limits (bytes). */
+static void mk(uint64_t units, uint64_t q_res, uint64_t q_pin, uint64_t maxk)
+{
+	struct kvr_store_config c = {
+	    .pool_bytes = units * U,
+	    .align = U,
+	    .lease_ms = 100,
+	    .max_channels = 4,
+	    .max_keys = 16,
+	    .max_xfers_per_chan = 8,
+	    .max_leases_per_chan = 8,
+	    .hash_seed = 0x5eed,
+	    .quota_reserved_bytes = q_res,
+	    .quota_pinned_bytes = q_pin,
+	    .max_key_bytes = maxk,
+	    .xfer_ms = 50,
+	    .max_ns = 8,
+	};
+
+	cr_assert_eq(kvr_store_create(&c, &s), 0);
+}
+
+static struct kvr_key K(uint64_t i) {
+	struct kvr_key k = {i * 0x9E3779B97F4A7C15ull + 7, i ^ 0x1234};
+
+	return k;
+}
+
+static void
+audit(void)
+{
+	char msg[256];
+	int rc = kvr_store_audit(s, msg, sizeof(msg));
+
+	cr_assert_eq(rc, 0, "audit: %s", msg);
+}
+
+static struct kvr_store_stats stats(void)
+{
+	struct kvr_store_stats st;
+
+	kvr_store_stats(s, &st);
+	return st;
+}
+
+static struct kvr_store_chan_stats cstats(uint32_t ch)
+{
+	struct kvr_store_chan_stats cs;
+
+	cr_assert_eq(kvr_store_chan_stats(s, ch, &cs), 0);
+	return cs;
+}
+
+/* Store and commit keys [first, first + n) of @bytes each on @ch, ns 0. */
+static void store_n(uint32_t ch, uint64_t first, uint32_t n, uint64_t bytes,
+		    uint64_t now_ns)
+{
+	struct kvr_key k[16];
+	uint64_t sz[16], x;
+	struct kvr_slot_desc d[16];
+
+	cr_assert_leq(n, 16);
+	for (uint32_t i = 0; i < n; i++) {
+		k[i] = K(first + i);
+		sz[i] = bytes;
+	}
+	cr_assert_eq(kvr_store_prepare_store(s, ch, 0, k, sz, n, now_ns, d, &x),
+		     (int)n);
+	cr_assert_eq(kvr_store_commit_store(s, ch, x, now_ns), 0);
+	audit();
+}
+
+Test(store_isolation,
+     prepare_answers_quota_and_evicts_nothing_when_over_reserve_quota)
+{
+	struct kvr_key k[4] = {K(100), K(101), K(102), K(103)};
+	uint64_t sz[4] = {3 * U, 3 * U, 3 * U, 3 * U}, x, x2 = 1, ev, objs;
+	struct kvr_slot_desc d[4];
+
+	/* 16 units; channel 0 fills 12 of them with committed objects, in
+	 * requests within its own quota. */
+	mk(16, 7 * U, 0, 0);
+	store_n(0, 0, 3, 2 * U, 0);
+	store_n(0, 3, 3, 2 * U, 0);
+	/* Channel 1 may hold 7 units reserved: 2 keys of 3, not 3. Only 4
+	 * units are free, so its second key needs evictions (allowed: it is
+	 * within the quota). */
+	cr_assert_eq(kvr_store_prepare_store(s, 1, 0, k, sz, 2, 0, d, &x), 2);
+	cr_expect_eq(d[0].status, KVR_SLOT_OK);
+	cr_expect_eq(d[1].status, KVR_SLOT_OK);
+	ev = stats().evictions;
+	objs = stats().objects;
+	cr_expect_gt(ev, 0u);
+	/* The next two, in a second open transfer, are over the quota: they
+	 * answer "quota" and evict nothing although the pool is full. */
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k[2], &sz[2], 2, 0, d, &x2), 0);
+	cr_expect_eq(d[0].status, KVR_SLOT_QUOTA, "status %d", d[0].status);
+	cr_expect_eq(d[1].status, KVR_SLOT_QUOTA, "status %d", d[1].status);
+	cr_expect_eq(x2, 0u);
+	cr_expect_eq(stats().evictions, ev, "evicted %llu, before %llu",
+		     (unsigned long long)stats().evictions,
+		     (unsigned long long)ev);
+	cr_expect_eq(stats().objects, objs);
+	cr_expect_eq(stats().quota_denied, 2u);
+	cr_expect_eq(cstats(1).quota_denied, 2u);
+	cr_expect_eq(cstats(1).reserved_bytes, 6 * U);
+	audit();
+	/* Committing frees the quota (reserved -> committed). */
+	cr_assert_eq(kvr_store_commit_store(s, 1, x, 0), 0);
+	cr_expect_eq(cstats(1).reserved_bytes, 0u);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k[2], &sz[2], 1, 0, d, &x), 1);
+	audit();
+}
+
+Test(store_isolation, prepare_answers_quota_when_key_is_above_max_key_bytes)
+{
+	struct kvr_key k = K(1);
+	uint64_t sz = 16 * U, x = 1;
+	struct kvr_slot_desc d;
+
+	/* A pool-sized key: reservable by size, not by the per-key limit. */
+	mk(16, 0, 0, 4 * U);
+	store_n(0, 10, 4, 2 * U, 0);
+	cr_assert_eq(kvr_store_prepare_store(s, 1, 0, &k, &sz, 1, 0, &d, &x),
+		     0);
+	cr_expect_eq(d.status, KVR_SLOT_QUOTA, "status %d", d.status);
+	cr_expect_eq(x, 0u, "a transfer for nothing");
+	cr_expect_eq(stats().evictions, 0u);
+	cr_expect_eq(stats().objects, 4u, "others' objects were evicted");
+	sz = 4 * U;
+	cr_assert_eq(kvr_store_prepare_store(s, 1, 0, &k, &sz, 1, 0, &d, &x),
+		     1);
+	cr_expect_eq(d.status, KVR_SLOT_OK);
+	audit();
+}
+
+Test(store_isolation, pins_stop_at_pin_quota_when_lookup_or_retrieve_pins)
+{
+	struct kvr_key k[4] = {K(0), K(1), K(2), K(3)};
+	struct kvr_slot_desc d[4];
+	uint64_t lease = 0, rx = 0;
+
+	mk(16, 0, 5 * U, 0);
+	store_n(0, 0, 4, 2 * U, 0);
+	/* 5 units of pins: two 2-unit objects fit, the third does not. */
+	cr_expect_eq(kvr_store_lookup(s, 1, 0, k, 4, true, 0, &lease), 2);
+	cr_expect_neq(lease, 0u);
+	cr_expect_eq(cstats(1).pinned_bytes, 4 * U);
+	audit();
+	/* One unit left: nothing fits, an error rather than "no hit". */
+	cr_expect_eq(kvr_store_prepare_retrieve(s, 1, 0, k, 4, 0, d, &rx),
+		     -EDQUOT);
+	cr_expect_eq(rx, 0u);
+	/* Another channel has its own quota. */
+	cr_expect_eq(kvr_store_prepare_retrieve(s, 2, 0, k, 4, 0, d, &rx), 2);
+	cr_expect_eq(cstats(2).pinned_bytes, 4 * U);
+	/* Redeeming moves the pins: channel 2 is full, channel 3 is not. */
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 2, lease, 0, d, 4, &rx),
+	    -EDQUOT);
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 3, lease, 0, d, 4, &rx), 2);
+	cr_expect_eq(cstats(1).pinned_bytes, 0u);
+	cr_expect_eq(cstats(3).pinned_bytes, 4 * U);
+	cr_expect_geq(stats().quota_denied, 3u);
+	audit();
+}
+
+Test(store_isolation,
+     store_reservation_is_freed_and_commit_says_expired_when_deadline_passes)
+{
+	struct kvr_key k = K(5);
+	uint64_t sz = 2 * U, x = 0, other = 0;
+	struct kvr_slot_desc d;
+
+	mk(16, 0, 0, 0);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k, &sz, 1, 10 * MS, &d, &x), 1);
+	cr_assert_eq(kvr_store_prepare_store(s, 2, 0, (struct kvr_key[]){K(6)},
+					     &sz, 1, 30 * MS, &d, &other),
+		     1);
+	cr_expect_eq(cstats(1).oldest_ns, 10 * MS);
+	cr_expect_eq(kvr_store_next_expiry(s), 60 * MS);
+	cr_expect_eq(kvr_store_expire(s, 59 * MS, 0), 0);
+	cr_expect_eq(kvr_store_expire(s, 60 * MS, 0), 1);
+	cr_expect_eq(cstats(1).reserved_bytes, 0u);
+	cr_expect_eq(cstats(1).transfers_open, 0u);
+	cr_expect_eq(cstats(1).oldest_ns, 0u);
+	cr_expect_eq(cstats(1).xfers_expired, 1u);
+	cr_expect_eq(stats().reserved_objects, 1u, "channel 2's is kept");
+	cr_expect_eq(stats().xfers_expired, 1u);
+	audit();
+	/* Never published: the key is not stored and can be stored again. */
+	cr_expect_eq(kvr_store_lookup(s, 0, 0, &k, 1, false, 60 * MS, NULL), 0);
+	cr_expect_eq(kvr_store_commit_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
+	cr_expect_eq(kvr_store_abort_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
+	cr_expect_eq(kvr_store_check_store(s, 1, x), KVR_ERR_EXPIRED);
+	/* The expired id is the channel's own business only. */
+	cr_expect_eq(kvr_store_commit_store(s, 2, x, 61 * MS), -ENOENT);
+	/* Closing forgets it: a new worker on channel 1 is someone else. */
+	cr_assert_eq(kvr_store_channel_close(s, 1, 62 * MS, NULL), 0);
+	cr_expect_eq(kvr_store_commit_store(s, 1, x, 62 * MS), -ENOENT);
+	cr_expect_eq(kvr_store_commit_store(s, 2, other, 62 * MS), 0);
+	audit();
+}
+
+Test(store_isolation,
+     retrieve_is_unpinned_and_commit_says_expired_when_deadline_passes)
+{
+	struct kvr_key k = K(0);
+	struct kvr_slot_desc d;
+	uint64_t rx = 0;
+
+	mk(16, 0, 0, 0);
+	store_n(0, 0, 1, 2 * U, 0);
+	cr_assert_eq(kvr_store_prepare_retrieve(s, 1, 0, &k, 1, 0, &d, &rx), 1);
+	cr_expect_eq(stats().pins, 1u);
+	cr_expect_eq(kvr_store_expire(s, 50 * MS, 0), 1);
+	cr_expect_eq(stats().pins, 0u);
+	cr_expect_eq(cstats(1).pinned_bytes, 0u);
+	audit();
+	cr_expect_eq(kvr_store_commit_retrieve(s, 1, rx, 51 * MS),
+		     KVR_ERR_EXPIRED);
+	/* Unpinned means evictable again: a pool-wide store takes its room. */
+	{
+		struct kvr_key big = K(9);
+		uint64_t sz = 16 * U, x;
+
+		cr_expect_eq(kvr_store_prepare_store(s, 2, 0, &big, &sz, 1,
+						     51 * MS, &d, &x),
+			     1);
+		cr_expect_eq(stats().evictions, 1u);
+	}
+	audit();
+}
+
+Test(store_isolation, lease_is_unknown_when_redeemed_by_other_uid_or_namespace)
+{
+	struct kvr_key k = K(0);
+	struct kvr_slot_desc d;
+	uint64_t lease = 0, rx = 0;
+
+	mk(16, 0, 0, 0);
+	cr_assert_eq(kvr_store_channel_open(s, 0, 0, 1000), 0);
+	cr_assert_eq(kvr_store_channel_open(s, 1, 0, 1001), 0); /* other uid */
+	cr_assert_eq(kvr_store_channel_open(s, 2, 3, 1000), 0); /* other ns */
+	cr_assert_eq(kvr_store_channel_open(s, 3, 0, 1000), 0); /* same both */
+	cr_expect_eq(kvr_store_channel_open(s, 0, 8, 1000), -EINVAL);
+	store_n(0, 0, 1, 2 * U, 0);
+	cr_assert_eq(kvr_store_lookup(s, 0, 0, &k, 1, true, 0, &lease), 1);
+	/* The answer for a real lease of someone else is the answer for an
+	 * id that was never issued. */
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 1, lease, 0, &d, 1, &rx),
+	    -ENOENT);
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 2, lease, 0, &d, 1, &rx),
+	    -ENOENT);
+	cr_expect_eq(kvr_store_release_lease(s, 1, lease, 0), -ENOENT);
+	cr_expect_eq(kvr_store_release_lease(s, 2, lease, 0), -ENOENT);
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 1, lease ^ 1, 0, &d, 1, &rx),
+	    -ENOENT);
+	cr_expect_eq(stats().leases, 1u, "a stranger changed the lease");
+	/* Its maker's uid in its namespace redeems it. */
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 3, lease, 0, &d, 1, &rx), 1);
+	cr_expect_eq(kvr_store_commit_retrieve(s, 3, rx, 0), 0);
+	audit();
+}
+
+/* Speck64/128's test vector from the designers' paper (appendix C). */
+Test(store_isolation, id_cipher_matches_speck64_128_test_vector)
+{
+	const uint32_t key[4] = {0x03020100, 0x0b0a0908, 0x13121110,
+				 0x1b1a1918};
+	struct kvr_store_id g;
+
+	kvr_store_id_init(&g, key);
+	cr_expect_eq(kvr_store_id_encrypt(&g, 0x3b7265747475432dull),
+		     0x8c6fa548454e028bull, "got %016llx",
+		     (unsigned long long)kvr_store_id_encrypt(
+			 &g, 0x3b7265747475432dull));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(store_isolation, ids_never_repeat_and_are_not_sequential_when_issued)
+{
+	const uint32_t key[4] = {1, 2, 3, 4};
+	enum { N = 200000 };
+	uint64_t *ids = malloc(N * sizeof(*ids));
+	struct kvr_store_id g;
+	uint32_t near = 0;
+
+	cr_assert_not_null(ids);
+	kvr_store_id_init(&g, key);
+	for (uint32_t i = 0; i < N; i++) {
+		ids[i] = kvr_store_id_next(&g);
+		cr_assert_neq(ids[i], 0u);
+		/* The next id is nowhere near the previous one. */
+		if (i &&
+		    (ids[i] - ids[i - 1] < 1024 || ids[i - 1] - ids[i] < 1024))
+			near++;
+	}
+	cr_expect_eq(near, 0u, "%u consecutive ids within 1024", near);
+	qsort(ids, N, sizeof(*ids), cmp_u64);
+	for (uint32_t i = 1; i < N; i++)
+		cr_assert_neq(ids[i], ids[i - 1], "id %016llx issued twice",
+			      (unsigned long long)ids[i]);
+	free(ids);
+}
+
+Test(store_isolation, namespace_counts_follow_objects_and_evict_frees_unpinned)
+{
+	struct kvr_key k[3] = {K(0), K(1), K(2)};
+	uint64_t sz[3] = {U, U, U}, x, rx;
+	struct kvr_slot_desc d[3];
+
+	mk(16, 0, 0, 0);
+	cr_assert_eq(kvr_store_prepare_store(s, 0, 5, k, sz, 3, 0, d, &x), 3);
+	cr_expect_eq(kvr_store_ns_objects(s, 5), 3u, "reserved ones count");
+	cr_expect_eq(kvr_store_ns_objects(s, 0), 0u);
+	cr_expect_eq(kvr_store_ns_objects(s, 99), 0u);
+	cr_assert_eq(kvr_store_commit_store(s, 0, x, 0), 0);
+	cr_assert_eq(kvr_store_prepare_retrieve(s, 1, 5, k, 1, 0, d, &rx), 1);
+	/* The pinned object stays; the two others go. */
+	cr_expect_eq(kvr_store_ns_evict(s, 5), 1u);
+	cr_expect_eq(kvr_store_ns_objects(s, 5), 1u);
+	audit();
+	cr_assert_eq(kvr_store_commit_retrieve(s, 1, rx, 0), 0);
+	cr_expect_eq(kvr_store_ns_evict(s, 5), 0u);
+	cr_expect_eq(kvr_store_ns_objects(s, 5), 0u);
+	cr_expect_eq(stats().objects, 0u);
+	/* An ns beyond max_ns is refused, not counted out of bounds. */
+	cr_expect_eq(kvr_store_prepare_store(s, 0, 8, k, sz, 1, 0, d, &x),
+		     -EINVAL);
+	audit();
+}
