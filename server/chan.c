@@ -203,6 +203,9 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 		s->g.protocol_errors++;
 	if (c->chan >= 0)
 		release_channel(s, c, why, protocol_error);
+	/* After the store let go of its objects' pins and reservations. */
+	kvr__hello_ns_put(s, c->ns_id);
+	c->ns_id = 0;
 	if (c->state == KVR_CONN_HELLO)
 		s->npending--;
 	if (c->state == KVR_CONN_ACTIVE)
@@ -282,6 +285,10 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 	put(&st->bytes_in, c->bytes_in);
 	put(&st->bytes_out, c->bytes_out);
 	put(&st->resp_ring_full, c->resp_full);
+	put(&st->pinned_bytes, cs.pinned_bytes);
+	put(&st->oldest_ns, cs.oldest_ns);
+	put(&st->quota_denied, cs.quota_denied);
+	put(&st->xfers_expired, cs.xfers_expired);
 }
 
 /* Runs when the loop goes to sleep, on every heartbeat and at every
@@ -319,6 +326,8 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&g->largest_free, st.largest_free_bytes);
 	put(&g->frag_ppm, (uint64_t)(st.fragmentation * 1e6));
 	put(&g->loop_wakeups, s->g.loop_wakeups);
+	put(&g->quota_denied, st.quota_denied);
+	put(&g->xfers_expired, st.xfers_expired);
 }
 
 void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c)

@@ -61,6 +61,10 @@ void kvr__hello_readable(struct kvr_srv *s, struct kvr_conn *c);
 /* Drop HELLO connections whose deadline passed. */
 void kvr__hello_timeouts(struct kvr_srv *s, uint64_t now_ns);
 
+/* A connection that registered namespace @ns_id closes: drop its
+ * reference; the entry is freed once no channel and no object uses it. */
+void kvr__hello_ns_put(struct kvr_srv *s, uint32_t ns_id);
+
 /* ---- disp.c ---- */
 
 /*

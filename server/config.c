@@ -44,6 +44,10 @@ enum {
 	OPT_HUGE_PAGES,
 	OPT_HUGE_DIR,
 	OPT_L2, /* every --l2* option: kvr_l2_conf_opt() sorts them */
+	OPT_QUOTA_RESERVED,
+	OPT_QUOTA_PINNED,
+	OPT_MAX_KEY_BYTES,
+	OPT_XFER_MS,
 };
 
 static const struct option longopts[] = {
@@ -74,6 +78,10 @@ static const struct option longopts[] = {
 	{ "l2-queue", required_argument, NULL, OPT_L2 },
 	{ "l2-io-ms", required_argument, NULL, OPT_L2 },
 	{ "l2-upload", required_argument, NULL, OPT_L2 },
+	{ "quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED },
+	{ "quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED },
+	{ "max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES },
+	{ "xfer-ms", required_argument, NULL, OPT_XFER_MS },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -124,6 +132,18 @@ void kvr_config_usage(FILE *f)
 "                          by GROUP, and peers of that gid are accepted.\n"
 "                          Default: owner-only (0600), same uid only.\n"
 "      --allow-root        also accept peers running as root (uid 0).\n"
+"Isolation (per channel; SIZE with K/M/G, or N%% of --pool-size):\n"
+"      --quota-reserved Q  bytes one channel may hold reserved in open store\n"
+"                          transfers; above it a key answers \"quota\" and\n"
+"                          nothing is evicted for it. Default: 25%%.\n"
+"      --quota-pinned Q    bytes one channel may hold pinned (retrieves and\n"
+"                          leases); a lookup or retrieve pins the prefix\n"
+"                          that fits. Default: 50%%.\n"
+"      --max-key-bytes Q   largest single chunk; above it \"quota\".\n"
+"                          Default: 12.5%%.\n"
+"      --xfer-ms N         an open store or retrieve transfer is reclaimed\n"
+"                          N ms after it was prepared (a stopped worker\n"
+"                          holds nothing longer). Default: 30000.\n"
 "Timing:\n"
 "      --spin-us N         poll the rings N microseconds after work before\n"
 "                          sleeping (0 = sleep at once). Default: 50.\n"
@@ -209,6 +229,10 @@ static void set_defaults(struct kvr_config *c)
 	c->heartbeat_ms = KVR_CONFIG_DEF_HEARTBEAT_MS;
 	c->handshake_ms = KVR_CONFIG_DEF_HANDSHAKE_MS;
 	c->stall_ms = KVR_CONFIG_DEF_STALL_MS;
+	c->quota_bp[0] = KVR_CONFIG_DEF_QUOTA_RESERVED_BP;
+	c->quota_bp[1] = KVR_CONFIG_DEF_QUOTA_PINNED_BP;
+	c->quota_bp[2] = KVR_CONFIG_DEF_MAX_KEY_BP;
+	c->xfer_ms = KVR_CONFIG_DEF_XFER_MS;
 	c->log_level = KVR_LOG_INFO;
 	kvr_l2_conf_defaults(&c->l2);
 }
@@ -231,6 +255,37 @@ static int bad(FILE *err, const char *opt, const char *val, const char *hint)
 		hint);
 	fprintf(err, "Try 'kvringd --help' for more information.\n");
 	return -EINVAL;
+}
+
+/*
+ * A quota: "N%" (up to two decimals, 0.01%-100%) of the pool, resolved
+ * later, or a size. Exactly one of *bp and *bytes ends nonzero.
+ */
+static int parse_share(const char *a, uint32_t *bp, uint64_t *bytes)
+{
+	size_t n = strlen(a);
+	char num[16], *end;
+	double v;
+
+	if (n >= 2 && a[n - 1] == '%') {
+		if (n - 1 >= sizeof(num))
+			return -EINVAL;
+		memcpy(num, a, n - 1);
+		num[n - 1] = '\0';
+		if (num[0] < '0' || num[0] > '9')
+			return -EINVAL;
+		errno = 0;
+		v = strtod(num, &end);
+		if (errno || *end || v < 0.01 || v > 100.0)
+			return -EINVAL;
+		*bp = (uint32_t)(v * 100.0 + 0.5);
+		*bytes = 0;
+		return 0;
+	}
+	if (kvr_parse_size(a, bytes) < 0 || *bytes < 64)
+		return -EINVAL;
+	*bp = 0;
+	return 0;
 }
 
 /* Handle one parsed option; 0 or a usage error. */
@@ -327,6 +382,28 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 	case OPT_ALLOW_ROOT:
 		c->allow_root = true;
 		return 0;
+	case OPT_QUOTA_RESERVED:
+		if (parse_share(a, &c->quota_bp[0], &c->quota_reserved_bytes))
+			return bad(err, "--quota-reserved", a,
+				   "use a size of at least 64 (e.g. 256M) or a "
+				   "share of the pool from 0.01% to 100%");
+		return 0;
+	case OPT_QUOTA_PINNED:
+		if (parse_share(a, &c->quota_bp[1], &c->quota_pinned_bytes))
+			return bad(err, "--quota-pinned", a,
+				   "use a size of at least 64 (e.g. 512M) or a "
+				   "share of the pool from 0.01% to 100%");
+		return 0;
+	case OPT_MAX_KEY_BYTES:
+		if (parse_share(a, &c->quota_bp[2], &c->max_key_bytes))
+			return bad(err, "--max-key-bytes", a,
+				   "use a size of at least 64 (e.g. 64M) or a "
+				   "share of the pool from 0.01% to 100%");
+		return 0;
+	case OPT_XFER_MS:
+		if (parse_u32(a, 10, 86400000, &c->xfer_ms) < 0)
+			return bad(err, "--xfer-ms", a, "use 10-86400000");
+		return 0;
 	case OPT_NO_PREFAULT:
 		c->no_prefault = true;
 		return 0;
@@ -353,6 +430,16 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 		fprintf(err, "Try 'kvringd --help' for more information.\n");
 		return -EINVAL;
 	}
+}
+
+/* A share given in basis points becomes bytes of the pool (at least 64). */
+static void resolve_share(uint32_t bp, uint64_t pool_bytes, uint64_t *bytes)
+{
+	if (!bp)
+		return;
+	*bytes = pool_bytes / 10000u * bp + pool_bytes % 10000u * bp / 10000u;
+	if (*bytes < 64)
+		*bytes = 64;
 }
 
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
@@ -410,6 +497,21 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		return bad(err, "--huge-pages", "require",
 			   "the private pool (copy transport) never uses huge "
 			   "pages; drop --pool-backend private");
+	/* The copy transport sends a retrieve's bytes from pinned slots; a
+	 * stalled socket is cut at --stall-ms, which must come first. */
+	if (cfg->xfer_ms <= cfg->stall_ms) {
+		fprintf(err, "kvringd: invalid --xfer-ms %u: must be larger "
+			     "than --stall-ms %u (a stalled copy send must be "
+			     "cut before its pins expire)\n",
+			cfg->xfer_ms, cfg->stall_ms);
+		fprintf(err, "Try 'kvringd --help' for more information.\n");
+		return -EINVAL;
+	}
+	resolve_share(cfg->quota_bp[0], cfg->pool_bytes,
+		      &cfg->quota_reserved_bytes);
+	resolve_share(cfg->quota_bp[1], cfg->pool_bytes,
+		      &cfg->quota_pinned_bytes);
+	resolve_share(cfg->quota_bp[2], cfg->pool_bytes, &cfg->max_key_bytes);
 
 	/* Names not given on the command line come from the environment or
 	 * from the uid (so two users never collide). */

@@ -30,6 +30,12 @@
 #define KVR_CONFIG_DEF_HEARTBEAT_MS 100u
 #define KVR_CONFIG_DEF_HANDSHAKE_MS 2000u
 #define KVR_CONFIG_DEF_STALL_MS     5000u
+/* Isolation defaults (docs/config.md, docs/reliability.md): per channel,
+ * in hundredths of a percent of the pool, and the transfer deadline. */
+#define KVR_CONFIG_DEF_QUOTA_RESERVED_BP 2500u /* 25% */
+#define KVR_CONFIG_DEF_QUOTA_PINNED_BP	 5000u /* 50% */
+#define KVR_CONFIG_DEF_MAX_KEY_BP	 1250u /* 12.5% */
+#define KVR_CONFIG_DEF_XFER_MS		 30000u
 
 /*
  * struct kvr_config - the parsed options. Owned by main.c (on its stack);
@@ -58,6 +64,13 @@ struct kvr_config {
 	int huge_pages;			       /* --huge-pages: KVR_HUGE_* */
 	char huge_dir[256];		       /* --huge-dir ("" = find) */
 	struct kvr_l2_conf l2;		       /* --l2* (l2_conf.c) */
+	/* Per-channel limits, in bytes once parsed (a "N%" option is
+	 * resolved against --pool-size after every option was read). */
+	uint64_t quota_reserved_bytes; /* --quota-reserved */
+	uint64_t quota_pinned_bytes;   /* --quota-pinned */
+	uint64_t max_key_bytes;	       /* --max-key-bytes */
+	uint32_t quota_bp[3];	       /* parse-time: basis points, or 0 */
+	uint32_t xfer_ms;	       /* --xfer-ms */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */

@@ -208,7 +208,8 @@ static void run(struct kvr_srv *s, struct kvr_conn *c,
 		len = sizeof(*r);
 	}
 	if ((v->op == KVR_OP_COMMIT_STORE || v->op == KVR_OP_ABORT_STORE) &&
-	    (r->status == 0 || r->status == -ENOENT))
+	    (r->status == 0 || r->status == -ENOENT ||
+	     r->status == KVR_ERR_EXPIRED))
 		xf_drop(xf_find(cp, v->hdr.handle));
 	queue_answer(s, c, type, len);
 }
@@ -304,6 +305,26 @@ static int on_body(struct kvr_srv *s, struct kvr_conn *c, size_t blen)
 	return 0;
 }
 
+/* Read @want bytes (of which *got came already) and throw them away. */
+static int rx_discard(struct kvr_srv *s, struct kvr_conn *c, size_t want,
+		      size_t *got)
+{
+	char buf[4096];
+
+	while (*got < want) {
+		size_t part = want - *got, g = 0;
+		int rc;
+
+		if (part > sizeof(buf))
+			part = sizeof(buf);
+		rc = rx(s, c, buf, part, &g);
+		*got += g;
+		if (rc <= 0)
+			return rc;
+	}
+	return 1;
+}
+
 /* Receive payload straight into the reserved slots of cp->px.
  * Return 1 when the commit ran, 0 to wait for more bytes, -1 closed. */
 static int on_payload(struct kvr_srv *s, struct kvr_conn *c)
@@ -316,7 +337,16 @@ static int on_payload(struct kvr_srv *s, struct kvr_conn *c)
 		const struct kvr_slot_desc *sl = &cp->px->slots[cp->pslot];
 		size_t got = (size_t)cp->poff;
 
-		rc = rx(s, c, (char *)s->pool.base + sl->off, sl->len, &got);
+		/* Checked before every read: the transfer's deadline may
+		 * have reclaimed it (kvr_store_expire), and its slots may
+		 * be another transfer's now. Its bytes then go nowhere;
+		 * the commit below answers KVR_ERR_EXPIRED. */
+		if (kvr_store_check_store(s->store, (uint32_t)c->chan,
+					  cp->px->id) == 0)
+			rc = rx(s, c, (char *)s->pool.base + sl->off, sl->len,
+				&got);
+		else
+			rc = rx_discard(s, c, sl->len, &got);
 		c->bytes_in += got - cp->poff;
 		cp->poff = got;
 		if (rc <= 0)

@@ -96,11 +96,79 @@ static void refuse(struct kvr_srv *s, struct kvr_conn *c, int status,
 }
 
 /*
+ * Make room for one more handshake of @uid: a uid at its own limit
+ * (KVR_SRV_PENDING_PER_UID) loses its oldest pending socket, and a full
+ * table (KVR_SRV_PENDING_MAX) loses the oldest pending socket of anyone.
+ * A silent or slow peer therefore never keeps a new one out; it can only
+ * push out its own (or, once the table is full, the oldest) handshakes,
+ * and real clients finish theirs within microseconds. O(connections),
+ * once per accept, never per request.
+ */
+static struct kvr_conn *pending_victim(struct kvr_srv *s, uid_t uid)
+{
+	struct kvr_conn *old_uid = NULL, *old_any = NULL;
+	uint32_t n_uid = 0;
+
+	for (uint32_t i = 0; i < s->nconns; i++) {
+		struct kvr_conn *c = &s->conns[i];
+
+		if (c->state != KVR_CONN_HELLO)
+			continue;
+		if (!old_any || c->accepted_ns < old_any->accepted_ns)
+			old_any = c;
+		if (c->uid != uid)
+			continue;
+		n_uid++;
+		if (!old_uid || c->accepted_ns < old_uid->accepted_ns)
+			old_uid = c;
+	}
+	if (n_uid >= KVR_SRV_PENDING_PER_UID)
+		return old_uid;
+	if (s->npending >= KVR_SRV_PENDING_MAX)
+		return old_any;
+	return NULL;
+}
+
+static void make_pending_room(struct kvr_srv *s, uid_t uid)
+{
+	struct kvr_conn *victim;
+	char b;
+
+	/* Each pass ends one pending handshake (served or dropped), so the
+	 * bound only guards against a bug. */
+	for (uint32_t pass = 0; pass <= KVR_SRV_PENDING_MAX; pass++) {
+		victim = pending_victim(s, uid);
+		if (!victim)
+			return;
+		/* A hello already waiting in the victim's socket (its poll
+		 * completion is just not reaped yet) is served now rather
+		 * than thrown away: only the silent are dropped. */
+		if (victim->hlen == 0 &&
+		    recv(victim->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+			kvr__hello_readable(s, victim);
+			continue;
+		}
+		kvr_log_warn(
+		    "handshake table: dropped the oldest pending "
+		    "handshake (pid %d uid %u, %zu bytes of hello in "
+		    "%llu ms) to admit a new connection of uid %u",
+		    (int)victim->pid, (unsigned)victim->uid, victim->hlen,
+		    (unsigned long long)((s->now_ns - victim->accepted_ns) /
+					 1000000u),
+		    (unsigned)uid);
+		s->g.handshake_refused++;
+		kvr__chan_close(s, victim, "handshake dropped for a newer one",
+				false);
+	}
+}
+
+/*
  * A socket from the multishot accept. Connections in the handshake are
- * limited (KVR_SRV_PENDING_MAX) so that a flood of silent clients cannot
- * take every slot; each gets a deadline that housekeeping enforces. The
- * credentials are read now: SO_PEERCRED describes the process that called
- * connect(), which is the one the server will watch.
+ * limited per uid and in total (make_pending_room) so that a flood of
+ * silent clients cannot take every slot; each gets a first-byte deadline
+ * and a whole-hello deadline that housekeeping enforces. The credentials
+ * are read first: SO_PEERCRED describes the process that called connect(),
+ * which is the one the server will watch and the uid the limit counts.
  */
 void kvr__hello_accepted(struct kvr_srv *s, int fd)
 {
@@ -108,8 +176,16 @@ void kvr__hello_accepted(struct kvr_srv *s, int fd)
 	socklen_t len = sizeof(cred);
 	struct kvr_conn *c = NULL;
 
-	if (!s->stopping && s->npending < KVR_SRV_PENDING_MAX)
+	/* The credentials of the process that called connect(). */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		cred.pid = 0;
+		cred.uid = (uid_t)-1;
+		cred.gid = (gid_t)-1;
+	}
+	if (!s->stopping) {
+		make_pending_room(s, cred.uid);
 		c = kvr__chan_conn_alloc(s);
+	}
 	if (!c) {
 		/* No slot: say so instead of letting the client time out. */
 		struct kvr_welcome w;
@@ -125,15 +201,14 @@ void kvr__hello_accepted(struct kvr_srv *s, int fd)
 		close(fd);
 		return;
 	}
-	/* The credentials of the process that called connect(). */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		cred.pid = 0;
 	c->sock = fd;
 	c->pid = cred.pid;
 	c->uid = cred.uid;
 	c->gid = cred.gid;
 	c->hlen = 0;
 	c->deadline_ns = s->now_ns + (uint64_t)s->cfg.handshake_ms * 1000000u;
+	c->accepted_ns = s->now_ns;
+	c->ns_id = 0;
 	c->state = KVR_CONN_HELLO;
 	s->npending++;
 	kvr__loop_poll(s, fd, POLLIN | POLLRDHUP,
@@ -171,27 +246,106 @@ static bool peer_allowed(const struct kvr_srv *s, const struct kvr_conn *c)
 	return false;
 }
 
-/* Same description, same id; ids start at 1. Returns 0 when full. */
+/* Forget entry @e: nothing refers to its id any more. */
+static void ns_free(struct kvr_srv *s, struct kvr_ns_ent *e)
+{
+	kvr_log_info("namespace %u (model '%.64s') freed: no worker and no "
+		     "object uses it",
+		     e->id, e->desc.model);
+	memset(&e->desc, 0, sizeof(e->desc));
+	e->used = false;
+	e->refs = 0;
+	s->nns--;
+}
+
+/*
+ * A free entry for a new namespace: an unused one; else one no channel
+ * uses whose objects are all gone (evicted since its last worker left);
+ * else, least recently left first, one no channel uses whose cached
+ * objects can all be evicted now (pinned or reserved ones keep it).
+ * NULL when every entry is held by a channel or by pinned objects.
+ */
+static struct kvr_ns_ent *ns_find_free(struct kvr_srv *s)
+{
+	struct kvr_ns_ent *idle = NULL;
+
+	for (uint32_t i = 0; i < KVR_SRV_NS_MAX; i++) {
+		struct kvr_ns_ent *e = &s->ns[i];
+
+		if (!e->used)
+			return e;
+		if (e->refs)
+			continue;
+		if (kvr_store_ns_objects(s->store, e->id) == 0) {
+			ns_free(s, e);
+			return e;
+		}
+		if (!idle || e->last_put_ns < idle->last_put_ns)
+			idle = e;
+	}
+	if (!idle)
+		return NULL;
+	if (kvr_store_ns_evict(s->store, idle->id) != 0)
+		return NULL;
+	kvr_log_warn("namespace table full: evicted the cached objects of "
+		     "namespace %u (model '%.64s', no worker connected) to "
+		     "make room for a new model",
+		     idle->id, idle->desc.model);
+	ns_free(s, idle);
+	return idle;
+}
+
+/*
+ * Same description, same id; ids start at 1 and name a table entry
+ * (id - 1). Takes a reference for the connection, which kvr__hello_ns_put()
+ * gives back when it closes. Returns 0 when the table is full.
+ */
 static uint32_t ns_register(struct kvr_srv *s, const struct kvr_ns_desc *in)
 {
 	struct kvr_ns_desc d = *in;
 	size_t mlen = strnlen(d.model, sizeof(d.model));
+	struct kvr_ns_ent *e;
 
 	/* Bytes after the model's NUL do not make another namespace. */
 	memset(d.model + mlen, 0, sizeof(d.model) - mlen);
-	for (uint32_t i = 0; i < s->nns; i++)
-		if (memcmp(&s->ns[i].desc, &d, sizeof(d)) == 0)
-			return s->ns[i].id;
-	if (s->nns == KVR_SRV_NS_MAX)
+	for (uint32_t i = 0; i < KVR_SRV_NS_MAX; i++) {
+		e = &s->ns[i];
+		if (e->used && memcmp(&e->desc, &d, sizeof(d)) == 0) {
+			e->refs++;
+			return e->id;
+		}
+	}
+	e = ns_find_free(s);
+	if (!e)
 		return 0;
-	s->ns[s->nns].desc = d;
-	s->ns[s->nns].id = s->nns + 1;
+	e->desc = d;
+	e->id = (uint32_t)(e - s->ns) + 1;
+	e->used = true;
+	e->refs = 1;
+	s->nns++;
 	kvr_log_info("namespace %u registered: model '%s', %u layers, %u kv "
 		     "heads x %u, %u-byte elements, tp %u/%u, %u tokens per "
 		     "chunk",
-		     s->nns + 1, d.model, d.layers, d.kv_heads, d.head_size,
+		     e->id, d.model, d.layers, d.kv_heads, d.head_size,
 		     d.dtype_bytes, d.tp_rank, d.tp_size, d.chunk_tokens);
-	return s->ns[s->nns++].id;
+	return e->id;
+}
+
+void kvr__hello_ns_put(struct kvr_srv *s, uint32_t ns_id)
+{
+	struct kvr_ns_ent *e;
+
+	if (ns_id == 0 || ns_id > KVR_SRV_NS_MAX)
+		return;
+	e = &s->ns[ns_id - 1];
+	if (!e->used || e->refs == 0)
+		return;
+	if (--e->refs)
+		return;
+	e->last_put_ns = s->now_ns;
+	/* Objects keep it: a worker of the model may come back for them. */
+	if (kvr_store_ns_objects(s->store, ns_id) == 0)
+		ns_free(s, e);
 }
 
 /* A pidfd turns the worker's exit into a poll event at once, even if it
@@ -230,8 +384,9 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	c->ns_id = ns_register(s, &h->ns);
 	if (!c->ns_id) {
 		refuse(s, c, -ENOSPC,
-		       "the server has %u model layouts registered already; "
-		       "restart it to clear them",
+		       "all %u model layouts kvringd can hold are in use by "
+		       "connected workers or pinned objects; retry when one "
+		       "disconnects",
 		       KVR_SRV_NS_MAX);
 		return;
 	}
@@ -264,6 +419,9 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		       s->geom.max_channels);
 		return;
 	}
+	/* Leases bind to who the server established this peer is. */
+	(void)kvr_store_channel_open(s->store, (uint32_t)c->chan, c->ns_id,
+				     (uint32_t)c->uid);
 
 	welcome_base(s, &w);
 	w.status = 0;
@@ -412,12 +570,29 @@ void kvr__hello_readable(struct kvr_srv *s, struct kvr_conn *c)
  * in the handshake. */
 void kvr__hello_timeouts(struct kvr_srv *s, uint64_t now_ns)
 {
+	uint64_t first_ns = (uint64_t)KVR_SRV_FIRST_BYTE_MS * 1000000u;
+
 	if (!s->npending)
 		return;
+	if (first_ns > (uint64_t)s->cfg.handshake_ms * 1000000u)
+		first_ns = (uint64_t)s->cfg.handshake_ms * 1000000u;
 	for (uint32_t i = 0; i < s->nconns; i++) {
 		struct kvr_conn *c = &s->conns[i];
 
-		if (c->state != KVR_CONN_HELLO || now_ns < c->deadline_ns)
+		if (c->state != KVR_CONN_HELLO)
+			continue;
+		if (c->hlen == 0 && now_ns >= c->accepted_ns + first_ns) {
+			kvr_log_warn(
+			    "handshake timeout: client pid %d uid %u "
+			    "sent no byte within %llu ms of connecting; "
+			    "dropped",
+			    (int)c->pid, (unsigned)c->uid,
+			    (unsigned long long)(first_ns / 1000000u));
+			s->g.handshake_refused++;
+			kvr__chan_close(s, c, "handshake timeout", false);
+			continue;
+		}
+		if (now_ns < c->deadline_ns)
 			continue;
 		kvr_log_warn("handshake timeout: client pid %d uid %u sent %zu "
 			     "bytes of its hello in %u ms; dropped",

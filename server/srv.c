@@ -470,6 +470,10 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	h->lease_ms = s->cfg.lease_ms;
 	h->heartbeat_ms = s->cfg.heartbeat_ms;
 	h->server_uid = (int32_t)s->uid;
+	h->quota_reserved_bytes = s->cfg.quota_reserved_bytes;
+	h->quota_pinned_bytes = s->cfg.quota_pinned_bytes;
+	h->max_key_bytes = s->cfg.max_key_bytes;
+	h->xfer_ms = s->cfg.xfer_ms;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	h->start_realtime_ns =
 		(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -499,8 +503,23 @@ static int create_store(struct kvr_srv *s)
 	/* With --l2 one more channel owns the tier's pins and loads. */
 	sc.max_channels = s->cfg.max_workers + (s->cfg.l2.kind ? 1u : 0u);
 	sc.max_keys = s->cfg.max_keys;
+	sc.quota_reserved_bytes = s->cfg.quota_reserved_bytes;
+	sc.quota_pinned_bytes = s->cfg.quota_pinned_bytes;
+	sc.max_key_bytes = s->cfg.max_key_bytes;
+	sc.xfer_ms = s->cfg.xfer_ms;
+	sc.max_ns = KVR_SRV_NS_MAX + 1; /* ids 1..KVR_SRV_NS_MAX */
 	if (getrandom(&sc.hash_seed, sizeof(sc.hash_seed), 0) < 0)
 		sc.hash_seed = kvr_srv_now_ns() ^ (uint64_t)getpid() << 32;
+	/* The lease and transfer id key (store_id.h): without it ids are
+	 * guessable, so there is no fallback. */
+	if (getrandom(sc.id_key, sizeof(sc.id_key), 0) !=
+	    (ssize_t)sizeof(sc.id_key)) {
+		rc = -errno;
+		kvr_log_err("getrandom for the lease id key: %s; kvringd needs "
+			    "the kernel's random source",
+			    kvr_strerror(rc));
+		return rc;
+	}
 	rc = kvr_store_create(&sc, &s->store);
 	if (rc < 0) {
 		kvr_log_err("create storage engine: %s", kvr_strerror(rc));

@@ -42,8 +42,15 @@
 #include "l2.h"
 #include "store.h"
 
-/* Sockets allowed in the handshake at once (beyond max_workers). */
+/* Sockets allowed in the handshake at once (beyond max_workers); when
+ * full, a new socket makes the oldest pending one go (hello.c). */
 #define KVR_SRV_PENDING_MAX 32u
+/* Of those, at most this many per peer uid: one local user cannot hold
+ * the handshake table against the others. */
+#define KVR_SRV_PENDING_PER_UID 8u
+/* A peer that has sent no byte this long after accept is dropped (the
+ * whole hello still has --handshake-ms). libkvring sends at once. */
+#define KVR_SRV_FIRST_BYTE_MS 250u
 /* Requests taken from one channel per pass, so that one busy worker
  * cannot starve the others. */
 #define KVR_SRV_BATCH 64u
@@ -166,6 +173,7 @@ struct kvr_conn {
 	gid_t gid;
 	uint64_t pid_start;
 	uint64_t deadline_ns;	/* HELLO: drop the socket after this */
+	uint64_t accepted_ns;	/* HELLO: when accepted (oldest goes first) */
 	uint8_t hbuf[sizeof(struct kvr_frame) + KVR_SRV_HELLO_MAX];
 	size_t hlen;		/* hello bytes received */
 	uint32_t ns_id;
@@ -188,10 +196,17 @@ struct kvr_conn {
 	struct kvr_copy *cp; /* copy transport only */
 };
 
-/* One registered namespace: same description, same id. */
+/*
+ * One registered namespace: same description, same id. Counted by the
+ * channels using it (refs) and, in the store, by its objects; an entry
+ * with neither is free for another model (hello.c).
+ */
 struct kvr_ns_ent {
 	struct kvr_ns_desc desc;
-	uint32_t id;
+	uint32_t id;   /* index + 1 */
+	uint32_t refs; /* channels (and handshakes past registration) */
+	bool used;
+	uint64_t last_put_ns; /* when refs last dropped to 0 */
 };
 
 /* Global counters the server keeps itself (the store keeps the rest). */
