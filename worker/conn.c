@@ -357,6 +357,55 @@ static void describe(struct kvr_client *c)
 		 c->copy ? "; payload travels over the socket (slow)" : "");
 }
 
+/*
+ * Whether the kvringd at the other end of @sock may have our bytes. Its
+ * uid comes from the kernel (SO_PEERCRED, taken when it called listen),
+ * not from anything it says. Trusted: our effective uid, root (who can
+ * read our memory anyway), the caller's opts->trust_server_uid, and
+ * $KVRING_SERVER_UID (a decimal uid) for the Python and C defaults.
+ * Return: 0 and *pid_out, or -EACCES with the reason in errbuf.
+ */
+static int check_server_uid(int sock, const struct kvr_client_opts *o,
+			    pid_t *pid_out, char *errbuf, size_t errlen)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	uid_t me = geteuid();
+	const char *env = getenv("KVRING_SERVER_UID");
+	unsigned long trusted_env = 0;
+	bool have_env = false;
+	char *end;
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		return cfail(errbuf, errlen, -EACCES,
+			     "cannot tell which uid kvringd runs as "
+			     "(SO_PEERCRED: %s); refusing to send it chunks",
+			     strerror(errno));
+	if (env && *env) {
+		errno = 0;
+		trusted_env = strtoul(env, &end, 10);
+		have_env = !errno && *end == '\0' && trusted_env <= UINT32_MAX;
+		if (!have_env)
+			return cfail(
+			    errbuf, errlen, -EINVAL,
+			    "$KVRING_SERVER_UID '%s' is not a uid; set "
+			    "it to a decimal number or unset it",
+			    env);
+	}
+	*pid_out = cred.pid;
+	if (cred.uid == me || cred.uid == 0 ||
+	    (o->trust_server_uid && cred.uid == o->trust_server_uid) ||
+	    (have_env && cred.uid == (uid_t)trusted_env))
+		return 0;
+	return cfail(errbuf, errlen, -EACCES,
+		     "kvringd (pid %d) runs as uid %u, this worker as uid %u: "
+		     "refusing to hand it chunks; run kvringd as uid %u or "
+		     "root, or trust uid %u with $KVRING_SERVER_UID=%u "
+		     "(opts.trust_server_uid)",
+		     (int)cred.pid, (unsigned)cred.uid, (unsigned)me,
+		     (unsigned)me, (unsigned)cred.uid, (unsigned)cred.uid);
+}
+
 /* One connection attempt. *pool_failed tells the caller that only the
  * pool mapping failed, so a retry with the copy transport may work. */
 static int connect_once(const struct kvr_client_opts *o, bool want_copy,
@@ -367,9 +416,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	struct sockaddr_un sa;
 	struct kvr_welcome w;
 	struct kvr_hello h;
-	struct kvr_err e = { 0 };
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
+	struct kvr_err e = {0};
 	int fds[WELCOME_FDS] = { -1, -1, -1, -1 };
 	int nfds = 0, rc, need;
 	uint64_t t0, deadline;
@@ -404,8 +451,11 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 			     "or set KVRING_SOCKET)",
 			     sa.sun_path, strerror(-rc));
 	}
-	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
-		c->server_pid = cred.pid;
+	rc = check_server_uid(c->sock, o, &c->server_pid, errbuf, errlen);
+	if (rc < 0) {
+		teardown(c);
+		return rc;
+	}
 
 	memset(&h, 0, sizeof(h));
 	h.magic = KVR_PROTO_MAGIC;

@@ -201,6 +201,15 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		return kvr__fail(c, -EINVAL, "%s on a %s transfer",
 				 kvr_op_name(op), kvr_op_name(x->op));
 	rc = do_simple(c, op, x->id, x, &r);
+	if (rc == KVR_ERR_EXPIRED)
+		/* Say it in words: a store was not published, and bytes read
+		 * through a retrieve may have been overwritten meanwhile. */
+		kvr__fail(c, rc, "%s of transfer %llu: %s%s", kvr_op_name(op),
+			  (unsigned long long)x->id, kvr_strerror(rc),
+			  op == KVR_OP_COMMIT_RETRIEVE
+			      ? " (the bytes read may have been "
+				"overwritten: discard them)"
+			      : " (nothing was stored)");
 	kvr_xfer_free(x);
 	return rc;
 }

@@ -82,6 +82,9 @@ struct kvr_client_opts {
 	 * it too; docs/config.md). No effect on huge pages: their attach
 	 * is short, so it stays synchronous. */
 	bool prefault_background;
+	uint32_t trust_server_uid; /* also accept a kvringd running as this
+				      uid (0: only our own uid and root);
+				      $KVRING_SERVER_UID does the same */
 };
 
 /* Filled in by kvr_connect(); stable for the client's life. */
@@ -120,10 +123,16 @@ KVR_API int kvr_default_socket(char *buf, size_t n);
 
 /*
  * kvr_connect - connect to kvringd, register the model layout, attach.
+ * Before it sends anything it checks who the server is (SO_PEERCRED): a
+ * kvringd of another uid could read every chunk and hand back any bytes,
+ * so only our own uid, root, and opts->trust_server_uid or
+ * $KVRING_SERVER_UID are accepted.
  * Return: 0 and *out set, or
  *   -ENOENT/-ECONNREFUSED  no server at the socket path
  *   -EPROTO                the server speaks another protocol version
- *   -EACCES                the server refused this uid/gid
+ *   -EACCES                the server refused this uid/gid, or the server
+ *                          runs as a uid we do not trust (the message
+ *                          names both uids)
  *   -EBUSY                 the server has no free channel
  *   -EINVAL                bad options (namespace)
  * kvr_client_errmsg(NULL) is not available on failure: pass errbuf to get

@@ -685,7 +685,8 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
             tp_size: int = 1, chunk_tokens: int = 256,
             transport: Optional[str] = None, timeout_ms: int = 0,
             spin_us: int = 0, connect_wait_ms: int = 0,
-            prefault_background: bool = False) -> Client:
+            prefault_background: bool = False,
+            trust_server_uid: Optional[int] = None) -> Client:
     """Connect to kvringd and register the model layout (the key
     namespace). socket: path, default $KVRING_SOCKET or the per-uid
     default. transport: None/'auto' or 'copy' ($KVRING_TRANSPORT=copy
@@ -695,6 +696,9 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
     race it (0: $KVRING_CONNECT_WAIT_MS, else no wait).
     prefault_background: pre-fault the pool in a background thread and
     return at once (docs/config.md).
+    trust_server_uid: also accept a kvringd running as this uid (by
+    default only this process's uid and root; $KVRING_SERVER_UID does the
+    same).
     Integers out of range raise ValueError before reaching the library.
     Returns a Client."""
     for name, v in (("model", model), ("layers", layers),
@@ -738,6 +742,10 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
     o.timeout_ms, o.spin_us = timeout_ms, spin_us
     o.connect_wait_ms = connect_wait_ms
     o.prefault_background = bool(prefault_background)
+    if trust_server_uid is not None:
+        if not 0 < int(trust_server_uid) < 2**32:
+            raise ValueError("trust_server_uid must be a uid above 0")
+        o.trust_server_uid = int(trust_server_uid)
     h = ctypes.c_void_p()
     err = ctypes.create_string_buffer(512)
     rc = lib.kvr_connect_sized(ctypes.byref(o), ctypes.sizeof(o),

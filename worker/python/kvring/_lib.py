@@ -46,6 +46,7 @@ class ClientOpts(ctypes.Structure):
         # library that predates a field reads it as 0.
         ("connect_wait_ms", c_u32),
         ("prefault_background", ctypes.c_bool),
+        ("trust_server_uid", c_u32),
     ]
 
 
