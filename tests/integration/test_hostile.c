@@ -17,6 +17,7 @@
  * hang (timeout), a leak or a stalled good worker fails the test.
  */
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include <criterion/criterion.h>
 
 #include <kvring/doorbell.h>
+#include <kvring/error.h>
 #include <kvring/kvring.h>
 
 #include "t_raw.h"
@@ -61,9 +63,24 @@ static pid_t good_pid;
 #define GOOD_CHUNKS 4
 #define GOOD_BYTES  16384u
 
+/* --xfer-ms and --lease-ms are short so that a stopped worker's holdings
+ * are reclaimed within the test (regress_12_*). */
 static const char *const srv_args[] = {
-	"--stall-ms", "300", "--handshake-ms", "500", "--heartbeat-ms", "20",
-	"--max-keys", "256", "--ring-bytes", "64K", NULL,
+    "--stall-ms",
+    "300",
+    "--handshake-ms",
+    "500",
+    "--heartbeat-ms",
+    "20",
+    "--max-keys",
+    "256",
+    "--ring-bytes",
+    "64K",
+    "--xfer-ms",
+    "2000",
+    "--lease-ms",
+    "2000",
+    NULL,
 };
 
 static struct kvr_key good_key(uint64_t round, uint32_t i)
@@ -189,16 +206,47 @@ static void good_main(void)
 	_exit(atomic_load(&good->failures) ? 1 : 0);
 }
 
-static void setup(void)
+static void good_start(void)
 {
-	t_server_init(&srv);
-	t_server_start(&srv, srv_args);
-	good = t_shm_anon(sizeof(*good));
 	fflush(NULL);
 	good_pid = fork();
 	cr_assert_geq(good_pid, 0, "fork");
 	if (good_pid == 0)
 		good_main();
+}
+
+static void setup(void)
+{
+	t_server_init(&srv);
+	t_server_start(&srv, srv_args);
+	good = t_shm_anon(sizeof(*good));
+	good_start();
+}
+
+/*
+ * For a test that needs other server options: stop the good worker and
+ * the server, start a server with srv_args plus @extra, and a new good
+ * worker against it.
+ */
+static void restart_with(const char *const *extra)
+{
+	const char *args[64];
+	int n = 0;
+
+	kill(good_pid, SIGKILL);
+	waitpid(good_pid, NULL, 0);
+	good_pid = 0;
+	cr_assert_eq(t_server_stop(&srv), 0);
+	t_server_cleanup(&srv);
+	for (int i = 0; srv_args[i]; i++)
+		args[n++] = srv_args[i];
+	for (int i = 0; extra[i] && n < 63; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	t_server_init(&srv);
+	t_server_start(&srv, args);
+	memset(good, 0, sizeof(*good));
+	good_start();
 }
 
 static void teardown(void)
@@ -734,5 +782,497 @@ Test(hostile, worker_is_refused_when_hello_has_wrong_version)
 	cr_expect_eq(T_GSTAT(&srv, handshake_refused), 2);
 	expect_good_progress(20, "after the refusals");
 	expect_no_leak("after the refusals");
+	finish();
+}
+
+/* ---- issue 12: workers that attack the others ---- */
+
+static const struct kvr_slot_desc *ans_slots(const union ans *a)
+{
+	return (const struct kvr_slot_desc *)(&a->h + 1);
+}
+
+/*
+ * Observed on main: one prepare_store of a pool-sized key was accepted,
+ * evicted every other worker's objects, and every other store got NOROOM
+ * while the reservation lived. Now the per-key limit answers "quota", and
+ * many large keys stop at the channel's reserve quota; the good worker
+ * never notices.
+ */
+Test(hostile, regress_12_pool_sized_key_is_refused_by_quota_and_evicts_nobody)
+{
+	union ans *a = malloc(sizeof(*a));
+	struct kvr_key k[8];
+	uint64_t sz[8], quota, ok = 0, quota_n = 0;
+	struct t_raw r;
+
+	cr_assert_not_null(a);
+	expect_good_progress(10, "before");
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0, "%s", r.w.reason);
+	k[0] = bad_key(4000);
+	sz[0] = r.w.pool_bytes;
+	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 1, a, sizeof(*a));
+	cr_assert_eq(a->h.status, 0, "status %d", a->h.status);
+	cr_assert_eq(a->h.count, 1);
+	cr_expect_eq(ans_slots(a)[0].status, KVR_SLOT_QUOTA,
+		     "a pool-sized key got status %d", ans_slots(a)[0].status);
+	if (a->h.handle) /* main: it holds the whole pool; let it go */
+		t_raw_call(&r, KVR_OP_ABORT_STORE, a->h.handle, 0, NULL, NULL,
+			   0, a, sizeof(*a));
+	expect_good_progress(20, "after the pool-sized key");
+	/* Eight keys of an eighth of the pool each (the default per-key
+	 * limit): only what fits in the 25% reserve quota is reserved. */
+	quota = srv.hdr->quota_reserved_bytes;
+	for (uint32_t i = 0; i < 8; i++) {
+		k[i] = bad_key(4100 + i);
+		sz[i] = r.w.pool_bytes / 8;
+	}
+	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 8, a, sizeof(*a));
+	cr_assert_eq(a->h.status, 0, "status %d", a->h.status);
+	for (uint32_t i = 0; i < a->h.count; i++) {
+		ok += ans_slots(a)[i].status == KVR_SLOT_OK;
+		quota_n += ans_slots(a)[i].status == KVR_SLOT_QUOTA;
+	}
+	cr_expect_gt(quota, 0u, "no reserve quota in the header");
+	cr_expect_leq(ok * (r.w.pool_bytes / 8), quota,
+		      "%llu keys of %llu bytes reserved, quota %llu",
+		      (unsigned long long)ok,
+		      (unsigned long long)(r.w.pool_bytes / 8),
+		      (unsigned long long)quota);
+	cr_expect_eq(ok + quota_n, 8u);
+	cr_expect_gt(T_CSTAT(&srv, r.w.channel, quota_denied) +
+			 T_GSTAT(&srv, quota_denied),
+		     0u, "quota refusals not counted");
+	expect_good_progress(20, "while the hostile worker holds its quota");
+	t_raw_call(&r, KVR_OP_ABORT_STORE, a->h.handle, 0, NULL, NULL, 0, a,
+		   sizeof(*a));
+	t_raw_close(&r);
+	free(a);
+	expect_no_leak("after the quota test");
+	finish();
+}
+
+/* What a worker that stops itself reports back (t_shm_anon). */
+struct stopper_shm {
+	_Atomic uint32_t ready;
+	uint32_t chan;
+	int commit_store_rc;
+	int commit_retrieve_rc;
+	int connect_rc;
+	char store_msg[200];
+};
+
+static struct kvr_key stop_key(uint32_t i)
+{
+	struct kvr_key k = {.lo = 0x5709000000000000ull | i, .hi = 77};
+
+	return k;
+}
+
+/*
+ * A worker that holds everything a worker can hold (a lease, an open
+ * retrieve with pins, an open store with a reservation) and then stops
+ * itself with SIGSTOP. After SIGCONT it commits both transfers.
+ */
+static void stopper_main(struct stopper_shm *st)
+{
+	struct kvr_client_opts o = {0};
+	struct kvr_key k[3] = {stop_key(0), stop_key(1), stop_key(2)};
+	uint64_t sz[3] = {8192, 8192, 8192}, lease = 0;
+	struct kvr_xfer xs = {0}, xr = {0};
+	struct kvr_client *c;
+	char err[200];
+
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.no_prefault = true;
+	st->connect_rc = kvr_connect(&o, &c, err, sizeof(err));
+	if (st->connect_rc < 0)
+		_exit(1);
+	if (kvr_prepare_store(c, k, sz, 2, &xs) < 0 || xs.nslots != 2)
+		_exit(2);
+	for (uint32_t i = 0; i < 2; i++)
+		memset(xs.slots[i].ptr, 0x5a, xs.slots[i].len);
+	if (kvr_commit_store(c, &xs) < 0)
+		_exit(3);
+	if (kvr_lookup(c, k, 2, &lease) != 2 || !lease)
+		_exit(4);
+	if (kvr_prepare_retrieve(c, k, 2, &xr) < 0 || xr.nslots != 2)
+		_exit(5);
+	if (kvr_prepare_store(c, &k[2], &sz[2], 1, &xs) < 0 || xs.nslots != 1)
+		_exit(6);
+	memset(xs.slots[0].ptr, 0x5b, xs.slots[0].len);
+	st->chan = kvr_client_info(c)->channel;
+	atomic_store(&st->ready, 1);
+	raise(SIGSTOP);
+	st->commit_store_rc = kvr_commit_store(c, &xs);
+	snprintf(st->store_msg, sizeof(st->store_msg), "%s",
+		 kvr_client_errmsg(c));
+	st->commit_retrieve_rc = kvr_commit_retrieve(c, &xr);
+	kvr_close(c);
+	_exit(0);
+}
+
+static bool stopper_ready(void *arg)
+{
+	return atomic_load(&((struct stopper_shm *)arg)->ready) != 0;
+}
+
+static bool stopped_chan_holds_nothing(void *arg)
+{
+	uint32_t ch = ((struct stopper_shm *)arg)->chan;
+
+	return T_CSTAT(&srv, ch, reserved_bytes) == 0 &&
+	       T_CSTAT(&srv, ch, pins) == 0 && T_CSTAT(&srv, ch, leases) == 0 &&
+	       T_CSTAT(&srv, ch, transfers) == 0;
+}
+
+/* kvring-inspect's text output names the age of a holding and the quota. */
+static void expect_inspector_shows_age(void)
+{
+	char cmd[512], line[512];
+	bool age = false, quota = false;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s 2>&1",
+		 KVR_BIN_DIR, srv.name);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long v;
+		const char *q = strstr(line, "oldest_holding_age_ms=");
+
+		if (q && sscanf(q, "oldest_holding_age_ms=%llu", &v) == 1 &&
+		    v > 0)
+			age = true;
+		if (strstr(line, "quota.reserved_quota_bytes="))
+			quota = true;
+	}
+	pclose(p);
+	cr_expect(age, "kvring-inspect shows no holding age");
+	cr_expect(quota, "kvring-inspect shows no quota");
+}
+
+/*
+ * Observed on main: a retrieve never committed, or a worker stopped with
+ * SIGSTOP while it holds a reservation and a pin, was never reclaimed.
+ * Now every open transfer has a deadline (--xfer-ms 2000 here, --lease-ms
+ * 2000 for the lease), the stopped worker holds nothing past it while it
+ * is still connected, and its late commit says the transfer expired.
+ */
+Test(hostile, regress_12_stopped_worker_holds_nothing_past_its_deadline)
+{
+	struct stopper_shm *st = t_shm_anon(sizeof(*st));
+	struct kvr_key k2 = stop_key(2);
+	union ans *a = malloc(sizeof(*a));
+	struct t_raw r;
+	pid_t pid;
+	int wst = 0;
+
+	cr_assert_not_null(a);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		stopper_main(st);
+	if (!t_wait_until(stopper_ready, st, 10000)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &wst, 0);
+		cr_assert_fail("stopper did not get its holdings (connect %d, "
+			       "exit %d)",
+			       st->connect_rc,
+			       WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+	}
+	cr_assert_eq(waitpid(pid, &wst, WUNTRACED), pid);
+	cr_assert(WIFSTOPPED(wst), "stopper did not stop: %d", wst);
+	/* What it holds is visible, with its age (the inspector's view). */
+	cr_expect_gt(T_CSTAT(&srv, st->chan, oldest_ns), 0u,
+		     "no age for the holdings");
+	expect_inspector_shows_age();
+	cr_expect(t_wait_until(stopped_chan_holds_nothing, st, 10000),
+		  "stopped worker still holds: reserved %llu pins %llu leases "
+		  "%llu transfers %llu",
+		  (unsigned long long)T_CSTAT(&srv, st->chan, reserved_bytes),
+		  (unsigned long long)T_CSTAT(&srv, st->chan, pins),
+		  (unsigned long long)T_CSTAT(&srv, st->chan, leases),
+		  (unsigned long long)T_CSTAT(&srv, st->chan, transfers));
+	cr_expect_eq(T_GSTAT(&srv, workers), 2u, "reclaimed by disconnecting");
+	cr_expect_eq(T_CSTAT(&srv, st->chan, xfers_expired), 2u);
+	cr_expect_eq(T_CSTAT(&srv, st->chan, oldest_ns), 0u);
+	expect_good_progress(20, "while a worker is stopped");
+	/* Its reservation was freed, never published. */
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
+	t_raw_call(&r, KVR_OP_LOOKUP, 0, 0, &k2, NULL, 1, a, sizeof(*a));
+	cr_expect_eq(a->h.value, 0u, "an expired reservation was published");
+	t_raw_close(&r);
+	kill(pid, SIGCONT);
+	cr_assert_eq(waitpid(pid, &wst, 0), pid);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "stopper: %d", wst);
+	cr_expect_eq(st->commit_store_rc, KVR_ERR_EXPIRED, "commit_store: %d",
+		     st->commit_store_rc);
+	cr_expect_not_null(strstr(st->store_msg, "expired"),
+			   "the sentence does not say it expired: %s",
+			   st->store_msg);
+	cr_expect_not_null(strstr(kvr_strerror(KVR_ERR_EXPIRED), "expired"));
+	cr_expect_eq(st->commit_retrieve_rc, KVR_ERR_EXPIRED,
+		     "commit_retrieve: %d", st->commit_retrieve_rc);
+	free(a);
+	t_shm_unmap(st, sizeof(*st));
+	expect_no_leak("after the stopped worker");
+	finish();
+}
+
+/* Store two chunks of 0x42 on @r and pin them under a lease. */
+static uint64_t hold_lease(struct t_raw *r, uint64_t salt)
+{
+	struct kvr_key k[2] = {bad_key(salt), bad_key(salt + 1)};
+	uint64_t sz[2] = {4096, 4096};
+	union ans a;
+
+	t_raw_call(r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 2, &a, sizeof(a));
+	cr_assert_eq(a.h.status, 0);
+	for (int i = 0; i < 2; i++)
+		memset((char *)r->pool + ans_slots(&a)[i].off, 0x42, 4096);
+	t_raw_call(r, KVR_OP_COMMIT_STORE, a.h.handle, 0, NULL, NULL, 0, &a,
+		   sizeof(a));
+	cr_assert_eq(a.h.status, 0);
+	t_raw_call(r, KVR_OP_LOOKUP, 0, KVR_REQ_PIN, k, NULL, 2, &a, sizeof(a));
+	cr_assert_eq(a.h.value, 2);
+	cr_assert_neq(a.h.handle, 0u);
+	return a.h.handle;
+}
+
+/* The lease's maker redeems it and finds its bytes. */
+static void redeem_own(struct t_raw *r, uint64_t lease)
+{
+	union ans a;
+
+	t_raw_call(r, KVR_OP_PREPARE_RETRIEVE, lease, KVR_REQ_BY_LEASE, NULL,
+		   NULL, 0, &a, sizeof(a));
+	cr_expect_eq(a.h.status, 0, "the maker cannot redeem: %d", a.h.status);
+	cr_expect_eq(a.h.count, 2);
+	for (uint32_t i = 0; a.h.status == 0 && i < a.h.count; i++) {
+		const unsigned char *p =
+		    (const unsigned char *)r->pool + ans_slots(&a)[i].off;
+
+		for (uint32_t j = 0; j < 4096; j++)
+			if (p[j] != 0x42) {
+				cr_expect_fail("byte %u of slot %u is %#x", j,
+					       i, p[j]);
+				break;
+			}
+	}
+	t_raw_call(r, KVR_OP_COMMIT_RETRIEVE, a.h.handle, 0, NULL, NULL, 0, &a,
+		   sizeof(a));
+}
+
+/*
+ * Observed on main: lease ids were sequential, and a worker of another
+ * model redeemed a lease on its second guess. Now ids are 64 unguessable
+ * bits, and a lease of another namespace is unknown even to a worker that
+ * holds its id: the same -ENOENT as an id never issued.
+ */
+Test(hostile, regress_12_lease_of_another_model_is_unknown_when_guessed)
+{
+	struct kvr_ns_desc other;
+	struct t_raw ra, rb;
+	union ans *a = malloc(sizeof(*a));
+	struct kvr_key kb = bad_key(5100);
+	uint64_t sz = 4096, lease, mine, won = 0;
+	int st_real, st_unknown;
+
+	cr_assert_not_null(a);
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &ra), 0);
+	lease = hold_lease(&ra, 5000);
+	t_ns_default(&other);
+	snprintf(other.model, sizeof(other.model), "other-model");
+	cr_assert_eq(t_raw_connect_ns(srv.sock, 0, &other, &rb), 0);
+	/* Its own latest id is where a sequential guesser starts. */
+	t_raw_call(&rb, KVR_OP_PREPARE_STORE, 0, 0, &kb, &sz, 1, a, sizeof(*a));
+	cr_assert_eq(a->h.status, 0);
+	mine = a->h.handle;
+	for (uint64_t d = 1; d <= 2000; d++) {
+		uint64_t guess[2] = {mine - d, mine + d};
+
+		for (int i = 0; i < 2; i++) {
+			t_raw_call(&rb, KVR_OP_PREPARE_RETRIEVE, guess[i],
+				   KVR_REQ_BY_LEASE, NULL, NULL, 0, a,
+				   sizeof(*a));
+			if (a->h.status == 0)
+				won++;
+		}
+	}
+	cr_expect_eq(won, 0u, "%llu guessed ids redeemed",
+		     (unsigned long long)won);
+	/* Even the real id: the answer of an unknown lease. */
+	t_raw_call(&rb, KVR_OP_PREPARE_RETRIEVE, lease, KVR_REQ_BY_LEASE, NULL,
+		   NULL, 0, a, sizeof(*a));
+	st_real = a->h.status;
+	t_raw_call(&rb, KVR_OP_PREPARE_RETRIEVE, lease ^ 0x8000000000000000ull,
+		   KVR_REQ_BY_LEASE, NULL, NULL, 0, a, sizeof(*a));
+	st_unknown = a->h.status;
+	cr_expect_eq(st_real, -ENOENT, "another model's lease: %d", st_real);
+	cr_expect_eq(st_real, st_unknown, "the answer tells the lease exists");
+	t_raw_call(&rb, KVR_OP_RELEASE, lease, 0, NULL, NULL, 0, a, sizeof(*a));
+	cr_expect_eq(a->h.status, -ENOENT, "release by a stranger: %d",
+		     a->h.status);
+	redeem_own(&ra, lease);
+	t_raw_close(&rb);
+	t_raw_close(&ra);
+	free(a);
+	expect_good_progress(20, "after the lease guessing");
+	expect_no_leak("after the lease guessing");
+	finish();
+}
+
+/* What the worker of another uid saw. */
+struct stranger_shm {
+	int connect_rc;
+	int redeem_rc;
+	int release_rc;
+};
+
+/*
+ * Observed on main: under --group, another uid redeemed a lease and read
+ * its bytes, and the owner then got -ENOENT. The --group policy
+ * (docs/reliability.md): members share the cache by key, but a lease is
+ * redeemable only by channels of the uid that made it.
+ */
+Test(hostile, regress_12_lease_of_another_uid_is_unknown_under_group)
+{
+	static const char *const extra[] = {"--group", "65534", NULL};
+	struct stranger_shm *st;
+	struct t_raw ra;
+	uint64_t lease;
+	pid_t pid;
+	int wst = 0;
+
+	if (geteuid() != 0)
+		cr_skip("needs root to run a worker as another uid");
+	restart_with(extra);
+	st = t_shm_anon(sizeof(*st));
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &ra), 0, "%s", ra.w.reason);
+	lease = hold_lease(&ra, 6000);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		gid_t g = 65534;
+		struct t_raw rb;
+		union ans a;
+
+		if (setgroups(1, &g) < 0 || setgid(65534) < 0 ||
+		    setuid(65534) < 0)
+			_exit(10);
+		st->connect_rc = t_raw_connect(srv.sock, 0, &rb);
+		if (st->connect_rc < 0)
+			_exit(0);
+		t_raw_call(&rb, KVR_OP_PREPARE_RETRIEVE, lease,
+			   KVR_REQ_BY_LEASE, NULL, NULL, 0, &a, sizeof(a));
+		st->redeem_rc = a.h.status;
+		t_raw_call(&rb, KVR_OP_RELEASE, lease, 0, NULL, NULL, 0, &a,
+			   sizeof(a));
+		st->release_rc = a.h.status;
+		t_raw_close(&rb);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &wst, 0), pid);
+	cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "stranger: %d", wst);
+	cr_assert_eq(st->connect_rc, 0, "the group member was refused: %d",
+		     st->connect_rc);
+	cr_expect_eq(st->redeem_rc, -ENOENT, "another uid redeemed: %d",
+		     st->redeem_rc);
+	cr_expect_eq(st->release_rc, -ENOENT, "another uid released: %d",
+		     st->release_rc);
+	redeem_own(&ra, lease);
+	t_raw_close(&ra);
+	t_shm_unmap(st, sizeof(*st));
+	expect_good_progress(20, "after the stranger");
+	expect_no_leak("after the stranger");
+	finish();
+}
+
+/*
+ * Observed on main: 32 sockets that connect and say nothing filled the
+ * handshake table; no legitimate connect succeeded until they timed out.
+ * Now a uid has few pending handshakes and the oldest goes first: with
+ * 100 silent sockets open, a connect with a 100 ms bound succeeds.
+ */
+Test(hostile, regress_12_silent_sockets_do_not_keep_a_worker_out)
+{
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+	uint64_t ns = 0;
+	int fds[100], rc;
+
+	expect_good_progress(10, "before");
+	for (int i = 0; i < 100; i++) {
+		fds[i] = t_raw_sock(srv.sock);
+		cr_assert_geq(fds[i], 0, "socket %d: %d", i, fds[i]);
+	}
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.no_prefault = true;
+	o.timeout_ms = (uint32_t)t_timeout_ms(100);
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_expect_eq(rc, 0, "connect beside 100 silent sockets: %d %s", rc,
+		     err);
+	if (rc == 0) {
+		cr_expect_eq(kvr_ping(c, &ns), 0);
+		kvr_close(c);
+	}
+	cr_expect(t_server_log_has(&srv, "dropped the oldest pending "
+					 "handshake"));
+	for (int i = 0; i < 100; i++)
+		close(fds[i]);
+	expect_good_progress(20, "after the silent sockets");
+	expect_no_leak("after the silent sockets");
+	finish();
+}
+
+/*
+ * Observed on main: 256 connect/close cycles with throw-away model names
+ * filled the namespace table until the server restarted; the next new
+ * model got -ENOSPC. Now entries are counted by channels and objects and
+ * freed when unused: ten times the table's size of throw-away names (some
+ * of them leaving a cached object behind) still leave room.
+ */
+Test(hostile, regress_12_throwaway_models_leave_room_for_a_new_one)
+{
+	struct kvr_ns_desc ns;
+	struct t_raw r;
+	union ans a;
+	int rc;
+
+	t_ns_default(&ns);
+	for (uint32_t i = 0; i < 2560; i++) {
+		snprintf(ns.model, sizeof(ns.model), "junk-%u", i);
+		rc = t_raw_connect_ns(srv.sock, 0, &ns, &r);
+		for (int tries = 0; rc == -EBUSY && tries < 100; tries++) {
+			usleep(10000); /* last cycles' hang-ups still queued */
+			rc = t_raw_connect_ns(srv.sock, 0, &ns, &r);
+		}
+		cr_assert_eq(rc, 0, "cycle %u: %d %s", i, rc, r.w.reason);
+		if (i % 64 == 0) {
+			struct kvr_key k = bad_key(7000 + i);
+			uint64_t sz = 4096;
+
+			t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, &k, &sz, 1,
+				   &a, sizeof(a));
+			cr_assert_eq(a.h.status, 0);
+			t_raw_call(&r, KVR_OP_COMMIT_STORE, a.h.handle, 0, NULL,
+				   NULL, 0, &a, sizeof(a));
+		}
+		t_raw_close(&r);
+	}
+	snprintf(ns.model, sizeof(ns.model), "a-new-model");
+	rc = t_raw_connect_ns(srv.sock, 0, &ns, &r);
+	cr_expect_eq(rc, 0, "a new model after the throw-away ones: %d %s", rc,
+		     r.w.reason);
+	if (rc == 0)
+		t_raw_close(&r);
+	expect_good_progress(20, "after the throw-away models");
+	expect_no_leak("after the throw-away models");
 	finish();
 }

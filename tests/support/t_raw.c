@@ -121,6 +121,15 @@ static void *map_fd(int fd, size_t bytes)
 
 int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r)
 {
+	struct kvr_ns_desc ns;
+
+	t_ns_default(&ns);
+	return t_raw_connect_ns(path, hello_flags, &ns, r);
+}
+
+int t_raw_connect_ns(const char *path, uint32_t hello_flags,
+		     const struct kvr_ns_desc *ns, struct t_raw *r)
+{
 	struct kvr_hello h = { 0 };
 	int fds[4], nfds, rc;
 
@@ -137,7 +146,7 @@ int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r)
 	h.version = KVR_PROTO_VERSION;
 	h.flags = hello_flags;
 	h.pid = (int32_t)getpid();
-	t_ns_default(&h.ns);
+	h.ns = *ns;
 	if (t_raw_send_frame(r->sock, KVR_FRAME_HELLO, &h, sizeof(h)) < 0)
 		abort();
 	rc = t_raw_read_welcome(r->sock, &r->w, fds, &nfds, 5000);

@@ -55,6 +55,10 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
  */
 int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r);
 
+/* t_raw_connect with the namespace @ns instead of the default one. */
+int t_raw_connect_ns(const char *path, uint32_t hello_flags,
+		     const struct kvr_ns_desc *ns, struct t_raw *r);
+
 /*
  * t_raw_call - put one request in the ring, ring the doorbell and wait up
  * to 5 s for the next answer, copied into @ans (@cap bytes). @keys/@sizes
