@@ -188,6 +188,30 @@ static void kvringd_path(const struct bench_run_opts *o, char *buf, size_t n)
 	snprintf(buf, n, "kvringd"); /* execvp searches $PATH */
 }
 
+/*
+ * Whether @bin has per-channel quotas (kvringd since issue 12). A bench
+ * is one worker moving requests of up to the whole pool, which the
+ * default quotas (a quarter of the pool) would refuse, so those builds get
+ * them lifted; an older kvringd, named for an A/B run, must not be given
+ * options it does not know.
+ */
+static bool kvringd_has_quotas(const char *bin)
+{
+	char cmd[PATH_MAX + 32], line[256];
+	bool yes = false;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --help 2>/dev/null", bin);
+	p = popen(cmd, "r");
+	if (!p)
+		return false;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "--quota-reserved"))
+			yes = true;
+	pclose(p);
+	return yes;
+}
+
 int bench_pin_pid(pid_t pid, int cpu)
 {
 	char dir[64];
@@ -265,6 +289,7 @@ int bench_server_start_args(const struct bench_run_opts *o,
 	char bin[PATH_MAX], pool[32], spin[16], workers[16];
 	uint64_t t0;
 	int fd;
+	bool quotas;
 
 	memset(s, 0, sizeof(*s));
 	if (o->socket) {
@@ -283,6 +308,7 @@ int bench_server_start_args(const struct bench_run_opts *o,
 	snprintf(workers, sizeof(workers), "%u", max_workers);
 	s->spin_us = spin_us;
 	kvringd_path(o, bin, sizeof(bin));
+	quotas = kvringd_has_quotas(bin);
 
 	fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -305,8 +331,18 @@ int bench_server_start_args(const struct bench_run_opts *o,
 				  pool,	      "--spin-us",    spin,
 				  "--max-workers", workers,     "--log-level",
 				  "info",	      NULL};
+		char all[] = "100%", q1[] = "--quota-reserved",
+		     q2[] = "--quota-pinned", q3[] = "--max-key-bytes";
 		int na = 13;
 
+		if (quotas) {
+			argv[na++] = q1;
+			argv[na++] = all;
+			argv[na++] = q2;
+			argv[na++] = all;
+			argv[na++] = q3;
+			argv[na++] = all;
+		}
 		for (int i = 0; extra && extra[i] && na < 31; i++)
 			argv[na++] = (char *)extra[i];
 		argv[na] = NULL;

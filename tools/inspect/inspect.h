@@ -192,6 +192,8 @@ struct ins_chan_snap {
 	uint64_t requests[16], errors[KVR_ERR_SLOTS];
 	uint64_t reserved_bytes, pins, leases, transfers, last_activity_ns;
 	uint64_t bytes_in, bytes_out, resp_ring_full;
+	/* abi 1.1: use against the quotas, and the oldest holding. */
+	uint64_t pinned_bytes, oldest_ns, quota_denied, xfers_expired;
 	struct kvr_bell_stats req_bell, resp_bell;
 	struct ins_ring_snap req, resp;
 };
@@ -219,6 +221,10 @@ struct ins_snap {
 	uint64_t stores_skipped, no_room, workers, connects, cleanups;
 	uint64_t protocol_errors, handshake_refused, requests, leases_expired;
 	uint64_t free_extents, largest_free, frag_ppm, loop_wakeups;
+	uint64_t quota_denied, xfers_expired;
+	/* Per-channel limits from the header (abi 1.1; 0: none). */
+	uint64_t quota_reserved, quota_pinned, max_key_bytes;
+	uint32_t xfer_ms;
 	uint32_t nchan; /* entries in ch (max_channels when geometry ok) */
 	struct ins_chan_snap *ch;
 };

@@ -151,6 +151,19 @@ static void emit_chan(struct ins_em *e, const struct ins_snap *s,
 	ins_em_u64(e, "bytes_in", c->bytes_in);
 	ins_em_u64(e, "bytes_out", c->bytes_out);
 	ins_em_u64(e, "resp_ring_full", c->resp_ring_full);
+	/* What it holds against its quotas, and for how long (issue 12). */
+	ins_em_obj(e, "quota");
+	ins_em_u64(e, "reserved_bytes", c->reserved_bytes);
+	ins_em_u64(e, "reserved_quota_bytes", s->quota_reserved);
+	ins_em_u64(e, "pinned_bytes", c->pinned_bytes);
+	ins_em_u64(e, "pinned_quota_bytes", s->quota_pinned);
+	ins_em_u64(e, "denied", c->quota_denied);
+	ins_em_end(e);
+	ins_em_u64(e, "oldest_holding_age_ms",
+		   c->oldest_ns ? ins_age_ns(s->mono_ns, c->oldest_ns) / 1000000
+				: 0);
+	ins_em_u64(e, "xfer_deadline_ms", s->xfer_ms);
+	ins_em_u64(e, "xfers_expired", c->xfers_expired);
 	ins_em_end(e);
 }
 
@@ -206,6 +219,12 @@ static void emit_server(struct ins_em *e, const struct ins_target *t,
 	ins_em_u64(e, "leases_expired", s->leases_expired);
 	ins_em_u64(e, "loop_wakeups", s->loop_wakeups);
 	ins_em_u64(e, "lease_ms", s->lease_ms);
+	ins_em_u64(e, "xfer_ms", s->xfer_ms);
+	ins_em_u64(e, "quota_reserved_bytes", s->quota_reserved);
+	ins_em_u64(e, "quota_pinned_bytes", s->quota_pinned);
+	ins_em_u64(e, "max_key_bytes", s->max_key_bytes);
+	ins_em_u64(e, "quota_denied", s->quota_denied);
+	ins_em_u64(e, "xfers_expired", s->xfers_expired);
 	ins_em_u64(e, "max_keys", s->max_keys);
 }
 

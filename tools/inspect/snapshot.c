@@ -117,6 +117,10 @@ static void snap_chan(const struct ins_attach *a, uint32_t i,
 	c->bytes_in = LD(ch->stats.bytes_in);
 	c->bytes_out = LD(ch->stats.bytes_out);
 	c->resp_ring_full = LD(ch->stats.resp_ring_full);
+	c->pinned_bytes = LD(ch->stats.pinned_bytes);
+	c->oldest_ns = LD(ch->stats.oldest_ns);
+	c->quota_denied = LD(ch->stats.quota_denied);
+	c->xfers_expired = LD(ch->stats.xfers_expired);
 	kvr_bell_stats(&ch->req_bell, &c->req_bell);
 	kvr_bell_stats(&ch->resp_bell, &c->resp_bell);
 	/* By (pid, start time): a worker's pid reused by another process
@@ -140,6 +144,8 @@ static void snap_gstats(struct ins_snap *s, struct kvr_gstats_shm *g)
 	s->reserved_objects = LD(g->reserved_objects);
 	s->pins = LD(g->pins);
 	s->pinned_bytes = LD(g->pinned_bytes);
+	s->quota_denied = LD(g->quota_denied);
+	s->xfers_expired = LD(g->xfers_expired);
 	s->leases = LD(g->leases);
 	s->transfers = LD(g->transfers);
 	s->evictions = LD(g->evictions);
@@ -202,6 +208,10 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	s->max_keys = h->max_keys;
 	s->lease_ms = h->lease_ms;
 	s->heartbeat_ms = h->heartbeat_ms;
+	s->quota_reserved = h->quota_reserved_bytes;
+	s->quota_pinned = h->quota_pinned_bytes;
+	s->max_key_bytes = h->max_key_bytes;
+	s->xfer_ms = h->xfer_ms;
 	s->uid = h->server_uid;
 	s->start_real_ns = h->start_realtime_ns;
 	s->heartbeat_ns = LD(h->heartbeat_ns);
