@@ -54,13 +54,14 @@ class Server(object):
         self.name = tag
         self.proc = None
         self.pool = "32M"
+        self.extra = []
 
     def start(self):
         self.proc = subprocess.Popen(
             [kvringd_path(), "--socket", self.sock, "--name", self.name,
              "--pool-size", self.pool, "--allow-root", "--no-prefault",
              "--huge-pages", "off",
-             "--log-level", "warn"], stderr=subprocess.DEVNULL)
+             "--log-level", "warn"] + self.extra, stderr=subprocess.DEVNULL)
         for _ in range(1000):
             s = socket.socket(socket.AF_UNIX)
             try:
@@ -441,6 +442,12 @@ class ReadmeQuickStartTest(unittest.TestCase):
     def test_readme_quick_start_runs_verbatim_against_a_server(self):
         srv = Server()
         srv.pool = "160M"
+        # The quick start stores 3 chunks of 32 MiB in one request, 60%
+        # of this small pool; kvringd's default quotas (a quarter of the
+        # pool per channel, an eighth per chunk) allow it on the default
+        # 1 GiB pool.
+        srv.extra = ["--quota-reserved", "100%", "--quota-pinned", "100%",
+                     "--max-key-bytes", "100%"]
         srv.start()
         try:
             code = readme_python_block()

@@ -201,3 +201,49 @@ Test(config, huge_pages_is_usage_error_when_value_or_combination_is_bad)
 	cr_expect_eq(parse(&c, rel_dir), -EINVAL);
 	cr_expect_eq(parse(&c, priv), -EINVAL);
 }
+
+Test(config, quotas_default_to_shares_of_the_pool_when_not_given)
+{
+	const char *a[] = { "--pool-size", "1G", NULL };
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
+	cr_expect_eq(c.quota_reserved_bytes, 256ull << 20);
+	cr_expect_eq(c.quota_pinned_bytes, 512ull << 20);
+	cr_expect_eq(c.max_key_bytes, 128ull << 20);
+	cr_expect_eq(c.xfer_ms, 30000u);
+}
+
+Test(config, quotas_take_sizes_or_percentages_when_given)
+{
+	const char *a[] = { "--pool-size", "64M", "--quota-reserved", "12.5%",
+			    "--quota-pinned", "48M", "--max-key-bytes", "100%",
+			    "--xfer-ms", "6000", NULL };
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
+	cr_expect_eq(c.quota_reserved_bytes, 8ull << 20);
+	cr_expect_eq(c.quota_pinned_bytes, 48ull << 20);
+	cr_expect_eq(c.max_key_bytes, 64ull << 20);
+	cr_expect_eq(c.xfer_ms, 6000u);
+}
+
+Test(config, quota_and_deadline_errors_are_usage_errors_when_out_of_range)
+{
+	const char *bad[][3] = {
+		{ "--quota-reserved", "0%", NULL },
+		{ "--quota-reserved", "101%", NULL },
+		{ "--quota-pinned", "%", NULL },
+		{ "--quota-pinned", "-5%", NULL },
+		{ "--max-key-bytes", "12", NULL },
+		{ "--max-key-bytes", "lots", NULL },
+		{ "--xfer-ms", "5", NULL },
+		/* Not above the default --stall-ms 5000. */
+		{ "--xfer-ms", "5000", NULL },
+	};
+	struct kvr_config c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(parse(&c, bad[i]), -EINVAL, "%s %s accepted",
+			     bad[i][0], bad[i][1]);
+}
