@@ -109,13 +109,18 @@ def model_kv(spec: EngineSpec, tokens: List[int], pos: List[int]
     nkv, heads = (1, 1) if spec.mla else (2, spec.kv_heads)
     t = torch.tensor([tokens[p] for p in pos], dtype=torch.int64)
     p = torch.tensor(pos, dtype=torch.int64)
-    base = (t * 31 + p * 7)[None, None, :, None, None]
-    l = torch.arange(spec.layers)[:, None, None, None, None] * 13
-    k = torch.arange(nkv)[None, :, None, None, None] * 5
-    h = torch.arange(heads)[None, None, None, :, None] * 1009
-    d = torch.arange(spec.head_size)[None, None, None, None, :]
-    v = (base + l + k + h + d) % 251
-    return (v.to(torch.float32) / 8).to(TORCH_DTYPES[spec.dtype])
+    base = ((t * 31 + p * 7) % 251)[None, :, None, None]
+    k = torch.arange(nkv)[:, None, None, None] * 5
+    h = torch.arange(heads)[None, None, :, None] * 1009
+    d = torch.arange(spec.head_size)[None, None, None, :]
+    # One layer at a time keeps a 4k-token Llama request's temporaries
+    # small.
+    out = torch.empty((spec.layers, nkv, len(pos), heads, spec.head_size),
+                      dtype=TORCH_DTYPES[spec.dtype])
+    for l in range(spec.layers):
+        v = ((base + k + h + d + l * 13) % 251).to(torch.int16)
+        out[l] = v.to(torch.float32).div_(8)
+    return out
 
 
 def make_caches(spec: EngineSpec) -> Dict[str, torch.Tensor]:

@@ -32,6 +32,7 @@ int bench_scale_main(int argc, char **argv) BENCH_WEAK;
 int bench_all_main(int argc, char **argv) BENCH_WEAK;
 int bench_attach_main(int argc, char **argv) BENCH_WEAK;
 int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
+int bench_kv_main(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
     {"ring", "SPSC ring round trip and one-way throughput vs cache-line floors",
@@ -49,6 +50,8 @@ static const struct bench_scenario scenarios[] = {
      kvr_bench_store},
     {"attach", "pool attach and server start, 4 KiB vs huge pages",
      bench_attach_main},
+    {"kv", "paged-KV gather/scatter vs memcpy and torch indexing",
+     bench_kv_main},
     {"all", "every scenario in one run", bench_all_main},
 };
 

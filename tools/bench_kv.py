@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""bench_kv.py - paged-KV copies and the vLLM connector, measured from
+Python with torch (docs/performance.md, "Paged KV").
+
+For a Llama-3-8B-shaped cache by default (32 layers, 8 kv heads, 128 dims,
+fp16, block_size 16, 256-token chunks), in one run:
+
+  gather/scatter  kvring.kv (libkvring's C copy) against torch's own
+                  indexing (index_select + copy_ into the slot view for a
+                  gather, index_copy_ for a scatter) and against one
+                  contiguous memcpy of the same bytes (ctypes.memmove);
+  e2e             store and retrieve of a --e2e-tokens request (4096)
+                  through the connector harness (tests/python/engine.py,
+                  the stand-in vllm package, a real kvringd), in ms per
+                  request, beside the raw copy time of the same bytes.
+
+--baseline-only prints only the torch figures: kvring-bench kv runs it to
+put ratio_to_torch in its own JSON lines. JSON lines with --json. torch
+runs single-threaded (torch.set_num_threads(1)), as the C copy does.
+Exits 1 if any copy gives wrong data, never because a figure is slow.
+
+  KVRING_LIB=build/worker/libkvring.so KVRINGD=build/server/kvringd \\
+      tools/bench_kv.py [--json] [--chunks N] [--e2e-tokens N]
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "worker", "python"))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def emit(args, subject, **kw):
+    row = dict(schema=1, scenario="kv", subject=subject, **kw)
+    if args.json:
+        print(json.dumps(row, separators=(",", ":")), flush=True)
+    else:
+        rest = "  ".join("%s=%s" % (k, ("%.3f" % v) if isinstance(v, float)
+                                    else v)
+                         for k, v in kw.items())
+        print("%-16s %s" % (subject, rest), flush=True)
+
+
+def timeit(fn, iters):
+    fn()  # warm up
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts)
+
+
+def copies(args):
+    L, H, D, BS, C = (args.layers, args.kv_heads, args.head_size,
+                      args.block_size, args.chunk_tokens)
+    bpc = C // BS
+    nb = args.chunks * bpc
+    NB = 2 * nb
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randperm(NB, generator=g)[:nb]
+    if args.hnd:
+        raw = [torch.randn(2, NB, H, BS, D, generator=g).half()
+               for _ in range(L)]
+        caches = [r.permute(0, 1, 3, 2, 4) for r in raw]  # vLLM's view
+    else:
+        caches = [torch.randn(2, NB, BS, H, D, generator=g).half()
+                  for _ in range(L)]
+    shape = (2, L, C, H * D)
+    chunks = [torch.empty(shape, dtype=torch.float16)
+              for _ in range(args.chunks)]
+    nbytes = sum(c.numel() * 2 for c in chunks)
+    cids = [ids[c * bpc:(c + 1) * bpc] for c in range(args.chunks)]
+
+    def torch_gather():
+        for c, ch in enumerate(chunks):
+            for k in (0, 1):
+                for l in range(L):
+                    ch[k, l].view(bpc, BS, H, D).copy_(
+                        caches[l][k].index_select(0, cids[c]))
+
+    def torch_scatter():
+        for c, ch in enumerate(chunks):
+            for k in (0, 1):
+                for l in range(L):
+                    caches[l][k].index_copy_(0, cids[c],
+                                             ch[k, l].view(bpc, BS, H, D))
+
+    tg = timeit(torch_gather, args.iters)
+    ref = [c.clone() for c in chunks]
+    ts = timeit(torch_scatter, args.iters)
+    lay = "hnd" if args.hnd else "nhd"
+    common = dict(layout=lay, dtype="fp16", layers=L, kv_heads=H,
+                  head_size=D, block_size=BS, chunk_tokens=C,
+                  chunks=args.chunks, bytes=nbytes)
+    emit(args, "torch_gather", gbps=nbytes / tg, **common)
+    emit(args, "torch_scatter", gbps=nbytes / ts, **common)
+    if args.baseline_only:
+        return 0
+
+    from kvring.kv import PagedKV
+    from kvring.torch import ChunkLayout
+    lt = ChunkLayout(layers=L, kv_heads=H, head_size=D, dtype="fp16",
+                     chunk_tokens=C)
+    kv = PagedKV.merged(caches, lt)
+    idl = ids.tolist()
+    kg = timeit(lambda: kv.gather(idl, chunks), args.iters)
+    if not all(torch.equal(a, b) for a, b in zip(chunks, ref)):
+        print("bench_kv: kvring gather differs from torch's", file=sys.stderr)
+        return 1
+    ks = timeit(lambda: kv.scatter(idl, chunks), args.iters)
+    src = torch.empty(nbytes, dtype=torch.uint8)
+    dst = torch.empty(nbytes, dtype=torch.uint8)
+    src.fill_(1)
+    dst.fill_(2)
+    mc = timeit(lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(),
+                                       nbytes), args.iters)
+    for subj, ns, tns in (("gather", kg, tg), ("scatter", ks, ts)):
+        emit(args, subj, gbps=nbytes / ns, memcpy_gbps=nbytes / mc,
+             ratio_to_memcpy=mc / ns, torch_gbps=nbytes / tns,
+             ratio_to_torch=tns / ns, **common)
+    return 0
+
+
+def e2e(args):
+    sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+    from test_binding import Server
+    import engine
+    tokens = args.e2e_tokens
+    chunk_bytes = (2 * args.layers * args.chunk_tokens * args.kv_heads
+                   * args.head_size * 2)
+    nchunks = tokens // args.chunk_tokens
+    req_bytes = nchunks * chunk_bytes
+    srv = Server()
+    srv.pool = "%dM" % ((req_bytes * (args.e2e_reps + 2)) // (1 << 20) + 64)
+    srv.start()
+    try:
+        spec = dict(socket=srv.sock, model="bench/llama-3-8b",
+                    layers=args.layers, kv_heads=args.kv_heads,
+                    head_size=args.head_size, block_size=args.block_size,
+                    chunk_tokens=args.chunk_tokens,
+                    num_blocks=2 * tokens // args.block_size + 2,
+                    timeout_ms=20000)
+        prompts = [[(r * 7919 + j * 104729) % 50000 + 1
+                    for j in range(tokens)] for r in range(args.e2e_reps)]
+        e1 = engine.Engine(engine.EngineSpec(**spec))
+        stores = []
+        try:
+            for i, p in enumerate(prompts):
+                r = e1.run("s%d" % i, p + [7])
+                stores.append(r["save_s"])
+        finally:
+            e1.stop()
+        e2 = engine.Engine(engine.EngineSpec(block_offset=5, **spec))
+        loads = []
+        try:
+            for i, p in enumerate(prompts):
+                r = e2.run("l%d" % i, p + [9])
+                if r["external_tokens"] != tokens or r["errors"]:
+                    print("bench_kv: request %d hit %d tokens, errors %s"
+                          % (i, r["external_tokens"], r["errors"][:4]),
+                          file=sys.stderr)
+                    return 1
+                loads.append(r["load_s"])
+            got = e2.kv_of(r["block_ids"], tokens)
+            want = engine.model_kv(e2.spec, prompts[-1] + [9],
+                                   list(range(tokens)))
+            if not torch.equal(got, want):
+                print("bench_kv: retrieved KV differs", file=sys.stderr)
+                return 1
+        finally:
+            e2.stop()
+    finally:
+        srv.stop()
+    src = torch.empty(req_bytes, dtype=torch.uint8).fill_(1)
+    dst = torch.empty(req_bytes, dtype=torch.uint8).fill_(2)
+    mc = timeit(lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(),
+                                       req_bytes), 5)
+    for subj, ts in (("e2e_store", stores), ("e2e_retrieve", loads)):
+        # The first request of each engine pays for first touches of
+        # fresh pool pages in that worker; the median shows steady state.
+        emit(args, subj, tokens=tokens, bytes=req_bytes, reps=len(ts),
+             ms_per_request=statistics.median(ts) * 1e3,
+             first_ms=ts[0] * 1e3, raw_copy_ms=mc / 1e6,
+             ratio_to_raw_copy=(mc / 1e9) / statistics.median(ts))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-size", type=int, default=128)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--chunk-tokens", type=int, default=256)
+    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=9)
+    ap.add_argument("--hnd", action="store_true",
+                    help="HND blocks (vLLM's permuted view)")
+    ap.add_argument("--baseline-only", action="store_true",
+                    help="only the torch figures (for kvring-bench kv)")
+    ap.add_argument("--e2e-tokens", type=int, default=4096)
+    ap.add_argument("--e2e-reps", type=int, default=5)
+    ap.add_argument("--no-e2e", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.chunk_tokens % args.block_size:
+        ap.error("--block-size must divide --chunk-tokens")
+    rc = copies(args)
+    if rc or args.baseline_only or args.no_e2e:
+        return rc
+    return e2e(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
