@@ -10,7 +10,9 @@
  * copies nothing. The copy loops walk the chunk in its own order (kv,
  * layer, token), so the chunk side is written or read strictly
  * sequentially and the engine side jumps once per block; a dense block
- * (NHD) is one memcpy, an HND block one memcpy per (token, head).
+ * (NHD) is one run, an HND block one run per (token, head). A gather
+ * writes its chunk with non-temporal stores on x86 (the chunk is read by
+ * other processes later, not by this one) and fences once at the end.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,6 +20,10 @@
 #include <string.h>
 
 #include <kvring/kv.h>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 /* Writes the reason for an -EINVAL; errbuf may be NULL. */
 __attribute__((format(printf, 3, 4))) static int
@@ -173,6 +179,83 @@ static int check_run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 }
 
 /*
+ * A gathered chunk is read later by another process (or the L2
+ * uploader), not by this one, so on x86 its bytes are written with
+ * non-temporal stores: no read-for-ownership of the slot's lines and no
+ * eviction of the engine's working set, which is what glibc's memcpy does
+ * for one large copy but not for the 32 KiB pieces a gather is made of.
+ * Unaligned heads and tails go through memcpy; the caller fences once.
+ */
+#if defined(__x86_64__)
+#define STREAMS 1
+/* n bytes, n a multiple of 64, dst 16-byte aligned: streaming stores. */
+static inline __attribute__((always_inline)) void
+stream_run(char *dst, const char *src, size_t n)
+{
+	for (; n >= 64; n -= 64, dst += 64, src += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+
+		_mm_stream_si128((__m128i *)dst, a);
+		_mm_stream_si128((__m128i *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(dst + 48), d);
+	}
+}
+#else
+#define STREAMS 0
+static inline void stream_run(char *dst, const char *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+#endif
+
+static void copy_to_slot(char *dst, const char *src, size_t n)
+{
+#if defined(__x86_64__)
+	size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+
+	if (n < 256 + head) {
+		memcpy(dst, src, n);
+		return;
+	}
+	memcpy(dst, src, head);
+	dst += head, src += head, n -= head;
+	stream_run(dst, src, n & ~(size_t)63);
+	memcpy(dst + (n & ~(size_t)63), src + (n & ~(size_t)63), n & 63);
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+/* Per (token, head) copies of n bytes; inlined so a constant n gives
+ * fixed-size moves. */
+static inline __attribute__((always_inline)) void
+heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
+	   size_t n)
+{
+	/* Streaming needs 64-byte aligned destinations, whole 64 bytes. */
+	bool stream = STREAMS && !(((uintptr_t)chk | n) & 63);
+
+	for (uint32_t t = 0; t < kv->block_size; t++) {
+		char *e = eng + t * kv->token_stride;
+
+		for (uint32_t h = 0; h < kv->heads; h++) {
+			if (to_chunk && stream)
+				stream_run(chk, e, n);
+			else if (to_chunk)
+				memcpy(chk, e, n);
+			else
+				memcpy(e, chk, n);
+			e += kv->head_stride;
+			chk += n;
+		}
+	}
+}
+
+/*
  * Copies one block (block_size tokens of one layer, one of K/V) between
  * the engine at eng and the chunk at chk (block_size dense rows).
  * to_chunk picks the direction.
@@ -185,22 +268,26 @@ static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
 	if (kv->token_stride == row && kv->head_stride == kv->head_bytes) {
 		/* NHD, dense: the block is one run. */
 		if (to_chunk)
-			memcpy(chk, eng, row * kv->block_size);
+			copy_to_slot(chk, eng, row * kv->block_size);
 		else
 			memcpy(eng, chk, row * kv->block_size);
 		return;
 	}
-	for (uint32_t t = 0; t < kv->block_size; t++) {
-		char *e = eng + t * kv->token_stride;
-
-		for (uint32_t h = 0; h < kv->heads; h++) {
-			if (to_chunk)
-				memcpy(chk, e, kv->head_bytes);
-			else
-				memcpy(e, chk, kv->head_bytes);
-			e += kv->head_stride;
-			chk += kv->head_bytes;
-		}
+	/* HND: one head's run per (token, head). The common head sizes get
+	 * a copy of constant size, which the compiler inlines as vector
+	 * moves: a libc call per 256 bytes would cost as much as the copy. */
+	switch (kv->head_bytes) {
+	case 128:
+		heads_loop(kv, eng, chk, to_chunk, 128);
+		break;
+	case 256:
+		heads_loop(kv, eng, chk, to_chunk, 256);
+		break;
+	case 512:
+		heads_loop(kv, eng, chk, to_chunk, 512);
+		break;
+	default:
+		heads_loop(kv, eng, chk, to_chunk, kv->head_bytes);
 	}
 }
 
@@ -245,6 +332,11 @@ int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	if (rc < 0)
 		return rc;
 	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true);
+#if defined(__x86_64__)
+	/* Orders the non-temporal stores before whatever publishes the
+	 * chunk (kvr_commit_store's ring publish). */
+	_mm_sfence();
+#endif
 	return 0;
 }
 

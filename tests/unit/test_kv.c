@@ -168,6 +168,86 @@ Test(kv, gather_matches_reference_when_layout_is_mla)
 	gather_matches_reference(MLA);
 }
 
+/* The fixed-size head copies (128, 256, 512 bytes) of the HND path. */
+Test(kv, gather_matches_reference_when_hnd_heads_have_common_sizes)
+{
+	const uint32_t sizes[] = {128, 256, 512, 96};
+	const uint32_t ids[] = {3, 0};
+
+	for (unsigned s = 0; s < 4; s++) {
+		struct tcache c;
+		uint64_t cb;
+		uint8_t *ch;
+		char err[256] = "";
+
+		tcache_init(&c, MERGED_HND, 2, 3, sizes[s], 4, 2, 4);
+		cb = kvr_kv_chunk_bytes(&c.kv);
+		ch = malloc(cb);
+		cr_assert_eq(kvr_kv_gather(&c.kv, ids, 2, (void *const *)&ch, 1,
+					   cb, err, sizeof(err)),
+			     0, "%s", err);
+		expect_chunk(&c, ch, ids);
+		/* And back, into a zeroed cache, through the same path. */
+		struct tcache d;
+
+		tcache_init(&d, MERGED_HND, 2, 3, sizes[s], 4, 2, 4);
+		memset(d.mem, 0, d.mem_bytes);
+		cr_assert_eq(kvr_kv_scatter(&d.kv, ids, 2,
+					    (const void *const *)&ch, 1, cb, 0,
+					    err, sizeof(err)),
+			     0, "%s", err);
+		for (uint32_t l = 0; l < 2; l++)
+			for (uint32_t k = 0; k < 2; k++)
+				for (uint32_t j = 0; j < 2; j++) {
+					size_t o =
+					    ref_off(&c, l, k, ids[j], 0, 0, 0);
+
+					cr_expect_eq(
+					    memcmp(d.mem + o, c.mem + o,
+						   (size_t)2 * 3 * sizes[s]),
+					    0, "head size %u block %u",
+					    sizes[s], ids[j]);
+				}
+		free(ch), free(c.mem), free(d.mem);
+	}
+}
+
+/* The streaming-store path of a gather: large dense blocks, into chunks
+ * that are 64-byte aligned, 8 bytes off, and of a size with a tail. */
+Test(kv, gather_matches_reference_when_chunk_alignment_varies)
+{
+	const uint32_t ids[] = {2, 0, 3};
+	const size_t offs[] = {0, 8, 16, 40};
+
+	for (unsigned o = 0; o < 4; o++)
+		for (int p = 0; p < 2; p++) {
+			struct tcache c;
+			uint64_t cb;
+			uint8_t *mem, *ch;
+			char err[256] = "";
+
+			tcache_init(&c, p ? MERGED_HND : MERGED_NHD, 2, 4, 72,
+				    4, 4, 12);
+			cb = kvr_kv_chunk_bytes(&c.kv);
+			mem = aligned_alloc(64, cb + 128);
+			cr_assert(mem);
+			ch = mem + offs[o];
+			memset(mem, 0xEE, cb + 128);
+			cr_assert_eq(kvr_kv_gather(&c.kv, ids, 3,
+						   (void *const *)&ch, 1, cb,
+						   err, sizeof(err)),
+				     0, "%s", err);
+			expect_chunk(&c, ch, ids);
+			/* Not one byte past the chunk. */
+			for (size_t i = offs[o] + cb; i < cb + 128; i++)
+				cr_assert_eq(mem[i], 0xEE,
+					     "byte %zu past the "
+					     "chunk written",
+					     i - offs[o] - cb);
+			free(mem), free(c.mem);
+		}
+}
+
 /* Scatter into other blocks of a zeroed cache, gather those back. */
 static void scatter_round_trips(enum phys p)
 {
