@@ -438,7 +438,31 @@ def readme_python_block():
     return sec.split("```python\n", 1)[1].split("```", 1)[0]
 
 
+def docstring_example():
+    """The indented example after the first '::' of kvring's docstring."""
+    doc = kvring.__doc__.split("::\n\n", 1)[1]
+    lines = []
+    for ln in doc.split("\n"):
+        if ln and not ln.startswith("    "):
+            break
+        lines.append(ln[4:])
+    return "\n".join(lines)
+
+
 class ReadmeQuickStartTest(unittest.TestCase):
+    def test_docstring_example_runs_verbatim_against_a_server(self):
+        srv = Server()
+        srv.start()
+        try:
+            env = dict(os.environ, KVRING_SOCKET=srv.sock,
+                       PYTHONPATH=os.path.join(REPO, "worker", "python"))
+            r = subprocess.run([sys.executable, "-c", docstring_example()],
+                               env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout.decode())
+        finally:
+            srv.stop()
+
     def test_readme_quick_start_runs_verbatim_against_a_server(self):
         srv = Server()
         srv.pool = "160M"

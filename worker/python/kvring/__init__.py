@@ -3,19 +3,22 @@
 
 A thin ctypes binding over libkvring (the standard library only). Slots are
 memoryviews straight over the shared pool, so numpy.frombuffer() or
-torch.frombuffer() wrap them without a copy. The README's "Use it from
-Python" section is the quick start (a test runs it verbatim); in short::
+torch.frombuffer() wrap them without a copy. With kvringd running and
+$KVRING_SOCKET pointing at it, this runs as pasted (the README's "Use it
+from Python" has the same example; a test runs both)::
 
-    with kvring.connect(model="meta-llama/Meta-Llama-3-8B", layers=32,
-                        kv_heads=8, head_size=128, dtype_bytes=2) as c:
-        keys = c.keys(token_ids)                # one key per full chunk
+    import kvring
+
+    tokens = list(range(1000, 1000 + 2 * 256))      # two full chunks
+    with kvring.connect(model="doc-example", layers=2, kv_heads=2,
+                        head_size=64, dtype_bytes=2) as c:
+        keys = c.keys(tokens)                       # one key per chunk
         with c.store(keys, [c.chunk_bytes] * len(keys)) as tx:
-            for (status, view), data in zip(tx.slots, chunks):
-                if status == kvring.SlotStatus.OK:
-                    view[:] = data              # writes into the pool
-        with c.retrieve(keys) as tx:            # the longest stored prefix
             for status, view in tx.slots:
-                use(view)                       # readonly, no copy
+                if status == kvring.SlotStatus.OK:  # EXISTS: cached
+                    view[:] = bytes([1]) * len(view)  # into the pool
+        with c.retrieve(keys) as tx:                # the cached prefix
+            assert all(v[0] == 1 for _, v in tx.slots)
 
 Torch tensor views, the seed's four-call contract and paged-KV gather and
 scatter live in kvring.torch and kvring.kv (they need torch; this module
