@@ -97,16 +97,15 @@ def copies(args):
                     caches[l][k].index_copy_(0, cids[c],
                                              ch[k, l].view(bpc, BS, H, D))
 
-    tg = timeit(torch_gather, args.iters)
-    ref = [c.clone() for c in chunks]
-    ts = timeit(torch_scatter, args.iters)
     lay = "hnd" if args.hnd else "nhd"
     common = dict(layout=lay, dtype="fp16", layers=L, kv_heads=H,
                   head_size=D, block_size=BS, chunk_tokens=C,
                   chunks=args.chunks, bytes=nbytes)
-    emit(args, "torch_gather", gbps=nbytes / tg, **common)
-    emit(args, "torch_scatter", gbps=nbytes / ts, **common)
     if args.baseline_only:
+        tg = timeit(torch_gather, args.iters)
+        ts = timeit(torch_scatter, args.iters)
+        emit(args, "torch_gather", gbps=nbytes / tg, **common)
+        emit(args, "torch_scatter", gbps=nbytes / ts, **common)
         return 0
 
     from kvring.kv import PagedKV
@@ -115,21 +114,45 @@ def copies(args):
                      chunk_tokens=C)
     kv = PagedKV.merged(caches, lt)
     idl = ids.tolist()
-    kg = timeit(lambda: kv.gather(idl, chunks), args.iters)
+    torch_gather()
+    ref = [c.clone() for c in chunks]
+    for c in chunks:
+        c.zero_()
+    kv.gather(idl, chunks)
     if not all(torch.equal(a, b) for a, b in zip(chunks, ref)):
         print("bench_kv: kvring gather differs from torch's", file=sys.stderr)
         return 1
-    ks = timeit(lambda: kv.scatter(idl, chunks), args.iters)
-    src = torch.empty(nbytes, dtype=torch.uint8)
-    dst = torch.empty(nbytes, dtype=torch.uint8)
-    src.fill_(1)
-    dst.fill_(2)
-    mc = timeit(lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(),
-                                       nbytes), args.iters)
-    for subj, ns, tns in (("gather", kg, tg), ("scatter", ks, ts)):
-        emit(args, subj, gbps=nbytes / ns, memcpy_gbps=nbytes / mc,
-             ratio_to_memcpy=mc / ns, torch_gbps=nbytes / tns,
-             ratio_to_torch=tns / ns, **common)
+    src = torch.empty(nbytes, dtype=torch.uint8).fill_(1)
+    dst = torch.empty(nbytes, dtype=torch.uint8).fill_(2)
+    subjects = {
+        "torch_gather": torch_gather,
+        "gather": lambda: kv.gather(idl, chunks),
+        "torch_scatter": torch_scatter,
+        "scatter": lambda: kv.scatter(idl, chunks),
+        "memcpy": lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(),
+                                         nbytes),
+    }
+    ns = {k: [] for k in subjects}
+    # Interleaved run by run, so a noisy neighbour hits every subject.
+    for _ in range(args.iters + 1):
+        for k, fn in subjects.items():
+            t0 = time.perf_counter_ns()
+            fn()
+            ns[k].append(time.perf_counter_ns() - t0)
+    ns = {k: v[1:] for k, v in ns.items()}  # the first run warms up
+    med = {k: statistics.median(v) for k, v in ns.items()}
+    emit(args, "memcpy", gbps=nbytes / med["memcpy"], **common)
+    for subj in ("gather", "scatter"):
+        emit(args, "torch_" + subj, gbps=nbytes / med["torch_" + subj],
+             **common)
+        emit(args, subj, gbps=nbytes / med[subj],
+             memcpy_gbps=nbytes / med["memcpy"],
+             ratio_to_memcpy=statistics.median(
+                 m / x for m, x in zip(ns["memcpy"], ns[subj])),
+             torch_gbps=nbytes / med["torch_" + subj],
+             ratio_to_torch=statistics.median(
+                 t / x for t, x in zip(ns["torch_" + subj], ns[subj])),
+             **common)
     return 0
 
 

@@ -399,6 +399,9 @@ static int run_layout(struct kvb *b)
 			bench_json_f64(&j, "ratio_to_memcpy",
 				       mm ? rows[r].gbps / mm : 0);
 			if (rows[r].base > 0) {
+				/* From tools/bench_kv.py --baseline-only, run
+				 * right after, same shape: not interleaved. */
+				bench_json_str(&j, "torch_from", "bench_kv.py");
 				bench_json_f64(&j, "torch_gbps", rows[r].base);
 				bench_json_f64(&j, "ratio_to_torch",
 					       rows[r].gbps / rows[r].base);
