@@ -12,7 +12,9 @@
  * sequentially and the engine side jumps once per block; a dense block
  * (NHD) is one run, an HND block one run per (token, head). A gather
  * writes its chunk with non-temporal stores on x86 (the chunk is read by
- * other processes later, not by this one) and fences once at the end.
+ * other processes later, not by this one), a scatter of 4 MiB or more
+ * writes the engine's blocks that way too, and each fences once at the
+ * end.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -179,18 +181,20 @@ static int check_run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 }
 
 /*
- * A gathered chunk is read later by another process (or the L2
- * uploader), not by this one, so on x86 its bytes are written with
- * non-temporal stores: no read-for-ownership of the slot's lines and no
- * eviction of the engine's working set, which is what glibc's memcpy does
- * for one large copy but not for the 32 KiB pieces a gather is made of.
- * Unaligned heads and tails go through memcpy; the caller fences once.
+ * Streaming (non-temporal) stores, on x86. A gathered chunk is read later
+ * by other processes (workers, the L2 uploader), not by this one; a big
+ * scatter is larger than the cache anyway. Streaming its bytes skips the
+ * read-for-ownership of every destination line and leaves the engine's
+ * working set in the cache: what glibc's memcpy does for one large copy
+ * but not for the 32 KiB (or 256-byte) pieces a paged copy is made of.
+ * The caller fences once at the end (sfence), before anything publishes
+ * the bytes.
  */
 #if defined(__x86_64__)
 #define STREAMS 1
-/* n bytes, n a multiple of 64, dst 16-byte aligned: streaming stores. */
+/* n a multiple of 64, dst 16-byte aligned. */
 static inline __attribute__((always_inline)) void
-stream_run(char *dst, const char *src, size_t n)
+stream64(char *dst, const char *src, size_t n)
 {
 	for (; n >= 64; n -= 64, dst += 64, src += 64) {
 		__m128i a = _mm_loadu_si128((const __m128i *)src);
@@ -204,51 +208,61 @@ stream_run(char *dst, const char *src, size_t n)
 		_mm_stream_si128((__m128i *)(dst + 48), d);
 	}
 }
+
+static inline void stream_fence(void)
+{
+	_mm_sfence();
+}
 #else
 #define STREAMS 0
-static inline void stream_run(char *dst, const char *src, size_t n)
+static inline void stream64(char *dst, const char *src, size_t n)
 {
 	memcpy(dst, src, n);
 }
+
+static inline void stream_fence(void)
+{
+}
 #endif
 
-static void copy_to_slot(char *dst, const char *src, size_t n)
-{
-#if defined(__x86_64__)
-	size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+/* Scatters smaller than this stay in the cache: the engine reads them. */
+#define SCATTER_STREAM_MIN (4u << 20)
 
-	if (n < 256 + head) {
+/*
+ * Copies n bytes; with stream, the 16-byte aligned middle of a run of at
+ * least 256 bytes goes through streaming stores and the unaligned head
+ * and tail through memcpy. Inlined so that a constant n gives fixed-size
+ * moves.
+ */
+static inline __attribute__((always_inline)) void
+copy_run(char *dst, const char *src, size_t n, bool stream)
+{
+	size_t head = (16 - ((uintptr_t)dst & 15)) & 15, body;
+
+	if (!STREAMS || !stream || n < 256 + head) {
 		memcpy(dst, src, n);
 		return;
 	}
 	memcpy(dst, src, head);
 	dst += head, src += head, n -= head;
-	stream_run(dst, src, n & ~(size_t)63);
-	memcpy(dst + (n & ~(size_t)63), src + (n & ~(size_t)63), n & 63);
-#else
-	memcpy(dst, src, n);
-#endif
+	body = n & ~(size_t)63;
+	stream64(dst, src, body);
+	memcpy(dst + body, src + body, n - body);
 }
 
-/* Per (token, head) copies of n bytes; inlined so a constant n gives
- * fixed-size moves. */
+/* Per (token, head) copies of n bytes (HND). */
 static inline __attribute__((always_inline)) void
 heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
-	   size_t n)
+	   bool stream, size_t n)
 {
-	/* Streaming needs 64-byte aligned destinations, whole 64 bytes. */
-	bool stream = STREAMS && !(((uintptr_t)chk | n) & 63);
-
 	for (uint32_t t = 0; t < kv->block_size; t++) {
 		char *e = eng + t * kv->token_stride;
 
 		for (uint32_t h = 0; h < kv->heads; h++) {
-			if (to_chunk && stream)
-				stream_run(chk, e, n);
-			else if (to_chunk)
-				memcpy(chk, e, n);
+			if (to_chunk)
+				copy_run(chk, e, n, stream);
 			else
-				memcpy(e, chk, n);
+				copy_run(e, chk, n, stream);
 			e += kv->head_stride;
 			chk += n;
 		}
@@ -261,16 +275,16 @@ heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
  * to_chunk picks the direction.
  */
 static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
-		       bool to_chunk)
+		       bool to_chunk, bool stream)
 {
 	uint64_t row = row_bytes(kv);
 
 	if (kv->token_stride == row && kv->head_stride == kv->head_bytes) {
 		/* NHD, dense: the block is one run. */
 		if (to_chunk)
-			copy_to_slot(chk, eng, row * kv->block_size);
+			copy_run(chk, eng, row * kv->block_size, stream);
 		else
-			memcpy(eng, chk, row * kv->block_size);
+			copy_run(eng, chk, row * kv->block_size, stream);
 		return;
 	}
 	/* HND: one head's run per (token, head). The common head sizes get
@@ -278,23 +292,23 @@ static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
 	 * moves: a libc call per 256 bytes would cost as much as the copy. */
 	switch (kv->head_bytes) {
 	case 128:
-		heads_loop(kv, eng, chk, to_chunk, 128);
+		heads_loop(kv, eng, chk, to_chunk, stream, 128);
 		break;
 	case 256:
-		heads_loop(kv, eng, chk, to_chunk, 256);
+		heads_loop(kv, eng, chk, to_chunk, stream, 256);
 		break;
 	case 512:
-		heads_loop(kv, eng, chk, to_chunk, 512);
+		heads_loop(kv, eng, chk, to_chunk, stream, 512);
 		break;
 	default:
-		heads_loop(kv, eng, chk, to_chunk, kv->head_bytes);
+		heads_loop(kv, eng, chk, to_chunk, stream, kv->head_bytes);
 	}
 }
 
 /* Walks chunks in their own order: kv, layer, block (token rows). */
 static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		size_t bpc, char *const *chunks, size_t nchunks, size_t skip,
-		bool to_chunk)
+		bool to_chunk, bool stream)
 {
 	uint64_t row = row_bytes(kv);
 	uint64_t blk = row * kv->block_size;
@@ -316,7 +330,7 @@ static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 				for (size_t j = first; j < bpc; j++)
 					copy_block(
 					    kv, eng + ids[j] * kv->block_stride,
-					    chk + j * blk, to_chunk);
+					    chk + j * blk, to_chunk, stream);
 			}
 	}
 }
@@ -331,12 +345,11 @@ int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 
 	if (rc < 0)
 		return rc;
-	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true);
-#if defined(__x86_64__)
-	/* Orders the non-temporal stores before whatever publishes the
-	 * chunk (kvr_commit_store's ring publish). */
-	_mm_sfence();
-#endif
+	/* Always streamed: this process does not read the chunk again. */
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true, true);
+	/* Orders the streaming stores before whatever publishes the chunk
+	 * (kvr_commit_store's ring publish). */
+	stream_fence();
 	return 0;
 }
 
@@ -346,6 +359,7 @@ int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		   size_t errlen)
 {
 	size_t bpc;
+	bool stream;
 	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
 			   errbuf, errlen, &bpc);
 
@@ -356,7 +370,11 @@ int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 			   "skip_blocks %zu is more than the %zu blocks given",
 			   skip_blocks, nblocks);
 	/* The chunks are only read; run() shares one walker for both. */
+	/* Streamed only when bigger than the cache would keep anyway. */
+	stream = (uint64_t)nchunks * chunk_bytes >= SCATTER_STREAM_MIN;
 	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, skip_blocks,
-	    false);
+	    false, stream);
+	/* The engine (or a GPU copy) reads the blocks after this returns. */
+	stream_fence();
 	return 0;
 }

@@ -248,6 +248,44 @@ Test(kv, gather_matches_reference_when_chunk_alignment_varies)
 		}
 }
 
+/* A scatter of 4 MiB or more takes the streaming path: same bytes. */
+Test(kv, scatter_round_trips_when_large_enough_to_stream)
+{
+	for (int p = 0; p < 2; p++) {
+		struct tcache src, dst;
+		uint32_t ids[32];
+		uint8_t *ch[8];
+		uint64_t cb;
+		char err[256] = "";
+
+		for (uint32_t i = 0; i < 32; i++)
+			ids[i] = (i * 7 + 3) % 32; /* a permutation */
+		tcache_init(&src, p ? MERGED_HND : MERGED_NHD, 2, 8, 256, 32,
+			    16, 64);
+		tcache_init(&dst, p ? MERGED_HND : MERGED_NHD, 2, 8, 256, 32,
+			    16, 64);
+		memset(dst.mem, 0, dst.mem_bytes);
+		cb = kvr_kv_chunk_bytes(&src.kv);
+		cr_assert_geq(cb * 8, 4u << 20, "too small to stream");
+		for (int c = 0; c < 8; c++)
+			ch[c] = aligned_alloc(4096, cb);
+		cr_assert_eq(kvr_kv_gather(&src.kv, ids, 32, (void *const *)ch,
+					   8, cb, err, sizeof(err)),
+			     0, "%s", err);
+		cr_assert_eq(kvr_kv_scatter(&dst.kv, ids, 32,
+					    (const void *const *)ch, 8, cb, 0,
+					    err, sizeof(err)),
+			     0, "%s", err);
+		/* Every block was a target: the caches are equal. */
+		cr_expect_eq(memcmp(src.mem, dst.mem, src.mem_bytes), 0,
+			     "streamed scatter (%s) differs",
+			     p ? "HND" : "NHD");
+		for (int c = 0; c < 8; c++)
+			free(ch[c]);
+		free(src.mem), free(dst.mem);
+	}
+}
+
 /* Scatter into other blocks of a zeroed cache, gather those back. */
 static void scatter_round_trips(enum phys p)
 {
