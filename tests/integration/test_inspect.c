@@ -8,8 +8,10 @@
  *    value is known, and corrupting one never touches a real server;
  *  - a real kvringd with real workers (suite inspect_live), when the
  *    server binary and tests/support/t_server.h exist.
- * The JSON and Prometheus outputs are checked by small validators below,
- * not by substring matching alone: a test fails if the syntax is wrong.
+ * JSON goes through a real parser (python3's json module, via
+ * tests/support/t_json.h) and values are looked up by path, never by
+ * scanning the text; Prometheus text goes through the validator below and,
+ * when it is installed, through promtool check metrics (t_prom.h).
  * This file does not test the ring or the segment code themselves.
  */
 #include <ctype.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <limits.h>
 
 #include <kvring/doorbell.h>
 #include <kvring/layout.h>
@@ -38,6 +41,9 @@
 #include <kvring/proto.h>
 #include <kvring/ring.h>
 #include <kvring/segment.h>
+
+#include "t_json.h"
+#include "t_prom.h"
 
 #define TOOL KVR_BIN_DIR "/tools/kvring-inspect"
 
@@ -139,136 +145,52 @@ static void run_free(struct run *r)
 	free(r->err);
 }
 
-/* ==== A minimal JSON syntax validator (RFC 8259 subset we emit) ==== */
+/* ==== JSON, through a real parser ==== */
 
-static const char *js_ws(const char *p)
+/* Parse @text; the test fails (with python's reason) when it is invalid. */
+static struct t_json *jparse(const char *text)
 {
-	while (p && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
-		p++;
-	return p;
+	char why[256] = "";
+	struct t_json *j = t_json_parse(text, why, sizeof(why));
+
+	cr_assert(j, "invalid JSON (%s): %.2000s", why, text);
+	return j;
 }
 
-static const char *js_str(const char *p)
+/* The integer at @path, LLONG_MIN when absent (never a real value). */
+#define JN(j, path) t_json_int((j), (path), LLONG_MIN)
+
+/* The string at @path, "" when absent. */
+static const char *JS(const struct t_json *j, const char *path)
 {
-	if (*p != '"')
-		return NULL;
-	for (p++; *p && *p != '"'; p++) {
-		if ((unsigned char)*p < 0x20)
-			return NULL;
-		if (*p != '\\')
-			continue;
-		p++;
-		if (*p == 'u') {
-			for (int i = 1; i <= 4; i++)
-				if (!isxdigit((unsigned char)p[i]))
-					return NULL;
-			p += 4;
-		} else if (!strchr("\"\\/bfnrt", *p) || !*p) {
-			return NULL;
-		}
+	const char *v = t_json_str(j, path);
+
+	return v ? v : "";
+}
+
+/* Whether --check --json reported a violation whose code starts with
+ * @prefix ("ring:1:req_ring"). */
+static bool jviolation(const struct t_json *j, const char *prefix)
+{
+	char p[64];
+
+	for (long i = 0; i < t_json_count(j, "violations"); i++) {
+		snprintf(p, sizeof(p), "violations.%ld.code", i);
+		if (!strncmp(JS(j, p), prefix, strlen(prefix)))
+			return true;
 	}
-	return *p == '"' ? p + 1 : NULL;
+	return false;
 }
 
-static const char *js_num(const char *p)
+/* Prometheus text through promtool too, when it is installed. */
+static void expect_promtool_ok(const char *text)
 {
-	const char *s;
+	char out[4096];
+	int rc = t_promtool_check(text, out, sizeof(out));
 
-	if (*p == '-')
-		p++;
-	s = p;
-	while (isdigit((unsigned char)*p))
-		p++;
-	if (p == s || (*s == '0' && p - s > 1))
-		return NULL;
-	if (*p == '.') {
-		s = ++p;
-		while (isdigit((unsigned char)*p))
-			p++;
-		if (p == s)
-			return NULL;
-	}
-	if (*p == 'e' || *p == 'E') {
-		p++;
-		if (*p == '+' || *p == '-')
-			p++;
-		s = p;
-		while (isdigit((unsigned char)*p))
-			p++;
-		if (p == s)
-			return NULL;
-	}
-	return p;
+	if (rc >= 0)
+		cr_expect_eq(rc, 0, "promtool check metrics: %s", out);
 }
-
-static const char *js_val(const char *p, int depth)
-{
-	p = js_ws(p);
-	if (!p || depth > 32)
-		return NULL;
-	if (*p == '{' || *p == '[') {
-		char close = *p == '{' ? '}' : ']';
-		bool obj = *p == '{';
-
-		p = js_ws(p + 1);
-		if (*p == close)
-			return p + 1;
-		for (;;) {
-			if (obj) {
-				p = js_str(js_ws(p));
-				p = js_ws(p);
-				if (!p || *p != ':')
-					return NULL;
-				p++;
-			}
-			p = js_ws(js_val(p, depth + 1));
-			if (!p)
-				return NULL;
-			if (*p == close)
-				return p + 1;
-			if (*p != ',')
-				return NULL;
-			p++;
-		}
-	}
-	if (*p == '"')
-		return js_str(p);
-	if (!strncmp(p, "true", 4))
-		return p + 4;
-	if (!strncmp(p, "false", 5))
-		return p + 5;
-	if (!strncmp(p, "null", 4))
-		return p + 4;
-	return js_num(p);
-}
-
-static bool json_valid(const char *s)
-{
-	const char *p = js_ws(js_val(s, 0));
-
-	return p && *p == '\0';
-}
-
-/* The first "key": after @from; returns a pointer to its value. */
-static const char *jfind(const char *from, const char *key)
-{
-	char pat[128];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = from ? strstr(from, pat) : NULL;
-	return p ? p + strlen(pat) : NULL;
-}
-
-static long long jnum(const char *from, const char *key)
-{
-	const char *p = jfind(from, key);
-
-	cr_assert(p, "key \"%s\" missing", key);
-	return strtoll(p, NULL, 10);
-}
-
-/* ==== Prometheus text format validator ==== */
 
 static bool prom_name_ok(const char *s, size_t n)
 {
@@ -744,49 +666,50 @@ Test(inspect, json_overview_matches_the_segment_when_fake)
 {
 	struct fake f;
 	struct run r;
-	const char *ch, *rr;
+	struct t_json *j;
 
 	fake_create(&f, "kvring-t.ctl", 0);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--json");
 	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
-	cr_assert(json_valid(r.out), "invalid JSON: %s", r.out);
-	cr_expect_eq(jnum(r.out, "schema"), 1);
-	cr_expect_eq(jnum(r.out, "server_pid"), getpid());
-	cr_expect(strstr(r.out, "\"server_alive\":true"));
-	cr_expect_eq(jnum(r.out, "pool_bytes"), FAKE_POOL);
-	cr_expect_eq(jnum(r.out, "pool_used_bytes"), 12288);
-	cr_expect_eq(jnum(r.out, "objects"), 2);
-	cr_expect_eq(jnum(r.out, "reserved_bytes"), 4096);
-	cr_expect_eq(jnum(r.out, "pins"), 1);
-	cr_expect_eq(jnum(r.out, "leases"), 1);
-	cr_expect_eq(jnum(r.out, "evictions"), 3);
-	cr_expect_eq(jnum(r.out, "workers"), 1);
-	cr_expect(strstr(r.out, "\"boot_id\":\"b0070102"), "%s", r.out);
-	ch = jfind(r.out, "channels");
-	cr_assert(ch && *ch == '[', "channels: %s", r.out);
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "schema"), 1);
+	cr_expect_eq(JN(j, "server_pid"), getpid());
+	cr_expect(t_json_true(j, "server_alive"));
+	cr_expect_eq(JN(j, "pool_bytes"), FAKE_POOL);
+	cr_expect_eq(JN(j, "pool_used_bytes"), 12288);
+	cr_expect_eq(JN(j, "objects"), 2);
+	cr_expect_eq(JN(j, "reserved_bytes"), 4096);
+	cr_expect_eq(JN(j, "pins"), 1);
+	cr_expect_eq(JN(j, "leases"), 1);
+	cr_expect_eq(JN(j, "evictions"), 3);
+	cr_expect_eq(JN(j, "workers"), 1);
+	cr_expect(!strncmp(JS(j, "boot_id"), "b0070102", 8), "%s",
+		  JS(j, "boot_id"));
 	/* Only the active channel by default. */
-	cr_expect_eq(jnum(ch, "index"), 1);
-	cr_expect(!jfind(jfind(ch, "index") + 1, "index"), "one channel");
-	cr_expect_eq(jnum(ch, "pid"), getpid());
-	cr_expect(strstr(ch, "\"state\":\"active\""));
-	cr_expect(strstr(ch, "\"model\":\"llama-test-7b\""));
-	cr_expect_eq(jnum(ch, "chunk_tokens"), 256);
-	rr = jfind(ch, "req_ring");
-	cr_expect_eq(jnum(rr, "capacity"), FAKE_RING);
-	cr_expect_eq(jnum(rr, "head"), 0);
-	cr_expect_eq(jnum(rr, "tail"), 8 + sizeof(struct kvr_req_hdr) + 32);
-	cr_expect_eq(jnum(rr, "high_water"), 72);
+	cr_assert_eq(t_json_count(j, "channels"), 1, "%s", r.out);
+	cr_expect_eq(JN(j, "channels.0.index"), 1);
+	cr_expect_eq(JN(j, "channels.0.pid"), getpid());
+	cr_expect_str_eq(JS(j, "channels.0.state"), "active");
+	cr_expect_str_eq(JS(j, "channels.0.namespace.model"), "llama-test-7b");
+	cr_expect_eq(JN(j, "channels.0.namespace.chunk_tokens"), 256);
+	cr_expect_eq(JN(j, "channels.0.req_ring.capacity"), FAKE_RING);
+	cr_expect_eq(JN(j, "channels.0.req_ring.head"), 0);
+	cr_expect_eq(JN(j, "channels.0.req_ring.tail"),
+		     8 + sizeof(struct kvr_req_hdr) + 32);
+	cr_expect_eq(JN(j, "channels.0.req_ring.high_water"), 72);
 	/* The ring samples its high-water mark only when the producer
 	 * re-reads head (a lower bound, docs/ring.md): never above what is
 	 * in flight. */
-	cr_expect_leq(jnum(rr, "ring_high_water"),
+	cr_expect_leq(JN(j, "channels.0.req_ring.ring_high_water"),
 		      (long long)(8 + sizeof(struct kvr_req_hdr) + 32));
-	rr = jfind(ch, "resp_ring");
-	cr_expect_eq(jnum(rr, "tail"), 8 + sizeof(struct kvr_resp_hdr) + 48);
-	cr_expect_eq(jnum(jfind(ch, "requests_by_op"), "lookup"), 10);
-	cr_expect_eq(jnum(jfind(ch, "errors_by_code"), "enoent"), 1);
-	cr_expect_eq(jnum(jfind(ch, "req"), "rung"), 5);
-	cr_expect_eq(jnum(jfind(ch, "req"), "suppressed"), 95);
+	cr_expect_geq(JN(j, "channels.0.req_ring.ring_high_water"), 0);
+	cr_expect_eq(JN(j, "channels.0.resp_ring.tail"),
+		     8 + sizeof(struct kvr_resp_hdr) + 48);
+	cr_expect_eq(JN(j, "channels.0.requests_by_op.lookup"), 10);
+	cr_expect_eq(JN(j, "channels.0.errors_by_code.enoent"), 1);
+	cr_expect_eq(JN(j, "channels.0.doorbells.req.rung"), 5);
+	cr_expect_eq(JN(j, "channels.0.doorbells.req.suppressed"), 95);
+	t_json_free(j);
 	run_free(&r);
 	fake_close(&f);
 }
@@ -795,15 +718,19 @@ Test(inspect, all_shows_free_channels_when_asked)
 {
 	struct fake f;
 	struct run r;
-	int n = 0;
+	struct t_json *j;
+	char p[64];
 
 	fake_create(&f, "kvring-t.ctl", 0);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t.ctl", "--json", "--all");
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(json_valid(r.out));
-	for (const char *p = jfind(r.out, "index"); p; p = jfind(p, "index"))
-		n++;
-	cr_expect_eq(n, FAKE_CHANNELS);
+	j = jparse(r.out);
+	cr_expect_eq(t_json_count(j, "channels"), FAKE_CHANNELS);
+	for (int i = 0; i < FAKE_CHANNELS; i++) {
+		snprintf(p, sizeof(p), "channels.%d.index", i);
+		cr_expect_eq(JN(j, p), i, "%s", p);
+	}
+	t_json_free(j);
 	run_free(&r);
 	fake_close(&f);
 }
@@ -926,6 +853,7 @@ Test(inspect, check_passes_when_segment_healthy)
 {
 	struct fake f;
 	struct run r;
+	struct t_json *j;
 
 	fake_create(&f, "kvring-t.ctl", 0);
 	fake_beat(&f);
@@ -936,8 +864,10 @@ Test(inspect, check_passes_when_segment_healthy)
 	fake_beat(&f);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check", "--json");
 	cr_expect_eq(r.status, 0);
-	cr_expect(json_valid(r.out), "%s", r.out);
-	cr_expect(strstr(r.out, "\"ok\":true"));
+	j = jparse(r.out);
+	cr_expect(t_json_true(j, "ok"), "%s", r.out);
+	cr_expect_eq(t_json_count(j, "violations"), 0, "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	fake_close(&f);
 }
@@ -946,6 +876,7 @@ Test(inspect, check_fails_with_exit_3_when_ring_positions_corrupted)
 {
 	struct fake f;
 	struct run r;
+	struct t_json *j;
 	struct kvr_ring_shm *ring;
 
 	fake_create(&f, "kvring-t.ctl", 0);
@@ -962,9 +893,11 @@ Test(inspect, check_fails_with_exit_3_when_ring_positions_corrupted)
 	atomic_store_explicit(&ring->head, 3, RLX);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check", "--json");
 	cr_expect_eq(r.status, 3);
-	cr_expect(json_valid(r.out), "%s", r.out);
-	cr_expect(strstr(r.out, "ring:1:resp_ring"), "%s", r.out);
-	cr_expect(strstr(r.out, "ring:1:req_ring"), "%s", r.out);
+	j = jparse(r.out);
+	cr_expect(!t_json_true(j, "ok"), "%s", r.out);
+	cr_expect(jviolation(j, "ring:1:resp_ring"), "%s", r.out);
+	cr_expect(jviolation(j, "ring:1:req_ring"), "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	fake_close(&f);
 }
@@ -1040,6 +973,7 @@ Test(inspect, list_marks_stale_when_owner_was_killed)
 {
 	struct fake live;
 	struct run r;
+	struct t_json *j;
 	char *line;
 
 	fake_create(&live, "kvring-live.ctl", 0);
@@ -1058,8 +992,18 @@ Test(inspect, list_marks_stale_when_owner_was_killed)
 	run_free(&r);
 	r = RUN("--list", "--dir", tmpdir, "--json");
 	cr_expect_eq(r.status, 0);
-	cr_expect(json_valid(r.out), "%s", r.out);
-	cr_expect_eq(jnum(r.out, "nr_stale"), 1);
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "nr_stale"), 1, "%s", r.out);
+	for (long i = 0; i < t_json_count(j, "segments"); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "segments.%ld.name", i);
+		if (!strcmp(JS(j, p), "kvring-dead.ctl")) {
+			snprintf(p, sizeof(p), "segments.%ld.state", i);
+			cr_expect_str_eq(JS(j, p), "stale");
+		}
+	}
+	t_json_free(j);
 	run_free(&r);
 	fake_close(&live);
 }
@@ -1095,6 +1039,7 @@ Test(inspect, prometheus_output_parses_when_fake_segment)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	n = prom_validate(r.out, why, sizeof(why));
 	cr_expect_gt(n, 50, "invalid exposition (%s):\n%s", why, r.out);
+	expect_promtool_ok(r.out);
 	cr_expect(strstr(r.out, "\nkvring_pool_used_bytes 12288\n"), "%s",
 		  r.out);
 	cr_expect(strstr(r.out, "kvring_channel_requests_total{channel=\"1\""),
@@ -1122,9 +1067,12 @@ Test(inspect, prom_validator_rejects_bad_text_when_given_some)
 	cr_expect_eq(prom_validate("# TYPE x gauge\nx{a=\"q\\\"\"} 1.5\n", why,
 				   sizeof(why)),
 		     1, "%s", why);
-	cr_expect(!json_valid("{\"a\":1,}"));
-	cr_expect(!json_valid("{\"a\":01}"));
-	cr_expect(json_valid("{\"a\":[1,{\"b\":\"c\\u0001\"}],\"d\":-1.5}"));
+	/* The JSON parser of these tests is strict, too. */
+	cr_expect(!t_json_valid("{\"a\":1,}"));
+	cr_expect(!t_json_valid("{\"a\":01}"));
+	cr_expect(!t_json_valid("{\"a\":NaN}"));
+	cr_expect(!t_json_valid("{\"a\":1} x"));
+	cr_expect(t_json_valid("{\"a\":[1,{\"b\":\"c\\u0001\"}],\"d\":-1.5}"));
 }
 
 /* ==== --dump ==== */
@@ -1133,6 +1081,7 @@ Test(inspect, dump_decodes_records_when_rings_hold_messages)
 {
 	struct fake f;
 	struct run r;
+	struct t_json *j;
 
 	fake_create(&f, "kvring-t.ctl", 0);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "1");
@@ -1148,9 +1097,11 @@ Test(inspect, dump_decodes_records_when_rings_hold_messages)
 	run_free(&r);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "1", "--json");
 	cr_expect_eq(r.status, 0);
-	cr_expect(json_valid(r.out), "%s", r.out);
-	cr_expect_eq(jnum(jfind(r.out, "req_ring"), "nr_records"), 1);
-	cr_expect_eq(jnum(jfind(r.out, "resp_ring"), "nr_records"), 1);
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "channel"), 1);
+	cr_expect_eq(JN(j, "req_ring.nr_records"), 1, "%s", r.out);
+	cr_expect_eq(JN(j, "resp_ring.nr_records"), 1, "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	/* Channel out of range: a usage error. */
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "99");
@@ -1219,11 +1170,15 @@ Test(inspect, watch_prints_one_json_object_per_frame_with_rates)
 		"--count", "3");
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	for (char *l = strtok(r.out, "\n"); l; l = strtok(NULL, "\n")) {
-		cr_expect(json_valid(l), "frame %d: %s", lines, l);
+		struct t_json *j = jparse(l);
+
 		if (lines > 0)
-			cr_expect(jfind(l, "requests_per_s"), "rates: %s", l);
+			cr_expect(t_json_has(j, "rates.requests_per_s"),
+				  "rates: %s", l);
 		else
-			cr_expect(!jfind(l, "rates"), "no rates in frame 0");
+			cr_expect(!t_json_has(j, "rates"),
+				  "no rates in frame 0");
+		t_json_free(j);
 		lines++;
 	}
 	cr_expect_eq(lines, 3);
@@ -1276,7 +1231,7 @@ Test(inspect, watch_reports_restart_when_segment_is_replaced)
 	fake_boot0 = 0xee;
 	fake_create(&g, "kvring-t.ctl", 0);
 	while (fgets(line, sizeof(line), out))
-		cr_expect(json_valid(line), "%s", line);
+		cr_expect(t_json_valid(line), "%s", line);
 	err = read_all(ef);
 	st = wait_status(pid);
 	cr_expect_eq(st, 0, "status %d: %s", st, err);
@@ -1364,6 +1319,7 @@ static bool counters_are(void *arg)
 /* Runs --json and compares the tool's numbers with @w; runs --check too. */
 static void expect_json(const struct want *w, const char *when)
 {
+	struct t_json *j;
 	struct run r;
 
 	cr_assert(t_wait_until(counters_are, (void *)w, 5000),
@@ -1371,16 +1327,16 @@ static void expect_json(const struct want *w, const char *when)
 		  when);
 	r = RUN("--name", srv.name, "--json");
 	cr_assert_eq(r.status, 0, "%s: %s", when, r.err);
-	cr_assert(json_valid(r.out), "%s: %s", when, r.out);
-	cr_expect_eq(jnum(r.out, "server_pid"), srv.pid, "%s", when);
-	cr_expect_eq(jnum(r.out, "pool_used_bytes"), (long long)w->used, "%s",
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "server_pid"), srv.pid, "%s", when);
+	cr_expect_eq(JN(j, "pool_used_bytes"), (long long)w->used, "%s", when);
+	cr_expect_eq(JN(j, "reserved_bytes"), (long long)w->reserved, "%s",
 		     when);
-	cr_expect_eq(jnum(r.out, "reserved_bytes"), (long long)w->reserved,
-		     "%s", when);
-	cr_expect_eq(jnum(r.out, "objects"), (long long)w->objects, "%s", when);
-	cr_expect_eq(jnum(r.out, "pins"), (long long)w->pins, "%s", when);
-	cr_expect_eq(jnum(r.out, "leases"), (long long)w->leases, "%s", when);
-	cr_expect_eq(jnum(r.out, "workers"), (long long)w->workers, "%s", when);
+	cr_expect_eq(JN(j, "objects"), (long long)w->objects, "%s", when);
+	cr_expect_eq(JN(j, "pins"), (long long)w->pins, "%s", when);
+	cr_expect_eq(JN(j, "leases"), (long long)w->leases, "%s", when);
+	cr_expect_eq(JN(j, "workers"), (long long)w->workers, "%s", when);
+	t_json_free(j);
 	run_free(&r);
 	r = RUN("--name", srv.name, "--check");
 	cr_expect_eq(r.status, 0, "%s: check: %s", when, r.out);
@@ -1394,18 +1350,20 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	uint64_t sizes[6], lease = 0;
 	struct kvr_xfer x = {0};
 	struct want w = {.workers = 1};
-	const char *ch;
+	struct t_json *j;
 	struct run r;
 
 	expect_json(&w, "connected");
 	r = RUN("--name", srv.name, "--json");
-	ch = jfind(r.out, "channels");
-	cr_expect_eq(jnum(ch, "index"), kvr_client_info(c)->channel);
-	cr_expect_eq(jnum(ch, "pid"), getpid());
-	cr_expect(strstr(ch, "\"state\":\"active\""), "%s", ch);
-	cr_expect(strstr(ch, "\"model\":\"inspect-live\""), "%s", ch);
-	cr_expect_eq(jnum(jfind(ch, "req_ring"), "capacity"),
+	j = jparse(r.out);
+	cr_assert_eq(t_json_count(j, "channels"), 1, "%s", r.out);
+	cr_expect_eq(JN(j, "channels.0.index"), kvr_client_info(c)->channel);
+	cr_expect_eq(JN(j, "channels.0.pid"), getpid());
+	cr_expect_str_eq(JS(j, "channels.0.state"), "active");
+	cr_expect_str_eq(JS(j, "channels.0.namespace.model"), "inspect-live");
+	cr_expect_eq(JN(j, "channels.0.req_ring.capacity"),
 		     (long long)srv.hdr->req_ring_cap);
+	t_json_free(j);
 	run_free(&r);
 
 	/* Four chunks stored and committed. */
@@ -1426,11 +1384,13 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	w.reserved = 2 * CHUNK;
 	expect_json(&w, "2 reserved");
 	r = RUN("--name", srv.name, "--json");
-	ch = jfind(r.out, "channels");
-	cr_expect_eq(jnum(ch, "reserved_bytes"), 2 * CHUNK, "%s", ch);
-	cr_expect_eq(jnum(ch, "transfers"), 1, "%s", ch);
-	cr_expect_eq(jnum(jfind(ch, "requests_by_op"), "prepare_store"), 2,
-		     "%s", ch);
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "channels.0.reserved_bytes"), 2 * CHUNK, "%s",
+		     r.out);
+	cr_expect_eq(JN(j, "channels.0.transfers"), 1, "%s", r.out);
+	cr_expect_eq(JN(j, "channels.0.requests_by_op.prepare_store"), 2, "%s",
+		     r.out);
+	t_json_free(j);
 	run_free(&r);
 	cr_assert_eq(kvr_abort_store(c, &x), 0);
 	w.used = 4 * CHUNK;
@@ -1444,10 +1404,12 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	expect_json(&w, "retrieve prepared");
 	r = RUN("--name", srv.name, "--json");
 	/* Four pinned chunks, counted by the server and shown as such. */
-	cr_expect_eq(jnum(r.out, "pinned_bytes"), 4 * CHUNK, "%s", r.out);
-	cr_expect_eq(jnum(r.out, "pinned_bytes"),
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "pinned_bytes"), 4 * CHUNK, "%s", r.out);
+	cr_expect_eq(JN(j, "pinned_bytes"),
 		     (long long)T_GSTAT(&srv, pinned_bytes));
-	cr_expect_eq(jnum(jfind(r.out, "channels"), "pins"), 4);
+	cr_expect_eq(JN(j, "channels.0.pins"), 4);
+	t_json_free(j);
 	run_free(&r);
 	cr_assert_eq(kvr_commit_retrieve(c, &x), 0);
 	w.pins = 0;
@@ -1472,6 +1434,7 @@ Test(inspect_live, prometheus_and_dump_work_when_a_worker_is_connected)
 {
 	struct kvr_client *c = live_connect();
 	char why[256] = "", chan[16];
+	struct t_json *j;
 	uint64_t t_ns;
 	struct run r;
 	int n;
@@ -1481,18 +1444,23 @@ Test(inspect_live, prometheus_and_dump_work_when_a_worker_is_connected)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	n = prom_validate(r.out, why, sizeof(why));
 	cr_expect_gt(n, 50, "invalid exposition (%s):\n%s", why, r.out);
+	expect_promtool_ok(r.out);
 	cr_expect(strstr(r.out, "kvring_channel_requests_total{"), "%s", r.out);
 	cr_expect(strstr(r.out, "\nkvring_server_up 1\n"), "%s", r.out);
 	run_free(&r);
 	snprintf(chan, sizeof(chan), "%u", kvr_client_info(c)->channel);
 	r = RUN("--name", srv.name, "--dump", chan, "--json");
 	cr_expect_eq(r.status, 0, "%s", r.err);
-	cr_expect(json_valid(r.out), "%s", r.out);
-	cr_expect(strstr(r.out, "\"check\":\"ok\""), "%s", r.out);
+	j = jparse(r.out);
+	cr_expect_str_eq(JS(j, "req_ring.check"), "ok", "%s", r.out);
+	cr_expect_str_eq(JS(j, "resp_ring.check"), "ok", "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	r = RUN("--socket", srv.sock, "--json");
 	cr_expect_eq(r.status, 0, "--socket: %s", r.err);
-	cr_expect_eq(jnum(r.out, "server_pid"), srv.pid);
+	j = jparse(r.out);
+	cr_expect_eq(JN(j, "server_pid"), srv.pid);
+	t_json_free(j);
 	run_free(&r);
 	kvr_close(c);
 }
@@ -1512,9 +1480,12 @@ Test(inspect_live, watch_shows_rates_when_a_worker_pings)
 	out = fdopen(of, "r");
 	cr_assert(out);
 	while (fgets(line, sizeof(line), out)) {
-		cr_expect(json_valid(line), "%s", line);
+		struct t_json *j = jparse(line);
+
 		if (frames++ > 0)
-			cr_expect(jfind(line, "requests_per_s"), "%s", line);
+			cr_expect(t_json_has(j, "rates.requests_per_s"), "%s",
+				  line);
+		t_json_free(j);
 		for (int i = 0; i < 20; i++)
 			cr_assert_eq(kvr_ping(c, &t_ns), 0);
 	}
