@@ -187,8 +187,10 @@ Test(server, second_server_refuses_when_segment_name_is_in_use)
 	struct t_server other;
 	struct t_raw r;
 	char ctl[128], pool[128];
-	const char *argv[] = { "kvringd", "--socket", NULL, "--name",
-			       srv.name, "--pool-size", "16M", NULL };
+	const char *argv[] = { "kvringd",  "--socket",	   NULL,
+			       "--name",   srv.name,	   "--pool-size",
+			       "16M",	   "--huge-pages", "off",
+			       NULL };
 
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
