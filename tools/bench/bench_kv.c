@@ -397,7 +397,7 @@ static int run_layout(struct kvb *b)
 				1e6);
 			bench_json_f64(&j, "memcpy_gbps", mm);
 			bench_json_f64(&j, "ratio_to_memcpy",
-				       mm ? rows[r].gbps / mm : 0);
+				       mm > 0 ? rows[r].gbps / mm : 0);
 			if (rows[r].base > 0) {
 				/* From tools/bench_kv.py --baseline-only, run
 				 * right after, same shape: not interleaved. */
@@ -415,7 +415,7 @@ static int run_layout(struct kvb *b)
 			printf("  %-7s (kvr_kv_%s)       %6.2f GB/s  %.2fx "
 			       "memcpy",
 			       rows[r].subj, rows[r].subj, rows[r].gbps,
-			       mm ? rows[r].gbps / mm : 0);
+			       mm > 0 ? rows[r].gbps / mm : 0);
 			if (rows[r].base > 0)
 				printf("  %.2fx torch (%.2f GB/s)\n",
 				       rows[r].gbps / rows[r].base,
