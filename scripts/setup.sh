@@ -147,7 +147,7 @@ run_tsan() {
 run_stress() {
 	build "$here/build"
 	"$here/build/tools/kvring-stress" --workers 4 --seconds 600 \
-		--kill-every 200 --pool-size 64M --seed 1 --json
+		--kill-every 200 --stop-every 200 --pool-size 64M --seed 1 --json
 }
 
 # Benchmark-only peers live in their own tree so the default build never

@@ -77,6 +77,8 @@ enum {
 	OPT_KEEP_LOG,
 	OPT_TARGET_PCT,
 	OPT_INJECT_CORRUPT,
+	OPT_STOP_EVERY,
+	OPT_STOP_MS,
 };
 
 /* Every flag the tool has; docs/reliability.md lists them too. */
@@ -91,6 +93,8 @@ static const struct option longopts[] = {
 	{ "kill-server-every", required_argument, NULL, OPT_KILL_SERVER_EVERY },
 	{ "target-pct", required_argument, NULL, OPT_TARGET_PCT },
 	{ "inject-corrupt", required_argument, NULL, OPT_INJECT_CORRUPT },
+	{ "stop-every", required_argument, NULL, OPT_STOP_EVERY },
+	{ "stop-ms", required_argument, NULL, OPT_STOP_MS },
 	{ "pool-size", required_argument, NULL, 'p' },
 	{ "keyspace", required_argument, NULL, OPT_KEYSPACE },
 	{ "chunk-min", required_argument, NULL, OPT_CHUNK_MIN },
@@ -146,6 +150,13 @@ static void usage(FILE *f)
 "      --no-prefault        workers skip the pool pre-fault at attach\n"
 "      --inject-corrupt N   self-test: worker 0 flips a byte in every Nth\n"
 "                           store it commits (the run must then fail)\n"
+"      --stop-every N       one lingering prepared store or verified\n"
+"                           retrieve in N SIGSTOPs its worker; we resume it\n"
+"                           --stop-ms later, and its commit must answer\n"
+"                           \"expired\" (our kvringd gets --xfer-ms of 3/5\n"
+"                           of it). Default: 0 (never)\n"
+"      --stop-ms MS         how long a stopped worker stays stopped\n"
+"                           (500-600000). Default: 2500\n"
 "  -j, --json               print one JSON object (schema 1)\n"
 "  -q, --quiet              no progress line\n"
 "  -h, --help               this help\n"
@@ -203,6 +214,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	o->chunk_max = 256 * 1024;
 	o->seed = 1;
 	o->target_pct = 50;
+	o->stop_ms = 2500;
 	while ((c = getopt_long(argc, argv, "s:n:w:t:o:k:p:S:jqhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
@@ -237,6 +249,15 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case OPT_TARGET_PCT:
 			o->target_pct = (unsigned)parse_num(optarg, 100);
+			break;
+		case OPT_STOP_EVERY:
+			o->stop_every = (unsigned)parse_num(optarg, 1u << 30);
+			break;
+		case OPT_STOP_MS:
+			o->stop_ms = (unsigned)parse_num(optarg, 600000);
+			if (o->stop_ms < 500)
+				die_usage("--stop-ms: at least 500, got %s",
+					  optarg);
 			break;
 		case OPT_INJECT_CORRUPT:
 			o->inject_corrupt =
@@ -296,6 +317,12 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	 * all the time and retrieves race eviction. */
 	if (!o->keyspace_bytes)
 		o->keyspace_bytes = o->pool_bytes * 8;
+	/* A stop must outlast the server's transfer deadline, which only a
+	 * server of ours is guaranteed to have. */
+	if (o->stop_every && o->socket)
+		die_usage("--stop-every needs a server of our own (no "
+			  "--socket)%s", "");
+	o->xfer_ms = o->stop_ms / 5 * 3;
 	/* A server we did not start has no supervisor of ours. */
 	if (o->kill_server && o->socket)
 		die_usage("--kill-server needs a server of our own (no "

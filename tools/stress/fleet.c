@@ -130,6 +130,7 @@ void st_fleet_stop(struct st_run *r)
 	deadline = st_now_ns() + 15000000000ull;
 	for (;;) {
 		st_fleet_reap(r);
+		st_stopper_tick(r, st_now_ns()); /* stopped ones must finish */
 		alive = 0;
 		for (unsigned i = 0; i < r->o.workers; i++)
 			alive += r->wpid[i] > 0;

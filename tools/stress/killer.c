@@ -28,7 +28,11 @@
  * It does not reap victims or fork replacements (fleet.c) and does not
  * start servers itself (server.c).
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "stress.h"
 
@@ -63,8 +67,10 @@ static void kill_one(struct st_run *r)
 	ph = atomic_load_explicit(&r->sh->res[victim].phase,
 				  memory_order_relaxed);
 found:
-	/* The slot may be empty (its worker died and was not respawned). */
-	if (r->wpid[victim] <= 0)
+	/* The slot may be empty (its worker died and was not respawned).
+	 * A worker stopped by --stop-every is left alone: its commit after
+	 * the stop is what that test checks. */
+	if (r->wpid[victim] <= 0 || ph == PH_STOPPED)
 		return;
 	if (kill(r->wpid[victim], SIGKILL) < 0)
 		return;
@@ -78,6 +84,51 @@ found:
 		r->kills_retrieve++;
 	else
 		r->kills_other++;
+}
+
+/* Whether @pid is in the stopped state ('T' in /proc/<pid>/stat). */
+static bool proc_stopped(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* The state follows the last ')': the name may contain one. */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/*
+ * --stop-every: a worker that stopped itself holding a transfer is
+ * resumed --stop-ms after it stopped (longer than the server's
+ * --xfer-ms, so its transfer must have been reclaimed meanwhile). Only a
+ * process seen stopped is sent SIGCONT: one that announced the stop but
+ * has not stopped yet would otherwise stop for good after it.
+ */
+void st_stopper_tick(struct st_run *r, uint64_t t_ns)
+{
+	uint64_t hold = (uint64_t)r->o.stop_ms * 1000000u, since;
+
+	for (unsigned i = 0; r->o.stop_every && i < r->o.workers; i++) {
+		/* Relaxed: hints; /proc says whether it really stopped. */
+		if (r->wpid[i] <= 0 ||
+		    atomic_load_explicit(&r->sh->res[i].phase,
+					 memory_order_relaxed) != PH_STOPPED)
+			continue;
+		since = atomic_load_explicit(&r->sh->res[i].stop_ns,
+					     memory_order_relaxed);
+		if (t_ns - since >= hold && proc_stopped(r->wpid[i]))
+			kill(r->wpid[i], SIGCONT);
+	}
 }
 
 void st_killer_start(struct st_run *r)
@@ -95,6 +146,7 @@ void st_killer_start(struct st_run *r)
  */
 void st_killer_tick(struct st_run *r, uint64_t t_ns)
 {
+	st_stopper_tick(r, t_ns);
 	if (r->o.kill_every_ms && t_ns >= r->next_kill_ns) {
 		kill_one(r);
 		/* Jitter: the next kill comes after 0.5x .. 1.5x. */

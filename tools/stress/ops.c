@@ -22,8 +22,11 @@
  * It does not verify bytes itself (verify.c) and knows nothing of leases
  * (lease.c) or of the connection's life (worker.c).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <kvring/proto.h>
 
 #include "stress.h"
 
@@ -33,6 +36,46 @@ static void maybe_linger(struct st_worker *w)
 {
 	if (st_rnd_below(&w->rng, 8) == 0)
 		st_sleep_us(500 + st_rnd_below(&w->rng, 2500));
+}
+
+/*
+ * --stop-every: one prepared transfer in N stops this worker with SIGSTOP
+ * (the parent resumes it --stop-ms later, beyond the server's --xfer-ms),
+ * as a worker frozen by a debugger or a hung driver would be. Return
+ * whether it stopped. The phase says so first, so the parent knows whom
+ * to resume; it resumes only a process it sees stopped.
+ */
+static bool maybe_stop(struct st_worker *w)
+{
+	uint32_t ph;
+
+	if (!w->o->stop_every || st_rnd_below(&w->rng, w->o->stop_every))
+		return false;
+	/* Relaxed: the parent reads these as hints, and checks /proc. */
+	ph = atomic_load_explicit(&w->res->phase, memory_order_relaxed);
+	atomic_store_explicit(&w->res->stop_ns, st_now_ns(),
+			      memory_order_relaxed);
+	st_bump(&w->res->stops, 1);
+	st_worker_set_phase(w, PH_STOPPED);
+	raise(SIGSTOP);
+	st_worker_set_phase(w, (enum st_phase)ph);
+	return true;
+}
+
+/* After a stop, the commit must say the transfer expired: count which. */
+static int after_stop(struct st_worker *w, int rc)
+{
+	if (rc == KVR_ERR_EXPIRED) {
+		st_bump(&w->res->stop_expired, 1);
+		return 0;
+	}
+	if (rc == 0) {
+		fprintf(stderr, PROG ": a transfer held through a %u ms stop "
+				"was still open (--xfer-ms %u)\n",
+			w->o->stop_ms, w->o->xfer_ms);
+		st_bump(&w->res->stop_not_expired, 1);
+	}
+	return rc;
 }
 
 /* A window of 1..16 consecutive key ids: with @recent, one that some
@@ -108,6 +151,15 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			st_bump(&w->res->ops[OP_ABORT], 1);
 		return rc;
 	}
+	if (linger && x.id && maybe_stop(w)) {
+		/* Stopped past the deadline: the reservation was reclaimed,
+		 * and its slots may be someone else's now, so nothing more
+		 * is written. Committing the poison must answer EXPIRED; a
+		 * published poison chunk would show up as corruption. */
+		rc = kvr_commit_store(w->c, &x);
+		st_worker_set_phase(w, PH_OTHER);
+		return after_stop(w, rc);
+	}
 	if (linger) {
 		/* A kill during this sleep leaves a poisoned reservation for
 		 * the server's disconnect cleanup to throw away. */
@@ -173,6 +225,13 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		kvr_xfer_free(x);
 		st_worker_set_phase(w, PH_OTHER);
 		return 0;
+	}
+	/* Verified while pinned; a stop now outlives the pins. */
+	if (maybe_stop(w)) {
+		int rc = kvr_commit_retrieve(w->c, x);
+
+		st_worker_set_phase(w, PH_OTHER);
+		return after_stop(w, rc);
 	}
 	st_worker_set_phase(w, PH_OTHER);
 	return kvr_commit_retrieve(w->c, x);

@@ -122,6 +122,10 @@ static void judge(const struct st_run *r, const struct st_audit *a,
 	if (r->workers_stuck)
 		FAIL("%" PRIu64 " workers did not stop within 15 s",
 		     r->workers_stuck);
+	if (f->t.stop_not_expired)
+		FAIL("%" PRIu64 " transfers held by a stopped worker were not "
+		     "reclaimed by their deadline",
+		     f->t.stop_not_expired);
 	/* -1 (attach mode: not ours) is not a failure. */
 	if (r->srv_exit > 0)
 		FAIL("kvringd exit status %d after SIGTERM", r->srv_exit);
@@ -164,9 +168,11 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	       "\"store_prepared\":%" PRIu64 ",\"retrieve_prepared\":%" PRIu64
 	       ",\"other\":%" PRIu64 "},\"server_kills\":%" PRIu64
 	       ",\"server_restarts\":%" PRIu64 ",\"reconnects\":%" PRIu64
-	       ",\"lease_short\":%" PRIu64 ",\"errors\":{",
+	       ",\"lease_short\":%" PRIu64 ",\"stops\":%" PRIu64
+	       ",\"stops_expired\":%" PRIu64 ",\"errors\":{",
 	       r->kills, r->kills_store, r->kills_retrieve, r->kills_other,
-	       r->srv_kills, r->srv_restarts, t->reconnects, t->lease_short);
+	       r->srv_kills, r->srv_restarts, t->reconnects, t->lease_short,
+	       t->stops, t->stop_expired);
 	/* Only the errno values that occurred, by name. */
 	first = true;
 	for (int i = 0; i < NERRNO; i++) {
@@ -237,6 +243,8 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	       "\nreconnects=%" PRIu64 "\n",
 	       r->kills, r->kills_store, r->kills_retrieve, r->srv_kills,
 	       t->reconnects);
+	printf("stops=%" PRIu64 "\nstops_expired=%" PRIu64 "\n", t->stops,
+	       t->stop_expired);
 	for (int i = 0; i < NERRNO; i++)
 		if (t->errors[i])
 			printf("errors_%s=%" PRIu64 "\n", errno_name(i),

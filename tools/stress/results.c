@@ -70,6 +70,9 @@ void st_results_sum(const struct st_shared_shm *sh, unsigned nworkers,
 			t->errors[i] += LD(w->errors[i]);
 		t->reconnects += LD(w->reconnects);
 		t->lease_short += LD(w->lease_short);
+		t->stops += LD(w->stops);
+		t->stop_expired += LD(w->stop_expired);
+		t->stop_not_expired += LD(w->stop_not_expired);
 #undef LD
 	}
 }

@@ -48,8 +48,8 @@ static const char *find_kvringd(const struct st_opts *o, char *buf, size_t n)
  */
 static pid_t spawn_server(struct st_run *r)
 {
-	char pool[32], maxw[16], binbuf[PATH_MAX];
-	const char *argv[16 + MAX_SRV_ARGS];
+	char pool[32], maxw[16], binbuf[PATH_MAX], xfer[16], stall[16];
+	const char *argv[20 + MAX_SRV_ARGS];
 	const char *bin = find_kvringd(&r->o, binbuf, sizeof(binbuf));
 	unsigned n = 0;
 	pid_t pid;
@@ -65,6 +65,16 @@ static pid_t spawn_server(struct st_run *r)
 	argv[n++] = pool;
 	argv[n++] = "--max-workers";
 	argv[n++] = maxw;
+	if (r->o.stop_every) {
+		/* Transfers of a stopped worker must be reclaimed while it is
+		 * stopped (--stall-ms must stay below --xfer-ms). */
+		snprintf(xfer, sizeof(xfer), "%u", r->o.xfer_ms);
+		snprintf(stall, sizeof(stall), "%u", r->o.xfer_ms / 2);
+		argv[n++] = "--xfer-ms";
+		argv[n++] = xfer;
+		argv[n++] = "--stall-ms";
+		argv[n++] = stall;
+	}
 	for (unsigned i = 0; i < r->o.nsrv_args; i++)
 		argv[n++] = r->o.srv_args[i];
 	argv[n] = NULL;

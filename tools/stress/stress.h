@@ -79,6 +79,7 @@ enum st_phase {
 	PH_STORE_PREPARED = 2,	  /* reserved, not committed */
 	PH_RETRIEVE_PREPARED = 3, /* pinned, not committed */
 	PH_OTHER = 4,
+	PH_STOPPED = 5, /* stopped itself holding a transfer (--stop-every) */
 };
 
 /* Slot statuses of prepare_store answers (enum kvr_slot_status). */
@@ -112,7 +113,16 @@ struct st_wres_shm {
 	/* enum st_phase. Written by the worker (and by the parent to reset
 	 * a reaped slot, when no worker runs there), read by the killer. */
 	_Atomic uint32_t phase;
-	uint8_t pad[60];
+	uint32_t pad0;
+	/* --stop-every: when it stopped itself (CLOCK_MONOTONIC; the parent
+	 * resumes it --stop-ms later), how often, and what its commits
+	 * answered after a stop: KVR_ERR_EXPIRED (right), or success (the
+	 * server did not reclaim the transfer: a failure). */
+	_Atomic uint64_t stop_ns;
+	_Atomic uint64_t stops;
+	_Atomic uint64_t stop_expired;
+	_Atomic uint64_t stop_not_expired;
+	uint8_t pad[24];
 };
 
 /*
@@ -170,6 +180,9 @@ struct st_opts {
 	bool json, copy, no_prefault, keep_log, quiet;
 	unsigned target_pct; /* share of kills aimed at prepared workers */
 	unsigned inject_corrupt; /* self-test: damage every Nth store */
+	unsigned stop_every;	 /* 1 in N prepared transfers SIGSTOPs */
+	unsigned stop_ms;	 /* how long the parent leaves it stopped */
+	unsigned xfer_ms;	 /* --xfer-ms given to our server */
 };
 
 /*
@@ -224,7 +237,7 @@ struct st_totals {
 	uint64_t ops[OP_N], ops_total;
 	uint64_t verified_chunks, verified_bytes, corrupt, stored_chunks,
 		stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
-		lease_short;
+		lease_short, stops, stop_expired, stop_not_expired;
 };
 
 /* What the leak audit saw (audit.c fills it, report.c judges it). */
@@ -390,6 +403,8 @@ void st_fleet_stop(struct st_run *r);
 /* Schedule the first worker and server kills relative to r->t0_ns. */
 void st_killer_start(struct st_run *r);
 /* At time @t_ns: kill a worker and/or the server if one is due. */
+/* Resume workers stopped by --stop-every once --stop-ms passed. */
+void st_stopper_tick(struct st_run *r, uint64_t t_ns);
 void st_killer_tick(struct st_run *r, uint64_t t_ns);
 
 /* ---- audit.c: the leak audit ---- */
