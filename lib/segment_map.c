@@ -107,7 +107,47 @@ static void seg_empty(struct kvr_seg *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
+	s->live_fd = -1;
 	s->backend = KVR_SEG_BACKEND_NONE;
+}
+
+/*
+ * The liveness lock of a segment we just created at @path (fd @fd): a
+ * second open of the same inode, with an OFD read lock on the whole file.
+ * Its own open file description, never sent to a worker, so no worker can
+ * unlock it (a worker holding the first fd shares the other description
+ * only); the kernel drops it when we exit, however we exit.
+ * Return: the fd, or -errno.
+ */
+static int take_live_lock(const char *path, int fd)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	struct stat a, b;
+	int lfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (lfd < 0)
+		return -errno;
+	if (fstat(fd, &a) < 0 || fstat(lfd, &b) < 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino) {
+		close(lfd);
+		return -ESTALE; /* replaced between create and reopen */
+	}
+	if (fcntl(lfd, F_OFD_SETLK, &fl) < 0) {
+		int rc = -errno;
+
+		close(lfd);
+		return rc;
+	}
+	return lfd;
+}
+
+int kvr_seg_live_locked(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
 }
 
 const char *kvr_seg_backend_name(enum kvr_seg_backend b)
@@ -277,6 +317,13 @@ static int create_named(const char *dir, const char *name, size_t bytes,
 	}
 
 	seg_empty(&s);
+	s.live_fd = take_live_lock(path, fd);
+	if (s.live_fd < 0) {
+		rc = kvr_err_set(e, s.live_fd, "create %s: liveness lock: %s",
+				 path, strerror(-s.live_fd));
+		munmap(base, bytes);
+		goto err_unlink;
+	}
 	s.base = base;
 	s.bytes = bytes;
 	s.fd = fd;
@@ -614,16 +661,32 @@ static void seg_release(struct kvr_seg *s, bool may_unlink)
 
 	if (!s)
 		return;
+	struct stat mine, now;
+	bool named = s->owner && s->backend == KVR_SEG_BACKEND_SHM &&
+		     s->name[0] != '\0' && s->dir[0] != '\0';
+	bool have_mine = false;
+
 	if (s->base)
 		munmap(s->base, s->bytes);
-	if (s->fd >= 0)
+	if (s->fd >= 0) {
+		have_mine = named && fstat(s->fd, &mine) == 0;
 		close(s->fd);
-	if (may_unlink && s->owner && s->backend == KVR_SEG_BACKEND_SHM &&
-	    s->name[0] != '\0' && s->dir[0] != '\0') {
-		snprintf(path, sizeof(path), "%s/%s", s->dir, s->name);
-		/* ENOENT (someone swept it already) is fine. */
-		unlink(path);
 	}
+	if (may_unlink && named) {
+		snprintf(path, sizeof(path), "%s/%s", s->dir, s->name);
+		/*
+		 * Only while the name is still the inode we created: another
+		 * server may have taken the name since (after a sweep that
+		 * wrongly judged us dead), and its file is not ours to
+		 * remove. ENOENT (swept already) is fine.
+		 */
+		if (have_mine && lstat(path, &now) == 0 &&
+		    now.st_dev == mine.st_dev && now.st_ino == mine.st_ino)
+			unlink(path);
+	}
+	/* Last: we are alive (for the sweep) until our names are gone. */
+	if (named && s->live_fd >= 0)
+		close(s->live_fd);
 	/* Leave an empty handle: a second call finds nothing to do. */
 	seg_empty(s);
 }

@@ -2,8 +2,11 @@
 /*
  * The start-up sweep of stale segments (DESIGN rule 8) and the listing the
  * inspector's --list uses. Both classify directory entries the same way:
- * a "<base>.ctl" is judged by the creator (pid, start time) in its header,
- * a "<base>.pool" by its .ctl, or is an orphan when there is no .ctl.
+ * a "<base>.ctl" is live while its creator holds its liveness lock (an
+ * OFD lock on a private open of the file, which no worker can take away;
+ * the creator pid in the header is writable by every worker, so it only
+ * decides for a header not yet published), a "<base>.pool" is judged by
+ * its .ctl, or is an orphan when there is no .ctl.
  *
  * The sweep removes only what is provably ours and provably dead: name
  * prefix, valid name, regular file (never a symlink's target), our uid,
@@ -151,6 +154,7 @@ static int read_ctl_hdr(int dfd, const char *name, const struct stat *st,
 		return -ESTALE; /* replaced since we looked: judge nothing */
 	}
 	n = pread(fd, &h, sizeof(h), 0);
+	info->live_locked = kvr_seg_live_locked(fd) == 1;
 	close(fd);
 	if (n < 0)
 		return -errno;
@@ -169,6 +173,23 @@ static int read_ctl_hdr(int dfd, const char *name, const struct stat *st,
 	info->owner_pid = h.creator_pid;
 	info->owner_start = h.creator_start;
 	return 0;
+}
+
+/*
+ * The verdict on a .ctl whose header was read: live while the lock is
+ * held. Without the lock, a published header means its server is gone
+ * (it held the lock from creation until after it unlinked its names);
+ * an unpublished one may be a server between create and lock, or one
+ * that crashed there: only then does the creator (pid, start time)
+ * decide, and no worker has ever seen that header to forge it.
+ */
+static enum kvr_seg_state ctl_state(const struct kvr_seg_info *c)
+{
+	if (c->live_locked)
+		return KVR_SEG_STATE_LIVE;
+	if (!c->ready && kvr_proc_alive(c->owner_pid, c->owner_start))
+		return KVR_SEG_STATE_LIVE;
+	return KVR_SEG_STATE_STALE;
 }
 
 /*
@@ -203,9 +224,7 @@ static int classify(int dfd, const char *name, struct kvr_seg_info *info,
 		rc = read_ctl_hdr(dfd, name, st, info);
 		if (rc < 0)
 			return rc == -EBADMSG ? 0 : rc;
-		info->state = kvr_proc_alive(info->owner_pid, info->owner_start)
-				  ? KVR_SEG_STATE_LIVE
-				  : KVR_SEG_STATE_STALE;
+		info->state = ctl_state(info);
 		return 0;
 	}
 	if (info->role != KVR_SEG_ROLE_POOL ||
@@ -225,9 +244,8 @@ static int classify(int dfd, const char *name, struct kvr_seg_info *info,
 		return 0;
 	info->owner_pid = ctl.owner_pid;
 	info->owner_start = ctl.owner_start;
-	info->state = kvr_proc_alive(ctl.owner_pid, ctl.owner_start)
-			  ? KVR_SEG_STATE_LIVE
-			  : KVR_SEG_STATE_STALE;
+	info->live_locked = ctl.live_locked;
+	info->state = ctl_state(&ctl);
 	return 0;
 }
 

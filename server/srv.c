@@ -130,8 +130,10 @@ static void log_name_taken(const char *ctl_name)
 			pid = h->creator_pid;
 		kvr_seg_detach(&seg);
 	}
-	kvr_log_err("segment %s/%s belongs to a live kvringd (pid %d): stop "
-		    "it, or start this one with another --name",
+	/* The pid is only what the header says: workers can write it. */
+	kvr_log_err("segment %s/%s belongs to a live kvringd (it holds the "
+		    "segment's lock; its header names pid %d): stop it, or "
+		    "start this one with another --name",
 		    KVR_SEG_DEFAULT_DIR, ctl_name, pid);
 }
 

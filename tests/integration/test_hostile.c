@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1274,5 +1275,69 @@ Test(hostile, regress_12_throwaway_models_leave_room_for_a_new_one)
 		t_raw_close(&r);
 	expect_good_progress(20, "after the throw-away models");
 	expect_no_leak("after the throw-away models");
+	finish();
+}
+
+/*
+ * Observed on main: a worker wrote a dead pid into the header's creator
+ * pid, and a second kvringd with the same --name swept the live server's
+ * segments as stale (and the first, at exit, unlinked the second's files
+ * by name). Liveness is the live server's lock now, which no worker can
+ * take away: the second server finds the name in use and does not start,
+ * and the live server's segment is the same file afterwards.
+ */
+Test(hostile, regress_12_forged_creator_pid_does_not_get_a_live_server_swept)
+{
+	struct t_server b;
+	struct kvr_seg_hdr_shm *h;
+	struct stat before, after;
+	char ctl_path[160];
+	struct t_raw r;
+	pid_t dead, pid;
+	int st;
+
+	dead = fork();
+	cr_assert_geq(dead, 0);
+	if (dead == 0)
+		_exit(0);
+	cr_assert_eq(waitpid(dead, NULL, 0), dead);
+	snprintf(ctl_path, sizeof(ctl_path), "/dev/shm/%s", srv.ctl_name);
+	cr_assert_eq(stat(ctl_path, &before), 0);
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
+	/* Every worker maps the header read-write (item 1 is not done). */
+	h = (struct kvr_seg_hdr_shm *)r.ctl;
+	h->creator_pid = (int32_t)dead;
+	h->creator_start = 1;
+	t_server_init(&b);
+	{
+		const char *argv[] = { "kvringd",     "--socket",   b.sock,
+				       "--name",      srv.name,	    "--pool-size",
+				       "16M",	      "--no-prefault", "--huge-pages",
+				       "off",	      NULL };
+
+		pid = t_server_spawn(&b, argv);
+	}
+	st = t_server_wait_exit(pid, t_timeout_ms(5000));
+	cr_expect(st > 0 && st < 128,
+		  "a second kvringd with the live server's name started "
+		  "(status %d)",
+		  st);
+	if (!t_server_log_has(&b, "belongs to a live kvringd")) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", b.log_path);
+		(void)!system(cmd);
+		cr_expect_fail("the second server does not say the name is "
+			       "taken");
+	}
+	cr_assert_eq(stat(ctl_path, &after), 0, "the live ctl was removed");
+	cr_expect(before.st_ino == after.st_ino,
+		  "the live server's ctl was replaced");
+	t_raw_close(&r);
+	/* Not t_server_cleanup(&b): its segment names are srv's. */
+	unlink(b.sock);
+	unlink(b.log_path);
+	expect_good_progress(20, "after the forged pid");
+	expect_no_leak("after the forged pid");
 	finish();
 }

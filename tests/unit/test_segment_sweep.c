@@ -50,8 +50,14 @@ static void setup(void)
 	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
 }
 
+/* Liveness locks this test process holds (as a live server would). */
+static int live_fds[8];
+static int nlive;
+
 static void teardown(void)
 {
+	while (nlive > 0)
+		close(live_fds[--nlive]);
 	rm_tree(dir);
 }
 
@@ -88,6 +94,23 @@ static void write_ctl(const char *name, pid_t pid, uint64_t start)
 	cr_assert_geq(fd, 0, "create %s: %s", name, strerror(errno));
 	cr_assert_eq(write(fd, &h, sizeof(h)), (ssize_t)sizeof(h));
 	close(fd);
+}
+
+/* A ctl of ours whose liveness lock we hold, as a running server does:
+ * a second open of the file with an OFD read lock (segment_map.c). */
+static void write_live_ctl(const char *name)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	uint64_t start;
+	int fd;
+
+	cr_assert_eq(kvr_proc_start_time(getpid(), &start), 0);
+	write_ctl(name, getpid(), start);
+	fd = open(P(name), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &fl), 0, "%s", strerror(errno));
+	cr_assert_lt(nlive, 8);
+	live_fds[nlive++] = fd;
 }
 
 static void write_file(const char *name, size_t bytes)
@@ -207,8 +230,9 @@ Test(sweep, keeps_segment_when_owner_alive)
 	uint64_t start;
 	pid_t pid;
 
-	self_owner(&pid, &start);
-	write_ctl(PFX "live.ctl", pid, start);
+	(void)pid;
+	(void)start;
+	write_live_ctl(PFX "live.ctl");
 	write_file(PFX "live.pool", 65536);
 	cr_expect_eq(kvr_seg_sweep(dir, PFX, &r), 0);
 	cr_expect(exists(PFX "live.ctl"));
@@ -417,7 +441,7 @@ Test(sweep, counts_everything_when_directory_is_mixed)
 		snprintf(n, sizeof(n), PFX "dead%02d.pool", i);
 		write_file(n, 4096);
 	}
-	write_ctl(PFX "live.ctl", lp, ls);
+	write_live_ctl(PFX "live.ctl");
 	rc = kvr_seg_sweep(dir, PFX, &r);
 	cr_expect_eq(rc, 40);
 	cr_expect_eq(r.removed, 40u);
@@ -459,7 +483,7 @@ Test(sweep, list_reports_state_when_segments_mixed)
 
 	dead_owner(&dp, &ds);
 	self_owner(&lp, &ls);
-	write_ctl(PFX "a.ctl", lp, ls);
+	write_live_ctl(PFX "a.ctl");
 	write_file(PFX "a.pool", 8192);
 	write_ctl(PFX "b.ctl", dp, ds);
 	write_file(PFX "c.pool", 4096);
@@ -491,4 +515,95 @@ Test(sweep, list_reports_state_when_segments_mixed)
 	cr_expect_eq(kvr_seg_list(dir, PFX, stop_cb, &calls), -ECANCELED);
 	cr_expect_eq(calls, 1);
 	cr_expect_eq(kvr_seg_list(dir, "", collect_cb, &s), -EINVAL);
+}
+
+/*
+ * Issue 12: a worker wrote a dead pid into the header's creator pid, and a
+ * second kvringd with the same --name swept the live server's segments.
+ * The lock decides now: a published header naming a dead creator is kept
+ * while its lock is held, and one naming a live creator is stale without
+ * it (the pid is worker-writable). An unpublished header (a server between
+ * create and lock) still goes by its creator.
+ */
+Test(sweep, regress_12_lock_decides_liveness_not_the_forgeable_pid)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	struct kvr_sweep_report r;
+	struct kvr_seg_hdr_shm h;
+	uint64_t ds, ls;
+	pid_t dp, lp;
+	int fd;
+
+	dead_owner(&dp, &ds);
+	self_owner(&lp, &ls);
+	/* Live server, pid forged dead: kept. */
+	write_ctl(PFX "forged.ctl", dp, ds);
+	write_file(PFX "forged.pool", 8192);
+	fd = open(P(PFX "forged.ctl"), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	live_fds[nlive++] = fd;
+	/* Dead server, pid forged live (or reused): removed. */
+	write_ctl(PFX "claim.ctl", lp, ls);
+	/* Not yet published, creator alive: kept. */
+	kvr_seg_hdr_format(&h, 1, 0, sizeof(h), PFX "young.ctl", NULL);
+	h.creator_pid = (int32_t)lp;
+	h.creator_start = ls;
+	fd = open(P(PFX "young.ctl"), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+		  0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, &h, sizeof(h)), (ssize_t)sizeof(h));
+	close(fd);
+	cr_expect_eq(kvr_seg_sweep(dir, PFX, &r), 1);
+	cr_expect(exists(PFX "forged.ctl"), "a live server's ctl was swept");
+	cr_expect(exists(PFX "forged.pool"), "a live server's pool was swept");
+	cr_expect(!exists(PFX "claim.ctl"), "an unlocked ctl was kept");
+	cr_expect(exists(PFX "young.ctl"), "a ctl being created was swept");
+	cr_expect_eq(r.kept_live, 3u, "kept %u", r.kept_live);
+}
+
+/* The creator's own lock, from kvr_seg_create_shm(), and its release. */
+Test(sweep, created_segment_is_locked_until_destroyed)
+{
+	struct kvr_seg s;
+	int fd, rc;
+
+	cr_assert_eq(kvr_seg_create_shm(dir, PFX "own.ctl", 8192, 0, (gid_t)-1,
+				       &s, NULL),
+		     0);
+	fd = open(P(PFX "own.ctl"), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	rc = kvr_seg_live_locked(fd);
+	cr_expect_eq(rc, 1, "created segment not locked: %d", rc);
+	/* The fd we would pass to a worker cannot unlock it. */
+	{
+		struct flock un = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+
+		(void)fcntl(kvr_seg_fd(&s), F_OFD_SETLK, &un);
+		cr_expect_eq(kvr_seg_live_locked(fd), 1,
+			     "the shared fd dropped the lock");
+	}
+	kvr_seg_destroy(&s);
+	cr_expect(!exists(PFX "own.ctl"));
+	cr_expect_eq(kvr_seg_live_locked(fd), 0);
+	close(fd);
+}
+
+/*
+ * Issue 12: when the first server exited, it unlinked a second server's
+ * files by name. A server removes a name only while it is still the
+ * inode it created.
+ */
+Test(sweep, regress_12_destroy_leaves_a_name_that_is_someone_elses_now)
+{
+	struct kvr_seg s;
+
+	cr_assert_eq(kvr_seg_create_shm(dir, PFX "taken.ctl", 8192, 0,
+				       (gid_t)-1, &s, NULL),
+		     0);
+	/* Another server's file under the same name. */
+	cr_assert_eq(unlink(P(PFX "taken.ctl")), 0);
+	write_file(PFX "taken.ctl", 4096);
+	kvr_seg_destroy(&s);
+	cr_expect(exists(PFX "taken.ctl"), "another server's file was removed");
 }

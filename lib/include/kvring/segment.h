@@ -181,7 +181,21 @@ struct kvr_seg {
 	size_t page_bytes;		 /* page size backing it: 4096, 2M.. */
 	char name[KVR_SEG_NAME_MAX + 1]; /* "" for private memory */
 	char dir[KVR_SEG_DIR_MAX];	 /* directory for SHM, else "" */
+	/* Named segments we created (owner, SHM): a second open of the
+	 * file, never passed to anyone, holding an OFD read lock for our
+	 * whole life. The sweep judges liveness by that lock, which a
+	 * worker cannot take away (docs/segments.md, "Liveness"). Only
+	 * meaningful when owner && backend == SHM; -1 when none. */
+	int live_fd;
 };
+
+/*
+ * kvr_seg_live_locked - whether some process holds the liveness lock of
+ * the open file @fd (an OFD read lock, see struct kvr_seg.live_fd). A
+ * probe: F_OFD_GETLK takes nothing, so it disturbs no one.
+ * Return: 1 held, 0 not held, or -errno.
+ */
+int kvr_seg_live_locked(int fd);
 
 /*
  * kvr_seg_backend_name - "shm", "memfd", "private", "fd" or "none", for
@@ -376,6 +390,7 @@ struct kvr_seg_info {
 	uint32_t kind;
 	int32_t owner_pid; /* .ctl: its creator; .pool: its .ctl's */
 	uint64_t owner_start;
+	bool live_locked; /* the .ctl's liveness lock is held (a live server) */
 };
 
 /*
