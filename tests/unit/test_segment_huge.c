@@ -85,7 +85,10 @@ static void make_ctl(const char *base, bool live)
 		h->creator_start = 1;
 	}
 	kvr_seg_hdr_publish(h);
-	kvr_seg_detach(&s);
+	/* A live creator keeps its segment, and so its liveness lock
+	 * (segment_map.c), until it exits; a dead one let go of it. */
+	if (!live)
+		kvr_seg_detach(&s);
 }
 
 Test(segment_huge, sweep_removes_pool_when_ctl_is_missing_or_owner_dead)
