@@ -15,9 +15,12 @@ fp16, block_size 16, 256-token chunks), in one run:
                   the stand-in vllm package, a real kvringd), in ms per
                   request, beside the raw copy time of the same bytes.
 
---baseline-only prints only the torch figures: kvring-bench kv runs it to
-put ratio_to_torch in its own JSON lines. JSON lines with --json. torch
-runs single-threaded (torch.set_num_threads(1)), as the C copy does.
+Every run times all subjects in turn (torch, kvring, memcpy), and each
+ratio is the median of same-run pairs. kvring-bench kv runs this script
+with --no-e2e to put ratio_to_torch in its own JSON lines;
+--baseline-only prints only the torch figures. JSON lines with --json.
+torch runs single-threaded (torch.set_num_threads(1)), as the C copy
+does.
 Exits 1 if any copy gives wrong data, never because a figure is slow.
 
   KVRING_LIB=build/worker/libkvring.so KVRINGD=build/server/kvringd \\
