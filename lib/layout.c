@@ -33,7 +33,9 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	if (max_channels == 0 || max_channels > 4096 || !cap_ok(req_ring_cap) ||
 	    !cap_ok(resp_ring_cap) || !out)
 		return -EINVAL;
-	req_off = sizeof(struct kvr_channel_shm);
+	/* The channel's observability block sits between its struct and
+	 * the request ring. */
+	req_off = sizeof(struct kvr_channel_shm) + sizeof(struct kvr_chan_obs_shm);
 	/* Each ring starts on a 128-byte boundary (its own cache lines). */
 	resp_off = round_up(req_off + kvr_ring_shm_bytes(req_ring_cap), 128);
 	stride = round_up(resp_off + kvr_ring_shm_bytes(resp_ring_cap), PAGE);
@@ -44,7 +46,9 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	g.req_ring_cap = req_ring_cap;
 	g.resp_ring_cap = resp_ring_cap;
 	g.channel_bytes = (uint32_t)stride;
-	g.channels_off = round_up(sizeof(struct kvr_ctl_hdr_shm), PAGE);
+	/* The header, then the global observability region. */
+	g.channels_off = round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm),
+				  PAGE);
 	g.ctl_bytes = g.channels_off + (uint64_t)max_channels * stride;
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
@@ -76,6 +80,18 @@ uint64_t kvr_layout_hash(void)
 		sizeof(struct kvr_slot_desc),
 		KVR_CACHELINE,
 		KVR_ERR_SLOTS,
+		sizeof(struct kvr_hist_shm),
+		KVR_HIST_BUCKETS,
+		KVR_HIST_SUB,
+		sizeof(struct kvr_cache_shm),
+		sizeof(struct kvr_ns_obs_shm),
+		sizeof(struct kvr_ctl_obs_shm),
+		KVR_CTL_OBS_OFF,
+		offsetof(struct kvr_ctl_obs_shm, lat),
+		offsetof(struct kvr_ctl_obs_shm, ns),
+		sizeof(struct kvr_chan_obs_shm),
+		offsetof(struct kvr_chan_obs_shm, server_lat),
+		offsetof(struct kvr_chan_obs_shm, worker_rtt),
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));

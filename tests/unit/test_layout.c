@@ -66,3 +66,16 @@ Test(layout, err_slot_maps_known_codes_and_buckets_others)
 	cr_expect_str_eq(kvr_err_slot_name(kvr_err_slot(-EXDEV)), "other");
 	cr_expect_str_eq(kvr_err_slot_name(KVR_ERR_SLOTS), "?");
 }
+
+Test(layout, geom_leaves_room_for_observability_when_computed)
+{
+	struct kvr_ctl_geom g;
+
+	cr_assert_eq(kvr_ctl_geom_compute(4, 65536, 65536, &g), 0);
+	cr_expect_geq(g.channels_off,
+		      KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm));
+	cr_expect_eq(g.channels_off, 94208, "docs/layout.md says 94208");
+	cr_expect_eq(g.req_ring_off, sizeof(struct kvr_channel_shm) +
+					 sizeof(struct kvr_chan_obs_shm));
+	cr_expect_eq(g.req_ring_off % 128, 0);
+}

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include <kvring/doorbell.h>
+#include <kvring/hist.h>
 #include <kvring/proto.h>
 #include <kvring/segment.h>
 
@@ -236,6 +237,127 @@ _Static_assert(offsetof(struct kvr_channel_shm, ns) == 64, "ABI");
 _Static_assert(offsetof(struct kvr_channel_shm, stats) == 256, "ABI");
 _Static_assert(offsetof(struct kvr_channel_shm, req_bell) == 768, "ABI");
 _Static_assert(sizeof(struct kvr_channel_shm) == 1024, "ABI: docs/layout.md");
+
+/* ---- Observability: cache counters and latency histograms ----
+ *
+ * Two more regions, both written by one process each and read lock-free
+ * by kvring-inspect (docs/layout.md names every writer):
+ *   struct kvr_ctl_obs_shm   right after the header (offset
+ *                            KVR_CTL_OBS_OFF): global cache counters,
+ *                            evictions by reason, per-namespace counters
+ *                            and the server's global latency histograms.
+ *   struct kvr_chan_obs_shm  in each channel block, between the 1024-byte
+ *                            struct kvr_channel_shm and the request ring:
+ *                            the channel's cache counters and the
+ *                            server's latency histograms (server-written),
+ *                            and the worker's round trips (worker-written).
+ */
+
+/* Histogram slots by operation: op 1..9 (lookup .. stats) at op - 1. */
+#define KVR_HIST_OPS 9u
+/* Global only: the L2 tier's directions, after the KVR_HIST_OPS slots. */
+#define KVR_HIST_L2_WRITE (KVR_HIST_OPS + 0u) /* write-behind upload */
+#define KVR_HIST_L2_READ  (KVR_HIST_OPS + 1u) /* read-through fetch */
+#define KVR_HIST_GOPS	  (KVR_HIST_OPS + 2u)
+/* Namespaces with their own counters (ids 1..KVR_NS_OBS_MAX). */
+#define KVR_NS_OBS_MAX 256u
+
+/* Why an object left the cache (index of evictions[]). */
+enum kvr_evict_reason {
+	KVR_EVICT_ROOM = 0,  /* LRU victim: a store needed the room */
+	KVR_EVICT_QUOTA = 1, /* its namespace or channel was over quota */
+	KVR_EVICT_RSVD = 2,  /* reserved, always 0 */
+	KVR_EVICT_OTHER = 3,
+	KVR_EVICT_REASONS = 4,
+};
+
+/* Flags in kvr_ctl_obs_shm.flags (written once before ready). */
+#define KVR_OBS_SERVER_HIST 0x1u /* the server records its histograms */
+
+/* Hit-ratio counters, server-written (relaxed, single writer), monotonic
+ * while the server runs. Keys and bytes as the worker asked for them. */
+struct kvr_cache_shm {
+	_Atomic uint64_t lookups;	     /* 0: lookups answered ok */
+	_Atomic uint64_t lookup_keys;	     /* 8: keys asked */
+	_Atomic uint64_t lookup_hit_keys;    /* 16: keys in the hit prefix */
+	_Atomic uint64_t lookup_hit_bytes;   /* 24: their stored bytes */
+	_Atomic uint64_t retrieves;	     /* 32: prepare_retrieve ok */
+	_Atomic uint64_t retrieve_keys;	     /* 40: keys asked (0 by lease) */
+	_Atomic uint64_t retrieve_hit_keys;  /* 48: slots handed out */
+	_Atomic uint64_t retrieve_bytes;     /* 56: their bytes */
+	_Atomic uint64_t store_keys_new;     /* 64: answered a slot */
+	_Atomic uint64_t store_bytes_new;    /* 72 */
+	_Atomic uint64_t store_keys_stored;  /* 80: already stored */
+	_Atomic uint64_t store_bytes_stored; /* 88 */
+	_Atomic uint64_t store_keys_no_room; /* 96 */
+	_Atomic uint64_t store_keys_busy;    /* 104: reserved by another */
+	_Atomic uint64_t reserved[2];	     /* 112 */
+};
+_Static_assert(sizeof(struct kvr_cache_shm) == 128, "ABI: docs/layout.md");
+
+/* One namespace's counters. The server writes desc, then stores id with
+ * release (R-OBS1); a reader acquires id first (A-OBS1). */
+struct kvr_ns_obs_shm {
+	_Atomic uint32_t id;	    /* 0: 0 = slot unused, else ns id */
+	uint32_t pad0;		    /* 4 */
+	uint8_t pad1[24];	    /* 8 */
+	struct kvr_ns_desc desc;    /* 32: 96 bytes */
+	struct kvr_cache_shm cache; /* 128 */
+};
+_Static_assert(sizeof(struct kvr_ns_obs_shm) == 256, "ABI: docs/layout.md");
+
+/* Right after struct kvr_ctl_hdr_shm; everything server-written. */
+struct kvr_ctl_obs_shm {
+	struct kvr_cache_shm cache;			   /* 0 */
+	_Atomic uint64_t evictions[KVR_EVICT_REASONS];	   /* 128 */
+	_Atomic uint64_t evicted_bytes[KVR_EVICT_REASONS]; /* 160 */
+	uint32_t hist_ops;     /* 192: KVR_HIST_GOPS, once */
+	uint32_t hist_buckets; /* 196: KVR_HIST_BUCKETS, once */
+	uint32_t flags;	       /* 200: KVR_OBS_*, once */
+	uint32_t ns_slots;     /* 204: KVR_NS_OBS_MAX, once */
+	uint8_t pad[48];       /* 208 .. 256 */
+	struct kvr_hist_shm lat[KVR_HIST_GOPS];	  /* 256: by op slot */
+	struct kvr_ns_obs_shm ns[KVR_NS_OBS_MAX]; /* 23488: id - 1 */
+};
+#define KVR_CTL_OBS_OFF ((uint64_t)sizeof(struct kvr_ctl_hdr_shm))
+_Static_assert(offsetof(struct kvr_ctl_obs_shm, lat) == 256, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_obs_shm, ns) == 23488, "ABI");
+_Static_assert(sizeof(struct kvr_ctl_obs_shm) == 89024, "ABI: docs/layout.md");
+
+/* In each channel block at offset sizeof(struct kvr_channel_shm). The
+ * server zeroes all of it when it claims the channel, before the worker
+ * is told the channel exists; afterwards cache and server_lat are the
+ * server's, worker_rtt and rtt_every the worker's. */
+struct kvr_chan_obs_shm {
+	struct kvr_cache_shm cache; /* 0: server */
+	_Atomic uint32_t rtt_every; /* 128: worker: 1 in N ops timed */
+	uint32_t pad0;		    /* 132 */
+	uint8_t pad1[120];	    /* 136 .. 256 */
+	struct kvr_hist_shm server_lat[KVR_HIST_OPS]; /* 256: server */
+	struct kvr_hist_shm worker_rtt[KVR_HIST_OPS]; /* 19264: worker */
+};
+_Static_assert(offsetof(struct kvr_chan_obs_shm, rtt_every) == 128, "ABI");
+_Static_assert(offsetof(struct kvr_chan_obs_shm, server_lat) == 256, "ABI");
+_Static_assert(offsetof(struct kvr_chan_obs_shm, worker_rtt) == 19264, "ABI");
+_Static_assert(sizeof(struct kvr_chan_obs_shm) == 38272, "ABI: docs/layout.md");
+
+/* The histogram slot of an op, or -1 for an op without one. */
+static inline int kvr_hist_op_slot(uint32_t op)
+{
+	return op >= 1 && op <= KVR_HIST_OPS ? (int)op - 1 : -1;
+}
+
+/* The global observability region of a control segment at @ctl_base. */
+static inline struct kvr_ctl_obs_shm *kvr_ctl_obs(void *ctl_base)
+{
+	return (struct kvr_ctl_obs_shm *)((char *)ctl_base + KVR_CTL_OBS_OFF);
+}
+
+/* The observability block of channel block @ch. */
+static inline struct kvr_chan_obs_shm *kvr_chan_obs(struct kvr_channel_shm *ch)
+{
+	return (struct kvr_chan_obs_shm *)(ch + 1);
+}
 
 /* Geometry computed from the ring capacities (both powers of two). */
 struct kvr_ctl_geom {
