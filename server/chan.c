@@ -31,6 +31,31 @@ static inline void put(_Atomic uint64_t *a, uint64_t v)
 	atomic_store_explicit(a, v, memory_order_relaxed);
 }
 
+/* Publish a private cache mirror word by word (same layout, asserted in
+ * srv.h); relaxed single-writer stores as every counter here. */
+static void put_cache(struct kvr_cache_shm *dst,
+		      const struct kvr_cache_cnt *src)
+{
+	_Atomic uint64_t *d = (_Atomic uint64_t *)dst;
+	const uint64_t *v = (const uint64_t *)src;
+
+	for (size_t k = 0; k < sizeof(*src) / sizeof(*v); k++)
+		put(&d[k], v[k]);
+}
+
+/* A channel's observability block starts from zero for every worker. The
+ * worker-written half is reset too: no worker maps the block until the
+ * welcome, which orders these stores before its first access. */
+static void obs_reset(struct kvr_chan_obs_shm *o)
+{
+	put_cache(&o->cache, &(struct kvr_cache_cnt){0});
+	atomic_store_explicit(&o->rtt_every, 0, memory_order_relaxed);
+	for (unsigned k = 0; k < KVR_HIST_OPS; k++) {
+		kvr_hist_reset(&o->server_lat[k]);
+		kvr_hist_reset(&o->worker_rtt[k]);
+	}
+}
+
 struct kvr_conn *kvr__chan_conn_alloc(struct kvr_srv *s)
 {
 	/* Linear scan: runs once per accept, never per request. */
@@ -87,6 +112,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	ctr = (_Atomic uint64_t *)&shm->stats;
 	for (size_t k = 0; k < sizeof(shm->stats) / sizeof(*ctr); k++)
 		put(&ctr[k], 0);
+	obs_reset(kvr_chan_obs(shm));
 	kvr_bell_init(&shm->req_bell);
 	kvr_bell_init(&shm->resp_bell);
 
@@ -115,6 +141,9 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	memset(c->n_req, 0, sizeof(c->n_req));
 	memset(c->n_err, 0, sizeof(c->n_err));
 	c->req_hw = c->resp_hw = c->resp_full = c->bytes_in = c->bytes_out = 0;
+	c->obs = kvr_chan_obs(shm);
+	memset(&c->cache, 0, sizeof(c->cache));
+	c->cache_dirty = false;
 	return 0;
 }
 
@@ -289,6 +318,48 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 	put(&st->oldest_ns, cs.oldest_ns);
 	put(&st->quota_denied, cs.quota_denied);
 	put(&st->xfers_expired, cs.xfers_expired);
+	if (c->cache_dirty && c->obs) {
+		put_cache(&c->obs->cache, &c->cache);
+		c->cache_dirty = false;
+	}
+}
+
+/*
+ * The per-namespace counters that changed. A slot is (re)written whole
+ * when its namespace is registered, which may be a freed id reused for
+ * another model: generation odd, description, counters and id, then the
+ * generation even with release (R-OBS1; kvring-inspect retries or skips
+ * a slot whose generation moved while it copied it, A-OBS1). Later
+ * counter updates are plain relaxed stores, as everywhere here.
+ */
+static void put_ns(struct kvr_srv *s)
+{
+	for (uint32_t i = 0; i < KVR_SRV_NS_MAX && i < KVR_NS_OBS_MAX; i++) {
+		struct kvr_ns_ent *ns = &s->ns[i];
+		struct kvr_ns_obs_shm *o = &s->obs->ns[i];
+
+		if (!ns->used || (!ns->dirty && ns->published))
+			continue;
+		if (!ns->published) {
+			atomic_store_explicit(&o->gen, ++ns->obs_gen,
+					      memory_order_relaxed);
+			/* The odd generation before the slot's new bytes. */
+			atomic_thread_fence(memory_order_release);
+			memcpy(&o->desc, &ns->desc, sizeof(o->desc));
+			put_cache(&o->cache, &ns->cache);
+			atomic_store_explicit(&o->id, ns->id,
+					      memory_order_relaxed);
+			/* R-OBS1: the slot's bytes before the even
+			 * generation. */
+			atomic_store_explicit(&o->gen, ++ns->obs_gen,
+					      memory_order_release);
+			ns->published = true;
+		} else {
+			put_cache(&o->cache, &ns->cache);
+		}
+		ns->dirty = false;
+	}
+}
 }
 
 /* Runs when the loop goes to sleep, on every heartbeat and at every
@@ -328,6 +399,14 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&g->loop_wakeups, s->g.loop_wakeups);
 	put(&g->quota_denied, st.quota_denied);
 	put(&g->xfers_expired, st.xfers_expired);
+	if (!s->obs)
+		return;
+	put_cache(&s->obs->cache, &s->cache);
+	/* The store evicts only to make room today; other reasons (quota)
+	 * have their own slots in evictions[]. */
+	put(&s->obs->evictions[KVR_EVICT_ROOM], st.evictions);
+	put(&s->obs->evicted_bytes[KVR_EVICT_ROOM], st.evicted_bytes);
+	put_ns(s);
 }
 
 void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c)

@@ -37,6 +37,8 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_ALLOW_ROOT,
 	OPT_NO_PREFAULT,
+	OPT_NO_HISTOGRAMS,
+	OPT_TEST_DELAY,
 	OPT_ALIGN,
 	OPT_SPIN_US,
 	OPT_LEASE_MS,
@@ -82,6 +84,8 @@ static const struct option longopts[] = {
 	{ "quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED },
 	{ "max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES },
 	{ "xfer-ms", required_argument, NULL, OPT_XFER_MS },
+	{ "no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS },
+	{ "test-delay", required_argument, NULL, OPT_TEST_DELAY },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -170,6 +174,10 @@ void kvr_config_usage(FILE *f)
 "      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
 "Other:\n"
 "      --log-level L       err | warn | info | debug. Default: info.\n"
+"      --no-histograms     do not time requests into the latency\n"
+"                          histograms (cache counters stay on).\n"
+"      --test-delay OP:US  tests only: busy-wait US microseconds in every\n"
+"                          OP request (e.g. ping:50) before answering.\n"
 "  -h, --help              print this help and exit.\n"
 "  -V, --version           print the version and the segment ABI and exit.\n"
 "\n"
@@ -246,6 +254,27 @@ static int copy_str(char *dst, size_t n, const char *src)
 		return -ENAMETOOLONG;
 	memcpy(dst, src, len + 1);
 	return 0;
+}
+
+/* "OP:US" for --test-delay: an op name as kvr_op_name() spells it. */
+static int parse_test_delay(const char *a, struct kvr_config *c)
+{
+	const char *colon = strchr(a, ':');
+	uint32_t us;
+
+	if (!colon || parse_u32(colon + 1, 1, 1000000, &us) < 0)
+		return -EINVAL;
+	for (uint32_t op = 1; op < KVR_OP__MAX; op++) {
+		const char *n = kvr_op_name(op);
+
+		if (strlen(n) == (size_t)(colon - a) &&
+		    strncmp(n, a, (size_t)(colon - a)) == 0) {
+			c->test_delay_op = op;
+			c->test_delay_us = us;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* Report a usage error for option @opt with value @val and a hint. */
@@ -424,6 +453,15 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 			return bad(err, "--huge-dir", a,
 				   "use an absolute path shorter than 256 "
 				   "bytes");
+		return 0;
+	case OPT_NO_HISTOGRAMS:
+		c->no_histograms = true;
+		return 0;
+	case OPT_TEST_DELAY:
+		if (parse_test_delay(a, c) < 0)
+			return bad(err, "--test-delay", a,
+				   "use OP:US, e.g. ping:50 (op name as in "
+				   "docs/protocol.md, 1-1000000 us)");
 		return 0;
 	default:
 		fprintf(err, "kvringd: unknown option or missing argument\n");

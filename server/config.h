@@ -61,6 +61,9 @@ struct kvr_config {
 	char group[64];			       /* as given, for logs */
 	bool allow_root;		       /* --allow-root */
 	bool no_prefault;		       /* --no-prefault (tests) */
+	bool no_histograms;		       /* --no-histograms */
+	uint32_t test_delay_op;		       /* --test-delay OP:US (tests) */
+	uint32_t test_delay_us;
 	int huge_pages;			       /* --huge-pages: KVR_HUGE_* */
 	char huge_dir[256];		       /* --huge-dir ("" = find) */
 	struct kvr_l2_conf l2;		       /* --l2* (l2_conf.c) */

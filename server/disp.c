@@ -17,6 +17,16 @@
  * the worker makes room; answers are never dropped and no other channel
  * waits. The loop disconnects a worker that stays full past --stall-ms.
  *
+ * Observability: each request bumps the private mirrors of the cache
+ * counters (channel, namespace, global; chan.c publishes them), and each
+ * published batch is timed into the server's latency histograms, per op,
+ * in the channel block and globally. A batch costs one clock read, taken
+ * after its answers are published (off the answer's path). Every record
+ * of the batch is given the batch's time, from the newest clock reading
+ * known to precede its read (the loop pass's, or the previous publish's)
+ * to just after the publish: exact for a batch of one, an upper bound for
+ * the later records of a longer batch. docs/inspect.md says so too.
+ *
  * This file does not move bytes over the socket (copy.c).
  */
 #include <errno.h>
@@ -25,6 +35,7 @@
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
+#include <kvring/hist.h>
 
 #include "chan.h"
 
@@ -35,6 +46,115 @@ void kvr__disp_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
 		c->n_req[op]++;
 	c->n_err[kvr_err_slot(status)]++;
 	s->g.requests++;
+}
+
+/* Which kvr_cache_cnt field cache_add() bumps (they are in this order). */
+enum cache_field {
+	CF_LOOKUPS,
+	CF_LOOKUP_KEYS,
+	CF_LOOKUP_HIT_KEYS,
+	CF_LOOKUP_HIT_BYTES,
+	CF_RETRIEVES,
+	CF_RETRIEVE_KEYS,
+	CF_RETRIEVE_HIT_KEYS,
+	CF_RETRIEVE_BYTES,
+	CF_STORE_KEYS_NEW,
+	CF_STORE_BYTES_NEW,
+	CF_STORE_KEYS_STORED,
+	CF_STORE_BYTES_STORED,
+	CF_STORE_KEYS_NO_ROOM,
+	CF_STORE_KEYS_BUSY,
+};
+
+/* Add @v to one cache counter of the channel, its namespace and the
+ * server (private mirrors; published per batch and per heartbeat). */
+static void cache_add(struct kvr_srv *s, struct kvr_conn *c, enum cache_field f,
+		      uint64_t v)
+{
+	((uint64_t *)&c->cache)[f] += v;
+	((uint64_t *)&s->cache)[f] += v;
+	c->cache_dirty = true;
+	if (c->ns_id >= 1 && c->ns_id <= KVR_SRV_NS_MAX) {
+		struct kvr_ns_ent *ns = &s->ns[c->ns_id - 1];
+
+		((uint64_t *)&ns->cache)[f] += v;
+		ns->dirty = true;
+	}
+}
+
+/* The per-key outcome of a prepare_store, in cache counters. */
+static void count_store(struct kvr_srv *s, struct kvr_conn *c,
+			const struct kvr_slot_desc *slots, uint32_t n)
+{
+	uint64_t kn = 0, bn = 0, ks = 0, bs = 0, nr = 0, busy = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		switch (slots[i].status) {
+		case KVR_SLOT_OK:
+			kn++;
+			bn += s->sizes[i];
+			break;
+		case KVR_SLOT_EXISTS:
+			ks++;
+			bs += s->sizes[i];
+			break;
+		case KVR_SLOT_NOROOM:
+			nr++;
+			break;
+		case KVR_SLOT_BUSY:
+			busy++;
+			break;
+		default:
+			break;
+		}
+	}
+	cache_add(s, c, CF_STORE_KEYS_NEW, kn);
+	cache_add(s, c, CF_STORE_BYTES_NEW, bn);
+	cache_add(s, c, CF_STORE_KEYS_STORED, ks);
+	cache_add(s, c, CF_STORE_BYTES_STORED, bs);
+	if (nr)
+		cache_add(s, c, CF_STORE_KEYS_NO_ROOM, nr);
+	if (busy)
+		cache_add(s, c, CF_STORE_KEYS_BUSY, busy);
+}
+
+/* Slots handed out by a prepare_retrieve, in cache counters. */
+static void count_retrieve(struct kvr_srv *s, struct kvr_conn *c,
+			   const struct kvr_slot_desc *slots, uint32_t hits,
+			   uint32_t asked)
+{
+	uint64_t b = 0;
+
+	for (uint32_t i = 0; i < hits; i++)
+		b += slots[i].len;
+	cache_add(s, c, CF_RETRIEVES, 1);
+	cache_add(s, c, CF_RETRIEVE_KEYS, asked);
+	cache_add(s, c, CF_RETRIEVE_HIT_KEYS, hits);
+	cache_add(s, c, CF_RETRIEVE_BYTES, b);
+}
+
+/* --test-delay: spin (the loop has no other thread to block) until the
+ * delay has passed. Tests only; the server logged it at start-up. */
+static void test_delay(const struct kvr_srv *s)
+{
+	uint64_t end =
+	    kvr_srv_now_ns() + (uint64_t)s->cfg.test_delay_us * 1000u;
+
+	while (kvr_srv_now_ns() < end)
+		;
+}
+
+/* Time @n answers of @op, published just before @t1, from @t0: into
+ * the channel's histogram and the global one. */
+static void hist_record(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
+			uint64_t n, uint64_t t0, uint64_t t1)
+{
+	int k = kvr_hist_op_slot(op);
+
+	if (k >= 0 && n) {
+		kvr_hist_add(&c->obs->server_lat[k], t1 - t0, n);
+		kvr_hist_add(&s->obs->lat[k], t1 - t0, n);
+	}
 }
 
 /* KVR_OP_STATS: the global counters plus what the asking channel holds. */
@@ -83,6 +203,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		rc = -ESHUTDOWN;
 		goto out;
 	}
+	if (v->op == s->cfg.test_delay_op)
+		test_delay(s);
 
 	switch (v->op) {
 	case KVR_OP_LOOKUP:
@@ -95,6 +217,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		if (rc >= 0) {
 			r->value = (uint64_t)rc;
 			r->handle = id;
+			cache_add(s, c, CF_LOOKUPS, 1);
+			cache_add(s, c, CF_LOOKUP_KEYS, n);
+			cache_add(s, c, CF_LOOKUP_HIT_KEYS, (uint64_t)rc);
+			cache_add(s, c, CF_LOOKUP_HIT_BYTES,
+				  kvr_store_last_hit_bytes(s->store));
 		}
 		break;
 	case KVR_OP_RELEASE:
@@ -107,6 +234,7 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 			r->value = (uint64_t)rc;
 			r->handle = id;
 			r->count = n;
+			count_store(s, c, slots, n);
 		}
 		break;
 	case KVR_OP_COMMIT_STORE:
@@ -132,6 +260,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 			r->value = (uint64_t)rc;
 			r->handle = id;
 			r->count = (uint32_t)rc;
+			count_retrieve(s, c, slots, (uint32_t)rc,
+				       v->hdr.flags & KVR_REQ_BY_LEASE ? 0 : n);
 		}
 		break;
 	case KVR_OP_COMMIT_RETRIEVE:
@@ -256,6 +386,12 @@ static bool flush_pending(struct kvr_srv *s, struct kvr_conn *c)
 	}
 	c->blocked = false;
 	publish(c);
+	/* The parked request was read before it was parked. */
+	if (s->hist_on) {
+		s->lat_mark_ns = kvr_srv_now_ns();
+		hist_record(s, c, c->pend_type & ~KVR_RESP_BIT, 1,
+			    c->blocked_since_ns, s->lat_mark_ns);
+	}
 	return true;
 }
 
@@ -289,13 +425,17 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	struct kvr_ring_rec rec;
 	struct kvr_req_view v;
 	unsigned handled = 0, answered = 0;
+	uint8_t nop[KVR_OP__MAX] = {0}; /* answers in this batch, by op */
 	uint32_t type;
-	uint64_t used;
+	uint64_t used, t0;
 	size_t len;
 	int rc;
 
 	if (c->blocked && !flush_pending(s, c))
 		return 0;
+	/* The newest clock reading known to precede the first record's
+	 * read: this pass's start, or the last publish of this pass. */
+	t0 = s->now_ns > s->lat_mark_ns ? s->now_ns : s->lat_mark_ns;
 	while (handled < KVR_SRV_BATCH) {
 		rc = kvr_ring_peek(&c->req, &rec);
 		if (rc == -EAGAIN)
@@ -343,6 +483,7 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 			return handled;
 		}
 		answered++;
+		nop[v.op]++; /* v.op < KVR_OP__MAX: kvr_req_parse checked */
 	}
 	/* One release for the whole batch (R2 in the ring). */
 	kvr_ring_release(&c->req);
@@ -350,8 +491,17 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	 * store-stats call) are for the inspector and must not sit on every
 	 * round trip's critical path. A worker that reads its answer may
 	 * see counters a batch old for a moment; nothing decides on them. */
-	if (answered)
+	if (answered) {
 		publish(c);
+		if (s->hist_on) {
+			/* One clock read per batch, after the publish. */
+			s->lat_mark_ns = kvr_srv_now_ns();
+			for (uint32_t op = 1; op < KVR_OP__MAX; op++)
+				if (nop[op])
+					hist_record(s, c, op, nop[op], t0,
+						    s->lat_mark_ns);
+		}
+	}
 	if (handled)
 		kvr__chan_counters(s, c);
 	return handled;

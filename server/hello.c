@@ -322,6 +322,11 @@ static uint32_t ns_register(struct kvr_srv *s, const struct kvr_ns_desc *in)
 	e->id = (uint32_t)(e - s->ns) + 1;
 	e->used = true;
 	e->refs = 1;
+	/* Its cache counters start from zero, and its slot in the
+	 * control segment is rewritten (chan.c put_ns). */
+	memset(&e->cache, 0, sizeof(e->cache));
+	e->published = false;
+	e->dirty = true;
 	s->nns++;
 	kvr_log_info("namespace %u registered: model '%s', %u layers, %u kv "
 		     "heads x %u, %u-byte elements, tp %u/%u, %u tokens per "

@@ -485,6 +485,19 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	atomic_store_explicit(&h->state, KVR_SERVER_STARTING,
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->stats.workers, 0, memory_order_relaxed);
+	/* The observability region's geometry, also published by R-SEG1. */
+	s->obs = kvr_ctl_obs(h);
+	s->hist_on = !s->cfg.no_histograms;
+	s->obs->hist_ops = KVR_HIST_GOPS;
+	s->obs->hist_buckets = KVR_HIST_BUCKETS;
+	s->obs->flags = s->hist_on ? KVR_OBS_SERVER_HIST : 0;
+	s->obs->ns_slots = KVR_NS_OBS_MAX;
+	if (s->cfg.test_delay_us)
+		kvr_log_warn(
+		    "--test-delay: every %s request waits %u us before "
+		    "its answer (a test knob; never use it in "
+		    "production)",
+		    kvr_op_name(s->cfg.test_delay_op), s->cfg.test_delay_us);
 	kvr_seg_hdr_publish(&h->seg);
 }
 

@@ -110,6 +110,19 @@ enum kvr_conn_state {
 	KVR_CONN_ACTIVE = 2, /* welcome sent, channel claimed */
 };
 
+/* Private mirror of struct kvr_cache_shm, same order and size, so that
+ * chan.c publishes it word by word (never read back from shared memory). */
+struct kvr_cache_cnt {
+	uint64_t lookups, lookup_keys, lookup_hit_keys, lookup_hit_bytes;
+	uint64_t retrieves, retrieve_keys, retrieve_hit_keys, retrieve_bytes;
+	uint64_t store_keys_new, store_bytes_new;
+	uint64_t store_keys_stored, store_bytes_stored;
+	uint64_t store_keys_no_room, store_keys_busy;
+	uint64_t reserved[2];
+};
+_Static_assert(sizeof(struct kvr_cache_cnt) == sizeof(struct kvr_cache_shm),
+	       "mirror of kvr_cache_shm");
+
 /* A store transfer the copy transport must receive payload for. */
 struct kvr_cp_xfer {
 	uint64_t id;		     /* 0: entry unused */
@@ -194,6 +207,11 @@ struct kvr_conn {
 	uint64_t req_hw, resp_hw, resp_full, bytes_in, bytes_out;
 	uint64_t last_req_ns; /* when a request was last handled (hot set) */
 	struct kvr_copy *cp; /* copy transport only */
+	/* Observability block of the channel (untrusted: the worker maps
+	 * it) and the private mirror of its cache counters. */
+	struct kvr_chan_obs_shm *obs;
+	struct kvr_cache_cnt cache;
+	bool cache_dirty;
 };
 
 /*
@@ -207,6 +225,10 @@ struct kvr_ns_ent {
 	uint32_t refs; /* channels (and handshakes past registration) */
 	bool used;
 	uint64_t last_put_ns; /* when refs last dropped to 0 */
+	bool dirty;	     /* cache changed since it was last published */
+	bool published;	     /* its slot in the obs region is written */
+	uint32_t obs_gen;    /* that slot's generation (even: stable) */
+	struct kvr_cache_cnt cache;
 };
 
 /* Global counters the server keeps itself (the store keeps the rest). */
@@ -261,6 +283,11 @@ struct kvr_srv {
 	uint64_t now_ns;
 	struct kvr_gcount g;
 	struct kvr_l2 *l2; /* NULL without --l2 (l2.h) */
+	/* Observability (disp.c times, chan.c publishes). */
+	struct kvr_ctl_obs_shm *obs; /* in the control segment */
+	bool hist_on;		     /* ! --no-histograms */
+	uint64_t lat_mark_ns;	     /* clock read after the last publish */
+	struct kvr_cache_cnt cache;  /* global mirror */
 };
 
 /*

@@ -156,6 +156,11 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	s->st.lookups++;
 	s->st.lookup_keys += n;
 	s->st.lookup_hits += hits;
+	/* Bytes of the hits, for the byte hit ratio (kvringd's counters). */
+	s->last_hit_bytes = 0;
+	for (uint32_t i = 0; i < hits; i++)
+		s->last_hit_bytes += s->obj[s->scratch[i]].len;
+	s->st.lookup_hit_bytes += s->last_hit_bytes;
 	kvr__store_lru_touch_prefix(s, hits);
 	if (pin_hits && hits > 0) {
 		/* No lease for zero hits: there would be nothing to pin. */
@@ -742,4 +747,9 @@ uint32_t kvr_store_max_keys(const struct kvr_store *s)
 	if (s)
 		OWNER_ONLY(s);
 	return s->cfg.max_keys;
+}
+
+uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s)
+{
+	return s->last_hit_bytes;
 }

@@ -93,6 +93,7 @@ struct kvr_store_stats {
 	uint64_t transfers;	 /* open store + retrieve transfers */
 	/* Monotonic event counters. */
 	uint64_t lookups, lookup_keys, lookup_hits;
+	uint64_t lookup_hit_bytes;	  /* requested bytes of the hits */
 	uint64_t stores_reserved;	  /* keys answered KVR_SLOT_OK */
 	uint64_t stores_skipped_existing; /* keys answered KVR_SLOT_EXISTS */
 	uint64_t stores_busy;		  /* keys answered KVR_SLOT_BUSY */
@@ -330,6 +331,10 @@ uint64_t kvr_store_ns_evict(struct kvr_store *s, uint32_t ns);
  * transfer, or UINT64_MAX when there is none; lets the loop arm its timer.
  */
 uint64_t kvr_store_next_expiry(const struct kvr_store *s);
+
+/* kvr_store_last_hit_bytes - bytes (as stored) of the hits of the last
+ * successful kvr_store_lookup(); O(1). */
+uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s);
 
 /* kvr_store_stats - snapshot of the global counters (O(log n)). */
 void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out);

@@ -143,6 +143,7 @@ struct kvr_store {
 	 */
 	uint64_t stamp;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
+	uint64_t last_hit_bytes;   /* of the last lookup's hits */
 };
 
 /*

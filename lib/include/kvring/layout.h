@@ -295,11 +295,14 @@ struct kvr_cache_shm {
 };
 _Static_assert(sizeof(struct kvr_cache_shm) == 128, "ABI: docs/layout.md");
 
-/* One namespace's counters. The server writes desc, then stores id with
- * release (R-OBS1); a reader acquires id first (A-OBS1). */
+/* One namespace's counters. A namespace id freed by kvringd can be given
+ * to another model, so the slot is rewritten under a generation: odd
+ * while the server rewrites desc and id, even (stored with release,
+ * R-OBS1) once it is done; a reader acquires gen, copies, and keeps the
+ * copy only if gen is the same even value afterwards (A-OBS1). */
 struct kvr_ns_obs_shm {
 	_Atomic uint32_t id;	    /* 0: 0 = slot unused, else ns id */
-	uint32_t pad0;		    /* 4 */
+	_Atomic uint32_t gen;	    /* 4: even: stable; odd: rewriting */
 	uint8_t pad1[24];	    /* 8 */
 	struct kvr_ns_desc desc;    /* 32: 96 bytes */
 	struct kvr_cache_shm cache; /* 128 */
