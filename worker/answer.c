@@ -18,10 +18,25 @@
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
+#include <kvring/hist.h>
 
 #include "client.h"
 
 /* ---- answers ---- */
+
+/* The round trip of a timed request, into our channel block: one clock
+ * read, on sampled answers only (kvr_hist_add is a few plain stores; we
+ * are its only writer, under the client's mutex). */
+static void record_rtt(struct kvr_client *c, const struct kvr__pend *p,
+		       uint32_t op)
+{
+	uint64_t now = kvr__now_ns();
+	int k = kvr_hist_op_slot(op);
+
+	if (k >= 0 && now > p->sent_ns)
+		kvr_hist_add(&c->obs->worker_rtt[k], now - p->sent_ns,
+			     c->rtt_every);
+}
 
 /*
  * Owe an undo for what an abandoned request created on the server. Only
@@ -220,6 +235,8 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		return kvr__break(c, rc, "bad %s answer from kvringd: %s",
 				  kvr_op_name(op), why);
 	st = h.status;
+	if (p->timed)
+		record_rtt(c, p, op);
 
 	/* Copy transport: the retrieve payload follows on the socket. */
 	if (p->state == PEND_ORPHAN || (p->internal)) {

@@ -25,6 +25,8 @@
 #include <kvring/ring.h>
 #include <kvring/segment.h>
 
+/* Default of $KVRING_RTT_SAMPLE: one op in N is timed (docs/inspect.md). */
+#define KVR_RTT_SAMPLE_DEF 1
 /* Longest wait in one poll(2): liveness is re-checked at least this often. */
 #define KVR_SLICE_MS 100
 /* Heartbeat older than max(3 periods, this) means the server stopped. */
@@ -53,6 +55,8 @@ struct kvr__pend {
 	bool internal;	 /* an undo sent by the library: no completion */
 	bool pin;	 /* lookup asked for a lease */
 	bool l2;	 /* lookup asked to read through L2 */
+	bool timed;	 /* its round trip goes into worker_rtt */
+	uint64_t sent_ns; /* timed: clock read when it was submitted */
 	void *user;
 	struct kvr_xfer *x;	       /* borrowed; NULL when orphaned */
 	struct kvr_stats_wire *stats;  /* sync stats: where the body goes */
@@ -113,6 +117,13 @@ struct kvr_client {
 	uint32_t cq_tail;
 
 	bool reading; /* inside kvr__sock_read_frame: no nested reads */
+
+	/* Round trips published into our channel block (worker_rtt): one
+	 * op in rtt_every is timed ($KVRING_RTT_SAMPLE; 0 = none) and counts
+	 * as rtt_every samples. obs is NULL when not recording. */
+	struct kvr_chan_obs_shm *obs;
+	uint32_t rtt_every;
+	uint32_t rtt_left; /* ops until the next timed one */
 
 	/* Undo requests (abort/commit_retrieve/release) owed for answers to
 	 * abandoned calls. Queued, never sent from inside answer handling

@@ -533,6 +533,39 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	return 0;
 }
 
+/* $KVRING_RTT_SAMPLE: time one op in N into the channel's worker_rtt
+ * histograms (0 turns it off). Return N, or -EINVAL (message set). */
+static int rtt_sample_env(char *errbuf, size_t errlen)
+{
+	const char *env = getenv("KVRING_RTT_SAMPLE");
+	unsigned long v;
+	char *end;
+
+	if (!env || !*env)
+		return KVR_RTT_SAMPLE_DEF;
+	errno = 0;
+	v = strtoul(env, &end, 10);
+	if (errno || *end || env[0] == '-' || v > 1000000)
+		return cfail(errbuf, errlen, -EINVAL,
+			     "KVRING_RTT_SAMPLE=%s: expected a number of ops "
+			     "0-1000000 (1 = time every op, 0 = none)",
+			     env);
+	return (int)v;
+}
+
+/* Start publishing round trips into our channel block (shared-memory
+ * transport; the copy transport has no channel block of its own to
+ * write). rtt_every is ours, written once, relaxed: the inspector reads
+ * it only to say how the worker samples. */
+static void rtt_start(struct kvr_client *c, uint32_t every)
+{
+	if (!c->ch || c->copy || every == 0)
+		return;
+	c->obs = kvr_chan_obs(c->ch);
+	c->rtt_every = c->rtt_left = every;
+	atomic_store_explicit(&c->obs->rtt_every, every, memory_order_relaxed);
+}
+
 /* One connection attempt with options already copied and checked for size
  * (connect.c owns the public entry points and the wait for kvringd). */
 int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
@@ -540,7 +573,7 @@ int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
 {
 	struct kvr_key nsk;
 	bool pool_failed = false;
-	int rc, t;
+	int rc, t, every;
 
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
@@ -558,12 +591,17 @@ int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
 	t = want_transport(o, errbuf, errlen);
 	if (t < 0)
 		return t;
+	every = rtt_sample_env(errbuf, errlen);
+	if (every < 0)
+		return every;
 	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed,
 			  errbuf, errlen);
 	if (rc < 0 && pool_failed)
 		/* The pool could not be mapped here (e.g. a memfd we may not
 		 * map): the same API still works over the socket. */
 		rc = connect_once(o, true, out, &pool_failed, errbuf, errlen);
+	if (rc == 0)
+		rtt_start(*out, (uint32_t)every);
 	return rc;
 }
 
