@@ -38,6 +38,8 @@ deps+=(libsystemd-dev)
 # Real Redis and a real Redis Cluster for the L2 tier's tests and bench
 # (kvringd itself needs neither at run time).
 deps+=(redis-server redis-tools)
+# kvring-inspect --serve (/metrics over HTTP) and its test.
+deps+=(libmicrohttpd-dev)
 
 log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 

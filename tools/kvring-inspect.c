@@ -4,7 +4,8 @@
  * server's control segment with O_RDONLY and PROT_READ and prints what the
  * header, the channel blocks, the doorbells and the rings say: an overview
  * (key=value lines or one JSON object), a live view with per-interval
- * rates (--watch), Prometheus text exposition, the kvring segments in a
+ * rates (--watch), per-op latency tables (--latency), Prometheus text
+ * exposition (also over HTTP: --serve), the kvring segments in a
  * directory (--list), a decode of the records in one channel's rings
  * (--dump), and an invariant check (--check, exit 3).
  *
@@ -43,6 +44,9 @@ static const struct option longopts[] = {
     {"list", no_argument, NULL, 'l'},
     {"dump", required_argument, NULL, 'D'},
     {"check", no_argument, NULL, 'C'},
+    {"latency", no_argument, NULL, 'L'},
+    {"channel", required_argument, NULL, 'N'},
+    {"serve", required_argument, NULL, 'S'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -56,6 +60,9 @@ static void usage(FILE *f)
 	    " [TARGET] [--json] [--all] [--watch[=MS]] [--count N]\n"
 	    "       " INS_PROG
 	    " [TARGET] --prometheus | --check | --dump CHANNEL\n"
+	    "       " INS_PROG " [TARGET] --latency [--channel N] [--json] "
+	    "[--watch[=MS]]\n"
+	    "       " INS_PROG " [TARGET] --serve ADDR:PORT\n"
 	    "       " INS_PROG " --list [--dir DIR] [--json]\n"
 	    "\n"
 	    "Read-only view of a running kvringd (never writes, locks or "
@@ -82,6 +89,13 @@ static void usage(FILE *f)
 	    "  -D, --dump CHANNEL   decode the records in a channel's rings\n"
 	    "  -C, --check          verify invariants; exit 3 if any is "
 	    "violated\n"
+	    "  -L, --latency        per-op latency table: p50/p99/p99.9 of the "
+	    "server's\n"
+	    "                       time and of the workers' round trips\n"
+	    "      --channel N      with --latency: channel N only\n"
+	    "      --serve ADDR:PORT  serve --prometheus at http://ADDR:PORT/"
+	    "metrics\n"
+	    "                       (PORT or :PORT = 127.0.0.1; read-only)\n"
 	    "  -h, --help           this text\n"
 	    "  -V, --version        version and the segment ABI understood\n"
 	    "\n"
@@ -123,13 +137,21 @@ static int usage_err(const char *fmt, const char *arg)
 static int check_combination(const struct ins_opts *o, int modes)
 {
 	if (modes > 1)
-		return usage_err("%s", "--prometheus, --list, --dump and "
-				       "--check exclude each other");
+		return usage_err("%s", "--prometheus, --list, --dump, --check, "
+				       "--latency and --serve exclude each "
+				       "other");
+	if (o->have_channel && o->mode != INS_MODE_LATENCY)
+		return usage_err("%s", "--channel needs --latency");
+	if (o->json && o->mode == INS_MODE_SERVE)
+		return usage_err("%s", "--serve speaks Prometheus text, not "
+				       "--json");
 	if (o->name && o->socket)
 		return usage_err("%s",
 				 "--name and --socket exclude each other");
-	if (o->watch && o->mode != INS_MODE_OVERVIEW)
-		return usage_err("%s", "--watch only refreshes the overview");
+	if (o->watch && o->mode != INS_MODE_OVERVIEW &&
+	    o->mode != INS_MODE_LATENCY)
+		return usage_err("%s", "--watch refreshes the overview or "
+				       "--latency only");
 	if (o->count && !o->watch)
 		return usage_err("%s", "--count needs --watch");
 	if (o->json && o->mode == INS_MODE_PROM)
@@ -151,7 +173,7 @@ static int parse_args(int argc, char **argv, struct ins_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->watch_ms = 1000;
-	while ((c = getopt_long(argc, argv, "n:s:d:ajw::pD:lChV", longopts,
+	while ((c = getopt_long(argc, argv, "n:s:d:ajw::pD:lCLhV", longopts,
 				NULL)) != -1) {
 		uint32_t v;
 
@@ -204,6 +226,24 @@ static int parse_args(int argc, char **argv, struct ins_opts *o)
 			break;
 		case 'C':
 			o->mode = INS_MODE_CHECK;
+			modes++;
+			break;
+		case 'L':
+			o->mode = INS_MODE_LATENCY;
+			modes++;
+			break;
+		case 'N':
+			if (parse_u32(optarg, &o->channel) < 0)
+				return usage_err(
+				    "--channel: bad channel \"%s\"", optarg);
+			o->have_channel = true;
+			break;
+		case 'S':
+			if (!*optarg)
+				return usage_err("%s", "--serve: empty address "
+						       "(try 127.0.0.1:9464)");
+			o->serve = optarg;
+			o->mode = INS_MODE_SERVE;
 			modes++;
 			break;
 		case 'h':
@@ -299,6 +339,13 @@ static int attach(const struct ins_opts *o, const struct ins_target *t,
 		ins_attach_close(a);
 		return INS_EXIT_USAGE;
 	}
+	if (o->have_channel && o->channel >= a->g.max_channels) {
+		ins_err("--channel: channel %u out of range (the server has "
+			"%u)",
+			o->channel, a->g.max_channels);
+		ins_attach_close(a);
+		return INS_EXIT_USAGE;
+	}
 	return -1;
 }
 
@@ -333,6 +380,11 @@ int main(int argc, char **argv)
 		ins_attach_close(&a);
 		return rc;
 	}
+	if (o.mode == INS_MODE_SERVE) {
+		rc = ins_serve_run(&o, &t, &a);
+		ins_attach_close(&a);
+		return rc;
+	}
 	s.ch = ins_chan_alloc(&a);
 	base.ch = ins_chan_alloc(&a);
 	if (!s.ch || !base.ch) {
@@ -353,6 +405,8 @@ int main(int argc, char **argv)
 		ins_prom_emit(stdout, o.all, &t, &s);
 	else if (o.mode == INS_MODE_DUMP)
 		rc = ins_dump_run(&o, &a, &s);
+	else if (o.mode == INS_MODE_LATENCY)
+		ins_latency_emit(stdout, &o, &s, NULL);
 	else
 		ins_overview_emit(stdout, o.json, o.all, &t, &s, NULL);
 out:

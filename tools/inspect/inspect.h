@@ -6,7 +6,10 @@
  * (tools/kvring-inspect.c) parses options and dispatches; attach.c and
  * socket.c find and map the control segment; snapshot.c copies what is
  * shown out of the mapping; emit.c, overview.c, prom.c, list.c, dump.c and
- * check.c render; watch.c loops; sys.c holds the process plumbing (errors,
+ * check.c render; watch.c loops; obs.c copies and renders the cache
+ * counters and latency histograms (--latency, and its part of the overview
+ * and of --prometheus); serve.c serves --prometheus over HTTP (--serve);
+ * sys.c holds the process plumbing (errors,
  * clocks, signals) and names.c turns untrusted values into printable text.
  * This header declares what crosses those files and nothing else: helpers
  * used by one file stay static there. Nothing here is a public API; the
@@ -26,6 +29,7 @@
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
+#include <kvring/hist.h>
 #include <kvring/layout.h>
 #include <kvring/proto.h>
 #include <kvring/ring.h>
@@ -50,6 +54,8 @@ enum ins_mode {
 	INS_MODE_LIST,
 	INS_MODE_DUMP,
 	INS_MODE_CHECK,
+	INS_MODE_LATENCY, /* --latency [--channel N] (obs.c) */
+	INS_MODE_SERVE,	  /* --serve ADDR:PORT (serve.c) */
 };
 
 /* Parsed command line; lives in main()'s frame for the whole run, and the
@@ -63,6 +69,9 @@ struct ins_opts {
 	uint32_t watch_ms;
 	long count; /* --count: frames in --watch, 0 = forever */
 	uint32_t dump_channel;
+	bool have_channel; /* --channel N (with --latency) */
+	uint32_t channel;
+	const char *serve; /* --serve ADDR:PORT */
 };
 
 /* ==== Process plumbing (sys.c) ==== */
@@ -181,6 +190,22 @@ struct ins_ring_snap {
 	uint64_t server_high_water; /* from the channel counters */
 };
 
+/* A copy of struct kvr_cache_shm, in its field order (obs.c reads it). */
+struct ins_cache {
+	uint64_t lookups, lookup_keys, lookup_hit_keys, lookup_hit_bytes;
+	uint64_t retrieves, retrieve_keys, retrieve_hit_keys, retrieve_bytes;
+	uint64_t store_keys_new, store_bytes_new;
+	uint64_t store_keys_stored, store_bytes_stored;
+	uint64_t store_keys_no_room, store_keys_busy, reserved[2];
+};
+
+/* One namespace's counters (id 0: slot unused). */
+struct ins_ns_snap {
+	uint32_t id;
+	struct kvr_ns_desc desc; /* model cleaned by ins_copy_clean() */
+	struct ins_cache cache;
+};
+
 /* One channel, copied out of its kvr_channel_shm. */
 struct ins_chan_snap {
 	uint32_t idx, state, generation, transport, ns_id, uid, gid;
@@ -196,6 +221,11 @@ struct ins_chan_snap {
 	uint64_t pinned_bytes, oldest_ns, quota_denied, xfers_expired;
 	struct kvr_bell_stats req_bell, resp_bell;
 	struct ins_ring_snap req, resp;
+	/* Observability block (obs.c): cache counters, the server's
+	 * latencies and the worker's round trips, by histogram op slot. */
+	struct ins_cache cache;
+	uint32_t rtt_every; /* the worker's sampling, 0 = not recording */
+	struct kvr_hist_snap srv[KVR_HIST_OPS], wrk[KVR_HIST_OPS];
 };
 
 /*
@@ -227,6 +257,15 @@ struct ins_snap {
 	uint32_t xfer_ms;
 	uint32_t nchan; /* entries in ch (max_channels when geometry ok) */
 	struct ins_chan_snap *ch;
+	/* Observability region (obs.c). obs_ok: its geometry matched. */
+	bool obs_ok;
+	uint32_t obs_flags;
+	struct ins_cache cache;
+	uint64_t evictions_by[KVR_EVICT_REASONS];
+	uint64_t evicted_bytes_by[KVR_EVICT_REASONS];
+	struct kvr_hist_snap lat[KVR_HIST_GOPS];
+	uint32_t nns; /* entries of ns[] in use */
+	struct ins_ns_snap ns[KVR_NS_OBS_MAX];
 };
 
 struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a);
@@ -235,6 +274,36 @@ uint64_t ins_age_ns(uint64_t now, uint64_t then);
 uint64_t ins_uptime_s(const struct ins_snap *s);
 uint64_t ins_chan_requests(const struct ins_chan_snap *c);
 bool ins_chan_shown(const struct ins_chan_snap *c, bool all);
+
+/* ==== Observability: cache counters and latencies (obs.c, serve.c) ==== */
+
+/* Copies the observability region and the channels' blocks into @s; called
+ * by ins_snap_take() inside its SIGBUS guard. */
+void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s);
+/* Name of histogram op slot @k ("lookup", ..., "l2_write", "l2_read"). */
+const char *ins_obs_op_name(unsigned k);
+/* Overview additions: server-wide objects, the --watch rates, and the
+ * per-channel objects (@pc: the same channel one frame earlier or NULL). */
+void ins_obs_emit_server(struct ins_em *e, const struct ins_snap *s,
+			 const struct ins_snap *prev);
+void ins_obs_emit_rates(struct ins_em *e, const struct ins_snap *s,
+			const struct ins_snap *prev);
+void ins_obs_emit_chan(struct ins_em *e, const struct ins_chan_snap *c,
+		       const struct ins_chan_snap *pc);
+/* --latency: a per-op table (or one JSON object), over the interval too
+ * when @prev is given (--watch). */
+void ins_latency_emit(FILE *f, const struct ins_opts *o,
+		      const struct ins_snap *s, const struct ins_snap *prev);
+/* prom.c's additions: cache counter and histogram families. */
+void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s);
+/* prom.c helpers shared with obs.c. */
+void ins_prom_head(FILE *f, const char *name, const char *type,
+		   const char *help);
+void ins_prom_lv(FILE *f, const char *v);
+void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c);
+/* serve.c: --serve ADDR:PORT, /metrics over HTTP until SIGINT/SIGTERM. */
+int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
+		  struct ins_attach *a);
 
 /* ==== Renderers and modes ==== */
 

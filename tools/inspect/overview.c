@@ -42,6 +42,7 @@ static void emit_rates(struct ins_em *e, const struct ins_snap *s,
 		   (double)(s->connects - prev->connects) / dt);
 	ins_em_dbl(e, "no_room_per_s",
 		   (double)(s->no_room - prev->no_room) / dt);
+	ins_obs_emit_rates(e, s, prev);
 	ins_em_end(e);
 }
 
@@ -164,6 +165,7 @@ static void emit_chan(struct ins_em *e, const struct ins_snap *s,
 				: 0);
 	ins_em_u64(e, "xfer_deadline_ms", s->xfer_ms);
 	ins_em_u64(e, "xfers_expired", c->xfers_expired);
+	ins_obs_emit_chan(e, c, pc);
 	ins_em_end(e);
 }
 
@@ -241,6 +243,7 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 
 	ins_em_init(&e, f, json);
 	emit_server(&e, t, s);
+	ins_obs_emit_server(&e, s, prev);
 	emit_rates(&e, s, prev);
 	ins_em_arr(&e, "channels");
 	for (uint32_t i = 0; i < s->nchan; i++) {

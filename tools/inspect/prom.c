@@ -10,7 +10,9 @@
  * Conventions kept here: every name starts with kvring_; counters end in
  * _total; each family gets exactly one HELP and one TYPE line, followed
  * by all of its samples (the format requires samples of one family to be
- * contiguous); per-channel samples carry the labels channel and pid.
+ * contiguous); per-channel samples carry the labels channel, model and
+ * rank, and only kvring_channel_info carries the pid. The cache counters
+ * and latency histograms are obs.c's (ins_prom_obs()).
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -54,16 +56,35 @@ static void prom_dbl(FILE *f, const char *name, const char *type,
 }
 
 /*
- * The labels every per-channel sample carries. The pid is there as well
- * as the channel number because a channel is reused by the next worker:
- * with the pid in the label set, each worker's counters form their own
- * series, instead of one series that drops to zero at a reconnect and
- * reads as a counter reset.
+ * The labels every per-channel sample carries: the channel, and the model
+ * and tensor-parallel rank of the worker on it. Not the pid: a worker
+ * restarted on the same channel continues the same series (its counters
+ * start again from zero, which rate() reads as a counter reset), rather
+ * than opening new series at every restart. The pid is on
+ * kvring_channel_info only, to join on when needed.
  */
 static void prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
 {
-	fprintf(f, "channel=\"%" PRIu32 "\",pid=\"%" PRId32 "\"", c->idx,
-		c->pid);
+	fprintf(f, "channel=\"%" PRIu32 "\",model=\"", c->idx);
+	prom_lv(f, c->ns.model);
+	fprintf(f, "\",rank=\"%u\"", c->ns.tp_rank);
+}
+
+/* The helpers obs.c shares (inspect.h). */
+void ins_prom_head(FILE *f, const char *name, const char *type,
+		   const char *help)
+{
+	prom_head(f, name, type, help);
+}
+
+void ins_prom_lv(FILE *f, const char *v)
+{
+	prom_lv(f, v);
+}
+
+void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
+{
+	prom_chan_labels(f, c);
 }
 
 #define CH_U64(field) offsetof(struct ins_chan_snap, field)
@@ -260,12 +281,12 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 			continue;
 		fprintf(f, "kvring_channel_info{");
 		prom_chan_labels(f, c);
-		fprintf(f, ",state=\"%s\",transport=\"%s\",model=\"",
-			ins_chan_state_name(c->state),
-			ins_transport_name(c->transport));
-		prom_lv(f, c->ns.model);
-		fprintf(f, "\",tp_rank=\"%u\",tp_size=\"%u\"} 1\n",
-			c->ns.tp_rank, c->ns.tp_size);
+		fprintf(f,
+			",pid=\"%" PRId32 "\",state=\"%s\",transport=\"%s\","
+			"tp_rank=\"%u\",tp_size=\"%u\",namespace=\"%u\"} 1\n",
+			c->pid, ins_chan_state_name(c->state),
+			ins_transport_name(c->transport), c->ns.tp_rank,
+			c->ns.tp_size, c->ns_id);
 	}
 	prom_head(f, "kvring_channel_worker_up", "gauge",
 		  "1 if the channel's worker process is alive.");
@@ -374,5 +395,6 @@ void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 		   BV_SUPPRESSED);
 	prom_bells(f, s, all, "kvring_channel_doorbell_sleeps_total",
 		   "Times the consumer blocked on the doorbell.", BV_SLEEPS);
+	ins_prom_obs(f, all, s);
 	fflush(f);
 }

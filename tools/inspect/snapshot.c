@@ -222,6 +222,7 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 		for (uint32_t i = 0; i < s->nchan; i++)
 			snap_chan(a, i, &s->ch[i]);
 	}
+	ins_obs_snap(a, s);
 	ins_bus_armed = 0;
 	/* After the reads: /proc is not the mapping and needs no guard. */
 	s->alive = kvr_proc_alive(s->pid, s->pid_start);

@@ -112,7 +112,11 @@ int ins_watch_run(const struct ins_opts *o, const struct ins_target *t,
 		}
 		if (tty && !o->json)
 			fputs("\033[H\033[2J", stdout);
-		ins_overview_emit(stdout, o->json, o->all, t, fr.cur, fr.prev);
+		if (o->mode == INS_MODE_LATENCY)
+			ins_latency_emit(stdout, o, fr.cur, fr.prev);
+		else
+			ins_overview_emit(stdout, o->json, o->all, t, fr.cur,
+					  fr.prev);
 		fr.prev = fr.cur;
 		fr.cur = fr.cur == &fr.sn[0] ? &fr.sn[1] : &fr.sn[0];
 		if (o->count > 0 && frame + 1 >= o->count)
