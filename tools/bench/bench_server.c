@@ -71,6 +71,10 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		"  --reserve-huge      (root) raise vm.nr_hugepages for "
 		"huge-page cells\n"
 		"                      (attach), restored at exit\n"
+		"  --no-histograms     kvringd --no-histograms, and clients "
+		"with\n"
+		"                      KVRING_RTT_SAMPLE=0 (no latency "
+		"histograms)\n"
 		"  -h, --help          show this help and exit\n",
 		scenario);
 	if (extra)
@@ -83,7 +87,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	enum {
 		O_JSON = 256, O_QUICK, O_PLOT, O_CPUC, O_CPUS, O_ROUNDS,
 		O_ITERS, O_SOCKET, O_KVRINGD, O_POOL, O_PAUSE, O_SIZES,
-		O_CHUNKS, O_ONLY, O_RESERVE_HUGE,
+		O_CHUNKS, O_ONLY, O_RESERVE_HUGE, O_NOHIST,
 	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
@@ -101,6 +105,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	    {"chunks", required_argument, NULL, O_CHUNKS},
 	    {"only", required_argument, NULL, O_ONLY},
 	    {"reserve-huge", no_argument, NULL, O_RESERVE_HUGE},
+	    {"no-histograms", no_argument, NULL, O_NOHIST},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -141,6 +146,11 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		case O_CHUNKS: o->chunks = optarg; break;
 		case O_ONLY: o->only = optarg; break;
 		case O_RESERVE_HUGE: o->reserve_huge = true; break;
+		case O_NOHIST:
+			o->no_histograms = true;
+			/* Clients read it at connect: none times a request. */
+			setenv("KVRING_RTT_SAMPLE", "0", 1);
+			break;
 		case 'h':
 			common_usage(stdout, scenario, extra_help);
 			return 1;
@@ -346,6 +356,12 @@ int bench_server_start_args(const struct bench_run_opts *o,
 		for (int i = 0; extra && extra[i] && na < 31; i++)
 			argv[na++] = (char *)extra[i];
 		argv[na] = NULL;
+
+		/* The histogram switch (bench_hist.c runs both sides). */
+		if (o->no_histograms && na < 31) {
+			argv[na++] = "--no-histograms";
+			argv[na] = NULL;
+		}
 
 		/* SIGTERM (a clean stop) if the bench dies first; the
 		 * setting survives execve(). */

@@ -29,6 +29,7 @@ int bench_retrieve_main(int argc, char **argv);
 int bench_scale_main(int argc, char **argv);
 int bench_attach_main(int argc, char **argv);
 int bench_all_main(int argc, char **argv);
+int bench_hist_main(int argc, char **argv);
 
 /*
  * struct bench_run_opts - options shared by rtt_hot, rtt_cold, store,
@@ -52,6 +53,8 @@ struct bench_run_opts {
 	const char *only;	/* --only PART (scale: one_active,
 				   all_active or pipelined) */
 	bool reserve_huge;	/* --reserve-huge (attach) */
+	bool no_histograms;	/* --no-histograms: private kvringd and
+				   clients record no latency histograms */
 };
 
 /*

@@ -31,6 +31,7 @@ int bench_retrieve_main(int argc, char **argv) BENCH_WEAK;
 int bench_scale_main(int argc, char **argv) BENCH_WEAK;
 int bench_all_main(int argc, char **argv) BENCH_WEAK;
 int bench_attach_main(int argc, char **argv) BENCH_WEAK;
+int bench_hist_main(int argc, char **argv) BENCH_WEAK;
 int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
 int bench_kv_main(int argc, char **argv) BENCH_WEAK;
 
@@ -52,6 +53,8 @@ static const struct bench_scenario scenarios[] = {
      bench_attach_main},
     {"kv", "paged-KV gather/scatter vs memcpy and torch indexing",
      bench_kv_main},
+    {"hist", "latency histograms on vs off: hot RTT p50, pipelined ops/s",
+     bench_hist_main},
     {"all", "every scenario in one run", bench_all_main},
 };
 

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_hist.c - the hist scenario of kvring-bench: what the latency
+ * histograms and cache counters of issue 16 cost, measured against the
+ * same build with them switched off, in one run. Two private kvringd
+ * instances run side by side: "on" (histograms recorded by the server,
+ * and by the client with KVRING_RTT_SAMPLE=1) and "off" (kvringd
+ * --no-histograms, client KVRING_RTT_SAMPLE=0). Each round measures, for
+ * each side in turn (the first side alternates between rounds):
+ *
+ *   rtt_hot            --iters kvr_ping round trips, both sides spinning,
+ *                      the p50 of the round
+ *   pipelined_ping     kvr_submit_ping kept 256 deep for 0.3 s: ops/s
+ *   pipelined_lookup   the same with 1-key lookups that miss (they bump
+ *                      the cache counters too)
+ *
+ * and reports per round and as the median of the per-round ratios, beside
+ * the pooled figures. After each side the bench waits for that kvringd's
+ * spin to run out, so the two servers never spin at the same time.
+ *
+ * A failed call or a wrong answer exits 1; a slow figure never does.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <kvring/kvring.h>
+
+#include "bench_common.h"
+#include "bench_server.h"
+
+#define HIST_SPIN_US   20000u	    /* kvringd --spin-us: hot */
+#define HIST_CLIENT_US 100000u	    /* client spin before sleeping */
+#define PIPE_NS	       300000000ull /* each pipelined cell */
+#define PIPE_DEPTH     256u
+
+enum { ON = 0, OFF = 1, SIDES = 2 };
+static const char *const side_name[SIDES] = {"on", "off"};
+
+struct side {
+	struct bench_server srv;
+	struct kvr_client *cli;
+	uint64_t *all;			     /* rounds * iters RTT samples */
+	double *p50, *ping_ops, *lookup_ops; /* per round */
+};
+
+static void nap_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static int ping_rounds(struct side *s, uint64_t n, uint64_t *out)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t t0 = bench_ticks(), sv = 0;
+		int rc = kvr_ping(s->cli, &sv);
+
+		out[i] = bench_ticks() - t0;
+		if (rc < 0 || sv == 0) {
+			fprintf(stderr, "kvring-bench: hist: ping: %d (%s)\n",
+				rc, kvr_client_errmsg(s->cli));
+			return rc < 0 ? rc : -EBADMSG;
+		}
+	}
+	for (uint64_t i = 0; i < n; i++)
+		out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
+	return 0;
+}
+
+/* @op kept PIPE_DEPTH deep for PIPE_NS; ops/s into *ops. */
+static int pipelined(struct side *s, uint32_t op, double *ops)
+{
+	struct kvr_completion comp[256];
+	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
+	uint64_t t0 = bench_now_ns(), end = t0 + PIPE_NS, done = 0;
+	int rc;
+
+	for (;;) {
+		bool stop = bench_now_ns() >= end;
+
+		while (!stop && kvr_inflight(s->cli) < PIPE_DEPTH) {
+			rc = op == KVR_OP_PING
+				 ? kvr_submit_ping(s->cli, NULL)
+				 : kvr_submit_lookup(s->cli, &key, 1, false,
+						     NULL);
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0)
+				goto err;
+		}
+		if (stop && kvr_inflight(s->cli) == 0)
+			break;
+		rc = kvr_reap(s->cli, comp, 256, 1, -1);
+		if (rc < 0)
+			goto err;
+		for (int i = 0; i < rc; i++)
+			if (comp[i].status != 0 || comp[i].op != op ||
+			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
+				fprintf(stderr,
+					"kvring-bench: hist: completion op %u "
+					"status %d value %ld\n",
+					comp[i].op, comp[i].status,
+					comp[i].value);
+				return -EBADMSG;
+			}
+		done += (uint64_t)rc;
+	}
+	*ops = (double)done * 1e9 / (double)(bench_now_ns() - t0);
+	return 0;
+err:
+	fprintf(stderr, "kvring-bench: hist: pipelined: %s (%s)\n",
+		strerror(-rc), kvr_client_errmsg(s->cli));
+	return rc;
+}
+
+static int start_side(const struct bench_run_opts *o, int k, struct side *s)
+{
+	struct bench_run_opts so = *o;
+	int rc;
+
+	so.no_histograms = k == OFF;
+	rc = bench_server_start(&so, 64ull << 20, HIST_SPIN_US, 4, &s->srv);
+	if (rc < 0)
+		return rc;
+	/* libkvring reads it at connect. */
+	setenv("KVRING_RTT_SAMPLE", k == OFF ? "0" : "1", 1);
+	rc = bench_client_connect(&s->srv, 0, HIST_CLIENT_US, true, &s->cli);
+	unsetenv("KVRING_RTT_SAMPLE");
+	return rc;
+}
+
+static double pct(double on, double off)
+{
+	return off > 0 ? (on / off - 1.0) * 100.0 : 0.0;
+}
+
+int bench_hist_main(int argc, char **argv)
+{
+	static const char extra[] =
+	    "\nhist: kvringd and libkvring with latency histograms on against "
+	    "off\n(--no-histograms), in the same run: hot RTT p50 and "
+	    "pipelined ops/s.\nDefaults: --rounds 8 --iters 20000.\n";
+	struct bench_run_opts o;
+	struct side sd[SIDES] = {0};
+	double r_p50[64], r_ping[64], r_look[64];
+	uint64_t iters;
+	unsigned rounds;
+	int rc;
+
+	rc = bench_run_opts_parse(argc, argv, "hist", extra, &o);
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	if (o.socket) {
+		fprintf(stderr, "kvring-bench: hist starts its own two "
+				"kvringd; --socket does not apply\n");
+		return BENCH_EXIT_USAGE;
+	}
+	rounds = o.rounds ? o.rounds : o.quick ? 3 : 8;
+	if (rounds > 64)
+		rounds = 64;
+	iters = o.iters ? o.iters : o.quick ? 5000 : 20000;
+	bench_clock_init();
+	bench_pin_cpu(o.cpu_client);
+	for (int k = 0; k < SIDES; k++) {
+		sd[k].all = calloc(rounds * iters, sizeof(uint64_t));
+		sd[k].p50 = calloc(rounds, sizeof(double));
+		sd[k].ping_ops = calloc(rounds, sizeof(double));
+		sd[k].lookup_ops = calloc(rounds, sizeof(double));
+		if (!sd[k].all || !sd[k].p50 || !sd[k].ping_ops ||
+		    !sd[k].lookup_ops) {
+			fprintf(stderr, "kvring-bench: hist: out of memory\n");
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = start_side(&o, k, &sd[k]);
+		if (rc < 0)
+			goto out;
+	}
+	if (!o.json)
+		printf("hist: histograms on vs off, %u rounds of %" PRIu64
+		       " pings, pipelined %u deep for %.1f s per cell\n"
+		       "%-5s %-4s %10s %14s %16s\n",
+		       rounds, iters, PIPE_DEPTH, (double)PIPE_NS / 1e9,
+		       "round", "side", "rtt_p50_ns", "ping_ops_s",
+		       "lookup_ops_s");
+	for (unsigned r = 0; r < rounds; r++) {
+		for (int j = 0; j < SIDES; j++) {
+			int k = (int)((r + (unsigned)j) % SIDES);
+			struct side *s = &sd[k];
+			uint64_t *v = s->all + (uint64_t)r * iters;
+			static uint64_t *tmp;
+
+			rc = ping_rounds(s, iters, v);
+			if (rc == 0)
+				rc = pipelined(s, KVR_OP_PING, &s->ping_ops[r]);
+			if (rc == 0)
+				rc = pipelined(s, KVR_OP_LOOKUP,
+					       &s->lookup_ops[r]);
+			if (rc < 0)
+				goto out;
+			tmp = realloc(tmp, iters * sizeof(*tmp));
+			if (!tmp) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			memcpy(tmp, v, iters * sizeof(*tmp));
+			bench_sort_u64(tmp, iters);
+			s->p50[r] = (double)tmp[(iters + 1) / 2 - 1];
+			/* Let this kvringd's spin run out before the other
+			 * side: never two spinning servers. */
+			nap_ms(HIST_SPIN_US / 1000 + 10);
+		}
+		for (int k = 0; k < SIDES; k++) {
+			if (o.json) {
+				struct bench_json jj;
+
+				bench_json_begin(&jj, "hist", side_name[k]);
+				bench_json_u64(&jj, "round", r + 1);
+				bench_json_f64(&jj, "rtt_p50_ns", sd[k].p50[r]);
+				bench_json_f64(&jj, "pipelined_ping_ops_s",
+					       sd[k].ping_ops[r]);
+				bench_json_f64(&jj, "pipelined_lookup_ops_s",
+					       sd[k].lookup_ops[r]);
+				bench_json_print(&jj, stdout);
+			} else {
+				printf("%-5u %-4s %10.0f %14.0f %16.0f\n",
+				       r + 1, side_name[k], sd[k].p50[r],
+				       sd[k].ping_ops[r], sd[k].lookup_ops[r]);
+			}
+		}
+		r_p50[r] = sd[ON].p50[r] / sd[OFF].p50[r];
+		r_ping[r] = sd[ON].ping_ops[r] / sd[OFF].ping_ops[r];
+		r_look[r] = sd[ON].lookup_ops[r] / sd[OFF].lookup_ops[r];
+	}
+	{
+		double pooled[SIDES], ping_med[SIDES], look_med[SIDES];
+		double m_p50, m_ping, m_look;
+
+		for (int k = 0; k < SIDES; k++) {
+			bench_sort_u64(sd[k].all, rounds * iters);
+			pooled[k] =
+			    (double)sd[k].all[(rounds * iters + 1) / 2 - 1];
+			ping_med[k] = bench_median_f64(sd[k].ping_ops, rounds);
+			look_med[k] =
+			    bench_median_f64(sd[k].lookup_ops, rounds);
+		}
+		m_p50 = bench_median_f64(r_p50, rounds);
+		m_ping = bench_median_f64(r_ping, rounds);
+		m_look = bench_median_f64(r_look, rounds);
+		if (o.json) {
+			struct bench_json jj;
+
+			bench_json_begin(&jj, "hist", "summary");
+			bench_json_f64(&jj, "rtt_p50_ns_on", pooled[ON]);
+			bench_json_f64(&jj, "rtt_p50_ns_off", pooled[OFF]);
+			bench_json_f64(&jj, "rtt_p50_ratio_median", m_p50);
+			bench_json_f64(&jj, "ping_ops_s_on", ping_med[ON]);
+			bench_json_f64(&jj, "ping_ops_s_off", ping_med[OFF]);
+			bench_json_f64(&jj, "ping_ops_ratio_median", m_ping);
+			bench_json_f64(&jj, "lookup_ops_s_on", look_med[ON]);
+			bench_json_f64(&jj, "lookup_ops_s_off", look_med[OFF]);
+			bench_json_f64(&jj, "lookup_ops_ratio_median", m_look);
+			bench_json_print(&jj, stdout);
+		} else {
+			printf("\n%-22s %12s %12s %9s %22s\n", "figure", "on",
+			       "off", "on/off", "median of round ratios");
+			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+			       "rtt_hot p50 ns (pooled)", pooled[ON],
+			       pooled[OFF], pct(pooled[ON], pooled[OFF]),
+			       (m_p50 - 1) * 100);
+			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+			       "pipelined ping ops/s", ping_med[ON],
+			       ping_med[OFF], pct(ping_med[ON], ping_med[OFF]),
+			       (m_ping - 1) * 100);
+			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+			       "pipelined lookup ops/s", look_med[ON],
+			       look_med[OFF], pct(look_med[ON], look_med[OFF]),
+			       (m_look - 1) * 100);
+			printf("(ops/s: medians of rounds. Budget: p50 at most "
+			       "3%% higher, ops/s at most 3%% lower.)\n");
+		}
+	}
+	rc = 0;
+out:
+	for (int k = 0; k < SIDES; k++) {
+		if (sd[k].cli)
+			kvr_close(sd[k].cli);
+		bench_server_stop(&sd[k].srv);
+		free(sd[k].all);
+		free(sd[k].p50);
+		free(sd[k].ping_ops);
+		free(sd[k].lookup_ops);
+	}
+	return rc < 0 ? BENCH_EXIT_ERR : BENCH_EXIT_OK;
+}
