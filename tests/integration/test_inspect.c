@@ -309,6 +309,19 @@ static int prom_validate(const char *text, char *why, size_t whyn)
 				if (strlen(seen[i].name) == n &&
 				    !strncmp(seen[i].name, p, n))
 					idx = i;
+			/* A histogram's samples are <name>_bucket, _sum and
+			 * _count of its family. */
+			for (int i = 0; idx < 0 && i < nseen; i++) {
+				size_t fl = strlen(seen[i].name);
+
+				const char *sfx = p + fl;
+
+				if (fl < n && !strncmp(seen[i].name, p, fl) &&
+				    ((n - fl == 7 && !strncmp(sfx, "_bucket", 7)) ||
+				     (n - fl == 4 && !strncmp(sfx, "_sum", 4)) ||
+				     (n - fl == 6 && !strncmp(sfx, "_count", 6))))
+					idx = i;
+			}
 			if (idx < 0 || !seen[idx].typed) {
 				snprintf(why, whyn,
 					 "line %d: sample without TYPE: %.100s",
