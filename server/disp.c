@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
@@ -133,14 +134,17 @@ static void count_retrieve(struct kvr_srv *s, struct kvr_conn *c,
 	cache_add(s, c, CF_RETRIEVE_BYTES, b);
 }
 
-/* --test-delay: spin (the loop has no other thread to block) until the
- * delay has passed. Tests only; the server logged it at start-up. */
+/* --test-delay: sleep before answering. A sleep, not a spin, so that the
+ * slowed server leaves its CPU to the client and to other processes; the
+ * server's histogram times the sleep like any other work. Tests only; the
+ * server logged it at start-up. */
 static void test_delay(const struct kvr_srv *s)
 {
-	uint64_t end =
-	    kvr_srv_now_ns() + (uint64_t)s->cfg.test_delay_us * 1000u;
+	struct timespec ts = { 0, (long)s->cfg.test_delay_us * 1000L };
 
-	while (kvr_srv_now_ns() < end)
+	if (s->cfg.test_delay_us >= 1000000u)
+		ts = (struct timespec){ 1, 0 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
 

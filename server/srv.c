@@ -494,7 +494,7 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	s->obs->ns_slots = KVR_NS_OBS_MAX;
 	if (s->cfg.test_delay_us)
 		kvr_log_warn(
-		    "--test-delay: every %s request waits %u us before "
+		    "--test-delay: every %s request sleeps %u us before "
 		    "its answer (a test knob; never use it in "
 		    "production)",
 		    kvr_op_name(s->cfg.test_delay_op), s->cfg.test_delay_us);

@@ -100,6 +100,27 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The server records a batch's times just after publishing its answers,
+ * so a client can see its last answer a moment before the count moves. */
+struct want_count {
+	const struct kvr_hist_shm *h;
+	uint64_t n;
+};
+
+static bool count_reached(void *arg)
+{
+	struct want_count *w = arg;
+
+	return atomic_load(&w->h->count) >= w->n;
+}
+
+static void wait_count(const struct kvr_hist_shm *h, uint64_t n)
+{
+	struct want_count w = { h, n };
+
+	(void)t_wait_until(count_reached, &w, 5000);
+}
+
 static unsigned bucket_gap(uint64_t a, uint64_t b)
 {
 	unsigned x = kvr_hist_bucket(a), y = kvr_hist_bucket(b);
@@ -158,8 +179,9 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 	cr_assert(t_server_log_has(&srv, "--test-delay"),
 		  "the server must say the knob is on");
 	setenv("KVRING_RTT_SAMPLE", "1", 1);
-	/* The client spins through the whole 50 us: a doorbell sleep would
-	 * add a wake-up to its figure that the server never sees. */
+	/* The client spins through the whole delay: a doorbell sleep would
+	 * add a wake-up to its figure that the server never sees. The server
+	 * sleeps through it, so the two do not compete for the CPUs. */
 	c = connect_worker(5000);
 	for (int i = 0; i < PINGS; i++) {
 		uint64_t t0 = now_ns(), sv;
@@ -170,10 +192,16 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 	}
 	qsort(rtt, PINGS, sizeof(rtt[0]), cmp_u64);
 	client_p50 = rtt[PINGS / 2 - 1]; /* rank ceil(0.5 * n) */
+	wait_count(&gobs()->lat[k], PINGS);
+	wait_count(&cobs(c)->server_lat[k], PINGS);
 
 	kvr_hist_read(&gobs()->lat[k], &g);
 	kvr_hist_read(&cobs(c)->server_lat[k], &ch);
 	kvr_hist_read(&cobs(c)->worker_rtt[k], &wk);
+	cr_log_info("p50: client %lu ns, server %lu ns, worker %lu ns",
+		    (unsigned long)client_p50,
+		    (unsigned long)kvr_hist_quantile(&ch, 0.5),
+		    (unsigned long)kvr_hist_quantile(&wk, 0.5));
 	cr_expect_eq(g.count, PINGS, "global server ping count %lu",
 		     (unsigned long)g.count);
 	cr_expect_eq(ch.count, PINGS, "channel server ping count %lu",
@@ -306,6 +334,7 @@ Test(metrics, worker_times_one_in_n_and_weights_it_when_rtt_sample_is_n)
 	for (int i = 0; i < 995; i++)
 		cr_assert_eq(kvr_ping(c, NULL), 0);
 	cr_expect_eq(atomic_load(&cobs(c)->rtt_every), 10);
+	wait_count(&cobs(c)->server_lat[k], 995);
 	/* 99 timed pings, each standing for 10. */
 	cr_expect_eq(atomic_load(&cobs(c)->worker_rtt[k].count), 990);
 	cr_expect_eq(atomic_load(&cobs(c)->server_lat[k].count), 995);
@@ -377,6 +406,7 @@ Test(metrics, inspector_shows_latency_and_prometheus_when_pings_ran)
 	ch = kvr_client_info(c)->channel;
 	for (int i = 0; i < 500; i++)
 		cr_assert_eq(kvr_ping(c, NULL), 0);
+	wait_count(&gobs()->lat[kvr_hist_op_slot(KVR_OP_PING)], 500);
 
 	/* --latency --channel N: one table row per side for ping. */
 	snprintf(cmd, sizeof(cmd), INSPECT " --name %s --latency --channel %u",
