@@ -360,7 +360,6 @@ static void put_ns(struct kvr_srv *s)
 		ns->dirty = false;
 	}
 }
-}
 
 /* Runs when the loop goes to sleep, on every heartbeat and at every
  * disconnect, never per request: kvr_store_stats() is O(log n). */

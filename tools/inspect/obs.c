@@ -73,19 +73,26 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 	s->nns = 0;
 	for (unsigned i = 0; i < KVR_NS_OBS_MAX; i++) {
 		struct ins_ns_snap *n = &s->ns[s->nns];
-		/* A-OBS1: pairs with R-OBS1 in kvringd's put_ns(); the
-		 * description is complete once the id reads nonzero. */
-		uint32_t id =
-		    atomic_load_explicit(&o->ns[i].id, memory_order_acquire);
+		struct kvr_ns_obs_shm *src = &o->ns[i];
+		uint32_t g1, g2, id;
 
-		if (id == 0)
-			break; /* slots are claimed in order */
+		/* A-OBS1: pairs with R-OBS1 in kvringd's put_ns(). An odd
+		 * generation, or one that moved while we copied, means the
+		 * slot was being rewritten for another model: skipped this
+		 * snapshot (the next one sees it settled). */
+		g1 = atomic_load_explicit(&src->gen, memory_order_acquire);
+		id = LD(src->id);
+		if (id == 0 || (g1 & 1u))
+			continue;
+		memcpy(&n->desc, &src->desc, sizeof(n->desc));
+		snap_cache(&src->cache, &n->cache);
+		atomic_thread_fence(memory_order_acquire);
+		g2 = LD(src->gen);
+		if (g1 != g2)
+			continue;
 		n->id = id;
-		memcpy(&n->desc, &o->ns[i].desc, sizeof(n->desc));
 		ins_copy_clean(n->desc.model, sizeof(n->desc.model),
-			       o->ns[i].desc.model,
-			       sizeof(o->ns[i].desc.model));
-		snap_cache(&o->ns[i].cache, &n->cache);
+			       src->desc.model, sizeof(src->desc.model));
 		s->nns++;
 	}
 	for (uint32_t i = 0; i < s->nchan; i++) {
