@@ -67,6 +67,7 @@ class EngineSpec:
     num_blocks: int = 64
     block_offset: int = 0      # where this engine's allocator starts
     timeout_ms: int = 3000
+    l2: bool = False           # kvring_l2: read through kvringd's L2
 
     def kv_transfer_config(self) -> KVTransferConfig:
         # Exactly what --kv-transfer-config '<json>' parses to.
@@ -75,8 +76,10 @@ class EngineSpec:
             '"kv_connector_module_path":"kvring.vllm",'
             '"kv_role":"kv_both",'
             '"kv_connector_extra_config":{"kvring_socket":"%s",'
-            '"kvring_chunk_tokens":%d,"kvring_timeout_ms":%d}}'
-            % (self.socket, self.chunk_tokens, self.timeout_ms))
+            '"kvring_chunk_tokens":%d,"kvring_timeout_ms":%d,'
+            '"kvring_l2":%s}}'
+            % (self.socket, self.chunk_tokens, self.timeout_ms,
+               "true" if self.l2 else "false"))
 
     def vllm_config(self) -> VllmConfig:
         return VllmConfig(
@@ -330,9 +333,17 @@ class Engine(object):
         blocks). Returns what happened."""
         bs = self.spec.block_size
         req = Request(req_id, list(tokens), cache_salt=cache_salt)
-        ext, is_async = self.sched.get_num_new_matched_tokens(
-            req, local_hit_tokens)
-        assert ext is not None and not is_async
+        # None is "ask again" (vLLM asks at its next scheduler step).
+        self.asked_again = 0
+        while True:
+            ext, is_async = self.sched.get_num_new_matched_tokens(
+                req, local_hit_tokens)
+            if ext is not None:
+                break
+            self.asked_again += 1
+            assert self.asked_again < 1000, "connector never answered"
+            time.sleep(0.01)
+        assert not is_async
         nblocks = -(-len(tokens) // bs)
         block_ids = self.alloc(nblocks)
         blocks = KVCacheBlocks((tuple(KVCacheBlock(b) for b in block_ids),))

@@ -54,7 +54,7 @@ class Server(object):
         self.name = tag
         self.proc = None
         self.pool = "32M"
-        self.extra = []
+        self.extra = []  # more kvringd arguments
 
     def start(self):
         self.proc = subprocess.Popen(
@@ -63,7 +63,6 @@ class Server(object):
              # Small pages: with huge pages reserved on the host, auto
              # would move the pool off the named /dev/shm backend that
              # these tests check (tests/huge/ covers huge pages).
-             "--huge-pages", "off",
              "--huge-pages", "off",
              "--log-level", "warn"] + self.extra, stderr=subprocess.DEVNULL)
         for _ in range(1000):

@@ -12,7 +12,10 @@ the per-uid default), kvring_chunk_tokens (256; a multiple of the block
 size), kvring_model (default the served model name), kvring_timeout_ms
 (bound on every kvring call, default 5000), kvring_kv_layout ('NHD' or
 'HND': the order of the dimensions of the tensors vLLM registers; 'NHD'
-fits vLLM, whose HND caches are NHD-shaped permuted views).
+fits vLLM, whose HND caches are NHD-shaped permuted views), kvring_l2
+(false; true reads through kvringd's L2 tier and answers vLLM "ask
+again" while chunks are still loading from Redis, at most kvring_l2_asks
+(20) times per request).
 
 Scheduler side: get_num_new_matched_tokens() derives the request's chunk
 keys with its cache_salt folded in, looks up the longest stored prefix of
@@ -99,6 +102,7 @@ class _Req:
     block_ids: List[int] = field(default_factory=list)
     saved_chunks: int = 0
     load_pending: bool = False
+    l2_asks: int = 0         # "ask again" answers given (kvring_l2)
 
 
 def _layout(vllm_config: "VllmConfig", chunk_tokens: int) -> ChunkLayout:
@@ -131,6 +135,11 @@ class KvringConnector(KVConnectorBase_V1):
         self._kv_layout = str(extra.get("kvring_kv_layout", "NHD"))
         self._model = str(extra.get("kvring_model")
                           or vllm_config.model_config.model)
+        # Read through kvringd's L2 tier (docs/l2.md): a lookup that hits
+        # the server's L2 deadline with loads in flight answers "ask
+        # again" (None) up to kvring_l2_asks times per request.
+        self._l2 = bool(extra.get("kvring_l2", False))
+        self._l2_asks = int(extra.get("kvring_l2_asks", 20))
         self._block_size = int(vllm_config.cache_config.block_size)
         if self._chunk_tokens % self._block_size:
             raise ValueError(
@@ -186,10 +195,20 @@ class KvringConnector(KVConnectorBase_V1):
             return 0, False
         try:
             keys = salted_keys(c, tokens, self._chunk_tokens, salt)
-            hits, lease = c.lookup(keys, pin=True)
+            if self._l2:
+                hits, lease, pending = c.lookup(keys, pin=True, l2=True)
+            else:
+                (hits, lease), pending = c.lookup(keys, pin=True), False
         except kvring.KvringError as e:
             log.warning("kvring lookup failed, recomputing %s: %s", rid, e)
             return 0, False
+        if pending and hits < len(keys) and st.l2_asks < self._l2_asks:
+            # Chunks are still coming from L2: vLLM asks again next step.
+            st.l2_asks += 1
+            if lease:
+                st.lease = lease
+                self._release(st)
+            return None, False
         st.lease, st.hit_chunks = lease, hits
         hit_tokens = hits * self._chunk_tokens
         # vLLM must compute at least the last token itself.
