@@ -101,10 +101,12 @@ void kvr_config_usage(FILE *f)
 "\n"
 "Names:\n"
 "  -s, --socket PATH       Unix socket to listen on (at most 107 bytes).\n"
-"                          Default: $KVRING_SOCKET, else /run/kvring/<uid>.sock\n"
-"                          when /run/kvring is writable, else\n"
-"                          /tmp/kvring-<uid>.sock. A lock file PATH.lock\n"
-"                          guards it against a second server.\n"
+"                          Default: $KVRING_SOCKET, else kvringd.sock in a\n"
+"                          private runtime directory: $XDG_RUNTIME_DIR/kvring,\n"
+"                          else /run/kvring/<uid>, else /tmp/kvring-<uid>\n"
+"                          (made 0700; refused if another user owns it or\n"
+"                          can write it). A lock file PATH.lock guards it\n"
+"                          against a second server.\n"
 "  -n, --name NAME         segment base name: /dev/shm/NAME.ctl (control)\n"
 "                          and /dev/shm/NAME.pool (pool). 1-48 characters of\n"
 "                          [A-Za-z0-9._-]. Default: kvring-<uid>.\n"
@@ -563,6 +565,7 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		} else {
 			rc = kvr_default_socket_path(cfg->socket_path,
 						     sizeof(cfg->socket_path));
+			cfg->socket_default = rc == 0;
 			if (rc < 0) {
 				fprintf(err, "kvringd: default socket path: %s\n",
 					strerror(-rc));

@@ -74,6 +74,7 @@ struct kvr_config {
 	uint64_t max_key_bytes;	       /* --max-key-bytes */
 	uint32_t quota_bp[3];	       /* parse-time: basis points, or 0 */
 	uint32_t xfer_ms;	       /* --xfer-ms */
+	bool socket_default;	       /* socket_path is the runtime default */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */

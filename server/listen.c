@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <kvring/log.h>
+#include <kvring/paths.h>
 
 #include "listen.h"
 
@@ -38,6 +39,45 @@ static bool lock_is_current(int fd, const char *path)
 }
 
 /*
+ * The socket's directory. The default one is our runtime directory, made
+ * private here (kvr_runtime_dir_prepare: ours, 0700, nobody else may
+ * write it), so no other user can take the socket's or the lock's name
+ * first. A --socket or $KVRING_SOCKET in someone else's or a shared
+ * directory is the operator's choice: it is used, with a warning.
+ */
+static int check_socket_dir(const struct kvr_srv *s)
+{
+	char dir[PATH_MAX], why[512];
+	struct stat st;
+	char *slash;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s", s->cfg.socket_path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (s->cfg.socket_default) {
+		rc = kvr_runtime_dir_prepare(
+			dir, s->cfg.have_group ? (unsigned)s->cfg.gid : (unsigned)-1,
+			why, sizeof(why));
+		if (rc < 0)
+			kvr_log_err("%s", why);
+		return rc;
+	}
+	if (stat(dir, &st) == 0 && (st.st_mode & 02) && st.st_uid != geteuid())
+		kvr_log_warn("socket directory %s is writable by other users: "
+			     "one of them can take the socket's or %s.lock's "
+			     "name first and keep kvringd from starting; prefer "
+			     "the default runtime directory (docs/config.md)",
+			     dir, s->cfg.socket_path);
+	return 0;
+}
+
+/*
  * Take the single-instance lock. The lock, not the socket file, decides
  * who may touch the socket path: a second server fails here before it
  * looks at the socket or any segment, so it cannot unlink a live server's
@@ -53,6 +93,9 @@ int kvr__listen_lock(struct kvr_srv *s)
 	ssize_t n;
 	int fd, len;
 
+	len = check_socket_dir(s);
+	if (len < 0)
+		return len;
 	lock_path(s, path, sizeof(path));
 again:
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

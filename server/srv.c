@@ -137,6 +137,28 @@ static void log_name_taken(const char *ctl_name)
 		    KVR_SEG_DEFAULT_DIR, ctl_name, pid);
 }
 
+/*
+ * Whether /dev/shm/@name exists and belongs to another uid: someone took
+ * our segment name first (issue 12). Said once, clearly, with what it
+ * means; the caller falls back to unnamed segments.
+ */
+static bool name_squatted(const char *name)
+{
+	char path[KVR_SEG_DIR_MAX + KVR_SEG_NAME_MAX + 2];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", KVR_SEG_DEFAULT_DIR, name);
+	if (lstat(path, &st) < 0 || st.st_uid == geteuid())
+		return false;
+	kvr_log_warn("segment name %s is held by uid %u, not by us (uid %u): "
+		     "another user created it first, and it is not ours to "
+		     "remove; using unnamed (memfd) segments instead, so "
+		     "kvring-inspect cannot find this server by --name (use "
+		     "--socket), or start kvringd with another --name",
+		     path, (unsigned)st.st_uid, (unsigned)geteuid());
+	return true;
+}
+
 /* The control segment: named under /dev/shm so the inspector finds it;
  * a memfd when /dev/shm cannot hold it (logged). */
 static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
@@ -154,6 +176,17 @@ static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
 	}
 	rc = kvr_seg_create_shm(NULL, ctl_name, s->geom.ctl_bytes, mode, gid,
 				&s->ctl, &e);
+	if (rc == -EEXIST && name_squatted(ctl_name)) {
+		/* Another uid holds our name: the sweep may not remove it,
+		 * and refusing to start would let any local user keep us
+		 * down. An unnamed segment serves the workers just the same. */
+		rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes, 0,
+					  &s->ctl, &e);
+		if (rc < 0)
+			kvr_log_err("create control segment (memfd): %s",
+				    kvr_err_str(&e, rc));
+		return rc;
+	}
 	if (rc == -EEXIST) {
 		log_name_taken(ctl_name);
 		return rc;
@@ -400,6 +433,11 @@ static int create_pool(struct kvr_srv *s)
 	}
 	for (unsigned i = 0; rc < 0 && i < 3; i++) {
 		if (s->cfg.pool_backend && order[i] != s->cfg.pool_backend)
+			continue;
+		/* A named pool beside an unnamed .ctl would look orphaned
+		 * to the next server's sweep (the pair goes together). */
+		if (order[i] == KVR_POOL_SHM && !s->cfg.pool_backend &&
+		    s->ctl.backend != KVR_SEG_BACKEND_SHM)
 			continue;
 		rc = try_pool(s, order[i], pool_name);
 		if (rc == 0) {

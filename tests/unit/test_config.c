@@ -158,14 +158,29 @@ Test(paths, default_socket_is_per_uid_when_computed)
 {
 	char buf[KVR_SOCKET_PATH_MAX], want[64], small[8] = "keep";
 
+	char xdg[] = "/tmp/kvr-xdg-XXXXXX", want2[128];
+
+	unsetenv("XDG_RUNTIME_DIR");
 	cr_assert_eq(kvr_default_socket_path(buf, sizeof(buf)), 0);
 	if (strncmp(buf, KVR_RUN_DIR "/", strlen(KVR_RUN_DIR) + 1) == 0)
-		snprintf(want, sizeof(want), "%s/%u.sock", KVR_RUN_DIR,
+		snprintf(want, sizeof(want), "%s/%u/kvringd.sock", KVR_RUN_DIR,
 			 (unsigned)geteuid());
 	else
-		snprintf(want, sizeof(want), "/tmp/kvring-%u.sock",
+		snprintf(want, sizeof(want), "/tmp/kvring-%u/kvringd.sock",
 			 (unsigned)geteuid());
 	cr_expect_str_eq(buf, want);
+	/* A login session's runtime directory comes first. */
+	cr_assert_not_null(mkdtemp(xdg));
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	cr_assert_eq(kvr_default_socket_path(buf, sizeof(buf)), 0);
+	snprintf(want2, sizeof(want2), "%s/kvring/kvringd.sock", xdg);
+	cr_expect_str_eq(buf, want2);
+	/* ... but not one we do not own, nor a relative one. */
+	setenv("XDG_RUNTIME_DIR", "relative/dir", 1);
+	cr_assert_eq(kvr_default_socket_path(buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, want);
+	unsetenv("XDG_RUNTIME_DIR");
+	rmdir(xdg);
 	cr_expect_eq(kvr_default_socket_path(small, sizeof(small)),
 		     -ENAMETOOLONG);
 	cr_expect_str_eq(small, "keep", "output changed on failure");

@@ -6,8 +6,11 @@
  * the server its own user started with no flags. The segment base name
  * ("kvring-<uid>") is kvr_seg_default_base() in <kvring/segment.h>.
  *
- * This file only computes names. It creates nothing (kvringd creates
- * /run/kvring itself when it runs as root), and it does not read
+ * The socket and its lock live in a runtime directory owned by the
+ * server's uid and writable by nobody else (issue 12: in a shared
+ * directory any local user could take the lock file's name first).
+ * kvr_default_socket_path() only computes names; kvr_runtime_dir_prepare()
+ * (kvringd) creates and checks the directory. Neither reads
  * $KVRING_SOCKET: callers apply their own overrides first.
  */
 #ifndef KVRING_PATHS_H
@@ -17,19 +20,37 @@
 
 /* Directory used for sockets when it exists and the caller may write it. */
 #define KVR_RUN_DIR "/run/kvring"
-/* Prefix of the fallback socket name under /tmp. */
+/* Prefix of the fallback runtime directory under /tmp. */
 #define KVR_SOCKET_PREFIX "kvring-"
+/* The socket's name inside its runtime directory. */
+#define KVR_SOCKET_NAME "kvringd.sock"
 /* sizeof(sockaddr_un.sun_path) on Linux, terminating NUL included. */
 #define KVR_SOCKET_PATH_MAX 108
 
 /*
- * kvr_default_socket_path - the default socket path of the calling uid:
- * KVR_RUN_DIR "/<euid>.sock" when KVR_RUN_DIR is a directory the caller can
- * write and search, else "/tmp/kvring-<euid>.sock".
+ * kvr_default_socket_path - the default socket path of the calling uid,
+ * "<runtime dir>/kvringd.sock", where the runtime directory is the first
+ * of: "$XDG_RUNTIME_DIR/kvring" when $XDG_RUNTIME_DIR is an absolute path
+ * to a directory the caller owns (a login session's private directory);
+ * KVR_RUN_DIR "/<euid>" when it exists, or when KVR_RUN_DIR is a
+ * directory the caller can write and search; else "/tmp/kvring-<euid>".
  * Return: 0 and @buf filled (NUL-terminated), -EINVAL if @buf is NULL,
  * -ENAMETOOLONG if @n is too small (@buf then untouched).
  */
 int kvr_default_socket_path(char *buf, size_t n);
+
+/*
+ * kvr_runtime_dir_prepare - make sure the directory @dir that will hold
+ * kvringd's socket and lock is private to us: create it (mode 0700, or
+ * 0750 with group @gid when @gid != (gid_t)-1) if it does not exist, then
+ * require a real directory (not a symlink) owned by our effective uid that
+ * neither group nor others can write (with @gid, the group may enter it).
+ * Return: 0, or -errno with what was wrong (and what to do) in @why
+ * (NUL-terminated, @why_len bytes): -EPERM for a directory someone else
+ * owns or others can write, -ENOTDIR, or mkdir's error.
+ */
+int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
+			    size_t why_len);
 
 /*
  * kvr_find_kvringd - the kvringd a tool (kvring-stress, kvring-bench)

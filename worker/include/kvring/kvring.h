@@ -117,8 +117,9 @@ struct kvr_client_info {
 KVR_API int kvr_prefault_status(struct kvr_client *c, bool wait,
 				uint64_t *prefault_ns);
 
-/* The default socket path for this uid: /run/kvring/<uid>.sock when
- * /run/kvring is writable, else /tmp/kvring-<uid>.sock (docs/config.md). */
+/* The default socket path for this uid: kvringd.sock in the runtime
+ * directory, $XDG_RUNTIME_DIR/kvring, else /run/kvring/<uid>, else
+ * /tmp/kvring-<uid> (docs/config.md). */
 KVR_API int kvr_default_socket(char *buf, size_t n);
 
 /*

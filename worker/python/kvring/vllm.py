@@ -5,7 +5,7 @@ Load it with::
 
     vllm serve MODEL --kv-transfer-config '{"kv_connector":"KvringConnector",
         "kv_connector_module_path":"kvring.vllm","kv_role":"kv_both",
-        "kv_connector_extra_config":{"kvring_socket":"/run/kvring/0.sock"}}'
+        "kv_connector_extra_config":{"kvring_socket":"/run/kvring/0/kvringd.sock"}}'
 
 Extra config keys (all optional): kvring_socket (default $KVRING_SOCKET or
 the per-uid default), kvring_chunk_tokens (256; a multiple of the block

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: names nobody else can squat (issue 12). A real kvringd with
+ * no --socket puts its socket and lock in a private runtime directory
+ * ($XDG_RUNTIME_DIR/kvring here, made 0700) and refuses one that another
+ * uid owns or others can write; a lock file squatted in /tmp no longer
+ * keeps it from starting; and a /dev/shm segment name held by another uid
+ * makes it fall back to unnamed segments, with a clear log line, instead
+ * of refusing to start. Observed on main: any local user could keep
+ * kvringd from starting by creating /dev/shm/<name>.ctl first or by
+ * taking the flock on <socket>.lock in /tmp. The tests that need another
+ * uid need root and are skipped otherwise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "t_raw.h"
+#include "t_server.h"
+
+#define OTHER_UID 65534u
+
+static struct t_server srv;
+static char xdg[64];
+
+static void rm_rf(const char *path)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	(void)!system(cmd);
+}
+
+static void setup(void)
+{
+	t_server_init(&srv);
+	snprintf(xdg, sizeof(xdg), "/tmp/kvr-rt-XXXXXX");
+	cr_assert_not_null(mkdtemp(xdg));
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	unsetenv("KVRING_SOCKET");
+}
+
+static void teardown(void)
+{
+	if (srv.pid > 0)
+		t_server_stop(&srv);
+	t_server_cleanup(&srv);
+	unsetenv("XDG_RUNTIME_DIR");
+	rm_rf(xdg);
+}
+
+TestSuite(runtime, .init = setup, .fini = teardown, .timeout = 60);
+
+static bool log_says_ready(void *arg)
+{
+	return t_server_log_has(arg, "kvringd ready");
+}
+
+/* kvringd with @extra after --name and a small pool, no --socket. */
+static pid_t spawn_default(const char *const *extra)
+{
+	const char *argv[24] = { "kvringd",	 "--name",   srv.name,
+				 "--pool-size",	 "16M",	     "--no-prefault",
+				 "--huge-pages", "off" };
+	int n = 8;
+
+	for (int i = 0; extra && extra[i] && n < 23; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	return t_server_spawn(&srv, argv);
+}
+
+/* A store and a byte-checked retrieve through the default socket. */
+static void worker_round_trip(const char *sock)
+{
+	struct kvr_client_opts o = { 0 };
+	struct kvr_key k = { 0x1234, 0x5678 };
+	uint64_t sz = 8192;
+	struct kvr_xfer x = { 0 };
+	struct kvr_client *c;
+	char err[256];
+
+	o.socket_path = sock;
+	t_ns_default(&o.ns);
+	o.no_prefault = true;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(kvr_prepare_store(c, &k, &sz, 1, &x), 0);
+	cr_assert_eq(x.nslots, 1);
+	memset(x.slots[0].ptr, 0x77, 8192);
+	cr_assert_eq(kvr_commit_store(c, &x), 0);
+	cr_assert_eq(kvr_prepare_retrieve(c, &k, 1, &x), 0);
+	cr_assert_eq(x.nslots, 1);
+	cr_expect_eq(((unsigned char *)x.slots[0].ptr)[8191], 0x77);
+	cr_expect_eq(kvr_commit_retrieve(c, &x), 0);
+	kvr_close(c);
+}
+
+Test(runtime, default_socket_and_lock_live_in_a_private_runtime_dir)
+{
+	char dir[128], sock[160], lock[170];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
+	snprintf(sock, sizeof(sock), "%s/kvringd.sock", dir);
+	snprintf(lock, sizeof(lock), "%s.lock", sock);
+	srv.pid = spawn_default(NULL);
+	cr_assert(t_wait_until(log_says_ready, &srv, 10000), "not started");
+	cr_assert_eq(lstat(dir, &st), 0);
+	cr_expect(S_ISDIR(st.st_mode));
+	cr_expect_eq(st.st_mode & 07777, 0700, "mode %o", st.st_mode & 07777);
+	cr_expect_eq(st.st_uid, geteuid());
+	cr_expect_eq(lstat(sock, &st), 0, "no socket at %s", sock);
+	cr_expect_eq(lstat(lock, &st), 0, "no lock at %s", lock);
+	/* A worker with no socket configured finds it. */
+	worker_round_trip(NULL);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
+{
+	char dir[128];
+	int st;
+
+	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	cr_assert_eq(chmod(dir, 0777), 0);
+	srv.pid = spawn_default(NULL);
+	st = t_server_wait_exit(srv.pid, t_timeout_ms(10000));
+	srv.pid = 0;
+	cr_expect_eq(st, 1, "started in a world-writable runtime dir: %d", st);
+	cr_expect(t_server_log_has(&srv, "writable by nobody else"));
+	if (geteuid() != 0)
+		return;
+	cr_assert_eq(chmod(dir, 0700), 0);
+	cr_assert_eq(chown(dir, OTHER_UID, OTHER_UID), 0);
+	srv.pid = spawn_default(NULL);
+	st = t_server_wait_exit(srv.pid, t_timeout_ms(10000));
+	srv.pid = 0;
+	cr_expect_eq(st, 1, "started in another uid's runtime dir: %d", st);
+	cr_expect(t_server_log_has(&srv, "owned by uid 65534"));
+}
+
+/*
+ * The /tmp attack of the old default (/tmp/kvring-<uid>.sock and its
+ * lock): a server running as OTHER_UID, with no runtime directory of its
+ * own, while someone holds the flock on /tmp/kvring-65534.sock.lock.
+ */
+Test(runtime, regress_12_squatted_lock_in_tmp_does_not_keep_the_server_down)
+{
+	const char *old_lock = "/tmp/kvring-65534.sock.lock";
+	const char *argv[] = { t_server_bin(), "--name",	 srv.name,
+			       "--pool-size",  "16M",		 "--no-prefault",
+			       "--huge-pages", "off",		 NULL };
+	gid_t g = OTHER_UID;
+	pid_t pid;
+	int fd, st;
+
+	if (geteuid() != 0)
+		cr_skip("needs root to run kvringd as another uid");
+	if (access("/tmp/kvring-65534", F_OK) == 0)
+		cr_skip("/tmp/kvring-65534 exists (a uid 65534 server?)");
+	fd = open(old_lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0, "lock %s", old_lock);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int lfd = open(srv.log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+
+		if (lfd >= 0)
+			dup2(lfd, 2);
+		unsetenv("XDG_RUNTIME_DIR");
+		if (setgroups(1, &g) < 0 || setgid(OTHER_UID) < 0 ||
+		    setuid(OTHER_UID) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	srv.pid = pid;
+	cr_expect(t_wait_until(log_says_ready, &srv, 10000),
+		  "kvringd as uid %u did not start beside a squatted lock",
+		  OTHER_UID);
+	st = t_server_stop(&srv);
+	cr_expect_eq(st, 0, "exit %d", st);
+	close(fd);
+	unlink(old_lock);
+	rm_rf("/tmp/kvring-65534");
+}
+
+/* Another uid created our segment names under /dev/shm first. */
+Test(runtime, regress_12_squatted_segment_name_falls_back_to_unnamed_segments)
+{
+	char ctl[160], pool[160];
+	struct stat before, after;
+	int fd, st;
+
+	if (geteuid() != 0)
+		cr_skip("needs root to create a file as another uid");
+	snprintf(ctl, sizeof(ctl), "/dev/shm/%s.ctl", srv.name);
+	snprintf(pool, sizeof(pool), "/dev/shm/%s.pool", srv.name);
+	fd = open(ctl, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
+	close(fd);
+	cr_assert_eq(stat(ctl, &before), 0);
+	{
+		const char *extra[] = { "--socket", srv.sock, NULL };
+
+		srv.pid = spawn_default(extra);
+	}
+	cr_expect(t_wait_until(log_says_ready, &srv, 10000),
+		  "kvringd did not start beside a squatted segment name");
+	cr_expect(t_server_log_has(&srv, "is held by uid 65534"),
+		  "no clear line about the squatted name");
+	if (srv.pid > 0 && t_server_log_has(&srv, "kvringd ready"))
+		worker_round_trip(srv.sock);
+	st = t_server_stop(&srv);
+	cr_expect_eq(st, 0, "exit %d", st);
+	/* The squatter's file is not ours: left as it was. */
+	cr_assert_eq(stat(ctl, &after), 0, "the squatter's file was removed");
+	cr_expect_eq(before.st_ino, after.st_ino);
+	cr_expect_neq(access(pool, F_OK), 0, "a named pool was left behind");
+	unlink(ctl);
+}
