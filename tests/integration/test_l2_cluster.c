@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_l2_cluster.c - kvringd's L2 tier against a real 3-master Redis
+ * Cluster started by the test (tests/support/t_redis.c: redis-server
+ * --cluster-enabled yes on checked-free loopback ports, redis-cli
+ * --cluster create): chunks spread over every master and read through by
+ * a second kvringd ("two hosts on one machine", 4k tokens, every byte
+ * checked), one master killed mid-traffic and restarted, and a slot
+ * migrated under the servers' feet (ASK while it moves, MOVED after).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "t_redis.h"
+#include "worker_srv.h"
+
+#define CHUNK (32u << 10)
+
+#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
+
+static struct t_cluster cl;
+static bool cl_up;
+static struct wsrv s1, s2, s3;
+
+static void setup(void)
+{
+	if (!t_redis_available())
+		cr_skip_test("redis-server/redis-cli not installed "
+			     "(scripts/setup.sh deps installs them)");
+	t_cluster_start(&cl);
+	cl_up = true;
+}
+
+static void teardown(void)
+{
+	struct wsrv *all[] = {&s1, &s2, &s3};
+
+	for (int i = 0; i < 3; i++) {
+		if (all[i]->pid)
+			wsrv_stop(all[i]);
+		wsrv_cleanup(all[i]);
+	}
+	if (cl_up)
+		t_cluster_stop(&cl);
+}
+
+TestSuite(l2_cluster, .init = setup, .fini = teardown, .timeout = 90);
+
+static void start_l2(struct wsrv *s, const char *const *more)
+{
+	const char *args[32] = {"--pool-size",	  "64M",  "--allow-root",
+				"--heartbeat-ms", "50",	  "--log-level",
+				"info",		  "--l2", cl.url,
+				"--l2-io-ms",	  "500"};
+	int n = 11;
+
+	wsrv_init(s, "64M");
+	for (int i = 0; more && more[i] && n < 30; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	t_server_start(&s->t, args);
+	s->pid = s->t.pid;
+}
+
+static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
+{
+	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
+	struct kvr_key *k = calloc(n, sizeof(*k));
+
+	cr_assert(t && k);
+	wsrv_tokens(r, t, (size_t)n * 16);
+	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
+	free(t);
+	return k;
+}
+
+static void wait_uploaded(struct wsrv *s, uint64_t n)
+{
+	for (int i = 0; i < 500; i++) {
+		if (T_L2(&s->t, up_chunks) + T_L2(&s->t, up_exists) +
+			    T_L2(&s->t, up_failed) >=
+			n &&
+		    T_L2(&s->t, queue_depth) == 0)
+			return;
+		wsrv_sleep_ms(10);
+	}
+	cr_assert_fail("uploads: %llu done, %llu failed (want %llu)",
+		       (unsigned long long)T_L2(&s->t, up_chunks),
+		       (unsigned long long)T_L2(&s->t, up_failed),
+		       (unsigned long long)n);
+}
+
+/* The Redis key of chunk key @k (found by its hex, fingerprint opaque). */
+static void redis_key_of(const struct kvr_key *k, char *out, size_t n)
+{
+	char pat[64], buf[2048];
+
+	snprintf(pat, sizeof(pat), "*:%016llx%016llx",
+		 (unsigned long long)k->hi, (unsigned long long)k->lo);
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		t_redis_cli(&cl.node[i], buf, sizeof(buf),
+			    "--scan --pattern '%s'", pat);
+		if (buf[0] && strlen(buf) < n) {
+			memcpy(out, buf, strlen(buf) + 1);
+			return;
+		}
+	}
+	cr_assert_fail("key %s on no node", pat);
+}
+
+Test(l2_cluster, two_hosts_share_a_4k_token_request_through_the_cluster)
+{
+	/* 4096 tokens of 16-token chunks: 256 chunks. */
+	const uint32_t n = 256;
+	struct kvr_client *c1, *c2;
+	struct kvr_key *k;
+	long per[T_CLUSTER_N], sum = 0, hits;
+	bool pending = true;
+
+	start_l2(&s1, NULL);
+	start_l2(&s2, NULL);
+	c1 = wsrv_connect(&s1, 0, 5000);
+	k = keys_for(c1, 1, n);
+	for (uint32_t i = 0; i < n; i += 64)
+		cr_assert_eq(wsrv_store(c1, k + i, 64, CHUNK), 64);
+	wait_uploaded(&s1, n);
+	cr_expect_eq(T_L2(&s1.t, up_chunks), n, "failed %llu",
+		     (unsigned long long)T_L2(&s1.t, up_failed));
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		per[i] = t_redis_int(&cl.node[i], "DBSIZE");
+		cr_expect_gt(per[i], 0, "node %d holds no chunk", i);
+		sum += per[i];
+	}
+	cr_expect_eq(sum, (long)n);
+	cr_expect_geq(T_L2(&s1.t, slot_refresh), 1);
+	cr_expect_eq(T_L2(&s1.t, nodes), 3);
+
+	c2 = wsrv_connect(&s2, 0, 10000);
+	cr_expect_eq(kvr_lookup(c2, k, n, NULL), 0);
+	hits = kvr_lookup_l2(c2, k, n, NULL, &pending);
+	if (pending) /* a slow machine: the loads finish after the answer */
+		for (int i = 0; i < 100 && hits < (long)n; i++) {
+			wsrv_sleep_ms(20);
+			hits = kvr_lookup_l2(c2, k, n, NULL, &pending);
+		}
+	cr_assert_eq(hits, (long)n, "hits %ld: %s", hits,
+		     kvr_client_errmsg(c2));
+	/* Every byte of every chunk, as server 1's worker wrote it. */
+	for (uint32_t i = 0; i < n; i += 64)
+		cr_expect_eq(wsrv_retrieve_check(c2, k + i, 64, CHUNK), 64);
+	cr_expect_eq(T_L2(&s2.t, down_chunks), n);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
+	kvr_close(c1);
+	kvr_close(c2);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+/* The published state of the node at 127.0.0.1:@port (0 if not shown). */
+static uint32_t node_state(struct wsrv *s, int port)
+{
+	char addr[48];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++)
+		if (strcmp(s->t.hdr->l2.node[i].addr, addr) == 0)
+			return T_L2(&s->t, node[i].state);
+	return 0;
+}
+
+Test(l2_cluster, node_killed_mid_traffic_then_back)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	uint32_t r = 100;
+
+	start_l2(&s1, NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = keys_for(c, 2, 32);
+	cr_assert_eq(wsrv_store(c, k, 32, CHUNK), 32);
+	wait_uploaded(&s1, 32);
+	t_redis_kill(&cl.node[1]);
+	/* Traffic goes on: L1 serves, uploads to the dead master fail. */
+	for (uint32_t i = 0; i < 4; i++) {
+		struct kvr_key *kn = keys_for(c, 10 + i, 16);
+
+		cr_assert_eq(wsrv_store(c, kn, 16, CHUNK), 16);
+		cr_expect_eq(kvr_lookup(c, kn, 16, NULL), 16);
+		free(kn);
+	}
+	wait_uploaded(&s1, 32 + 64);
+	cr_expect_gt(T_L2(&s1.t, up_failed), 0);
+	cr_expect_gt(T_L2(&s1.t, up_chunks), 32,
+		     "the live masters still "
+		     "take their share");
+	cr_expect(t_server_log_has(&s1.t, "down ("));
+	cr_expect_eq(kvr_lookup(c, k, 32, NULL), 32);
+
+	cr_expect_eq(node_state(&s1, cl.node[1].port), 2, "marked down");
+
+	t_redis_restart(&cl.node[1]);
+	/* Once its backoff runs out the node is used again: new commits
+	 * upload without a failure. */
+	for (int i = 0; i < 60; i++) {
+		struct kvr_key *kn = keys_for(c, r++, 8);
+		uint64_t f0 = T_L2(&s1.t, up_failed);
+
+		cr_assert_eq(wsrv_store(c, kn, 8, CHUNK), 8);
+		free(kn);
+		wait_uploaded(&s1, 0);
+		if (node_state(&s1, cl.node[1].port) == 1 &&
+		    T_L2(&s1.t, up_failed) == f0)
+			break;
+		wsrv_sleep_ms(100);
+	}
+	cr_expect_eq(node_state(&s1, cl.node[1].port), 1, "up again");
+	cr_expect(t_server_log_has(&s1.t, " up"));
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+/* CLUSTER MYID of node i. */
+static void node_id(int i, char *out, size_t n)
+{
+	t_redis_cli(&cl.node[i], out, n, "CLUSTER MYID");
+	cr_assert(strlen(out) == 40, "node id '%s'", out);
+}
+
+Test(l2_cluster, slot_migrated_mid_run_is_followed_by_ask_then_moved)
+{
+	struct kvr_client *c1, *c2, *c3;
+	struct kvr_key *k, *warm;
+	char key[160], src_id[64], dst_id[64], out[256];
+	long slot, hits;
+	int src, dst;
+
+	start_l2(&s1, NULL);
+	start_l2(&s2, NULL);
+	start_l2(&s3, NULL);
+	c1 = wsrv_connect(&s1, 0, 5000);
+	c2 = wsrv_connect(&s2, 0, 5000);
+	c3 = wsrv_connect(&s3, 0, 5000);
+	k = keys_for(c1, 3, 8);
+	cr_assert_eq(wsrv_store(c1, k, 8, CHUNK), 8);
+	wait_uploaded(&s1, 8);
+	/* s2 and s3 load their slot maps now, before the move. */
+	warm = keys_for(c2, 4, 1);
+	cr_expect_eq(kvr_lookup_l2(c2, warm, 1, NULL, NULL), 0);
+	cr_expect_eq(kvr_lookup_l2(c3, warm, 1, NULL, NULL), 0);
+
+	redis_key_of(&k[0], key, sizeof(key));
+	slot = t_redis_int(&cl.node[0], "CLUSTER KEYSLOT %s", key);
+	src = t_cluster_node_of(&cl, key);
+	cr_assert_geq(src, 0);
+	dst = (src + 1) % T_CLUSTER_N;
+	node_id(src, src_id, sizeof(src_id));
+	node_id(dst, dst_id, sizeof(dst_id));
+	/* Half-way: the key already moved, the slot is still the source's,
+	 * so the source answers ASK. */
+	t_redis_cli(&cl.node[dst], out, sizeof(out),
+		    "CLUSTER SETSLOT %ld IMPORTING %s", slot, src_id);
+	t_redis_cli(&cl.node[src], out, sizeof(out),
+		    "CLUSTER SETSLOT %ld MIGRATING %s", slot, dst_id);
+	t_redis_cli(&cl.node[src], out, sizeof(out),
+		    "MIGRATE 127.0.0.1 %d %s 0 5000", cl.node[dst].port, key);
+	cr_assert_str_eq(out, "OK", "MIGRATE: %s", out);
+	hits = kvr_lookup_l2(c3, k, 8, NULL, NULL);
+	cr_expect_eq(hits, 8, "hits %ld during the migration", hits);
+	cr_expect_geq(T_L2(&s3.t, ask), 1);
+	cr_expect_eq(wsrv_retrieve_check(c3, k, 8, CHUNK), 8);
+
+	/* Done: every node says the slot is the destination's; s2's map
+	 * still says source, which now answers MOVED. */
+	for (int i = 0; i < T_CLUSTER_N; i++)
+		t_redis_cli(&cl.node[i], out, sizeof(out),
+			    "CLUSTER SETSLOT %ld NODE %s", slot, dst_id);
+	hits = kvr_lookup_l2(c2, k, 8, NULL, NULL);
+	cr_expect_eq(hits, 8, "hits %ld after the migration", hits);
+	cr_expect_geq(T_L2(&s2.t, moved), 1);
+	cr_expect_eq(wsrv_retrieve_check(c2, k, 8, CHUNK), 8);
+	kvr_close(c1);
+	kvr_close(c2);
+	kvr_close(c3);
+	cr_expect_eq(wsrv_stop(&s3), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	free(k);
+	free(warm);
+}
