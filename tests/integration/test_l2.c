@@ -175,6 +175,43 @@ Test(l2, uploads_every_committed_chunk_with_a_header)
 	free(k);
 }
 
+/* Whether `kvring-inspect --name NAME @mode` prints a line holding @s. */
+static bool inspect_has(struct wsrv *s, const char *mode, const char *needle)
+{
+	char cmd[512], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s %s",
+		 KVR_BIN_DIR, s->t.name, mode);
+	f = popen(cmd, "r");
+	cr_assert(f, "popen %s", cmd);
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, needle) != NULL;
+	pclose(f);
+	return found;
+}
+
+Test(l2, inspector_and_prometheus_show_the_tier)
+{
+	char want[96];
+	struct kvr_key *k;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	k = store_on_s1(30, 3);
+	cr_expect(inspect_has(&s1, "", "l2.mode=redis"));
+	cr_expect(inspect_has(&s1, "", "l2.upload_chunks=3"));
+	snprintf(want, sizeof(want), "l2.nodes.0.addr=127.0.0.1:%d", rds.port);
+	cr_expect(inspect_has(&s1, "", want));
+	cr_expect(inspect_has(&s1, "", "l2.nodes.0.state=up"));
+	cr_expect(inspect_has(&s1, "--prometheus",
+			      "kvring_l2_chunks_total{direction=\"up\"} 3"));
+	cr_expect(inspect_has(&s1, "--prometheus",
+			      "kvring_l2_errors_total{kind=\"oom\"} 0"));
+	free(k);
+}
+
 Test(l2, second_server_reads_every_chunk_through_l2)
 {
 	struct kvr_client *c;
@@ -474,4 +511,30 @@ Test(l2, worker_killed_while_lookup_waits_on_l2_leaks_nothing)
 	/* Exit 0 means the self-check found no pin, lease or reservation. */
 	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
 	free(k);
+}
+
+Test(l2, demo_second_host_gets_every_chunk_through_l2)
+{
+	char cmd[768], line[512];
+	bool ok = false, through = false;
+	FILE *f;
+	int st;
+
+	redis_up(NULL);
+	start_l2(&s1, url, NULL);
+	start_l2(&s2, url, NULL);
+	/* 16 chunks x 256 tokens: a 4k-token request, 2 layers. */
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/kvring-demo -s %s -P %s -l 2 2>&1", KVR_BIN_DIR,
+		 s1.sock, s2.sock);
+	f = popen(cmd, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f)) {
+		through |= strstr(line, "16 through L2") != NULL;
+		ok |= strstr(line, "second host verify: all") != NULL;
+	}
+	st = pclose(f);
+	cr_expect_eq(st, 0, "kvring-demo exit status %d", st);
+	cr_expect(through && ok);
+	cr_expect_eq(T_L2(&s2.t, down_chunks), 16);
 }

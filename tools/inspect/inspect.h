@@ -234,6 +234,21 @@ struct ins_chan_snap {
  * from ins_chan_alloc() that the caller frees (ins_snap_take() keeps the
  * pointer and overwrites the rest).
  */
+/* The control header's l2 section (l2.c), mode 0 without --l2. */
+#define INS_L2_ERRS 6
+struct ins_l2_snap {
+	uint32_t mode, nodes;
+	uint64_t queue_depth, drops, up_chunks, up_bytes, up_exists, up_failed;
+	uint64_t down_chunks, down_bytes, hits, misses, holes, corrupt, deleted;
+	uint64_t rt_lookups, rt_deadline, moved, ask, slot_refresh;
+	uint64_t state_changes, errors[INS_L2_ERRS];
+	struct {
+		char addr[49];
+		uint32_t state;
+		uint64_t errors;
+	} node[KVR_L2_SHM_NODES];
+};
+
 struct ins_snap {
 	uint64_t mono_ns, real_ns; /* when it was taken */
 	int32_t pid;
@@ -266,6 +281,7 @@ struct ins_snap {
 	struct kvr_hist_snap lat[KVR_HIST_GOPS];
 	uint32_t nns; /* entries of ns[] in use */
 	struct ins_ns_snap ns[KVR_NS_OBS_MAX];
+	struct ins_l2_snap l2;
 };
 
 struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a);
@@ -310,6 +326,10 @@ int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 /* overview.c: the default output, also each --watch frame. */
 void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 		       const struct ins_snap *s, const struct ins_snap *prev);
+/* l2.c: the L2 section: snapshot, overview object, Prometheus families. */
+void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *out);
+void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l);
+void ins_l2_prom(FILE *f, const struct ins_l2_snap *l);
 /* prom.c: --prometheus. */
 void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 		   const struct ins_snap *s);

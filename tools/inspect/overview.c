@@ -245,6 +245,7 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 	emit_server(&e, t, s);
 	ins_obs_emit_server(&e, s, prev);
 	emit_rates(&e, s, prev);
+	ins_l2_emit(&e, &s->l2);
 	ins_em_arr(&e, "channels");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];

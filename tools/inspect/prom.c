@@ -369,6 +369,7 @@ void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 {
 	prom_server_info(f, t, s);
 	prom_server(f, s);
+	ins_l2_prom(f, &s->l2);
 	prom_channels(f, s, all);
 	prom_ops(f, s, all);
 	prom_rings(f, s, all, "kvring_channel_ring_capacity_bytes", "gauge",

@@ -217,6 +217,7 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	s->heartbeat_ns = LD(h->heartbeat_ns);
 	s->state = LD(h->state);
 	snap_gstats(s, &h->stats);
+	ins_l2_snap(h, &s->l2);
 	if (a->geom_ok) {
 		s->nchan = a->g.max_channels;
 		for (uint32_t i = 0; i < s->nchan; i++)

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * l2.c - kvring-inspect's view of the L2 tier (docs/l2.md): the copy of
+ * the control header's l2 section into the snapshot, its key=value/JSON
+ * object in the overview ("l2"), and its Prometheus families (kvring_l2_*).
+ * Read-only like the rest of the tool; addresses are cleaned before they
+ * are printed (the section is server-written, but the file is shared).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "inspect.h"
+
+#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static const char *const err_names[INS_L2_ERRS] = {
+	"connect", "io", "proto", "oom", "server", "redirect",
+};
+
+void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *o)
+{
+	const struct kvr_l2stats_shm *l = &h->l2;
+
+	/* Relaxed: each counter stands alone (layout.h). */
+	o->mode = LD(l->mode);
+	o->nodes = LD(l->nodes);
+	o->queue_depth = LD(l->queue_depth);
+	o->drops = LD(l->drops);
+	o->up_chunks = LD(l->up_chunks);
+	o->up_bytes = LD(l->up_bytes);
+	o->up_exists = LD(l->up_exists);
+	o->up_failed = LD(l->up_failed);
+	o->down_chunks = LD(l->down_chunks);
+	o->down_bytes = LD(l->down_bytes);
+	o->hits = LD(l->hits);
+	o->misses = LD(l->misses);
+	o->holes = LD(l->holes);
+	o->corrupt = LD(l->corrupt);
+	o->deleted = LD(l->deleted);
+	o->rt_lookups = LD(l->rt_lookups);
+	o->rt_deadline = LD(l->rt_deadline);
+	o->moved = LD(l->moved);
+	o->ask = LD(l->ask);
+	o->slot_refresh = LD(l->slot_refresh);
+	o->state_changes = LD(l->state_changes);
+	for (int i = 0; i < INS_L2_ERRS; i++)
+		o->errors[i] = LD(l->errors[i]);
+	for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++) {
+		ins_copy_clean(o->node[i].addr, sizeof(o->node[i].addr),
+			       l->node[i].addr, sizeof(l->node[i].addr));
+		o->node[i].state = LD(l->node[i].state);
+		o->node[i].errors = LD(l->node[i].errors);
+	}
+}
+
+static const char *mode_name(uint32_t m)
+{
+	switch (m) {
+	case 0:
+		return "off";
+	case 1:
+		return "redis";
+	case 2:
+		return "unix";
+	case 3:
+		return "cluster";
+	default:
+		return "?";
+	}
+}
+
+static const char *state_name(uint32_t s)
+{
+	return s == 1 ? "up" : s == 2 ? "down" : "unused";
+}
+
+void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l)
+{
+	ins_em_obj(e, "l2");
+	ins_em_str(e, "mode", mode_name(l->mode));
+	if (l->mode) {
+		ins_em_u64(e, "queue_depth", l->queue_depth);
+		ins_em_u64(e, "drops", l->drops);
+		ins_em_u64(e, "upload_chunks", l->up_chunks);
+		ins_em_u64(e, "upload_bytes", l->up_bytes);
+		ins_em_u64(e, "upload_skipped_present", l->up_exists);
+		ins_em_u64(e, "upload_failed", l->up_failed);
+		ins_em_u64(e, "load_chunks", l->down_chunks);
+		ins_em_u64(e, "load_bytes", l->down_bytes);
+		ins_em_u64(e, "hits", l->hits);
+		ins_em_u64(e, "misses", l->misses);
+		ins_em_u64(e, "holes", l->holes);
+		ins_em_u64(e, "corrupt", l->corrupt);
+		ins_em_u64(e, "corrupt_deleted", l->deleted);
+		ins_em_u64(e, "read_through_lookups", l->rt_lookups);
+		ins_em_u64(e, "read_through_deadline", l->rt_deadline);
+		ins_em_u64(e, "moved", l->moved);
+		ins_em_u64(e, "ask", l->ask);
+		ins_em_u64(e, "slot_refresh", l->slot_refresh);
+		ins_em_u64(e, "node_state_changes", l->state_changes);
+		ins_em_obj(e, "errors");
+		for (int i = 0; i < INS_L2_ERRS; i++)
+			ins_em_u64(e, err_names[i], l->errors[i]);
+		ins_em_end(e);
+		ins_em_u64(e, "nodes_known", l->nodes);
+		ins_em_arr(e, "nodes");
+		for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++) {
+			if (!l->node[i].addr[0])
+				continue;
+			ins_em_item(e, i);
+			ins_em_str(e, "addr", l->node[i].addr);
+			ins_em_str(e, "state", state_name(l->node[i].state));
+			ins_em_u64(e, "errors", l->node[i].errors);
+			ins_em_end(e);
+		}
+		ins_em_end(e);
+	}
+	ins_em_end(e);
+}
+
+static void head(FILE *f, const char *name, const char *type,
+		 const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void one(FILE *f, const char *name, const char *type,
+		const char *help, uint64_t v)
+{
+	head(f, name, type, help);
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+/* A counter with a direction label: up (to Redis) and down (from it). */
+static void dir(FILE *f, const char *name, const char *help, uint64_t up,
+		uint64_t down)
+{
+	head(f, name, "counter", help);
+	fprintf(f, "%s{direction=\"up\"} %" PRIu64 "\n", name, up);
+	fprintf(f, "%s{direction=\"down\"} %" PRIu64 "\n", name, down);
+}
+
+void ins_l2_prom(FILE *f, const struct ins_l2_snap *l)
+{
+	one(f, "kvring_l2_enabled", "gauge",
+	    "1 if kvringd runs with --l2 (mode: 1 redis, 2 unix, 3 cluster).",
+	    l->mode != 0);
+	if (!l->mode)
+		return;
+	one(f, "kvring_l2_mode", "gauge", "1 redis, 2 unix, 3 cluster.",
+	    l->mode);
+	one(f, "kvring_l2_queue_depth", "gauge",
+	    "L2 jobs queued or running.", l->queue_depth);
+	one(f, "kvring_l2_drops_total", "counter",
+	    "Chunks not uploaded because the upload queue was full.",
+	    l->drops);
+	dir(f, "kvring_l2_chunks_total",
+	    "Chunks uploaded (up) and loaded and verified (down).",
+	    l->up_chunks, l->down_chunks);
+	dir(f, "kvring_l2_bytes_total", "Payload bytes per direction.",
+	    l->up_bytes, l->down_bytes);
+	one(f, "kvring_l2_upload_skipped_total", "counter",
+	    "Uploads skipped: EXISTS said the chunk is in L2.", l->up_exists);
+	one(f, "kvring_l2_upload_failed_total", "counter",
+	    "Uploads that failed (node down, -OOM, I/O).", l->up_failed);
+	one(f, "kvring_l2_hits_total", "counter",
+	    "Read-through keys found in L2.", l->hits);
+	one(f, "kvring_l2_misses_total", "counter",
+	    "Read-throughs that ended on a key L2 lacks.", l->misses);
+	one(f, "kvring_l2_holes_total", "counter",
+	    "Read-throughs that ended on a hole (L2 had later keys).",
+	    l->holes);
+	one(f, "kvring_l2_corrupt_total", "counter",
+	    "Values that failed a check (never served; deleted).",
+	    l->corrupt);
+	one(f, "kvring_l2_read_through_total", "counter",
+	    "Lookups that waited on L2.", l->rt_lookups);
+	one(f, "kvring_l2_deadline_total", "counter",
+	    "Read-through lookups answered at the deadline (ask again).",
+	    l->rt_deadline);
+	head(f, "kvring_l2_redirects_total", "counter",
+	     "Redis Cluster redirects followed, by kind.");
+	fprintf(f, "kvring_l2_redirects_total{kind=\"moved\"} %" PRIu64 "\n",
+		l->moved);
+	fprintf(f, "kvring_l2_redirects_total{kind=\"ask\"} %" PRIu64 "\n",
+		l->ask);
+	head(f, "kvring_l2_errors_total", "counter", "L2 errors by kind.");
+	for (int i = 0; i < INS_L2_ERRS; i++)
+		fprintf(f, "kvring_l2_errors_total{kind=\"%s\"} %" PRIu64 "\n",
+			err_names[i], l->errors[i]);
+	head(f, "kvring_l2_node_up", "gauge",
+	     "1 if the node is up, 0 if down (first 4 nodes).");
+	for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++)
+		if (l->node[i].addr[0])
+			fprintf(f, "kvring_l2_node_up{node=\"%s\"} %d\n",
+				l->node[i].addr, l->node[i].state == 1);
+}
