@@ -34,6 +34,7 @@ int bench_attach_main(int argc, char **argv) BENCH_WEAK;
 int bench_hist_main(int argc, char **argv) BENCH_WEAK;
 int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
 int bench_kv_main(int argc, char **argv) BENCH_WEAK;
+int bench_l2_main(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
     {"ring", "SPSC ring round trip and one-way throughput vs cache-line floors",
@@ -55,6 +56,8 @@ static const struct bench_scenario scenarios[] = {
      bench_kv_main},
     {"hist", "latency histograms on vs off: hot RTT p50, pipelined ops/s",
      bench_hist_main},
+    {"l2", "L2 tier on a private redis-server vs a plain pipelined client",
+     bench_l2_main},
     {"all", "every scenario in one run", bench_all_main},
 };
 

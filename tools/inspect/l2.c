@@ -14,7 +14,7 @@
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
 static const char *const err_names[INS_L2_ERRS] = {
-	"connect", "io", "proto", "oom", "server", "redirect",
+    "connect", "io", "proto", "oom", "server", "redirect",
 };
 
 void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *o)
@@ -118,14 +118,13 @@ void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l)
 	ins_em_end(e);
 }
 
-static void head(FILE *f, const char *name, const char *type,
-		 const char *help)
+static void head(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void one(FILE *f, const char *name, const char *type,
-		const char *help, uint64_t v)
+static void one(FILE *f, const char *name, const char *type, const char *help,
+		uint64_t v)
 {
 	head(f, name, type, help);
 	fprintf(f, "%s %" PRIu64 "\n", name, v);
@@ -149,11 +148,10 @@ void ins_l2_prom(FILE *f, const struct ins_l2_snap *l)
 		return;
 	one(f, "kvring_l2_mode", "gauge", "1 redis, 2 unix, 3 cluster.",
 	    l->mode);
-	one(f, "kvring_l2_queue_depth", "gauge",
-	    "L2 jobs queued or running.", l->queue_depth);
+	one(f, "kvring_l2_queue_depth", "gauge", "L2 jobs queued or running.",
+	    l->queue_depth);
 	one(f, "kvring_l2_drops_total", "counter",
-	    "Chunks not uploaded because the upload queue was full.",
-	    l->drops);
+	    "Chunks not uploaded because the upload queue was full.", l->drops);
 	dir(f, "kvring_l2_chunks_total",
 	    "Chunks uploaded (up) and loaded and verified (down).",
 	    l->up_chunks, l->down_chunks);
@@ -171,8 +169,7 @@ void ins_l2_prom(FILE *f, const struct ins_l2_snap *l)
 	    "Read-throughs that ended on a hole (L2 had later keys).",
 	    l->holes);
 	one(f, "kvring_l2_corrupt_total", "counter",
-	    "Values that failed a check (never served; deleted).",
-	    l->corrupt);
+	    "Values that failed a check (never served; deleted).", l->corrupt);
 	one(f, "kvring_l2_read_through_total", "counter",
 	    "Lookups that waited on L2.", l->rt_lookups);
 	one(f, "kvring_l2_deadline_total", "counter",

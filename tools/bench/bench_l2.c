@@ -1,0 +1,723 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_l2.c - the l2 scenario of kvring-bench: kvringd's L2 tier
+ * (docs/l2.md) against a private redis-server this bench starts on a free
+ * loopback port, beside a plain client in the same run. For 2, 8 and
+ * 32 MiB chunks:
+ *
+ *   upload         a worker commits N chunks on server A; time until A's
+ *                  write-behind reports them all in Redis, against the
+ *                  plain client's pipelined EXISTS + SET of the same bytes
+ *                  to the same server (ratio_to_plain_client);
+ *   read_through   server B answers a lookup_l2 of those N chunks (probe,
+ *                  GET into its pool, verify, publish), against the plain
+ *                  client's pipelined GET of the same keys into a buffer;
+ *
+ * then the hot round trip (kvr_ping p50) on server A while an upload
+ * flows, against idle, and a read-through lookup of 16 chunks against a
+ * lookup that hits L1 on the same server.
+ *
+ * The plain client is written here (no hiredis on purpose, see docs/l2.md):
+ * one pipeline per batch, the way kvringd's lanes send one. Chunk bytes
+ * are checked after every read-through: a mismatch exits 1; slow figures
+ * never do. The machine is shared and has 2 cores: read the figures as
+ * same-run ratios, not absolutes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/kvring.h>
+#include <kvring/layout.h>
+
+#include "bench_common.h"
+#include "bench_server.h"
+#include "l2.h"
+
+int bench_l2_main(int argc, char **argv);
+
+#define BATCH_BYTES (256ull << 20) /* bytes per size and round */
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- a private redis-server ---- */
+
+struct redis {
+	pid_t pid;
+	int port;
+	char dir[64];
+};
+
+static bool port_free(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static int tcp_connect(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int redis_start(struct redis *r)
+{
+	char port[16];
+
+	snprintf(r->dir, sizeof(r->dir), "/tmp/kvrb-redis-XXXXXX");
+	if (!mkdtemp(r->dir))
+		return -errno;
+	for (r->port = 26000 + (int)(getpid() % 3000); !port_free(r->port);)
+		r->port++;
+	snprintf(port, sizeof(port), "%d", r->port);
+	r->pid = fork();
+	if (r->pid == 0) {
+		int dn = open("/dev/null", O_WRONLY);
+
+		dup2(dn, 1);
+		execlp("redis-server", "redis-server", "--port", port, "--bind",
+		       "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+		       r->dir, "--protected-mode", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 400; i++) {
+		int fd = tcp_connect(r->port);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		sleep_ms(10);
+	}
+	fprintf(stderr, "kvring-bench l2: redis-server did not start (is "
+			"redis-server installed? scripts/setup.sh deps)\n");
+	return -ENOENT;
+}
+
+static void redis_stop(struct redis *r)
+{
+	char cmd[128];
+	int st;
+
+	if (r->pid > 0) {
+		kill(r->pid, SIGTERM);
+		waitpid(r->pid, &st, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "kvring-bench l2: could not remove %s\n",
+			r->dir);
+}
+
+/* ---- the plain pipelined client ---- */
+
+struct plain {
+	int fd;
+	char *buf;
+	size_t cap, r, w;
+};
+
+static int plain_fill(struct plain *p)
+{
+	ssize_t n;
+
+	if (p->r == p->w)
+		p->r = p->w = 0;
+	if (p->w == p->cap) {
+		memmove(p->buf, p->buf + p->r, p->w - p->r);
+		p->w -= p->r;
+		p->r = 0;
+	}
+	n = recv(p->fd, p->buf + p->w, p->cap - p->w, 0);
+	if (n <= 0)
+		return -EIO;
+	p->w += (size_t)n;
+	return 0;
+}
+
+static int plain_line(struct plain *p, struct kvr_l2_rline *l)
+{
+	for (;;) {
+		long u = kvr_l2_resp_line(p->buf + p->r, p->w - p->r, l);
+
+		if (u > 0) {
+			p->r += (size_t)u;
+			return 0;
+		}
+		if (u != -EAGAIN || plain_fill(p) < 0)
+			return -EIO;
+	}
+}
+
+static int plain_read(struct plain *p, char *dst, size_t n)
+{
+	size_t take = p->w - p->r < n ? p->w - p->r : n;
+
+	memcpy(dst, p->buf + p->r, take);
+	p->r += take;
+	for (size_t got = take; got < n;) {
+		ssize_t k = recv(p->fd, dst + got, n - got, MSG_WAITALL);
+
+		if (k <= 0)
+			return -EIO;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+static int write_all(int fd, struct iovec *iov, int cnt)
+{
+	while (cnt > 0) {
+		ssize_t w = writev(fd, iov, cnt > 512 ? 512 : cnt);
+
+		if (w < 0)
+			return -errno;
+		while (cnt > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/* EXISTS then SET of n values of @bytes each (same key format). */
+static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
+		     const char *val, size_t bytes)
+{
+	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
+	char(*pre)[192] = calloc(n, sizeof(*pre));
+	struct kvr_l2_rline l;
+	int rc = -ENOMEM;
+	uint32_t k = 0;
+
+	if (!iov || !pre)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		int len = snprintf(pre[i], sizeof(pre[i]),
+				   "*2\r\n$6\r\nEXISTS\r\n$%zu\r\n%s\r\n",
+				   strlen(keys[i]), keys[i]);
+
+		iov[k++] = (struct iovec){pre[i], (size_t)len};
+	}
+	rc = write_all(p->fd, iov, (int)k);
+	for (uint32_t i = 0; rc == 0 && i < n; i++)
+		rc = plain_line(p, &l);
+	k = 0;
+	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		int len = snprintf(pre[i], sizeof(pre[i]),
+				   "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n",
+				   strlen(keys[i]), keys[i], bytes);
+
+		iov[k++] = (struct iovec){pre[i], (size_t)len};
+		iov[k++] = (struct iovec){(void *)val, bytes};
+		iov[k++] = (struct iovec){(void *)"\r\n", 2};
+	}
+	if (rc == 0)
+		rc = write_all(p->fd, iov, (int)k);
+	for (uint32_t i = 0; rc == 0 && i < n; i++)
+		if (plain_line(p, &l) < 0 || l.type != '+')
+			rc = -EIO;
+out:
+	free(iov);
+	free(pre);
+	return rc;
+}
+
+/* GET of n keys into dst (n * bytes). */
+static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
+		     char *dst, size_t bytes)
+{
+	struct iovec *iov = calloc(n, sizeof(*iov));
+	char(*pre)[160] = calloc(n, sizeof(*pre));
+	struct kvr_l2_rline l;
+	int rc = -ENOMEM;
+
+	if (!iov || !pre)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		int len = snprintf(pre[i], sizeof(pre[i]),
+				   "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
+				   strlen(keys[i]), keys[i]);
+
+		iov[i] = (struct iovec){pre[i], (size_t)len};
+	}
+	rc = write_all(p->fd, iov, (int)n);
+	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		char crlf[2];
+
+		if (plain_line(p, &l) < 0 || l.type != '$' ||
+		    (size_t)l.num != bytes ||
+		    plain_read(p, dst + (size_t)i * bytes, bytes) < 0 ||
+		    plain_read(p, crlf, 2) < 0)
+			rc = -EIO;
+	}
+out:
+	free(iov);
+	free(pre);
+	return rc;
+}
+
+static int plain_cmd(struct plain *p, const char *cmd)
+{
+	struct iovec iov = {(void *)cmd, strlen(cmd)};
+	struct kvr_l2_rline l;
+
+	if (write_all(p->fd, &iov, 1) < 0 || plain_line(p, &l) < 0)
+		return -EIO;
+	return 0;
+}
+
+/* ---- helpers on the kvring side ---- */
+
+/* The l2 section of a private server's control segment, read-only. */
+static const struct kvr_l2stats_shm *map_l2(const struct bench_server *s,
+					    void **map, size_t *len)
+{
+	char path[128];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return NULL;
+	*len = (size_t)st.st_size;
+	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (*map == MAP_FAILED)
+		return NULL;
+	return &((const struct kvr_ctl_hdr_shm *)*map)->l2;
+}
+
+static uint64_t ld(const _Atomic uint64_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static void fill(const struct kvr_key *k, unsigned char *d, size_t n)
+{
+	uint64_t x = k->lo ^ k->hi;
+
+	for (size_t i = 0; i + 8 <= n; i += 8) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		memcpy(d + i, &x, 8);
+	}
+}
+
+/* Store n chunks (prepare + fill); commit is the caller's, timed. */
+static int prepare_fill(struct kvr_client *c, const struct kvr_key *keys,
+			uint32_t n, uint64_t bytes, struct kvr_xfer *x)
+{
+	uint64_t *sz = malloc(n * sizeof(*sz));
+	int rc;
+
+	if (!sz)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		sz[i] = bytes;
+	rc = kvr_prepare_store(c, keys, sz, n, x);
+	free(sz);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		if (x->slots[i].status != KVR_SLOT_OK) {
+			kvr_abort_store(c, x);
+			return -ENOSPC;
+		}
+		fill(&keys[i], x->slots[i].ptr, bytes);
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n ? v[n / 2] : 0;
+}
+
+/* p50 of @iters pings in ns. */
+static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
+{
+	for (uint32_t i = 0; i < iters; i++) {
+		uint64_t t0 = bench_now_ns(), srv;
+
+		kvr_ping(c, &srv);
+		buf[i] = bench_now_ns() - t0;
+	}
+	qsort(buf, iters, sizeof(*buf), cmp_u64);
+	return buf[iters / 2];
+}
+
+struct env {
+	struct bench_run_opts o;
+	struct redis rd;
+	struct bench_server a, b;
+	struct kvr_client *ca, *cb, *cping;
+	const struct kvr_l2stats_shm *la, *lb;
+	void *ma, *mb;
+	size_t na, nb;
+	struct plain pl;
+	uint64_t seq;
+	uint64_t ns_fp;
+};
+
+static void wait_uploaded(struct env *e, uint64_t target)
+{
+	for (int i = 0; i < 60000; i++) {
+		if (ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+			ld(&e->la->up_failed) >=
+		    target)
+			return;
+		sched_yield();
+		if (i > 1000)
+			sleep_ms(1);
+	}
+}
+
+static int run_size(struct env *e, uint64_t bytes, int rounds)
+{
+	uint32_t n = (uint32_t)(BATCH_BYTES / bytes);
+	struct kvr_key *keys = calloc(n, sizeof(*keys));
+	char(*rk)[KVR_L2_KEY_MAX] = calloc(n, KVR_L2_KEY_MAX);
+	char *buf = malloc((size_t)n * bytes);
+	double up[8], upp[8], rt[8], rtp[8];
+	char sz[16];
+	int ret = 1;
+
+	if (!keys || !rk || !buf)
+		goto out;
+	if (rounds > 8)
+		rounds = 8;
+	for (int r = 0; r < rounds; r++) {
+		struct kvr_xfer x;
+		uint64_t base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+				ld(&e->la->up_failed);
+		double t0, t1;
+		long hits;
+		bool pending;
+
+		for (uint32_t i = 0; i < n; i++) {
+			keys[i] = bench_key(e->seq++);
+			kvr_l2_key("kvrbench:", 1, &keys[i], rk[i],
+				   KVR_L2_KEY_MAX);
+		}
+		/* kvring upload: commit, then wait for write-behind. */
+		if (prepare_fill(e->ca, keys, n, bytes, &x) < 0) {
+			fprintf(stderr, "kvring-bench l2: store failed\n");
+			goto out;
+		}
+		t0 = now_s();
+		if (kvr_commit_store(e->ca, &x) < 0)
+			goto out;
+		wait_uploaded(e, base + n);
+		t1 = now_s();
+		up[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
+		/* Plain client: the same bytes, same pipeline shape. */
+		fill(&keys[0], (unsigned char *)buf, bytes);
+		t0 = now_s();
+		if (plain_put(&e->pl, rk, n, buf, bytes) < 0)
+			goto out;
+		upp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+
+		/* Read-through on server B, verified. */
+		t0 = now_s();
+		hits = kvr_lookup_l2(e->cb, keys, n, NULL, &pending);
+		t1 = now_s();
+		if (hits != (long)n) {
+			fprintf(stderr,
+				"kvring-bench l2: read-through found %ld of %u "
+				"(%s)\n",
+				hits, n, pending ? "deadline" : "missing");
+			goto out;
+		}
+		rt[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
+		{
+			struct kvr_xfer rx;
+
+			if (kvr_prepare_retrieve(e->cb, keys, n, &rx) < 0 ||
+			    rx.nslots != n)
+				goto out;
+			for (uint32_t i = 0; i < n; i++) {
+				fill(&keys[i], (unsigned char *)buf, bytes);
+				if (memcmp(rx.slots[i].ptr, buf, bytes) != 0) {
+					fprintf(stderr,
+						"kvring-bench l2: chunk %u "
+						"read through differs\n",
+						i);
+					kvr_commit_retrieve(e->cb, &rx);
+					goto out;
+				}
+			}
+			kvr_commit_retrieve(e->cb, &rx);
+		}
+		t0 = now_s();
+		if (plain_get(&e->pl, rk, n, buf, bytes) < 0)
+			goto out;
+		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+		plain_cmd(&e->pl, "*1\r\n$8\r\nFLUSHALL\r\n");
+	}
+	bench_fmt_bytes(bytes, sz, sizeof(sz));
+	{
+		double u = median(up, rounds), pu = median(upp, rounds);
+		double t = median(rt, rounds), pt = median(rtp, rounds);
+
+		if (e->o.json) {
+			printf(
+			    "{\"bench\":\"l2_upload\",\"chunk_bytes\":%" PRIu64
+			    ",\"chunks\":%u,\"rounds\":%d,\"gb_s\":%.3f,"
+			    "\"plain_client_gb_s\":%.3f,"
+			    "\"ratio_to_plain_client\":%.3f}\n",
+			    bytes, n, rounds, u, pu, pu > 0 ? u / pu : 0);
+			printf("{\"bench\":\"l2_read_through\",\"chunk_bytes\":"
+			       "%" PRIu64
+			       ",\"chunks\":%u,\"rounds\":%d,\"gb_s\":%.3f,"
+			       "\"plain_client_gb_s\":%.3f,"
+			       "\"ratio_to_plain_client\":%.3f}\n",
+			       bytes, n, rounds, t, pt, pt > 0 ? t / pt : 0);
+		} else {
+			printf(
+			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
+			    "ratio %.2f | read-through %6.2f GB/s  plain "
+			    "%6.2f GB/s  ratio %.2f\n",
+			    sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
+			    pt > 0 ? t / pt : 0);
+		}
+	}
+	ret = 0;
+out:
+	free(keys);
+	free(rk);
+	free(buf);
+	return ret;
+}
+
+/* Hot ping p50 idle, then while an upload of 256 MiB flows. */
+static int run_rtt(struct env *e)
+{
+	const uint32_t iters = 20000, n = 32;
+	const uint64_t bytes = 8ull << 20;
+	uint64_t *lat = malloc(iters * sizeof(*lat)), idle, busy, base;
+	struct kvr_key keys[32];
+	struct kvr_xfer x;
+	uint32_t done = 0;
+	int ret = 1;
+
+	if (!lat)
+		return 1;
+	ping_p50(e->cping, 2000, lat); /* warm-up */
+	idle = ping_p50(e->cping, iters, lat);
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = bench_key(e->seq++);
+	base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+	       ld(&e->la->up_failed);
+	if (prepare_fill(e->ca, keys, n, bytes, &x) < 0 ||
+	    kvr_commit_store(e->ca, &x) < 0)
+		goto out;
+	/* Pings only while the upload is still flowing. */
+	for (; done < iters; done++) {
+		uint64_t t0 = bench_now_ns(), srv;
+
+		if (ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+			ld(&e->la->up_failed) >=
+		    base + n)
+			break;
+		kvr_ping(e->cping, &srv);
+		lat[done] = bench_now_ns() - t0;
+	}
+	wait_uploaded(e, base + n);
+	if (done < 100) {
+		fprintf(stderr,
+			"kvring-bench l2: upload too short to measure "
+			"pings during it (%u pings)\n",
+			done);
+		busy = 0;
+	} else {
+		qsort(lat, done, sizeof(*lat), cmp_u64);
+		busy = lat[done / 2];
+	}
+	if (e->o.json)
+		printf("{\"bench\":\"l2_rtt_hot\",\"idle_p50_ns\":%" PRIu64
+		       ",\"l2_traffic_p50_ns\":%" PRIu64
+		       ",\"pings_during_traffic\":%u,\"ratio\":%.3f}\n",
+		       idle, busy, done,
+		       idle ? (double)busy / (double)idle : 0);
+	else
+		printf(
+		    "hot ping p50: idle %" PRIu64 " ns, during an 8 MiB x 32 "
+		    "upload %" PRIu64 " ns (%u pings), ratio %.2f\n",
+		    idle, busy, done, idle ? (double)busy / (double)idle : 0);
+	ret = 0;
+out:
+	free(lat);
+	return ret;
+}
+
+/* A read-through lookup of 16 chunks vs an L1 hit of the same 16. */
+static int run_lookup16(struct env *e, uint64_t bytes)
+{
+	struct kvr_key keys[16];
+	struct kvr_xfer x;
+	double t0, l2_us, l1_us;
+	uint64_t base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+			ld(&e->la->up_failed);
+	char sz[16];
+	long hits;
+
+	for (int i = 0; i < 16; i++)
+		keys[i] = bench_key(e->seq++);
+	if (prepare_fill(e->ca, keys, 16, bytes, &x) < 0 ||
+	    kvr_commit_store(e->ca, &x) < 0)
+		return 1;
+	wait_uploaded(e, base + 16);
+	t0 = now_s();
+	hits = kvr_lookup_l2(e->cb, keys, 16, NULL, NULL);
+	l2_us = (now_s() - t0) * 1e6;
+	t0 = now_s();
+	hits += kvr_lookup(e->cb, keys, 16, NULL);
+	l1_us = (now_s() - t0) * 1e6;
+	if (hits != 32) {
+		fprintf(stderr, "kvring-bench l2: lookup16 hits %ld of 32\n",
+			hits);
+		return 1;
+	}
+	bench_fmt_bytes(bytes, sz, sizeof(sz));
+	if (e->o.json)
+		printf("{\"bench\":\"l2_lookup16\",\"chunk_bytes\":%" PRIu64
+		       ",\"read_through_us\":%.1f,\"l1_hit_us\":%.1f,"
+		       "\"ratio\":%.1f}\n",
+		       bytes, l2_us, l1_us, l1_us > 0 ? l2_us / l1_us : 0);
+	else
+		printf("lookup of 16 x %s: through L2 %.1f us, L1 hit %.1f us "
+		       "(%.0fx)\n",
+		       sz, l2_us, l1_us, l1_us > 0 ? l2_us / l1_us : 0);
+	return 0;
+}
+
+int bench_l2_main(int argc, char **argv)
+{
+	static const uint64_t sizes[] = {2ull << 20, 8ull << 20, 32ull << 20};
+	struct env e = {0};
+	char url[64];
+	const char *extra[] = {"--l2",
+			       url,
+			       "--l2-prefix",
+			       "kvrbench:",
+			       "--l2-deadline-ms",
+			       "60000",
+			       "--l2-io-ms",
+			       "30000",
+			       NULL};
+	int rc = 1, rounds;
+
+	if (bench_run_opts_parse(argc, argv, "l2", "", &e.o) != 0)
+		return 2;
+	rounds = e.o.rounds ? (int)e.o.rounds : (e.o.quick ? 1 : 3);
+	if (redis_start(&e.rd) < 0)
+		return 1;
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", e.rd.port);
+	e.o.socket = NULL; /* always private servers: they need --l2 */
+	if (bench_server_start_args(&e.o, 1ull << 30, 50, 8, extra, &e.a) < 0 ||
+	    bench_server_start_args(&e.o, 1ull << 30, 50, 8, extra, &e.b) < 0)
+		goto out;
+	if (bench_client_connect(&e.a, 0, 50, false, &e.ca) < 0 ||
+	    bench_client_connect(&e.b, 0, 50, false, &e.cb) < 0 ||
+	    bench_client_connect(&e.a, 0, 50, true, &e.cping) < 0)
+		goto out;
+	e.la = map_l2(&e.a, &e.ma, &e.na);
+	e.lb = map_l2(&e.b, &e.mb, &e.nb);
+	e.pl.fd = tcp_connect(e.rd.port);
+	e.pl.cap = 1u << 20;
+	e.pl.buf = malloc(e.pl.cap);
+	if (!e.la || !e.lb || e.pl.fd < 0 || !e.pl.buf)
+		goto out;
+	if (!e.o.json)
+		printf(
+		    "kvring-bench l2: redis-server 127.0.0.1:%d, two kvringd "
+		    "(1 GiB pools), %d round(s), median; 2-core shared "
+		    "machine: compare within the run\n",
+		    e.rd.port, rounds);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (run_size(&e, sizes[i], rounds) != 0)
+			goto out;
+	if (run_rtt(&e) != 0 || run_lookup16(&e, 2ull << 20) != 0)
+		goto out;
+	rc = 0;
+out:
+	kvr_close(e.ca);
+	kvr_close(e.cb);
+	kvr_close(e.cping);
+	if (e.ma)
+		munmap(e.ma, e.na);
+	if (e.mb)
+		munmap(e.mb, e.nb);
+	if (e.pl.fd >= 0)
+		close(e.pl.fd);
+	free(e.pl.buf);
+	bench_server_stop(&e.a);
+	bench_server_stop(&e.b);
+	redis_stop(&e.rd);
+	return rc;
+}
