@@ -601,6 +601,9 @@ int kvr_l2_start(struct kvr_srv *s)
 	l2->pool = s->pool.base;
 	l2->pool_bytes = s->cfg.pool_bytes;
 	l2->chan = s->cfg.max_workers; /* the extra store channel */
+	rc = kvr_store_channel_trust(s->store, l2->chan);
+	if (rc < 0)
+		return rc;
 	l2->nrt = RT_MAX;
 	l2->rt = calloc(RT_MAX, sizeof(*l2->rt));
 	l2->fp = calloc(KVR_SRV_NS_MAX, sizeof(*l2->fp));

@@ -75,7 +75,7 @@ static uint32_t pin_cut(struct kvr_store *s, uint32_t ch, uint32_t hits)
 {
 	uint64_t quota = s->cfg.quota_pinned_bytes, sum;
 
-	if (!quota)
+	if (!quota || s->chan[ch].trusted)
 		return hits;
 	sum = s->chan[ch].pinned_bytes;
 	for (uint32_t i = 0; i < hits; i++) {
@@ -274,8 +274,9 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	total = s->pool_total;
 	/* The quota is checked before place(): a request it forbids must not
 	 * evict anyone's objects. 0 means none (UINT64_MAX never binds). */
-	quota = s->cfg.quota_reserved_bytes ? s->cfg.quota_reserved_bytes
-					    : UINT64_MAX;
+	quota = s->cfg.quota_reserved_bytes && !c->trusted
+			? s->cfg.quota_reserved_bytes
+			: UINT64_MAX;
 	max_key = s->cfg.max_key_bytes ? s->cfg.max_key_bytes : total;
 	for (i = 0; i < n; i++) {
 		struct kvr_slot_desc d = {0, 0, KVR_SLOT_OK, 0};

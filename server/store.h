@@ -362,6 +362,15 @@ int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len);
 /* ---- For the L2 tier (store_l2.c, docs/l2.md) ---- */
 
 /*
+ * kvr_store_channel_trust - channel @ch is the server's own (the L2
+ * tier's): no quota binds it and its transfers have no deadline, because
+ * an L2 thread may be moving bytes of their slots and a reclaimed slot
+ * must never be written. Never call it for a worker's channel.
+ * Return: 0, or -EINVAL (bad ch).
+ */
+int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch);
+
+/*
  * kvr_store_xfer_keys - the keys of open store transfer @xfer of @ch (its
  * reserved objects, in reservation order) and their namespace, read before
  * the transfer is committed. Changes nothing.

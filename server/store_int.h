@@ -102,6 +102,8 @@ struct chan {
 	uint64_t pins;
 	uint64_t pinned_bytes; /* rounded bytes of its pins (quota) */
 	uint32_t ns, uid;      /* kvr_store_channel_open() */
+	bool trusted;	       /* kvr_store_channel_trust(): the server's own
+				  (L2) channel: no quota, no deadline */
 	uint64_t quota_denied, xfers_expired;
 	/* Ids its deadline reclaimed, newest at expired_pos - 1. */
 	uint64_t expired_ids[KVR_STORE_EXPIRED_MEMORY];

@@ -32,6 +32,16 @@ static int find_store_xfer(const struct kvr_store *s, uint32_t ch,
 	return 0;
 }
 
+int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch)
+{
+	if (s)
+		OWNER_ONLY(s);
+	if (!s || ch >= s->cfg.max_channels)
+		return -EINVAL;
+	s->chan[ch].trusted = true;
+	return 0;
+}
+
 int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			struct kvr_key *keys, uint32_t max, uint32_t *ns_out)
 {

@@ -76,7 +76,9 @@ void kvr__store_owner_publish(struct kvr_store *s, uint32_t o, uint64_t now_ns)
 
 	w->id = kvr_store_id_next(&s->ids_gen);
 	w->created_ns = now_ns;
-	if (w->kind != OWN_LEASE) {
+	if (w->kind != OWN_LEASE && c->trusted) {
+		w->deadline_ns = UINT64_MAX; /* kvr_store_channel_trust() */
+	} else if (w->kind != OWN_LEASE) {
 		w->deadline_ns = xfer_deadline(s, now_ns);
 		xq_push(s, o);
 	}
@@ -108,7 +110,7 @@ static void owner_unpublish(struct kvr_store *s, uint32_t o)
 	struct chan *c = &s->chan[w->ch];
 
 	(void)kvr_index_u64_remove(&s->ids, w->id);
-	if (w->kind != OWN_LEASE)
+	if (w->kind != OWN_LEASE && !c->trusted)
 		xq_unlink(s, o);
 	if (w->prev != NIL)
 		s->own[w->prev].next = w->next;
