@@ -63,13 +63,21 @@ TestSuite(l2, .init = setup, .fini = teardown, .timeout = 60);
 /* Start kvringd @s with --l2 at @url and extra options (NULL-ended). */
 static void start_l2(struct wsrv *s, const char *url, const char *const *more)
 {
-	const char *args[32] = {"--pool-size",	  "64M",  "--allow-root",
+	/* Quotas lifted: these tests fill most of a small pool on purpose. */
+	const char *args[40] = {"--pool-size",	  "64M",  "--allow-root",
 				"--heartbeat-ms", "50",	  "--log-level",
 				"info",		  "--l2", url};
 	int n = 9;
 
+	args[n++] = "--quota-reserved";
+	args[n++] = "100%";
+	args[n++] = "--quota-pinned";
+	args[n++] = "100%";
+	args[n++] = "--max-key-bytes";
+	args[n++] = "100%";
+
 	wsrv_init(s, "64M");
-	for (int i = 0; more && more[i] && n < 30; i++)
+	for (int i = 0; more && more[i] && n < 38; i++)
 		args[n++] = more[i];
 	args[n] = NULL;
 	t_server_start(&s->t, args);
@@ -524,12 +532,12 @@ Test(l2, demo_second_host_gets_every_chunk_through_l2)
 	start_l2(&s1, url, NULL);
 	start_l2(&s2, url, NULL);
 	/* 16 chunks x 256 tokens: a 4k-token request, 2 layers. */
-	snprintf(cmd, sizeof(cmd),
-		 "%s/tools/kvring-demo -s %s -P %s -l 2 2>&1", KVR_BIN_DIR,
-		 s1.sock, s2.sock);
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-demo -s %s -P %s -l 2 2>&1",
+		 KVR_BIN_DIR, s1.sock, s2.sock);
 	f = popen(cmd, "r");
 	cr_assert(f);
 	while (fgets(line, sizeof(line), f)) {
+		fputs(line, stderr); /* shown if the test fails */
 		through |= strstr(line, "16 through L2") != NULL;
 		ok |= strstr(line, "second host verify: all") != NULL;
 	}
@@ -537,4 +545,35 @@ Test(l2, demo_second_host_gets_every_chunk_through_l2)
 	cr_expect_eq(st, 0, "kvring-demo exit status %d", st);
 	cr_expect(through && ok);
 	cr_expect_eq(T_L2(&s2.t, down_chunks), 16);
+}
+
+static bool no_pins(void *arg)
+{
+	return T_GSTAT(&((struct wsrv *)arg)->t, pins) == 0;
+}
+
+Test(l2, upload_pins_outlive_the_transfer_deadline_when_redis_stalls)
+{
+	/* The L2 channel's pins (and reservations) must not be reclaimed
+	 * by --xfer-ms while a lane may still be reading (or writing) their
+	 * slots: eviction could reuse a slot under a send. */
+	const char *more[] = {"--xfer-ms", "100", "--stall-ms", "50", NULL};
+	struct kvr_client *c;
+	struct kvr_key *k;
+
+	redis_up(NULL);
+	start_l2(&s1, url, more);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = keys_for(c, 24, 4);
+	kill(rds.pid, SIGSTOP); /* the upload stalls in the lane */
+	cr_assert_eq(wsrv_store(c, k, 4, CHUNK), 4);
+	wsrv_sleep_ms(400); /* 4 x --xfer-ms; heartbeats run the expiry */
+	cr_expect_eq(T_GSTAT(&s1.t, pins), 4, "the upload's pins are held");
+	kill(rds.pid, SIGCONT);
+	wait_uploaded(&s1, 4);
+	cr_expect_eq(T_L2(&s1.t, up_chunks), 4);
+	cr_expect(t_wait_until(no_pins, &s1, 2000), "unpinned after upload");
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
 }

@@ -56,14 +56,22 @@ TestSuite(l2_cluster, .init = setup, .fini = teardown, .timeout = 90);
 
 static void start_l2(struct wsrv *s, const char *const *more)
 {
-	const char *args[32] = {"--pool-size",	  "64M",  "--allow-root",
+	/* Quotas lifted: these tests fill most of a small pool on purpose. */
+	const char *args[40] = {"--pool-size",	  "64M",  "--allow-root",
 				"--heartbeat-ms", "50",	  "--log-level",
 				"info",		  "--l2", cl.url,
 				"--l2-io-ms",	  "500"};
 	int n = 11;
 
+	args[n++] = "--quota-reserved";
+	args[n++] = "100%";
+	args[n++] = "--quota-pinned";
+	args[n++] = "100%";
+	args[n++] = "--max-key-bytes";
+	args[n++] = "100%";
+
 	wsrv_init(s, "64M");
-	for (int i = 0; more && more[i] && n < 30; i++)
+	for (int i = 0; more && more[i] && n < 38; i++)
 		args[n++] = more[i];
 	args[n] = NULL;
 	t_server_start(&s->t, args);
