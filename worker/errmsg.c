@@ -132,6 +132,18 @@ int kvr__answer_fail(struct kvr_client *c, const struct sub *s, int st)
 				 "%s: the chunk pool is full of reserved or "
 				 "pinned chunks; commit, abort or release some",
 				 op);
+	case -EDQUOT:
+		return kvr__fail(c, st,
+				 "%s: this connection would hold more pinned "
+				 "bytes than kvringd's --quota-pinned allows, "
+				 "even for the first chunk; commit retrieves "
+				 "or release leases first (or raise the quota)",
+				 op);
+	case KVR_ERR_EXPIRED:
+		return kvr__fail(c, st,
+				 "%s: %s %llu expired: kvringd reclaimed it at "
+				 "its deadline (--xfer-ms); prepare it again",
+				 op, handle_kind(s), h);
 	case -ESHUTDOWN:
 		return kvr__fail(c, st,
 				 "%s: kvringd is shutting down; reconnect when "

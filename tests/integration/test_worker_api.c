@@ -262,3 +262,30 @@ Test(worker_api, version_matches_the_header_when_linked_statically)
 	cr_expect_eq(kvr_version_number(), KVR_VERSION_NUMBER);
 	cr_expect_eq(KVR_VERSION_NUMBER >> 16, KVR_VERSION_MAJOR);
 }
+
+/* A quota refusal names the flag to look at (-EDQUOT from --quota-pinned). */
+Test(worker_api, errmsg_names_the_quota_when_a_pin_is_over_it)
+{
+	const char *args[] = {
+	    "--allow-root", "--pool-size",  "64M", "--quota-pinned",
+	    "4K",	    "--huge-pages", "off", NULL};
+	struct wsrv q;
+	struct kvr_client *c;
+	struct kvr_key k[1];
+	uint32_t t[16];
+	uint64_t lease = 0;
+
+	wsrv_init(&q, "64M");
+	t_server_start(&q.t, args);
+	c = wsrv_connect(&q, 0, 5000);
+	wsrv_tokens(1, t, 16);
+	cr_assert_eq(kvr_client_keys(c, t, 16, k, 1), 1);
+	cr_assert_eq(wsrv_store(c, k, 1, 64 * 1024), 1);
+	cr_assert_eq(kvr_lookup(c, k, 1, &lease), -EDQUOT, "%s",
+		     kvr_client_errmsg(c));
+	cr_expect_neq(strstr(kvr_client_errmsg(c), "--quota-pinned"), NULL,
+		      "%s", kvr_client_errmsg(c));
+	kvr_close(c);
+	t_server_stop(&q.t);
+	t_server_cleanup(&q.t);
+}
