@@ -157,6 +157,18 @@ static struct t_json *jparse(const char *text)
 	return j;
 }
 
+/* The same for a run's stdout; the failure shows its exit status and
+ * stderr too (an inspector that died prints nothing on stdout). */
+static struct t_json *jparse_run(const struct run *r)
+{
+	char why[256] = "";
+	struct t_json *j = t_json_parse(r->out, why, sizeof(why));
+
+	cr_assert(j, "invalid JSON (%s), exit %d: %.2000s\nstderr: %.2000s",
+		  why, r->status, r->out, r->err);
+	return j;
+}
+
 /* The integer at @path, LLONG_MIN when absent (never a real value). */
 #define JN(j, path) t_json_int((j), (path), LLONG_MIN)
 
@@ -317,9 +329,12 @@ static int prom_validate(const char *text, char *why, size_t whyn)
 				const char *sfx = p + fl;
 
 				if (fl < n && !strncmp(seen[i].name, p, fl) &&
-				    ((n - fl == 7 && !strncmp(sfx, "_bucket", 7)) ||
-				     (n - fl == 4 && !strncmp(sfx, "_sum", 4)) ||
-				     (n - fl == 6 && !strncmp(sfx, "_count", 6))))
+				    ((n - fl == 7 &&
+				      !strncmp(sfx, "_bucket", 7)) ||
+				     (n - fl == 4 &&
+				      !strncmp(sfx, "_sum", 4)) ||
+				     (n - fl == 6 &&
+				      !strncmp(sfx, "_count", 6))))
 					idx = i;
 			}
 			if (idx < 0 || !seen[idx].typed) {
@@ -684,7 +699,7 @@ Test(inspect, json_overview_matches_the_segment_when_fake)
 	fake_create(&f, "kvring-t.ctl", 0);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--json");
 	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "schema"), 1);
 	cr_expect_eq(JN(j, "server_pid"), getpid());
 	cr_expect(t_json_true(j, "server_alive"));
@@ -737,7 +752,7 @@ Test(inspect, all_shows_free_channels_when_asked)
 	fake_create(&f, "kvring-t.ctl", 0);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t.ctl", "--json", "--all");
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(t_json_count(j, "channels"), FAKE_CHANNELS);
 	for (int i = 0; i < FAKE_CHANNELS; i++) {
 		snprintf(p, sizeof(p), "channels.%d.index", i);
@@ -882,7 +897,7 @@ Test(inspect, check_passes_when_segment_healthy)
 	fake_beat(&f);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check", "--json");
 	cr_expect_eq(r.status, 0);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect(t_json_true(j, "ok"), "%s", r.out);
 	cr_expect_eq(t_json_count(j, "violations"), 0, "%s", r.out);
 	t_json_free(j);
@@ -911,7 +926,7 @@ Test(inspect, check_fails_with_exit_3_when_ring_positions_corrupted)
 	atomic_store_explicit(&ring->head, 3, RLX);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check", "--json");
 	cr_expect_eq(r.status, 3);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect(!t_json_true(j, "ok"), "%s", r.out);
 	cr_expect(jviolation(j, "ring:1:resp_ring"), "%s", r.out);
 	cr_expect(jviolation(j, "ring:1:req_ring"), "%s", r.out);
@@ -1010,7 +1025,7 @@ Test(inspect, list_marks_stale_when_owner_was_killed)
 	run_free(&r);
 	r = RUN("--list", "--dir", tmpdir, "--json");
 	cr_expect_eq(r.status, 0);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "nr_stale"), 1, "%s", r.out);
 	for (long i = 0; i < t_json_count(j, "segments"); i++) {
 		char p[64];
@@ -1028,12 +1043,17 @@ Test(inspect, list_marks_stale_when_owner_was_killed)
 
 Test(inspect, overview_says_dead_and_check_fails_when_server_killed)
 {
+	struct t_json *j;
 	struct run r;
 
 	fake_by_killed_child("kvring-dead.ctl");
 	r = RUN("--dir", tmpdir, "--name", "kvring-dead", "--json");
 	cr_expect_eq(r.status, 0, "%s", r.err);
-	cr_expect(strstr(r.out, "\"server_alive\":false"), "%s", r.out);
+	j = jparse_run(&r);
+	cr_expect(t_json_has(j, "server_alive") &&
+		      !t_json_true(j, "server_alive"),
+		  "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	r = RUN("--dir", tmpdir, "--name", "kvring-dead", "--check");
 	cr_expect_eq(r.status, 3);
@@ -1115,7 +1135,7 @@ Test(inspect, dump_decodes_records_when_rings_hold_messages)
 	run_free(&r);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "1", "--json");
 	cr_expect_eq(r.status, 0);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "channel"), 1);
 	cr_expect_eq(JN(j, "req_ring.nr_records"), 1, "%s", r.out);
 	cr_expect_eq(JN(j, "resp_ring.nr_records"), 1, "%s", r.out);
@@ -1345,7 +1365,7 @@ static void expect_json(const struct want *w, const char *when)
 		  when);
 	r = RUN("--name", srv.name, "--json");
 	cr_assert_eq(r.status, 0, "%s: %s", when, r.err);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "server_pid"), srv.pid, "%s", when);
 	cr_expect_eq(JN(j, "pool_used_bytes"), (long long)w->used, "%s", when);
 	cr_expect_eq(JN(j, "reserved_bytes"), (long long)w->reserved, "%s",
@@ -1357,7 +1377,7 @@ static void expect_json(const struct want *w, const char *when)
 	t_json_free(j);
 	run_free(&r);
 	r = RUN("--name", srv.name, "--check");
-	cr_expect_eq(r.status, 0, "%s: check: %s", when, r.out);
+	cr_expect_eq(r.status, 0, "%s: check: %s%s", when, r.out, r.err);
 	run_free(&r);
 }
 
@@ -1373,7 +1393,7 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 
 	expect_json(&w, "connected");
 	r = RUN("--name", srv.name, "--json");
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_assert_eq(t_json_count(j, "channels"), 1, "%s", r.out);
 	cr_expect_eq(JN(j, "channels.0.index"), kvr_client_info(c)->channel);
 	cr_expect_eq(JN(j, "channels.0.pid"), getpid());
@@ -1402,7 +1422,7 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	w.reserved = 2 * CHUNK;
 	expect_json(&w, "2 reserved");
 	r = RUN("--name", srv.name, "--json");
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "channels.0.reserved_bytes"), 2 * CHUNK, "%s",
 		     r.out);
 	cr_expect_eq(JN(j, "channels.0.transfers"), 1, "%s", r.out);
@@ -1422,7 +1442,7 @@ Test(inspect_live, json_overview_matches_what_the_worker_did)
 	expect_json(&w, "retrieve prepared");
 	r = RUN("--name", srv.name, "--json");
 	/* Four pinned chunks, counted by the server and shown as such. */
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "pinned_bytes"), 4 * CHUNK, "%s", r.out);
 	cr_expect_eq(JN(j, "pinned_bytes"),
 		     (long long)T_GSTAT(&srv, pinned_bytes));
@@ -1469,14 +1489,14 @@ Test(inspect_live, prometheus_and_dump_work_when_a_worker_is_connected)
 	snprintf(chan, sizeof(chan), "%u", kvr_client_info(c)->channel);
 	r = RUN("--name", srv.name, "--dump", chan, "--json");
 	cr_expect_eq(r.status, 0, "%s", r.err);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_str_eq(JS(j, "req_ring.check"), "ok", "%s", r.out);
 	cr_expect_str_eq(JS(j, "resp_ring.check"), "ok", "%s", r.out);
 	t_json_free(j);
 	run_free(&r);
 	r = RUN("--socket", srv.sock, "--json");
 	cr_expect_eq(r.status, 0, "--socket: %s", r.err);
-	j = jparse(r.out);
+	j = jparse_run(&r);
 	cr_expect_eq(JN(j, "server_pid"), srv.pid);
 	t_json_free(j);
 	run_free(&r);
@@ -1517,6 +1537,7 @@ Test(inspect_live, watch_shows_rates_when_a_worker_pings)
 Test(inspect_live, list_says_stale_when_server_was_sigkilled)
 {
 	char want[128];
+	struct t_json *j;
 	struct run r;
 	char *line;
 
@@ -1537,7 +1558,11 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled)
 	/* The overview still reads it and says the server is dead. */
 	r = RUN("--name", srv.name, "--json");
 	cr_expect_eq(r.status, 0, "%s", r.err);
-	cr_expect(strstr(r.out, "\"server_alive\":false"), "%s", r.out);
+	j = jparse_run(&r);
+	cr_expect(t_json_has(j, "server_alive") &&
+		      !t_json_true(j, "server_alive"),
+		  "%s", r.out);
+	t_json_free(j);
 	run_free(&r);
 	r = RUN("--name", srv.name, "--check");
 	cr_expect_eq(r.status, 3, "%s", r.out);
