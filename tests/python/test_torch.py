@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
 import torch  # noqa: E402
 
-import kvring  # noqa: E402
 from kvring.kv import PagedKV  # noqa: E402
 from kvring.torch import ChunkLayout, KvringContext  # noqa: E402
 

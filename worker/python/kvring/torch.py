@@ -198,8 +198,8 @@ class ChunkViews(list):
 class _Transfer(object):
     """One kvring transfer and the tensors it handed out."""
 
-    def __init__(self, ctx: "KvringContext", tx: Any, layout: ChunkLayout,
-                 readonly: bool, first: int) -> None:
+    def __init__(self, tx: Any, layout: ChunkLayout,
+                 readonly: bool) -> None:
         self.tx = tx
         self.readonly = readonly
         self.views = ChunkViews(transfer_id=tx.id)
@@ -232,7 +232,7 @@ class _Transfer(object):
                 self._bufs.append(weakref.ref(mv))
                 self._versions.append(t._version)
                 self.views.append(t)
-                self.views.indices.append(first + i)
+                self.views.indices.append(i)  # slot i is chunk i
                 del mv, arr
 
     def end(self) -> bool:
@@ -350,7 +350,7 @@ class KvringContext(object):
         if not any(st == SlotStatus.OK for st in sts):
             tx.abort()
             return None
-        t = _Transfer(self, tx, self.layout, readonly=False, first=0)
+        t = _Transfer(tx, self.layout, readonly=False)
         tx._views = []  # the context owns the memory views
         tx.slots = [(st, None) for st, _ in tx.slots]
         self._stores[tid] = t
@@ -432,7 +432,7 @@ class KvringContext(object):
         if len(tx) == 0:
             tx.commit()
             return ChunkViews()
-        t = _Transfer(self, tx, self.layout, readonly=True, first=0)
+        t = _Transfer(tx, self.layout, readonly=True)
         tx._views = []
         tx.slots = [(st, None) for st, _ in tx.slots]
         self._retrieves[tid] = t
