@@ -79,6 +79,7 @@ enum {
 	OPT_INJECT_CORRUPT,
 	OPT_STOP_EVERY,
 	OPT_STOP_MS,
+	OPT_LATENCY_PLOT,
 };
 
 /* Every flag the tool has; docs/reliability.md lists them too. */
@@ -104,6 +105,7 @@ static const struct option longopts[] = {
 	{ "server-arg", required_argument, NULL, OPT_SERVER_ARG },
 	{ "server-log", required_argument, NULL, OPT_SERVER_LOG },
 	{ "keep-log", no_argument, NULL, OPT_KEEP_LOG },
+	{ "latency-plot", required_argument, NULL, OPT_LATENCY_PLOT },
 	{ "copy", no_argument, NULL, OPT_COPY },
 	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
 	{ "json", no_argument, NULL, 'j' },
@@ -146,6 +148,9 @@ static void usage(FILE *f)
 "-<pid>.log,\n"
 "                           removed after a successful run\n"
 "      --keep-log           keep the server log even when all is well\n"
+"      --latency-plot DIR   sample the server's latency histograms every\n"
+"                           second and draw DIR/latency_cdf.png and\n"
+"                           DIR/latency_time.png (gnuplot; data kept)\n"
 "      --copy               workers use the copy transport\n"
 "      --no-prefault        workers skip the pool pre-fault at attach\n"
 "      --inject-corrupt N   self-test: worker 0 flips a byte in every Nth\n"
@@ -286,6 +291,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case OPT_SERVER_LOG: o->log_path = optarg; break;
 		case OPT_KEEP_LOG: o->keep_log = true; break;
+		case OPT_LATENCY_PLOT: o->latency_plot = optarg; break;
 		case OPT_COPY: o->copy = true; break;
 		case OPT_NO_PREFAULT: o->no_prefault = true; break;
 		case 'j': o->json = true; break;
@@ -382,6 +388,7 @@ static void run_loop(struct st_run *r, bool tty)
 					 memory_order_relaxed) >= r->o.max_ops)
 			break;
 		st_killer_tick(r, t);
+		st_latplot_tick(r, t);
 		if (tty && t >= next_prog) {
 			st_report_progress(r, false);
 			next_prog = t + 250000000u;
@@ -412,6 +419,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (st_server_setup(r) < 0)
 		return EXIT_FAIL;
+	if (r->o.latency_plot && st_latplot_init(r) < 0) {
+		fprintf(stderr, PROG ": --latency-plot: out of memory\n");
+		return EXIT_FAIL;
+	}
 	tty = isatty(STDERR_FILENO) && !r->o.quiet;
 
 	r->t0_ns = st_now_ns();
@@ -433,6 +444,10 @@ int main(int argc, char **argv)
 		memset(&a, 0, sizeof(a));
 		snprintf(a.why, sizeof(a.why), "the server is gone");
 	}
+	/* Before the unmap: the plot reads the server's histograms. */
+	if (!r->srv_crashed)
+		(void)st_latplot_write(r);
+	st_latplot_free(r);
 	st_server_ctl_unmap(r);
 	/* Our server must also stop cleanly: exit 0 on SIGTERM. */
 	st_server_stop(r);

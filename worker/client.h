@@ -27,7 +27,7 @@
 
 /* Default of $KVRING_RTT_SAMPLE: one op in N is timed (docs/inspect.md;
  * the cost, measured, in docs/performance.md). */
-#define KVR_RTT_SAMPLE_DEF 16
+#define KVR_RTT_SAMPLE_DEF 64
 /* Longest wait in one poll(2): liveness is re-checked at least this often. */
 #define KVR_SLICE_MS 100
 /* Heartbeat older than max(3 periods, this) means the server stopped. */

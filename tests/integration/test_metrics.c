@@ -7,7 +7,8 @@
  * measured itself), exact cache counters for a known store / lookup /
  * retrieve sequence, the worker's sampling, --no-histograms, and what
  * kvring-inspect makes of them (--latency, --json under --watch,
- * --prometheus). The HTTP endpoint is test_metrics_http.c (optional
+ * --prometheus) and kvring-stress --latency-plot. The HTTP endpoint is
+ * test_metrics_http.c (optional
  * libmicrohttpd).
  */
 #include <errno.h>
@@ -593,4 +594,61 @@ Test(metrics, promtool_accepts_the_exposition_when_installed)
 	out = run_out(cmd, &st);
 	cr_expect_eq(st, 0, "promtool: %s", out);
 	free(out);
+}
+
+/* ==== kvring-stress --latency-plot ==== */
+
+Test(metrics, stress_writes_latency_plot_data_when_asked)
+{
+	char dir[] = "/tmp/kvr-latplot-XXXXXX", cmd[512], path[600];
+	char *out;
+	int st, blocks = 0;
+	FILE *f;
+	char line[256];
+	double last = -1, v;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 KVR_BIN_DIR
+		 "/tools/kvring-stress --workers 2 --seconds 2 "
+		 "--pool-size 32M --seed 5 --quiet --kvringd " KVR_BIN_DIR
+		 "/server/kvringd --latency-plot %s 2>&1",
+		 dir);
+	out = run_out(cmd, &st);
+	cr_expect_eq(st, 0, "kvring-stress: %s", out);
+	free(out);
+	snprintf(path, sizeof(path), "%s/latency_cdf.dat", dir);
+	f = fopen(path, "r");
+	cr_assert(f, "no %s", path);
+	/* Each op's block is a CDF: it ends at exactly 1. */
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "# op ", 5)) {
+			if (blocks)
+				cr_expect_eq(last, 1.0, "block %d ends at %f",
+					     blocks, last);
+			blocks++;
+		} else if (sscanf(line, "%*f %lf", &v) == 1) {
+			/* Cumulative within a block. */
+			if (blocks && last >= 0 && last < 1.0)
+				cr_expect_geq(v, last, "fraction %f after %f",
+					      v, last);
+			last = v;
+		}
+	}
+	fclose(f);
+	cr_expect_eq(last, 1.0, "the last block ends at %f", last);
+	cr_expect_geq(blocks, 4,
+		      "stress uses at least lookup, prepare and "
+		      "commit store, prepare retrieve: %d ops",
+		      blocks);
+	snprintf(path, sizeof(path), "%s/latency.gp", dir);
+	cr_expect_eq(access(path, R_OK), 0, "no %s", path);
+	snprintf(path, sizeof(path), "%s/latency_time.dat", dir);
+	cr_expect_eq(access(path, R_OK), 0, "no %s", path);
+	if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+		snprintf(path, sizeof(path), "%s/latency_cdf.png", dir);
+		cr_expect_eq(access(path, R_OK), 0, "gnuplot drew no %s", path);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	(void)!system(cmd);
 }

@@ -183,6 +183,7 @@ struct st_opts {
 	unsigned stop_every;	 /* 1 in N prepared transfers SIGSTOPs */
 	unsigned stop_ms;	 /* how long the parent leaves it stopped */
 	unsigned xfer_ms;	 /* --xfer-ms given to our server */
+	const char *latency_plot; /* --latency-plot DIR (latplot.c) */
 };
 
 /*
@@ -204,6 +205,7 @@ struct st_run {
 	/* Control segment mapping (read-only) of the current server. */
 	struct kvr_seg ctl;
 	const struct kvr_ctl_hdr_shm *hdr;
+	struct st_latplot *lp; /* --latency-plot state, NULL without it */
 	uint64_t rng;	      /* the kill schedule's PRNG (killer.c) */
 	uint64_t next_kill_ns, next_srv_kill_ns;
 	uint64_t kills, kills_store, kills_retrieve, kills_other;
@@ -388,6 +390,18 @@ void st_server_log_tail(const struct st_run *r);
 int st_server_ctl_map(struct st_run *r, pid_t creator);
 /* Drop the control segment mapping; safe when none is mapped. */
 void st_server_ctl_unmap(struct st_run *r);
+
+/* ---- latplot.c: --latency-plot DIR ---- */
+struct st_latplot;
+/* Allocate the sampler; 0 or -ENOMEM. */
+int st_latplot_init(struct st_run *r);
+/* Sample the server's histograms if a second has passed (no-op without
+ * --latency-plot). */
+void st_latplot_tick(struct st_run *r, uint64_t now_ns);
+/* Write the data, the gnuplot script and (gnuplot permitting) the PNGs;
+ * 0, or -errno (message printed). A missing gnuplot is a note only. */
+int st_latplot_write(struct st_run *r);
+void st_latplot_free(struct st_run *r);
 
 /* ---- fleet.c: the parent's worker processes ---- */
 
