@@ -15,8 +15,10 @@
  *                      the cache counters too)
  *
  * and reports per round and as the median of the per-round ratios, beside
- * the pooled figures. After each side the bench waits for that kvringd's
- * spin to run out, so the two servers never spin at the same time.
+ * the pooled figures. Each round starts a fresh pair of servers and
+ * clients, in alternating order, so that a process's placement is not
+ * mistaken for the histograms' cost. After each side the bench waits for that
+ * kvringd's spin to run out, so the two servers never spin at the same time.
  *
  * A failed call or a wrong answer exits 1; a slow figure never does.
  */
@@ -182,9 +184,6 @@ int bench_hist_main(int argc, char **argv)
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = start_side(&o, k, &sd[k]);
-		if (rc < 0)
-			goto out;
 	}
 	if (!o.json)
 		printf("hist: histograms on vs off, %u rounds of %" PRIu64
@@ -194,6 +193,18 @@ int bench_hist_main(int argc, char **argv)
 		       "round", "side", "rtt_p50_ns", "ping_ops_s",
 		       "lookup_ops_s");
 	for (unsigned r = 0; r < rounds; r++) {
+		/* Fresh servers and clients every round, started in
+		 * alternating order: two kvringd processes differ by their
+		 * placement (which vCPU pair, which memory) by more than the
+		 * histograms cost, and a new pair per round averages that
+		 * out instead of crediting it to one side. */
+		for (int j = 0; j < SIDES; j++) {
+			int k = (int)((r + (unsigned)j) % SIDES);
+
+			rc = start_side(&o, k, &sd[k]);
+			if (rc < 0)
+				goto out;
+		}
 		for (int j = 0; j < SIDES; j++) {
 			int k = (int)((r + (unsigned)j) % SIDES);
 			struct side *s = &sd[k];
@@ -219,6 +230,11 @@ int bench_hist_main(int argc, char **argv)
 			/* Let this kvringd's spin run out before the other
 			 * side: never two spinning servers. */
 			nap_ms(HIST_SPIN_US / 1000 + 10);
+		}
+		for (int k = 0; k < SIDES; k++) {
+			kvr_close(sd[k].cli);
+			sd[k].cli = NULL;
+			bench_server_stop(&sd[k].srv);
 		}
 		for (int k = 0; k < SIDES; k++) {
 			if (o.json) {
