@@ -230,7 +230,8 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* EXISTS then SET of n values of @bytes each (same key format). */
+/* EXISTS then SET of n values of @bytes each (same key format); value i
+ * is val + i * bytes: as many distinct bytes as kvringd reads. */
 static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 		     const char *val, size_t bytes)
 {
@@ -259,7 +260,8 @@ static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 				   strlen(keys[i]), keys[i], bytes);
 
 		iov[k++] = (struct iovec){pre[i], (size_t)len};
-		iov[k++] = (struct iovec){(void *)val, bytes};
+		iov[k++] =
+		    (struct iovec){(void *)(val + (size_t)i * bytes), bytes};
 		iov[k++] = (struct iovec){(void *)"\r\n", 2};
 	}
 	if (rc == 0)
@@ -476,7 +478,10 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		t1 = now_s();
 		up[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
 		/* Plain client: the same bytes, same pipeline shape. */
-		fill(&keys[0], (unsigned char *)buf, bytes);
+		for (uint32_t i = 0; i < n;
+		     i++) /* distinct bytes, as kvringd reads */
+			fill(&keys[i], (unsigned char *)buf + (size_t)i * bytes,
+			     bytes);
 		t0 = now_s();
 		if (plain_put(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
