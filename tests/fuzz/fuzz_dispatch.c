@@ -148,13 +148,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   sizeof(struct kvr_stats_wire)];
 	struct kvr_srv *s = calloc(1, sizeof(*s));
 	struct kvr_conn *conns = calloc(NCHAN, sizeof(*conns));
+	/* The namespace table the channels' ns_id index (cache counters). */
+	struct kvr_ns_ent *ns = calloc(KVR_SRV_NS_MAX, sizeof(*ns));
 	struct in in = { data, size };
 	uint64_t handles[NHANDLES] = { 0 };
 	struct kvr_store_stats stt;
 	unsigned nh = 0;
 
-	if (!s || !conns || kvr_store_create(&cfg, &s->store) < 0)
+	if (!s || !conns || !ns || kvr_store_create(&cfg, &s->store) < 0)
 		abort();
+	s->ns = ns;
 	s->keys = keys;
 	s->sizes = sizes;
 	s->ans = ans;
@@ -247,6 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fail("used != committed after close", stt.used_bytes, NULL);
 	kvr_store_destroy(s->store);
 	free(conns);
+	free(ns);
 	free(s);
 	return 0;
 }
