@@ -206,26 +206,36 @@ static int mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 	return 0;
 }
 
-/* The next cold span for a request of @req bytes (start of the region
- * again when it would not fit, or when the request alone is bigger than
- * half of it: then it is far past the caches anyway). */
-static unsigned char *cold_span(struct xfer_ctx *x, uint64_t req)
+/*
+ * The next cold span of @b bytes (one chunk): the region is walked chunk
+ * by chunk and wraps, so a request larger than the region reuses it from
+ * the start (by then it is far past any cache). NULL if one chunk alone
+ * is larger than the region (the subject is then skipped).
+ */
+static unsigned char *cold_chunk(struct xfer_ctx *x, uint64_t b)
 {
-	if (req > COLD_BYTES / 2 || x->cold_off + req > COLD_BYTES)
+	uint64_t step = (b + 4095) & ~4095ull;
+
+	if (step > COLD_BYTES)
+		return NULL;
+	if (x->cold_off + step > COLD_BYTES)
 		x->cold_off = 0;
-	x->cold_off += (req + 4095) & ~4095ull;
-	return x->cold + x->cold_off - ((req + 4095) & ~4095ull);
+	x->cold_off += step;
+	return x->cold + x->cold_off - step;
 }
 
 static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			 uint64_t *ns)
 {
-	unsigned char *d = cold_span(x, b * n);
 	uint64_t t0 = bench_now_ns();
 
 	for (uint32_t i = 0; i < n; i++) {
-		memcpy(d + (uint64_t)i * b, x->src, b);
-		bench_stamp(d + (uint64_t)i * b, b, x->pkeys[i]);
+		unsigned char *d = cold_chunk(x, b);
+
+		if (!d)
+			return -EINVAL;
+		memcpy(d, x->src, b);
+		bench_stamp(d, b, x->pkeys[i]);
 	}
 	*ns = bench_now_ns() - t0;
 	return 0;
@@ -234,11 +244,15 @@ static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 static int mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			    uint64_t *ns)
 {
-	unsigned char *d = cold_span(x, b * n);
 	uint64_t t0 = bench_now_ns();
 
-	for (uint32_t i = 0; i < n; i++)
-		memcpy(x->dst, d + (uint64_t)i * b, b);
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned char *d = cold_chunk(x, b);
+
+		if (!d)
+			return -EINVAL;
+		memcpy(x->dst, d, b);
+	}
 	*ns = bench_now_ns() - t0;
 	return 0;
 }
