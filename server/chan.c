@@ -401,10 +401,14 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	if (!s->obs)
 		return;
 	put_cache(&s->obs->cache, &s->cache);
-	/* The store evicts only to make room today; other reasons (quota)
-	 * have their own slots in evictions[]. */
-	put(&s->obs->evictions[KVR_EVICT_ROOM], st.evictions);
-	put(&s->obs->evicted_bytes[KVR_EVICT_ROOM], st.evicted_bytes);
+	/* The store's evictions split by reason: a namespace freed for
+	 * another model, and the rest (LRU victims that made room). */
+	put(&s->obs->evictions[KVR_EVICT_ROOM],
+	    st.evictions - st.ns_evictions);
+	put(&s->obs->evicted_bytes[KVR_EVICT_ROOM],
+	    st.evicted_bytes - st.ns_evicted_bytes);
+	put(&s->obs->evictions[KVR_EVICT_NAMESPACE], st.ns_evictions);
+	put(&s->obs->evicted_bytes[KVR_EVICT_NAMESPACE], st.ns_evicted_bytes);
 	put_ns(s);
 }
 

@@ -643,8 +643,12 @@ uint64_t kvr_store_ns_evict(struct kvr_store *s, uint32_t ns)
 	for (uint32_t x = 0; x < s->obj_cap && s->ns_objs[ns]; x++) {
 		struct obj *b = &s->obj[x];
 
-		if (b->state == OBJ_COMMITTED && b->ns == ns && b->pins == 0)
+		if (b->state == OBJ_COMMITTED && b->ns == ns && b->pins == 0) {
+			/* Counted apart from the evictions that made room. */
+			s->st.ns_evictions++;
+			s->st.ns_evicted_bytes += obj_bytes(s, b);
 			kvr__store_lru_evict(s, x);
+		}
 	}
 	return s->ns_objs[ns];
 }

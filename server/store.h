@@ -102,6 +102,8 @@ struct kvr_store_stats {
 	uint64_t commits, aborts;	  /* store transfers */
 	uint64_t retrieves, retrieve_commits;
 	uint64_t evictions, evicted_bytes;
+	/* Of those, the objects of a namespace freed for another model. */
+	uint64_t ns_evictions, ns_evicted_bytes;
 	uint64_t leases_created, leases_released, leases_redeemed;
 	uint64_t leases_expired;
 	uint64_t channel_closes;

@@ -365,6 +365,10 @@ Test(store_isolation, namespace_counts_follow_objects_and_evict_frees_unpinned)
 	/* The pinned object stays; the two others go. */
 	cr_expect_eq(kvr_store_ns_evict(s, 5), 1u);
 	cr_expect_eq(kvr_store_ns_objects(s, 5), 1u);
+	/* Counted as namespace evictions, inside the evictions. */
+	cr_expect_eq(stats().ns_evictions, 2u);
+	cr_expect_eq(stats().evictions, 2u);
+	cr_expect_eq(stats().ns_evicted_bytes, stats().evicted_bytes);
 	audit();
 	cr_assert_eq(kvr_store_commit_retrieve(s, 1, rx, 0), 0);
 	cr_expect_eq(kvr_store_ns_evict(s, 5), 0u);

@@ -36,8 +36,8 @@ const char *ins_obs_op_name(unsigned k)
 	return "?";
 }
 
-static const char *const evict_names[KVR_EVICT_REASONS] = {"room", "quota",
-							   "reserved", "other"};
+static const char *const evict_names[KVR_EVICT_REASONS] = {
+    "room", "quota", "namespace", "other"};
 
 /* Relaxed: single-writer counters, each needs only to be untorn (as in
  * snapshot.c). */
@@ -210,13 +210,11 @@ void ins_obs_emit_server(struct ins_em *e, const struct ins_snap *s,
 	emit_cache(e, "cache", &s->cache);
 	ins_em_obj(e, "evictions_by_reason");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		if (k != KVR_EVICT_RSVD)
-			ins_em_u64(e, evict_names[k], s->evictions_by[k]);
+		ins_em_u64(e, evict_names[k], s->evictions_by[k]);
 	ins_em_end(e);
 	ins_em_obj(e, "evicted_bytes_by_reason");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		if (k != KVR_EVICT_RSVD)
-			ins_em_u64(e, evict_names[k], s->evicted_bytes_by[k]);
+		ins_em_u64(e, evict_names[k], s->evicted_bytes_by[k]);
 	ins_em_end(e);
 	ins_em_bool(e, "server_histograms",
 		    (s->obs_flags & KVR_OBS_SERVER_HIST) != 0);
@@ -566,22 +564,19 @@ static void prom_cache(FILE *f, bool all, const struct ins_snap *s)
 	}
 	ins_prom_head(f, "kvring_evictions_by_reason_total", "counter",
 		      "Objects evicted, by reason (room: LRU victim of a "
-		      "store).");
+		      "store; namespace: its model's slot was reused).");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		if (k != KVR_EVICT_RSVD)
-			fprintf(
-			    f,
-			    "kvring_evictions_by_reason_total{reason=\"%s\"} "
-			    "%" PRIu64 "\n",
-			    evict_names[k], s->evictions_by[k]);
+		fprintf(f,
+			"kvring_evictions_by_reason_total{reason=\"%s\"} "
+			"%" PRIu64 "\n",
+			evict_names[k], s->evictions_by[k]);
 	ins_prom_head(f, "kvring_evicted_bytes_by_reason_total", "counter",
 		      "Bytes evicted, by reason.");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		if (k != KVR_EVICT_RSVD)
-			fprintf(f,
-				"kvring_evicted_bytes_by_reason_total{reason="
-				"\"%s\"} %" PRIu64 "\n",
-				evict_names[k], s->evicted_bytes_by[k]);
+		fprintf(f,
+			"kvring_evicted_bytes_by_reason_total{reason="
+			"\"%s\"} %" PRIu64 "\n",
+			evict_names[k], s->evicted_bytes_by[k]);
 }
 
 void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)

@@ -266,7 +266,7 @@ _Static_assert(sizeof(struct kvr_channel_shm) == 1024, "ABI: docs/layout.md");
 enum kvr_evict_reason {
 	KVR_EVICT_ROOM = 0,  /* LRU victim: a store needed the room */
 	KVR_EVICT_QUOTA = 1, /* its namespace or channel was over quota */
-	KVR_EVICT_RSVD = 2,  /* reserved, always 0 */
+	KVR_EVICT_NAMESPACE = 2, /* its namespace was freed for another model */
 	KVR_EVICT_OTHER = 3,
 	KVR_EVICT_REASONS = 4,
 };
