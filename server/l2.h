@@ -287,6 +287,7 @@ struct kvr_l2_job {
 	uint32_t rt_gen;
 	uint32_t n;
 	uint32_t pad;
+	uint64_t submit_ns; /* loop clock at submit: the l2_* histograms */
 	struct kvr_l2_item it[];
 };
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <kvring/error.h>
+#include <kvring/hist.h>
 #include <kvring/log.h>
 
 #include "chan.h"
@@ -156,6 +157,7 @@ static struct kvr_l2_job *job_new(int kind, uint32_t n)
 static void submit(struct kvr_l2 *l2, struct kvr_l2_lane *ln,
 		   struct kvr_l2_job *j)
 {
+	j->submit_ns = kvr_srv_now_ns();
 	atomic_fetch_add_explicit(&l2->st.queue_depth, 1, memory_order_relaxed);
 	kvr__l2_lane_submit(ln, j);
 }
@@ -429,6 +431,14 @@ static void on_done(struct kvr_srv *s, struct kvr_l2_job *j, bool stopping)
 	struct kvr_l2 *l2 = s->l2;
 
 	atomic_fetch_sub_explicit(&l2->st.queue_depth, 1, memory_order_relaxed);
+	/* Job latency, submit to done, in the server's global histograms
+	 * (the loop is their single writer): uploads as l2_write, probes
+	 * and loads as l2_read. */
+	if (s->hist_on && s->obs && !stopping)
+		kvr_hist_add(
+		    &s->obs->lat[j->kind == KVR_L2_JOB_PUT ? KVR_HIST_L2_WRITE
+							   : KVR_HIST_L2_READ],
+		    kvr_srv_now_ns() - j->submit_ns, 1);
 	switch (j->kind) {
 	case KVR_L2_JOB_PUT:
 		(void)kvr_store_commit_retrieve(s->store, l2->chan, j->owner,

@@ -213,6 +213,8 @@ Test(l2, inspector_and_prometheus_show_the_tier)
 	snprintf(want, sizeof(want), "l2.nodes.0.addr=127.0.0.1:%d", rds.port);
 	cr_expect(inspect_has(&s1, "", want));
 	cr_expect(inspect_has(&s1, "", "l2.nodes.0.state=up"));
+	/* One commit, one upload job, in the server's l2_write histogram. */
+	cr_expect(inspect_has(&s1, "", "latency.l2_write.count=1"));
 	cr_expect(inspect_has(&s1, "--prometheus",
 			      "kvring_l2_chunks_total{direction=\"up\"} 3"));
 	cr_expect(inspect_has(&s1, "--prometheus",
