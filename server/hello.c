@@ -104,13 +104,14 @@ static void refuse(struct kvr_srv *s, struct kvr_conn *c, int status,
  * and real clients finish theirs within microseconds. O(connections),
  * once per accept, never per request.
  */
-static struct kvr_conn *pending_victim(struct kvr_srv *s, uid_t uid)
+struct kvr_conn *kvr__hello_victim(struct kvr_conn *conns, uint32_t nconns,
+				   uint32_t npending, uid_t uid)
 {
 	struct kvr_conn *old_uid = NULL, *old_any = NULL;
 	uint32_t n_uid = 0;
 
-	for (uint32_t i = 0; i < s->nconns; i++) {
-		struct kvr_conn *c = &s->conns[i];
+	for (uint32_t i = 0; i < nconns; i++) {
+		struct kvr_conn *c = &conns[i];
 
 		if (c->state != KVR_CONN_HELLO)
 			continue;
@@ -124,7 +125,7 @@ static struct kvr_conn *pending_victim(struct kvr_srv *s, uid_t uid)
 	}
 	if (n_uid >= KVR_SRV_PENDING_PER_UID)
 		return old_uid;
-	if (s->npending >= KVR_SRV_PENDING_MAX)
+	if (npending >= KVR_SRV_PENDING_MAX)
 		return old_any;
 	return NULL;
 }
@@ -137,7 +138,8 @@ static void make_pending_room(struct kvr_srv *s, uid_t uid)
 	/* Each pass ends one pending handshake (served or dropped), so the
 	 * bound only guards against a bug. */
 	for (uint32_t pass = 0; pass <= KVR_SRV_PENDING_MAX; pass++) {
-		victim = pending_victim(s, uid);
+		victim = kvr__hello_victim(s->conns, s->nconns, s->npending,
+					   uid);
 		if (!victim)
 			return;
 		/* A hello already waiting in the victim's socket (its poll
@@ -255,6 +257,11 @@ static void ns_free(struct kvr_srv *s, struct kvr_ns_ent *e)
 	memset(&e->desc, 0, sizeof(e->desc));
 	e->used = false;
 	e->refs = 0;
+	/* The next model in this entry starts its own counters, and its
+	 * inspector slot is republished under a new generation (chan.c). */
+	memset(&e->cache, 0, sizeof(e->cache));
+	e->published = false;
+	e->dirty = false;
 	s->nns--;
 }
 
