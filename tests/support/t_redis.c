@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -159,6 +160,9 @@ static void spawn(struct t_redis *r)
 	if (r->pid < 0)
 		die("fork");
 	if (r->pid == 0) {
+		/* A test that crashes skips its teardown: the server must not
+		 * outlive it (it would keep a port and the test's pipes). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execvp("redis-server", argv);
 		_exit(127);
 	}
