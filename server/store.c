@@ -99,10 +99,11 @@ static bool was_expired(const struct kvr_store *s, uint32_t ch, uint64_t id)
 }
 
 /*
- * Find the open transfer @xfer of @kind for channel @ch. Finding it first
- * and checking the channel second makes another channel's id -EPERM, not
- * -ENOENT, which tells a confused worker apart from a stale one.
- * Return: 0 and *o_out, or -EINVAL / -ENOENT / -EPERM.
+ * Find the open transfer @xfer of @kind for channel @ch. Another channel's
+ * id answers -ENOENT, exactly as an unknown id: a different answer would
+ * tell a prober that the transfer exists (docs/reliability.md, "Threat
+ * model").
+ * Return: 0 and *o_out, or -EINVAL / -ENOENT / KVR_ERR_EXPIRED.
  */
 static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       uint32_t kind, uint32_t *o_out)
@@ -115,7 +116,7 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (o == NIL)
 		return was_expired(s, ch, xfer) ? KVR_ERR_EXPIRED : -ENOENT;
 	if (s->own[o].ch != ch)
-		return -EPERM;
+		return -ENOENT;
 	*o_out = o;
 	return 0;
 }
@@ -199,10 +200,8 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 		return -EINVAL;
 	o = owner_find(s, lease_id, OWN_LEASE);
 	if (o == NIL || s->own[o].deadline_ns <= now_ns ||
-	    !lease_visible(s, ch, o))
-		return -ENOENT;
-	if (s->own[o].ch != ch)
-		return -EPERM;
+	    !lease_visible(s, ch, o) || s->own[o].ch != ch)
+		return -ENOENT; /* "not yours" is "unknown": nothing leaks */
 	kvr__store_owner_drop_lease(s, o);
 	s->st.leases_released++;
 	return 0;

@@ -51,17 +51,20 @@ static int enoent(struct kvr_client *c, const struct sub *s)
 	case KVR_OP_PREPARE_RETRIEVE:
 		return kvr__fail(
 		    c, -ENOENT,
-		    "%s: lease %llu is unknown or expired (a lease "
-		    "lives for kvringd's --lease-ms after the "
-		    "lookup; look up with pin again)",
+		    "%s: lease %llu is unknown or expired, or not "
+		    "this connection's (a lease lives for kvringd's "
+		    "--lease-ms after the lookup; only its own "
+		    "connection releases it, only the same uid and "
+		    "model redeem it; look up with pin again)",
 		    kvr_op_name(s->op), h);
 	case KVR_OP_COMMIT_STORE:
 	case KVR_OP_ABORT_STORE:
 	case KVR_OP_COMMIT_RETRIEVE:
 		return kvr__fail(c, -ENOENT,
 				 "%s: %s %llu is unknown to kvringd (already "
-				 "committed or aborted, or kvringd restarted): "
-				 "prepare it again",
+				 "committed or aborted, prepared on another "
+				 "connection, or kvringd restarted): prepare "
+				 "it again on this connection",
 				 kvr_op_name(s->op), handle_kind(s), h);
 	default:
 		return kvr__fail(c, -ENOENT, "%s: kvringd knows no such object",
