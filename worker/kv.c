@@ -56,12 +56,26 @@ static uint64_t row_bytes(const struct kvr_kv_cache *kv)
 	return (uint64_t)kv->heads * kv->head_bytes;
 }
 
+/* The chunk size, false if it does not fit 64 bits (nor a size_t). */
+static bool chunk_size(const struct kvr_kv_cache *kv, uint64_t *out)
+{
+	uint64_t n = row_bytes(kv);
+
+	if (!mul_add(n, kv->chunk_tokens, 0, &n) ||
+	    !mul_add(n, kv->layers, 0, &n) || !mul_add(n, kv->nkv, 0, &n) ||
+	    n > SIZE_MAX)
+		return false;
+	*out = n;
+	return true;
+}
+
 uint64_t kvr_kv_chunk_bytes(const struct kvr_kv_cache *kv)
 {
-	if (!kv)
+	uint64_t n;
+
+	if (!kv || !chunk_size(kv, &n))
 		return 0;
-	return (uint64_t)kv->nkv * kv->layers * kv->chunk_tokens *
-	       row_bytes(kv);
+	return n;
 }
 
 int kvr_kv_check(const struct kvr_kv_cache *kv, char *errbuf, size_t errlen)
@@ -89,6 +103,13 @@ int kvr_kv_check(const struct kvr_kv_cache *kv, char *errbuf, size_t errlen)
 			   "choose a chunk size that is a multiple of the "
 			   "engine's block size",
 			   kv->block_size, kv->chunk_tokens);
+	if (!chunk_size(kv, &reach))
+		return bad(errbuf, errlen,
+			   "chunk size overflows (%u x %u layers x %u tokens x "
+			   "%u heads x %u bytes): the descriptor's dimensions "
+			   "are not a real cache's",
+			   kv->nkv, kv->layers, kv->chunk_tokens, kv->heads,
+			   kv->head_bytes);
 	e = kv->elem_bytes;
 	if (e != 1 && e != 2 && e != 4)
 		return bad(errbuf, errlen,
@@ -146,6 +167,7 @@ static int check_run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		     size_t *bpc)
 {
 	int rc = kvr_kv_check(kv, errbuf, errlen);
+	size_t want;
 
 	if (rc < 0)
 		return rc;
@@ -161,7 +183,7 @@ static int check_run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 			   kv->head_bytes);
 	if (nchunks && (!chunks || !block_ids))
 		return bad(errbuf, errlen, "chunks or block_ids is NULL");
-	if (nblocks != nchunks * *bpc)
+	if (__builtin_mul_overflow(nchunks, *bpc, &want) || nblocks != want)
 		return bad(errbuf, errlen,
 			   "%zu block ids for %zu chunks: each chunk of %u "
 			   "tokens needs %zu blocks of %u",
@@ -323,9 +345,10 @@ static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 			first = skip - c * bpc < bpc ? skip - c * bpc : bpc;
 		for (uint32_t k = 0; k < kv->nkv; k++)
 			for (uint32_t l = 0; l < kv->layers; l++) {
-				char *eng = kv->base[l * kv->nkv + k];
-				char *chk = chunks[c] +
-					    (k * kv->layers + l) * per_layer;
+				char *eng = kv->base[(uint64_t)l * kv->nkv + k];
+				char *chk =
+				    chunks[c] +
+				    ((uint64_t)k * kv->layers + l) * per_layer;
 
 				for (size_t j = first; j < bpc; j++)
 					copy_block(

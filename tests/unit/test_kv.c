@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -474,4 +476,79 @@ Test(kv, refuses_descriptor_when_a_dimension_is_zero)
 	c.base[2] = NULL;
 	expect_refused(&c, ids, 3, kvr_kv_chunk_bytes(&c.kv), "NULL");
 	free(c.mem);
+}
+
+/*
+ * A chunk whose size does not fit 64 bits (2^16 layers x 2^16 tokens x
+ * 2^16 heads x 2^16 bytes) used to wrap to 0 bytes, match a chunk_bytes
+ * of 0 and copy 2^64 bytes into a 64-byte chunk.
+ */
+Test(kv, refuses_descriptor_when_chunk_size_overflows)
+{
+	const uint32_t n = 1u << 16;
+	void **base = calloc(n, sizeof(*base));
+	uint8_t *mem = calloc(1, n), *ch = malloc(64);
+	const uint32_t ids[] = {0};
+	char err[256] = "";
+	struct kvr_kv_cache kv = {
+	    .layers = n,
+	    .nkv = 1,
+	    .heads = n,
+	    .head_bytes = n,
+	    .elem_bytes = 1,
+	    .block_size = n,
+	    .num_blocks = 1,
+	    .chunk_tokens = n,
+	    .block_stride = n,
+	    .token_stride = 0,
+	    .head_stride = 0,
+	    .layer_bytes = n,
+	    .base = base,
+	};
+
+	cr_assert(base && mem && ch);
+	for (uint32_t i = 0; i < n; i++)
+		base[i] = mem;
+	memset(ch, 0x5A, 64);
+	cr_expect_eq(kvr_kv_chunk_bytes(&kv), 0);
+	cr_expect_eq(kvr_kv_check(&kv, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "overflows"), "errbuf: %s", err);
+	cr_expect_eq(kvr_kv_gather(&kv, ids, 1, (void *const *)&ch, 1, 0, err,
+				   sizeof(err)),
+		     -EINVAL);
+	for (int i = 0; i < 64; i++)
+		cr_expect_eq(ch[i], 0x5A, "byte %d copied by a refused call",
+			     i);
+	free(ch), free(mem), free(base);
+}
+
+/*
+ * nchunks * blocks-per-chunk wrapping to nblocks used to pass the count
+ * check and walk the chunks array far past its end: here the array ends
+ * at a PROT_NONE page, so reading past it faults.
+ */
+Test(kv, refuses_chunk_count_when_it_overflows)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 1};
+	long pg = sysconf(_SC_PAGESIZE);
+	char *map, err[256] = "";
+	void **chunks;
+	uint8_t *ch;
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 4); /* 2 blocks a chunk */
+	ch = malloc(kvr_kv_chunk_bytes(&c.kv));
+	map = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert(map != MAP_FAILED && ch);
+	cr_assert_eq(mprotect(map + pg, (size_t)pg, PROT_NONE), 0);
+	chunks = (void **)(map + pg) - 1;
+	chunks[0] = ch;
+	/* (2^63 + 1) * 2 wraps to 2 = nblocks. */
+	cr_expect_eq(kvr_kv_gather(&c.kv, ids, 2, chunks, SIZE_MAX / 2 + 2,
+				   kvr_kv_chunk_bytes(&c.kv), err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, "block ids for"), "errbuf: %s", err);
+	munmap(map, 2 * (size_t)pg);
+	free(ch), free(c.mem);
 }

@@ -66,14 +66,15 @@ struct kvr_kv_cache {
 
 /*
  * kvr_kv_chunk_bytes - the size of one chunk of this cache's layout:
- * nkv * layers * chunk_tokens * heads * head_bytes. 0 if kv is NULL.
+ * nkv * layers * chunk_tokens * heads * head_bytes. 0 if kv is NULL or
+ * the product does not fit a size_t (kvr_kv_check() refuses that).
  */
 KVR_API uint64_t kvr_kv_chunk_bytes(const struct kvr_kv_cache *kv);
 
 /*
  * kvr_kv_check - validate a descriptor once (the copy calls do it too).
  * Return: 0, or -EINVAL with the reason in errbuf: a zero dimension,
- * chunk_tokens not a multiple of block_size, elem_bytes not 1, 2 or 4,
+ * chunk_tokens not a multiple of block_size, a chunk size that overflows, elem_bytes not 1, 2 or 4,
  * head_bytes, a stride or a base pointer not a multiple of elem_bytes, a
  * NULL base, or strides that reach past layer_bytes.
  */
