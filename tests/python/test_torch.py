@@ -417,6 +417,36 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def test_resumed_request_loads_when_it_was_preempted(self):
+        # vLLM looks a preempted request up again when it resumes, then
+        # schedules it as a cached request (resumed_req_ids) with all its
+        # blocks new: the hit must be loaded there too, or vLLM computes
+        # on blocks nobody wrote.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(8, 2 * 64 + 10)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 128)
+            ids = e.alloc(-(-len(p) // spec.block_size))
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                (tuple(engine.KVCacheBlock(b) for b in ids),)), ext)
+            so = engine.SchedulerOutput(
+                scheduled_cached_reqs=engine.CachedRequestData(
+                    req_ids=["b"], resumed_req_ids={"b"},
+                    new_block_ids=[(list(ids),)], num_computed_tokens=[ext],
+                    new_token_ids=[[]], num_output_tokens=[0]),
+                num_scheduled_tokens={"b": len(p) - ext})
+            res = e._run_step(so, [(ids, list(p),
+                                    list(range(ext, len(p))))])
+            self.assertEqual(res["errors"], [])
+            self.check_loaded(e, spec, {"block_ids": ids}, p, 128)
+            e.sched.request_finished(req, ids)
+        finally:
+            e.stop()
+
     def test_worker_killed_mid_store_publishes_nothing(self):
         spec = self.spec()
         e = engine.Engine(spec)

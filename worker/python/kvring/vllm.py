@@ -235,24 +235,13 @@ class KvringConnector(KVConnectorBase_V1):
                              ) -> KVConnectorMetadata:
         meta = KvringConnectorMetadata()
         so = scheduler_output
-        C, bs = self._chunk_tokens, self._block_size
         for nr in so.scheduled_new_reqs:
             st = self._reqs.get(nr.req_id)
             if st is None:
                 st = self._reqs[nr.req_id] = _Req(
                     tokens=list(nr.prompt_token_ids or []), salt=None)
             st.block_ids = list(nr.block_ids[0])
-            if st.load_pending:
-                local = nr.num_computed_tokens - st.external
-                n = st.hit_chunks
-                meta.loads.append(LoadSpec(
-                    req_id=nr.req_id, lease=st.lease,
-                    tokens=st.tokens[:n * C], salt=st.salt,
-                    block_ids=st.block_ids[:n * self._bpc],
-                    skip_blocks=max(local, 0) // bs, nchunks=n))
-                # The lease now belongs to the worker that redeems it.
-                st.lease, st.load_pending = 0, False
-                st.saved_chunks = n
+            self._plan_load(meta, nr.req_id, st, nr.num_computed_tokens)
             self._plan_save(meta, nr.req_id, st, nr.num_computed_tokens
                             + so.num_scheduled_tokens.get(nr.req_id, 0))
         cached = so.scheduled_cached_reqs
@@ -266,6 +255,10 @@ class KvringConnector(KVConnectorBase_V1):
                     st.block_ids = list(new[0])
                 else:
                     st.block_ids.extend(new[0])
+            # A request resumed after preemption was looked up and
+            # allocated again (get_num_new_matched_tokens,
+            # update_state_after_alloc) but comes back here, not as new.
+            self._plan_load(meta, rid, st, cached.num_computed_tokens[i])
             self._plan_save(meta, rid, st, cached.num_computed_tokens[i]
                             + so.num_scheduled_tokens.get(rid, 0))
         for rid in so.finished_req_ids:
@@ -273,6 +266,24 @@ class KvringConnector(KVConnectorBase_V1):
             if st is not None:
                 self._release(st)
         return meta
+
+    def _plan_load(self, meta: KvringConnectorMetadata, rid: str, st: _Req,
+                   num_computed_tokens: int) -> None:
+        """Hand the pinned hit to the workers, once blocks are known.
+        num_computed_tokens counts vLLM's own prefix hits plus the
+        external tokens it agreed to load."""
+        if not st.load_pending:
+            return
+        local = num_computed_tokens - st.external
+        n = st.hit_chunks
+        meta.loads.append(LoadSpec(
+            req_id=rid, lease=st.lease,
+            tokens=st.tokens[:n * self._chunk_tokens], salt=st.salt,
+            block_ids=st.block_ids[:n * self._bpc],
+            skip_blocks=max(local, 0) // self._block_size, nchunks=n))
+        # The lease now belongs to the worker that redeems it.
+        st.lease, st.load_pending = 0, False
+        st.saved_chunks = max(st.saved_chunks, n)
 
     def _plan_save(self, meta: KvringConnectorMetadata, rid: str, st: _Req,
                    computed: int) -> None:
