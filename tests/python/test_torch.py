@@ -447,6 +447,23 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def test_unknown_request_is_not_saved_when_its_salt_is_unknown(self):
+        # NewRequestData has no cache_salt: a request the connector never
+        # looked up must not be stored under unsalted keys.
+        e = engine.Engine(self.spec())
+        try:
+            p = self.prompt(9, 2 * 64)
+            ids = e.alloc(8)
+            meta = e.sched.build_connector_meta(engine.SchedulerOutput(
+                scheduled_new_reqs=[engine.NewRequestData(
+                    req_id="x", prompt_token_ids=list(p),
+                    block_ids=(list(ids),), num_computed_tokens=0)],
+                num_scheduled_tokens={"x": len(p)}))
+            self.assertEqual(meta.saves, [])
+            self.assertEqual(meta.loads, [])
+        finally:
+            e.stop()
+
     def test_worker_killed_mid_store_publishes_nothing(self):
         spec = self.spec()
         e = engine.Engine(spec)

@@ -238,8 +238,12 @@ class KvringConnector(KVConnectorBase_V1):
         for nr in so.scheduled_new_reqs:
             st = self._reqs.get(nr.req_id)
             if st is None:
-                st = self._reqs[nr.req_id] = _Req(
-                    tokens=list(nr.prompt_token_ids or []), salt=None)
+                # Never looked up, so its cache_salt is unknown (it is not
+                # in NewRequestData): storing it unsalted could hand one
+                # tenant's KV to another. Skip it.
+                log.debug("kvring: %s was not looked up; not saved",
+                          nr.req_id)
+                continue
             st.block_ids = list(nr.block_ids[0])
             self._plan_load(meta, nr.req_id, st, nr.num_computed_tokens)
             self._plan_save(meta, nr.req_id, st, nr.num_computed_tokens
