@@ -67,19 +67,30 @@ enum cache_field {
 	CF_STORE_KEYS_BUSY,
 };
 
-/* Add @v to one cache counter of the channel, its namespace and the
- * server (private mirrors; published per batch and per heartbeat). */
+/* Add @v[0..k-1] to the @k cache counters from @f on, of the channel, its
+ * namespace and the server (private mirrors; published per batch and per
+ * heartbeat). One call per request: the namespace entry is found and the
+ * dirty flags set once, not once per counter (callgrind: four single-field
+ * calls cost 56 instructions of a lookup's ~470 on the server). */
 static void cache_add(struct kvr_srv *s, struct kvr_conn *c, enum cache_field f,
-		      uint64_t v)
+		      const uint64_t *v, unsigned k)
 {
-	((uint64_t *)&c->cache)[f] += v;
-	((uint64_t *)&s->cache)[f] += v;
-	c->cache_dirty = true;
+	uint64_t *cc = (uint64_t *)&c->cache + f;
+	uint64_t *sc = (uint64_t *)&s->cache + f;
+	uint64_t *nc = NULL;
+
 	if (c->ns_id >= 1 && c->ns_id <= KVR_SRV_NS_MAX) {
 		struct kvr_ns_ent *ns = &s->ns[c->ns_id - 1];
 
-		((uint64_t *)&ns->cache)[f] += v;
+		nc = (uint64_t *)&ns->cache + f;
 		ns->dirty = true;
+	}
+	c->cache_dirty = true;
+	for (unsigned i = 0; i < k; i++) {
+		cc[i] += v[i];
+		sc[i] += v[i];
+		if (nc)
+			nc[i] += v[i];
 	}
 }
 
@@ -109,14 +120,9 @@ static void count_store(struct kvr_srv *s, struct kvr_conn *c,
 			break;
 		}
 	}
-	cache_add(s, c, CF_STORE_KEYS_NEW, kn);
-	cache_add(s, c, CF_STORE_BYTES_NEW, bn);
-	cache_add(s, c, CF_STORE_KEYS_STORED, ks);
-	cache_add(s, c, CF_STORE_BYTES_STORED, bs);
-	if (nr)
-		cache_add(s, c, CF_STORE_KEYS_NO_ROOM, nr);
-	if (busy)
-		cache_add(s, c, CF_STORE_KEYS_BUSY, busy);
+	/* CF_STORE_KEYS_NEW .. CF_STORE_KEYS_BUSY, in that order. */
+	cache_add(s, c, CF_STORE_KEYS_NEW,
+		  (const uint64_t[]){kn, bn, ks, bs, nr, busy}, 6);
 }
 
 /* Slots handed out by a prepare_retrieve, in cache counters. */
@@ -128,10 +134,8 @@ static void count_retrieve(struct kvr_srv *s, struct kvr_conn *c,
 
 	for (uint32_t i = 0; i < hits; i++)
 		b += slots[i].len;
-	cache_add(s, c, CF_RETRIEVES, 1);
-	cache_add(s, c, CF_RETRIEVE_KEYS, asked);
-	cache_add(s, c, CF_RETRIEVE_HIT_KEYS, hits);
-	cache_add(s, c, CF_RETRIEVE_BYTES, b);
+	/* CF_RETRIEVES .. CF_RETRIEVE_BYTES, in that order. */
+	cache_add(s, c, CF_RETRIEVES, (const uint64_t[]){1, asked, hits, b}, 4);
 }
 
 /* --test-delay: sleep before answering. A sleep, not a spin, so that the
@@ -221,11 +225,12 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		if (rc >= 0) {
 			r->value = (uint64_t)rc;
 			r->handle = id;
-			cache_add(s, c, CF_LOOKUPS, 1);
-			cache_add(s, c, CF_LOOKUP_KEYS, n);
-			cache_add(s, c, CF_LOOKUP_HIT_KEYS, (uint64_t)rc);
-			cache_add(s, c, CF_LOOKUP_HIT_BYTES,
-				  kvr_store_last_hit_bytes(s->store));
+			/* CF_LOOKUPS .. CF_LOOKUP_HIT_BYTES, in order. */
+			cache_add(s, c, CF_LOOKUPS,
+				  (const uint64_t[]){
+				      1, n, (uint64_t)rc,
+				      kvr_store_last_hit_bytes(s->store)},
+				  4);
 		}
 		break;
 	case KVR_OP_RELEASE:
