@@ -30,6 +30,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # the bench command, not here.
 deps=(build-essential cmake pkg-config liburing-dev libxxhash-dev
       libcriterion-dev python3 clang)
+# clang's sanitizer and libFuzzer runtimes are only a Recommends of clang,
+# and install_deps takes no recommends; groff checks the man pages (it is
+# in a standard Debian install, but a minimal image may lack it).
+deps+=(libclang-rt-14-dev groff-base)
 # The torch layer's tests (kvring.torch, kvring.kv, kvring.vllm); the
 # library and the plain binding never need them.
 deps+=(python3-torch python3-numpy)
