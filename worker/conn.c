@@ -382,9 +382,12 @@ static int check_server_uid(int sock, const struct kvr_client_opts *o,
 			     "(SO_PEERCRED: %s); refusing to send it chunks",
 			     strerror(errno));
 	if (env && *env) {
+		/* strtoul takes "-N" as 2^64 - N and skips blanks: only
+		 * digits, or "-18446744073709486082" would trust uid 65534. */
 		errno = 0;
 		trusted_env = strtoul(env, &end, 10);
-		have_env = !errno && *end == '\0' && trusted_env <= UINT32_MAX;
+		have_env = env[0] >= '0' && env[0] <= '9' && !errno &&
+			   *end == '\0' && trusted_env <= UINT32_MAX;
 		if (!have_env)
 			return cfail(
 			    errbuf, errlen, -EINVAL,

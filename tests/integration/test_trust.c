@@ -113,6 +113,13 @@ Test(trust, regress_12_worker_refuses_server_of_another_uid)
 	cr_expect_not_null(strstr(err, want), "server uid not named: %s", err);
 	snprintf(want, sizeof(want), "uid %u", (unsigned)geteuid());
 	cr_expect_not_null(strstr(err, want), "our uid not named: %s", err);
+	/* A negative number is not a uid, even one strtoul wraps onto the
+	 * server's (2^64 - 65534 negated is 65534). */
+	setenv("KVRING_SERVER_UID", "-18446744073709486082", 1);
+	rc = try_connect(0, err, sizeof(err));
+	unsetenv("KVRING_SERVER_UID");
+	cr_expect_eq(rc, -EINVAL, "a negative $KVRING_SERVER_UID: %d (%s)", rc,
+		     err);
 	/* Refused before anything was sent: the server saw no worker. */
 	cr_expect_eq(T_GSTAT(&srv, connects), 0u);
 }
