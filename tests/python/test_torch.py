@@ -464,6 +464,45 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def test_pipeline_stages_do_not_share_chunks_when_shapes_match(self):
+        # Two pipeline stages hold different layers of the same shape: a
+        # chunk stage 1 stored must not load into stage 0.
+        import dataclasses
+        from kvring.vllm import KvringConnectorMetadata, LoadSpec, SaveSpec
+        spec = self.spec(layers=2)
+        stage = dataclasses.replace(spec, layers=1)
+        p = self.prompt(10, 64)
+        ws = []
+        try:
+            for rank in (0, 1):
+                cfg = spec.vllm_config()
+                cfg.parallel_config = engine.ParallelConfig(
+                    pipeline_parallel_size=2, rank=rank)
+                w = engine.connector_class(cfg)(
+                    cfg, engine.KVConnectorRole.WORKER,
+                    engine.KVCacheConfig(spec.num_blocks))
+                caches = engine.make_caches(stage)
+                engine.write_kv(stage, caches, list(range(4)), p,
+                                list(range(64)))
+                w.register_kv_caches(caches)
+                ws.append(w)
+            ws[1].bind_connector_metadata(KvringConnectorMetadata(saves=[
+                SaveSpec("r", list(p), None, [0, 1, 2, 3], 1)]))
+            ws[1].wait_for_save()
+            ws[0].bind_connector_metadata(KvringConnectorMetadata(loads=[
+                LoadSpec("r", 0, list(p), None, [4, 5, 6, 7], 0, 1)]))
+            ws[0].start_load_kv(None)
+            self.assertEqual(ws[0].get_block_ids_with_load_errors(),
+                             {4, 5, 6, 7})
+            # The save did happen: stage 1 itself loads it.
+            ws[1].bind_connector_metadata(KvringConnectorMetadata(loads=[
+                LoadSpec("r", 0, list(p), None, [4, 5, 6, 7], 0, 1)]))
+            ws[1].start_load_kv(None)
+            self.assertEqual(ws[1].get_block_ids_with_load_errors(), set())
+        finally:
+            for w in ws:
+                w.shutdown()
+
     def test_worker_killed_mid_store_publishes_nothing(self):
         spec = self.spec()
         e = engine.Engine(spec)

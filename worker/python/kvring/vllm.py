@@ -150,7 +150,12 @@ class KvringConnector(KVConnectorBase_V1):
         self.layout = _layout(vllm_config, self._chunk_tokens)
         pc = vllm_config.parallel_config
         self._tp_size = int(getattr(pc, "tensor_parallel_size", 1) or 1)
-        self._tp_rank = int(getattr(pc, "rank", 0) or 0) % self._tp_size
+        rank = int(getattr(pc, "rank", 0) or 0)
+        self._tp_rank = rank % self._tp_size
+        # Pipeline stages hold different layers with the same shape: each
+        # stage gets its own namespace, or one would load another's KV.
+        self._pp_size = int(getattr(pc, "pipeline_parallel_size", 1) or 1)
+        self._pp_rank = (rank // self._tp_size) % self._pp_size
         # Scheduler side.
         self._client: Optional[kvring.Client] = None
         self._reqs: Dict[str, _Req] = {}
@@ -162,11 +167,15 @@ class KvringConnector(KVConnectorBase_V1):
             # The scheduler looks up with rank 0's namespace; with tensor
             # parallelism every rank stores its own shard under its own
             # namespace, and ranks other than 0 retrieve by key.
-            self._client = self._connect(tp_rank=0)
+            self._client = self._connect(tp_rank=0, pp_rank=0)
 
-    def _connect(self, tp_rank: int) -> Optional[kvring.Client]:
+    def _connect(self, tp_rank: int, pp_rank: int
+                 ) -> Optional[kvring.Client]:
+        model = self._model
+        if self._pp_size > 1:
+            model = "%s/pp%d" % (model, pp_rank)
         try:
-            c = self.layout.connect(self._model, socket=self._socket,
+            c = self.layout.connect(model, socket=self._socket,
                                     tp_rank=tp_rank, tp_size=self._tp_size,
                                     timeout_ms=self._timeout_ms)
         except kvring.KvringError as e:
@@ -323,7 +332,7 @@ class KvringConnector(KVConnectorBase_V1):
 
     def _worker_ctx(self) -> Optional[KvringContext]:
         if self._ctx is None:
-            c = self._connect(tp_rank=self._tp_rank)
+            c = self._connect(tp_rank=self._tp_rank, pp_rank=self._pp_rank)
             if c is None:
                 return None
             self._ctx = KvringContext(self.layout, client=c)
@@ -352,7 +361,9 @@ class KvringConnector(KVConnectorBase_V1):
         ctx, kv = self._worker_ctx(), self._kv
         if ctx is None or kv is None:
             return False
-        use_lease = bool(ld.lease) and self._tp_rank == 0
+        # The scheduler's lease holds rank (tp 0, pp 0)'s chunks only.
+        use_lease = bool(ld.lease) and self._tp_rank == 0 and \
+            self._pp_rank == 0
         iid = ("load", ld.req_id)
         try:
             if use_lease:
