@@ -43,7 +43,7 @@ class KVConnectorBase_V1(ABC):
         return False
 
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
-                 kv_cache_config: "Optional[KVCacheConfig]" = None):
+                 kv_cache_config: "KVCacheConfig"):
         self._connector_metadata: Optional[KVConnectorMetadata] = None
         self._vllm_config = vllm_config
         if vllm_config.kv_transfer_config is not None:
