@@ -300,6 +300,10 @@ class PagedKVTest(unittest.TestCase):
             (lambda: PagedKV.merged(self.caches, ChunkLayout(
                 layers=3, kv_heads=4, head_size=16, dtype="bf16",
                 chunk_tokens=8)), "heads"),
+            # HND memory declared NHD: the message points at kv_layout.
+            (lambda: PagedKV.merged([c.permute(0, 1, 3, 2, 4).contiguous()
+                                     for c in self.caches], self.lt),
+             "kv_layout 'NHD'"),
         ]
         for fn, needle in cases:
             with self.assertRaises(ValueError) as cm:

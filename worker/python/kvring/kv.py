@@ -95,9 +95,12 @@ class PagedKV(object):
         heads = size.get("heads", 1)
         if heads != lt.kv_heads or size["dim"] != lt.head_size:
             raise ValueError("%s: %d heads of %d, the layout has %d heads of "
-                             "%d: the cache does not match the namespace"
+                             "%d: the cache does not match the namespace, "
+                             "or kv_layout %r is not the order of the "
+                             "tensor's dimensions (shape %s)"
                              % (what, heads, size["dim"], lt.kv_heads,
-                                lt.head_size))
+                                lt.head_size, _layout_name(dims),
+                                tuple(v0.shape)))
         if stride["dim"] != 1:
             raise ValueError("%s: the head dimension has stride %d: it must "
                              "be contiguous" % (what, stride["dim"]))
@@ -284,6 +287,13 @@ def _layers(x: Union[Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
         raise ValueError("pass one tensor per layer (a list or vLLM's "
                          "dict), or use PagedKV.cross_layer()")
     return list(x)
+
+
+def _layout_name(dims: Tuple[str, ...]) -> str:
+    for name, d in _BLOCK_DIMS.items():
+        if d == dims:
+            return name
+    return "MLA"
 
 
 def _dims(kv_layout: str) -> Tuple[str, ...]:
