@@ -283,6 +283,7 @@ class PagedKVTest(unittest.TestCase):
         cases = [
             (lambda: kv.gather([0, 12], [out]), "out of range"),
             (lambda: kv.gather([0, -1], [out]), "out of range"),
+            (lambda: kv.gather([0, True], [out]), "block id True"),
             (lambda: kv.gather([0], [out]), "needs 2 blocks"),
             (lambda: kv.gather([0, 1], [out[:, :, :4]]), "bytes"),
             (lambda: kv.gather([0, 1], [out.transpose(2, 3)]),

@@ -220,7 +220,8 @@ class PagedKV(object):
             block_ids = block_ids.tolist()
         ids = list(block_ids)
         for i, b in enumerate(ids):
-            if not isinstance(b, int) or not 0 <= b < self.num_blocks:
+            if isinstance(b, bool) or not isinstance(b, int) or \
+                    not 0 <= b < self.num_blocks:
                 raise ValueError("block id %r (position %d) is out of range: "
                                  "the cache has %d blocks"
                                  % (b, i, self.num_blocks))
