@@ -127,8 +127,9 @@ run_minimal() {
 
 run_tests() {
 	run_minimal
-	# KVR_REQUIRE_TORCH: the torch tests must run here, never skip.
-	build "$here/build" -DKVR_REQUIRE_TORCH=ON
+	# KVR_REQUIRE_TORCH / KVR_REQUIRE_REDIS: the torch and L2 tests must
+	# run here, never skip.
+	build "$here/build" -DKVR_REQUIRE_TORCH=ON -DKVR_REQUIRE_REDIS=ON
 	run_ctest "$here/build"
 	run_asan
 }
