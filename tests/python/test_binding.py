@@ -47,6 +47,18 @@ def kvringd_path():
     raise unittest.SkipTest("kvringd not found (set KVRINGD)")
 
 
+def _die_with_parent():
+    """In the kvringd child: get SIGTERM when the test process dies.
+
+    A test killed mid-run (a timeout, a Ctrl-C, SIGKILL) must not leave
+    its kvringd running; the C suites' t_server does the same.
+    """
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG,
+                                            int(signal.SIGTERM), 0, 0, 0)
+
+
 class Server(object):
     def __init__(self):
         tag = "kvring-py%d-%d" % (os.getpid(), int(time.time() * 1000) % 100000)
@@ -57,6 +69,14 @@ class Server(object):
         self.extra = []  # more kvringd arguments
 
     def start(self):
+        # The death signal follows the thread that forks, not the process:
+        # a server started from a short-lived thread (a Timer) would get
+        # SIGTERM as soon as that thread ends, so only the main thread
+        # asks for it.
+        import threading
+        on_death = (_die_with_parent
+                    if threading.current_thread() is threading.main_thread()
+                    else None)
         self.proc = subprocess.Popen(
             [kvringd_path(), "--socket", self.sock, "--name", self.name,
              "--pool-size", self.pool, "--allow-root", "--no-prefault",
@@ -64,7 +84,8 @@ class Server(object):
              # would move the pool off the named /dev/shm backend that
              # these tests check (tests/huge/ covers huge pages).
              "--huge-pages", "off",
-             "--log-level", "warn"] + self.extra, stderr=subprocess.DEVNULL)
+             "--log-level", "warn"] + self.extra, stderr=subprocess.DEVNULL,
+            preexec_fn=on_death)
         for _ in range(1000):
             s = socket.socket(socket.AF_UNIX)
             try:
@@ -450,6 +471,38 @@ def docstring_example():
             break
         lines.append(ln[4:])
     return "\n".join(lines)
+
+
+class ServerLifetimeTest(unittest.TestCase):
+    def test_server_stops_when_the_test_process_is_killed(self):
+        child = ("import sys, time; sys.path.insert(0, %r); "
+                 "import test_binding as t; s = t.Server(); s.start(); "
+                 "print(s.proc.pid, s.sock, s.name, flush=True); "
+                 "time.sleep(60)" % HERE)
+        p = subprocess.Popen([sys.executable, "-c", child],
+                             stdout=subprocess.PIPE)
+        pid, sock, name = p.stdout.readline().decode().split()
+        pid = int(pid)
+        p.kill()
+        p.wait()
+        gone = False
+        for _ in range(500):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                gone = True
+                break
+            time.sleep(0.01)
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        for f in (sock, sock + ".lock", "/dev/shm/%s.ctl" % name,
+                  "/dev/shm/%s.pool" % name):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        self.assertTrue(gone, "kvringd %d outlived the killed test "
+                        "process that started it" % pid)
 
 
 class ReadmeQuickStartTest(unittest.TestCase):
