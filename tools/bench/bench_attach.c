@@ -206,17 +206,7 @@ static int connect_opts(const struct bench_server *s, bool background,
 	char err[256] = "";
 	int rc;
 
-	memset(&co, 0, sizeof(co));
-	co.socket_path = s->sock;
-	snprintf(co.ns.model, sizeof(co.ns.model), "kvring-bench");
-	co.ns.layers = 1;
-	co.ns.kv_heads = 1;
-	co.ns.head_size = 128;
-	co.ns.dtype_bytes = 2;
-	co.ns.tp_size = 1;
-	co.ns.chunk_tokens = 256;
-	co.spin_us = 1;
-	co.timeout_ms = 120000;
+	bench_client_opts(s, &co);
 	co.prefault_background = background;
 	rc = kvr_connect(&co, out, err, sizeof(err));
 	if (rc < 0)

@@ -436,6 +436,23 @@ void bench_server_stop(struct bench_server *s)
 
 /* ---- clients ---------------------------------------------------------- */
 
+void bench_client_opts(const struct bench_server *s,
+		       struct kvr_client_opts *co)
+{
+	memset(co, 0, sizeof(*co));
+	co->socket_path = s->sock;
+	snprintf(co->ns.model, sizeof(co->ns.model), "kvring-bench");
+	co->ns.layers = 1;
+	co->ns.kv_heads = 1;
+	co->ns.head_size = 128;
+	co->ns.dtype_bytes = 2;
+	co->ns.tp_rank = 0;
+	co->ns.tp_size = 1;
+	co->ns.chunk_tokens = 256;
+	co->spin_us = 1;
+	co->timeout_ms = 120000;
+}
+
 int bench_client_connect(const struct bench_server *s, int transport,
 			 uint32_t spin_us, bool no_prefault,
 			 struct kvr_client **out)
@@ -444,19 +461,10 @@ int bench_client_connect(const struct bench_server *s, int transport,
 	char err[256] = "";
 	int rc;
 
-	memset(&co, 0, sizeof(co));
-	co.socket_path = s->sock;
-	snprintf(co.ns.model, sizeof(co.ns.model), "kvring-bench");
-	co.ns.layers = 1;
-	co.ns.kv_heads = 1;
-	co.ns.head_size = 128;
-	co.ns.dtype_bytes = 2;
-	co.ns.tp_rank = 0;
-	co.ns.tp_size = 1;
-	co.ns.chunk_tokens = 256;
+	bench_client_opts(s, &co);
 	co.transport = transport;
-	co.spin_us = spin_us ? spin_us : 1;
-	co.timeout_ms = 120000;
+	if (spin_us)
+		co.spin_us = spin_us;
 	co.no_prefault = no_prefault;
 	/* -EBUSY: too many handshakes at once (64 workers starting
 	 * together); the server asks us to retry. */

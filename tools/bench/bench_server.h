@@ -110,6 +110,14 @@ void bench_server_stop(struct bench_server *s);
 int bench_pin_pid(pid_t pid, int cpu);
 
 /*
+ * bench_client_opts - fill @co for a bench worker of @s: namespace
+ * "kvring-bench", spin 1 us, a 120 s timeout on every call, everything
+ * else zero. Scenarios adjust fields before kvr_connect().
+ */
+void bench_client_opts(const struct bench_server *s,
+		       struct kvr_client_opts *co);
+
+/*
  * bench_client_connect - connect to @s as a bench worker (namespace
  * "kvring-bench"), with @transport (0 auto or KVR_TRANSPORT_COPY),
  * client spin @spin_us (>= 1) and a 120 s timeout on every call.
