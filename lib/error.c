@@ -72,7 +72,8 @@ static const char *kvr_wording(int code)
 	case ENOMSG:
 		return "ring record of reserved type 0 (corrupt ring)";
 	case EOVERFLOW:
-		return "ring record runs past the published bytes (corrupt ring)";
+		return "ring record runs past the published bytes (corrupt "
+		       "ring)";
 	default:
 		return NULL;
 	}

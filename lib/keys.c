@@ -38,10 +38,9 @@ static void put_le32(uint8_t *p, uint32_t v)
 int kvr_ns_key(const struct kvr_ns_desc *ns, struct kvr_key *out)
 {
 	uint8_t buf[sizeof(*ns)];
-	const uint32_t *fields[] = { &ns->layers,      &ns->kv_heads,
-				     &ns->head_size,   &ns->dtype_bytes,
-				     &ns->tp_rank,     &ns->tp_size,
-				     &ns->chunk_tokens, &ns->reserved };
+	const uint32_t *fields[] = {
+	    &ns->layers,  &ns->kv_heads, &ns->head_size,    &ns->dtype_bytes,
+	    &ns->tp_rank, &ns->tp_size,	 &ns->chunk_tokens, &ns->reserved};
 	size_t mlen;
 
 	if (!ns || !out)

@@ -27,7 +27,7 @@ static bool cap_ok(uint32_t cap)
 int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 			 uint32_t resp_ring_cap, struct kvr_ctl_geom *out)
 {
-	struct kvr_ctl_geom g = { 0 };
+	struct kvr_ctl_geom g = {0};
 	uint64_t req_off, resp_off, stride;
 
 	if (max_channels == 0 || max_channels > 4096 || !cap_ok(req_ring_cap) ||
@@ -35,7 +35,8 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 		return -EINVAL;
 	/* The channel's observability block sits between its struct and
 	 * the request ring. */
-	req_off = sizeof(struct kvr_channel_shm) + sizeof(struct kvr_chan_obs_shm);
+	req_off =
+	    sizeof(struct kvr_channel_shm) + sizeof(struct kvr_chan_obs_shm);
 	/* Each ring starts on a 128-byte boundary (its own cache lines). */
 	resp_off = round_up(req_off + kvr_ring_shm_bytes(req_ring_cap), 128);
 	stride = round_up(resp_off + kvr_ring_shm_bytes(resp_ring_cap), PAGE);
@@ -47,8 +48,8 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	g.resp_ring_cap = resp_ring_cap;
 	g.channel_bytes = (uint32_t)stride;
 	/* The header, then the global observability region. */
-	g.channels_off = round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm),
-				  PAGE);
+	g.channels_off =
+	    round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm), PAGE);
 	g.ctl_bytes = g.channels_off + (uint64_t)max_channels * stride;
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
@@ -61,37 +62,37 @@ uint64_t kvr_layout_hash(void)
 	/* Every size and offset a peer relies on. Adding a field to this
 	 * list changes the hash: do it together with the ABI bump. */
 	const uint64_t facts[] = {
-		sizeof(struct kvr_seg_hdr_shm),
-		sizeof(struct kvr_ctl_hdr_shm),
-		offsetof(struct kvr_ctl_hdr_shm, pool_bytes),
-		offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns),
-		offsetof(struct kvr_ctl_hdr_shm, stats),
-		sizeof(struct kvr_gstats_shm),
-		sizeof(struct kvr_channel_shm),
-		offsetof(struct kvr_channel_shm, ns),
-		offsetof(struct kvr_channel_shm, stats),
-		offsetof(struct kvr_channel_shm, req_bell),
-		offsetof(struct kvr_channel_shm, resp_bell),
-		sizeof(struct kvr_cstats_shm),
-		sizeof(struct kvr_bell_shm),
-		kvr_ring_shm_bytes(4096),
-		sizeof(struct kvr_req_hdr),
-		sizeof(struct kvr_resp_hdr),
-		sizeof(struct kvr_slot_desc),
-		KVR_CACHELINE,
-		KVR_ERR_SLOTS,
-		sizeof(struct kvr_hist_shm),
-		KVR_HIST_BUCKETS,
-		KVR_HIST_SUB,
-		sizeof(struct kvr_cache_shm),
-		sizeof(struct kvr_ns_obs_shm),
-		sizeof(struct kvr_ctl_obs_shm),
-		KVR_CTL_OBS_OFF,
-		offsetof(struct kvr_ctl_obs_shm, lat),
-		offsetof(struct kvr_ctl_obs_shm, ns),
-		sizeof(struct kvr_chan_obs_shm),
-		offsetof(struct kvr_chan_obs_shm, server_lat),
-		offsetof(struct kvr_chan_obs_shm, worker_rtt),
+	    sizeof(struct kvr_seg_hdr_shm),
+	    sizeof(struct kvr_ctl_hdr_shm),
+	    offsetof(struct kvr_ctl_hdr_shm, pool_bytes),
+	    offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns),
+	    offsetof(struct kvr_ctl_hdr_shm, stats),
+	    sizeof(struct kvr_gstats_shm),
+	    sizeof(struct kvr_channel_shm),
+	    offsetof(struct kvr_channel_shm, ns),
+	    offsetof(struct kvr_channel_shm, stats),
+	    offsetof(struct kvr_channel_shm, req_bell),
+	    offsetof(struct kvr_channel_shm, resp_bell),
+	    sizeof(struct kvr_cstats_shm),
+	    sizeof(struct kvr_bell_shm),
+	    kvr_ring_shm_bytes(4096),
+	    sizeof(struct kvr_req_hdr),
+	    sizeof(struct kvr_resp_hdr),
+	    sizeof(struct kvr_slot_desc),
+	    KVR_CACHELINE,
+	    KVR_ERR_SLOTS,
+	    sizeof(struct kvr_hist_shm),
+	    KVR_HIST_BUCKETS,
+	    KVR_HIST_SUB,
+	    sizeof(struct kvr_cache_shm),
+	    sizeof(struct kvr_ns_obs_shm),
+	    sizeof(struct kvr_ctl_obs_shm),
+	    KVR_CTL_OBS_OFF,
+	    offsetof(struct kvr_ctl_obs_shm, lat),
+	    offsetof(struct kvr_ctl_obs_shm, ns),
+	    sizeof(struct kvr_chan_obs_shm),
+	    offsetof(struct kvr_chan_obs_shm, server_lat),
+	    offsetof(struct kvr_chan_obs_shm, worker_rtt),
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));
@@ -103,22 +104,22 @@ static const struct {
 	int code;
 	const char *name;
 } err_slots[KVR_ERR_SLOTS] = {
-	{ 0, "ok" },
-	{ -EINVAL, "einval" },
-	{ -ENOENT, "enoent" },
-	{ -EPERM, "eperm" },
-	{ -ENOSPC, "enospc" },
-	{ -ENOMEM, "enomem" },
-	{ -EBADMSG, "ebadmsg" },
-	{ -E2BIG, "e2big" },
-	{ -EBUSY, "ebusy" },
-	{ -ERANGE, "erange" },
-	{ -EPROTO, "eproto" },
-	{ -ESHUTDOWN, "eshutdown" },
-	{ -EAGAIN, "eagain" },
-	{ -ETIMEDOUT, "etimedout" },
-	{ -EOWNERDEAD, "eownerdead" },
-	{ 1, "other" },
+    {0, "ok"},
+    {-EINVAL, "einval"},
+    {-ENOENT, "enoent"},
+    {-EPERM, "eperm"},
+    {-ENOSPC, "enospc"},
+    {-ENOMEM, "enomem"},
+    {-EBADMSG, "ebadmsg"},
+    {-E2BIG, "e2big"},
+    {-EBUSY, "ebusy"},
+    {-ERANGE, "erange"},
+    {-EPROTO, "eproto"},
+    {-ESHUTDOWN, "eshutdown"},
+    {-EAGAIN, "eagain"},
+    {-ETIMEDOUT, "etimedout"},
+    {-EOWNERDEAD, "eownerdead"},
+    {1, "other"},
 };
 
 unsigned kvr_err_slot(int code)

@@ -24,11 +24,28 @@ int kvr_parse_size(const char *s, uint64_t *out)
 	if (errno || end == s)
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	default:
+		break;
 	}
 	/* Accept "64K", "64KB" and "64KiB" alike: all binary multiples. */
 	if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
@@ -43,7 +60,7 @@ int kvr_parse_size(const char *s, uint64_t *out)
 
 const char *kvr_format_size(uint64_t bytes, char *buf, size_t n)
 {
-	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
 	unsigned u = 0;
 	uint64_t div = 1024;
 

@@ -45,9 +45,9 @@ int kvr_default_socket_path(char *buf, size_t n)
 	else if ((stat(mine, &st) == 0 && S_ISDIR(st.st_mode)) ||
 		 (stat(KVR_RUN_DIR, &st) == 0 && S_ISDIR(st.st_mode) &&
 		  faccessat(AT_FDCWD, KVR_RUN_DIR, W_OK | X_OK, AT_EACCESS) ==
-			  0))
-		len = snprintf(tmp, sizeof(tmp), "%s/%s", mine,
-			       KVR_SOCKET_NAME);
+		      0))
+		len =
+		    snprintf(tmp, sizeof(tmp), "%s/%s", mine, KVR_SOCKET_NAME);
 	else
 		len = snprintf(tmp, sizeof(tmp), "/tmp/%s%u/%s",
 			       KVR_SOCKET_PREFIX, uid, KVR_SOCKET_NAME);
@@ -71,8 +71,9 @@ int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
 		if ((group && chown(dir, (uid_t)-1, (gid_t)gid) < 0) ||
 		    chmod(dir, mode) < 0) {
 			rc = -errno;
-			snprintf(why, why_len, "set up runtime directory %s: %s",
-				 dir, strerror(-rc));
+			snprintf(why, why_len,
+				 "set up runtime directory %s: %s", dir,
+				 strerror(-rc));
 			return rc;
 		}
 	} else if (errno != EEXIST) {
@@ -97,14 +98,15 @@ int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
 		return -ENOTDIR;
 	}
 	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
-		snprintf(why, why_len,
-			 "runtime directory %s is owned by uid %u with mode "
-			 "%04o; kvringd needs it owned by uid %u and writable by "
-			 "nobody else (another user could take the socket or "
-			 "its lock): remove it, or pick a --socket in a private "
-			 "directory",
-			 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-			 (unsigned)geteuid());
+		snprintf(
+		    why, why_len,
+		    "runtime directory %s is owned by uid %u with mode "
+		    "%04o; kvringd needs it owned by uid %u and writable by "
+		    "nobody else (another user could take the socket or "
+		    "its lock): remove it, or pick a --socket in a private "
+		    "directory",
+		    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+		    (unsigned)geteuid());
 		return -EPERM;
 	}
 	return 0;
@@ -112,7 +114,7 @@ int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
 
 int kvr_find_kvringd(char *buf, size_t n)
 {
-	static const char *const rel[] = { "kvringd", "../server/kvringd" };
+	static const char *const rel[] = {"kvringd", "../server/kvringd"};
 	char self[PATH_MAX], cand[PATH_MAX + 32];
 	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	char *slash;

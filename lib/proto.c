@@ -14,8 +14,8 @@
 
 /* Which flags each op may carry; anything else is a protocol error. */
 static const uint32_t op_flags[KVR_OP__MAX] = {
-	[KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
-	[KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE,
+    [KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
+    [KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE,
 };
 
 /* Ops whose request carries keys (count may be > 0). */
@@ -25,8 +25,8 @@ static bool op_has_keys(uint32_t op)
 	       op == KVR_OP_PREPARE_RETRIEVE;
 }
 
-int kvr_req_parse(uint32_t type, const void *rec, size_t len,
-		  uint32_t max_keys, struct kvr_req_view *out)
+int kvr_req_parse(uint32_t type, const void *rec, size_t len, uint32_t max_keys,
+		  struct kvr_req_view *out)
 {
 	struct kvr_req_hdr h;
 	const char *p = rec;
@@ -54,9 +54,9 @@ int kvr_req_parse(uint32_t type, const void *rec, size_t len,
 	out->hdr = h;
 	out->keys = h.count ? (const struct kvr_key *)(p + sizeof(h)) : NULL;
 	out->sizes = type == KVR_OP_PREPARE_STORE && h.count
-			     ? (const uint64_t *)(p + sizeof(h) +
-						  h.count * sizeof(struct kvr_key))
-			     : NULL;
+			 ? (const uint64_t *)(p + sizeof(h) +
+					      h.count * sizeof(struct kvr_key))
+			 : NULL;
 	return 0;
 }
 
@@ -97,15 +97,15 @@ int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
 const char *kvr_op_name(uint32_t op)
 {
 	static const char *const names[KVR_OP__MAX] = {
-		[KVR_OP_LOOKUP] = "lookup",
-		[KVR_OP_RELEASE] = "release",
-		[KVR_OP_PREPARE_STORE] = "prepare_store",
-		[KVR_OP_COMMIT_STORE] = "commit_store",
-		[KVR_OP_ABORT_STORE] = "abort_store",
-		[KVR_OP_PREPARE_RETRIEVE] = "prepare_retrieve",
-		[KVR_OP_COMMIT_RETRIEVE] = "commit_retrieve",
-		[KVR_OP_PING] = "ping",
-		[KVR_OP_STATS] = "stats",
+	    [KVR_OP_LOOKUP] = "lookup",
+	    [KVR_OP_RELEASE] = "release",
+	    [KVR_OP_PREPARE_STORE] = "prepare_store",
+	    [KVR_OP_COMMIT_STORE] = "commit_store",
+	    [KVR_OP_ABORT_STORE] = "abort_store",
+	    [KVR_OP_PREPARE_RETRIEVE] = "prepare_retrieve",
+	    [KVR_OP_COMMIT_RETRIEVE] = "commit_retrieve",
+	    [KVR_OP_PING] = "ping",
+	    [KVR_OP_STATS] = "stats",
 	};
 
 	op &= ~KVR_RESP_BIT;
@@ -172,8 +172,8 @@ int kvr_hello_check(const void *msg, size_t len, struct kvr_err *e)
 			return -EBADMSG;
 		}
 	}
-	if (h.ns.chunk_tokens == 0 || h.ns.reserved != 0 ||
-	    h.ns.tp_size == 0 || h.ns.tp_rank >= h.ns.tp_size) {
+	if (h.ns.chunk_tokens == 0 || h.ns.reserved != 0 || h.ns.tp_size == 0 ||
+	    h.ns.tp_rank >= h.ns.tp_size) {
 		kvr_err_set(e, -EBADMSG,
 			    "hello: bad layout (chunk_tokens %u, tp_rank %u of "
 			    "tp_size %u, reserved %u)",
@@ -203,9 +203,10 @@ int kvr_welcome_check(const void *msg, size_t len, struct kvr_err *e)
 	}
 	if (w.status < 0)
 		return 0; /* a refusal: the caller reports w.reason */
-	if (w.transport < KVR_TRANSPORT_SHM || w.transport > KVR_TRANSPORT_COPY ||
-	    w.max_keys == 0 || w.max_keys > KVR_MAX_KEYS_LIMIT ||
-	    w.align < 64 || (w.align & (w.align - 1)) != 0 || w.pool_bytes == 0) {
+	if (w.transport < KVR_TRANSPORT_SHM ||
+	    w.transport > KVR_TRANSPORT_COPY || w.max_keys == 0 ||
+	    w.max_keys > KVR_MAX_KEYS_LIMIT || w.align < 64 ||
+	    (w.align & (w.align - 1)) != 0 || w.pool_bytes == 0) {
 		kvr_err_set(e, -EBADMSG,
 			    "welcome: bad geometry (transport %u, max_keys %u, "
 			    "align %u, pool %llu bytes)",

@@ -121,7 +121,7 @@ static void seg_empty(struct kvr_seg *s)
  */
 static int take_live_lock(const char *path, int fd)
 {
-	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
 	struct stat a, b;
 	int lfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
@@ -143,7 +143,7 @@ static int take_live_lock(const char *path, int fd)
 
 int kvr_seg_live_locked(int fd)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
 
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return -errno;
@@ -196,22 +196,20 @@ static int reserve_file(int fd, size_t bytes, bool hugetlb)
 }
 
 /* Message for a hugetlb shortage: pages needed, free, and what to do. */
-static int nohuge(struct kvr_err *e, const char *what, size_t bytes,
-		  size_t hp)
+static int nohuge(struct kvr_err *e, const char *what, size_t bytes, size_t hp)
 {
-	struct kvr_hugetlb_info hi = { 0 };
+	struct kvr_hugetlb_info hi = {0};
 	uint64_t need = kvr_seg_huge_pages_for(bytes, hp);
 
 	(void)kvr_seg_hugetlb_info(&hi);
-	return kvr_err_set(e, -ENOSPC,
-			   "create %s: needs %" PRIu64 " huge pages of %zu "
-			   "KiB, %" PRIu64 " free; reserve more (echo %" PRIu64
-			   " > /proc/sys/vm/nr_hugepages) or lower "
-			   "--pool-size",
-			   what, need, hp >> 10, hi.free_pages,
-			   hi.total_pages + (need > hi.free_pages
-						 ? need - hi.free_pages
-						 : 0));
+	return kvr_err_set(
+	    e, -ENOSPC,
+	    "create %s: needs %" PRIu64 " huge pages of %zu "
+	    "KiB, %" PRIu64 " free; reserve more (echo %" PRIu64
+	    " > /proc/sys/vm/nr_hugepages) or lower "
+	    "--pool-size",
+	    what, need, hp >> 10, hi.free_pages,
+	    hi.total_pages + (need > hi.free_pages ? need - hi.free_pages : 0));
 }
 
 /*
@@ -373,8 +371,8 @@ int kvr_seg_create_hugetlbfs(const char *dir, const char *name, size_t bytes,
 	if (bytes == 0 || bytes > SIZE_MAX - hp)
 		return kvr_err_set(e, -EINVAL, "create %s: bad size %zu",
 				   name ? name : "(null)", bytes);
-	return create_named(dir, name, round_up(bytes, hp), mode, gid, true,
-			    hp, out, e);
+	return create_named(dir, name, round_up(bytes, hp), mode, gid, true, hp,
+			    out, e);
 }
 
 /*
@@ -439,10 +437,10 @@ static int memfd_try(const char *name, size_t bytes, bool hugetlb,
 		struct stat st;
 
 		/* A hugetlb memfd reports its page size as the block size. */
-		s->page_bytes = fstat(fd, &st) == 0 &&
-					(size_t)st.st_blksize > page_size()
-				    ? (size_t)st.st_blksize
-				    : page_size();
+		s->page_bytes =
+		    fstat(fd, &st) == 0 && (size_t)st.st_blksize > page_size()
+			? (size_t)st.st_blksize
+			: page_size();
 	}
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	return 0;
@@ -486,10 +484,11 @@ int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 				return rc;
 		} else if (flags & KVR_SEG_NEED_HUGETLB) {
 			if (hp == 0)
-				return kvr_err_set(e, -ENOSYS,
-						   "create memfd %s: the kernel "
-						   "has no huge pages",
-						   name);
+				return kvr_err_set(
+				    e, -ENOSYS,
+				    "create memfd %s: the kernel "
+				    "has no huge pages",
+				    name);
 			return nohuge(e, name, bytes, hp);
 		}
 		/* Fall back to normal pages; the caller logs which it got. */

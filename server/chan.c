@@ -101,7 +101,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	shm->gid = c->gid;
 	shm->pid_start = c->pid_start;
 	shm->ns_id = c->ns_id;
-	shm->transport = c->copy ? KVR_TRANSPORT_COPY
+	shm->transport = c->copy			? KVR_TRANSPORT_COPY
 			 : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
 							: KVR_TRANSPORT_SHM;
 	shm->connected_ns = s->now_ns;
@@ -184,7 +184,7 @@ static void close_fd(int *fd)
 static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 			    const char *why, bool protocol_error)
 {
-	struct kvr_store_released rel = { 0 };
+	struct kvr_store_released rel = {0};
 	struct kvr_channel_shm *shm = c->shm;
 	int rc;
 
@@ -196,7 +196,8 @@ static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 		"worker disconnected: channel %d pid %d (%s)%s; released %llu "
 		"store transfers (%llu reservations, %llu bytes), %llu "
 		"retrieve transfers, %llu pins, %llu leases",
-		c->chan, (int)c->pid, why, rc < 0 ? " [store: bad channel]" : "",
+		c->chan, (int)c->pid, why,
+		rc < 0 ? " [store: bad channel]" : "",
 		(unsigned long long)rel.store_xfers,
 		(unsigned long long)rel.objects_freed,
 		(unsigned long long)rel.bytes_freed,
@@ -245,14 +246,14 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	if (s->ring_ok) {
 		kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_SOCK, c->idx, gen));
 		if (c->cp && c->cp->tx_wait)
-			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_SOCK_OUT,
-							 c->idx, gen));
+			kvr__loop_cancel(
+			    s, kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, gen));
 		if (c->pidfd >= 0)
-			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_PIDFD, c->idx,
-							 gen));
+			kvr__loop_cancel(
+			    s, kvr_tag_make(KVR_TAG_PIDFD, c->idx, gen));
 		if (c->req_efd >= 0)
-			kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_BELL, c->idx,
-							 gen));
+			kvr__loop_cancel(
+			    s, kvr_tag_make(KVR_TAG_BELL, c->idx, gen));
 	}
 	close_fd(&c->sock);
 	close_fd(&c->pidfd);
@@ -294,7 +295,7 @@ void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
 void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_cstats_shm *st;
-	struct kvr_store_chan_stats cs = { 0 };
+	struct kvr_store_chan_stats cs = {0};
 
 	if (!c->shm || c->chan < 0)
 		return;
@@ -403,8 +404,7 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put_cache(&s->obs->cache, &s->cache);
 	/* The store's evictions split by reason: a namespace freed for
 	 * another model, and the rest (LRU victims that made room). */
-	put(&s->obs->evictions[KVR_EVICT_ROOM],
-	    st.evictions - st.ns_evictions);
+	put(&s->obs->evictions[KVR_EVICT_ROOM], st.evictions - st.ns_evictions);
 	put(&s->obs->evicted_bytes[KVR_EVICT_ROOM],
 	    st.evicted_bytes - st.ns_evicted_bytes);
 	put(&s->obs->evictions[KVR_EVICT_NAMESPACE], st.ns_evictions);

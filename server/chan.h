@@ -38,7 +38,7 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 /* Cut off @c for bad input: log "<channel, pid>: <what>" and close. */
 void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
 			   const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Publish @c's counters (local mirrors and the store's per-channel view)
  * to its channel block; relaxed single-writer stores. */

@@ -53,139 +53,200 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "socket", required_argument, NULL, 's' },
-	{ "name", required_argument, NULL, 'n' },
-	{ "pool-size", required_argument, NULL, 'p' },
-	{ "align", required_argument, NULL, OPT_ALIGN },
-	{ "max-workers", required_argument, NULL, 'w' },
-	{ "spin-us", required_argument, NULL, OPT_SPIN_US },
-	{ "lease-ms", required_argument, NULL, OPT_LEASE_MS },
-	{ "group", required_argument, NULL, OPT_GROUP },
-	{ "pool-backend", required_argument, NULL, OPT_POOL_BACKEND },
-	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
-	{ "ring-bytes", required_argument, NULL, OPT_RING_BYTES },
-	{ "heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT_MS },
-	{ "handshake-ms", required_argument, NULL, OPT_HANDSHAKE_MS },
-	{ "stall-ms", required_argument, NULL, OPT_STALL_MS },
-	{ "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
-	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
-	{ "huge-pages", required_argument, NULL, OPT_HUGE_PAGES },
-	{ "huge-dir", required_argument, NULL, OPT_HUGE_DIR },
-	{ "l2", required_argument, NULL, OPT_L2 },
-	{ "l2-auth-file", required_argument, NULL, OPT_L2 },
-	{ "l2-prefix", required_argument, NULL, OPT_L2 },
-	{ "l2-salt", required_argument, NULL, OPT_L2 },
-	{ "l2-deadline-ms", required_argument, NULL, OPT_L2 },
-	{ "l2-queue", required_argument, NULL, OPT_L2 },
-	{ "l2-io-ms", required_argument, NULL, OPT_L2 },
-	{ "l2-upload", required_argument, NULL, OPT_L2 },
-	{ "quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED },
-	{ "quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED },
-	{ "max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES },
-	{ "xfer-ms", required_argument, NULL, OPT_XFER_MS },
-	{ "no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS },
-	{ "test-delay", required_argument, NULL, OPT_TEST_DELAY },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
+    {"socket", required_argument, NULL, 's'},
+    {"name", required_argument, NULL, 'n'},
+    {"pool-size", required_argument, NULL, 'p'},
+    {"align", required_argument, NULL, OPT_ALIGN},
+    {"max-workers", required_argument, NULL, 'w'},
+    {"spin-us", required_argument, NULL, OPT_SPIN_US},
+    {"lease-ms", required_argument, NULL, OPT_LEASE_MS},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"pool-backend", required_argument, NULL, OPT_POOL_BACKEND},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"max-keys", required_argument, NULL, OPT_MAX_KEYS},
+    {"ring-bytes", required_argument, NULL, OPT_RING_BYTES},
+    {"heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT_MS},
+    {"handshake-ms", required_argument, NULL, OPT_HANDSHAKE_MS},
+    {"stall-ms", required_argument, NULL, OPT_STALL_MS},
+    {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
+    {"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+    {"huge-pages", required_argument, NULL, OPT_HUGE_PAGES},
+    {"huge-dir", required_argument, NULL, OPT_HUGE_DIR},
+    {"l2", required_argument, NULL, OPT_L2},
+    {"l2-auth-file", required_argument, NULL, OPT_L2},
+    {"l2-prefix", required_argument, NULL, OPT_L2},
+    {"l2-salt", required_argument, NULL, OPT_L2},
+    {"l2-deadline-ms", required_argument, NULL, OPT_L2},
+    {"l2-queue", required_argument, NULL, OPT_L2},
+    {"l2-io-ms", required_argument, NULL, OPT_L2},
+    {"l2-upload", required_argument, NULL, OPT_L2},
+    {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
+    {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
+    {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},
+    {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
+    {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
+    {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 void kvr_config_usage(FILE *f)
 {
-	fprintf(f,
-"Usage: kvringd [OPTION]...\n"
-"Run the kvring KV-cache chunk server in the foreground (logs to stderr).\n"
-"Workers on this host connect through a Unix socket and move chunk bytes\n"
-"through a shared-memory pool; see docs/config.md.\n"
-"\n"
-"Names:\n"
-"  -s, --socket PATH       Unix socket to listen on (at most 107 bytes).\n"
-"                          Default: $KVRING_SOCKET, else kvringd.sock in a\n"
-"                          private runtime directory: $XDG_RUNTIME_DIR/kvring,\n"
-"                          else /run/kvring/<uid>, else /tmp/kvring-<uid>\n"
-"                          (made 0700; refused if another user owns it or\n"
-"                          can write it). A lock file PATH.lock guards it\n"
-"                          against a second server.\n"
-"  -n, --name NAME         segment base name: /dev/shm/NAME.ctl (control)\n"
-"                          and /dev/shm/NAME.pool (pool). 1-48 characters of\n"
-"                          [A-Za-z0-9._-]. Default: kvring-<uid>.\n"
-"Pool:\n"
-"  -p, --pool-size SIZE    payload pool size; K, M, G, T suffixes (binary).\n"
-"                          Default: 1G. Reserved and pre-faulted at start-up.\n"
-"      --align BYTES       slot alignment, a power of two >= 64.\n"
-"                          Default: 4096 (page-aligned, good for GPU DMA).\n"
-"      --pool-backend B    shm | memfd | private. Default: try shm (a named\n"
-"                          /dev/shm file), then memfd (anonymous, survives a\n"
-"                          small /dev/shm), then private (copy transport:\n"
-"                          payload travels over the socket, slow).\n"
-"      --huge-pages MODE   auto | require | off. Default: auto: put the pool\n"
-"                          on huge pages when enough are free (a named file\n"
-"                          on a hugetlbfs mount, else a hugetlb memfd), else\n"
-"                          4 KiB pages and one log line saying how many to\n"
-"                          reserve. require: fail instead. off: never.\n"
-"      --huge-dir DIR      hugetlbfs mount for the named pool. Default: the\n"
-"                          first writable one in /proc/self/mounts.\n"
-"      --no-prefault       do not touch every pool page at start-up (tests).\n"
-"Workers:\n"
-"  -w, --max-workers N     channels in the control segment (1-4096).\n"
-"                          Default: 64.\n"
-"      --max-keys N        keys per request (1-4096). Default: 1024.\n"
-"      --ring-bytes SIZE   bytes of each request and response ring, a power\n"
-"                          of two in 64K..16M. Default: 128K.\n"
-"      --lease-ms N        lifetime of a lookup's pin lease. Default: 30000.\n"
-"      --group GROUP       share with GROUP: socket and segments 0660 owned\n"
-"                          by GROUP, and peers of that gid are accepted.\n"
-"                          Default: owner-only (0600), same uid only.\n"
-"      --allow-root        also accept peers running as root (uid 0).\n"
-"Isolation (per channel; SIZE with K/M/G, or N%% of --pool-size):\n"
-"      --quota-reserved Q  bytes one channel may hold reserved in open store\n"
-"                          transfers; above it a key answers \"quota\" and\n"
-"                          nothing is evicted for it. Default: 25%%.\n"
-"      --quota-pinned Q    bytes one channel may hold pinned (retrieves and\n"
-"                          leases); a lookup or retrieve pins the prefix\n"
-"                          that fits. Default: 50%%.\n"
-"      --max-key-bytes Q   largest single chunk; above it \"quota\".\n"
-"                          Default: 12.5%%.\n"
-"      --xfer-ms N         an open store or retrieve transfer is reclaimed\n"
-"                          N ms after it was prepared (a stopped worker\n"
-"                          holds nothing longer). Default: 30000.\n"
-"Timing:\n"
-"      --spin-us N         poll the rings N microseconds after work before\n"
-"                          sleeping (0 = sleep at once). Default: 50.\n"
-"      --heartbeat-ms N    heartbeat and housekeeping period (10-10000).\n"
-"                          Default: 100.\n"
-"      --handshake-ms N    drop a client that has not sent its hello within\n"
-"                          N ms. Default: 2000.\n"
-"      --stall-ms N        disconnect a worker whose response ring stays\n"
-"                          full for N ms. Default: 5000.\n"
-"L2 tier (docs/l2.md; off unless --l2 is given):\n"
-"      --l2 URL            redis://HOST:PORT, unix:///PATH or\n"
-"                          redis-cluster://HOST:PORT,HOST:PORT,...\n"
-"      --l2-auth-file F    read 'password' or 'user password' from F\n"
-"                          (else $KVRING_L2_PASSWORD; never on the command\n"
-"                          line).\n"
-"      --l2-prefix P       key prefix. Default: kvr:\n"
-"      --l2-salt S         tenant salt mixed into every key. Default: none.\n"
-"      --l2-upload MODE    commit (write-behind at every commit) or none\n"
-"                          (read-only). Default: commit.\n"
-"      --l2-queue N        upload jobs (commits) in flight, 1-48; more are\n"
-"                          dropped and counted. Default: 32.\n"
-"      --l2-deadline-ms N  a read-through lookup answers within N ms.\n"
-"                          Default: 200.\n"
-"      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
-"Other:\n"
-"      --log-level L       err | warn | info | debug. Default: info.\n"
-"      --no-histograms     do not time requests into the latency\n"
-"                          histograms (cache counters stay on).\n"
-"      --test-delay OP:US  tests only: sleep US microseconds in every OP\n"
-"                          request (e.g. ping:50) before answering.\n"
-"  -h, --help              print this help and exit.\n"
-"  -V, --version           print the version and the segment ABI and exit.\n"
-"\n"
-"Exit status: 0 after SIGTERM/SIGINT (segments and socket removed),\n"
-"1 if start-up failed (the message says what to do), 2 on a usage error,\n"
-"3 if the shutdown self-check found a leak or a broken invariant (a bug).\n");
+	fprintf(
+	    f,
+	    "Usage: kvringd [OPTION]...\n"
+	    "Run the kvring KV-cache chunk server in the foreground (logs to "
+	    "stderr).\n"
+	    "Workers on this host connect through a Unix socket and move chunk "
+	    "bytes\n"
+	    "through a shared-memory pool; see docs/config.md.\n"
+	    "\n"
+	    "Names:\n"
+	    "  -s, --socket PATH       Unix socket to listen on (at most 107 "
+	    "bytes).\n"
+	    "                          Default: $KVRING_SOCKET, else "
+	    "kvringd.sock in a\n"
+	    "                          private runtime directory: "
+	    "$XDG_RUNTIME_DIR/kvring,\n"
+	    "                          else /run/kvring/<uid>, else "
+	    "/tmp/kvring-<uid>\n"
+	    "                          (made 0700; refused if another user "
+	    "owns it or\n"
+	    "                          can write it). A lock file PATH.lock "
+	    "guards it\n"
+	    "                          against a second server.\n"
+	    "  -n, --name NAME         segment base name: /dev/shm/NAME.ctl "
+	    "(control)\n"
+	    "                          and /dev/shm/NAME.pool (pool). 1-48 "
+	    "characters of\n"
+	    "                          [A-Za-z0-9._-]. Default: kvring-<uid>.\n"
+	    "Pool:\n"
+	    "  -p, --pool-size SIZE    payload pool size; K, M, G, T suffixes "
+	    "(binary).\n"
+	    "                          Default: 1G. Reserved and pre-faulted "
+	    "at start-up.\n"
+	    "      --align BYTES       slot alignment, a power of two >= 64.\n"
+	    "                          Default: 4096 (page-aligned, good for "
+	    "GPU DMA).\n"
+	    "      --pool-backend B    shm | memfd | private. Default: try shm "
+	    "(a named\n"
+	    "                          /dev/shm file), then memfd (anonymous, "
+	    "survives a\n"
+	    "                          small /dev/shm), then private (copy "
+	    "transport:\n"
+	    "                          payload travels over the socket, "
+	    "slow).\n"
+	    "      --huge-pages MODE   auto | require | off. Default: auto: "
+	    "put the pool\n"
+	    "                          on huge pages when enough are free (a "
+	    "named file\n"
+	    "                          on a hugetlbfs mount, else a hugetlb "
+	    "memfd), else\n"
+	    "                          4 KiB pages and one log line saying how "
+	    "many to\n"
+	    "                          reserve. require: fail instead. off: "
+	    "never.\n"
+	    "      --huge-dir DIR      hugetlbfs mount for the named pool. "
+	    "Default: the\n"
+	    "                          first writable one in "
+	    "/proc/self/mounts.\n"
+	    "      --no-prefault       do not touch every pool page at "
+	    "start-up (tests).\n"
+	    "Workers:\n"
+	    "  -w, --max-workers N     channels in the control segment "
+	    "(1-4096).\n"
+	    "                          Default: 64.\n"
+	    "      --max-keys N        keys per request (1-4096). Default: "
+	    "1024.\n"
+	    "      --ring-bytes SIZE   bytes of each request and response "
+	    "ring, a power\n"
+	    "                          of two in 64K..16M. Default: 128K.\n"
+	    "      --lease-ms N        lifetime of a lookup's pin lease. "
+	    "Default: 30000.\n"
+	    "      --group GROUP       share with GROUP: socket and segments "
+	    "0660 owned\n"
+	    "                          by GROUP, and peers of that gid are "
+	    "accepted.\n"
+	    "                          Default: owner-only (0600), same uid "
+	    "only.\n"
+	    "      --allow-root        also accept peers running as root (uid "
+	    "0).\n"
+	    "Isolation (per channel; SIZE with K/M/G, or N%% of --pool-size):\n"
+	    "      --quota-reserved Q  bytes one channel may hold reserved in "
+	    "open store\n"
+	    "                          transfers; above it a key answers "
+	    "\"quota\" and\n"
+	    "                          nothing is evicted for it. Default: "
+	    "25%%.\n"
+	    "      --quota-pinned Q    bytes one channel may hold pinned "
+	    "(retrieves and\n"
+	    "                          leases); a lookup or retrieve pins the "
+	    "prefix\n"
+	    "                          that fits. Default: 50%%.\n"
+	    "      --max-key-bytes Q   largest single chunk; above it "
+	    "\"quota\".\n"
+	    "                          Default: 12.5%%.\n"
+	    "      --xfer-ms N         an open store or retrieve transfer is "
+	    "reclaimed\n"
+	    "                          N ms after it was prepared (a stopped "
+	    "worker\n"
+	    "                          holds nothing longer). Default: 30000.\n"
+	    "Timing:\n"
+	    "      --spin-us N         poll the rings N microseconds after "
+	    "work before\n"
+	    "                          sleeping (0 = sleep at once). Default: "
+	    "50.\n"
+	    "      --heartbeat-ms N    heartbeat and housekeeping period "
+	    "(10-10000).\n"
+	    "                          Default: 100.\n"
+	    "      --handshake-ms N    drop a client that has not sent its "
+	    "hello within\n"
+	    "                          N ms. Default: 2000.\n"
+	    "      --stall-ms N        disconnect a worker whose response ring "
+	    "stays\n"
+	    "                          full for N ms. Default: 5000.\n"
+	    "L2 tier (docs/l2.md; off unless --l2 is given):\n"
+	    "      --l2 URL            redis://HOST:PORT, unix:///PATH or\n"
+	    "                          "
+	    "redis-cluster://HOST:PORT,HOST:PORT,...\n"
+	    "      --l2-auth-file F    read 'password' or 'user password' from "
+	    "F\n"
+	    "                          (else $KVRING_L2_PASSWORD; never on the "
+	    "command\n"
+	    "                          line).\n"
+	    "      --l2-prefix P       key prefix. Default: kvr:\n"
+	    "      --l2-salt S         tenant salt mixed into every key. "
+	    "Default: none.\n"
+	    "      --l2-upload MODE    commit (write-behind at every commit) "
+	    "or none\n"
+	    "                          (read-only). Default: commit.\n"
+	    "      --l2-queue N        upload jobs (commits) in flight, 1-48; "
+	    "more are\n"
+	    "                          dropped and counted. Default: 32.\n"
+	    "      --l2-deadline-ms N  a read-through lookup answers within N "
+	    "ms.\n"
+	    "                          Default: 200.\n"
+	    "      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
+	    "Other:\n"
+	    "      --log-level L       err | warn | info | debug. Default: "
+	    "info.\n"
+	    "      --no-histograms     do not time requests into the latency\n"
+	    "                          histograms (cache counters stay on).\n"
+	    "      --test-delay OP:US  tests only: sleep US microseconds in "
+	    "every OP\n"
+	    "                          request (e.g. ping:50) before "
+	    "answering.\n"
+	    "  -h, --help              print this help and exit.\n"
+	    "  -V, --version           print the version and the segment ABI "
+	    "and exit.\n"
+	    "\n"
+	    "Exit status: 0 after SIGTERM/SIGINT (segments and socket "
+	    "removed),\n"
+	    "1 if start-up failed (the message says what to do), 2 on a usage "
+	    "error,\n"
+	    "3 if the shutdown self-check found a leak or a broken invariant "
+	    "(a bug).\n");
 }
 
 /* Parse a decimal u32 within [lo, hi]. */
@@ -339,13 +400,14 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 		return 0;
 	case 'p':
 		if (kvr_parse_size(a, &sz) < 0 || sz < (1u << 20))
-			return bad(err, "--pool-size", a,
-				   "use a size of at least 1M, e.g. 512M or 4G");
+			return bad(
+			    err, "--pool-size", a,
+			    "use a size of at least 1M, e.g. 512M or 4G");
 		c->pool_bytes = sz;
 		return 0;
 	case OPT_ALIGN:
-		if (kvr_parse_size(a, &sz) < 0 || !is_pow2(sz) ||
-		    sz < 64 || sz > (1u << 21))
+		if (kvr_parse_size(a, &sz) < 0 || !is_pow2(sz) || sz < 64 ||
+		    sz > (1u << 21))
 			return bad(err, "--align", a,
 				   "use a power of two from 64 to 2M");
 		c->align = (uint32_t)sz;
@@ -508,14 +570,16 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 			return KVR_CONFIG_HELP;
 		}
 		if (ch == 'V') {
-			fprintf(out, "kvringd %s (protocol %u, segment abi %u.%u)\n",
+			fprintf(out,
+				"kvringd %s (protocol %u, segment abi %u.%u)\n",
 				KVR_VERSION_STRING, KVR_PROTO_VERSION,
 				KVR_ABI_MAJOR, KVR_ABI_MINOR);
 			return KVR_CONFIG_VERSION;
 		}
 		if (ch == '?' || ch == ':') {
-			fprintf(err, "kvringd: unknown option or missing "
-				     "argument: '%s'\n",
+			fprintf(err,
+				"kvringd: unknown option or missing "
+				"argument: '%s'\n",
 				argv[optind - 1]);
 			fprintf(err, "Try 'kvringd --help' for more "
 				     "information.\n");
@@ -526,7 +590,8 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 			return rc;
 	}
 	if (optind < argc) {
-		fprintf(err, "kvringd: unexpected argument '%s'\n", argv[optind]);
+		fprintf(err, "kvringd: unexpected argument '%s'\n",
+			argv[optind]);
 		fprintf(err, "Try 'kvringd --help' for more information.\n");
 		return -EINVAL;
 	}
@@ -540,9 +605,10 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	/* The copy transport sends a retrieve's bytes from pinned slots; a
 	 * stalled socket is cut at --stall-ms, which must come first. */
 	if (cfg->xfer_ms <= cfg->stall_ms) {
-		fprintf(err, "kvringd: invalid --xfer-ms %u: must be larger "
-			     "than --stall-ms %u (a stalled copy send must be "
-			     "cut before its pins expire)\n",
+		fprintf(err,
+			"kvringd: invalid --xfer-ms %u: must be larger "
+			"than --stall-ms %u (a stalled copy send must be "
+			"cut before its pins expire)\n",
 			cfg->xfer_ms, cfg->stall_ms);
 		fprintf(err, "Try 'kvringd --help' for more information.\n");
 		return -EINVAL;
@@ -567,13 +633,15 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 						     sizeof(cfg->socket_path));
 			cfg->socket_default = rc == 0;
 			if (rc < 0) {
-				fprintf(err, "kvringd: default socket path: %s\n",
+				fprintf(err,
+					"kvringd: default socket path: %s\n",
 					strerror(-rc));
 				return rc;
 			}
 		}
 	}
-	if (!cfg->name[0] && kvr_seg_default_base(cfg->name, sizeof(cfg->name)) < 0) {
+	if (!cfg->name[0] &&
+	    kvr_seg_default_base(cfg->name, sizeof(cfg->name)) < 0) {
 		fprintf(err, "kvringd: default segment name does not fit\n");
 		return -ENAMETOOLONG;
 	}

@@ -21,15 +21,15 @@
 
 /* Defaults (docs/config.md). */
 #define KVR_CONFIG_DEF_POOL_BYTES   (1ull << 30)
-#define KVR_CONFIG_DEF_ALIGN	      4096u
+#define KVR_CONFIG_DEF_ALIGN	    4096u
 #define KVR_CONFIG_DEF_MAX_WORKERS  64u
-#define KVR_CONFIG_DEF_SPIN_US      50u
-#define KVR_CONFIG_DEF_LEASE_MS     30000u
-#define KVR_CONFIG_DEF_MAX_KEYS     1024u
+#define KVR_CONFIG_DEF_SPIN_US	    50u
+#define KVR_CONFIG_DEF_LEASE_MS	    30000u
+#define KVR_CONFIG_DEF_MAX_KEYS	    1024u
 #define KVR_CONFIG_DEF_RING_BYTES   (128u << 10)
 #define KVR_CONFIG_DEF_HEARTBEAT_MS 100u
 #define KVR_CONFIG_DEF_HANDSHAKE_MS 2000u
-#define KVR_CONFIG_DEF_STALL_MS     5000u
+#define KVR_CONFIG_DEF_STALL_MS	    5000u
 /* Isolation defaults (docs/config.md, docs/reliability.md): per channel,
  * in hundredths of a percent of the pool, and the transfer deadline. */
 #define KVR_CONFIG_DEF_QUOTA_RESERVED_BP 2500u /* 25% */
@@ -64,9 +64,9 @@ struct kvr_config {
 	bool no_histograms;		       /* --no-histograms */
 	uint32_t test_delay_op;		       /* --test-delay OP:US (tests) */
 	uint32_t test_delay_us;
-	int huge_pages;			       /* --huge-pages: KVR_HUGE_* */
-	char huge_dir[256];		       /* --huge-dir ("" = find) */
-	struct kvr_l2_conf l2;		       /* --l2* (l2_conf.c) */
+	int huge_pages;	       /* --huge-pages: KVR_HUGE_* */
+	char huge_dir[256];    /* --huge-dir ("" = find) */
+	struct kvr_l2_conf l2; /* --l2* (l2_conf.c) */
 	/* Per-channel limits, in bytes once parsed (a "N%" option is
 	 * resolved against --pool-size after every option was read). */
 	uint64_t quota_reserved_bytes; /* --quota-reserved */
@@ -85,8 +85,8 @@ enum kvr_huge_mode {
 };
 
 /* Outcome of kvr_config_parse() besides errors. */
-#define KVR_CONFIG_RUN	    0
-#define KVR_CONFIG_HELP    1 /* --help printed: exit 0 */
+#define KVR_CONFIG_RUN	   0
+#define KVR_CONFIG_HELP	   1 /* --help printed: exit 0 */
 #define KVR_CONFIG_VERSION 2 /* --version printed: exit 0 */
 
 /*
@@ -97,9 +97,8 @@ enum kvr_huge_mode {
  * Return: KVR_CONFIG_RUN, _HELP or _VERSION, or -EINVAL on a usage error
  * (the caller exits 2), -ENAMETOOLONG if no default path fits.
  */
-int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg,
-		      FILE *out, FILE *err);
-
+int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
+		     FILE *err);
 
 /* kvr_config_usage - the --help text. */
 void kvr_config_usage(FILE *f);

@@ -117,7 +117,7 @@ static int xf_add(struct kvr_copy *cp, uint64_t id,
 static int tx_push(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_copy *cp = c->cp;
-	struct msghdr m = { 0 };
+	struct msghdr m = {0};
 	ssize_t n;
 
 	while (cp->iov_pos < cp->niov) {
@@ -133,10 +133,10 @@ static int tx_push(struct kvr_srv *s, struct kvr_conn *c)
 				return -errno;
 			cp->tx_wait = true;
 			cp->tx_since_ns = s->now_ns;
-			kvr__loop_poll(s, c->sock, POLLOUT,
-				       kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx,
-						    c->gen),
-				       false);
+			kvr__loop_poll(
+			    s, c->sock, POLLOUT,
+			    kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, c->gen),
+			    false);
 			return 0;
 		}
 		/* Advance over what went; a partial iov is trimmed in place. */
@@ -164,7 +164,7 @@ static void queue_answer(struct kvr_srv *s, struct kvr_conn *c, uint32_t type,
 	struct kvr_copy *cp = c->cp;
 	const struct kvr_resp_hdr *r = (const void *)s->ans;
 	const struct kvr_slot_desc *sl = (const void *)(r + 1);
-	struct kvr_frame f = { .type = type };
+	struct kvr_frame f = {.type = type};
 	uint64_t payload = 0;
 
 	cp->niov = 1;
@@ -173,7 +173,8 @@ static void queue_answer(struct kvr_srv *s, struct kvr_conn *c, uint32_t type,
 		for (uint32_t i = 0; i < r->count; i++) {
 			if (sl[i].status != KVR_SLOT_OK || !sl[i].len)
 				continue;
-			cp->iov[cp->niov].iov_base = (char *)s->pool.base + sl[i].off;
+			cp->iov[cp->niov].iov_base =
+			    (char *)s->pool.base + sl[i].off;
 			cp->iov[cp->niov++].iov_len = sl[i].len;
 			payload += sl[i].len;
 		}
@@ -197,7 +198,7 @@ static void run(struct kvr_srv *s, struct kvr_conn *c,
 
 	if (v->op == KVR_OP_PREPARE_STORE && r->status == 0 && r->handle &&
 	    (xrc = xf_add(cp, r->handle, (const void *)(r + 1), r->count)) <
-		    0) {
+		0) {
 		/* Cannot track where its payload goes: give it back, and say
 		 * why (-EBUSY: too many open stores, -ENOMEM: no memory). */
 		(void)kvr_store_abort_store(s->store, (uint32_t)c->chan,
@@ -221,15 +222,16 @@ static int rx(struct kvr_srv *s, struct kvr_conn *c, void *buf, size_t want,
 	ssize_t n;
 
 	while (*got < want) {
-		n = recv(c->sock, (char *)buf + *got, want - *got, MSG_DONTWAIT);
+		n = recv(c->sock, (char *)buf + *got, want - *got,
+			 MSG_DONTWAIT);
 		if (n > 0) {
 			*got += (size_t)n;
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
-		kvr__chan_close(s, c, n == 0 ? "socket hang-up" : strerror(errno),
-				false);
+		kvr__chan_close(
+		    s, c, n == 0 ? "socket hang-up" : strerror(errno), false);
 		return -1;
 	}
 	return 1;
@@ -246,14 +248,16 @@ static int on_frame(struct kvr_srv *s, struct kvr_conn *c)
 		return -1;
 	}
 	if (t == 0 || t >= KVR_OP__MAX) {
-		kvr__chan_proto_error(s, c, "copy transport: unknown frame "
+		kvr__chan_proto_error(s, c,
+				      "copy transport: unknown frame "
 				      "type 0x%x",
 				      t);
 		return -1;
 	}
 	if (t == KVR_OP_COMMIT_STORE ? cp->fr.len < sizeof(struct kvr_req_hdr)
 				     : cp->fr.len > cp->body_cap) {
-		kvr__chan_proto_error(s, c, "copy transport: %s frame of %u "
+		kvr__chan_proto_error(s, c,
+				      "copy transport: %s frame of %u "
 				      "bytes",
 				      kvr_op_name(t), cp->fr.len);
 		return -1;
@@ -273,7 +277,8 @@ static int on_body(struct kvr_srv *s, struct kvr_conn *c, size_t blen)
 
 	rc = kvr_req_parse(cp->fr.type, cp->body, blen, s->max_keys, &v);
 	if (rc < 0) {
-		kvr__chan_proto_error(s, c, "malformed %s request (%zu bytes): "
+		kvr__chan_proto_error(s, c,
+				      "malformed %s request (%zu bytes): "
 				      "%s",
 				      kvr_op_name(cp->fr.type), blen,
 				      kvr_strerror(rc));
@@ -386,8 +391,8 @@ void kvr__copy_readable(struct kvr_srv *s, struct kvr_conn *c)
 			break;
 		case KVR_CP_RX_BODY:
 			blen = cp->fr.type == KVR_OP_COMMIT_STORE
-				       ? sizeof(struct kvr_req_hdr)
-				       : cp->fr.len;
+				   ? sizeof(struct kvr_req_hdr)
+				   : cp->fr.len;
 			rc = rx(s, c, cp->body, blen, &cp->got);
 			if (rc > 0)
 				rc = on_body(s, c, blen) < 0 ? -1 : 1;

@@ -144,10 +144,10 @@ static void count_retrieve(struct kvr_srv *s, struct kvr_conn *c,
  * server logged it at start-up. */
 static void test_delay(const struct kvr_srv *s)
 {
-	struct timespec ts = { 0, (long)s->cfg.test_delay_us * 1000L };
+	struct timespec ts = {0, (long)s->cfg.test_delay_us * 1000L};
 
 	if (s->cfg.test_delay_us >= 1000000u)
-		ts = (struct timespec){ 1, 0 };
+		ts = (struct timespec){1, 0};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
@@ -170,7 +170,7 @@ static void fill_stats(struct kvr_srv *s, struct kvr_conn *c,
 		       struct kvr_stats_wire *w)
 {
 	struct kvr_store_stats st;
-	struct kvr_store_chan_stats cs = { 0 };
+	struct kvr_store_chan_stats cs = {0};
 
 	kvr_store_stats(s->store, &st);
 	kvr_store_chan_stats(s->store, (uint32_t)c->chan, &cs);
@@ -250,8 +250,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		if (s->l2) /* write-behind: commit, then queue the upload */
 			rc = kvr_l2_commit_store(s, c, v->hdr.handle);
 		else
-			rc = kvr_store_commit_store(s->store, ch,
-						    v->hdr.handle, now);
+			rc = kvr_store_commit_store(s->store, ch, v->hdr.handle,
+						    now);
 		break;
 	case KVR_OP_ABORT_STORE:
 		rc = kvr_store_abort_store(s->store, ch, v->hdr.handle, now);
@@ -259,12 +259,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 	case KVR_OP_PREPARE_RETRIEVE:
 		if (v->hdr.flags & KVR_REQ_BY_LEASE)
 			rc = kvr_store_prepare_retrieve_lease(
-				s->store, ch, v->hdr.handle, now, slots,
-				s->max_keys, &id);
+			    s->store, ch, v->hdr.handle, now, slots,
+			    s->max_keys, &id);
 		else
-			rc = kvr_store_prepare_retrieve(s->store, ch, ns,
-							s->keys, n, now, slots,
-							&id);
+			rc = kvr_store_prepare_retrieve(
+			    s->store, ch, ns, s->keys, n, now, slots, &id);
 		if (rc >= 0) {
 			r->value = (uint64_t)rc;
 			r->handle = id;
@@ -274,8 +273,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		}
 		break;
 	case KVR_OP_COMMIT_RETRIEVE:
-		rc = kvr_store_commit_retrieve(s->store, ch, v->hdr.handle,
-					       now);
+		rc =
+		    kvr_store_commit_retrieve(s->store, ch, v->hdr.handle, now);
 		break;
 	case KVR_OP_PING:
 		r->value = now;
@@ -452,26 +451,28 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		if (rc < 0) {
 			if (answered)
 				publish(c);
-			kvr__chan_proto_error(s, c,
-					      "request ring damaged (%s) after "
-					      "%llu requests",
-					      ring_damage(rc),
-					      (unsigned long long)chan_requests(c));
+			kvr__chan_proto_error(
+			    s, c,
+			    "request ring damaged (%s) after "
+			    "%llu requests",
+			    ring_damage(rc),
+			    (unsigned long long)chan_requests(c));
 			return handled;
 		}
 		used = kvr_ring_used(&c->req);
 		if (used > c->req_hw)
 			c->req_hw = used;
-		rc = kvr_req_parse(rec.type, rec.data, rec.len, s->max_keys,
-				   &v);
+		rc =
+		    kvr_req_parse(rec.type, rec.data, rec.len, s->max_keys, &v);
 		if (rc < 0) {
 			if (answered)
 				publish(c);
-			kvr__chan_proto_error(s, c,
-					      "malformed request: type %u (%s), "
-					      "%u bytes: %s",
-					      rec.type, kvr_op_name(rec.type),
-					      rec.len, kvr_strerror(rc));
+			kvr__chan_proto_error(
+			    s, c,
+			    "malformed request: type %u (%s), "
+			    "%u bytes: %s",
+			    rec.type, kvr_op_name(rec.type), rec.len,
+			    kvr_strerror(rc));
 			return handled;
 		}
 		handled++;

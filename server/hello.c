@@ -37,13 +37,13 @@
 static int send_frame(int sock, uint32_t type, const void *body, size_t len,
 		      const int *fds, unsigned nfds)
 {
-	struct kvr_frame f = { .len = (uint32_t)len, .type = type };
-	struct iovec iov[2] = { { &f, sizeof(f) }, { (void *)body, len } };
+	struct kvr_frame f = {.len = (uint32_t)len, .type = type};
+	struct iovec iov[2] = {{&f, sizeof(f)}, {(void *)body, len}};
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
 	struct cmsghdr *cm;
 	ssize_t n;
 
@@ -138,8 +138,8 @@ static void make_pending_room(struct kvr_srv *s, uid_t uid)
 	/* Each pass ends one pending handshake (served or dropped), so the
 	 * bound only guards against a bug. */
 	for (uint32_t pass = 0; pass <= KVR_SRV_PENDING_MAX; pass++) {
-		victim = kvr__hello_victim(s->conns, s->nconns, s->npending,
-					   uid);
+		victim =
+		    kvr__hello_victim(s->conns, s->nconns, s->npending, uid);
 		if (!victim)
 			return;
 		/* A hello already waiting in the victim's socket (its poll
@@ -174,7 +174,7 @@ static void make_pending_room(struct kvr_srv *s, uid_t uid)
  */
 void kvr__hello_accepted(struct kvr_srv *s, int fd)
 {
-	struct ucred cred = { 0 };
+	struct ucred cred = {0};
 	socklen_t len = sizeof(cred);
 	struct kvr_conn *c = NULL;
 
@@ -402,8 +402,8 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		       KVR_SRV_NS_MAX);
 		return;
 	}
-	c->copy = (h->flags & KVR_HELLO_WANT_COPY) ||
-		  s->backend == KVR_POOL_PRIVATE;
+	c->copy =
+	    (h->flags & KVR_HELLO_WANT_COPY) || s->backend == KVR_POOL_PRIVATE;
 	if (kvr_proc_start_time(c->pid, &c->pid_start) < 0)
 		c->pid_start = 0;
 	rc = kvr_bell_open(&c->req_efd);
@@ -442,8 +442,8 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	w.ns_id = c->ns_id;
 	w.pool_bytes = s->cfg.pool_bytes;
 	w.ctl_bytes = s->ctl.bytes;
-	w.channel_off = s->geom.channels_off +
-			(uint64_t)c->chan * s->geom.channel_bytes;
+	w.channel_off =
+	    s->geom.channels_off + (uint64_t)c->chan * s->geom.channel_bytes;
 	w.align = kvr_store_align(s->store);
 	w.max_keys = s->max_keys;
 	w.req_ring_cap = s->geom.req_ring_cap;
@@ -493,7 +493,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 static void handle_hello(struct kvr_srv *s, struct kvr_conn *c,
 			 const uint8_t *body, size_t len)
 {
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 	struct kvr_hello h;
 	uint32_t mv[2];
 	int rc;

@@ -62,18 +62,20 @@ static int check_socket_dir(const struct kvr_srv *s)
 		*slash = '\0';
 	if (s->cfg.socket_default) {
 		rc = kvr_runtime_dir_prepare(
-			dir, s->cfg.have_group ? (unsigned)s->cfg.gid : (unsigned)-1,
-			why, sizeof(why));
+		    dir,
+		    s->cfg.have_group ? (unsigned)s->cfg.gid : (unsigned)-1,
+		    why, sizeof(why));
 		if (rc < 0)
 			kvr_log_err("%s", why);
 		return rc;
 	}
 	if (stat(dir, &st) == 0 && (st.st_mode & 02) && st.st_uid != geteuid())
-		kvr_log_warn("socket directory %s is writable by other users: "
-			     "one of them can take the socket's or %s.lock's "
-			     "name first and keep kvringd from starting; prefer "
-			     "the default runtime directory (docs/config.md)",
-			     dir, s->cfg.socket_path);
+		kvr_log_warn(
+		    "socket directory %s is writable by other users: "
+		    "one of them can take the socket's or %s.lock's "
+		    "name first and keep kvringd from starting; prefer "
+		    "the default runtime directory (docs/config.md)",
+		    dir, s->cfg.socket_path);
 	return 0;
 }
 
@@ -149,7 +151,7 @@ static bool socket_live(const struct sockaddr_un *sa)
 /* Bind and listen on the socket path; a dead socket file is replaced. */
 int kvr__listen_open(struct kvr_srv *s)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	const char *path = s->cfg.socket_path;
 	mode_t old_mask;
 	struct stat st;
@@ -164,9 +166,10 @@ int kvr__listen_open(struct kvr_srv *s)
 	strcpy(sa.sun_path, path);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			kvr_log_err("socket path %s exists and is not a socket; "
-				    "remove it or pick another --socket",
-				    path);
+			kvr_log_err(
+			    "socket path %s exists and is not a socket; "
+			    "remove it or pick another --socket",
+			    path);
 			return -EEXIST;
 		}
 		/* A SIGKILLed server's socket can accept for a moment after

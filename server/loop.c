@@ -127,8 +127,8 @@ static void housekeeping(struct kvr_srv *s)
 	kvr__hello_timeouts(s, s->now_ns);
 	for (uint32_t i = s->nactive; i-- > 0;) {
 		struct kvr_conn *c = &s->conns[s->active[i]];
-		bool stuck = c->blocked &&
-			     s->now_ns - c->blocked_since_ns > stall_ns;
+		bool stuck =
+		    c->blocked && s->now_ns - c->blocked_since_ns > stall_ns;
 
 		if (c->cp && c->cp->tx_wait &&
 		    s->now_ns - c->cp->tx_since_ns > stall_ns)
@@ -189,7 +189,8 @@ static void on_conn_event(struct kvr_srv *s, unsigned kind, uint64_t ud,
 	if (!(flags & IORING_CQE_F_MORE) && c->gen == kvr_tag_gen(ud) &&
 	    c->state != KVR_CONN_FREE && res != -ECANCELED) {
 		if (kind == KVR_TAG_SOCK)
-			kvr__loop_poll(s, c->sock, POLLIN | POLLRDHUP, ud, true);
+			kvr__loop_poll(s, c->sock, POLLIN | POLLRDHUP, ud,
+				       true);
 		else if (kind == KVR_TAG_BELL)
 			kvr__loop_poll(s, c->req_efd, POLLIN, ud, true);
 	}
@@ -297,7 +298,7 @@ static unsigned drain_all(struct kvr_srv *s)
  */
 static void sleep_once(struct kvr_srv *s)
 {
-	struct __kernel_timespec ts = { .tv_nsec = 1000000 };
+	struct __kernel_timespec ts = {.tv_nsec = 1000000};
 	struct io_uring_cqe *cqe;
 	bool found = false, blocked = false;
 
@@ -418,8 +419,8 @@ int kvr_loop_run(struct kvr_srv *s)
 
 	s->accepting = true;
 	arm_accept(s);
-	kvr__loop_poll(s, s->sig_fd, POLLIN,
-		       kvr_tag_make(KVR_TAG_SIGNAL, 0, 0), true);
+	kvr__loop_poll(s, s->sig_fd, POLLIN, kvr_tag_make(KVR_TAG_SIGNAL, 0, 0),
+		       true);
 	kvr__loop_poll(s, s->timer_fd, POLLIN,
 		       kvr_tag_make(KVR_TAG_TIMER, 0, 0), true);
 	if (s->l2)

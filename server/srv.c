@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kvringd start-up and teardown. In order: the single-instance lock and
- * the listening socket (listen.c), the stale-segment sweep, the control segment (created
- * first, removed last: the sweep pairs a pool with its .ctl by name), the
- * pool (shm, then memfd, then private, each attempt logged), the storage
+ * the listening socket (listen.c), the stale-segment sweep, the control segment
+ * (created first, removed last: the sweep pairs a pool with its .ctl by name),
+ * the pool (shm, then memfd, then private, each attempt logged), the storage
  * engine, io_uring, the signal and timer fds.
  *
  * Every failure logs what went wrong and what to do, and unwinds only what
@@ -120,7 +120,7 @@ static void sweep(const struct kvr_srv *s)
 /* Say who holds a control segment name we could not create. */
 static void log_name_taken(const char *ctl_name)
 {
-	struct kvr_seg seg = { .fd = -1 };
+	struct kvr_seg seg = {.fd = -1};
 	const struct kvr_seg_hdr_shm *h;
 	int pid = 0;
 
@@ -165,7 +165,7 @@ static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
 {
 	mode_t mode = s->cfg.have_group ? 0660 : 0600;
 	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 	int rc;
 
 	rc = kvr_seg_ctl_name(s->cfg.name, ctl_name, n);
@@ -244,7 +244,7 @@ static int try_pool(struct kvr_srv *s, int b, const char *pool_name)
 	mode_t mode = s->cfg.have_group ? 0660 : 0600;
 	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
 	size_t bytes = (size_t)s->cfg.pool_bytes;
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 	uint64_t avail = mem_available();
 	char h1[KVR_SIZE_STR_MAX], h2[KVR_SIZE_STR_MAX];
 	int rc;
@@ -294,8 +294,8 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 	mode_t mode = s->cfg.have_group ? 0660 : 0600;
 	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
 	bool req = s->cfg.huge_pages == KVR_HUGE_REQUIRE;
-	struct kvr_hugetlb_info hi = { 0 };
-	struct kvr_err e = { 0 };
+	struct kvr_hugetlb_info hi = {0};
+	struct kvr_err e = {0};
 	char dbuf[KVR_SEG_DIR_MAX];
 	const char *dir;
 	uint64_t need;
@@ -303,15 +303,17 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 
 	if (kvr_seg_hugetlb_info(&hi) < 0) {
 		kvr_log(req ? KVR_LOG_ERR : KVR_LOG_INFO,
-		    "huge pages: this kernel has none (no HugePages_* in "
-		    "/proc/meminfo); %s",
-		    req ? "drop --huge-pages require" : "using 4 KiB pages");
+			"huge pages: this kernel has none (no HugePages_* in "
+			"/proc/meminfo); %s",
+			req ? "drop --huge-pages require"
+			    : "using 4 KiB pages");
 		return -ENOSYS;
 	}
 	need = kvr_seg_huge_pages_for(s->cfg.pool_bytes, hi.page_bytes);
 	if (hi.free_pages < need) {
 		/* The one line auto promises: how many, and how. */
-		kvr_log(req ? KVR_LOG_ERR : KVR_LOG_INFO,
+		kvr_log(
+		    req ? KVR_LOG_ERR : KVR_LOG_INFO,
 		    "huge pages: pool needs %llu pages of %zu KiB, %llu free; "
 		    "%s; reserve them before start: echo %llu > "
 		    "/proc/sys/vm/nr_hugepages (sysctl vm.nr_hugepages=%llu; "
@@ -320,7 +322,8 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 		    (unsigned long long)hi.free_pages,
 		    req ? "--huge-pages require" : "using 4 KiB pages",
 		    (unsigned long long)(hi.total_pages + need - hi.free_pages),
-		    (unsigned long long)(hi.total_pages + need - hi.free_pages));
+		    (unsigned long long)(hi.total_pages + need -
+					 hi.free_pages));
 		return -ENOSPC;
 	}
 	/* Named only when the .ctl is named too: the sweep pairs them. */
@@ -357,9 +360,8 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 		return 0;
 	}
 	kvr_log(req ? KVR_LOG_ERR : KVR_LOG_WARN,
-		"pool on a hugetlb memfd: %s%s",
-					   kvr_err_str(&e, rc),
-					   req ? "" : "; using 4 KiB pages");
+		"pool on a hugetlb memfd: %s%s", kvr_err_str(&e, rc),
+		req ? "" : "; using 4 KiB pages");
 	return rc;
 }
 
@@ -383,7 +385,7 @@ static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
 	size_t stepb = PREFAULT_STEP % page ? page : PREFAULT_STEP;
 
 	kvr__notify_progress("pre-faulting pool: 0 of %.1f GiB",
-			   (double)total / (double)(1ull << 30));
+			     (double)total / (double)(1ull << 30));
 	while (done < total) {
 		size_t n = total - done < stepb ? total - done : stepb;
 
@@ -408,8 +410,8 @@ static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
  */
 static int create_pool(struct kvr_srv *s)
 {
-	static const int order[] = { KVR_POOL_SHM, KVR_POOL_MEMFD,
-				     KVR_POOL_PRIVATE };
+	static const int order[] = {KVR_POOL_SHM, KVR_POOL_MEMFD,
+				    KVR_POOL_PRIVATE};
 	char pool_name[KVR_SEG_NAME_MAX + 1];
 	uint64_t ns = 0;
 	int rc = -EINVAL;
@@ -421,8 +423,8 @@ static int create_pool(struct kvr_srv *s)
 		char hb[KVR_SIZE_STR_MAX];
 
 		rc = try_huge(s, pool_name);
-		if (rc < 0 && (s->cfg.huge_pages == KVR_HUGE_REQUIRE ||
-			       rc == -EEXIST)) {
+		if (rc < 0 &&
+		    (s->cfg.huge_pages == KVR_HUGE_REQUIRE || rc == -EEXIST)) {
 			if (rc != -EEXIST)
 				kvr_log_err("no huge-page pool for %s under "
 					    "--huge-pages require",
@@ -467,7 +469,8 @@ static int create_pool(struct kvr_srv *s)
 		prefault_pool(s, &ns);
 		kvr_log_info("pool pre-faulted: %llu bytes in %.1f ms "
 			     "(%.2f GB/s, %zu KiB pages)",
-			     (unsigned long long)s->pool.bytes, (double)ns / 1e6,
+			     (unsigned long long)s->pool.bytes,
+			     (double)ns / 1e6,
 			     ns ? (double)s->pool.bytes / (double)ns : 0.0,
 			     s->pool.page_bytes >> 10);
 	}
@@ -480,7 +483,8 @@ static int create_pool(struct kvr_srv *s)
 	else
 		kvr_log_info("transport %s: pool %s%s%s (%llu bytes, %s)",
 			     backend_name(s->backend),
-			     s->backend == KVR_POOL_SHM ? s->pool.dir : "memfd:",
+			     s->backend == KVR_POOL_SHM ? s->pool.dir
+							: "memfd:",
 			     s->backend == KVR_POOL_SHM ? "/" : "", pool_name,
 			     (unsigned long long)s->cfg.pool_bytes,
 			     s->pool.hugetlb ? "huge pages" : "4 KiB pages");
@@ -500,7 +504,8 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	h->align = s->cfg.align;
 	h->pool_backend = (uint32_t)s->backend;
 	if (s->backend == KVR_POOL_SHM)
-		snprintf(h->pool_name, sizeof(h->pool_name), "%s", s->pool.name);
+		snprintf(h->pool_name, sizeof(h->pool_name), "%s",
+			 s->pool.name);
 	h->max_channels = s->geom.max_channels;
 	h->channel_bytes = s->geom.channel_bytes;
 	h->channels_off = s->geom.channels_off;
@@ -516,7 +521,7 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	h->xfer_ms = s->cfg.xfer_ms;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	h->start_realtime_ns =
-		(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	    (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	/* Relaxed: published by the release in kvr_seg_hdr_publish(). */
 	atomic_store_explicit(&h->heartbeat_ns, kvr_srv_now_ns(),
 			      memory_order_relaxed);
@@ -547,7 +552,7 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
  */
 static int create_store(struct kvr_srv *s)
 {
-	struct kvr_store_config sc = { 0 };
+	struct kvr_store_config sc = {0};
 	int rc;
 
 	sc.pool_bytes = s->cfg.pool_bytes;
@@ -591,8 +596,8 @@ static int create_store(struct kvr_srv *s)
  */
 static int create_fds(struct kvr_srv *s)
 {
-	struct io_uring_params p = { 0 };
-	struct itimerspec its = { 0 };
+	struct io_uring_params p = {0};
+	struct itimerspec its = {0};
 	sigset_t mask;
 	int rc;
 
@@ -615,7 +620,8 @@ static int create_fds(struct kvr_srv *s)
 	if (s->sig_fd < 0)
 		return -errno;
 
-	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	s->timer_fd =
+	    timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (s->timer_fd < 0)
 		return -errno;
 	its.it_interval.tv_sec = s->cfg.heartbeat_ms / 1000;
@@ -645,9 +651,10 @@ static int alloc_tables(struct kvr_srv *s)
 	s->keys = calloc(s->max_keys, sizeof(*s->keys));
 	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
 	s->ans_cap = kvr_resp_bytes(s->max_keys);
-	if (s->ans_cap < sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire))
-		s->ans_cap = sizeof(struct kvr_resp_hdr) +
-			     sizeof(struct kvr_stats_wire);
+	if (s->ans_cap <
+	    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire))
+		s->ans_cap =
+		    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire);
 	s->ans = malloc(s->ans_cap);
 	if (!s->conns || !s->chan_conn || !s->active || !s->ns || !s->keys ||
 	    !s->sizes || !s->ans)
@@ -711,7 +718,7 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (getrandom(s->boot_id, sizeof(s->boot_id), 0) < 0)
-		memcpy(s->boot_id, &(uint64_t){ kvr_srv_now_ns() }, 8);
+		memcpy(s->boot_id, &(uint64_t){kvr_srv_now_ns()}, 8);
 
 	rc = kvr__listen_lock(s);
 	if (rc < 0)
@@ -801,8 +808,8 @@ void kvr_srv_destroy(struct kvr_srv *s)
 		bool named = s->pool.backend == KVR_SEG_BACKEND_SHM;
 
 		if (named)
-			kvr_log_info("removing pool segment %s/%s",
-				     s->pool.dir, s->pool.name);
+			kvr_log_info("removing pool segment %s/%s", s->pool.dir,
+				     s->pool.name);
 		kvr_seg_destroy(&s->pool);
 	}
 	if (s->ctl.base) {

@@ -144,10 +144,10 @@ enum kvr_cp_rx {
  */
 struct kvr_copy {
 	/* Receive side. */
-	int rx;			/* enum kvr_cp_rx */
-	struct kvr_frame fr;	/* current frame header */
-	size_t got;		/* bytes of the current part received */
-	uint8_t *body;		/* request record, body_cap bytes */
+	int rx;		     /* enum kvr_cp_rx */
+	struct kvr_frame fr; /* current frame header */
+	size_t got;	     /* bytes of the current part received */
+	uint8_t *body;	     /* request record, body_cap bytes */
 	size_t body_cap;
 	struct kvr_cp_xfer *px; /* RX_PAYLOAD: the transfer being filled */
 	uint32_t pslot;		/* slot being filled */
@@ -155,9 +155,9 @@ struct kvr_copy {
 	struct kvr_cp_xfer *xf; /* open store transfers, nxf entries */
 	uint32_t nxf;
 	/* Send side: one message at a time (frame + record, then slots). */
-	uint8_t *tx;		/* frame + answer record */
+	uint8_t *tx; /* frame + answer record */
 	size_t tx_cap;
-	struct iovec *iov;	/* iov[0] = tx, then pool spans */
+	struct iovec *iov; /* iov[0] = tx, then pool spans */
 	uint32_t iov_cap;
 	uint32_t niov, iov_pos; /* iovs queued, first not fully sent */
 	size_t iov_off;		/* bytes of iov[iov_pos] already sent */
@@ -172,25 +172,25 @@ struct kvr_copy {
  * kvr__chan_close().
  */
 struct kvr_conn {
-	uint32_t idx;	/* position in kvr_srv.conns */
-	uint32_t gen;	/* bumped at every free */
-	int state;	/* enum kvr_conn_state */
-	int sock;	/* the worker's socket */
-	int pidfd;	/* -1 if pidfd_open is unsupported */
-	int req_efd;	/* request doorbell (the server sleeps on it) */
-	int resp_efd;	/* response doorbell (the server rings it) */
-	int32_t chan;	/* channel index, -1 until claimed */
+	uint32_t idx;	     /* position in kvr_srv.conns */
+	uint32_t gen;	     /* bumped at every free */
+	int state;	     /* enum kvr_conn_state */
+	int sock;	     /* the worker's socket */
+	int pidfd;	     /* -1 if pidfd_open is unsupported */
+	int req_efd;	     /* request doorbell (the server sleeps on it) */
+	int resp_efd;	     /* response doorbell (the server rings it) */
+	int32_t chan;	     /* channel index, -1 until claimed */
 	uint32_t active_pos; /* position in kvr_srv.active */
-	pid_t pid;	/* SO_PEERCRED */
+	pid_t pid;	     /* SO_PEERCRED */
 	uid_t uid;
 	gid_t gid;
 	uint64_t pid_start;
-	uint64_t deadline_ns;	/* HELLO: drop the socket after this */
-	uint64_t accepted_ns;	/* HELLO: when accepted (oldest goes first) */
+	uint64_t deadline_ns; /* HELLO: drop the socket after this */
+	uint64_t accepted_ns; /* HELLO: when accepted (oldest goes first) */
 	uint8_t hbuf[sizeof(struct kvr_frame) + KVR_SRV_HELLO_MAX];
-	size_t hlen;		/* hello bytes received */
+	size_t hlen; /* hello bytes received */
 	uint32_t ns_id;
-	bool copy;		/* copy transport */
+	bool copy;		     /* copy transport */
 	struct kvr_channel_shm *shm; /* the channel block (untrusted) */
 	struct kvr_ring req;	     /* consumer view */
 	struct kvr_ring resp;	     /* producer view */
@@ -206,7 +206,7 @@ struct kvr_conn {
 	uint64_t n_err[KVR_ERR_SLOTS];
 	uint64_t req_hw, resp_hw, resp_full, bytes_in, bytes_out;
 	uint64_t last_req_ns; /* when a request was last handled (hot set) */
-	struct kvr_copy *cp; /* copy transport only */
+	struct kvr_copy *cp;  /* copy transport only */
 	/* Observability block of the channel (untrusted: the worker maps
 	 * it) and the private mirror of its cache counters. */
 	struct kvr_chan_obs_shm *obs;
@@ -225,9 +225,9 @@ struct kvr_ns_ent {
 	uint32_t refs; /* channels (and handshakes past registration) */
 	bool used;
 	uint64_t last_put_ns; /* when refs last dropped to 0 */
-	bool dirty;	     /* cache changed since it was last published */
-	bool published;	     /* its slot in the obs region is written */
-	uint32_t obs_gen;    /* that slot's generation (even: stable) */
+	bool dirty;	      /* cache changed since it was last published */
+	bool published;	      /* its slot in the obs region is written */
+	uint32_t obs_gen;     /* that slot's generation (even: stable) */
 	struct kvr_cache_cnt cache;
 };
 
@@ -249,12 +249,12 @@ struct kvr_srv {
 	int timer_fd;
 	bool ring_ok; /* io_uring initialised */
 	struct io_uring ring;
-	bool have_socket;  /* we bound the socket path: unlink it at exit */
-	ino_t sock_ino;	   /* the socket file we bound */
+	bool have_socket; /* we bound the socket path: unlink it at exit */
+	ino_t sock_ino;	  /* the socket file we bound */
 	dev_t sock_dev;
 	struct kvr_seg ctl;
 	struct kvr_seg pool;
-	int backend;	   /* enum kvr_pool_backend actually in use */
+	int backend; /* enum kvr_pool_backend actually in use */
 	struct kvr_ctl_hdr_shm *hdr;
 	struct kvr_ctl_geom geom;
 	struct kvr_store *store;
@@ -267,15 +267,15 @@ struct kvr_srv {
 	int32_t *chan_conn; /* per channel: owning conn index or -1 */
 	uint32_t *active;   /* conn indices of ACTIVE connections */
 	uint32_t nactive;
-	uint32_t pass;	  /* loop passes, for the cold-channel cadence */
-	bool full_scan;	  /* poll every channel on the next pass */
-	uint32_t npending;  /* connections in HELLO */
+	uint32_t pass;	   /* loop passes, for the cold-channel cadence */
+	bool full_scan;	   /* poll every channel on the next pass */
+	uint32_t npending; /* connections in HELLO */
 	struct kvr_ns_ent *ns;
 	uint32_t nns;
 	/* Scratch buffers of the dispatcher (private copies of peer data). */
 	struct kvr_key *keys;
 	uint64_t *sizes;
-	uint8_t *ans;	     /* one answer record, ans_cap bytes */
+	uint8_t *ans; /* one answer record, ans_cap bytes */
 	size_t ans_cap;
 	/* Loop state. */
 	bool accepting;

@@ -274,8 +274,8 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	/* The quota is checked before place(): a request it forbids must not
 	 * evict anyone's objects. 0 means none (UINT64_MAX never binds). */
 	quota = s->cfg.quota_reserved_bytes && !c->trusted
-			? s->cfg.quota_reserved_bytes
-			: UINT64_MAX;
+		    ? s->cfg.quota_reserved_bytes
+		    : UINT64_MAX;
 	max_key = s->cfg.max_key_bytes ? s->cfg.max_key_bytes : total;
 	for (i = 0; i < n; i++) {
 		struct kvr_slot_desc d = {0, 0, KVR_SLOT_OK, 0};

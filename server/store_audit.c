@@ -296,8 +296,7 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 			if (b->pins) {
 				pinned_n++;
 				pinned_b += obj_bytes(s, b);
-			}
-			else
+			} else
 				t->lru_want++;
 		}
 	}

@@ -41,47 +41,50 @@ struct demo_opts {
 };
 
 static const struct option longopts[] = {
-	{ "socket", required_argument, NULL, 's' },
-	{ "chunks", required_argument, NULL, 'n' },
-	{ "layers", required_argument, NULL, 'l' },
-	{ "kv-heads", required_argument, NULL, 'k' },
-	{ "head-size", required_argument, NULL, 'H' },
-	{ "dtype-bytes", required_argument, NULL, 'd' },
-	{ "chunk-tokens", required_argument, NULL, 'c' },
-	{ "model", required_argument, NULL, 'm' },
-	{ "transport", required_argument, NULL, 't' },
-	{ "timeout-ms", required_argument, NULL, 'T' },
-	{ "l2-peer", required_argument, NULL, 'P' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
+    {"socket", required_argument, NULL, 's'},
+    {"chunks", required_argument, NULL, 'n'},
+    {"layers", required_argument, NULL, 'l'},
+    {"kv-heads", required_argument, NULL, 'k'},
+    {"head-size", required_argument, NULL, 'H'},
+    {"dtype-bytes", required_argument, NULL, 'd'},
+    {"chunk-tokens", required_argument, NULL, 'c'},
+    {"model", required_argument, NULL, 'm'},
+    {"transport", required_argument, NULL, 't'},
+    {"timeout-ms", required_argument, NULL, 'T'},
+    {"l2-peer", required_argument, NULL, 'P'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [options]\n"
-		"Store, look up, retrieve and verify one request's KV cache.\n"
-		"  -s, --socket PATH      kvringd socket (default: $KVRING_SOCKET,\n"
-		"                         else the per-uid default)\n"
-		"  -n, --chunks N         chunks in the request (16)\n"
-		"  -l, --layers N         layers (4; Llama-3-8B has 32)\n"
-		"  -k, --kv-heads N       KV heads (8)\n"
-		"  -H, --head-size N      head size (128)\n"
-		"  -d, --dtype-bytes N    bytes per element: 1, 2 or 4 (2)\n"
-		"  -c, --chunk-tokens N   tokens per chunk (256)\n"
-		"  -m, --model NAME       model name in the key namespace\n"
-		"                         (meta-llama/Meta-Llama-3-8B)\n"
-		"  -t, --transport T      auto or copy (auto; KVRING_TRANSPORT\n"
-		"                         overrides)\n"
-		"  -T, --timeout-ms N     bound on every call (5000)\n"
-		"  -P, --l2-peer PATH     then act as a second host: look the\n"
-		"                         request up through the kvringd at PATH\n"
-		"                         (both started with the same --l2), get\n"
-		"                         every chunk through L2, verify every byte\n"
-		"  -h, --help             this text\n"
-		"  -V, --version          version and segment ABI\n"
-		"Exit: 0 every byte verified, 1 failure, 2 usage error.\n");
+	fprintf(
+	    f,
+	    "usage: " PROG " [options]\n"
+	    "Store, look up, retrieve and verify one request's KV cache.\n"
+	    "  -s, --socket PATH      kvringd socket (default: "
+	    "$KVRING_SOCKET,\n"
+	    "                         else the per-uid default)\n"
+	    "  -n, --chunks N         chunks in the request (16)\n"
+	    "  -l, --layers N         layers (4; Llama-3-8B has 32)\n"
+	    "  -k, --kv-heads N       KV heads (8)\n"
+	    "  -H, --head-size N      head size (128)\n"
+	    "  -d, --dtype-bytes N    bytes per element: 1, 2 or 4 (2)\n"
+	    "  -c, --chunk-tokens N   tokens per chunk (256)\n"
+	    "  -m, --model NAME       model name in the key namespace\n"
+	    "                         (meta-llama/Meta-Llama-3-8B)\n"
+	    "  -t, --transport T      auto or copy (auto; KVRING_TRANSPORT\n"
+	    "                         overrides)\n"
+	    "  -T, --timeout-ms N     bound on every call (5000)\n"
+	    "  -P, --l2-peer PATH     then act as a second host: look the\n"
+	    "                         request up through the kvringd at PATH\n"
+	    "                         (both started with the same --l2), get\n"
+	    "                         every chunk through L2, verify every "
+	    "byte\n"
+	    "  -h, --help             this text\n"
+	    "  -V, --version          version and segment ABI\n"
+	    "Exit: 0 every byte verified, 1 failure, 2 usage error.\n");
 }
 
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -101,40 +104,66 @@ static int parse_args(int argc, char **argv, struct demo_opts *o)
 {
 	int ch;
 
-	*o = (struct demo_opts){ .model = "meta-llama/Meta-Llama-3-8B",
-				 .chunks = 16, .layers = 4, .kv_heads = 8,
-				 .head_size = 128, .dtype_bytes = 2,
-				 .chunk_tokens = 256 };
+	*o = (struct demo_opts){.model = "meta-llama/Meta-Llama-3-8B",
+				.chunks = 16,
+				.layers = 4,
+				.kv_heads = 8,
+				.head_size = 128,
+				.dtype_bytes = 2,
+				.chunk_tokens = 256};
 	while ((ch = getopt_long(argc, argv, "s:n:l:k:H:d:c:m:t:T:P:hV",
 				 longopts, NULL)) != -1) {
 		int bad = 0;
 
 		switch (ch) {
-		case 's': o->socket = optarg; break;
-		case 'P': o->l2_peer = optarg; break;
-		case 'm': o->model = optarg; break;
-		case 'n': bad = parse_u32(optarg, 1, 4096, &o->chunks); break;
-		case 'l': bad = parse_u32(optarg, 1, 1024, &o->layers); break;
-		case 'k': bad = parse_u32(optarg, 1, 1024, &o->kv_heads); break;
-		case 'H': bad = parse_u32(optarg, 1, 65536, &o->head_size); break;
-		case 'd': bad = parse_u32(optarg, 1, 4, &o->dtype_bytes);
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'P':
+			o->l2_peer = optarg;
+			break;
+		case 'm':
+			o->model = optarg;
+			break;
+		case 'n':
+			bad = parse_u32(optarg, 1, 4096, &o->chunks);
+			break;
+		case 'l':
+			bad = parse_u32(optarg, 1, 1024, &o->layers);
+			break;
+		case 'k':
+			bad = parse_u32(optarg, 1, 1024, &o->kv_heads);
+			break;
+		case 'H':
+			bad = parse_u32(optarg, 1, 65536, &o->head_size);
+			break;
+		case 'd':
+			bad = parse_u32(optarg, 1, 4, &o->dtype_bytes);
 			bad |= o->dtype_bytes == 3;
 			break;
-		case 'c': bad = parse_u32(optarg, 1, 1u << 20, &o->chunk_tokens); break;
-		case 'T': bad = parse_u32(optarg, 1, 3600000, &o->timeout_ms); break;
+		case 'c':
+			bad = parse_u32(optarg, 1, 1u << 20, &o->chunk_tokens);
+			break;
+		case 'T':
+			bad = parse_u32(optarg, 1, 3600000, &o->timeout_ms);
+			break;
 		case 't':
 			if (!strcmp(optarg, "copy"))
 				o->transport = KVR_TRANSPORT_COPY;
 			else if (strcmp(optarg, "auto"))
 				bad = 1;
 			break;
-		case 'h': usage(stdout); exit(0);
+		case 'h':
+			usage(stdout);
+			exit(0);
 		case 'V':
 			printf(PROG " %s (segment ABI %d.%d, protocol %u)\n",
 			       KVR_VERSION_STRING, KVR_ABI_MAJOR, KVR_ABI_MINOR,
 			       KVR_PROTO_VERSION);
 			exit(0);
-		default: usage(stderr); return -1;
+		default:
+			usage(stderr);
+			return -1;
 		}
 		if (bad) {
 			fprintf(stderr, PROG ": bad value for -%c: %s\n", ch,
@@ -143,7 +172,8 @@ static int parse_args(int argc, char **argv, struct demo_opts *o)
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, PROG ": unexpected argument %s\n", argv[optind]);
+		fprintf(stderr, PROG ": unexpected argument %s\n",
+			argv[optind]);
 		return -1;
 	}
 	if (strlen(o->model) == 0 || strlen(o->model) > 63) {
@@ -200,7 +230,7 @@ static int peer_check(const struct demo_opts *o, struct kvr_client_opts co,
 		      size_t chunk_bytes)
 {
 	struct kvr_client *c = NULL;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	char err[256];
 	double t0, t1, first_ms = 0;
 	bool pending = false;
@@ -224,15 +254,18 @@ static int peer_check(const struct demo_opts *o, struct kvr_client_opts co,
 			first_ms = (now_s() - a) * 1e3;
 		if (hits < 0 || hits == (long)o->chunks)
 			break;
-		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+		nanosleep(&(struct timespec){0, 50000000}, NULL);
 	}
 	t1 = now_s();
 	if (hits != (long)o->chunks) {
-		fprintf(stderr, PROG ": second host found %ld of %u chunks "
-			"through L2 (%s): are both servers started with the same "
-			"--l2, and is Redis up? kvring-inspect shows l2.*\n",
-			hits, o->chunks,
-			hits < 0 ? kvr_client_errmsg(c) : "after 5 s");
+		fprintf(
+		    stderr,
+		    PROG
+		    ": second host found %ld of %u chunks "
+		    "through L2 (%s): are both servers started with the same "
+		    "--l2, and is Redis up? kvring-inspect shows l2.*\n",
+		    hits, o->chunks,
+		    hits < 0 ? kvr_client_errmsg(c) : "after 5 s");
 		goto out;
 	}
 	printf("second host (%s): %ld of %u chunks in its L1 before, %ld "
@@ -250,8 +283,10 @@ static int peer_check(const struct demo_opts *o, struct kvr_client_opts co,
 		if (x.slots[i].len != chunk_bytes ||
 		    memcmp(x.slots[i].ptr, expect + (size_t)i * chunk_bytes,
 			   chunk_bytes) != 0) {
-			fprintf(stderr, PROG ": second host: chunk %u differs "
-				"from what the first host stored\n", i);
+			fprintf(stderr,
+				PROG ": second host: chunk %u differs "
+				     "from what the first host stored\n",
+				i);
 			goto out;
 		}
 	printf("second host verify: all %zu bytes of %u chunks match\n",
@@ -267,10 +302,10 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct kvr_client_opts co = { 0 };
+	struct kvr_client_opts co = {0};
 	struct kvr_client *c = NULL;
 	struct demo_opts o;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	struct kvr_key *keys = NULL;
 	uint64_t *sizes = NULL;
 	uint32_t *tokens = NULL;
@@ -335,10 +370,11 @@ int main(int argc, char **argv)
 	}
 	for (size_t j = 0; j < (size_t)o.chunks * o.chunk_tokens; j++)
 		tokens[j] = (uint32_t)((j * 2654435761ull + 12345) % 128256);
-	nk = kvr_client_keys(c, tokens, (size_t)o.chunks * o.chunk_tokens,
-			     keys, o.chunks);
+	nk = kvr_client_keys(c, tokens, (size_t)o.chunks * o.chunk_tokens, keys,
+			     o.chunks);
 	if (nk != (long)o.chunks) {
-		fprintf(stderr, PROG ": keys: %ld, expected %u\n", nk, o.chunks);
+		fprintf(stderr, PROG ": keys: %ld, expected %u\n", nk,
+			o.chunks);
 		goto out;
 	}
 	for (uint32_t i = 0; i < o.chunks; i++) {
@@ -351,7 +387,8 @@ int main(int argc, char **argv)
 	t0 = now_s();
 	rc = kvr_prepare_store(c, keys, sizes, o.chunks, &x);
 	if (rc < 0) {
-		fprintf(stderr, PROG ": prepare_store: %s\n", kvr_client_errmsg(c));
+		fprintf(stderr, PROG ": prepare_store: %s\n",
+			kvr_client_errmsg(c));
 		goto out;
 	}
 	t1 = now_s();
@@ -364,27 +401,37 @@ int main(int argc, char **argv)
 			       chunk_bytes);
 			stored++;
 			break;
-		case KVR_SLOT_EXISTS: exists++; break;
-		case KVR_SLOT_NOROOM: noroom++; break;
-		default: other++; break;
+		case KVR_SLOT_EXISTS:
+			exists++;
+			break;
+		case KVR_SLOT_NOROOM:
+			noroom++;
+			break;
+		default:
+			other++;
+			break;
 		}
 	}
 	t2 = now_s();
 	rc = kvr_commit_store(c, &x);
 	t3 = now_s();
 	if (rc < 0) {
-		fprintf(stderr, PROG ": commit_store: %s\n", kvr_client_errmsg(c));
+		fprintf(stderr, PROG ": commit_store: %s\n",
+			kvr_client_errmsg(c));
 		goto out;
 	}
 	printf("store: %u new, %u already stored, %u no room, %u other; "
 	       "prepare %.2f ms, write %.2f ms, commit %.2f ms; "
 	       "%.2f GB/s (write only %.2f GB/s)\n",
 	       stored, exists, noroom, other, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-	       (t3 - t2) * 1e3, gbps((double)stored * (double)chunk_bytes, t3 - t0),
+	       (t3 - t2) * 1e3,
+	       gbps((double)stored * (double)chunk_bytes, t3 - t0),
 	       gbps((double)stored * (double)chunk_bytes, t2 - t1));
 	if (noroom || other) {
-		fprintf(stderr, PROG ": %u chunks could not be stored (pool too "
-			"small? try --chunks or --layers lower)\n", noroom + other);
+		fprintf(stderr,
+			PROG ": %u chunks could not be stored (pool too "
+			     "small? try --chunks or --layers lower)\n",
+			noroom + other);
 		goto out;
 	}
 
@@ -422,9 +469,11 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < x.nslots; i++) {
 		if (x.slots[i].len != chunk_bytes) {
-			fprintf(stderr, PROG ": slot %u has %llu bytes, "
-				"expected %zu\n", i,
-				(unsigned long long)x.slots[i].len, chunk_bytes);
+			fprintf(stderr,
+				PROG ": slot %u has %llu bytes, "
+				     "expected %zu\n",
+				i, (unsigned long long)x.slots[i].len,
+				chunk_bytes);
 			kvr_commit_retrieve(c, &x);
 			goto out;
 		}
@@ -452,9 +501,10 @@ int main(int argc, char **argv)
 
 			while (got[off + b] == expect[off + b])
 				b++;
-			fprintf(stderr, PROG ": chunk %u differs at byte %zu "
-				"(0x%02x, expected 0x%02x)\n", i, b,
-				got[off + b], expect[off + b]);
+			fprintf(stderr,
+				PROG ": chunk %u differs at byte %zu "
+				     "(0x%02x, expected 0x%02x)\n",
+				i, b, got[off + b], expect[off + b]);
 			goto out;
 		}
 	}
@@ -493,8 +543,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": the repeated store was not a no-op\n");
 		goto out;
 	}
-	if (o.l2_peer &&
-	    peer_check(&o, co, keys, expect, chunk_bytes) != 0)
+	if (o.l2_peer && peer_check(&o, co, keys, expect, chunk_bytes) != 0)
 		goto out;
 	printf("ok\n");
 	ret = 0;

@@ -84,93 +84,124 @@ enum {
 
 /* Every flag the tool has; docs/reliability.md lists them too. */
 static const struct option longopts[] = {
-	{ "socket", required_argument, NULL, 's' },
-	{ "name", required_argument, NULL, 'n' },
-	{ "workers", required_argument, NULL, 'w' },
-	{ "seconds", required_argument, NULL, 't' },
-	{ "ops", required_argument, NULL, 'o' },
-	{ "kill-every", required_argument, NULL, 'k' },
-	{ "kill-server", no_argument, NULL, OPT_KILL_SERVER },
-	{ "kill-server-every", required_argument, NULL, OPT_KILL_SERVER_EVERY },
-	{ "target-pct", required_argument, NULL, OPT_TARGET_PCT },
-	{ "inject-corrupt", required_argument, NULL, OPT_INJECT_CORRUPT },
-	{ "stop-every", required_argument, NULL, OPT_STOP_EVERY },
-	{ "stop-ms", required_argument, NULL, OPT_STOP_MS },
-	{ "pool-size", required_argument, NULL, 'p' },
-	{ "keyspace", required_argument, NULL, OPT_KEYSPACE },
-	{ "chunk-min", required_argument, NULL, OPT_CHUNK_MIN },
-	{ "chunk-max", required_argument, NULL, OPT_CHUNK_MAX },
-	{ "seed", required_argument, NULL, 'S' },
-	{ "kvringd", required_argument, NULL, OPT_KVRINGD },
-	{ "server-arg", required_argument, NULL, OPT_SERVER_ARG },
-	{ "server-log", required_argument, NULL, OPT_SERVER_LOG },
-	{ "keep-log", no_argument, NULL, OPT_KEEP_LOG },
-	{ "latency-plot", required_argument, NULL, OPT_LATENCY_PLOT },
-	{ "copy", no_argument, NULL, OPT_COPY },
-	{ "no-prefault", no_argument, NULL, OPT_NO_PREFAULT },
-	{ "json", no_argument, NULL, 'j' },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
+    {"socket", required_argument, NULL, 's'},
+    {"name", required_argument, NULL, 'n'},
+    {"workers", required_argument, NULL, 'w'},
+    {"seconds", required_argument, NULL, 't'},
+    {"ops", required_argument, NULL, 'o'},
+    {"kill-every", required_argument, NULL, 'k'},
+    {"kill-server", no_argument, NULL, OPT_KILL_SERVER},
+    {"kill-server-every", required_argument, NULL, OPT_KILL_SERVER_EVERY},
+    {"target-pct", required_argument, NULL, OPT_TARGET_PCT},
+    {"inject-corrupt", required_argument, NULL, OPT_INJECT_CORRUPT},
+    {"stop-every", required_argument, NULL, OPT_STOP_EVERY},
+    {"stop-ms", required_argument, NULL, OPT_STOP_MS},
+    {"pool-size", required_argument, NULL, 'p'},
+    {"keyspace", required_argument, NULL, OPT_KEYSPACE},
+    {"chunk-min", required_argument, NULL, OPT_CHUNK_MIN},
+    {"chunk-max", required_argument, NULL, OPT_CHUNK_MAX},
+    {"seed", required_argument, NULL, 'S'},
+    {"kvringd", required_argument, NULL, OPT_KVRINGD},
+    {"server-arg", required_argument, NULL, OPT_SERVER_ARG},
+    {"server-log", required_argument, NULL, OPT_SERVER_LOG},
+    {"keep-log", no_argument, NULL, OPT_KEEP_LOG},
+    {"latency-plot", required_argument, NULL, OPT_LATENCY_PLOT},
+    {"copy", no_argument, NULL, OPT_COPY},
+    {"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+    {"json", no_argument, NULL, 'j'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-"usage: " PROG " [OPTION]...\n"
-"Hammer a kvringd with worker processes doing lookups, stores, aborts,\n"
-"retrieves and leases, kill them (and optionally the server) at random,\n"
-"verify every retrieved byte and audit the server for leaks at the end.\n"
-"\n"
-"  -s, --socket PATH        use the kvringd listening on PATH (default:\n"
-"                           start a private one with its own socket/name)\n"
-"  -n, --name NAME          segment base name of that server, for the\n"
-"                           leak audit (default: kvring-<uid>)\n"
-"  -w, --workers N          worker processes (1-%d). Default: 4\n"
-"  -t, --seconds S          run time. Default: 10 (unless --ops)\n"
-"  -o, --ops N              stop after N operations\n"
-"  -k, --kill-every MS      SIGKILL a random worker every MS ms (0: never)\n"
-"      --target-pct P       share of kills aimed at a worker between\n"
-"                           prepare and commit. Default: 50\n"
-"      --kill-server        also SIGKILL and restart kvringd (own server)\n"
-"      --kill-server-every MS  Default: 20 x --kill-every, at least 2000\n"
-"  -p, --pool-size SIZE     pool of the server we start (K/M/G). Default: 64M\n"
-"      --keyspace SIZE      bytes of distinct chunks. Default: 8 x pool\n"
-"      --chunk-min SIZE     Default: 4K\n"
-"      --chunk-max SIZE     Default: 256K\n"
-"  -S, --seed N             seed of keys, op mix and kill schedule. Default: 1\n"
-"      --kvringd PATH       server binary. Default: kvringd beside this\n"
-"                           program, else ../server/kvringd from it,\n"
-"                           else kvringd from PATH\n"
-"      --server-arg ARG     extra argument for kvringd (repeatable)\n"
-"      --server-log PATH    kvringd's stderr. Default: /tmp/" PROG
-"-<pid>.log,\n"
-"                           removed after a successful run\n"
-"      --keep-log           keep the server log even when all is well\n"
-"      --latency-plot DIR   sample the server's latency histograms every\n"
-"                           second and draw DIR/latency_cdf.png and\n"
-"                           DIR/latency_time.png (gnuplot; data kept)\n"
-"      --copy               workers use the copy transport\n"
-"      --no-prefault        workers skip the pool pre-fault at attach\n"
-"      --inject-corrupt N   self-test: worker 0 flips a byte in every Nth\n"
-"                           store it commits (the run must then fail)\n"
-"      --stop-every N       one lingering prepared store or verified\n"
-"                           retrieve in N SIGSTOPs its worker; we resume it\n"
-"                           --stop-ms later, and its commit must answer\n"
-"                           \"expired\" (our kvringd gets --xfer-ms of 3/5\n"
-"                           of it). Default: 0 (never)\n"
-"      --stop-ms MS         how long a stopped worker stays stopped\n"
-"                           (500-600000). Default: 2500\n"
-"  -j, --json               print one JSON object (schema 1)\n"
-"  -q, --quiet              no progress line\n"
-"  -h, --help               this help\n"
-"  -V, --version            version and segment ABI\n"
-"\n"
-"Exit status: 0 all invariants held (no corrupt chunk, nothing leaked,\n"
-"pool accounting consistent, no unexpected crash), 1 an invariant failed\n"
-"or the run could not start, 2 usage error.\n",
-		MAX_WORKERS);
+	fprintf(
+	    f,
+	    "usage: " PROG " [OPTION]...\n"
+	    "Hammer a kvringd with worker processes doing lookups, stores, "
+	    "aborts,\n"
+	    "retrieves and leases, kill them (and optionally the server) at "
+	    "random,\n"
+	    "verify every retrieved byte and audit the server for leaks at the "
+	    "end.\n"
+	    "\n"
+	    "  -s, --socket PATH        use the kvringd listening on PATH "
+	    "(default:\n"
+	    "                           start a private one with its own "
+	    "socket/name)\n"
+	    "  -n, --name NAME          segment base name of that server, for "
+	    "the\n"
+	    "                           leak audit (default: kvring-<uid>)\n"
+	    "  -w, --workers N          worker processes (1-%d). Default: 4\n"
+	    "  -t, --seconds S          run time. Default: 10 (unless --ops)\n"
+	    "  -o, --ops N              stop after N operations\n"
+	    "  -k, --kill-every MS      SIGKILL a random worker every MS ms "
+	    "(0: never)\n"
+	    "      --target-pct P       share of kills aimed at a worker "
+	    "between\n"
+	    "                           prepare and commit. Default: 50\n"
+	    "      --kill-server        also SIGKILL and restart kvringd (own "
+	    "server)\n"
+	    "      --kill-server-every MS  Default: 20 x --kill-every, at "
+	    "least 2000\n"
+	    "  -p, --pool-size SIZE     pool of the server we start (K/M/G). "
+	    "Default: 64M\n"
+	    "      --keyspace SIZE      bytes of distinct chunks. Default: 8 x "
+	    "pool\n"
+	    "      --chunk-min SIZE     Default: 4K\n"
+	    "      --chunk-max SIZE     Default: 256K\n"
+	    "  -S, --seed N             seed of keys, op mix and kill "
+	    "schedule. Default: 1\n"
+	    "      --kvringd PATH       server binary. Default: kvringd beside "
+	    "this\n"
+	    "                           program, else ../server/kvringd from "
+	    "it,\n"
+	    "                           else kvringd from PATH\n"
+	    "      --server-arg ARG     extra argument for kvringd "
+	    "(repeatable)\n"
+	    "      --server-log PATH    kvringd's stderr. Default: /tmp/" PROG
+	    "-<pid>.log,\n"
+	    "                           removed after a successful run\n"
+	    "      --keep-log           keep the server log even when all is "
+	    "well\n"
+	    "      --latency-plot DIR   sample the server's latency histograms "
+	    "every\n"
+	    "                           second and draw DIR/latency_cdf.png "
+	    "and\n"
+	    "                           DIR/latency_time.png (gnuplot; data "
+	    "kept)\n"
+	    "      --copy               workers use the copy transport\n"
+	    "      --no-prefault        workers skip the pool pre-fault at "
+	    "attach\n"
+	    "      --inject-corrupt N   self-test: worker 0 flips a byte in "
+	    "every Nth\n"
+	    "                           store it commits (the run must then "
+	    "fail)\n"
+	    "      --stop-every N       one lingering prepared store or "
+	    "verified\n"
+	    "                           retrieve in N SIGSTOPs its worker; we "
+	    "resume it\n"
+	    "                           --stop-ms later, and its commit must "
+	    "answer\n"
+	    "                           \"expired\" (our kvringd gets "
+	    "--xfer-ms of 3/5\n"
+	    "                           of it). Default: 0 (never)\n"
+	    "      --stop-ms MS         how long a stopped worker stays "
+	    "stopped\n"
+	    "                           (500-600000). Default: 2500\n"
+	    "  -j, --json               print one JSON object (schema 1)\n"
+	    "  -q, --quiet              no progress line\n"
+	    "  -h, --help               this help\n"
+	    "  -V, --version            version and segment ABI\n"
+	    "\n"
+	    "Exit status: 0 all invariants held (no corrupt chunk, nothing "
+	    "leaked,\n"
+	    "pool accounting consistent, no unexpected crash), 1 an invariant "
+	    "failed\n"
+	    "or the run could not start, 2 usage error.\n",
+	    MAX_WORKERS);
 }
 
 /* A byte size in kvringd's grammar (kvr_parse_size: K/M/G/T binary
@@ -223,8 +254,12 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	while ((c = getopt_long(argc, argv, "s:n:w:t:o:k:p:S:jqhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
-		case 's': o->socket = optarg; break;
-		case 'n': o->name = optarg; break;
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'n':
+			o->name = optarg;
+			break;
 		case 'w':
 			o->workers = (unsigned)parse_num(optarg, MAX_WORKERS);
 			if (!o->workers)
@@ -240,17 +275,22 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			have_seconds = true;
 			break;
 		}
-		case 'o': o->max_ops = parse_num(optarg, UINT64_MAX); break;
+		case 'o':
+			o->max_ops = parse_num(optarg, UINT64_MAX);
+			break;
 		case 'k':
 			o->kill_every_ms = (unsigned)parse_num(optarg, 3600000);
 			break;
-		case OPT_KILL_SERVER: o->kill_server = true; break;
+		case OPT_KILL_SERVER:
+			o->kill_server = true;
+			break;
 		case OPT_KILL_SERVER_EVERY:
 			o->kill_server_every_ms =
-				(unsigned)parse_num(optarg, 3600000);
+			    (unsigned)parse_num(optarg, 3600000);
 			if (o->kill_server_every_ms < 100)
 				die_usage("--kill-server-every: at least 100, "
-					  "got %s", optarg);
+					  "got %s",
+					  optarg);
 			break;
 		case OPT_TARGET_PCT:
 			o->target_pct = (unsigned)parse_num(optarg, 100);
@@ -266,7 +306,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case OPT_INJECT_CORRUPT:
 			o->inject_corrupt =
-				(unsigned)parse_num(optarg, 1u << 30);
+			    (unsigned)parse_num(optarg, 1u << 30);
 			break;
 		case 'p':
 			o->pool_bytes = parse_size("--pool-size", optarg);
@@ -280,8 +320,12 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 		case OPT_CHUNK_MAX:
 			o->chunk_max = parse_size("--chunk-max", optarg);
 			break;
-		case 'S': o->seed = parse_num(optarg, UINT64_MAX); break;
-		case OPT_KVRINGD: o->kvringd = optarg; break;
+		case 'S':
+			o->seed = parse_num(optarg, UINT64_MAX);
+			break;
+		case OPT_KVRINGD:
+			o->kvringd = optarg;
+			break;
 		case OPT_SERVER_ARG:
 			/* Passed after ours, so they may override them. */
 			if (o->nsrv_args >= MAX_SRV_ARGS)
@@ -289,15 +333,31 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 					  "32");
 			o->srv_args[o->nsrv_args++] = optarg;
 			break;
-		case OPT_SERVER_LOG: o->log_path = optarg; break;
-		case OPT_KEEP_LOG: o->keep_log = true; break;
-		case OPT_LATENCY_PLOT: o->latency_plot = optarg; break;
-		case OPT_COPY: o->copy = true; break;
-		case OPT_NO_PREFAULT: o->no_prefault = true; break;
-		case 'j': o->json = true; break;
-		case 'q': o->quiet = true; break;
+		case OPT_SERVER_LOG:
+			o->log_path = optarg;
+			break;
+		case OPT_KEEP_LOG:
+			o->keep_log = true;
+			break;
+		case OPT_LATENCY_PLOT:
+			o->latency_plot = optarg;
+			break;
+		case OPT_COPY:
+			o->copy = true;
+			break;
+		case OPT_NO_PREFAULT:
+			o->no_prefault = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
 		/* --help and --version succeed: output on stdout, exit 0. */
-		case 'h': usage(stdout); exit(EXIT_OK);
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
 		case 'V':
 			printf(PROG " %s (segment abi %d.%d)\n", KVR_VERSION,
 			       KVR_ABI_MAJOR, KVR_ABI_MINOR);
@@ -327,12 +387,14 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	 * server of ours is guaranteed to have. */
 	if (o->stop_every && o->socket)
 		die_usage("--stop-every needs a server of our own (no "
-			  "--socket)%s", "");
+			  "--socket)%s",
+			  "");
 	o->xfer_ms = o->stop_ms / 5 * 3;
 	/* A server we did not start has no supervisor of ours. */
 	if (o->kill_server && o->socket)
 		die_usage("--kill-server needs a server of our own (no "
-			  "--socket)%s", "");
+			  "--socket)%s",
+			  "");
 	/* Rarer than worker kills: each restart costs the workers a
 	 * reconnect and the pool its contents. */
 	if (o->kill_server && !o->kill_server_every_ms) {
@@ -355,8 +417,8 @@ static void setup_run(struct st_run *r)
 	 * and generation (fleet.c), so both are fixed by --seed. */
 	r->rng = r->o.seed ^ 0x5eedull;
 	st_keys_setup(r->o.seed, r->o.chunk_min, r->o.chunk_max);
-	r->nkeys = r->o.keyspace_bytes /
-		   ((r->o.chunk_min + r->o.chunk_max) / 2);
+	r->nkeys =
+	    r->o.keyspace_bytes / ((r->o.chunk_min + r->o.chunk_max) / 2);
 	if (r->nkeys < 2 * MAX_CHUNKS)
 		r->nkeys = 2 * MAX_CHUNKS;
 	/* Each worker keeps an 8-byte expected hash per key. */

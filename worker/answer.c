@@ -69,7 +69,7 @@ static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 		c->undo = q;
 		c->undo_cap = cap;
 	}
-	c->undo[c->undo_n++] = (struct kvr__undo){ .op = uop, .handle = handle };
+	c->undo[c->undo_n++] = (struct kvr__undo){.op = uop, .handle = handle};
 }
 
 void kvr__undo_flush(struct kvr_client *c)
@@ -80,9 +80,9 @@ void kvr__undo_flush(struct kvr_client *c)
 		return;
 	c->undo_flushing = true;
 	while (done < c->undo_n && !c->broken) {
-		struct sub s = { .kind = SUB_INTERNAL,
-				 .op = c->undo[done].op,
-				 .handle = c->undo[done].handle };
+		struct sub s = {.kind = SUB_INTERNAL,
+				.op = c->undo[done].op,
+				.handle = c->undo[done].handle};
 
 		/* -EAGAIN: the ring is full, keep the rest for next time.
 		 * Any other error broke the client, which frees all. */
@@ -110,9 +110,10 @@ static int read_payload(struct kvr_client *c, struct kvr_xfer *x,
 		if (sd[i].status != KVR_SLOT_OK)
 			continue;
 		while (left) {
-			size_t k = dst ? (size_t)left
-				       : (size_t)(left < sizeof(sink) ? left
-								      : sizeof(sink));
+			size_t k =
+			    dst ? (size_t)left
+				: (size_t)(left < sizeof(sink) ? left
+							       : sizeof(sink));
 
 			rc = kvr__sock_read_full(c, dst ? dst : sink, k);
 			if (rc < 0)
@@ -222,7 +223,8 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		return kvr__break(c, -EBADMSG,
 				  "bad answer from kvringd (type 0x%x, %zu "
 				  "bytes): a slot outside the pool or a length "
-				  "that does not match", type, len);
+				  "that does not match",
+				  type, len);
 	p = kvr__pend_find(c, h.req_id);
 	if (!p || p->op != op)
 		return kvr__break(c, -EPROTO,
@@ -256,12 +258,13 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		return 0;
 	}
 
-	if (st == 0 && (op == KVR_OP_PREPARE_STORE || op == KVR_OP_PREPARE_RETRIEVE)) {
+	if (st == 0 &&
+	    (op == KVR_OP_PREPARE_STORE || op == KVR_OP_PREPARE_RETRIEVE)) {
 		if (p->x)
 			rc = fill_xfer(c, p->x, op, &h, sd);
 		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE) {
-			int rr = read_payload(c, rc == 0 ? p->x : NULL, sd,
-					      h.count);
+			int rr =
+			    read_payload(c, rc == 0 ? p->x : NULL, sd, h.count);
 
 			if (rr < 0)
 				return rr;
@@ -295,11 +298,11 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	e.user = p->user;
 	e.op = op;
 	e.status = st;
-	e.value = op == KVR_OP_LOOKUP ? (long)(h.value & KVR_LOOKUP_HITS_MASK)
-				      : 0;
+	e.value =
+	    op == KVR_OP_LOOKUP ? (long)(h.value & KVR_LOOKUP_HITS_MASK) : 0;
 	e.flags = op == KVR_OP_LOOKUP && (h.value & KVR_LOOKUP_L2_PENDING)
-			  ? KVR_COMPLETION_L2_PENDING
-			  : 0;
+		      ? KVR_COMPLETION_L2_PENDING
+		      : 0;
 	e.handle = h.handle;
 	e.xfer = p->x;
 	kvr__pend_free(c, p);
@@ -334,7 +337,8 @@ void kvr__fail_pending(struct kvr_client *c)
 			}
 			continue;
 		}
-		if (p->op == KVR_OP_COMMIT_STORE || p->op == KVR_OP_ABORT_STORE ||
+		if (p->op == KVR_OP_COMMIT_STORE ||
+		    p->op == KVR_OP_ABORT_STORE ||
 		    p->op == KVR_OP_COMMIT_RETRIEVE)
 			kvr_xfer_free(p->x);
 		memset(&e, 0, sizeof(e));
@@ -346,4 +350,3 @@ void kvr__fail_pending(struct kvr_client *c)
 		kvr__cq_push(c, &e);
 	}
 }
-

@@ -21,16 +21,18 @@
 static int do_submit(struct kvr_client *c, struct sub *s)
 {
 	s->kind = SUB_ASYNC;
-	return kvr__submit(c, s,
-		      kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull,
-		      NULL);
+	return kvr__submit(
+	    c, s, kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull, NULL);
 }
 
 int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
 		      uint32_t n, bool pin, void *user)
 {
-	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
-			 .flags = pin ? KVR_REQ_PIN : 0, .user = user };
+	struct sub s = {.op = KVR_OP_LOOKUP,
+			.keys = keys,
+			.n = n,
+			.flags = pin ? KVR_REQ_PIN : 0,
+			.user = user};
 
 	if (!c)
 		return -EINVAL;
@@ -40,9 +42,11 @@ int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
 int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 			 uint32_t n, bool pin, void *user)
 {
-	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
-			 .flags = KVR_REQ_L2 | (pin ? KVR_REQ_PIN : 0),
-			 .user = user };
+	struct sub s = {.op = KVR_OP_LOOKUP,
+			.keys = keys,
+			.n = n,
+			.flags = KVR_REQ_L2 | (pin ? KVR_REQ_PIN : 0),
+			.user = user};
 
 	if (!c)
 		return -EINVAL;
@@ -53,8 +57,12 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			     const uint64_t *sizes, uint32_t n,
 			     struct kvr_xfer *x, void *user)
 {
-	struct sub s = { .op = KVR_OP_PREPARE_STORE, .keys = keys,
-			 .sizes = sizes, .n = n, .x = x, .user = user };
+	struct sub s = {.op = KVR_OP_PREPARE_STORE,
+			.keys = keys,
+			.sizes = sizes,
+			.n = n,
+			.x = x,
+			.user = user};
 
 	if (!c)
 		return -EINVAL;
@@ -68,8 +76,11 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 				const struct kvr_key *keys, uint32_t n,
 				struct kvr_xfer *x, void *user)
 {
-	struct sub s = { .op = KVR_OP_PREPARE_RETRIEVE, .keys = keys, .n = n,
-			 .x = x, .user = user };
+	struct sub s = {.op = KVR_OP_PREPARE_RETRIEVE,
+			.keys = keys,
+			.n = n,
+			.x = x,
+			.user = user};
 
 	if (!c)
 		return -EINVAL;
@@ -81,7 +92,7 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 
 int kvr_submit_ping(struct kvr_client *c, void *user)
 {
-	struct sub s = { .op = KVR_OP_PING, .user = user };
+	struct sub s = {.op = KVR_OP_PING, .user = user};
 
 	if (!c)
 		return -EINVAL;
@@ -89,15 +100,15 @@ int kvr_submit_ping(struct kvr_client *c, void *user)
 }
 
 /* Async commit/abort: a transfer with nothing reserved completes locally. */
-static int do_submit_finish(struct kvr_client *c, uint32_t op,
-			    uint32_t want_op, struct kvr_xfer *x, void *user)
+static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
+			    struct kvr_xfer *x, void *user)
 {
-	struct sub s = { .op = op, .handle = x->id, .x = x, .user = user };
+	struct sub s = {.op = op, .handle = x->id, .x = x, .user = user};
 
 	if (c->broken)
 		return c->broken;
 	if (x->id == 0) {
-		struct kvr_completion e = { .user = user, .op = op, .xfer = x };
+		struct kvr_completion e = {.user = user, .op = op, .xfer = x};
 
 		if (kvr__cq_reserve(c) < 0)
 			return kvr__fail(c, -ENOMEM, "out of memory");
@@ -111,7 +122,8 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op,
 	return do_submit(c, &s);
 }
 
-int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
+int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
+			    void *user)
 {
 	if (!c)
 		return -EINVAL;
@@ -186,7 +198,8 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 	if (c->broken)
 		return c->broken;
 	if (rc == -ETIMEDOUT && min_wait > 0)
-		return kvr__fail(c, -ETIMEDOUT, "no completion within the "
+		return kvr__fail(c, -ETIMEDOUT,
+				 "no completion within the "
 				 "reap timeout");
 	return rc < 0 && rc != -ETIMEDOUT ? rc : 0;
 }
@@ -211,4 +224,3 @@ unsigned kvr_inflight(const struct kvr_client *c)
 	pthread_mutex_unlock(&m->lock);
 	return n;
 }
-

@@ -36,9 +36,9 @@
 /* State of one pending-table entry. */
 enum pend_state {
 	PEND_FREE = 0,
-	PEND_WAIT = 1,	 /* sent, answer not yet seen */
-	PEND_DONE = 2,	 /* sync: answered, result below */
-	PEND_ORPHAN = 3, /* sync caller gave up (timeout): undo the answer */
+	PEND_WAIT = 1,	  /* sent, answer not yet seen */
+	PEND_DONE = 2,	  /* sync: answered, result below */
+	PEND_ORPHAN = 3,  /* sync caller gave up (timeout): undo the answer */
 	PEND_SENDING = 4, /* copy transport: frame still being written */
 };
 
@@ -50,17 +50,17 @@ enum pend_state {
 struct kvr__pend {
 	uint64_t req_id; /* chosen by us; slot = req_id & pend_mask */
 	uint32_t op;
-	uint32_t nkeys;	 /* keys sent: bounds the answer's slot count */
-	uint8_t state;	 /* enum pend_state */
+	uint32_t nkeys; /* keys sent: bounds the answer's slot count */
+	uint8_t state;	/* enum pend_state */
 	bool sync;
-	bool internal;	 /* an undo sent by the library: no completion */
-	bool pin;	 /* lookup asked for a lease */
-	bool l2;	 /* lookup asked to read through L2 */
-	bool timed;	 /* its round trip goes into worker_rtt */
+	bool internal;	  /* an undo sent by the library: no completion */
+	bool pin;	  /* lookup asked for a lease */
+	bool l2;	  /* lookup asked to read through L2 */
+	bool timed;	  /* its round trip goes into worker_rtt */
 	uint64_t sent_ns; /* timed: clock read when it was submitted */
 	void *user;
-	struct kvr_xfer *x;	       /* borrowed; NULL when orphaned */
-	struct kvr_stats_wire *stats;  /* sync stats: where the body goes */
+	struct kvr_xfer *x;	      /* borrowed; NULL when orphaned */
+	struct kvr_stats_wire *stats; /* sync stats: where the body goes */
 	/* Result (sync entries, and the completion of async ones). */
 	int status;
 	long value;
@@ -84,7 +84,8 @@ struct kvr_client {
 	int resp_efd; /* we sleep on it */
 	bool copy;    /* the transport decision: made once, at connect */
 	pid_t server_pid;
-	pid_t owner_pid; /* getpid() at connect: a forked child never says BYE */
+	pid_t
+	    owner_pid; /* getpid() at connect: a forked child never says BYE */
 
 	/* Our private copy of the geometry: never re-read from the header. */
 	struct kvr_seg ctl;
@@ -92,7 +93,7 @@ struct kvr_client {
 	struct kvr_ctl_geom geom;
 	struct kvr_ctl_hdr_shm *hdr;
 	struct kvr_channel_shm *ch;
-	uint32_t generation; /* the channel's generation when we attached */
+	uint32_t generation;  /* the channel's generation when we attached */
 	struct kvr_ring req;  /* producer */
 	struct kvr_ring resp; /* consumer */
 	uint32_t heartbeat_ms;
@@ -133,7 +134,7 @@ struct kvr_client {
 	struct kvr__undo {
 		uint32_t op;
 		uint64_t handle;
-	} *undo;
+	} * undo;
 	uint32_t undo_n, undo_cap;
 	bool undo_flushing;
 
@@ -146,7 +147,7 @@ struct kvr_client {
 	 * once; joined before the pool is unmapped. */
 	struct kvr__touch {
 		pthread_t thread;
-		bool started; /* thread created (and not joined yet) */
+		bool started;	   /* thread created (and not joined yet) */
 		_Atomic bool stop; /* teardown asks it to end early */
 		_Atomic bool done; /* R-TOUCH1: ns below is valid */
 		uint64_t ns;	   /* its duration, written before done */
@@ -166,11 +167,11 @@ int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
 
 /* Record a failure sentence in c->errmsg; returns rc. */
 int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Mark the client broken with rc: pending calls fail with it, later calls
  * return it at once. Returns rc. */
 int kvr__break(struct kvr_client *c, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 uint64_t kvr__now_ns(void);
 
 /* ---- pend.c ---- */
@@ -187,8 +188,8 @@ struct sub {
 	const struct kvr_key *keys;
 	uint32_t n;
 	const uint64_t *sizes;
-	struct kvr_xfer *x;	       /* prepare: filled; commit: payload */
-	struct kvr_stats_wire *stats;  /* sync stats */
+	struct kvr_xfer *x;	      /* prepare: filled; commit: payload */
+	struct kvr_stats_wire *stats; /* sync stats */
 	void *user;
 	enum sub_kind kind;
 };
@@ -219,21 +220,20 @@ int kvr__answer_fail(struct kvr_client *c, const struct sub *s, int st);
 
 /* Run expr with the client's mutex held (every public call does), as one
  * call for kvr_client_errmsg(). */
-#define LOCKED(c, expr)                                                      \
-	({                                                                   \
-		__typeof__(expr) r_;                                         \
-		pthread_mutex_lock(&(c)->lock);                              \
-		kvr__call_begin(c);                                          \
-		r_ = (expr);                                                 \
-		kvr__call_end((c), (long)r_);                                \
-		pthread_mutex_unlock(&(c)->lock);                            \
-		r_;                                                          \
+#define LOCKED(c, expr)                                                        \
+	({                                                                     \
+		__typeof__(expr) r_;                                           \
+		pthread_mutex_lock(&(c)->lock);                                \
+		kvr__call_begin(c);                                            \
+		r_ = (expr);                                                   \
+		kvr__call_end((c), (long)r_);                                  \
+		pthread_mutex_unlock(&(c)->lock);                              \
+		r_;                                                            \
 	})
 
 /* A public call's own argument check failed: say which, as one call. */
-#define KVR_ARG_FAIL(c, what)                                                \
+#define KVR_ARG_FAIL(c, what)                                                  \
 	LOCKED((c), kvr__fail((c), -EINVAL, "%s: %s", __func__, (what)))
-
 
 /* ---- answer.c ---- */
 

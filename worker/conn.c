@@ -76,7 +76,7 @@ int kvr_default_socket(char *buf, size_t n)
 
 /* Write errbuf (may be NULL) and return rc. */
 static int cfail(char *errbuf, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static int cfail(char *errbuf, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -113,14 +113,16 @@ static int recv_welcome(struct kvr_client *c, uint64_t deadline,
 			struct cmsghdr h;
 			char b[CMSG_SPACE(sizeof(int) * WELCOME_FDS)];
 		} cm;
-		struct iovec iov = { buf + got, want - got };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-				     .msg_control = cm.b,
-				     .msg_controllen = sizeof(cm.b) };
-		ssize_t r = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		struct iovec iov = {buf + got, want - got};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cm.b,
+				    .msg_controllen = sizeof(cm.b)};
+		ssize_t r =
+		    recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-			struct pollfd p = { c->sock, POLLIN, 0 };
+			struct pollfd p = {c->sock, POLLIN, 0};
 			uint64_t now = kvr__now_ns();
 
 			if (now >= deadline)
@@ -171,7 +173,7 @@ static int recv_welcome(struct kvr_client *c, uint64_t deadline,
 static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
 		      int ctl_fd, char *errbuf, size_t errlen)
 {
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 	uint64_t want_off;
 	char *chb;
 	int rc;
@@ -180,20 +182,23 @@ static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
 				  w->resp_ring_cap, &c->geom);
 	if (rc < 0) {
 		close(ctl_fd);
-		return cfail(errbuf, errlen, -EPROTO,
-			     "welcome: bad ring geometry (channel %u, rings %u/%u)",
-			     w->channel, w->req_ring_cap, w->resp_ring_cap);
+		return cfail(
+		    errbuf, errlen, -EPROTO,
+		    "welcome: bad ring geometry (channel %u, rings %u/%u)",
+		    w->channel, w->req_ring_cap, w->resp_ring_cap);
 	}
-	want_off = c->geom.channels_off + (uint64_t)w->channel * c->geom.channel_bytes;
+	want_off =
+	    c->geom.channels_off + (uint64_t)w->channel * c->geom.channel_bytes;
 	if (w->channel_off != want_off ||
 	    w->ctl_bytes < want_off + c->geom.channel_bytes ||
 	    w->ctl_bytes > SIZE_MAX) {
 		close(ctl_fd);
-		return cfail(errbuf, errlen, -EPROTO,
-			     "welcome: channel %u at %llu in %llu bytes, expected %llu",
-			     w->channel, (unsigned long long)w->channel_off,
-			     (unsigned long long)w->ctl_bytes,
-			     (unsigned long long)want_off);
+		return cfail(
+		    errbuf, errlen, -EPROTO,
+		    "welcome: channel %u at %llu in %llu bytes, expected %llu",
+		    w->channel, (unsigned long long)w->channel_off,
+		    (unsigned long long)w->ctl_bytes,
+		    (unsigned long long)want_off);
 	}
 	rc = kvr_seg_attach_fd(ctl_fd, (size_t)w->ctl_bytes,
 			       PROT_READ | PROT_WRITE, &c->ctl, &e);
@@ -231,10 +236,9 @@ static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
 				      kvr_ring_shm_bytes(w->req_ring_cap),
 				      w->req_ring_cap);
 	if (rc == 0)
-		rc = kvr_ring_attach_consumer(&c->resp,
-					      chb + c->geom.resp_ring_off,
-					      kvr_ring_shm_bytes(w->resp_ring_cap),
-					      w->resp_ring_cap);
+		rc = kvr_ring_attach_consumer(
+		    &c->resp, chb + c->geom.resp_ring_off,
+		    kvr_ring_shm_bytes(w->resp_ring_cap), w->resp_ring_cap);
 	if (rc < 0)
 		return cfail(errbuf, errlen, rc, "attach channel %u rings: %s",
 			     w->channel, kvr_strerror(rc));
@@ -247,7 +251,7 @@ static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
 		       int pool_fd, const struct kvr_client_opts *o,
 		       char *errbuf, size_t errlen)
 {
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 	int rc;
 
 	if (w->pool_bytes > SIZE_MAX) {
@@ -326,7 +330,8 @@ static int want_transport(const struct kvr_client_opts *o, char *errbuf,
 		if (strcmp(env, "auto") && strcmp(env, "shm"))
 			return cfail(errbuf, errlen, -EINVAL,
 				     "KVRING_TRANSPORT=%s: expected copy, "
-				     "shm or auto", env);
+				     "shm or auto",
+				     env);
 	}
 	if (o->transport == 0 || o->transport == KVR_TRANSPORT_SHM ||
 	    o->transport == KVR_TRANSPORT_MEMFD)
@@ -344,17 +349,17 @@ static void describe(struct kvr_client *c)
 			: i->transport == KVR_TRANSPORT_MEMFD ? "memfd"
 							      : "shm";
 
-	snprintf(i->debug, sizeof(i->debug),
-		 "transport %s, pool %s %llu bytes (%zu KiB pages), channel %u, "
-		 "attach %.1f ms (prefault %s%.1f ms), kvringd pid %d%s",
-		 t, i->pool_name[0] ? i->pool_name : "(anonymous)",
-		 (unsigned long long)i->pool_bytes,
-		 c->pool.page_bytes ? c->pool.page_bytes >> 10 : 0, i->channel,
-		 (double)i->attach_ns / 1e6,
-		 c->touch.started ? "in background, so far " : "",
-		 (double)i->prefault_ns / 1e6,
-		 (int)i->server_pid,
-		 c->copy ? "; payload travels over the socket (slow)" : "");
+	snprintf(
+	    i->debug, sizeof(i->debug),
+	    "transport %s, pool %s %llu bytes (%zu KiB pages), channel %u, "
+	    "attach %.1f ms (prefault %s%.1f ms), kvringd pid %d%s",
+	    t, i->pool_name[0] ? i->pool_name : "(anonymous)",
+	    (unsigned long long)i->pool_bytes,
+	    c->pool.page_bytes ? c->pool.page_bytes >> 10 : 0, i->channel,
+	    (double)i->attach_ns / 1e6,
+	    c->touch.started ? "in background, so far " : "",
+	    (double)i->prefault_ns / 1e6, (int)i->server_pid,
+	    c->copy ? "; payload travels over the socket (slow)" : "");
 }
 
 /*
@@ -420,7 +425,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	struct kvr_welcome w;
 	struct kvr_hello h;
 	struct kvr_err e = {0};
-	int fds[WELCOME_FDS] = { -1, -1, -1, -1 };
+	int fds[WELCOME_FDS] = {-1, -1, -1, -1};
 	int nfds = 0, rc, need;
 	uint64_t t0, deadline;
 
@@ -581,24 +586,26 @@ int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
 	if (!o || !out)
-		return cfail(errbuf, errlen, -EINVAL, "opts and out are required");
+		return cfail(errbuf, errlen, -EINVAL,
+			     "opts and out are required");
 	if (kvr_ns_key(&o->ns, &nsk) < 0 || o->ns.layers == 0 ||
 	    o->ns.kv_heads == 0 || o->ns.head_size == 0 ||
 	    (o->ns.dtype_bytes != 1 && o->ns.dtype_bytes != 2 &&
 	     o->ns.dtype_bytes != 4) ||
 	    o->ns.tp_size == 0 || o->ns.tp_rank >= o->ns.tp_size)
-		return cfail(errbuf, errlen, -EINVAL,
-			     "bad namespace: model must be 1..63 chars, layers, "
-			     "kv_heads, head_size, chunk_tokens > 0, dtype_bytes "
-			     "1/2/4, tp_rank < tp_size, reserved 0");
+		return cfail(
+		    errbuf, errlen, -EINVAL,
+		    "bad namespace: model must be 1..63 chars, layers, "
+		    "kv_heads, head_size, chunk_tokens > 0, dtype_bytes "
+		    "1/2/4, tp_rank < tp_size, reserved 0");
 	t = want_transport(o, errbuf, errlen);
 	if (t < 0)
 		return t;
 	every = rtt_sample_env(errbuf, errlen);
 	if (every < 0)
 		return every;
-	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed,
-			  errbuf, errlen);
+	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed, errbuf,
+			  errlen);
 	if (rc < 0 && pool_failed)
 		/* The pool could not be mapped here (e.g. a memfd we may not
 		 * map): the same API still works over the socket. */
@@ -610,7 +617,7 @@ int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
 
 void kvr_close(struct kvr_client *c)
 {
-	struct kvr_frame f = { .len = 0, .type = KVR_FRAME_BYE };
+	struct kvr_frame f = {.len = 0, .type = KVR_FRAME_BYE};
 
 	if (!c)
 		return;
@@ -627,7 +634,8 @@ void kvr_close(struct kvr_client *c)
 	 * copy stream may be mid-frame, so say nothing then. A forked child
 	 * closing its inherited copy must not end the parent's channel. */
 	if (c->sock >= 0 && !c->broken && getpid() == c->owner_pid)
-		(void)!send(c->sock, &f, sizeof(f), MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)!send(c->sock, &f, sizeof(f),
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
 	pthread_mutex_unlock(&c->lock);
 	teardown(c);
 }

@@ -77,14 +77,15 @@ static uint64_t deadline_from_now(const struct kvr_client *c)
  * (copy transport) so two full socket buffers can't deadlock us. */
 static int sock_poll(struct kvr_client *c, short ev, uint64_t deadline)
 {
-	struct pollfd p = { c->sock, (short)(ev | POLLRDHUP), 0 };
+	struct pollfd p = {c->sock, (short)(ev | POLLRDHUP), 0};
 	uint64_t now = kvr__now_ns();
 	int rc;
 
 	if (now >= deadline)
 		return kvr__break(c, -ETIMEDOUT,
 				  "kvringd moved no bytes on the socket for "
-				  "%u ms", c->timeout_ms);
+				  "%u ms",
+				  c->timeout_ms);
 	if (ev == POLLOUT && c->copy && !c->reading)
 		p.events |= POLLIN;
 	rc = poll(&p, 1, KVR_SLICE_MS);
@@ -124,7 +125,8 @@ static int send_all(struct kvr_client *c, const void *buf, size_t n)
 		}
 		return kvr__break(c, -EOWNERDEAD,
 				  "kvringd (pid %d) closed the connection "
-				  "(send: %s)", (int)c->server_pid,
+				  "(send: %s)",
+				  (int)c->server_pid,
 				  r < 0 ? kvr_strerror(-errno) : "0 bytes");
 	}
 	return 0;
@@ -147,7 +149,8 @@ int kvr__sock_send(struct kvr_client *c, uint32_t type, const void *rec,
 	rc = send_all(c, &f, sizeof(f));
 	if (rc == 0 && len)
 		rc = send_all(c, rec, len);
-	for (uint32_t i = 0; rc == 0 && payload_of && i < payload_of->nslots; i++) {
+	for (uint32_t i = 0; rc == 0 && payload_of && i < payload_of->nslots;
+	     i++) {
 		const struct kvr_slot *s = &payload_of->slots[i];
 
 		if (s->status == KVR_SLOT_OK && s->len)
@@ -198,8 +201,10 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 
 	if (!(f->type & KVR_RESP_BIT) || op == 0 || op >= KVR_OP__MAX ||
 	    f->len < sizeof(h))
-		return kvr__break(c, -EPROTO, "unexpected frame type 0x%x "
-				  "(%u bytes) from kvringd", f->type, f->len);
+		return kvr__break(c, -EPROTO,
+				  "unexpected frame type 0x%x "
+				  "(%u bytes) from kvringd",
+				  f->type, f->len);
 	rc = kvr__sock_read_full(c, &h, sizeof(h));
 	if (rc < 0)
 		return rc;
@@ -208,8 +213,10 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 	rec = op == KVR_OP_STATS ? sizeof(h) + sizeof(struct kvr_stats_wire)
 				 : kvr_resp_bytes(h.count);
 	if (rec > f->len)
-		return kvr__break(c, -EBADMSG, "answer frame of %u bytes, "
-				  "record needs %zu", f->len, rec);
+		return kvr__break(c, -EBADMSG,
+				  "answer frame of %u bytes, "
+				  "record needs %zu",
+				  f->len, rec);
 	if (rec > c->scratch_bytes) {
 		void *s = realloc(c->scratch, rec);
 
@@ -225,16 +232,17 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 		return rc;
 	if (op == KVR_OP_PREPARE_RETRIEVE && h.status == 0) {
 		const struct kvr_slot_desc *sd =
-			(const void *)((char *)c->scratch + sizeof(h));
+		    (const void *)((char *)c->scratch + sizeof(h));
 
 		for (uint32_t i = 0; i < h.count; i++)
 			if (sd[i].status == KVR_SLOT_OK)
 				payload += sd[i].len;
 	}
 	if (payload > UINT32_MAX || rec + payload != f->len)
-		return kvr__break(c, -EBADMSG, "answer frame of %u bytes, "
-				  "record %zu + payload %llu", f->len, rec,
-				  (unsigned long long)payload);
+		return kvr__break(c, -EBADMSG,
+				  "answer frame of %u bytes, "
+				  "record %zu + payload %llu",
+				  f->len, rec, (unsigned long long)payload);
 	return kvr__answer(c, f->type, c->scratch, rec, 1);
 }
 
@@ -249,10 +257,11 @@ int kvr__sock_read_frame(struct kvr_client *c)
 	rc = kvr__sock_read_full(c, &f, sizeof(f));
 	if (rc == 0) {
 		if (f.type == KVR_FRAME_BYE)
-			rc = kvr__break(c, -EOWNERDEAD,
-					"kvringd (pid %d) closed the connection "
-					"(it is shutting down)",
-					(int)c->server_pid);
+			rc =
+			    kvr__break(c, -EOWNERDEAD,
+				       "kvringd (pid %d) closed the connection "
+				       "(it is shutting down)",
+				       (int)c->server_pid);
 		else if (!c->copy)
 			rc = kvr__break(c, -EPROTO,
 					"unexpected frame type 0x%x on the "

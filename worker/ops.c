@@ -59,7 +59,8 @@ static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 		return kvr__fail(c, -ETIMEDOUT,
 				 "kvringd did not answer %s within %u ms (the "
 				 "connection stays usable; a late answer is "
-				 "undone)", kvr_op_name(s->op), c->timeout_ms);
+				 "undone)",
+				 kvr_op_name(s->op), c->timeout_ms);
 	}
 	if (p)
 		kvr__pend_free(c, p);
@@ -71,9 +72,11 @@ static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 static long do_lookup(struct kvr_client *c, const struct kvr_key *keys,
 		      uint32_t n, uint64_t *lease_out)
 {
-	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
-			 .flags = lease_out ? KVR_REQ_PIN : 0 };
-	struct kvr__pend r = { 0 };
+	struct sub s = {.op = KVR_OP_LOOKUP,
+			.keys = keys,
+			.n = n,
+			.flags = lease_out ? KVR_REQ_PIN : 0};
+	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
 	if (rc < 0)
@@ -94,10 +97,11 @@ long kvr_lookup(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
 static long do_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 			 uint32_t n, uint64_t *lease_out, bool *pending_out)
 {
-	struct sub s = { .op = KVR_OP_LOOKUP, .keys = keys, .n = n,
-			 .flags = KVR_REQ_L2 |
-				  (lease_out ? KVR_REQ_PIN : 0) };
-	struct kvr__pend r = { 0 };
+	struct sub s = {.op = KVR_OP_LOOKUP,
+			.keys = keys,
+			.n = n,
+			.flags = KVR_REQ_L2 | (lease_out ? KVR_REQ_PIN : 0)};
+	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
 	if (rc < 0)
@@ -109,8 +113,8 @@ static long do_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 	return (long)((uint64_t)r.value & KVR_LOOKUP_HITS_MASK);
 }
 
-long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
-		   uint32_t n, uint64_t *lease_out, bool *pending_out)
+long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
+		   uint64_t *lease_out, bool *pending_out)
 {
 	if (!c)
 		return -EINVAL;
@@ -120,14 +124,14 @@ long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 static int do_simple(struct kvr_client *c, uint32_t op, uint64_t handle,
 		     struct kvr_xfer *x, struct kvr__pend *r)
 {
-	struct sub s = { .op = op, .handle = handle, .x = x };
+	struct sub s = {.op = op, .handle = handle, .x = x};
 
 	return call(c, &s, r);
 }
 
 static int do_release(struct kvr_client *c, uint64_t lease)
 {
-	struct kvr__pend r = { 0 };
+	struct kvr__pend r = {0};
 
 	return do_simple(c, KVR_OP_RELEASE, lease, NULL, &r);
 }
@@ -143,10 +147,14 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 		      const struct kvr_key *keys, const uint64_t *sizes,
 		      uint32_t n, uint64_t lease, struct kvr_xfer *x)
 {
-	struct sub s = { .op = op, .keys = keys, .sizes = sizes, .n = n,
-			 .x = x, .handle = lease,
-			 .flags = lease ? KVR_REQ_BY_LEASE : 0 };
-	struct kvr__pend r = { 0 };
+	struct sub s = {.op = op,
+			.keys = keys,
+			.sizes = sizes,
+			.n = n,
+			.x = x,
+			.handle = lease,
+			.flags = lease ? KVR_REQ_BY_LEASE : 0};
+	struct kvr__pend r = {0};
 
 	kvr__xfer_init(x, op);
 	if (n == 0 && !lease)
@@ -161,7 +169,8 @@ int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 		return -EINVAL;
 	if (!x)
 		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_STORE, keys, sizes, n, 0, x));
+	return LOCKED(
+	    c, do_prepare(c, KVR_OP_PREPARE_STORE, keys, sizes, n, 0, x));
 }
 
 int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
@@ -171,7 +180,8 @@ int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
 		return -EINVAL;
 	if (!x)
 		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, keys, NULL, n, 0, x));
+	return LOCKED(
+	    c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, keys, NULL, n, 0, x));
 }
 
 int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
@@ -181,8 +191,8 @@ int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 		return -EINVAL;
 	if (!x || !lease)
 		return KVR_ARG_FAIL(c, "xfer is NULL or lease is 0");
-	return LOCKED(c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, NULL, NULL, 0,
-				    lease, x));
+	return LOCKED(
+	    c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, NULL, NULL, 0, lease, x));
 }
 
 /* commit_store / abort_store / commit_retrieve: the transfer's memory is
@@ -190,7 +200,7 @@ int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		     struct kvr_xfer *x)
 {
-	struct kvr__pend r = { 0 };
+	struct kvr__pend r = {0};
 	int rc;
 
 	if (x->id == 0) {
@@ -220,7 +230,8 @@ int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x)
 		return -EINVAL;
 	if (!x)
 		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x));
+	return LOCKED(
+	    c, do_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
 int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x)
@@ -229,7 +240,8 @@ int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x)
 		return -EINVAL;
 	if (!x)
 		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x));
+	return LOCKED(
+	    c, do_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
 int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
@@ -244,7 +256,7 @@ int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
 
 static int do_ping(struct kvr_client *c, uint64_t *server_ns)
 {
-	struct kvr__pend r = { 0 };
+	struct kvr__pend r = {0};
 	int rc = do_simple(c, KVR_OP_PING, 0, NULL, &r);
 
 	if (rc == 0 && server_ns)
@@ -262,8 +274,8 @@ int kvr_ping(struct kvr_client *c, uint64_t *server_ns)
 static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 {
 	struct kvr_stats_wire tmp;
-	struct sub s = { .op = KVR_OP_STATS, .stats = &tmp };
-	struct kvr__pend r = { 0 };
+	struct sub s = {.op = KVR_OP_STATS, .stats = &tmp};
+	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
 	if (rc == 0)
@@ -279,4 +291,3 @@ int kvr_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 		return KVR_ARG_FAIL(c, "out is NULL");
 	return LOCKED(c, do_stats(c, out));
 }
-

@@ -181,14 +181,14 @@ static int wait_room(struct kvr_client *c, uint64_t deadline,
 		if (rc < 0)
 			return rc;
 	}
-	nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+	nanosleep(&(struct timespec){0, 50000}, NULL);
 	return 0;
 }
 
 int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
-		  uint64_t *id_out)
+		uint64_t *id_out)
 {
-	struct kvr_req_hdr h = { 0 };
+	struct kvr_req_hdr h = {0};
 	struct kvr__pend *p;
 	size_t len;
 	void *dst = NULL;
@@ -208,9 +208,10 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 			return c->broken;
 	}
 	if (s->n > c->info.max_keys)
-		return kvr__fail(c, -E2BIG, "%u keys in one request, the "
-				 "server takes at most %u", s->n,
-				 c->info.max_keys);
+		return kvr__fail(c, -E2BIG,
+				 "%u keys in one request, the "
+				 "server takes at most %u",
+				 s->n, c->info.max_keys);
 	if ((s->n && !s->keys) ||
 	    (s->op == KVR_OP_PREPARE_STORE && s->n && !s->sizes))
 		return kvr__fail(c, -EINVAL, "%s: keys/sizes missing",
@@ -224,16 +225,19 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 		/* Claim first, then take a req_id: an answer processed while
 		 * we wait for room can't see a half-made entry. */
 		for (;;) {
-			rc = kvr_ring_claim(&c->req, s->op, (uint32_t)len, &dst);
+			rc =
+			    kvr_ring_claim(&c->req, s->op, (uint32_t)len, &dst);
 			if (rc == 0)
 				break;
-			/* A padding record may have been claimed: publish it. */
+			/* A padding record may have been claimed: publish it.
+			 */
 			kvr_ring_commit(&c->req);
 			if (rc == -EMSGSIZE)
-				return kvr__fail(c, -E2BIG,
-						 "request of %zu bytes can't fit "
-						 "the %u-byte request ring",
-						 len, c->req.cap);
+				return kvr__fail(
+				    c, -E2BIG,
+				    "request of %zu bytes can't fit "
+				    "the %u-byte request ring",
+				    len, c->req.cap);
 			if (rc != -EAGAIN)
 				return kvr__break(c, -EPROTO,
 						  "request ring damaged: %s",
@@ -263,9 +267,10 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 	}
 	id = p->req_id;
 	p->op = s->op;
-	p->nkeys = s->op == KVR_OP_PREPARE_RETRIEVE && (s->flags & KVR_REQ_BY_LEASE)
-			   ? c->info.max_keys
-			   : s->n;
+	p->nkeys =
+	    s->op == KVR_OP_PREPARE_RETRIEVE && (s->flags & KVR_REQ_BY_LEASE)
+		? c->info.max_keys
+		: s->n;
 	p->sync = s->kind == SUB_SYNC;
 	p->internal = s->kind == SUB_INTERNAL;
 	p->pin = (s->flags & KVR_REQ_PIN) != 0;
@@ -317,7 +322,8 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 			memcpy(buf + sizeof(h), s->keys,
 			       (size_t)s->n * sizeof(*s->keys));
 		if (s->op == KVR_OP_PREPARE_STORE && s->n)
-			memcpy(buf + sizeof(h) + (size_t)s->n * sizeof(*s->keys),
+			memcpy(buf + sizeof(h) +
+				   (size_t)s->n * sizeof(*s->keys),
 			       s->sizes, (size_t)s->n * sizeof(uint64_t));
 		p->state = PEND_SENDING;
 		rc = kvr__sock_send(c, s->op, buf, len,
@@ -334,4 +340,3 @@ int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
 		*id_out = id;
 	return 0;
 }
-

@@ -109,11 +109,11 @@ static int drain_ring(struct kvr_client *c)
 static int drain_sock(struct kvr_client *c)
 {
 	for (;;) {
-		struct pollfd p = { c->sock, POLLIN | POLLRDHUP, 0 };
+		struct pollfd p = {c->sock, POLLIN | POLLRDHUP, 0};
 		int rc;
 
-		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP |
-							 POLLRDHUP | POLLERR)))
+		if (poll(&p, 1, 0) <= 0 ||
+		    !(p.revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)))
 			return 0;
 		rc = kvr__sock_read_frame(c);
 		if (rc < 0)
@@ -149,10 +149,12 @@ int kvr__alive(struct kvr_client *c)
 	if (hb && now > hb) {
 		age_ms = (now - hb) / 1000000ull;
 		if (age_ms > stale_ms)
-			return kvr__break(c, -ETIMEDOUT,
-					  "kvringd stopped answering (heartbeat "
-					  "%.1f s old); is it stopped or "
-					  "overloaded?", (double)age_ms / 1e3);
+			return kvr__break(
+			    c, -ETIMEDOUT,
+			    "kvringd stopped answering (heartbeat "
+			    "%.1f s old); is it stopped or "
+			    "overloaded?",
+			    (double)age_ms / 1e3);
 	}
 	if (memcmp(c->hdr->seg.boot_id, c->info.boot_id, 16) != 0)
 		return kvr__break(c, -EOWNERDEAD,
@@ -182,8 +184,10 @@ static int on_sock(struct kvr_client *c, short revents)
 		return 0;
 	if (revents & POLLIN)
 		return kvr__sock_read_frame(c);
-	return kvr__break(c, -EOWNERDEAD, "kvringd (pid %d) closed the "
-			  "connection", (int)c->server_pid);
+	return kvr__break(c, -EOWNERDEAD,
+			  "kvringd (pid %d) closed the "
+			  "connection",
+			  (int)c->server_pid);
 }
 
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
@@ -218,7 +222,8 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 					continue;
 				t = kvr__now_ns();
 				if (end == 0) {
-					end = t + (uint64_t)c->spin_us * 1000ull;
+					end =
+					    t + (uint64_t)c->spin_us * 1000ull;
 					if (end > deadline_ns)
 						end = deadline_ns;
 				}
@@ -241,9 +246,9 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 				kvr_bell_cancel_sleep(&c->ch->resp_bell);
 				continue;
 			}
-			p[np++] = (struct pollfd){ c->resp_efd, POLLIN, 0 };
+			p[np++] = (struct pollfd){c->resp_efd, POLLIN, 0};
 		}
-		p[np++] = (struct pollfd){ c->sock, POLLIN | POLLRDHUP, 0 };
+		p[np++] = (struct pollfd){c->sock, POLLIN | POLLRDHUP, 0};
 		rc = poll(p, (nfds_t)np, slice);
 		if (!c->copy)
 			(void)kvr_bell_woken(&c->ch->resp_bell, c->resp_efd);

@@ -12,11 +12,11 @@
 #include <kvring/kvring.h>
 
 #define CHUNK_TOKENS 256
-#define NCHUNKS 2
+#define NCHUNKS	     2
 
 int main(int argc, char **argv)
 {
-	struct kvr_client_opts o = { 0 };
+	struct kvr_client_opts o = {0};
 	struct kvr_client *c;
 	struct kvr_key keys[NCHUNKS];
 	uint32_t tokens[NCHUNKS * CHUNK_TOKENS];
@@ -29,16 +29,16 @@ int main(int argc, char **argv)
 
 	/* The model layout fixes the key namespace. */
 	strcpy(o.ns.model, "meta-llama/Meta-Llama-3-8B");
-	o.ns.layers = 4;	/* a reduced layer count, to keep it small */
+	o.ns.layers = 4; /* a reduced layer count, to keep it small */
 	o.ns.kv_heads = 8;
 	o.ns.head_size = 128;
-	o.ns.dtype_bytes = 2;	/* fp16 */
+	o.ns.dtype_bytes = 2; /* fp16 */
 	o.ns.tp_rank = 0;
 	o.ns.tp_size = 1;
 	o.ns.chunk_tokens = CHUNK_TOKENS;
 	o.socket_path = argc > 1 ? argv[1] : NULL; /* NULL: the default */
-	chunk_bytes = (size_t)2 * o.ns.layers * o.ns.kv_heads *
-		      o.ns.head_size * o.ns.dtype_bytes * o.ns.chunk_tokens;
+	chunk_bytes = (size_t)2 * o.ns.layers * o.ns.kv_heads * o.ns.head_size *
+		      o.ns.dtype_bytes * o.ns.chunk_tokens;
 
 	rc = kvr_connect(&o, &c, err, sizeof(err));
 	if (rc < 0) {
@@ -49,8 +49,8 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < NCHUNKS * CHUNK_TOKENS; i++)
 		tokens[i] = (uint32_t)(1000 + i); /* your prompt's token ids */
-	if (kvr_client_keys(c, tokens, NCHUNKS * CHUNK_TOKENS, keys,
-			    NCHUNKS) != NCHUNKS)
+	if (kvr_client_keys(c, tokens, NCHUNKS * CHUNK_TOKENS, keys, NCHUNKS) !=
+	    NCHUNKS)
 		goto fail;
 
 	/* Store: reserve, write into the pool, commit. */

@@ -33,10 +33,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define NCHAN	  4u
-#define MAX_KEYS  32u
-#define POOL	  (1u << 20)
-#define NHANDLES  16u
+#define NCHAN	 4u
+#define MAX_KEYS 32u
+#define POOL	 (1u << 20)
+#define NHANDLES 16u
 
 /* The input, consumed byte by byte; zeros once it runs out. */
 struct in {
@@ -72,10 +72,9 @@ static void fail(const char *what, unsigned long long a, const char *msg)
  * beyond the pool, and huge. */
 static uint64_t pick_size(struct in *in)
 {
-	static const uint64_t edge[] = { 0,	   1,	       63,
-					 64,	   4095,       4096,
-					 65536,	   POOL / 2,   POOL - 64,
-					 POOL,	   POOL + 1,   UINT64_MAX };
+	static const uint64_t edge[] = {0,	   1,	 63,	   64,
+					4095,	   4096, 65536,	   POOL / 2,
+					POOL - 64, POOL, POOL + 1, UINT64_MAX};
 	uint8_t b = u8(in);
 
 	if (b < 128)
@@ -93,9 +92,9 @@ static void audit(struct kvr_store *st, const char *when)
 }
 
 /* Run one request record through parse + exec and check the answer. */
-static void run_request(struct kvr_srv *s, struct kvr_conn *c,
-			const void *rec, size_t len, uint32_t op,
-			uint64_t *handles, unsigned *nh)
+static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
+			size_t len, uint32_t op, uint64_t *handles,
+			unsigned *nh)
 {
 	const struct kvr_resp_hdr *r = (const struct kvr_resp_hdr *)s->ans;
 	const struct kvr_slot_desc *sl = (const struct kvr_slot_desc *)(r + 1);
@@ -104,7 +103,8 @@ static void run_request(struct kvr_srv *s, struct kvr_conn *c,
 	size_t alen;
 
 	if (kvr_req_parse(op, rec, len, s->max_keys, &v) < 0)
-		return; /* kvringd disconnects here; nothing reached the store */
+		return; /* kvringd disconnects here; nothing reached the store
+			 */
 	alen = kvr__disp_exec(s, c, &v, &type);
 	if (type != (KVR_RESP_BIT | op))
 		fail("answer type", type, NULL);
@@ -134,13 +134,17 @@ static void run_request(struct kvr_srv *s, struct kvr_conn *c,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kvr_store_config cfg = {
-		.pool_bytes = POOL, .align = 64, .lease_ms = 1000,
-		.max_channels = NCHAN, .max_keys = MAX_KEYS,
-		.max_xfers_per_chan = 8, .max_leases_per_chan = 4,
-		.hash_seed = 42,
+	    .pool_bytes = POOL,
+	    .align = 64,
+	    .lease_ms = 1000,
+	    .max_channels = NCHAN,
+	    .max_keys = MAX_KEYS,
+	    .max_xfers_per_chan = 8,
+	    .max_leases_per_chan = 4,
+	    .hash_seed = 42,
 	};
-	static uint64_t rec_buf[(sizeof(struct kvr_req_hdr) +
-				 (MAX_KEYS + 2) * 24) / 8 + 1];
+	static uint64_t
+	    rec_buf[(sizeof(struct kvr_req_hdr) + (MAX_KEYS + 2) * 24) / 8 + 1];
 	static struct kvr_key keys[MAX_KEYS];
 	static uint64_t sizes[MAX_KEYS];
 	static uint8_t ans[sizeof(struct kvr_resp_hdr) +
@@ -150,8 +154,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kvr_conn *conns = calloc(NCHAN, sizeof(*conns));
 	/* The namespace table the channels' ns_id index (cache counters). */
 	struct kvr_ns_ent *ns = calloc(KVR_SRV_NS_MAX, sizeof(*ns));
-	struct in in = { data, size };
-	uint64_t handles[NHANDLES] = { 0 };
+	struct in in = {data, size};
+	uint64_t handles[NHANDLES] = {0};
 	struct kvr_store_stats stt;
 	unsigned nh = 0;
 
@@ -176,7 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t b = u8(&in);
 		struct kvr_conn *c = &conns[b & (NCHAN - 1)];
 		unsigned kind = (b >> 2) % 12;
-		struct kvr_req_hdr h = { 0 };
+		struct kvr_req_hdr h = {0};
 		uint8_t *rec = (uint8_t *)rec_buf;
 		uint32_t op, n;
 		size_t len;
@@ -193,8 +197,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			audit(s->store, "after expiry");
 			continue;
 		}
-		op = kind == 0 ? KVR_OP_STATS : kind > 8 ? KVR_OP_PREPARE_STORE
-							 : kind;
+		op = kind == 0	? KVR_OP_STATS
+		     : kind > 8 ? KVR_OP_PREPARE_STORE
+				: kind;
 		n = u8(&in);
 		n = n < 200 ? n % (MAX_KEYS + 1) : n; /* sometimes too many */
 		h.req_id = step;
@@ -206,8 +211,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (b & 0x40)
 			h.handle = u64(&in); /* any id at all */
 		else if (nh)
-			h.handle = handles[u8(&in) % (nh < NHANDLES ? nh
-								    : NHANDLES)];
+			h.handle =
+			    handles[u8(&in) % (nh < NHANDLES ? nh : NHANDLES)];
 		if (b & 0x20)
 			h.reserved = 1;
 		/* Keys from a small alphabet so that requests collide. */
@@ -216,7 +221,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		memcpy(rec, &h, sizeof(h));
 		for (uint32_t i = 0; i < n && n <= MAX_KEYS + 1; i++) {
-			struct kvr_key k = { .lo = u8(&in) % 24u, .hi = 7 };
+			struct kvr_key k = {.lo = u8(&in) % 24u, .hi = 7};
 
 			memcpy(rec + sizeof(h) + i * sizeof(k), &k, sizeof(k));
 		}
@@ -225,8 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				uint64_t sz = pick_size(&in);
 
 				memcpy(rec + sizeof(h) +
-					       n * sizeof(struct kvr_key) +
-					       i * sizeof(sz),
+					   n * sizeof(struct kvr_key) +
+					   i * sizeof(sz),
 				       &sz, sizeof(sz));
 			}
 		/* Sometimes a record shorter or longer than its count says. */

@@ -52,8 +52,7 @@ static uint32_t active(const struct kvr_conn *c)
  * The reference the policy is checked against, written the obvious way:
  * accepted_ns of the handshake that must go (0: none must).
  */
-static uint64_t expected(const struct kvr_conn *c, uint32_t npending,
-			 uid_t uid)
+static uint64_t expected(const struct kvr_conn *c, uint32_t npending, uid_t uid)
 {
 	bool per_uid = pending(c, NSLOT, false, uid) >= KVR_SRV_PENDING_PER_UID;
 	uint64_t best = 0;
@@ -61,7 +60,8 @@ static uint64_t expected(const struct kvr_conn *c, uint32_t npending,
 	if (!per_uid && npending < KVR_SRV_PENDING_MAX)
 		return 0;
 	for (uint32_t i = 0; i < NSLOT; i++) {
-		if (c[i].state != KVR_CONN_HELLO || (per_uid && c[i].uid != uid))
+		if (c[i].state != KVR_CONN_HELLO ||
+		    (per_uid && c[i].uid != uid))
 			continue;
 		if (!best || c[i].accepted_ns < best)
 			best = c[i].accepted_ns;
@@ -96,8 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					break;
 				}
 				check(v->state == KVR_CONN_HELLO);
-				check(v->accepted_ns == expected(conns, npending,
-								 uid));
+				check(v->accepted_ns ==
+				      expected(conns, npending, uid));
 				v->state = KVR_CONN_FREE;
 				npending--;
 				check(npending < before);
@@ -121,8 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			slot = &conns[arg % NSLOT];
 			if (slot->state == KVR_CONN_HELLO) {
 				/* A channel, if one of max_workers is free. */
-				bool room = active(conns) <
-					    NSLOT - KVR_SRV_PENDING_MAX;
+				bool room =
+				    active(conns) < NSLOT - KVR_SRV_PENDING_MAX;
 
 				slot->state = (op & 4) && room ? KVR_CONN_ACTIVE
 							       : KVR_CONN_FREE;

@@ -49,8 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc != 0)
 			break;
 		if ((const unsigned char *)rec.data < shm->data ||
-		    (const unsigned char *)rec.data + rec.len >
-			    shm->data + CAP)
+		    (const unsigned char *)rec.data + rec.len > shm->data + CAP)
 			__builtin_trap(); /* record outside the ring */
 		for (uint32_t i = 0; i < rec.len; i++)
 			sink += ((const unsigned char *)rec.data)[i];

@@ -86,7 +86,7 @@ static const char *const srv_args[] = {
 
 static struct kvr_key good_key(uint64_t round, uint32_t i)
 {
-	struct kvr_key k = { .lo = 0x600d000000000000ull | i, .hi = round };
+	struct kvr_key k = {.lo = 0x600d000000000000ull | i, .hi = round};
 
 	return k;
 }
@@ -131,7 +131,7 @@ static void good_round(struct kvr_client *c, uint64_t round)
 {
 	struct kvr_key k[GOOD_CHUNKS];
 	uint64_t sz[GOOD_CHUNKS], lease = 0;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	long rc;
 
 	for (uint32_t i = 0; i < GOOD_CHUNKS; i++) {
@@ -178,7 +178,7 @@ static void good_round(struct kvr_client *c, uint64_t round)
 
 static void good_main(void)
 {
-	struct kvr_client_opts o = { 0 };
+	struct kvr_client_opts o = {0};
 	struct kvr_client *c;
 	char err[200];
 	uint64_t round = 1;
@@ -281,7 +281,7 @@ static bool rounds_reached(void *arg)
 /* The good worker makes @more rounds from now, without a failure. */
 static void expect_good_progress(uint64_t more, const char *when)
 {
-	struct progress_arg a = { good_rounds() + more };
+	struct progress_arg a = {good_rounds() + more};
 
 	cr_assert(t_wait_until(rounds_reached, &a, 10000),
 		  "good worker stalled %s: %llu rounds, wanted %llu", when,
@@ -359,7 +359,7 @@ union ans {
 
 static struct kvr_key bad_key(uint64_t i)
 {
-	struct kvr_key k = { .lo = 0xbadbadbadull ^ i, .hi = i * 977 };
+	struct kvr_key k = {.lo = 0xbadbadbadull ^ i, .hi = i * 977};
 
 	return k;
 }
@@ -381,9 +381,9 @@ static bool chan_holds(void *arg)
  */
 static void hostile_connect_and_hold(struct t_raw *r, uint64_t salt)
 {
-	struct kvr_key k[3] = { bad_key(salt), bad_key(salt + 1),
-				bad_key(salt + 2) };
-	uint64_t sz[3] = { 8192, 12288, 20000 };
+	struct kvr_key k[3] = {bad_key(salt), bad_key(salt + 1),
+			       bad_key(salt + 2)};
+	uint64_t sz[3] = {8192, 12288, 20000};
 	const struct kvr_slot_desc *sl;
 	union ans a;
 	uint64_t x;
@@ -401,24 +401,22 @@ static void hostile_connect_and_hold(struct t_raw *r, uint64_t salt)
 	x = a.h.handle;
 	t_raw_call(r, KVR_OP_COMMIT_STORE, x, 0, NULL, NULL, 0, &a, sizeof(a));
 	cr_assert_eq(a.h.status, 0);
-	t_raw_call(r, KVR_OP_LOOKUP, 0, KVR_REQ_PIN, k, NULL, 2, &a,
-		   sizeof(a));
+	t_raw_call(r, KVR_OP_LOOKUP, 0, KVR_REQ_PIN, k, NULL, 2, &a, sizeof(a));
 	cr_assert_eq(a.h.value, 2);
 	cr_assert_neq(a.h.handle, 0, "no lease");
-	t_raw_call(r, KVR_OP_PREPARE_RETRIEVE, 0, 0, k, NULL, 2, &a,
-		   sizeof(a));
+	t_raw_call(r, KVR_OP_PREPARE_RETRIEVE, 0, 0, k, NULL, 2, &a, sizeof(a));
 	cr_assert_eq(a.h.count, 2);
 	t_raw_call(r, KVR_OP_PREPARE_STORE, 0, 0, &k[2], &sz[2], 1, &a,
 		   sizeof(a));
 	cr_assert_eq(a.h.status, 0);
-	cr_assert(t_wait_until(chan_holds, r, 5000),
-		  "hostile holdings not visible: reserved %llu pins %llu "
-		  "leases %llu transfers %llu",
-		  (unsigned long long)T_CSTAT(&srv, r->w.channel,
-					      reserved_bytes),
-		  (unsigned long long)T_CSTAT(&srv, r->w.channel, pins),
-		  (unsigned long long)T_CSTAT(&srv, r->w.channel, leases),
-		  (unsigned long long)T_CSTAT(&srv, r->w.channel, transfers));
+	cr_assert(
+	    t_wait_until(chan_holds, r, 5000),
+	    "hostile holdings not visible: reserved %llu pins %llu "
+	    "leases %llu transfers %llu",
+	    (unsigned long long)T_CSTAT(&srv, r->w.channel, reserved_bytes),
+	    (unsigned long long)T_CSTAT(&srv, r->w.channel, pins),
+	    (unsigned long long)T_CSTAT(&srv, r->w.channel, leases),
+	    (unsigned long long)T_CSTAT(&srv, r->w.channel, transfers));
 }
 
 static struct kvr_ring_shm *req_shm(struct t_raw *r)
@@ -444,8 +442,8 @@ static void expect_cut_off(struct t_raw *r, const char *reason)
 {
 	cr_expect(t_raw_wait_hangup(r, t_timeout_ms(10000)),
 		  "the hostile worker was not disconnected");
-	cr_expect(t_server_log_has(&srv, reason),
-		  "the log does not say \"%s\"", reason);
+	cr_expect(t_server_log_has(&srv, reason), "the log does not say \"%s\"",
+		  reason);
 	t_raw_close(r);
 }
 
@@ -521,7 +519,7 @@ Test(hostile, worker_is_cut_off_when_its_request_tail_passes_capacity)
 
 Test(hostile, worker_is_cut_off_when_its_response_head_is_bogus)
 {
-	struct kvr_req_hdr h = { 0 };
+	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 	uint64_t head;
 
@@ -547,8 +545,8 @@ Test(hostile, worker_gets_errors_not_cut_off_when_it_commits_ids_it_never_got)
 	struct t_raw r;
 	union ans a;
 	uint64_t errs = 0, own;
-	uint32_t ops[] = { KVR_OP_COMMIT_STORE, KVR_OP_ABORT_STORE,
-			   KVR_OP_COMMIT_RETRIEVE, KVR_OP_RELEASE };
+	uint32_t ops[] = {KVR_OP_COMMIT_STORE, KVR_OP_ABORT_STORE,
+			  KVR_OP_COMMIT_RETRIEVE, KVR_OP_RELEASE};
 
 	hostile_connect_and_hold(&r, 500);
 	/* Every small id (the good worker's live transfers and leases are
@@ -577,14 +575,14 @@ Test(hostile, worker_gets_errors_not_cut_off_when_it_commits_ids_it_never_got)
 	cr_expect_leq(own, 6, "%llu foreign ids accepted",
 		      (unsigned long long)own);
 	expect_good_progress(20, "after the foreign commits");
-	cr_expect_gt(T_CSTAT(&srv, r.w.channel, errors[kvr_err_slot(-ENOENT)]) +
-			     T_CSTAT(&srv, r.w.channel,
-				     errors[kvr_err_slot(-EPERM)]),
-		     0, "errors not counted on the channel");
+	cr_expect_gt(
+	    T_CSTAT(&srv, r.w.channel, errors[kvr_err_slot(-ENOENT)]) +
+		T_CSTAT(&srv, r.w.channel, errors[kvr_err_slot(-EPERM)]),
+	    0, "errors not counted on the channel");
 	/* Still connected and served. */
-	cr_expect_eq(t_raw_call(&r, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a,
-				sizeof(a)),
-		     (int)sizeof(a.h));
+	cr_expect_eq(
+	    t_raw_call(&r, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a, sizeof(a)),
+	    (int)sizeof(a.h));
 	cr_expect_eq(a.h.status, 0);
 	cr_expect_eq(T_GSTAT(&srv, protocol_errors), 0);
 	t_raw_close(&r);
@@ -594,7 +592,7 @@ Test(hostile, worker_gets_errors_not_cut_off_when_it_commits_ids_it_never_got)
 
 Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 {
-	struct kvr_req_hdr h = { 0 };
+	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 	uint64_t sent = 0;
 	struct timespec t0, t;
@@ -622,7 +620,7 @@ Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 
 Test(hostile, worker_is_cut_off_when_it_never_reads_its_response_ring)
 {
-	struct kvr_req_hdr h = { 0 };
+	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 
 	hostile_connect_and_hold(&r, 700);
@@ -641,10 +639,10 @@ Test(hostile, worker_is_cut_off_when_it_never_reads_its_response_ring)
 
 Test(hostile, worker_is_cut_off_when_it_claims_a_huge_key_count)
 {
-	struct kvr_req_hdr h = { .req_id = 1, .count = UINT32_MAX };
+	struct kvr_req_hdr h = {.req_id = 1, .count = UINT32_MAX};
 	struct t_raw r1, r2, r3;
-	static char big[sizeof(struct kvr_req_hdr) +
-			257 * sizeof(struct kvr_key)];
+	static char
+	    big[sizeof(struct kvr_req_hdr) + 257 * sizeof(struct kvr_key)];
 	struct kvr_key *k = (struct kvr_key *)(big + sizeof(h));
 	static uint64_t sz[256];
 	static struct kvr_key k3[256];
@@ -669,12 +667,12 @@ Test(hostile, worker_is_cut_off_when_it_claims_a_huge_key_count)
 		k3[i] = bad_key(2000 + i);
 		sz[i] = i % 2 ? UINT64_MAX : 0;
 	}
-	cr_assert_gt(t_raw_call(&r3, KVR_OP_PREPARE_STORE, 0, 0, k3, sz, 256,
-				a, sizeof(*a)),
+	cr_assert_gt(t_raw_call(&r3, KVR_OP_PREPARE_STORE, 0, 0, k3, sz, 256, a,
+				sizeof(*a)),
 		     0);
 	if (a->h.status == 0) {
 		const struct kvr_slot_desc *sl =
-			(const struct kvr_slot_desc *)(&a->h + 1);
+		    (const struct kvr_slot_desc *)(&a->h + 1);
 
 		for (uint32_t i = 0; i < a->h.count; i++)
 			cr_expect_eq(sl[i].status, KVR_SLOT_INVALID,
@@ -711,9 +709,9 @@ static bool pending_gone(void *arg)
 
 Test(hostile, server_cleans_up_when_worker_disconnects_mid_handshake)
 {
-	struct kvr_hello hello = { .magic = KVR_PROTO_MAGIC,
-				   .version = KVR_PROTO_VERSION };
-	struct kvr_frame f = { .len = sizeof(hello), .type = KVR_FRAME_HELLO };
+	struct kvr_hello hello = {.magic = KVR_PROTO_MAGIC,
+				  .version = KVR_PROTO_VERSION};
+	struct kvr_frame f = {.len = sizeof(hello), .type = KVR_FRAME_HELLO};
 	int fd;
 
 	hello.pid = (int32_t)getpid();
@@ -728,9 +726,8 @@ Test(hostile, server_cleans_up_when_worker_disconnects_mid_handshake)
 	/* 2: a whole hello, then gone before reading the welcome and its
 	 * descriptors (the server has claimed a channel by then). */
 	fd = t_raw_sock(srv.sock);
-	cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, &hello,
-				      sizeof(hello)),
-		     0);
+	cr_assert_eq(
+	    t_raw_send_frame(fd, KVR_FRAME_HELLO, &hello, sizeof(hello)), 0);
 	close(fd);
 	/* 3: connected and silent: dropped at the handshake deadline. */
 	fd = t_raw_sock(srv.sock);
@@ -749,8 +746,8 @@ Test(hostile, server_cleans_up_when_worker_disconnects_mid_handshake)
 
 Test(hostile, worker_is_refused_when_hello_has_wrong_version)
 {
-	struct kvr_hello hello = { .magic = KVR_PROTO_MAGIC,
-				   .version = KVR_PROTO_VERSION + 1 };
+	struct kvr_hello hello = {.magic = KVR_PROTO_MAGIC,
+				  .version = KVR_PROTO_VERSION + 1};
 	struct kvr_welcome w;
 	int fd, fds[4], nfds;
 	char b[8];
@@ -1310,10 +1307,10 @@ Test(hostile, regress_12_forged_creator_pid_does_not_get_a_live_server_swept)
 	h->creator_start = 1;
 	t_server_init(&b);
 	{
-		const char *argv[] = { "kvringd",     "--socket",   b.sock,
-				       "--name",      srv.name,	    "--pool-size",
-				       "16M",	      "--no-prefault", "--huge-pages",
-				       "off",	      NULL };
+		const char *argv[] = {
+		    "kvringd",	    "--socket",	   b.sock, "--name",
+		    srv.name,	    "--pool-size", "16M",  "--no-prefault",
+		    "--huge-pages", "off",	   NULL};
 
 		pid = t_server_spawn(&b, argv);
 	}

@@ -71,9 +71,9 @@ static bool log_says_ready(void *arg)
 /* kvringd with @extra after --name and a small pool, no --socket. */
 static pid_t spawn_default(const char *const *extra)
 {
-	const char *argv[24] = { "kvringd",	 "--name",   srv.name,
-				 "--pool-size",	 "16M",	     "--no-prefault",
-				 "--huge-pages", "off" };
+	const char *argv[24] = {"kvringd",	"--name", srv.name,
+				"--pool-size",	"16M",	  "--no-prefault",
+				"--huge-pages", "off"};
 	int n = 8;
 
 	for (int i = 0; extra && extra[i] && n < 23; i++)
@@ -85,10 +85,10 @@ static pid_t spawn_default(const char *const *extra)
 /* A store and a byte-checked retrieve through the default socket. */
 static void worker_round_trip(const char *sock)
 {
-	struct kvr_client_opts o = { 0 };
-	struct kvr_key k = { 0x1234, 0x5678 };
+	struct kvr_client_opts o = {0};
+	struct kvr_key k = {0x1234, 0x5678};
 	uint64_t sz = 8192;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	struct kvr_client *c;
 	char err[256];
 
@@ -160,9 +160,9 @@ Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 Test(runtime, regress_12_squatted_lock_in_tmp_does_not_keep_the_server_down)
 {
 	const char *old_lock = "/tmp/kvring-65534.sock.lock";
-	const char *argv[] = { t_server_bin(), "--name",	 srv.name,
-			       "--pool-size",  "16M",		 "--no-prefault",
-			       "--huge-pages", "off",		 NULL };
+	const char *argv[] = {t_server_bin(), "--name", srv.name,
+			      "--pool-size",  "16M",	"--no-prefault",
+			      "--huge-pages", "off",	NULL};
 	gid_t g = OTHER_UID;
 	pid_t pid;
 	int fd, st;
@@ -178,7 +178,8 @@ Test(runtime, regress_12_squatted_lock_in_tmp_does_not_keep_the_server_down)
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		int lfd = open(srv.log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		int lfd =
+		    open(srv.log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 
 		if (lfd >= 0)
 			dup2(lfd, 2);
@@ -217,7 +218,7 @@ Test(runtime, regress_12_squatted_segment_name_falls_back_to_unnamed_segments)
 	close(fd);
 	cr_assert_eq(stat(ctl, &before), 0);
 	{
-		const char *extra[] = { "--socket", srv.sock, NULL };
+		const char *extra[] = {"--socket", srv.sock, NULL};
 
 		srv.pid = spawn_default(extra);
 	}

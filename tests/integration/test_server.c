@@ -63,13 +63,14 @@ static int run_and_wait(const char *const *argv)
 
 Test(server, help_exits_zero_when_asked)
 {
-	const char *argv[] = { "kvringd", "--help", NULL };
+	const char *argv[] = {"kvringd", "--help", NULL};
 
 	cr_expect_eq(run_and_wait(argv), 0);
 	/* Every flag the issue asks for is documented. */
-	const char *flags[] = { "--socket", "--name", "--pool-size", "--align",
-				"--max-workers", "--spin-us", "--lease-ms",
-				"--group", "--pool-backend", "--log-level" };
+	const char *flags[] = {"--socket",   "--name",	      "--pool-size",
+			       "--align",    "--max-workers", "--spin-us",
+			       "--lease-ms", "--group",	      "--pool-backend",
+			       "--log-level"};
 
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
 		cr_expect(t_server_log_has(&srv, flags[i]), "%s", flags[i]);
@@ -77,9 +78,9 @@ Test(server, help_exits_zero_when_asked)
 
 Test(server, exits_two_when_an_option_is_bad)
 {
-	const char *a1[] = { "kvringd", "--pool-size", "12Q", NULL };
-	const char *a2[] = { "kvringd", "--bogus", NULL };
-	const char *a3[] = { "kvringd", "--pool-backend", "disk", NULL };
+	const char *a1[] = {"kvringd", "--pool-size", "12Q", NULL};
+	const char *a2[] = {"kvringd", "--bogus", NULL};
+	const char *a3[] = {"kvringd", "--pool-backend", "disk", NULL};
 
 	cr_expect_eq(run_and_wait(a1), 2);
 	cr_expect_eq(run_and_wait(a2), 2);
@@ -120,8 +121,8 @@ Test(server, exits_zero_when_sigint_with_a_worker_connected)
 Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 {
 	/* A long heartbeat keeps the loop asleep until the signal. */
-	const char *args[] = { "--heartbeat-ms", "10000", NULL };
-	struct kvr_req_hdr h = { .req_id = 77 };
+	const char *args[] = {"--heartbeat-ms", "10000", NULL};
+	struct kvr_req_hdr h = {.req_id = 77};
 	struct kvr_ring_rec rec;
 	struct kvr_resp_hdr a;
 	struct t_raw r;
@@ -159,8 +160,8 @@ Test(server, second_server_refuses_when_socket_is_in_use)
 		char b[256];
 	} a;
 	char ctl[128];
-	const char *argv[] = { "kvringd", "--socket", srv.sock, "--name",
-			       other.name, "--pool-size", "16M", NULL };
+	const char *argv[] = {"kvringd",  "--socket",	 srv.sock, "--name",
+			      other.name, "--pool-size", "16M",	   NULL};
 
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
@@ -174,9 +175,9 @@ Test(server, second_server_refuses_when_socket_is_in_use)
 	shm_path(ctl, sizeof(ctl), &srv, ".ctl");
 	cr_expect(exists(ctl));
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
-	cr_expect_eq(t_raw_call(&r, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a,
-				sizeof(a)),
-		     (int)sizeof(a.h));
+	cr_expect_eq(
+	    t_raw_call(&r, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a, sizeof(a)),
+	    (int)sizeof(a.h));
 	t_raw_close(&r);
 	t_server_cleanup(&other);
 	cr_expect_eq(t_server_stop(&srv), 0);
@@ -187,10 +188,9 @@ Test(server, second_server_refuses_when_segment_name_is_in_use)
 	struct t_server other;
 	struct t_raw r;
 	char ctl[128], pool[128];
-	const char *argv[] = { "kvringd",  "--socket",	   NULL,
-			       "--name",   srv.name,	   "--pool-size",
-			       "16M",	   "--huge-pages", "off",
-			       NULL };
+	const char *argv[] = {"kvringd", "--socket",	NULL,  "--name",
+			      srv.name,	 "--pool-size", "16M", "--huge-pages",
+			      "off",	 NULL};
 
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
@@ -228,8 +228,8 @@ Test(server, stale_files_are_swept_when_previous_server_was_killed)
 
 Test(server, memfd_pool_is_passed_when_backend_is_memfd)
 {
-	const char *args[] = { "--pool-backend", "memfd", NULL };
-	struct kvr_key k = { 1, 2 };
+	const char *args[] = {"--pool-backend", "memfd", NULL};
+	struct kvr_key k = {1, 2};
 	uint64_t sz = 12345;
 	union {
 		struct kvr_resp_hdr h;
@@ -299,8 +299,8 @@ static bool four_pins(void *arg)
  * the channel through @fd, then wait to be killed. */
 static void child_prepare(int fd, uint32_t op)
 {
-	struct kvr_key k[4] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 4, 4 } };
-	uint64_t sz[4] = { 65536, 65536, 65536, 65536 };
+	struct kvr_key k[4] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
+	uint64_t sz[4] = {65536, 65536, 65536, 65536};
 	union {
 		struct kvr_resp_hdr h;
 		char b[1024];
@@ -367,10 +367,11 @@ Test(server, nothing_leaks_when_worker_is_killed_between_prepare_and_commit)
 	cr_expect(t_wait_until(idle_and_empty, &srv, 5000));
 }
 
-Test(server, nothing_leaks_when_worker_is_killed_between_prepare_and_commit_retrieve)
+Test(server,
+     nothing_leaks_when_worker_is_killed_between_prepare_and_commit_retrieve)
 {
-	struct kvr_key k[4] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 4, 4 } };
-	uint64_t sz[4] = { 65536, 65536, 65536, 65536 };
+	struct kvr_key k[4] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
+	uint64_t sz[4] = {65536, 65536, 65536, 65536};
 	union {
 		struct kvr_resp_hdr h;
 		char b[1024];

@@ -44,8 +44,8 @@ TestSuite(server_proto, .init = setup, .fini = teardown, .timeout = 30);
 
 static struct kvr_key key_of(uint64_t i)
 {
-	struct kvr_key k = { .lo = 0x9e3779b97f4a7c15ull * (i + 1),
-			     .hi = i ^ 0xabcdefull };
+	struct kvr_key k = {.lo = 0x9e3779b97f4a7c15ull * (i + 1),
+			    .hi = i ^ 0xabcdefull};
 	return k;
 }
 
@@ -62,8 +62,8 @@ static const struct kvr_slot_desc *slots_of(const union ans *a)
 
 Test(server_proto, store_then_retrieve_returns_same_bytes_when_shm_transport)
 {
-	struct kvr_key k[3] = { key_of(1), key_of(2), key_of(3) };
-	uint64_t sz[3] = { 5000, 4096, 100 };
+	struct kvr_key k[3] = {key_of(1), key_of(2), key_of(3)};
+	uint64_t sz[3] = {5000, 4096, 100};
 	struct t_raw r;
 	union ans a;
 	uint64_t xfer;
@@ -74,7 +74,8 @@ Test(server_proto, store_then_retrieve_returns_same_bytes_when_shm_transport)
 	cr_expect_eq(r.w.transport, KVR_TRANSPORT_SHM);
 	cr_assert_not_null(r.pool);
 
-	len = t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 3, &a, sizeof(a));
+	len =
+	    t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 3, &a, sizeof(a));
 	cr_assert_eq(len, (int)kvr_resp_bytes(3), "len %d", len);
 	cr_assert_eq(a.h.status, 0);
 	cr_expect_eq(a.h.req_id, 1);
@@ -98,7 +99,8 @@ Test(server_proto, store_then_retrieve_returns_same_bytes_when_shm_transport)
 	cr_expect_eq(a.h.status, 0);
 	cr_expect_eq(a.h.value, 3);
 
-	t_raw_call(&r, KVR_OP_PREPARE_RETRIEVE, 0, 0, k, NULL, 3, &a, sizeof(a));
+	t_raw_call(&r, KVR_OP_PREPARE_RETRIEVE, 0, 0, k, NULL, 3, &a,
+		   sizeof(a));
 	cr_assert_eq(a.h.status, 0);
 	cr_assert_eq(a.h.count, 3);
 	for (int i = 0; i < 3; i++) {
@@ -128,8 +130,8 @@ Test(server_proto, store_then_retrieve_returns_same_bytes_when_shm_transport)
 
 Test(server_proto, store_is_noop_success_when_keys_exist)
 {
-	struct kvr_key k[2] = { key_of(7), key_of(8) };
-	uint64_t sz[2] = { 4096, 4096 };
+	struct kvr_key k[2] = {key_of(7), key_of(8)};
+	uint64_t sz[2] = {4096, 4096};
 	struct t_raw r;
 	union ans a;
 
@@ -193,8 +195,8 @@ static bool one_refused(void *arg)
 
 Test(server_proto, welcome_refuses_eproto_when_version_differs)
 {
-	struct kvr_hello h = { .magic = KVR_PROTO_MAGIC,
-			       .version = KVR_PROTO_VERSION + 1 };
+	struct kvr_hello h = {.magic = KVR_PROTO_MAGIC,
+			      .version = KVR_PROTO_VERSION + 1};
 	struct kvr_welcome w;
 	int fds[4], nfds, fd;
 
@@ -203,10 +205,11 @@ Test(server_proto, welcome_refuses_eproto_when_version_differs)
 	fd = t_raw_sock(srv.sock);
 	cr_assert_geq(fd, 0);
 	/* A future hello may be longer: the version is still named. */
-	char big[sizeof(h) + 16] = { 0 };
+	char big[sizeof(h) + 16] = {0};
 
 	memcpy(big, &h, sizeof(h));
-	cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, big, sizeof(big)), 0);
+	cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, big, sizeof(big)),
+		     0);
 	cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
 	cr_expect_eq(w.status, -EPROTO);
 	cr_expect_eq(nfds, 0);
@@ -244,7 +247,7 @@ Test(server_proto, welcome_refuses_ebadmsg_when_hello_is_garbage)
 
 	/* A hello frame claiming a huge body. */
 	fd = t_raw_sock(srv.sock);
-	struct kvr_frame f = { .len = 1u << 30, .type = KVR_FRAME_HELLO };
+	struct kvr_frame f = {.len = 1u << 30, .type = KVR_FRAME_HELLO};
 
 	cr_assert_eq(send(fd, &f, sizeof(f), 0), (ssize_t)sizeof(f));
 	cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
@@ -254,10 +257,10 @@ Test(server_proto, welcome_refuses_ebadmsg_when_hello_is_garbage)
 
 Test(server_proto, client_is_dropped_when_hello_is_half_sent)
 {
-	const char *args[] = { "--handshake-ms", "200", NULL };
-	struct kvr_hello h = { .magic = KVR_PROTO_MAGIC,
-			       .version = KVR_PROTO_VERSION };
-	struct kvr_frame f = { .len = sizeof(h), .type = KVR_FRAME_HELLO };
+	const char *args[] = {"--handshake-ms", "200", NULL};
+	struct kvr_hello h = {.magic = KVR_PROTO_MAGIC,
+			      .version = KVR_PROTO_VERSION};
+	struct kvr_frame f = {.len = sizeof(h), .type = KVR_FRAME_HELLO};
 	struct t_raw r;
 	struct kvr_welcome w;
 	int fds[4], nfds, fd, silent;
@@ -268,12 +271,11 @@ Test(server_proto, client_is_dropped_when_hello_is_half_sent)
 	cr_assert_eq(send(fd, &f, sizeof(f), 0), (ssize_t)sizeof(f));
 	cr_assert_eq(send(fd, &h, 20, 0), 20);
 	/* Dropped without a welcome. */
-	cr_expect_eq(t_raw_read_welcome(fd, &w, fds, &nfds,
-					t_timeout_ms(5000)),
+	cr_expect_eq(t_raw_read_welcome(fd, &w, fds, &nfds, t_timeout_ms(5000)),
 		     -EPIPE);
-	cr_expect_eq(t_raw_read_welcome(silent, &w, fds, &nfds,
-					t_timeout_ms(5000)),
-		     -EPIPE);
+	cr_expect_eq(
+	    t_raw_read_welcome(silent, &w, fds, &nfds, t_timeout_ms(5000)),
+	    -EPIPE);
 	close(fd);
 	close(silent);
 	cr_expect(t_server_log_has(&srv, "handshake timeout"));
@@ -321,7 +323,7 @@ Test(server_proto, welcome_refuses_eacces_when_uid_differs)
 
 Test(server_proto, welcome_refuses_ebusy_when_all_channels_are_taken)
 {
-	const char *args[] = { "--max-workers", "1", NULL };
+	const char *args[] = {"--max-workers", "1", NULL};
 	struct t_raw r1, r2;
 
 	t_server_start(&srv, args);
@@ -347,9 +349,9 @@ Test(server_proto, worker_is_cut_off_when_it_writes_garbage_in_its_ring)
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &bad), 0);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &good), 0);
-	cr_assert_eq(t_raw_call(&good, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a,
-				sizeof(a)),
-		     (int)sizeof(a.h));
+	cr_assert_eq(
+	    t_raw_call(&good, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a, sizeof(a)),
+	    (int)sizeof(a.h));
 
 	/* Garbage bytes published as if they were a record. */
 	rs = (struct kvr_ring_shm *)((char *)bad.ch + bad.ch->req_ring_off);
@@ -377,7 +379,7 @@ Test(server_proto, worker_is_cut_off_when_it_writes_garbage_in_its_ring)
 Test(server_proto, worker_is_cut_off_when_a_record_is_malformed)
 {
 	struct t_raw r, other;
-	struct kvr_req_hdr h = { .req_id = 9, .reserved = 1 };
+	struct kvr_req_hdr h = {.req_id = 9, .reserved = 1};
 	union ans a;
 	void *p;
 
@@ -390,18 +392,19 @@ Test(server_proto, worker_is_cut_off_when_a_record_is_malformed)
 	kvr_bell_notify(&r.ch->req_bell, r.req_efd);
 	cr_expect(t_raw_wait_hangup(&r, t_timeout_ms(5000)));
 	cr_expect(t_server_log_has(&srv, "malformed request"));
-	cr_expect_eq(t_raw_call(&other, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a,
-				sizeof(a)),
-		     (int)sizeof(a.h));
+	cr_expect_eq(
+	    t_raw_call(&other, KVR_OP_PING, 0, 0, NULL, NULL, 0, &a, sizeof(a)),
+	    (int)sizeof(a.h));
 	t_raw_close(&r);
 	t_raw_close(&other);
 }
 
 Test(server_proto, worker_is_cut_off_when_it_never_reads_answers)
 {
-	const char *args[] = { "--stall-ms", "200", "--ring-bytes", "64K",
-			       "--max-keys", "256", NULL };
-	struct kvr_req_hdr h = { 0 };
+	const char *args[] = {"--stall-ms", "200",	  "--ring-bytes",
+			      "64K",	    "--max-keys", "256",
+			      NULL};
+	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 	void *p;
 	int sent = 0;
@@ -447,7 +450,7 @@ static void copy_call(int fd, uint32_t op, const struct kvr_req_hdr *h,
 		      size_t payload_len, struct kvr_frame *fr_out,
 		      union ans *a)
 {
-	struct kvr_frame f = { .type = op };
+	struct kvr_frame f = {.type = op};
 	char rec[4096];
 
 	memcpy(rec, h, sizeof(*h));
@@ -470,10 +473,10 @@ static void copy_call(int fd, uint32_t op, const struct kvr_req_hdr *h,
 
 static void copy_roundtrip(struct t_raw *r)
 {
-	struct kvr_key k[2] = { key_of(11), key_of(12) };
-	uint64_t sz[2] = { 3000, 70000 };
+	struct kvr_key k[2] = {key_of(11), key_of(12)};
+	uint64_t sz[2] = {3000, 70000};
 	char tail[sizeof(k) + sizeof(sz)], *payload, *back;
-	struct kvr_req_hdr h = { .req_id = 1, .count = 2 };
+	struct kvr_req_hdr h = {.req_id = 1, .count = 2};
 	struct kvr_frame fr;
 	union ans a;
 	uint64_t xfer;
@@ -490,11 +493,11 @@ static void copy_roundtrip(struct t_raw *r)
 	cr_assert_eq(a.h.count, 2);
 	cr_assert_eq(slots_of(&a)[1].status, KVR_SLOT_OK);
 	xfer = a.h.handle;
-	h = (struct kvr_req_hdr){ .req_id = 2, .handle = xfer };
+	h = (struct kvr_req_hdr){.req_id = 2, .handle = xfer};
 	copy_call(r->sock, KVR_OP_COMMIT_STORE, &h, NULL, 0, payload,
 		  sz[0] + sz[1], &fr, &a);
 	cr_assert_eq(a.h.status, 0, "commit: %d", a.h.status);
-	h = (struct kvr_req_hdr){ .req_id = 3, .count = 2 };
+	h = (struct kvr_req_hdr){.req_id = 3, .count = 2};
 	copy_call(r->sock, KVR_OP_PREPARE_RETRIEVE, &h, k, sizeof(k), NULL, 0,
 		  &fr, &a);
 	cr_assert_eq(a.h.status, 0);
@@ -503,7 +506,7 @@ static void copy_roundtrip(struct t_raw *r)
 	read_full(r->sock, back, sz[0] + sz[1]);
 	cr_expect_eq(memcmp(payload, back, sz[0] + sz[1]), 0,
 		     "retrieved bytes differ");
-	h = (struct kvr_req_hdr){ .req_id = 4, .handle = a.h.handle };
+	h = (struct kvr_req_hdr){.req_id = 4, .handle = a.h.handle};
 	copy_call(r->sock, KVR_OP_COMMIT_RETRIEVE, &h, NULL, 0, NULL, 0, &fr,
 		  &a);
 	cr_expect_eq(a.h.status, 0);
@@ -526,7 +529,7 @@ Test(server_proto, copy_transport_moves_bytes_when_worker_asks_for_it)
 
 Test(server_proto, copy_transport_is_used_when_pool_is_private)
 {
-	const char *args[] = { "--pool-backend", "private", NULL };
+	const char *args[] = {"--pool-backend", "private", NULL};
 	struct t_raw r;
 
 	t_server_start(&srv, args);
@@ -543,20 +546,20 @@ Test(server_proto, copy_worker_is_cut_off_when_commit_length_is_wrong)
 	struct kvr_key k = key_of(5);
 	uint64_t sz = 1000;
 	char tail[24];
-	struct kvr_req_hdr h = { .req_id = 1, .count = 1 };
-	struct kvr_frame fr = { 0 };
+	struct kvr_req_hdr h = {.req_id = 1, .count = 1};
+	struct kvr_frame fr = {0};
 	union ans a;
 	struct t_raw r;
-	char pay[10] = { 0 };
+	char pay[10] = {0};
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, KVR_HELLO_WANT_COPY, &r), 0);
 	memcpy(tail, &k, sizeof(k));
 	memcpy(tail + sizeof(k), &sz, sizeof(sz));
-	copy_call(r.sock, KVR_OP_PREPARE_STORE, &h, tail, sizeof(tail), NULL,
-		  0, &fr, &a);
+	copy_call(r.sock, KVR_OP_PREPARE_STORE, &h, tail, sizeof(tail), NULL, 0,
+		  &fr, &a);
 	cr_assert_eq(a.h.status, 0);
-	h = (struct kvr_req_hdr){ .req_id = 2, .handle = a.h.handle };
+	h = (struct kvr_req_hdr){.req_id = 2, .handle = a.h.handle};
 	fr.type = KVR_OP_COMMIT_STORE;
 	fr.len = sizeof(h) + sizeof(pay); /* 10 bytes, 1000 reserved */
 	cr_assert_eq(send(r.sock, &fr, sizeof(fr), 0), (ssize_t)sizeof(fr));
@@ -572,7 +575,7 @@ Test(server_proto, copy_worker_is_cut_off_when_commit_length_is_wrong)
 
 Test(server_proto, peer_of_the_group_is_accepted_when_group_is_set)
 {
-	const char *args[] = { "--group", "65534", NULL };
+	const char *args[] = {"--group", "65534", NULL};
 	char ctl[128];
 	struct stat st;
 	struct t_raw r;

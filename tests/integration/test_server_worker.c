@@ -63,7 +63,7 @@ static unsigned char pattern(const struct kvr_key *k, uint64_t i)
 
 static struct kvr_client *connect_worker(int transport)
 {
-	struct kvr_client_opts o = { 0 };
+	struct kvr_client_opts o = {0};
 	struct kvr_client *c = NULL;
 	char err[256] = "";
 	int rc;
@@ -83,7 +83,7 @@ static int store_prompt(struct kvr_client *c, struct kvr_key *keys,
 			uint32_t *n_out)
 {
 	uint64_t sizes[16];
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	long n = kvr_client_keys(c, tokens, NTOK, keys, 16);
 	int written = 0, rc;
 
@@ -114,7 +114,7 @@ static int store_prompt(struct kvr_client *c, struct kvr_key *keys,
 static void retrieve_and_check(struct kvr_client *c, const struct kvr_key *keys,
 			       uint32_t n)
 {
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	int rc;
 
 	cr_assert_eq(kvr_lookup(c, keys, n, NULL), n);
@@ -166,12 +166,12 @@ Test(server_worker, retrieve_returns_stored_bytes_when_copy_transport)
 
 Test(server_worker, retrieve_returns_stored_bytes_when_pool_is_private)
 {
-	const char *args[] = { "--pool-backend", "private", NULL };
+	const char *args[] = {"--pool-backend", "private", NULL};
 
 	t_server_start(&srv, args);
 	roundtrip(0);
 	cr_expect(t_server_log_has(&srv, "transport copy: pool is "
-				       "server-private"));
+					 "server-private"));
 	cr_expect_eq(t_server_stop(&srv), 0);
 }
 
@@ -270,7 +270,7 @@ static void killed_in_store(void)
 {
 	struct kvr_key keys[16];
 	uint64_t sizes[16];
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	struct kvr_client *c = connect_worker(0);
 	long n = kvr_client_keys(c, tokens, NTOK, keys, 16);
 
@@ -286,7 +286,7 @@ static void killed_in_store(void)
 static void killed_in_retrieve(void)
 {
 	struct kvr_key keys[16];
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	struct kvr_client *c = connect_worker(0);
 	long n = kvr_client_keys(c, tokens, NTOK, keys, 16);
 

@@ -99,7 +99,7 @@ Test(worker, store_is_a_noop_when_keys_are_already_stored)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
 	struct kvr_key *k = make_keys(c, 2, 4);
-	uint64_t sizes[4] = { 4096, 4096, 4096, 4096 };
+	uint64_t sizes[4] = {4096, 4096, 4096, 4096};
 	struct kvr_xfer x;
 
 	cr_assert_eq(wsrv_store(c, k, 4, 4096), 4);
@@ -136,7 +136,7 @@ Test(worker, nothing_is_stored_when_store_is_aborted)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
 	struct kvr_key *k = make_keys(c, 4, 3);
-	uint64_t sizes[3] = { 4096, 4096, 4096 };
+	uint64_t sizes[3] = {4096, 4096, 4096};
 	struct kvr_xfer x;
 
 	cr_assert_eq(kvr_prepare_store(c, k, sizes, 3, &x), 0);
@@ -210,7 +210,8 @@ Test(worker, lease_is_redeemed_when_another_process_retrieves)
 		if (x.nslots != 6)
 			_exit(12);
 		for (uint32_t i = 0; i < x.nslots; i++)
-			bad |= wsrv_check(&k[i], x.slots[i].ptr, 32768) != 32768;
+			bad |=
+			    wsrv_check(&k[i], x.slots[i].ptr, 32768) != 32768;
 		if (kvr_commit_retrieve(w, &x) < 0)
 			_exit(13);
 		kvr_close(w);
@@ -219,7 +220,8 @@ Test(worker, lease_is_redeemed_when_another_process_retrieves)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "child status 0x%x (10 connect, 11 redeem, 12 count, 13 "
-		  "commit, 14 bytes)", st);
+		  "commit, 14 bytes)",
+		  st);
 	/* The lease was taken over: releasing it now finds nothing. */
 	cr_expect_eq(kvr_release(c, lease), -ENOENT);
 	free(k);
@@ -257,7 +259,7 @@ Test(worker, ping_and_stats_answer_when_connected)
 Test(worker, calls_return_einval_when_arguments_are_bad)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
-	struct kvr_key k[2] = { { 1, 2 }, { 3, 4 } };
+	struct kvr_key k[2] = {{1, 2}, {3, 4}};
 	static struct kvr_key many[1025];
 	struct kvr_xfer x;
 

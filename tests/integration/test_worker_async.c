@@ -35,8 +35,8 @@ static void teardown(void)
 TestSuite(worker_async, .init = setup, .fini = teardown, .timeout = 90);
 
 #define NREQ 8
-#define NCH 4
-#define CHB 16384
+#define NCH  4
+#define CHB  16384
 
 static void keys_for(struct kvr_client *c, uint32_t r, struct kvr_key *k,
 		     uint32_t n)
@@ -74,7 +74,7 @@ static void pipeline(int transport)
 	struct kvr_client *c = wsrv_connect(&srv, transport, 5000);
 	static char tag[NREQ]; /* user data: &tag[i] identifies request i */
 	struct kvr_key k[NREQ][NCH];
-	uint64_t sizes[NCH] = { CHB, CHB, CHB, CHB };
+	uint64_t sizes[NCH] = {CHB, CHB, CHB, CHB};
 	struct kvr_xfer x[NREQ];
 	struct kvr_completion done[NREQ];
 
@@ -83,15 +83,17 @@ static void pipeline(int transport)
 	/* Prepare all stores at once. */
 	for (int r = 0; r < NREQ; r++)
 		cr_assert_eq(kvr_submit_prepare_store(c, k[r], sizes, NCH,
-						      &x[r], &tag[r]), 0);
+						      &x[r], &tag[r]),
+			     0);
 	cr_expect_eq(kvr_inflight(c), NREQ);
 	reap_n(c, done, tag, NREQ);
 	for (int r = 0; r < NREQ; r++) {
 		cr_assert_eq(done[r].status, 0);
 		cr_assert_eq(done[r].op, KVR_OP_PREPARE_STORE);
-		cr_assert_eq(done[r].xfer, &x[r], "completion %d carries xfer "
-			     "%p, expected %p", r, (void *)done[r].xfer,
-			     (void *)&x[r]);
+		cr_assert_eq(done[r].xfer, &x[r],
+			     "completion %d carries xfer "
+			     "%p, expected %p",
+			     r, (void *)done[r].xfer, (void *)&x[r]);
 		cr_assert_eq(x[r].nslots, NCH);
 		for (int i = 0; i < NCH; i++) {
 			cr_assert_eq(x[r].slots[i].status, KVR_SLOT_OK);
@@ -111,22 +113,25 @@ static void pipeline(int transport)
 	/* Lookups carry their own hit counts back. */
 	for (int r = 0; r < NREQ; r++)
 		cr_assert_eq(kvr_submit_lookup(c, k[r], (uint32_t)(r % NCH) + 1,
-					       false, &tag[r]), 0);
+					       false, &tag[r]),
+			     0);
 	reap_n(c, done, tag, NREQ);
 	for (int r = 0; r < NREQ; r++)
 		cr_expect_eq(done[r].value, r % NCH + 1, "lookup %d: %ld", r,
 			     done[r].value);
 	/* Retrieves, then verify and commit. */
 	for (int r = 0; r < NREQ; r++)
-		cr_assert_eq(kvr_submit_prepare_retrieve(c, k[r], NCH, &x[r],
-							 &tag[r]), 0);
+		cr_assert_eq(
+		    kvr_submit_prepare_retrieve(c, k[r], NCH, &x[r], &tag[r]),
+		    0);
 	reap_n(c, done, tag, NREQ);
 	for (int r = 0; r < NREQ; r++) {
 		cr_assert_eq(done[r].status, 0);
 		cr_assert_eq(x[r].nslots, NCH);
 		for (int i = 0; i < NCH; i++)
-			cr_expect_eq(wsrv_check(&k[r][i], x[r].slots[i].ptr, CHB),
-				     CHB, "req %d chunk %d", r, i);
+			cr_expect_eq(
+			    wsrv_check(&k[r][i], x[r].slots[i].ptr, CHB), CHB,
+			    "req %d chunk %d", r, i);
 		cr_assert_eq(kvr_submit_commit_retrieve(c, &x[r], &tag[r]), 0);
 	}
 	reap_n(c, done, tag, NREQ);
@@ -148,7 +153,7 @@ Test(worker_async, reap_returns_zero_when_nothing_is_in_flight)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
 	struct kvr_completion e;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 
 	cr_expect_eq(kvr_reap(c, &e, 1, 1, 100), 0);
 	cr_expect_eq(kvr_reap(c, &e, 1, 0, 0), 0);
@@ -189,7 +194,7 @@ struct thr {
 static void *hammer(void *arg)
 {
 	struct thr *t = arg;
-	uint64_t sizes[2] = { 8192, 8192 };
+	uint64_t sizes[2] = {8192, 8192};
 
 	for (int it = 0; it < 40; it++) {
 		struct kvr_key k[2];
@@ -231,7 +236,7 @@ Test(worker_async, answers_stay_matched_when_threads_share_one_client)
 	pthread_t th[4];
 
 	for (int i = 0; i < 4; i++) {
-		t[i] = (struct thr){ .c = c, .id = i };
+		t[i] = (struct thr){.c = c, .id = i};
 		cr_assert_eq(pthread_create(&th[i], NULL, hammer, &t[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {

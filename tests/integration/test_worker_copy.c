@@ -115,7 +115,7 @@ Test(worker_copy, abort_and_prefix_work_when_transport_is_copy)
 {
 	struct kvr_client *c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
 	struct kvr_key k[12];
-	uint64_t sizes[2] = { 4096, 4096 };
+	uint64_t sizes[2] = {4096, 4096};
 	struct kvr_xfer x;
 
 	keys_for(c, 4, k, 12);

@@ -80,7 +80,8 @@ Test(worker_fail, call_reports_stale_heartbeat_when_server_stays_stopped)
 	kvr_close(c);
 }
 
-Test(worker_fail, connection_survives_when_server_resumes_before_heartbeat_is_stale)
+Test(worker_fail,
+     connection_survives_when_server_resumes_before_heartbeat_is_stale)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 200);
 	struct kvr_key k[2];
@@ -105,9 +106,9 @@ Test(worker_fail, connection_survives_when_server_resumes_before_heartbeat_is_st
 Test(worker_fail, late_reservation_is_undone_when_call_timed_out)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 200);
-	const uint64_t sz[2] = { 4096, 4096 };
+	const uint64_t sz[2] = {4096, 4096};
 	struct kvr_stats_wire st;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	struct kvr_key k[2];
 	long rc;
 
@@ -163,7 +164,7 @@ Test(worker_fail, pending_transfer_fails_when_server_dies_mid_store)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
 	struct kvr_key k[3];
-	uint64_t sizes[3] = { 4096, 4096, 4096 };
+	uint64_t sizes[3] = {4096, 4096, 4096};
 	struct kvr_xfer x;
 
 	keys_for(c, 4, k, 3);

@@ -36,5 +36,6 @@ Test(worker_python, binding_suite_passes_when_run_by_system_python)
 		 KVR_BIN_DIR, KVR_BIN_DIR, PY, KVR_SRC_DIR);
 	st = system(cmd);
 	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "python binding suite failed (status 0x%x); run: %s", st, cmd);
+		  "python binding suite failed (status 0x%x); run: %s", st,
+		  cmd);
 }

@@ -39,7 +39,7 @@ struct wsrv {
 
 static inline void wsrv_sleep_ms(unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
 }
@@ -55,7 +55,7 @@ static inline void wsrv_init(struct wsrv *s, const char *pool)
 
 static inline bool wsrv_connectable(const struct wsrv *s)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	bool ok;
 
@@ -70,9 +70,9 @@ static inline bool wsrv_connectable(const struct wsrv *s)
  * once it accepts and its control segment says RUNNING. */
 static inline void wsrv_start(struct wsrv *s)
 {
-	const char *args[] = { "--pool-size", s->pool, "--allow-root",
-			       "--heartbeat-ms", "100", "--max-keys", "1024",
-			       "--log-level", "info", NULL };
+	const char *args[] = {
+	    "--pool-size", s->pool, "--allow-root", "--heartbeat-ms", "100",
+	    "--max-keys",  "1024",  "--log-level",  "info",	      NULL};
 
 	t_server_start(&s->t, args);
 	s->pid = s->t.pid;
@@ -115,11 +115,10 @@ static inline void wsrv_cleanup(struct wsrv *s)
 }
 
 /* The small layout the suites use: chunk bytes are chosen per call. */
-static inline struct kvr_client_opts wsrv_opts(const struct wsrv *s,
-					       int transport,
-					       uint32_t timeout_ms)
+static inline struct kvr_client_opts
+wsrv_opts(const struct wsrv *s, int transport, uint32_t timeout_ms)
 {
-	struct kvr_client_opts o = { 0 };
+	struct kvr_client_opts o = {0};
 
 	strcpy(o.ns.model, "kvring-test-model");
 	o.ns.layers = 2;
@@ -134,9 +133,8 @@ static inline struct kvr_client_opts wsrv_opts(const struct wsrv *s,
 	return o;
 }
 
-static inline struct kvr_client *wsrv_connect(const struct wsrv *s,
-					      int transport,
-					      uint32_t timeout_ms)
+static inline struct kvr_client *
+wsrv_connect(const struct wsrv *s, int transport, uint32_t timeout_ms)
 {
 	struct kvr_client_opts o = wsrv_opts(s, transport, timeout_ms);
 	struct kvr_client *c = NULL;
@@ -180,8 +178,8 @@ static inline size_t wsrv_check(const struct kvr_key *k, const void *src,
 	uint64_t seed = k->lo ^ wsrv_mix(k->hi);
 
 	for (size_t i = 0; i < n; i++)
-		if (s[i] != (unsigned char)(wsrv_mix(seed + i / 8) >>
-					    (8 * (i % 8))))
+		if (s[i] !=
+		    (unsigned char)(wsrv_mix(seed + i / 8) >> (8 * (i % 8))))
 			return i;
 	return n;
 }

@@ -37,7 +37,7 @@ void t_ns_default(struct kvr_ns_desc *ns)
 
 int t_raw_sock(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
@@ -54,9 +54,9 @@ int t_raw_sock(const char *path)
 
 int t_raw_send_frame(int fd, uint32_t type, const void *body, size_t len)
 {
-	struct kvr_frame f = { .len = (uint32_t)len, .type = type };
-	struct iovec iov[2] = { { &f, sizeof(f) }, { (void *)body, len } };
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	struct kvr_frame f = {.len = (uint32_t)len, .type = type};
+	struct iovec iov[2] = {{&f, sizeof(f)}, {(void *)body, len}};
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
 
 	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)(sizeof(f) + len))
 		return -errno ? -errno : -EIO;
@@ -71,10 +71,12 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 		char b[CMSG_SPACE(8 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { buf, sizeof(buf) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = u.b, .msg_controllen = sizeof(u.b) };
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct iovec iov = {buf, sizeof(buf)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.b,
+			   .msg_controllen = sizeof(u.b)};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	struct cmsghdr *cm;
 	size_t got = 0;
 	ssize_t n;
@@ -92,7 +94,8 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 			if (cm->cmsg_level != SOL_SOCKET ||
 			    cm->cmsg_type != SCM_RIGHTS)
 				continue;
-			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int k =
+			    (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 
 			for (int i = 0; i < k && *nfds < 4; i++)
 				memcpy(&fds[(*nfds)++],
@@ -130,7 +133,7 @@ int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r)
 int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 		     const struct kvr_ns_desc *ns, struct t_raw *r)
 {
-	struct kvr_hello h = { 0 };
+	struct kvr_hello h = {0};
 	int fds[4], nfds, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -168,14 +171,13 @@ int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 	if (nfds > 3)
 		r->pool = map_fd(fds[3], r->w.pool_bytes);
 	r->ch = (struct kvr_channel_shm *)((char *)r->ctl + r->w.channel_off);
-	rc = kvr_ring_attach_producer(&r->req, (char *)r->ch + r->ch->req_ring_off,
-				      kvr_ring_shm_bytes(r->w.req_ring_cap),
-				      r->w.req_ring_cap);
+	rc = kvr_ring_attach_producer(
+	    &r->req, (char *)r->ch + r->ch->req_ring_off,
+	    kvr_ring_shm_bytes(r->w.req_ring_cap), r->w.req_ring_cap);
 	if (rc == 0)
 		rc = kvr_ring_attach_consumer(
-			&r->resp, (char *)r->ch + r->ch->resp_ring_off,
-			kvr_ring_shm_bytes(r->w.resp_ring_cap),
-			r->w.resp_ring_cap);
+		    &r->resp, (char *)r->ch + r->ch->resp_ring_off,
+		    kvr_ring_shm_bytes(r->w.resp_ring_cap), r->w.resp_ring_cap);
 	if (rc < 0) {
 		fprintf(stderr, "t_raw: attach rings: %d\n", rc);
 		abort();
@@ -185,7 +187,7 @@ int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 
 static void sleep_us(long us)
 {
-	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
 
 	nanosleep(&ts, NULL);
 }
@@ -194,8 +196,10 @@ int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 	       const struct kvr_key *keys, const uint64_t *sizes, uint32_t n,
 	       void *ans, size_t cap)
 {
-	struct kvr_req_hdr h = { .req_id = r->next_id++, .handle = handle,
-				 .count = n, .flags = flags };
+	struct kvr_req_hdr h = {.req_id = r->next_id++,
+				.handle = handle,
+				.count = n,
+				.flags = flags};
 	size_t len = kvr_req_bytes(op, n);
 	struct kvr_ring_rec rec;
 	char *p;
@@ -232,7 +236,7 @@ int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 
 bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms)
 {
-	struct pollfd p = { .fd = r->sock, .events = POLLIN | POLLRDHUP };
+	struct pollfd p = {.fd = r->sock, .events = POLLIN | POLLRDHUP};
 	char b[64];
 
 	int waited = 0;

@@ -51,7 +51,7 @@ const char *t_server_bin(void)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 
 	nanosleep(&ts, NULL);
 }
@@ -62,8 +62,8 @@ void t_server_init(struct t_server *t)
 
 	memset(t, 0, sizeof(*t));
 	seq++;
-	snprintf(t->sock, sizeof(t->sock), "/tmp/kvr-t%d-%u.sock", (int)getpid(),
-		 seq);
+	snprintf(t->sock, sizeof(t->sock), "/tmp/kvr-t%d-%u.sock",
+		 (int)getpid(), seq);
 	snprintf(t->name, sizeof(t->name), "kvring-t%d-%u", (int)getpid(), seq);
 	snprintf(t->ctl_name, sizeof(t->ctl_name), "%s.ctl", t->name);
 	snprintf(t->log_path, sizeof(t->log_path), "/tmp/kvr-t%d-%u.log",
@@ -105,7 +105,7 @@ pid_t t_server_spawn(struct t_server *t, const char *const *argv)
 
 int t_server_map(struct t_server *t)
 {
-	struct kvr_seg seg = { .fd = -1 };
+	struct kvr_seg seg = {.fd = -1};
 	int rc;
 
 	if (t->ctl) {
@@ -272,7 +272,7 @@ const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
 	return (const struct kvr_channel_shm *)((const char *)t->ctl +
 						t->hdr->channels_off +
 						(uint64_t)i *
-							t->hdr->channel_bytes);
+						    t->hdr->channel_bytes);
 }
 
 bool t_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)

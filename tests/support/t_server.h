@@ -20,12 +20,12 @@
 #include <kvring/layout.h>
 
 struct t_server {
-	pid_t pid;		 /* 0 when not running */
-	char sock[108];		 /* socket path */
-	char name[64];		 /* segment base name */
-	char ctl_name[80];	 /* <name>.ctl */
-	char log_path[128];	 /* the server's stderr */
-	void *ctl;		 /* read-only mapping of the control segment */
+	pid_t pid;	    /* 0 when not running */
+	char sock[108];	    /* socket path */
+	char name[64];	    /* segment base name */
+	char ctl_name[80];  /* <name>.ctl */
+	char log_path[128]; /* the server's stderr */
+	void *ctl;	    /* read-only mapping of the control segment */
 	size_t ctl_bytes;
 	const struct kvr_ctl_hdr_shm *hdr; /* == ctl */
 };
@@ -69,7 +69,7 @@ void t_server_cleanup(struct t_server *t);
 int t_server_map(struct t_server *t);
 
 /* A global counter, read with a relaxed load (fields of kvr_gstats_shm). */
-#define T_GSTAT(t, field)                                                    \
+#define T_GSTAT(t, field)                                                      \
 	atomic_load_explicit(&(t)->hdr->stats.field, memory_order_relaxed)
 
 /* Channel block @i of the mapped control segment (read-only). */
@@ -77,8 +77,8 @@ const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
 					    uint32_t i);
 
 /* A channel counter (fields of kvr_cstats_shm). */
-#define T_CSTAT(t, i, field)                                                 \
-	atomic_load_explicit(&t_server_chan((t), (i))->stats.field,          \
+#define T_CSTAT(t, i, field)                                                   \
+	atomic_load_explicit(&t_server_chan((t), (i))->stats.field,            \
 			     memory_order_relaxed)
 
 /*

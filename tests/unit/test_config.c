@@ -60,7 +60,7 @@ Test(config, defaults_apply_when_no_flags_given)
 
 Test(config, socket_comes_from_environment_when_no_flag_given)
 {
-	const char *args[] = { "--pool-size", "2M", NULL };
+	const char *args[] = {"--pool-size", "2M", NULL};
 	struct kvr_config c;
 
 	setenv("KVRING_SOCKET", "/tmp/env.sock", 1);
@@ -71,14 +71,37 @@ Test(config, socket_comes_from_environment_when_no_flag_given)
 
 Test(config, every_flag_is_applied_when_valid)
 {
-	const char *args[] = { "--socket", "/tmp/x.sock", "--name", "kvring-x",
-			       "--pool-size", "256M", "--align", "64",
-			       "--max-workers", "3", "--spin-us", "0",
-			       "--lease-ms", "5", "--pool-backend", "memfd",
-			       "--log-level", "debug", "--max-keys", "16",
-			       "--ring-bytes", "64K", "--heartbeat-ms", "10",
-			       "--handshake-ms", "50", "--stall-ms", "20",
-			       "--allow-root", "--no-prefault", NULL };
+	const char *args[] = {"--socket",
+			      "/tmp/x.sock",
+			      "--name",
+			      "kvring-x",
+			      "--pool-size",
+			      "256M",
+			      "--align",
+			      "64",
+			      "--max-workers",
+			      "3",
+			      "--spin-us",
+			      "0",
+			      "--lease-ms",
+			      "5",
+			      "--pool-backend",
+			      "memfd",
+			      "--log-level",
+			      "debug",
+			      "--max-keys",
+			      "16",
+			      "--ring-bytes",
+			      "64K",
+			      "--heartbeat-ms",
+			      "10",
+			      "--handshake-ms",
+			      "50",
+			      "--stall-ms",
+			      "20",
+			      "--allow-root",
+			      "--no-prefault",
+			      NULL};
 	struct kvr_config c;
 
 	cr_assert_eq(parse(&c, args), KVR_CONFIG_RUN);
@@ -101,9 +124,9 @@ Test(config, every_flag_is_applied_when_valid)
 
 Test(config, group_is_resolved_when_given_by_name_or_number)
 {
-	const char *a1[] = { "--group", "root", NULL };
-	const char *a2[] = { "--group", "4242", NULL };
-	const char *a3[] = { "--group", "no-such-group-kvr", NULL };
+	const char *a1[] = {"--group", "root", NULL};
+	const char *a2[] = {"--group", "4242", NULL};
+	const char *a3[] = {"--group", "no-such-group-kvr", NULL};
 	struct kvr_config c;
 
 	cr_assert_eq(parse(&c, a1), KVR_CONFIG_RUN);
@@ -117,21 +140,21 @@ Test(config, group_is_resolved_when_given_by_name_or_number)
 Test(config, usage_error_is_returned_when_an_option_is_bad)
 {
 	const char *bad[][3] = {
-		{ "--pool-size", "512K" },   { "--align", "100" },
-		{ "--align", "32" },	     { "--max-workers", "0" },
-		{ "--max-workers", "5000" }, { "--spin-us", "-1" },
-		{ "--lease-ms", "0" },	     { "--pool-backend", "disk" },
-		{ "--log-level", "loud" },   { "--max-keys", "4097" },
-		{ "--ring-bytes", "100K" },  { "--ring-bytes", "32K" },
-		{ "--heartbeat-ms", "1" },   { "--name", "a/b" },
-		{ "--name", ".hidden" },     { "--bogus", "1" },
+	    {"--pool-size", "512K"},   {"--align", "100"},
+	    {"--align", "32"},	       {"--max-workers", "0"},
+	    {"--max-workers", "5000"}, {"--spin-us", "-1"},
+	    {"--lease-ms", "0"},       {"--pool-backend", "disk"},
+	    {"--log-level", "loud"},   {"--max-keys", "4097"},
+	    {"--ring-bytes", "100K"},  {"--ring-bytes", "32K"},
+	    {"--heartbeat-ms", "1"},   {"--name", "a/b"},
+	    {"--name", ".hidden"},     {"--bogus", "1"},
 	};
 	struct kvr_config c;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_expect_eq(parse(&c, bad[i]), -EINVAL, "%s %s accepted",
 			     bad[i][0], bad[i][1]);
-	const char *extra[] = { "stray", NULL };
+	const char *extra[] = {"stray", NULL};
 
 	cr_expect_eq(parse(&c, extra), -EINVAL);
 	char longpath[200];
@@ -139,15 +162,15 @@ Test(config, usage_error_is_returned_when_an_option_is_bad)
 	memset(longpath, 'a', sizeof(longpath) - 1);
 	longpath[0] = '/';
 	longpath[sizeof(longpath) - 1] = '\0';
-	const char *lp[] = { "--socket", longpath, NULL };
+	const char *lp[] = {"--socket", longpath, NULL};
 
 	cr_expect_eq(parse(&c, lp), -EINVAL);
 }
 
 Test(config, help_and_version_are_reported_when_asked)
 {
-	const char *h[] = { "--help", NULL };
-	const char *v[] = { "-V", NULL };
+	const char *h[] = {"--help", NULL};
+	const char *v[] = {"-V", NULL};
 	struct kvr_config c;
 
 	cr_expect_eq(parse(&c, h), KVR_CONFIG_HELP);
@@ -189,9 +212,9 @@ Test(paths, default_socket_is_per_uid_when_computed)
 
 Test(config, huge_pages_is_auto_when_not_given_and_parses_each_mode)
 {
-	const char *req[] = { "--huge-pages", "require", "--huge-dir",
-			      "/dev/hugepages", NULL };
-	const char *off[] = { "--huge-pages", "off", NULL };
+	const char *req[] = {"--huge-pages", "require", "--huge-dir",
+			     "/dev/hugepages", NULL};
+	const char *off[] = {"--huge-pages", "off", NULL};
 	struct kvr_config c;
 
 	cr_assert_eq(parse(&c, NULL), KVR_CONFIG_RUN);
@@ -206,10 +229,10 @@ Test(config, huge_pages_is_auto_when_not_given_and_parses_each_mode)
 
 Test(config, huge_pages_is_usage_error_when_value_or_combination_is_bad)
 {
-	const char *bad_mode[] = { "--huge-pages", "yes", NULL };
-	const char *rel_dir[] = { "--huge-dir", "hugepages", NULL };
-	const char *priv[] = { "--huge-pages", "require", "--pool-backend",
-			       "private", NULL };
+	const char *bad_mode[] = {"--huge-pages", "yes", NULL};
+	const char *rel_dir[] = {"--huge-dir", "hugepages", NULL};
+	const char *priv[] = {"--huge-pages", "require", "--pool-backend",
+			      "private", NULL};
 	struct kvr_config c;
 
 	cr_expect_eq(parse(&c, bad_mode), -EINVAL);
@@ -219,7 +242,7 @@ Test(config, huge_pages_is_usage_error_when_value_or_combination_is_bad)
 
 Test(config, quotas_default_to_shares_of_the_pool_when_not_given)
 {
-	const char *a[] = { "--pool-size", "1G", NULL };
+	const char *a[] = {"--pool-size", "1G", NULL};
 	struct kvr_config c;
 
 	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
@@ -231,9 +254,17 @@ Test(config, quotas_default_to_shares_of_the_pool_when_not_given)
 
 Test(config, quotas_take_sizes_or_percentages_when_given)
 {
-	const char *a[] = { "--pool-size", "64M", "--quota-reserved", "12.5%",
-			    "--quota-pinned", "48M", "--max-key-bytes", "100%",
-			    "--xfer-ms", "6000", NULL };
+	const char *a[] = {"--pool-size",
+			   "64M",
+			   "--quota-reserved",
+			   "12.5%",
+			   "--quota-pinned",
+			   "48M",
+			   "--max-key-bytes",
+			   "100%",
+			   "--xfer-ms",
+			   "6000",
+			   NULL};
 	struct kvr_config c;
 
 	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
@@ -246,15 +277,15 @@ Test(config, quotas_take_sizes_or_percentages_when_given)
 Test(config, quota_and_deadline_errors_are_usage_errors_when_out_of_range)
 {
 	const char *bad[][3] = {
-		{ "--quota-reserved", "0%", NULL },
-		{ "--quota-reserved", "101%", NULL },
-		{ "--quota-pinned", "%", NULL },
-		{ "--quota-pinned", "-5%", NULL },
-		{ "--max-key-bytes", "12", NULL },
-		{ "--max-key-bytes", "lots", NULL },
-		{ "--xfer-ms", "5", NULL },
-		/* Not above the default --stall-ms 5000. */
-		{ "--xfer-ms", "5000", NULL },
+	    {"--quota-reserved", "0%", NULL},
+	    {"--quota-reserved", "101%", NULL},
+	    {"--quota-pinned", "%", NULL},
+	    {"--quota-pinned", "-5%", NULL},
+	    {"--max-key-bytes", "12", NULL},
+	    {"--max-key-bytes", "lots", NULL},
+	    {"--xfer-ms", "5", NULL},
+	    /* Not above the default --stall-ms 5000. */
+	    {"--xfer-ms", "5000", NULL},
 	};
 	struct kvr_config c;
 

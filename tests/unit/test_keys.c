@@ -38,17 +38,17 @@ static void le64(uint8_t *p, uint64_t v)
 
 static struct kvr_key spec_ns(const struct kvr_ns_desc *ns)
 {
-	uint8_t b[96] = { 0 };
-	const uint32_t f[8] = { ns->layers,  ns->kv_heads, ns->head_size,
-				ns->dtype_bytes, ns->tp_rank, ns->tp_size,
-				ns->chunk_tokens, 0 };
+	uint8_t b[96] = {0};
+	const uint32_t f[8] = {
+	    ns->layers,	 ns->kv_heads, ns->head_size,	 ns->dtype_bytes,
+	    ns->tp_rank, ns->tp_size,  ns->chunk_tokens, 0};
 	XXH128_hash_t h;
 
 	memcpy(b, ns->model, strlen(ns->model));
 	for (int i = 0; i < 8; i++)
 		le32(b + 64 + 4 * i, f[i]);
 	h = XXH3_128bits(b, sizeof(b));
-	return (struct kvr_key){ h.low64, h.high64 };
+	return (struct kvr_key){h.low64, h.high64};
 }
 
 static size_t spec_keys(const struct kvr_ns_desc *ns, const uint32_t *t,
@@ -67,7 +67,7 @@ static size_t spec_keys(const struct kvr_ns_desc *ns, const uint32_t *t,
 		for (size_t j = 0; j < c; j++)
 			le32(buf + 16 + 4 * j, t[i * c + j]);
 		h = XXH3_128bits(buf, 16 + 4 * c);
-		prev = (struct kvr_key){ h.low64, h.high64 };
+		prev = (struct kvr_key){h.low64, h.high64};
 		out[i] = prev;
 	}
 	free(buf);
@@ -110,25 +110,28 @@ static int load_cases(struct vcase *cs, int max)
 			sscanf(line + 5, "%63s", v->name);
 		} else if (!strncmp(line, "ns ", 3)) {
 			cr_assert(v);
-			cr_assert_eq(sscanf(line,
-					    "ns model=%63s layers=%u kv_heads=%u "
-					    "head_size=%u dtype_bytes=%u "
-					    "tp_rank=%u tp_size=%u chunk_tokens=%u",
-					    v->ns.model, &v->ns.layers,
-					    &v->ns.kv_heads, &v->ns.head_size,
-					    &v->ns.dtype_bytes, &v->ns.tp_rank,
-					    &v->ns.tp_size, &v->ns.chunk_tokens),
-				     8, "bad ns line: %s", line);
-		} else if (sscanf(line, "ns_key lo=%llx hi=%llx", &lo, &hi) == 2) {
-			v->nskey = (struct kvr_key){ lo, hi };
+			cr_assert_eq(
+			    sscanf(line,
+				   "ns model=%63s layers=%u kv_heads=%u "
+				   "head_size=%u dtype_bytes=%u "
+				   "tp_rank=%u tp_size=%u chunk_tokens=%u",
+				   v->ns.model, &v->ns.layers, &v->ns.kv_heads,
+				   &v->ns.head_size, &v->ns.dtype_bytes,
+				   &v->ns.tp_rank, &v->ns.tp_size,
+				   &v->ns.chunk_tokens),
+			    8, "bad ns line: %s", line);
+		} else if (sscanf(line, "ns_key lo=%llx hi=%llx", &lo, &hi) ==
+			   2) {
+			v->nskey = (struct kvr_key){lo, hi};
 		} else if (!strncmp(line, "tokens ", 7)) {
 			cr_assert_eq(sscanf(line, "tokens n=%zu a=%u b=%u",
-					    &v->ntok, &v->a, &v->b), 3);
+					    &v->ntok, &v->a, &v->b),
+				     3);
 		} else if (sscanf(line, "key %u lo=%llx hi=%llx", &idx, &lo,
 				  &hi) == 3) {
 			cr_assert_eq(idx, v->nkeys, "keys out of order");
 			cr_assert(idx < 64);
-			v->keys[v->nkeys++] = (struct kvr_key){ lo, hi };
+			v->keys[v->nkeys++] = (struct kvr_key){lo, hi};
 		}
 	}
 	fclose(f);
@@ -166,7 +169,7 @@ Test(keys, library_matches_vectors_when_derived_from_the_file)
 			     v->name, k, v->nkeys);
 		for (size_t j = 0; j < v->nkeys; j++)
 			cr_expect(got[j].lo == v->keys[j].lo &&
-					  got[j].hi == v->keys[j].hi,
+				      got[j].hi == v->keys[j].hi,
 				  "%s key %zu: got %016llx/%016llx", v->name, j,
 				  (unsigned long long)got[j].lo,
 				  (unsigned long long)got[j].hi);
@@ -190,17 +193,21 @@ Test(keys, spec_reimplementation_matches_vectors_when_hashed_one_shot)
 		cr_assert_eq(k, v->nkeys, "%s", v->name);
 		for (size_t j = 0; j < k; j++)
 			cr_expect(got[j].lo == v->keys[j].lo &&
-					  got[j].hi == v->keys[j].hi,
-				  "%s key %zu differs from the spec", v->name, j);
+				      got[j].hi == v->keys[j].hi,
+				  "%s key %zu differs from the spec", v->name,
+				  j);
 		free(t);
 	}
 }
 
 static struct kvr_ns_desc demo_ns(uint32_t chunk)
 {
-	struct kvr_ns_desc ns = { .layers = 4, .kv_heads = 8, .head_size = 128,
-				  .dtype_bytes = 2, .tp_size = 1,
-				  .chunk_tokens = chunk };
+	struct kvr_ns_desc ns = {.layers = 4,
+				 .kv_heads = 8,
+				 .head_size = 128,
+				 .dtype_bytes = 2,
+				 .tp_size = 1,
+				 .chunk_tokens = chunk};
 
 	strcpy(ns.model, "m");
 	return ns;
@@ -223,8 +230,8 @@ Test(keys, prefix_of_tokens_gives_prefix_of_keys_when_truncated)
 Test(keys, same_chunk_gets_other_key_when_prefix_differs)
 {
 	struct kvr_ns_desc ns = demo_ns(4);
-	uint32_t a[8] = { 1, 2, 3, 4, 9, 9, 9, 9 };
-	uint32_t b[8] = { 1, 2, 3, 5, 9, 9, 9, 9 };
+	uint32_t a[8] = {1, 2, 3, 4, 9, 9, 9, 9};
+	uint32_t b[8] = {1, 2, 3, 5, 9, 9, 9, 9};
 	struct kvr_key ka[2], kb[2];
 
 	kvr_keys_from_tokens(&ns, a, 8, ka, 2);
@@ -235,7 +242,7 @@ Test(keys, same_chunk_gets_other_key_when_prefix_differs)
 Test(keys, namespace_changes_every_key_when_tp_rank_differs)
 {
 	struct kvr_ns_desc n0 = demo_ns(4), n1 = demo_ns(4);
-	uint32_t t[4] = { 1, 2, 3, 4 };
+	uint32_t t[4] = {1, 2, 3, 4};
 	struct kvr_key k0, k1;
 
 	n1.tp_size = 2;
@@ -249,7 +256,7 @@ Test(keys, returns_einval_when_namespace_is_bad)
 {
 	struct kvr_ns_desc ns = demo_ns(4);
 	struct kvr_key k;
-	uint32_t t[4] = { 0 };
+	uint32_t t[4] = {0};
 
 	ns.chunk_tokens = 0;
 	cr_expect_eq(kvr_keys_from_tokens(&ns, t, 4, &k, 1), -EINVAL);
@@ -267,7 +274,7 @@ Test(keys, returns_einval_when_namespace_is_bad)
 Test(keys, returns_zero_keys_when_fewer_tokens_than_a_chunk)
 {
 	struct kvr_ns_desc ns = demo_ns(16);
-	uint32_t t[15] = { 0 };
+	uint32_t t[15] = {0};
 	struct kvr_key k;
 
 	cr_expect_eq(kvr_keys_from_tokens(&ns, t, 15, &k, 1), 0);

@@ -30,7 +30,7 @@ Test(layout, geom_places_rings_inside_block_when_valid)
 
 Test(layout, geom_refuses_bad_capacity_when_not_power_of_two)
 {
-	struct kvr_ctl_geom g = { .max_channels = 7 };
+	struct kvr_ctl_geom g = {.max_channels = 7};
 
 	cr_expect_eq(kvr_ctl_geom_compute(64, 65535, 65536, &g), -EINVAL);
 	cr_expect_eq(kvr_ctl_geom_compute(64, 2048, 65536, &g), -EINVAL);

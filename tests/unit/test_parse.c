@@ -38,8 +38,7 @@ Test(parse, sizes_are_rejected_when_malformed_or_overflowing)
 	cr_expect_eq(kvr_parse_size("12Q", &v), -EINVAL);
 	cr_expect_eq(kvr_parse_size("1GX", &v), -EINVAL);
 	cr_expect_eq(kvr_parse_size("99999999999T", &v), -EINVAL);
-	cr_expect_eq(kvr_parse_size("18446744073709551616", &v),
-		     -EINVAL);
+	cr_expect_eq(kvr_parse_size("18446744073709551616", &v), -EINVAL);
 	cr_expect_eq(v, 7, "output changed on failure");
 }
 
@@ -59,7 +58,7 @@ Test(parse, formats_sizes_in_human_units_when_reporting)
 
 Test(parse, reads_back_what_it_formats_when_exact)
 {
-	const uint64_t v[] = { 1024, 4096, 64ull << 20, 1ull << 30, 2ull << 40 };
+	const uint64_t v[] = {1024, 4096, 64ull << 20, 1ull << 30, 2ull << 40};
 	char b[KVR_SIZE_STR_MAX], t[KVR_SIZE_STR_MAX];
 	uint64_t got;
 

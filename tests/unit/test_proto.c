@@ -18,8 +18,8 @@ TestSuite(proto, .timeout = 10);
 /* A request record of op with n keys, built in buf; returns its length. */
 static size_t mk_req(uint8_t *buf, uint32_t op, uint32_t n, uint32_t flags)
 {
-	struct kvr_req_hdr h = { .req_id = 7, .handle = 0, .count = n,
-				 .flags = flags };
+	struct kvr_req_hdr h = {
+	    .req_id = 7, .handle = 0, .count = n, .flags = flags};
 	size_t len = kvr_req_bytes(op, n);
 
 	memset(buf, 0, len);
@@ -64,7 +64,7 @@ Test(proto, parse_points_keys_and_sizes_into_record_when_store)
 Test(proto, parse_refuses_unknown_op_and_leaves_output_when_bad)
 {
 	uint8_t buf[64];
-	struct kvr_req_view v = { .op = 99 };
+	struct kvr_req_view v = {.op = 99};
 	size_t len = mk_req(buf, KVR_OP_PING, 0, 0);
 
 	cr_expect_eq(kvr_req_parse(0, buf, len, 16, &v), -EBADMSG);
@@ -129,13 +129,13 @@ Test(proto, parse_refuses_flags_and_reserved_when_not_allowed)
 static size_t mk_resp(uint8_t *buf, uint32_t n, uint64_t off, uint64_t len,
 		      int32_t st)
 {
-	struct kvr_resp_hdr h = { .req_id = 1, .count = n };
+	struct kvr_resp_hdr h = {.req_id = 1, .count = n};
 	struct kvr_slot_desc *s = (struct kvr_slot_desc *)(buf + sizeof(h));
 
 	memcpy(buf, &h, sizeof(h));
 	for (uint32_t i = 0; i < n; i++)
-		s[i] = (struct kvr_slot_desc){ .off = off, .len = len,
-					       .status = st };
+		s[i] = (struct kvr_slot_desc){
+		    .off = off, .len = len, .status = st};
 	return kvr_resp_bytes(n);
 }
 
@@ -155,7 +155,7 @@ Test(proto, resp_parse_accepts_span_ending_at_pool_end)
 Test(proto, resp_parse_refuses_span_one_byte_past_pool)
 {
 	uint8_t buf[256];
-	struct kvr_resp_hdr h = { .req_id = 555 };
+	struct kvr_resp_hdr h = {.req_id = 555};
 	const struct kvr_slot_desc *s = NULL;
 	size_t len = mk_resp(buf, 1, 4097, 4096, KVR_SLOT_OK);
 
@@ -205,9 +205,8 @@ Test(proto, resp_parse_refuses_request_type_when_answer_expected)
 
 static struct kvr_hello good_hello(void)
 {
-	struct kvr_hello h = { .magic = KVR_PROTO_MAGIC,
-			       .version = KVR_PROTO_VERSION,
-			       .pid = 1 };
+	struct kvr_hello h = {
+	    .magic = KVR_PROTO_MAGIC, .version = KVR_PROTO_VERSION, .pid = 1};
 
 	strcpy(h.ns.model, "llama-3-8b");
 	h.ns.layers = 32;
@@ -222,7 +221,7 @@ static struct kvr_hello good_hello(void)
 Test(proto, hello_check_names_both_versions_when_mismatch)
 {
 	struct kvr_hello h = good_hello();
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 
 	cr_expect_eq(kvr_hello_check(&h, sizeof(h), &e), 0);
 	h.version = KVR_PROTO_VERSION + 1;
@@ -238,7 +237,7 @@ Test(proto, hello_check_names_both_versions_when_mismatch)
 Test(proto, hello_check_refuses_garbage_when_malformed)
 {
 	struct kvr_hello h = good_hello();
-	struct kvr_err e = { 0 };
+	struct kvr_err e = {0};
 
 	cr_expect_eq(kvr_hello_check(&h, sizeof(h) - 1, &e), -EBADMSG);
 	h.magic = 0xdeadbeef;
@@ -259,13 +258,13 @@ Test(proto, hello_check_refuses_garbage_when_malformed)
 
 Test(proto, welcome_check_refuses_bad_geometry_when_status_ok)
 {
-	struct kvr_welcome w = { .magic = KVR_PROTO_MAGIC,
-				 .version = KVR_PROTO_VERSION,
-				 .transport = KVR_TRANSPORT_SHM,
-				 .pool_bytes = 1 << 20,
-				 .align = 4096,
-				 .max_keys = 256 };
-	struct kvr_err e = { 0 };
+	struct kvr_welcome w = {.magic = KVR_PROTO_MAGIC,
+				.version = KVR_PROTO_VERSION,
+				.transport = KVR_TRANSPORT_SHM,
+				.pool_bytes = 1 << 20,
+				.align = 4096,
+				.max_keys = 256};
+	struct kvr_err e = {0};
 
 	cr_expect_eq(kvr_welcome_check(&w, sizeof(w), &e), 0);
 	w.align = 100;

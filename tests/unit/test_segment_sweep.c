@@ -100,7 +100,7 @@ static void write_ctl(const char *name, pid_t pid, uint64_t start)
  * a second open of the file with an OFD read lock (segment_map.c). */
 static void write_live_ctl(const char *name)
 {
-	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
 	uint64_t start;
 	int fd;
 
@@ -527,7 +527,7 @@ Test(sweep, list_reports_state_when_segments_mixed)
  */
 Test(sweep, regress_12_lock_decides_liveness_not_the_forgeable_pid)
 {
-	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
 	struct kvr_sweep_report r;
 	struct kvr_seg_hdr_shm h;
 	uint64_t ds, ls;
@@ -569,7 +569,7 @@ Test(sweep, created_segment_is_locked_until_destroyed)
 	int fd, rc;
 
 	cr_assert_eq(kvr_seg_create_shm(dir, PFX "own.ctl", 8192, 0, (gid_t)-1,
-				       &s, NULL),
+					&s, NULL),
 		     0);
 	fd = open(P(PFX "own.ctl"), O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
@@ -577,7 +577,7 @@ Test(sweep, created_segment_is_locked_until_destroyed)
 	cr_expect_eq(rc, 1, "created segment not locked: %d", rc);
 	/* The fd we would pass to a worker cannot unlock it. */
 	{
-		struct flock un = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+		struct flock un = {.l_type = F_UNLCK, .l_whence = SEEK_SET};
 
 		(void)fcntl(kvr_seg_fd(&s), F_OFD_SETLK, &un);
 		cr_expect_eq(kvr_seg_live_locked(fd), 1,
@@ -599,7 +599,7 @@ Test(sweep, regress_12_destroy_leaves_a_name_that_is_someone_elses_now)
 	struct kvr_seg s;
 
 	cr_assert_eq(kvr_seg_create_shm(dir, PFX "taken.ctl", 8192, 0,
-				       (gid_t)-1, &s, NULL),
+					(gid_t)-1, &s, NULL),
 		     0);
 	/* Another server's file under the same name. */
 	cr_assert_eq(unlink(P(PFX "taken.ctl")), 0);

@@ -62,14 +62,14 @@ struct bench_peer {
 	enum bench_peer_kind kind;
 	pid_t child;
 	bool reaped;
-	uint64_t seq;		 /* last sequence number used */
-	struct floor_shm *shm;	 /* floors */
-	int efd_cmd;		 /* cache line: round commands to the child */
-	int efd_a, efd_b;	 /* eventfd floor: to child, to client */
-	struct io_uring ring;	 /* eventfd floor: the client's waiter */
+	uint64_t seq;	       /* last sequence number used */
+	struct floor_shm *shm; /* floors */
+	int efd_cmd;	       /* cache line: round commands to the child */
+	int efd_a, efd_b;      /* eventfd floor: to child, to client */
+	struct io_uring ring;  /* eventfd floor: the client's waiter */
 	bool ring_ok;
-	int sock;		 /* uds */
-	void *zctx, *zsock;	 /* zeromq */
+	int sock;	    /* uds */
+	void *zctx, *zsock; /* zeromq */
 	char zpath[96];
 };
 
@@ -81,10 +81,14 @@ bool bench_peer_built(enum bench_peer_kind k)
 const char *bench_peer_subject(enum bench_peer_kind k)
 {
 	switch (k) {
-	case BENCH_PEER_CACHELINE: return "floor_cacheline";
-	case BENCH_PEER_EVENTFD_URING: return "floor_eventfd_uring";
-	case BENCH_PEER_UDS: return "uds";
-	case BENCH_PEER_ZMQ: return "zeromq";
+	case BENCH_PEER_CACHELINE:
+		return "floor_cacheline";
+	case BENCH_PEER_EVENTFD_URING:
+		return "floor_eventfd_uring";
+	case BENCH_PEER_UDS:
+		return "uds";
+	case BENCH_PEER_ZMQ:
+		return "zeromq";
 	}
 	return "?";
 }
@@ -106,17 +110,20 @@ int bench_check(const void *chunk, uint64_t bytes, struct kvr_key key,
 	memcpy(&lo, c, 8);
 	memcpy(&hi, c + bytes - 8, 8);
 	if (lo != key.lo || hi != key.hi) {
-		fprintf(stderr, "kvring-bench: %s: chunk stamp %016" PRIx64
+		fprintf(stderr,
+			"kvring-bench: %s: chunk stamp %016" PRIx64
 			"/%016" PRIx64 ", expected %016" PRIx64 "/%016" PRIx64
-			"\n", what, lo, hi, key.lo, key.hi);
+			"\n",
+			what, lo, hi, key.lo, key.hi);
 		return -EBADMSG;
 	}
 	if (s && memcmp(c + 8, s + 8, bytes - 16) != 0) {
 		for (uint64_t i = 8; i < bytes - 8; i++) {
 			if (c[i] != s[i]) {
-				fprintf(stderr, "kvring-bench: %s: byte %" PRIu64
-					" is %#x, expected %#x\n", what, i,
-					c[i], s[i]);
+				fprintf(stderr,
+					"kvring-bench: %s: byte %" PRIu64
+					" is %#x, expected %#x\n",
+					what, i, c[i], s[i]);
 				break;
 			}
 		}
@@ -213,8 +220,8 @@ static void child_cacheline(struct bench_peer *p)
 			uint64_t want = first + i, w[3];
 
 			/* A1: pairs with R1 in cacheline_rtt(). */
-			while (atomic_load_explicit(&s->a.seq,
-						    memory_order_acquire) != want)
+			while (atomic_load_explicit(
+				   &s->a.seq, memory_order_acquire) != want)
 				bench_cpu_relax();
 			for (int k = 0; k < 3; k++)
 				/* Relaxed: ordered by A1 and R2. */
@@ -262,8 +269,8 @@ static void child_eventfd(struct bench_peer *p)
 						 memory_order_relaxed),
 			    memory_order_relaxed);
 		atomic_store_explicit(
-		    &s->b.seq, atomic_load_explicit(&s->a.seq,
-						    memory_order_relaxed),
+		    &s->b.seq,
+		    atomic_load_explicit(&s->a.seq, memory_order_relaxed),
 		    memory_order_relaxed);
 		one = val;
 		if (write_full(p->efd_b, &one, 8) < 0)
@@ -358,8 +365,7 @@ static void child_zmq(struct bench_peer *p, uint64_t pool_bytes)
 			if (zmq_send(sock, &h, sizeof(h), ZMQ_SNDMORE) < 0)
 				_exit(1);
 			for (uint32_t i = 0; i < h.n; i++) {
-				if (zmq_send(sock, pool + i * h.bytes,
-					     h.bytes,
+				if (zmq_send(sock, pool + i * h.bytes, h.bytes,
 					     i + 1 < h.n ? ZMQ_SNDMORE : 0) < 0)
 					_exit(1);
 			}
@@ -622,7 +628,7 @@ static int eventfd_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 						      NULL);
 		if (rc < 0 || !cqe) {
 			fprintf(stderr, "kvring-bench: floor_eventfd_uring: "
-				"no echo within 10 s\n");
+					"no echo within 10 s\n");
 			return rc < 0 ? rc : -ETIMEDOUT;
 		}
 		rc = cqe->res;

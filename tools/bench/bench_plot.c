@@ -85,11 +85,15 @@ static void run_gnuplot(const char *dir, const char *name)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-		fprintf(stderr, "kvring-bench: plot: gnuplot not found; "
-			"data and script left in %s (%s)\n", dir, script);
+		fprintf(stderr,
+			"kvring-bench: plot: gnuplot not found; "
+			"data and script left in %s (%s)\n",
+			dir, script);
 	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fprintf(stderr, "kvring-bench: plot: gnuplot %s/%s failed "
-			"(status %#x)\n", dir, script, status);
+		fprintf(stderr,
+			"kvring-bench: plot: gnuplot %s/%s failed "
+			"(status %#x)\n",
+			dir, script, status);
 	else
 		fprintf(stderr, "kvring-bench: plot: wrote %s/%s.png\n", dir,
 			name);
@@ -154,9 +158,9 @@ int bench_plot_lines(const char *dir, const char *name, const char *title,
 	    false, l, nr);
 }
 
-int bench_plot_lines_xtics(const char *dir, const char *name,
-			   const char *title, const char *xlabel,
-			   const char *ylabel, const char *xtics, bool logy,
+int bench_plot_lines_xtics(const char *dir, const char *name, const char *title,
+			   const char *xlabel, const char *ylabel,
+			   const char *xtics, bool logy,
 			   const struct bench_plot_line *l, size_t nr)
 {
 	char file[512];
@@ -170,14 +174,15 @@ int bench_plot_lines_xtics(const char *dir, const char *name,
 	if (!g)
 		return -EIO;
 	gp_head(g, name, title);
-	fprintf(g, "set logscale x 2\n"
-		   "set xlabel '%s'\n"
-		   "set ylabel '%s'\n"
-		   "%s\n"
-		   "set xtics %s\n"
-		   "plot \\\n",
-		xlabel, ylabel,
-		logy ? "set logscale y 10" : "set yrange [0:*]", xtics);
+	fprintf(g,
+		"set logscale x 2\n"
+		"set xlabel '%s'\n"
+		"set ylabel '%s'\n"
+		"%s\n"
+		"set xtics %s\n"
+		"plot \\\n",
+		xlabel, ylabel, logy ? "set logscale y 10" : "set yrange [0:*]",
+		xtics);
 	for (size_t s = 0; s < nr; s++) {
 		snprintf(file, sizeof(file), "%s.%zu.dat", name, s);
 		d = open_in(dir, file);
@@ -190,8 +195,9 @@ int bench_plot_lines_xtics(const char *dir, const char *name,
 			if (l[s].y[i] > 0)
 				fprintf(d, "%.0f %.4f\n", l[s].x[i], l[s].y[i]);
 		fclose(d);
-		fprintf(g, "  '%s' using 1:2 with linespoints lw 2 pt 7 %s"
-			   "title '%s'%s\n",
+		fprintf(g,
+			"  '%s' using 1:2 with linespoints lw 2 pt 7 %s"
+			"title '%s'%s\n",
 			file, l[s].dashed ? "dt 2 " : "", l[s].title,
 			s + 1 < nr ? ", \\" : "");
 	}

@@ -47,9 +47,9 @@ int bench_plot_lines(const char *dir, const char *name, const char *title,
  * bench_plot_lines_xtics - bench_plot_lines() with the x tics given as a
  * gnuplot list ("('1G' 1073741824, ...)") and, with @logy, a log y axis.
  */
-int bench_plot_lines_xtics(const char *dir, const char *name,
-			   const char *title, const char *xlabel,
-			   const char *ylabel, const char *xtics, bool logy,
+int bench_plot_lines_xtics(const char *dir, const char *name, const char *title,
+			   const char *xlabel, const char *ylabel,
+			   const char *xtics, bool logy,
 			   const struct bench_plot_line *l, size_t nr);
 
 #endif /* KVR_BENCH_PLOT_H */

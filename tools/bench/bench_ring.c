@@ -369,7 +369,7 @@ int bench_ring_main(int argc, char **argv)
 			break;
 		case O_TPUT:
 			ok = bench_parse_u64(optarg, 16, UINT64_MAX / 2,
-				       &o.tput_records);
+					     &o.tput_records);
 			break;
 		case O_BATCH:
 			ok = bench_parse_u64(optarg, 1, 1u << 20, &v);
@@ -378,7 +378,7 @@ int bench_ring_main(int argc, char **argv)
 		case O_RING:
 		case O_BULK:
 			ok = bench_parse_u64(optarg, 2 * (MAX_BYTES + 8),
-				       KVR_RING_MAX_CAP, &v) &&
+					     KVR_RING_MAX_CAP, &v) &&
 			     (v & (v - 1)) == 0;
 			if (c == O_RING)
 				o.ring_bytes = (uint32_t)v;

@@ -50,8 +50,8 @@ struct subject {
 	int kind; /* enum bench_peer_kind, or SUBJ_KVRING */
 	const char *name;
 	struct bench_peer *peer;
-	uint64_t *all;	    /* rounds * iters samples, ns */
-	double *p50_round;  /* per round */
+	uint64_t *all;	   /* rounds * iters samples, ns */
+	double *p50_round; /* per round */
 };
 
 struct rtt_ctx {
@@ -98,7 +98,8 @@ static int kvring_rtt(struct rtt_ctx *x, uint64_t n, uint64_t *out)
 		}
 		/* The server's CLOCK_MONOTONIC must move forward. */
 		if (server_ns == 0 || server_ns < x->last_server_ns) {
-			fprintf(stderr, "kvring-bench: %s: ping answer has "
+			fprintf(stderr,
+				"kvring-bench: %s: ping answer has "
 				"server time %" PRIu64 " after %" PRIu64 "\n",
 				x->scenario, server_ns, x->last_server_ns);
 			return -EBADMSG;
@@ -187,8 +188,8 @@ static void print_line(struct rtt_ctx *x, unsigned round, struct subject *s,
 				double *r = calloc(x->rounds, sizeof(*r));
 
 				for (unsigned i = 0; r && i < x->rounds; i++)
-					r[i] = kv->p50_round[i] /
-					       fl->p50_round[i];
+					r[i] =
+					    kv->p50_round[i] / fl->p50_round[i];
 				if (r)
 					bench_json_f64(
 					    &j, "ratio_to_floor_median",
@@ -229,8 +230,7 @@ static void print_header(struct rtt_ctx *x)
 	if (!bench_peer_built(BENCH_PEER_ZMQ))
 		printf(" (zeromq skipped: built without libzmq)");
 	printf("\n%-5s %-20s %9s %9s %9s %9s %10s %10s\n", "round", "subject",
-	       "p50_ns", "p99_ns", "p999_ns", "mean_ns", "x_floor",
-	       "x_kvring");
+	       "p50_ns", "p99_ns", "p999_ns", "mean_ns", "x_floor", "x_kvring");
 }
 
 /* Summary against the targets (text mode only). */
@@ -289,8 +289,8 @@ static int add_peer(struct rtt_ctx *x, enum bench_peer_kind k)
 		return 0;
 	rc = bench_peer_start(k, x->o.cpu_server, 0, &s->peer);
 	if (rc < 0) {
-		fprintf(stderr, "kvring-bench: %s: start %s: %s\n",
-			x->scenario, bench_peer_subject(k), strerror(-rc));
+		fprintf(stderr, "kvring-bench: %s: start %s: %s\n", x->scenario,
+			bench_peer_subject(k), strerror(-rc));
 		return rc;
 	}
 	s->kind = (int)k;
@@ -332,14 +332,15 @@ static int rtt_main(int argc, char **argv, bool cold)
 	if (add_peer(&x, cold ? BENCH_PEER_EVENTFD_URING
 			      : BENCH_PEER_CACHELINE) < 0)
 		goto out;
-	x.subj[x.nsubj++] = (struct subject){.kind = SUBJ_KVRING,
-					     .name = "kvring"};
+	x.subj[x.nsubj++] =
+	    (struct subject){.kind = SUBJ_KVRING, .name = "kvring"};
 	if ((!cold && add_peer(&x, BENCH_PEER_EVENTFD_URING) < 0) ||
-	    add_peer(&x, BENCH_PEER_UDS) < 0 || add_peer(&x, BENCH_PEER_ZMQ) < 0)
+	    add_peer(&x, BENCH_PEER_UDS) < 0 ||
+	    add_peer(&x, BENCH_PEER_ZMQ) < 0)
 		goto out;
 
-	if (bench_server_start(&x.o, 64ull << 20,
-			       cold ? 0 : HOT_SERVER_SPIN_US, 4, &x.srv) < 0)
+	if (bench_server_start(&x.o, 64ull << 20, cold ? 0 : HOT_SERVER_SPIN_US,
+			       4, &x.srv) < 0)
 		goto out;
 	if (bench_client_connect(&x.srv, 0, cold ? 1 : HOT_CLIENT_SPIN_US,
 				 false, &x.cli) < 0)
@@ -349,8 +350,8 @@ static int rtt_main(int argc, char **argv, bool cold)
 	bool oom = !tmp;
 
 	for (unsigned i = 0; i < x.nsubj; i++) {
-		x.subj[i].all = calloc((size_t)x.rounds * x.iters,
-				       sizeof(uint64_t));
+		x.subj[i].all =
+		    calloc((size_t)x.rounds * x.iters, sizeof(uint64_t));
 		x.subj[i].p50_round = calloc(x.rounds, sizeof(double));
 		if (!x.subj[i].all || !x.subj[i].p50_round)
 			oom = true;
@@ -396,10 +397,10 @@ static int rtt_main(int argc, char **argv, bool cold)
 	for (unsigned i = 0; i < x.nsubj; i++)
 		bench_sort_u64(x.subj[i].all, (size_t)x.rounds * x.iters);
 	for (unsigned i = 0; i < x.nsubj; i++)
-		print_line(&x, 0, &x.subj[i],
-			   lat_sorted(x.subj[i].all,
-				      (size_t)x.rounds * x.iters),
-			   (size_t)x.rounds * x.iters);
+		print_line(
+		    &x, 0, &x.subj[i],
+		    lat_sorted(x.subj[i].all, (size_t)x.rounds * x.iters),
+		    (size_t)x.rounds * x.iters);
 	print_summary(&x);
 	if (x.o.plot_dir)
 		rtt_plot(&x);

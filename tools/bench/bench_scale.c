@@ -44,11 +44,11 @@
 #include "bench_common.h"
 #include "bench_server.h"
 
-#define SCENARIO	"scale"
-#define SERVER_SPIN_US	20000u
-#define CLIENT_SPIN_US	100000u
-#define MAX_PROCS	64u
-#define SAMPLE_BUDGET	(4u << 20) /* samples over all processes */
+#define SCENARIO       "scale"
+#define SERVER_SPIN_US 20000u
+#define CLIENT_SPIN_US 100000u
+#define MAX_PROCS      64u
+#define SAMPLE_BUDGET  (4u << 20) /* samples over all processes */
 
 static const unsigned connected_set[] = {1, 16, 64};
 static const unsigned active_set[] = {1, 2, 16, 64};
@@ -99,7 +99,8 @@ static struct lat lat_of(uint64_t *v, size_t n)
 
 static void emit(const struct scale_ctx *x, const char *mode,
 		 unsigned connected, unsigned active, unsigned round,
-		 const struct lat *l, double ops, double ratio, double ratio_med)
+		 const struct lat *l, double ops, double ratio,
+		 double ratio_med)
 {
 	if (x->o.json) {
 		struct bench_json j;
@@ -160,9 +161,11 @@ static int pings(struct kvr_client *c, uint64_t n, uint64_t *out,
 			return rc;
 		}
 		if (sns == 0 || sns < *last_server) {
-			fprintf(stderr, "kvring-bench: scale: ping answer "
+			fprintf(stderr,
+				"kvring-bench: scale: ping answer "
 				"has server time %" PRIu64 " after %" PRIu64
-				"\n", sns, *last_server);
+				"\n",
+				sns, *last_server);
 			return -EBADMSG;
 		}
 		*last_server = sns;
@@ -173,7 +176,8 @@ static int pings(struct kvr_client *c, uint64_t n, uint64_t *out,
 	return 0;
 }
 
-/* ---- one_active ----------------------------------------------------------- */
+/* ---- one_active -----------------------------------------------------------
+ */
 
 static int one_active(struct scale_ctx *x)
 {
@@ -242,8 +246,8 @@ static int one_active(struct scale_ctx *x)
 		if (k == nc - 1 && !x->o.json)
 			printf("# scale: hot p50 with %u connected / with 1: "
 			       "median of rounds %.3f, pooled %.3f (target "
-			       "<= 1.1)\n", connected_set[k], med,
-			       l.p50 / l1.p50);
+			       "<= 1.1)\n",
+			       connected_set[k], med, l.p50 / l1.p50);
 	}
 	rc = 0;
 out:
@@ -258,7 +262,8 @@ out:
 	return rc;
 }
 
-/* ---- children: all_active and pipelined ------------------------------------ */
+/* ---- children: all_active and pipelined ------------------------------------
+ */
 
 static void child_active(struct scale_ctx *x, unsigned idx)
 {
@@ -324,15 +329,17 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 		uint64_t t0 = bench_now_ns();
 
 		rc = kvr_prepare_store(c, &k, &size, 1, &xf);
-		if (rc == 0 && (xf.nslots != 1 ||
-				xf.slots[0].status != KVR_SLOT_OK ||
-				xf.slots[0].len != size))
+		if (rc == 0 &&
+		    (xf.nslots != 1 || xf.slots[0].status != KVR_SLOT_OK ||
+		     xf.slots[0].len != size))
 			rc = -EBADMSG; /* a fresh key must get a slot */
 		if (rc == 0)
 			rc = kvr_commit_store(c, &xf);
 		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: store pair: %s "
-				"(%s)\n", strerror(-rc), kvr_client_errmsg(c));
+			fprintf(stderr,
+				"kvring-bench: scale: store pair: %s "
+				"(%s)\n",
+				strerror(-rc), kvr_client_errmsg(c));
 			kvr_xfer_free(&xf);
 			s->proc[idx].err = rc;
 			break;
@@ -376,9 +383,11 @@ static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 		for (int i = 0; i < rc; i++) {
 			if (comp[i].status != 0 || comp[i].op != op ||
 			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
-				fprintf(stderr, "kvring-bench: scale: "
+				fprintf(stderr,
+					"kvring-bench: scale: "
 					"completion op %u status %d value "
-					"%ld\n", comp[i].op, comp[i].status,
+					"%ld\n",
+					comp[i].op, comp[i].status,
 					comp[i].value);
 				return -EBADMSG;
 			}
@@ -478,8 +487,10 @@ static int all_active(struct scale_ctx *x)
 		x->per_proc = SAMPLE_BUDGET / n;
 		rc = run_children(x, n, child_active, x->active_ns);
 		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: %u active "
-				"workers failed: %s\n", n, strerror(-rc));
+			fprintf(stderr,
+				"kvring-bench: scale: %u active "
+				"workers failed: %s\n",
+				n, strerror(-rc));
 			return rc;
 		}
 		/* Compact every child's samples into one pooled array. */
@@ -549,8 +560,10 @@ static int store_pairs(struct scale_ctx *x)
 		x->per_proc = SAMPLE_BUDGET / n;
 		rc = run_children(x, n, child_store, x->active_ns);
 		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: store pairs with "
-				"%u workers failed: %s\n", n, strerror(-rc));
+			fprintf(stderr,
+				"kvring-bench: scale: store pairs with "
+				"%u workers failed: %s\n",
+				n, strerror(-rc));
 			return rc;
 		}
 		for (unsigned i = 0; i < n; i++) {
@@ -578,13 +591,14 @@ int bench_scale_main(int argc, char **argv)
 	int rc, ret = BENCH_EXIT_ERR;
 
 	memset(&x, 0, sizeof(x));
-	rc = bench_run_opts_parse(argc, argv, SCENARIO,
-				  "  --only PART         one_active, all_active, "
-				  "store_pairs or pipelined\n"
-				  "  (one_active: --rounds, --iters; "
-				  "all_active and pipelined run 1 s each, "
-				  "0.3 s with --quick)\n",
-				  &x.o);
+	rc = bench_run_opts_parse(
+	    argc, argv, SCENARIO,
+	    "  --only PART         one_active, all_active, "
+	    "store_pairs or pipelined\n"
+	    "  (one_active: --rounds, --iters; "
+	    "all_active and pipelined run 1 s each, "
+	    "0.3 s with --quick)\n",
+	    &x.o);
 	if (rc)
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	x.rounds = x.o.rounds ? x.o.rounds : (x.o.quick ? 3 : 8);
@@ -595,15 +609,15 @@ int bench_scale_main(int argc, char **argv)
 	if (bench_pin_cpu(x.o.cpu_client) < 0)
 		fprintf(stderr, "kvring-bench: scale: cannot pin to cpu %d\n",
 			x.o.cpu_client);
-	x.shm_bytes = sizeof(struct scale_shm) +
-		      (size_t)SAMPLE_BUDGET * sizeof(uint64_t);
+	x.shm_bytes =
+	    sizeof(struct scale_shm) + (size_t)SAMPLE_BUDGET * sizeof(uint64_t);
 	x.shm = bench_shm_map(x.shm_bytes);
 	if (!x.shm) {
 		fprintf(stderr, "kvring-bench: scale: out of memory\n");
 		return BENCH_EXIT_ERR;
 	}
-	if (bench_server_start(&x.o, 64ull << 20, SERVER_SPIN_US,
-			       MAX_PROCS + 8, &x.srv) < 0)
+	if (bench_server_start(&x.o, 64ull << 20, SERVER_SPIN_US, MAX_PROCS + 8,
+			       &x.srv) < 0)
 		goto out;
 	if (!x.o.json) {
 		printf("# kvring-bench scale: cpu_client=%d cpu_server=%d "

@@ -46,37 +46,38 @@ static const char *bench_opt_name(const struct option *lo, int val)
 
 static void common_usage(FILE *f, const char *scenario, const char *extra)
 {
-	fprintf(f,
-		"usage: kvring-bench %s [options]\n"
-		"\n"
-		"common options:\n"
-		"  --json              one JSON object per line and subject\n"
-		"  --quick             a short smoke run\n"
-		"  --plot DIR          write PNG plots (gnuplot) into DIR\n"
-		"  --cpu-client N      CPU of the bench client (default 0; -1: "
-		"none)\n"
-		"  --cpu-server N      CPU of kvringd and of every peer's server "
-		"side\n"
-		"                      (default 1; -1: none)\n"
-		"  --rounds N          alternating rounds\n"
-		"  --iters N           samples per subject per round\n"
-		"  --socket PATH       use a running kvringd (not pinned, its "
-		"own --spin-us)\n"
-		"  --kvringd PATH      kvringd binary to start (default: "
-		"$KVRINGD, else\n"
-		"                      kvringd beside this binary, else "
-		"../server/kvringd)\n"
-		"  --pool-size BYTES   pool of the private kvringd (K/M/G "
-		"suffix)\n"
-		"  --reserve-huge      (root) raise vm.nr_hugepages for "
-		"huge-page cells\n"
-		"                      (attach), restored at exit\n"
-		"  --no-histograms     kvringd --no-histograms, and clients "
-		"with\n"
-		"                      KVRING_RTT_SAMPLE=0 (no latency "
-		"histograms)\n"
-		"  -h, --help          show this help and exit\n",
-		scenario);
+	fprintf(
+	    f,
+	    "usage: kvring-bench %s [options]\n"
+	    "\n"
+	    "common options:\n"
+	    "  --json              one JSON object per line and subject\n"
+	    "  --quick             a short smoke run\n"
+	    "  --plot DIR          write PNG plots (gnuplot) into DIR\n"
+	    "  --cpu-client N      CPU of the bench client (default 0; -1: "
+	    "none)\n"
+	    "  --cpu-server N      CPU of kvringd and of every peer's server "
+	    "side\n"
+	    "                      (default 1; -1: none)\n"
+	    "  --rounds N          alternating rounds\n"
+	    "  --iters N           samples per subject per round\n"
+	    "  --socket PATH       use a running kvringd (not pinned, its "
+	    "own --spin-us)\n"
+	    "  --kvringd PATH      kvringd binary to start (default: "
+	    "$KVRINGD, else\n"
+	    "                      kvringd beside this binary, else "
+	    "../server/kvringd)\n"
+	    "  --pool-size BYTES   pool of the private kvringd (K/M/G "
+	    "suffix)\n"
+	    "  --reserve-huge      (root) raise vm.nr_hugepages for "
+	    "huge-page cells\n"
+	    "                      (attach), restored at exit\n"
+	    "  --no-histograms     kvringd --no-histograms, and clients "
+	    "with\n"
+	    "                      KVRING_RTT_SAMPLE=0 (no latency "
+	    "histograms)\n"
+	    "  -h, --help          show this help and exit\n",
+	    scenario);
 	if (extra)
 		fputs(extra, f);
 }
@@ -85,9 +86,22 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 			 const char *extra_help, struct bench_run_opts *o)
 {
 	enum {
-		O_JSON = 256, O_QUICK, O_PLOT, O_CPUC, O_CPUS, O_ROUNDS,
-		O_ITERS, O_SOCKET, O_KVRINGD, O_POOL, O_PAUSE, O_SIZES,
-		O_CHUNKS, O_ONLY, O_RESERVE_HUGE, O_NOHIST,
+		O_JSON = 256,
+		O_QUICK,
+		O_PLOT,
+		O_CPUC,
+		O_CPUS,
+		O_ROUNDS,
+		O_ITERS,
+		O_SOCKET,
+		O_KVRINGD,
+		O_POOL,
+		O_PAUSE,
+		O_SIZES,
+		O_CHUNKS,
+		O_ONLY,
+		O_RESERVE_HUGE,
+		O_NOHIST,
 	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
@@ -121,11 +135,21 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		bool ok = true;
 
 		switch (c) {
-		case O_JSON: o->json = true; break;
-		case O_QUICK: o->quick = true; break;
-		case O_PLOT: o->plot_dir = optarg; break;
-		case O_CPUC: ok = bench_parse_cpu(optarg, &o->cpu_client); break;
-		case O_CPUS: ok = bench_parse_cpu(optarg, &o->cpu_server); break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_QUICK:
+			o->quick = true;
+			break;
+		case O_PLOT:
+			o->plot_dir = optarg;
+			break;
+		case O_CPUC:
+			ok = bench_parse_cpu(optarg, &o->cpu_client);
+			break;
+		case O_CPUS:
+			ok = bench_parse_cpu(optarg, &o->cpu_server);
+			break;
 		case O_ROUNDS:
 			ok = bench_parse_u64(optarg, 1, 100000, &v);
 			o->rounds = (unsigned)v;
@@ -133,19 +157,31 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		case O_ITERS:
 			ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
 			break;
-		case O_SOCKET: o->socket = optarg; break;
-		case O_KVRINGD: o->kvringd = optarg; break;
+		case O_SOCKET:
+			o->socket = optarg;
+			break;
+		case O_KVRINGD:
+			o->kvringd = optarg;
+			break;
 		case O_POOL:
 			ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
-				       &o->pool_bytes);
+					     &o->pool_bytes);
 			break;
 		case O_PAUSE:
 			ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
 			break;
-		case O_SIZES: o->sizes = optarg; break;
-		case O_CHUNKS: o->chunks = optarg; break;
-		case O_ONLY: o->only = optarg; break;
-		case O_RESERVE_HUGE: o->reserve_huge = true; break;
+		case O_SIZES:
+			o->sizes = optarg;
+			break;
+		case O_CHUNKS:
+			o->chunks = optarg;
+			break;
+		case O_ONLY:
+			o->only = optarg;
+			break;
+		case O_RESERVE_HUGE:
+			o->reserve_huge = true;
+			break;
 		case O_NOHIST:
 			o->no_histograms = true;
 			/* Clients read it at connect: none times a request. */
@@ -238,7 +274,7 @@ int bench_pin_pid(pid_t pid, int cpu)
 	dp = opendir(dir);
 	if (!dp)
 		return sched_setaffinity(pid, sizeof(set), &set) < 0 ? -errno
-								      : 0;
+								     : 0;
 	while ((d = readdir(dp))) {
 		long tid = strtol(d->d_name, NULL, 10);
 
@@ -290,10 +326,9 @@ int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 				       NULL, s);
 }
 
-int bench_server_start_args(const struct bench_run_opts *o,
-			    uint64_t pool_bytes, uint32_t spin_us,
-			    uint32_t max_workers, const char *const *extra,
-			    struct bench_server *s)
+int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
+			    uint32_t spin_us, uint32_t max_workers,
+			    const char *const *extra, struct bench_server *s)
 {
 	static unsigned seq;
 	char bin[PATH_MAX], pool[32], spin[16], workers[16];
@@ -308,8 +343,8 @@ int bench_server_start_args(const struct bench_run_opts *o,
 		return 0;
 	}
 	seq++;
-	snprintf(s->sock, sizeof(s->sock), "/tmp/kvrb-%d-%u.sock", (int)getpid(),
-		 seq);
+	snprintf(s->sock, sizeof(s->sock), "/tmp/kvrb-%d-%u.sock",
+		 (int)getpid(), seq);
 	snprintf(s->name, sizeof(s->name), "kvrb-%d-%u", (int)getpid(), seq);
 	snprintf(s->log_path, sizeof(s->log_path), "/tmp/kvrb-%d-%u.log",
 		 (int)getpid(), seq);
@@ -336,11 +371,13 @@ int bench_server_start_args(const struct bench_run_opts *o,
 		return -e;
 	}
 	if (s->pid == 0) {
-		char *argv[32] = {bin,	      "--socket",     s->sock,
-				  "--name",     s->name,	"--pool-size",
-				  pool,	      "--spin-us",    spin,
-				  "--max-workers", workers,     "--log-level",
-				  "info",	      NULL};
+		char *argv[32] = {bin,	   "--socket",
+				  s->sock, "--name",
+				  s->name, "--pool-size",
+				  pool,	   "--spin-us",
+				  spin,	   "--max-workers",
+				  workers, "--log-level",
+				  "info",  NULL};
 		char all[] = "100%", q1[] = "--quota-reserved",
 		     q2[] = "--quota-pinned", q3[] = "--max-key-bytes";
 		int na = 13;
@@ -379,15 +416,17 @@ int bench_server_start_args(const struct bench_run_opts *o,
 		int status;
 
 		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-			fprintf(stderr, "kvring-bench: kvringd (%s) exited "
-				"during start-up\n", bin);
+			fprintf(stderr,
+				"kvring-bench: kvringd (%s) exited "
+				"during start-up\n",
+				bin);
 			dump_log(s->log_path);
 			s->pid = 0;
 			return -ECHILD;
 		}
 		if (bench_now_ns() - t0 > 120ull * 1000000000ull) {
 			fprintf(stderr, "kvring-bench: kvringd not ready "
-				"after 120 s\n");
+					"after 120 s\n");
 			dump_log(s->log_path);
 			bench_server_stop(s);
 			return -ETIMEDOUT;
@@ -421,23 +460,26 @@ void bench_server_stop(struct bench_server *s)
 		usleep(2000);
 	}
 	if (!reaped) {
-		fprintf(stderr, "kvring-bench: kvringd %d ignored SIGTERM, "
-			"killing it\n", (int)s->pid);
+		fprintf(stderr,
+			"kvring-bench: kvringd %d ignored SIGTERM, "
+			"killing it\n",
+			(int)s->pid);
 		kill(s->pid, SIGKILL);
 		waitpid(s->pid, &status, 0);
 	}
 	if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		unlink(s->log_path);
 	else
-		fprintf(stderr, "kvring-bench: kvringd exit status %#x; log "
-			"kept at %s\n", status, s->log_path);
+		fprintf(stderr,
+			"kvring-bench: kvringd exit status %#x; log "
+			"kept at %s\n",
+			status, s->log_path);
 	s->pid = 0;
 }
 
 /* ---- clients ---------------------------------------------------------- */
 
-void bench_client_opts(const struct bench_server *s,
-		       struct kvr_client_opts *co)
+void bench_client_opts(const struct bench_server *s, struct kvr_client_opts *co)
 {
 	memset(co, 0, sizeof(*co));
 	co->socket_path = s->sock;
@@ -529,8 +571,8 @@ static int run_one(int (*fn)(int, char **), char **args)
 int bench_all_main(int argc, char **argv)
 {
 	static int (*const mine[])(int, char **) = {
-	    bench_rtt_hot_main, bench_rtt_cold_main, bench_store_main,
-	    bench_retrieve_main, bench_scale_main, bench_attach_main,
+	    bench_rtt_hot_main,	 bench_rtt_cold_main, bench_store_main,
+	    bench_retrieve_main, bench_scale_main,    bench_attach_main,
 	};
 	static const char *const mine_names[] = {
 	    "rtt_hot", "rtt_cold", "store", "retrieve", "scale", "attach"};

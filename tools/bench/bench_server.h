@@ -37,24 +37,24 @@ int bench_hist_main(int argc, char **argv);
  * scenario reads what it needs. Owned by the scenario's stack frame.
  */
 struct bench_run_opts {
-	bool json;		/* --json: JSON lines instead of tables */
-	bool quick;		/* --quick: a ~30 s smoke run in all */
-	const char *plot_dir;	/* --plot DIR: PNGs (NULL: none) */
-	const char *socket;	/* --socket PATH: use a running kvringd */
-	const char *kvringd;	/* --kvringd PATH: binary to start */
-	int cpu_client;		/* --cpu-client N (-1: no pinning) */
-	int cpu_server;		/* --cpu-server N (-1: no pinning) */
-	unsigned rounds;	/* --rounds N (0: scenario default) */
-	uint64_t iters;		/* --iters N (0: scenario default) */
-	uint64_t pool_bytes;	/* --pool-size N (0: scenario default) */
-	uint64_t pause_us;	/* --pause-us N (rtt_cold; 0: default) */
-	const char *sizes;	/* --sizes LIST (store/retrieve) */
-	const char *chunks;	/* --chunks LIST (store/retrieve) */
-	const char *only;	/* --only PART (scale: one_active,
-				   all_active or pipelined) */
-	bool reserve_huge;	/* --reserve-huge (attach) */
-	bool no_histograms;	/* --no-histograms: private kvringd and
-				   clients record no latency histograms */
+	bool json;	      /* --json: JSON lines instead of tables */
+	bool quick;	      /* --quick: a ~30 s smoke run in all */
+	const char *plot_dir; /* --plot DIR: PNGs (NULL: none) */
+	const char *socket;   /* --socket PATH: use a running kvringd */
+	const char *kvringd;  /* --kvringd PATH: binary to start */
+	int cpu_client;	      /* --cpu-client N (-1: no pinning) */
+	int cpu_server;	      /* --cpu-server N (-1: no pinning) */
+	unsigned rounds;      /* --rounds N (0: scenario default) */
+	uint64_t iters;	      /* --iters N (0: scenario default) */
+	uint64_t pool_bytes;  /* --pool-size N (0: scenario default) */
+	uint64_t pause_us;    /* --pause-us N (rtt_cold; 0: default) */
+	const char *sizes;    /* --sizes LIST (store/retrieve) */
+	const char *chunks;   /* --chunks LIST (store/retrieve) */
+	const char *only;     /* --only PART (scale: one_active,
+				 all_active or pipelined) */
+	bool reserve_huge;    /* --reserve-huge (attach) */
+	bool no_histograms;   /* --no-histograms: private kvringd and
+				 clients record no latency histograms */
 };
 
 /*
@@ -74,11 +74,11 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
  * bench_server_stop() ends it.
  */
 struct bench_server {
-	pid_t pid;		/* private child, 0 if external */
-	char sock[108];		/* socket path */
-	char name[48];		/* segment base name (private only) */
-	char log_path[128];	/* the child's stderr (private only) */
-	uint32_t spin_us;	/* --spin-us given to a private server */
+	pid_t pid;	    /* private child, 0 if external */
+	char sock[108];	    /* socket path */
+	char name[48];	    /* segment base name (private only) */
+	char log_path[128]; /* the child's stderr (private only) */
+	uint32_t spin_us;   /* --spin-us given to a private server */
 };
 
 /*
@@ -96,10 +96,9 @@ int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 /* bench_server_start_args - bench_server_start() with @extra (NULL or a
  * NULL-terminated list) appended to kvringd's arguments, e.g.
  * {"--huge-pages", "require", NULL}. */
-int bench_server_start_args(const struct bench_run_opts *o,
-			    uint64_t pool_bytes, uint32_t spin_us,
-			    uint32_t max_workers, const char *const *extra,
-			    struct bench_server *s);
+int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
+			    uint32_t spin_us, uint32_t max_workers,
+			    const char *const *extra, struct bench_server *s);
 
 /* bench_server_stop - SIGTERM a private server and reap it (SIGKILL after
  * 10 s); removes its log unless it failed. External servers are left. */

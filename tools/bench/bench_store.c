@@ -137,7 +137,6 @@ static void print_result(const struct bench_opts *o,
 	}
 }
 
-
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
 	uint64_t v;
@@ -149,11 +148,13 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	       -1) {
 		switch (c) {
 		case 'p':
-			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &o->pool_bytes))
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX,
+					     &o->pool_bytes))
 				return 2;
 			break;
 		case 'c':
-			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &o->chunk_bytes))
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX,
+					     &o->chunk_bytes))
 				return 2;
 			break;
 		case 'k':
@@ -161,7 +162,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 				return 2;
 			break;
 		case 'b':
-			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &v) || v > KVR_MAX_KEYS_LIMIT)
+			if (!bench_parse_u64(optarg, 1, UINT64_MAX, &v) ||
+			    v > KVR_MAX_KEYS_LIMIT)
 				return 2;
 			o->batch = (uint32_t)v;
 			break;

@@ -97,8 +97,7 @@ struct xfer_ctx {
 	struct kvr_key *pkeys; /* and their keys */
 };
 
-static int parse_list(const char *s, uint64_t *out, unsigned max,
-		      unsigned *n)
+static int parse_list(const char *s, uint64_t *out, unsigned max, unsigned *n)
 {
 	char buf[256], *save = NULL, *tok;
 
@@ -170,10 +169,11 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 		struct kvr_slot *s = &xf.slots[i];
 
 		if (s->status != KVR_SLOT_OK || s->len != b) {
-			fprintf(stderr, "kvring-bench: %s: slot %u of %u: "
+			fprintf(stderr,
+				"kvring-bench: %s: slot %u of %u: "
 				"status %d len %" PRIu64 " (pool too small "
-				"for %u x %" PRIu64 "?)\n", x->scenario, i, n,
-				s->status, s->len, n, b);
+				"for %u x %" PRIu64 "?)\n",
+				x->scenario, i, n, s->status, s->len, n, b);
 			kvr_abort_store(c, &xf);
 			return -ENOSPC;
 		}
@@ -274,8 +274,10 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 	if (rc < 0)
 		return fail(x, c, "prepare_retrieve", rc);
 	if (xf.nslots != n) {
-		fprintf(stderr, "kvring-bench: %s: %s: %u of %u chunks "
-			"found\n", x->scenario, what, xf.nslots, n);
+		fprintf(stderr,
+			"kvring-bench: %s: %s: %u of %u chunks "
+			"found\n",
+			x->scenario, what, xf.nslots, n);
 		kvr_commit_retrieve(c, &xf);
 		return -EBADMSG;
 	}
@@ -303,8 +305,7 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 }
 
 /* The ceiling: memcpy out of the same slot addresses (checked too). */
-static int mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-		       uint64_t *ns)
+static int mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 {
 	uint64_t t0 = bench_now_ns();
 	int bad = 0;
@@ -410,8 +411,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		if (rc == 0)
 			rc = kv_store(x, x->copy, b, n, &w);
 		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys,
-						  n);
+			rc =
+			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
 		if (rc < 0)
 			goto out;
 		if (rc == 0)
@@ -424,7 +425,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (rc == 0)
 				rc = mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
 			if (rc == 0)
-				rc = kv_store(x, x->shm, b, n, &ns[S_KVRING][r]);
+				rc =
+				    kv_store(x, x->shm, b, n, &ns[S_KVRING][r]);
 			if (rc == 0)
 				rc = kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
 			if (rc == 0 && x->zmq) {
@@ -444,8 +446,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		}
 		/* Read back what each path stored last, every byte. */
 		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b,
-						     x->keys, n, x->src);
+			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
+						     n, x->src);
 		if (rc == 0) {
 			rc = kv_store(x, x->copy, b, n, &w);
 			if (rc == 0)
@@ -462,8 +464,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		/* Store the cell's chunks once; every subject reads them. */
 		rc = kv_store(x, x->shm, b, n, &w);
 		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys,
-						  n);
+			rc =
+			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
 		/* Warm-up requests compare every byte. */
 		if (rc == 0)
 			rc = kv_retrieve(x, x->shm, b, n, true, &w,
@@ -472,8 +474,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			rc = kv_retrieve(x, x->copy, b, n, true, &w,
 					 "kvring_copy retrieve");
 		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b,
-						     x->keys, n, x->src);
+			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
+						     n, x->src);
 		for (uint64_t r = 0; rc == 0 && r < reps; r++) {
 			usleep(2000);
 			rc = mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
@@ -527,8 +529,7 @@ static void print_header(const struct xfer_ctx *x)
 	       "server_spin_us=%u subjects: memcpy kvring kvring_copy%s\n",
 	       x->scenario, x->o.cpu_client, x->o.cpu_server,
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
-	       x->zmq ? " zeromq"
-		      : " (zeromq skipped: built without libzmq)");
+	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
 	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
 	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
 	       "x_memcpy", "x_mc_cold", "x_zeromq");
@@ -620,16 +621,16 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			bench_json_f64(&j, "prefault_ms", c->prefault_ms);
 			bench_json_print(&j, stdout);
 		} else {
-			printf("%-6s %6u %-12s %5s %10s %10s %8.2f %9.3f %9.3f %9s"
-			       "  (first store of a fresh connection; "
-			       "second %.2f GB/s; attach %.0f ms of which "
-			       "pre-fault %.0f ms)\n",
-			       bench_fmt_bytes(b, bs, sizeof(bs)), n,
-			       "kvring_first", "1", "-", "-", c->first_gbps,
-			       c->first_gbps / mc->gbps,
-			       mcc->done ? c->first_gbps / mcc->gbps : 0.0, "-",
-			       c->first_warm_gbps, c->attach_ms,
-			       c->prefault_ms);
+			printf(
+			    "%-6s %6u %-12s %5s %10s %10s %8.2f %9.3f %9.3f %9s"
+			    "  (first store of a fresh connection; "
+			    "second %.2f GB/s; attach %.0f ms of which "
+			    "pre-fault %.0f ms)\n",
+			    bench_fmt_bytes(b, bs, sizeof(bs)), n,
+			    "kvring_first", "1", "-", "-", c->first_gbps,
+			    c->first_gbps / mc->gbps,
+			    mcc->done ? c->first_gbps / mcc->gbps : 0.0, "-",
+			    c->first_warm_gbps, c->attach_ms, c->prefault_ms);
 		}
 	}
 }
@@ -668,7 +669,7 @@ static void xfer_plot(const struct xfer_ctx *x)
 		l[nl] = (struct bench_plot_line){titles[nl], xs[nl], ys[nl],
 						 x->nsizes, true};
 		nl++;
-next:
+	next:
 		if (x->nchunks == 1)
 			break;
 	}
@@ -687,12 +688,14 @@ next:
 	snprintf(name, sizeof(name), "%s_gbps", x->scenario);
 	snprintf(title, sizeof(title),
 		 "%s throughput per request (prepare, copy, commit) vs chunk "
-		 "size", x->scenario);
+		 "size",
+		 x->scenario);
 	bench_plot_lines(x->o.plot_dir, name, title, "chunk size (bytes)",
 			 "GB/s", l, nl);
 }
 
-/* ---- entry ---------------------------------------------------------------- */
+/* ---- entry ----------------------------------------------------------------
+ */
 
 static int xfer_main(int argc, char **argv, bool retrieve)
 {
@@ -721,9 +724,9 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 		free(x);
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	}
-	if (parse_list(x->o.sizes ? x->o.sizes
-				  : (x->o.quick ? "256K,2M,32M"
-						: "256K,2M,8M,32M"),
+	if (parse_list(x->o.sizes
+			   ? x->o.sizes
+			   : (x->o.quick ? "256K,2M,32M" : "256K,2M,8M,32M"),
 		       x->sizes, MAX_SIZES, &x->nsizes) < 0 ||
 	    parse_list(x->o.chunks ? x->o.chunks
 				   : (x->o.quick ? "1,8" : "1,8,64"),
@@ -736,8 +739,10 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 	x->nchunks = n;
 	for (unsigned i = 0; i < n; i++) {
 		if (list[i] > 1024 || x->sizes[0] < 16) {
-			fprintf(stderr, "kvring-bench: %s: chunks 1..1024, "
-				"sizes >= 16\n", x->scenario);
+			fprintf(stderr,
+				"kvring-bench: %s: chunks 1..1024, "
+				"sizes >= 16\n",
+				x->scenario);
 			free(x);
 			return BENCH_EXIT_USAGE;
 		}
@@ -753,11 +758,11 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 	/* Default pool: the largest request up to 1 GiB (so 64 x 32 MiB
 	 * runs only with --pool-size >= 2112M: it alone takes minutes
 	 * through the slow peers), plus room. */
-	x->pool_bytes = x->o.pool_bytes ? x->o.pool_bytes
-					: (x->max_req < (1ull << 30)
-					       ? x->max_req
-					       : (1ull << 30)) +
-					      (128ull << 20);
+	x->pool_bytes =
+	    x->o.pool_bytes
+		? x->o.pool_bytes
+		: (x->max_req < (1ull << 30) ? x->max_req : (1ull << 30)) +
+		      (128ull << 20);
 	if (x->max_req + (64ull << 20) > x->pool_bytes)
 		x->max_req = x->pool_bytes > (128ull << 20)
 				 ? x->pool_bytes - (64ull << 20)
@@ -787,12 +792,14 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 	if (bench_peer_built(BENCH_PEER_ZMQ) &&
 	    bench_peer_start(BENCH_PEER_ZMQ, x->o.cpu_server, x->max_req,
 			     &x->zmq) < 0) {
-		fprintf(stderr, "kvring-bench: %s: zeromq peer failed to "
-			"start\n", x->scenario);
+		fprintf(stderr,
+			"kvring-bench: %s: zeromq peer failed to "
+			"start\n",
+			x->scenario);
 		goto out;
 	}
-	if (bench_server_start(&x->o, x->pool_bytes, XFER_SPIN_US, 8,
-			       &x->srv) < 0 ||
+	if (bench_server_start(&x->o, x->pool_bytes, XFER_SPIN_US, 8, &x->srv) <
+		0 ||
 	    bench_client_connect(&x->srv, 0, 50, false, &x->shm) < 0 ||
 	    bench_client_connect(&x->srv, KVR_TRANSPORT_COPY, 50, false,
 				 &x->copy) < 0)

@@ -42,7 +42,7 @@ static void snap_gstats(const struct kvr_ctl_hdr_shm *h,
 	 * 256 bytes), so it can be walked as an array of them. */
 	for (size_t i = 0; i < sizeof(*g) / sizeof(*src); i++) {
 		uint64_t v =
-			atomic_load_explicit(&src[i], memory_order_relaxed);
+		    atomic_load_explicit(&src[i], memory_order_relaxed);
 
 		atomic_store_explicit(&dst[i], v, memory_order_relaxed);
 	}
@@ -77,7 +77,7 @@ static void check_accounting(struct st_audit *a, const char *err)
 			 ST_AUD(a, reserved_objects));
 	} else if (ST_AUD(a, used_bytes) > a->pool_bytes ||
 		   ST_AUD(a, largest_free) >
-			   a->pool_bytes - ST_AUD(a, used_bytes)) {
+		       a->pool_bytes - ST_AUD(a, used_bytes)) {
 		/* Written so it cannot overflow: used is checked first. */
 		a->accounting_ok = false;
 		snprintf(a->why, sizeof(a->why),
@@ -114,7 +114,7 @@ static void check_accounting(struct st_audit *a, const char *err)
  */
 void st_audit_run(struct st_run *r, struct st_audit *a)
 {
-	struct kvr_client_opts co = { 0 };
+	struct kvr_client_opts co = {0};
 	struct kvr_client *c = NULL;
 	char err[256];
 	uint32_t hb_ms;

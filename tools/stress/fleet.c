@@ -79,7 +79,7 @@ void st_fleet_reap(struct st_run *r)
 			r->srv_crashed = true;
 			fprintf(stderr,
 				PROG ": kvringd (pid %d) died without being "
-				"killed: %s %d\n",
+				     "killed: %s %d\n",
 				(int)pid,
 				WIFSIGNALED(st) ? "signal" : "exit status",
 				WIFSIGNALED(st) ? WTERMSIG(st)
@@ -102,7 +102,7 @@ void st_fleet_reap(struct st_run *r)
 			r->worker_crashes++;
 			fprintf(stderr,
 				PROG ": worker %d (pid %d) died on its own: "
-				"%s %d\n",
+				     "%s %d\n",
 				slot, (int)pid,
 				WIFSIGNALED(st) ? "signal" : "exit status",
 				WIFSIGNALED(st) ? WTERMSIG(st)
@@ -141,7 +141,7 @@ void st_fleet_stop(struct st_run *r)
 				if (r->wpid[i] > 0) {
 					fprintf(stderr,
 						PROG ": worker %u (pid %d) "
-						"stuck, killing it\n",
+						     "stuck, killing it\n",
 						i, (int)r->wpid[i]);
 					r->workers_stuck++;
 					r->wkilled[i] = true;

@@ -36,7 +36,7 @@ void st_keys_setup(uint64_t seed, uint64_t chunk_min, uint64_t chunk_max)
 struct kvr_key st_keys_key(uint64_t id)
 {
 	XXH128_hash_t h = XXH3_128bits_withSeed(&id, sizeof(id), g_key_seed);
-	struct kvr_key k = { .lo = h.low64, .hi = h.high64 };
+	struct kvr_key k = {.lo = h.low64, .hi = h.high64};
 
 	return k;
 }
@@ -74,8 +74,7 @@ void st_keys_fill(void *p, uint64_t len, uint64_t id)
 	}
 }
 
-void st_keys_window(uint64_t base, uint32_t n, struct kvr_key *k,
-		    uint64_t *sz)
+void st_keys_window(uint64_t base, uint32_t n, struct kvr_key *k, uint64_t *sz)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		k[i] = st_keys_key(base + i);

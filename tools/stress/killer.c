@@ -136,7 +136,7 @@ void st_killer_start(struct st_run *r)
 	/* The first kills come one full period after the start. */
 	r->next_kill_ns = r->t0_ns + (uint64_t)r->o.kill_every_ms * 1000000u;
 	r->next_srv_kill_ns =
-		r->t0_ns + (uint64_t)r->o.kill_server_every_ms * 1000000u;
+	    r->t0_ns + (uint64_t)r->o.kill_server_every_ms * 1000000u;
 }
 
 /*
@@ -151,17 +151,16 @@ void st_killer_tick(struct st_run *r, uint64_t t_ns)
 		kill_one(r);
 		/* Jitter: the next kill comes after 0.5x .. 1.5x. */
 		r->next_kill_ns =
-			t_ns + (uint64_t)r->o.kill_every_ms * 500000u +
-			st_rnd_below(&r->rng,
-				     (uint64_t)r->o.kill_every_ms * 1000000u +
-					     1);
+		    t_ns + (uint64_t)r->o.kill_every_ms * 500000u +
+		    st_rnd_below(&r->rng,
+				 (uint64_t)r->o.kill_every_ms * 1000000u + 1);
 	}
 	if (r->o.kill_server && t_ns >= r->next_srv_kill_ns) {
 		st_server_kill_restart(r);
 		/* Counted from the restart, so a slow start-up does not
 		 * bunch kills together. */
 		r->next_srv_kill_ns =
-			st_now_ns() +
-			(uint64_t)r->o.kill_server_every_ms * 1000000u;
+		    st_now_ns() +
+		    (uint64_t)r->o.kill_server_every_ms * 1000000u;
 	}
 }

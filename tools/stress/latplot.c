@@ -179,8 +179,9 @@ static int write_files(const char *dir, struct st_latplot *lp,
 		for (unsigned k = 0; k < KVR_HIST_OPS; k++) {
 			if (!all[k].count)
 				continue;
-			fprintf(f, "%s'latency_cdf.dat' index %u with steps "
-				   "lw 2 title '%s'",
+			fprintf(f,
+				"%s'latency_cdf.dat' index %u with steps "
+				"lw 2 title '%s'",
 				first ? "" : ", \\\n     ", blk++,
 				kvr_op_name(k + 1));
 			first = false;
@@ -199,12 +200,13 @@ static int write_files(const char *dir, struct st_latplot *lp,
 		for (unsigned k = 0; k < KVR_HIST_OPS; k++) {
 			if (!all[k].count)
 				continue;
-			fprintf(f,
-				"%s'latency_time.dat' using 1:%u with lines lw 1 "
-				"lc %u notitle, \\\n     'latency_time.dat' "
-				"using 1:%u with lines lw 3 lc %u title '%s'",
-				first ? "" : ", \\\n     ", 2 + 2 * k, k + 1,
-				3 + 2 * k, k + 1, kvr_op_name(k + 1));
+			fprintf(
+			    f,
+			    "%s'latency_time.dat' using 1:%u with lines lw 1 "
+			    "lc %u notitle, \\\n     'latency_time.dat' "
+			    "using 1:%u with lines lw 3 lc %u title '%s'",
+			    first ? "" : ", \\\n     ", 2 + 2 * k, k + 1,
+			    3 + 2 * k, k + 1, kvr_op_name(k + 1));
 			first = false;
 		}
 		fputs("\n", f);
@@ -230,7 +232,7 @@ int st_latplot_write(struct st_run *r)
 	rc = write_files(dir, lp, all);
 	if (rc == -ENODATA) {
 		fprintf(stderr, PROG ": --latency-plot: the server timed no "
-				"request (kvringd --no-histograms?)\n");
+				     "request (kvringd --no-histograms?)\n");
 		return rc;
 	}
 	if (rc < 0) {
@@ -259,8 +261,9 @@ int st_latplot_write(struct st_run *r)
 		return 0;
 	}
 	if (!r->o.quiet)
-		fprintf(stderr, PROG ": latency plots in %s/latency_cdf.png and "
-				     "latency_time.png\n",
+		fprintf(stderr,
+			PROG ": latency plots in %s/latency_cdf.png and "
+			     "latency_time.png\n",
 			dir);
 	return 0;
 }

@@ -42,10 +42,9 @@ static bool mbox_offer(struct st_mailbox_shm *m, const struct offer *of)
 
 	/* A-ST1: acquire; pairs with R-ST2 in mbox_take(): the last taker
 	 * has finished reading the fields we are about to overwrite. */
-	if (!atomic_compare_exchange_strong_explicit(&m->state, &expect,
-						     MB_WRITING,
-						     memory_order_acquire,
-						     memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(
+		&m->state, &expect, MB_WRITING, memory_order_acquire,
+		memory_order_relaxed))
 		return false;
 	m->lease = of->lease;
 	m->base = of->base;
@@ -68,10 +67,9 @@ static bool mbox_take(struct st_mailbox_shm *m, unsigned taker,
 
 	/* A-ST2: acquire; pairs with R-ST1 in mbox_offer(): the fields
 	 * read below are the ones the maker wrote before it set FULL. */
-	if (!atomic_compare_exchange_strong_explicit(&m->state, &expect,
-						     MB_TAKING,
-						     memory_order_acquire,
-						     memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(
+		&m->state, &expect, MB_TAKING, memory_order_acquire,
+		memory_order_relaxed))
 		return false;
 	/* Relaxed: read only by the parent's cleanup after some worker
 	 * died, and what it needs is the value a dead taker left, which
@@ -97,9 +95,8 @@ static bool mbox_take(struct st_mailbox_shm *m, unsigned taker,
  */
 int st_lease_op_shared(struct st_worker *w)
 {
-	unsigned nw = w->o->workers,
-		 from = (unsigned)st_rnd_below(&w->rng, nw);
-	struct kvr_xfer x = { 0 };
+	unsigned nw = w->o->workers, from = (unsigned)st_rnd_below(&w->rng, nw);
+	struct kvr_xfer x = {0};
 	struct offer of;
 	int rc;
 
@@ -132,7 +129,7 @@ int st_lease_op_shared(struct st_worker *w)
 int st_lease_op(struct st_worker *w)
 {
 	struct kvr_key k[MAX_CHUNKS];
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	uint64_t base, lease = 0;
 	uint32_t n, choice;
 	long hits;
@@ -149,8 +146,10 @@ int st_lease_op(struct st_worker *w)
 	}
 	choice = (uint32_t)st_rnd_below(&w->rng, 3);
 	if (choice == 0) {
-		struct offer of = { .lease = lease, .base = base, .n = n,
-				    .hits = (uint32_t)hits };
+		struct offer of = {.lease = lease,
+				   .base = base,
+				   .n = n,
+				   .hits = (uint32_t)hits};
 
 		if (mbox_offer(&w->sh->mbox[w->slot], &of)) {
 			/* Another worker may redeem it; if nobody does it
@@ -220,7 +219,7 @@ void st_lease_cleanup(struct st_shared_shm *sh, unsigned nworkers,
 		if (atomic_load_explicit(&sh->mbox[i].taker,
 					 memory_order_seq_cst) == slot)
 			atomic_compare_exchange_strong_explicit(
-				&sh->mbox[i].state, &e, MB_EMPTY,
-				memory_order_seq_cst, memory_order_seq_cst);
+			    &sh->mbox[i].state, &e, MB_EMPTY,
+			    memory_order_seq_cst, memory_order_seq_cst);
 	}
 }

@@ -70,8 +70,9 @@ static int after_stop(struct st_worker *w, int rc)
 		return 0;
 	}
 	if (rc == 0) {
-		fprintf(stderr, PROG ": a transfer held through a %u ms stop "
-				"was still open (--xfer-ms %u)\n",
+		fprintf(stderr,
+			PROG ": a transfer held through a %u ms stop "
+			     "was still open (--xfer-ms %u)\n",
 			w->o->stop_ms, w->o->xfer_ms);
 		st_bump(&w->res->stop_not_expired, 1);
 	}
@@ -91,9 +92,9 @@ void st_op_pick_window(struct st_worker *w, bool recent, uint64_t *base,
 					   memory_order_relaxed);
 		if (pos) {
 			e = atomic_load_explicit(
-				&w->sh->recent[st_rnd_below(
-					&w->rng, pos < RECENT ? pos : RECENT)],
-				memory_order_relaxed);
+			    &w->sh->recent[st_rnd_below(
+				&w->rng, pos < RECENT ? pos : RECENT)],
+			    memory_order_relaxed);
 			if (e) {
 				*base = e >> 5;
 				*n = (uint32_t)(e & 31);
@@ -114,7 +115,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 {
 	struct kvr_key k[MAX_CHUNKS];
 	uint64_t sz[MAX_CHUNKS], base, pos, nok = 0, bytes = 0;
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	bool linger = false;
 	uint32_t n;
 	int rc;
@@ -132,8 +133,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 		const struct kvr_slot *s = &x.slots[i];
 		int st = s->status;
 
-		st_bump(&w->res->slot_st[st >= 0 && st < NSLOT_ST ? st : 4],
-			1);
+		st_bump(&w->res->slot_st[st >= 0 && st < NSLOT_ST ? st : 4], 1);
 		if (st != KVR_SLOT_OK)
 			continue;
 		/* Poison first when this store will be aborted or may be
@@ -175,7 +175,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 		for (uint32_t i = 0; i < x.nslots; i++)
 			if (x.slots[i].status == KVR_SLOT_OK) {
 				((unsigned char *)x.slots[i]
-					 .ptr)[x.slots[i].len / 2] ^= 1;
+				     .ptr)[x.slots[i].len / 2] ^= 1;
 				break;
 			}
 	/* Counted before the commit: it frees the slot array. */
@@ -242,7 +242,7 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 int st_op_retrieve(struct st_worker *w)
 {
 	struct kvr_key k[MAX_CHUNKS];
-	struct kvr_xfer x = { 0 };
+	struct kvr_xfer x = {0};
 	uint64_t base;
 	uint32_t n;
 	int rc;

@@ -19,13 +19,13 @@
 
 /* ops_by_type keys, in enum st_op order. */
 static const char *const op_names[OP_N] = {
-	"lookup", "lookup_pin", "store", "abort",
-	"retrieve", "lease_retrieve", "lease_shared",
+    "lookup",	"lookup_pin",	  "store",	  "abort",
+    "retrieve", "lease_retrieve", "lease_shared",
 };
 
 /* store_slots keys, in enum kvr_slot_status order. */
 static const char *const slot_st_names[NSLOT_ST] = {
-	"ok", "exists", "noroom", "busy", "invalid",
+    "ok", "exists", "noroom", "busy", "invalid",
 };
 
 /* At most this many failures are listed (the first ones, in the order
@@ -93,11 +93,11 @@ struct facts {
 static void judge(const struct st_run *r, const struct st_audit *a,
 		  struct facts *f)
 {
-#define FAIL(...)                                                           \
-	do {                                                                \
-		if (f->nf < MAX_FAILS)                                      \
-			snprintf(f->fails[f->nf++], sizeof(f->fails[0]),    \
-				 __VA_ARGS__);                              \
+#define FAIL(...)                                                              \
+	do {                                                                   \
+		if (f->nf < MAX_FAILS)                                         \
+			snprintf(f->fails[f->nf++], sizeof(f->fails[0]),       \
+				 __VA_ARGS__);                                 \
 	} while (0)
 	if (f->t.corrupt)
 		FAIL("%" PRIu64 " corrupt chunks", f->t.corrupt);
@@ -186,22 +186,20 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	printf("},\"leaked_reserved_bytes\":%" PRIu64
 	       ",\"leaked_pins\":%" PRIu64 ",\"leaked_leases\":%" PRIu64
 	       ",\"leaked_transfers\":%" PRIu64 ",\"pool_accounting_ok\":%s",
-	       f->leaked_res, f->leaked_pins, f->leaked_leases,
-	       f->leaked_xfers,
+	       f->leaked_res, f->leaked_pins, f->leaked_leases, f->leaked_xfers,
 	       a->have_ctl && a->accounting_ok ? "true" : "false");
 	/* "pool" is left out when the audit could not map the segment. */
 	if (a->have_ctl)
-		printf(",\"pool\":{\"pool_bytes\":%" PRIu64
-		       ",\"used_bytes\":%" PRIu64
-		       ",\"committed_bytes\":%" PRIu64
-		       ",\"objects\":%" PRIu64 ",\"evictions\":%" PRIu64
-		       ",\"no_room\":%" PRIu64 ",\"protocol_errors\":%" PRIu64
-		       ",\"disconnect_cleanups\":%" PRIu64 "}",
-		       a->pool_bytes, ST_AUD(a, used_bytes),
-		       ST_AUD(a, committed_bytes), ST_AUD(a, objects),
-		       ST_AUD(a, evictions), ST_AUD(a, no_room),
-		       ST_AUD(a, protocol_errors),
-		       ST_AUD(a, disconnect_cleanups));
+		printf(
+		    ",\"pool\":{\"pool_bytes\":%" PRIu64
+		    ",\"used_bytes\":%" PRIu64 ",\"committed_bytes\":%" PRIu64
+		    ",\"objects\":%" PRIu64 ",\"evictions\":%" PRIu64
+		    ",\"no_room\":%" PRIu64 ",\"protocol_errors\":%" PRIu64
+		    ",\"disconnect_cleanups\":%" PRIu64 "}",
+		    a->pool_bytes, ST_AUD(a, used_bytes),
+		    ST_AUD(a, committed_bytes), ST_AUD(a, objects),
+		    ST_AUD(a, evictions), ST_AUD(a, no_room),
+		    ST_AUD(a, protocol_errors), ST_AUD(a, disconnect_cleanups));
 	printf(",\"server_crashed\":%s,\"worker_crashes\":%" PRIu64
 	       ",\"workers_stuck\":%" PRIu64 ",\"server_exit\":%d,"
 	       "\"ok\":%s,\"failures\":[",
@@ -252,13 +250,13 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	printf("leaked_reserved_bytes=%" PRIu64 "\nleaked_pins=%" PRIu64
 	       "\nleaked_leases=%" PRIu64 "\nleaked_transfers=%" PRIu64
 	       "\npool_accounting_ok=%d\n",
-	       f->leaked_res, f->leaked_pins, f->leaked_leases,
-	       f->leaked_xfers, a->have_ctl && a->accounting_ok);
+	       f->leaked_res, f->leaked_pins, f->leaked_leases, f->leaked_xfers,
+	       a->have_ctl && a->accounting_ok);
 	if (a->have_ctl)
 		printf("pool_bytes=%" PRIu64 "\nused_bytes=%" PRIu64
 		       "\nobjects=%" PRIu64 "\nevictions=%" PRIu64 "\n",
-		       a->pool_bytes, ST_AUD(a, used_bytes),
-		       ST_AUD(a, objects), ST_AUD(a, evictions));
+		       a->pool_bytes, ST_AUD(a, used_bytes), ST_AUD(a, objects),
+		       ST_AUD(a, evictions));
 	printf("ok=%d\n", f->nf == 0);
 }
 

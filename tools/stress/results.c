@@ -24,9 +24,9 @@ int st_results_map(struct st_shared_shm **out)
 {
 	/* Anonymous mappings are zero-filled: every counter starts at 0,
 	 * every phase PH_IDLE, every mailbox empty, stop clear. */
-	void *p = mmap(NULL, sizeof(struct st_shared_shm),
-		       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-		       0);
+	void *p =
+	    mmap(NULL, sizeof(struct st_shared_shm), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -errno;

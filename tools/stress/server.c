@@ -146,7 +146,7 @@ int st_server_ctl_map(struct st_run *r, pid_t creator)
 		if ((creator && r->hdr->seg.creator_pid != creator) ||
 		    atomic_load_explicit(&r->hdr->state,
 					 memory_order_acquire) !=
-			    KVR_SERVER_RUNNING)
+			KVR_SERVER_RUNNING)
 			rc = -EAGAIN;
 	}
 	if (rc < 0)
@@ -178,8 +178,10 @@ static int start_server(struct st_run *r)
 		return r->srv_pid;
 	for (int waited = 0; waited < 10000; waited += 5) {
 		if (waitpid(r->srv_pid, &st, WNOHANG) == r->srv_pid) {
-			fprintf(stderr, PROG ": kvringd exited during start-up "
-					"(status %d)\n", st);
+			fprintf(stderr,
+				PROG ": kvringd exited during start-up "
+				     "(status %d)\n",
+				st);
 			r->srv_pid = 0;
 			st_server_log_tail(r);
 			return -ECHILD;
@@ -209,8 +211,8 @@ int st_server_setup(struct st_run *r)
 	if (r->o.socket) {
 		if (r->o.name)
 			snprintf(r->name, sizeof(r->name), "%s", r->o.name);
-		else if (kvr_seg_default_base(pool_base,
-					      sizeof(pool_base)) == 0)
+		else if (kvr_seg_default_base(pool_base, sizeof(pool_base)) ==
+			 0)
 			snprintf(r->name, sizeof(r->name), "%s", pool_base);
 		snprintf(r->sock, sizeof(r->sock), "%s", r->o.socket);
 		return 0;

@@ -41,15 +41,15 @@
 #define PROG   "kvring-stress"
 #define SCHEMA 1 /* of the JSON report; bump when a key changes meaning */
 
-#define EXIT_OK	     0
-#define EXIT_FAIL    1
-#define EXIT_USAGE   2
+#define EXIT_OK	   0
+#define EXIT_FAIL  1
+#define EXIT_USAGE 2
 
-#define MAX_WORKERS   256
-#define MAX_CHUNKS    16	 /* keys per request: 1..16 */
-#define NERRNO	      160	 /* errors counted by errno value */
-#define RECENT	      1024	 /* shared ring of recently stored windows */
-#define MAX_SRV_ARGS  32
+#define MAX_WORKERS  256
+#define MAX_CHUNKS   16	  /* keys per request: 1..16 */
+#define NERRNO	     160  /* errors counted by errno value */
+#define RECENT	     1024 /* shared ring of recently stored windows */
+#define MAX_SRV_ARGS 32
 
 /* The shared blocks are touched from several processes at once. */
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm atomics must be lock-free");
@@ -109,7 +109,7 @@ struct st_wres_shm {
 	_Atomic uint64_t slot_st[NSLOT_ST];
 	_Atomic uint64_t errors[NERRNO]; /* by -rc; [0]: out of range */
 	_Atomic uint64_t reconnects;
-	_Atomic uint64_t lease_short;	 /* redeemed fewer than looked up */
+	_Atomic uint64_t lease_short; /* redeemed fewer than looked up */
 	/* enum st_phase. Written by the worker (and by the parent to reset
 	 * a reaped slot, when no worker runs there), read by the killer. */
 	_Atomic uint32_t phase;
@@ -178,11 +178,11 @@ struct st_opts {
 	uint64_t chunk_min, chunk_max;
 	uint64_t seed;
 	bool json, copy, no_prefault, keep_log, quiet;
-	unsigned target_pct; /* share of kills aimed at prepared workers */
-	unsigned inject_corrupt; /* self-test: damage every Nth store */
-	unsigned stop_every;	 /* 1 in N prepared transfers SIGSTOPs */
-	unsigned stop_ms;	 /* how long the parent leaves it stopped */
-	unsigned xfer_ms;	 /* --xfer-ms given to our server */
+	unsigned target_pct;	  /* share of kills aimed at prepared workers */
+	unsigned inject_corrupt;  /* self-test: damage every Nth store */
+	unsigned stop_every;	  /* 1 in N prepared transfers SIGSTOPs */
+	unsigned stop_ms;	  /* how long the parent leaves it stopped */
+	unsigned xfer_ms;	  /* --xfer-ms given to our server */
 	const char *latency_plot; /* --latency-plot DIR (latplot.c) */
 };
 
@@ -195,18 +195,18 @@ struct st_run {
 	struct st_opts o;
 	struct st_shared_shm *sh;
 	uint64_t nkeys;
-	pid_t wpid[MAX_WORKERS];   /* 0: slot empty (reaped, not respawned) */
+	pid_t wpid[MAX_WORKERS];    /* 0: slot empty (reaped, not respawned) */
 	uint32_t wgen[MAX_WORKERS]; /* incarnations forked into the slot */
-	bool wkilled[MAX_WORKERS]; /* we SIGKILLed it: that death is ours */
-	pid_t srv_pid;	      /* 0: not ours or not running */
+	bool wkilled[MAX_WORKERS];  /* we SIGKILLed it: that death is ours */
+	pid_t srv_pid;		    /* 0: not ours or not running */
 	char sock[108];
 	char name[64];
-	char log_path[160];   /* set only when the server is ours */
+	char log_path[160]; /* set only when the server is ours */
 	/* Control segment mapping (read-only) of the current server. */
 	struct kvr_seg ctl;
 	const struct kvr_ctl_hdr_shm *hdr;
 	struct st_latplot *lp; /* --latency-plot state, NULL without it */
-	uint64_t rng;	      /* the kill schedule's PRNG (killer.c) */
+	uint64_t rng;	       /* the kill schedule's PRNG (killer.c) */
 	uint64_t next_kill_ns, next_srv_kill_ns;
 	uint64_t kills, kills_store, kills_retrieve, kills_other;
 	uint64_t srv_kills, srv_restarts;
@@ -228,7 +228,7 @@ struct st_worker {
 	unsigned slot;
 	uint64_t rng;
 	uint64_t nkeys;
-	uint64_t *exp_hash; /* nkeys entries, 0 = not computed yet */
+	uint64_t *exp_hash;	/* nkeys entries, 0 = not computed yet */
 	unsigned char *scratch; /* chunk_max bytes, for expected hashes */
 	struct kvr_client *c;
 	uint64_t stores; /* committed by this process */
@@ -238,8 +238,8 @@ struct st_worker {
 struct st_totals {
 	uint64_t ops[OP_N], ops_total;
 	uint64_t verified_chunks, verified_bytes, corrupt, stored_chunks,
-		stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
-		lease_short, stops, stop_expired, stop_not_expired;
+	    stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
+	    lease_short, stops, stop_expired, stop_not_expired;
 };
 
 /* What the leak audit saw (audit.c fills it, report.c judges it). */
@@ -271,8 +271,8 @@ static inline uint64_t st_now_ns(void)
  * flag, the loops check it). */
 static inline void st_sleep_us(uint64_t us)
 {
-	struct timespec ts = { (time_t)(us / 1000000),
-			       (long)(us % 1000000) * 1000 };
+	struct timespec ts = {(time_t)(us / 1000000),
+			      (long)(us % 1000000) * 1000};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -313,8 +313,7 @@ uint64_t st_keys_size(uint64_t id);
 /* Write key @id's content into @len bytes at @p (any @len). */
 void st_keys_fill(void *p, uint64_t len, uint64_t id);
 /* Keys and (if @sz) sizes of the window [base, base + n). */
-void st_keys_window(uint64_t base, uint32_t n, struct kvr_key *k,
-		    uint64_t *sz);
+void st_keys_window(uint64_t base, uint32_t n, struct kvr_key *k, uint64_t *sz);
 /* The connection options every stress client uses: its namespace, and
  * @socket. Everything else stays 0 (the caller sets transport/prefault). */
 void st_keys_client_opts(struct kvr_client_opts *co, const char *socket);
@@ -323,8 +322,8 @@ void st_keys_client_opts(struct kvr_client_opts *co, const char *socket);
 
 /* Check slot @s, which must hold key @id, in place; count it verified or
  * corrupt (printing the mismatch). @how names the operation. */
-void st_verify_slot(struct st_worker *w, const struct kvr_slot *s,
-		    uint64_t id, const char *how);
+void st_verify_slot(struct st_worker *w, const struct kvr_slot *s, uint64_t id,
+		    const char *how);
 
 /* ---- ops.c: the plain operations (0 done and counted, or -errno) ---- */
 
@@ -352,9 +351,8 @@ void st_lease_cleanup(struct st_shared_shm *sh, unsigned nworkers,
 /* ---- worker.c: one worker process ---- */
 
 /* Run worker @slot until told to stop; never returns (_exit). */
-_Noreturn void st_worker_main(struct st_shared_shm *sh,
-			      const struct st_opts *o, unsigned slot,
-			      uint64_t seed, uint64_t nkeys);
+_Noreturn void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
+			      unsigned slot, uint64_t seed, uint64_t nkeys);
 /* Publish our phase for the killer. */
 void st_worker_set_phase(struct st_worker *w, enum st_phase ph);
 /* Count a failed call by errno in our results. */

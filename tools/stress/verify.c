@@ -40,8 +40,8 @@ static uint64_t expected_hash(struct st_worker *w, uint64_t id)
 	return h;
 }
 
-void st_verify_slot(struct st_worker *w, const struct kvr_slot *s,
-		    uint64_t id, const char *how)
+void st_verify_slot(struct st_worker *w, const struct kvr_slot *s, uint64_t id,
+		    const char *how)
 {
 	uint64_t want_len = st_keys_size(id), want, got;
 	struct kvr_key k;
@@ -52,8 +52,8 @@ void st_verify_slot(struct st_worker *w, const struct kvr_slot *s,
 		k = st_keys_key(id);
 		fprintf(stderr,
 			PROG ": CORRUPT %s key id %" PRIu64 " (%016" PRIx64
-			"%016" PRIx64 "): slot status %d len %" PRIu64
-			", expected status 0 len %" PRIu64 "\n",
+			     "%016" PRIx64 "): slot status %d len %" PRIu64
+			     ", expected status 0 len %" PRIu64 "\n",
 			how, id, k.hi, k.lo, s->status, s->len, want_len);
 		st_bump(&w->res->corrupt_chunks, 1);
 		return;
@@ -66,8 +66,9 @@ void st_verify_slot(struct st_worker *w, const struct kvr_slot *s,
 		k = st_keys_key(id);
 		fprintf(stderr,
 			PROG ": CORRUPT %s key id %" PRIu64 " (%016" PRIx64
-			"%016" PRIx64 ") len %" PRIu64 " off %" PRIu64
-			": expected xxh3 %016" PRIx64 ", got %016" PRIx64 "\n",
+			     "%016" PRIx64 ") len %" PRIu64 " off %" PRIu64
+			     ": expected xxh3 %016" PRIx64 ", got %016" PRIx64
+			     "\n",
 			how, id, k.hi, k.lo, s->len, s->off, want, got);
 		st_bump(&w->res->corrupt_chunks, 1);
 		return;

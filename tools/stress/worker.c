@@ -45,8 +45,14 @@ void st_worker_count_err(struct st_worker *w, int rc)
 static bool conn_fatal(int rc)
 {
 	switch (-rc) {
-	case EOWNERDEAD: case ETIMEDOUT: case EPROTO: case EPIPE:
-	case ECONNRESET: case ESHUTDOWN: case ENOTCONN: case ECONNREFUSED:
+	case EOWNERDEAD:
+	case ETIMEDOUT:
+	case EPROTO:
+	case EPIPE:
+	case ECONNRESET:
+	case ESHUTDOWN:
+	case ENOTCONN:
+	case ECONNREFUSED:
 	case EBADMSG:
 		return true;
 	default:
@@ -61,7 +67,7 @@ static bool conn_fatal(int rc)
  */
 static int worker_connect(struct st_worker *w)
 {
-	struct kvr_client_opts co = { 0 };
+	struct kvr_client_opts co = {0};
 	char err[256];
 	int rc;
 
@@ -105,8 +111,12 @@ static bool should_stop(struct st_worker *w)
 void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 		    unsigned slot, uint64_t seed, uint64_t nkeys)
 {
-	struct st_worker w = { .sh = sh, .res = &sh->res[slot], .o = o,
-			       .slot = slot, .rng = seed, .nkeys = nkeys };
+	struct st_worker w = {.sh = sh,
+			      .res = &sh->res[slot],
+			      .o = o,
+			      .slot = slot,
+			      .rng = seed,
+			      .nkeys = nkeys};
 	int rc;
 
 	signal(SIGINT, SIG_IGN); /* the parent decides when we stop */

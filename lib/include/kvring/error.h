@@ -22,10 +22,10 @@
  * stack), borrowed by the library call that fills it; it holds no pointers
  * and needs no cleanup. After a failed call, code is the same negative errno
  * the call returned and msg says, in the style "<action> <object>: <reason>",
- * what went wrong ("create /dev/shm/kvring-0.pool: needs 1 GiB (1073741824 bytes),
- * 50 MiB available on /dev/shm; ..."). After a successful call the buffer
- * is left as it was, so initialise it (or call kvr_err_clear()) first if you
- * want to tell the two apart by looking at it.
+ * what went wrong ("create /dev/shm/kvring-0.pool: needs 1 GiB (1073741824
+ * bytes), 50 MiB available on /dev/shm; ..."). After a successful call the
+ * buffer is left as it was, so initialise it (or call kvr_err_clear()) first if
+ * you want to tell the two apart by looking at it.
  */
 struct kvr_err {
 	int code;		   /* negative errno, 0 if nothing recorded */

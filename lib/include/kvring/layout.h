@@ -53,20 +53,20 @@ enum kvr_pool_backend {
 /* Global counters, written by the server's loop thread only (relaxed
  * stores: a single writer, readers only need each value untorn). */
 struct kvr_gstats_shm {
-	_Atomic uint64_t used_bytes;	  /* reserved + committed */
+	_Atomic uint64_t used_bytes; /* reserved + committed */
 	_Atomic uint64_t committed_bytes;
 	_Atomic uint64_t reserved_bytes;
-	_Atomic uint64_t objects;	  /* committed objects */
+	_Atomic uint64_t objects; /* committed objects */
 	_Atomic uint64_t reserved_objects;
-	_Atomic uint64_t pins;		  /* (object, owner) pin pairs */
+	_Atomic uint64_t pins; /* (object, owner) pin pairs */
 	_Atomic uint64_t pinned_bytes;
 	_Atomic uint64_t leases;
-	_Atomic uint64_t transfers;	  /* open store + retrieve transfers */
+	_Atomic uint64_t transfers; /* open store + retrieve transfers */
 	_Atomic uint64_t evictions;
 	_Atomic uint64_t evicted_bytes;
-	_Atomic uint64_t stores_skipped;  /* keys already stored */
-	_Atomic uint64_t no_room;	  /* keys answered KVR_SLOT_NOROOM */
-	_Atomic uint64_t workers;	  /* channels in use */
+	_Atomic uint64_t stores_skipped; /* keys already stored */
+	_Atomic uint64_t no_room;	 /* keys answered KVR_SLOT_NOROOM */
+	_Atomic uint64_t workers;	 /* channels in use */
 	_Atomic uint64_t connects;
 	_Atomic uint64_t disconnect_cleanups;
 	_Atomic uint64_t protocol_errors; /* workers cut off for bad input */
@@ -75,11 +75,11 @@ struct kvr_gstats_shm {
 	_Atomic uint64_t leases_expired;
 	_Atomic uint64_t free_extents;
 	_Atomic uint64_t largest_free;
-	_Atomic uint64_t frag_ppm;	  /* 1e6 * (1 - largest_free / free) */
-	_Atomic uint64_t loop_wakeups;	  /* times the loop slept and woke */
-	_Atomic uint64_t quota_denied;	  /* 192: keys/pins a quota refused */
-	_Atomic uint64_t xfers_expired;	  /* 200: transfers reclaimed at their
-					     deadline (--xfer-ms) */
+	_Atomic uint64_t frag_ppm;	/* 1e6 * (1 - largest_free / free) */
+	_Atomic uint64_t loop_wakeups;	/* times the loop slept and woke */
+	_Atomic uint64_t quota_denied;	/* 192: keys/pins a quota refused */
+	_Atomic uint64_t xfers_expired; /* 200: transfers reclaimed at their
+					   deadline (--xfer-ms) */
 	_Atomic uint64_t reserved[6];
 };
 _Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
@@ -92,23 +92,23 @@ _Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
  */
 #define KVR_L2_SHM_NODES 4u
 struct kvr_l2node_shm {
-	char addr[48];		 /* "host:port" or the socket path */
-	_Atomic uint32_t state;	 /* 0 unused, 1 up, 2 down */
+	char addr[48];		/* "host:port" or the socket path */
+	_Atomic uint32_t state; /* 0 unused, 1 up, 2 down */
 	uint32_t pad;
 	_Atomic uint64_t errors; /* connection and I/O errors */
 };
 _Static_assert(sizeof(struct kvr_l2node_shm) == 64, "ABI: docs/layout.md");
 
 struct kvr_l2stats_shm {
-	_Atomic uint32_t mode;	/* 0 off, 1 redis, 2 unix, 3 cluster */
-	_Atomic uint32_t nodes; /* nodes known (node[] shows 4) */
-	_Atomic uint64_t queue_depth;  /* jobs queued or running */
-	_Atomic uint64_t drops;	       /* chunks not uploaded: queue full */
-	_Atomic uint64_t up_chunks;    /* uploaded (SET ok) */
+	_Atomic uint32_t mode;	      /* 0 off, 1 redis, 2 unix, 3 cluster */
+	_Atomic uint32_t nodes;	      /* nodes known (node[] shows 4) */
+	_Atomic uint64_t queue_depth; /* jobs queued or running */
+	_Atomic uint64_t drops;	      /* chunks not uploaded: queue full */
+	_Atomic uint64_t up_chunks;   /* uploaded (SET ok) */
 	_Atomic uint64_t up_bytes;
-	_Atomic uint64_t up_exists;    /* skipped: EXISTS said present */
-	_Atomic uint64_t up_failed;    /* SET or EXISTS failed */
-	_Atomic uint64_t down_chunks;  /* loaded and verified */
+	_Atomic uint64_t up_exists;   /* skipped: EXISTS said present */
+	_Atomic uint64_t up_failed;   /* SET or EXISTS failed */
+	_Atomic uint64_t down_chunks; /* loaded and verified */
 	_Atomic uint64_t down_bytes;
 	_Atomic uint64_t hits;	       /* read-through: probed present */
 	_Atomic uint64_t misses;       /* read-through ended on a miss */
@@ -120,7 +120,7 @@ struct kvr_l2stats_shm {
 	_Atomic uint64_t moved;	       /* MOVED redirects followed */
 	_Atomic uint64_t ask;	       /* ASK redirects followed */
 	_Atomic uint64_t slot_refresh; /* CLUSTER SLOTS reloads */
-	_Atomic uint64_t errors[6];    /* connect io proto oom server redirect */
+	_Atomic uint64_t errors[6]; /* connect io proto oom server redirect */
 	_Atomic uint64_t state_changes; /* node up/down transitions */
 	_Atomic uint64_t reserved[6];
 	struct kvr_l2node_shm node[KVR_L2_SHM_NODES]; /* 256 */
@@ -131,19 +131,19 @@ struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
 
 	/* Geometry: written once before seg.ready, constant afterwards. */
-	uint64_t pool_bytes;	/* 256 */
-	uint32_t align;		/* 264 */
-	uint32_t pool_backend;	/* 268: enum kvr_pool_backend */
-	char pool_name[64];	/* 272: "" unless KVR_POOL_SHM */
-	uint32_t max_channels;	/* 336 */
-	uint32_t channel_bytes; /* 340: stride of channel blocks */
-	uint64_t channels_off;	/* 344: offset of channel 0 */
-	uint32_t req_ring_cap;	/* 352 */
-	uint32_t resp_ring_cap; /* 356 */
-	uint32_t max_keys;	/* 360 */
-	uint32_t lease_ms;	/* 364 */
-	uint32_t heartbeat_ms;	/* 368 */
-	int32_t server_uid;	/* 372 */
+	uint64_t pool_bytes;	    /* 256 */
+	uint32_t align;		    /* 264 */
+	uint32_t pool_backend;	    /* 268: enum kvr_pool_backend */
+	char pool_name[64];	    /* 272: "" unless KVR_POOL_SHM */
+	uint32_t max_channels;	    /* 336 */
+	uint32_t channel_bytes;	    /* 340: stride of channel blocks */
+	uint64_t channels_off;	    /* 344: offset of channel 0 */
+	uint32_t req_ring_cap;	    /* 352 */
+	uint32_t resp_ring_cap;	    /* 356 */
+	uint32_t max_keys;	    /* 360 */
+	uint32_t lease_ms;	    /* 364 */
+	uint32_t heartbeat_ms;	    /* 368 */
+	int32_t server_uid;	    /* 372 */
 	uint64_t start_realtime_ns; /* 376: wall clock at start */
 	/* Isolation limits per channel (abi 1.2; 0 = none). */
 	uint64_t quota_reserved_bytes; /* 384: --quota-reserved */
@@ -183,18 +183,18 @@ enum kvr_chan_state {
 
 /* Per channel counters, server-written (relaxed, single writer). */
 struct kvr_cstats_shm {
-	_Atomic uint64_t requests[16];	       /* by op (index = op) */
+	_Atomic uint64_t requests[16];		/* by op (index = op) */
 	_Atomic uint64_t errors[KVR_ERR_SLOTS]; /* by kvr_err_slot(code) */
 	_Atomic uint64_t reserved_bytes;
 	_Atomic uint64_t pins;
 	_Atomic uint64_t leases;
 	_Atomic uint64_t transfers;
-	_Atomic uint64_t req_high_water;  /* bytes used in the request ring */
-	_Atomic uint64_t resp_high_water; /* bytes used in the response ring */
+	_Atomic uint64_t req_high_water;   /* bytes used in the request ring */
+	_Atomic uint64_t resp_high_water;  /* bytes used in the response ring */
 	_Atomic uint64_t last_activity_ns; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t bytes_in;	   /* copy transport payload */
 	_Atomic uint64_t bytes_out;
-	_Atomic uint64_t resp_ring_full;   /* times an answer had to wait */
+	_Atomic uint64_t resp_ring_full; /* times an answer had to wait */
 	/* abi 1.2: what the channel holds against its quotas, and its age. */
 	_Atomic uint64_t pinned_bytes;	/* 336: rounded, its pins */
 	_Atomic uint64_t oldest_ns;	/* 344: CLOCK_MONOTONIC creation of
@@ -209,25 +209,25 @@ _Static_assert(offsetof(struct kvr_cstats_shm, pinned_bytes) == 336, "ABI");
 
 struct kvr_channel_shm {
 	/* Identity (server-written while the channel is claimed). */
-	_Atomic uint32_t state;	   /* 0: enum kvr_chan_state */
-	uint32_t generation;	   /* 4: bumped at every claim */
-	int32_t pid;		   /* 8: SO_PEERCRED pid */
-	uint32_t uid;		   /* 12 */
-	uint64_t pid_start;	   /* 16: start time (clock ticks) */
-	uint32_t ns_id;		   /* 24 */
-	uint32_t transport;	   /* 28: enum kvr_transport */
-	uint64_t connected_ns;	   /* 32: CLOCK_MONOTONIC */
-	uint32_t req_ring_off;	   /* 40: from the channel block start */
-	uint32_t resp_ring_off;	   /* 44 */
-	uint32_t gid;		   /* 48 */
-	uint32_t pad0;		   /* 52 */
-	uint8_t pad1[8];	   /* 56 */
-	struct kvr_ns_desc ns;	   /* 64: 96 bytes */
-	uint8_t pad2[96];	   /* 160 .. 256 */
+	_Atomic uint32_t state;	     /* 0: enum kvr_chan_state */
+	uint32_t generation;	     /* 4: bumped at every claim */
+	int32_t pid;		     /* 8: SO_PEERCRED pid */
+	uint32_t uid;		     /* 12 */
+	uint64_t pid_start;	     /* 16: start time (clock ticks) */
+	uint32_t ns_id;		     /* 24 */
+	uint32_t transport;	     /* 28: enum kvr_transport */
+	uint64_t connected_ns;	     /* 32: CLOCK_MONOTONIC */
+	uint32_t req_ring_off;	     /* 40: from the channel block start */
+	uint32_t resp_ring_off;	     /* 44 */
+	uint32_t gid;		     /* 48 */
+	uint32_t pad0;		     /* 52 */
+	uint8_t pad1[8];	     /* 56 */
+	struct kvr_ns_desc ns;	     /* 64: 96 bytes */
+	uint8_t pad2[96];	     /* 160 .. 256 */
 	struct kvr_cstats_shm stats; /* 256 .. 640 */
 	uint8_t pad3[128];	     /* 640 .. 768 */
 	/* 768: doorbells, each on its own 128-byte block. */
-	struct kvr_bell_shm req_bell;  /* server sleeps, worker rings */
+	struct kvr_bell_shm req_bell; /* server sleeps, worker rings */
 	uint8_t pad4[128 - sizeof(struct kvr_bell_shm)];
 	struct kvr_bell_shm resp_bell; /* worker sleeps, server rings */
 	uint8_t pad5[128 - sizeof(struct kvr_bell_shm)];
@@ -264,8 +264,8 @@ _Static_assert(sizeof(struct kvr_channel_shm) == 1024, "ABI: docs/layout.md");
 
 /* Why an object left the cache (index of evictions[]). */
 enum kvr_evict_reason {
-	KVR_EVICT_ROOM = 0,  /* LRU victim: a store needed the room */
-	KVR_EVICT_QUOTA = 1, /* its namespace or channel was over quota */
+	KVR_EVICT_ROOM = 0,	 /* LRU victim: a store needed the room */
+	KVR_EVICT_QUOTA = 1,	 /* its namespace or channel was over quota */
 	KVR_EVICT_NAMESPACE = 2, /* its namespace was freed for another model */
 	KVR_EVICT_OTHER = 3,
 	KVR_EVICT_REASONS = 4,

@@ -55,15 +55,15 @@ enum kvr_op {
 					with KVR_REQ_BY_LEASE and count 0 */
 	KVR_OP_COMMIT_RETRIEVE = 7,  /* handle = transfer id */
 	KVR_OP_PING = 8,	     /* nothing; answer value = server time */
-	KVR_OP_STATS = 9,	     /* nothing; answer carries kvr_stats_wire */
+	KVR_OP_STATS = 9, /* nothing; answer carries kvr_stats_wire */
 	KVR_OP__MAX = 10,
 };
 #define KVR_RESP_BIT 0x100u
 
 /* Request flags. Any bit not listed is a protocol error. */
-#define KVR_REQ_PIN	 0x1u /* lookup: pin the hit prefix under a lease */
-#define KVR_REQ_BY_LEASE 0x2u /* prepare_retrieve: redeem handle (a lease) */
-#define KVR_REQ_L2	 0x4u /* lookup: read through the L2 tier (docs/l2.md) */
+#define KVR_REQ_PIN	  0x1u /* lookup: pin the hit prefix under a lease */
+#define KVR_REQ_BY_LEASE  0x2u /* prepare_retrieve: redeem handle (a lease) */
+#define KVR_REQ_L2	  0x4u /* lookup: read through the L2 tier (docs/l2.md) */
 #define KVR_REQ_FLAGS_ALL (KVR_REQ_PIN | KVR_REQ_BY_LEASE | KVR_REQ_L2)
 
 /* In a lookup answer's value: bits 0..31 are the hits; this bit says L2
@@ -74,10 +74,10 @@ enum kvr_op {
 
 /* The fixed head of every request record (32 bytes). */
 struct kvr_req_hdr {
-	uint64_t req_id; /* chosen by the worker, echoed in the answer */
-	uint64_t handle; /* transfer id or lease id, when the op takes one */
-	uint32_t count;	 /* number of keys that follow */
-	uint32_t flags;	 /* KVR_REQ_* */
+	uint64_t req_id;   /* chosen by the worker, echoed in the answer */
+	uint64_t handle;   /* transfer id or lease id, when the op takes one */
+	uint32_t count;	   /* number of keys that follow */
+	uint32_t flags;	   /* KVR_REQ_* */
 	uint64_t reserved; /* must be 0 */
 };
 _Static_assert(sizeof(struct kvr_req_hdr) == 32, "ABI: docs/protocol.md");
@@ -145,7 +145,8 @@ struct kvr_stats_wire {
 /* Bytes of a request / answer record for n keys / slots. */
 static inline size_t kvr_req_bytes(uint32_t op, uint32_t n)
 {
-	size_t b = sizeof(struct kvr_req_hdr) + (size_t)n * sizeof(struct kvr_key);
+	size_t b =
+	    sizeof(struct kvr_req_hdr) + (size_t)n * sizeof(struct kvr_key);
 
 	if (op == KVR_OP_PREPARE_STORE)
 		b += (size_t)n * sizeof(uint64_t);
@@ -154,7 +155,8 @@ static inline size_t kvr_req_bytes(uint32_t op, uint32_t n)
 
 static inline size_t kvr_resp_bytes(uint32_t n)
 {
-	return sizeof(struct kvr_resp_hdr) + (size_t)n * sizeof(struct kvr_slot_desc);
+	return sizeof(struct kvr_resp_hdr) +
+	       (size_t)n * sizeof(struct kvr_slot_desc);
 }
 
 /*
@@ -183,8 +185,8 @@ struct kvr_req_view {
  *   -E2BIG    count above max_keys
  * On error *out is untouched.
  */
-int kvr_req_parse(uint32_t type, const void *rec, size_t len,
-		  uint32_t max_keys, struct kvr_req_view *out);
+int kvr_req_parse(uint32_t type, const void *rec, size_t len, uint32_t max_keys,
+		  struct kvr_req_view *out);
 
 /*
  * kvr_resp_parse - validate one answer record against what the worker asked.
@@ -215,8 +217,9 @@ static inline bool kvr_span_ok(uint64_t off, uint64_t len, uint64_t pool_bytes)
  * request or a PREPARE_RETRIEVE answer, the payload of each KVR_SLOT_OK slot
  * in order (counted in len). */
 struct kvr_frame {
-	uint32_t len;  /* bytes after this header */
-	uint32_t type; /* KVR_FRAME_HELLO, KVR_FRAME_WELCOME, or a record type */
+	uint32_t len; /* bytes after this header */
+	uint32_t
+	    type; /* KVR_FRAME_HELLO, KVR_FRAME_WELCOME, or a record type */
 };
 #define KVR_FRAME_HELLO	  0x4801u
 #define KVR_FRAME_WELCOME 0x5701u
@@ -248,9 +251,10 @@ struct kvr_hello {
 _Static_assert(sizeof(struct kvr_hello) == 112, "ABI: docs/protocol.md");
 
 enum kvr_transport {
-	KVR_TRANSPORT_SHM = 1,	 /* pool mapped by the worker (named /dev/shm) */
-	KVR_TRANSPORT_MEMFD = 2, /* pool mapped by the worker (anonymous memfd) */
-	KVR_TRANSPORT_COPY = 3,	 /* payload over the socket */
+	KVR_TRANSPORT_SHM = 1, /* pool mapped by the worker (named /dev/shm) */
+	KVR_TRANSPORT_MEMFD =
+	    2, /* pool mapped by the worker (anonymous memfd) */
+	KVR_TRANSPORT_COPY = 3, /* payload over the socket */
 };
 
 /*
@@ -268,17 +272,17 @@ struct kvr_welcome {
 	uint32_t channel;   /* channel index in the control segment */
 	uint32_t ns_id;
 	uint64_t pool_bytes;
-	uint64_t ctl_bytes;	 /* size of the control segment */
-	uint64_t channel_off;	 /* offset of this channel's block */
-	uint32_t align;		 /* slot alignment */
-	uint32_t max_keys;	 /* per-request key limit */
-	uint32_t req_ring_cap;	 /* bytes */
-	uint32_t resp_ring_cap;	 /* bytes */
-	uint32_t heartbeat_ms;	 /* server heartbeat period */
+	uint64_t ctl_bytes;	/* size of the control segment */
+	uint64_t channel_off;	/* offset of this channel's block */
+	uint32_t align;		/* slot alignment */
+	uint32_t max_keys;	/* per-request key limit */
+	uint32_t req_ring_cap;	/* bytes */
+	uint32_t resp_ring_cap; /* bytes */
+	uint32_t heartbeat_ms;	/* server heartbeat period */
 	uint32_t lease_ms;
-	uint8_t boot_id[16];	 /* random per server start */
-	char pool_name[64];	 /* "" for memfd/private */
-	char reason[128];	 /* status < 0: what was wrong, what to do */
+	uint8_t boot_id[16]; /* random per server start */
+	char pool_name[64];  /* "" for memfd/private */
+	char reason[128];    /* status < 0: what was wrong, what to do */
 };
 _Static_assert(sizeof(struct kvr_welcome) == 280, "ABI: docs/protocol.md");
 

@@ -156,7 +156,7 @@ enum kvr_seg_backend {
 };
 
 /* Creation flags. */
-#define KVR_SEG_TRY_HUGETLB 0x1u /* memfd: use MFD_HUGETLB if pages suffice */
+#define KVR_SEG_TRY_HUGETLB  0x1u /* memfd: use MFD_HUGETLB if pages suffice */
 #define KVR_SEG_NEED_HUGETLB 0x2u /* memfd: MFD_HUGETLB or fail */
 
 /* Longest directory path kept in struct kvr_seg (NUL included). */

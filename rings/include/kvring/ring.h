@@ -405,7 +405,7 @@ static inline bool kvr_ring_maybe_data(const struct kvr_ring *r)
 	/* Relaxed: a hint (see the declaration); peek re-reads with A1. */
 	return r->pos != r->peer ||
 	       atomic_load_explicit(&r->shm->tail, memory_order_relaxed) !=
-		       r->peer;
+		   r->peer;
 }
 
 #endif /* KVRING_RING_H */

@@ -44,7 +44,7 @@ struct t_shim_test {
 	struct criterion_test_extra_data d;
 };
 
-#define T_SHIM_MAX 512
+#define T_SHIM_MAX	 512
 #define T_SHIM_SKIP_EXIT 77
 
 static struct t_shim_test t_shim_tests[T_SHIM_MAX];
@@ -61,8 +61,7 @@ static inline void t_shim_register(const struct t_shim_suite *s,
 		abort();
 	}
 	t_shim_tests[t_shim_nr++] =
-		(struct t_shim_test){ .suite = s, .name = name, .fn = fn,
-				      .d = d };
+	    (struct t_shim_test){.suite = s, .name = name, .fn = fn, .d = d};
 }
 
 __attribute__((format(printf, 5, 6))) static inline void
@@ -86,65 +85,71 @@ t_shim_fail(int fatal, const char *file, int line, const char *what,
 		_exit(1);
 }
 
-#define T_SHIM_CHECK(fatal, cond, what, ...)                                 \
-	do {                                                                 \
-		if (!(cond))                                                 \
-			t_shim_fail(fatal, __FILE__, __LINE__, what,         \
-				    " " __VA_ARGS__);                         \
+#define T_SHIM_CHECK(fatal, cond, what, ...)                                   \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			t_shim_fail(fatal, __FILE__, __LINE__, what,           \
+				    " " __VA_ARGS__);                          \
 	} while (0)
 
-#define T_SHIM_CMP(fatal, a, op, b, ...)                                     \
+#define T_SHIM_CMP(fatal, a, op, b, ...)                                       \
 	T_SHIM_CHECK(fatal, (a)op(b), #a " " #op " " #b, __VA_ARGS__)
 
-#define cr_assert(c, ...) T_SHIM_CHECK(1, c, #c, __VA_ARGS__)
-#define cr_expect(c, ...) T_SHIM_CHECK(0, c, #c, __VA_ARGS__)
-#define cr_assert_not(c, ...) T_SHIM_CHECK(1, !(c), "!" #c, __VA_ARGS__)
-#define cr_expect_not(c, ...) T_SHIM_CHECK(0, !(c), "!" #c, __VA_ARGS__)
-#define cr_assert_fail(...) T_SHIM_CHECK(1, 0, "fail", __VA_ARGS__)
-#define cr_expect_fail(...) T_SHIM_CHECK(0, 0, "fail", __VA_ARGS__)
-#define cr_assert_eq(a, b, ...) T_SHIM_CMP(1, a, ==, b, __VA_ARGS__)
-#define cr_expect_eq(a, b, ...) T_SHIM_CMP(0, a, ==, b, __VA_ARGS__)
+#define cr_assert(c, ...)	 T_SHIM_CHECK(1, c, #c, __VA_ARGS__)
+#define cr_expect(c, ...)	 T_SHIM_CHECK(0, c, #c, __VA_ARGS__)
+#define cr_assert_not(c, ...)	 T_SHIM_CHECK(1, !(c), "!" #c, __VA_ARGS__)
+#define cr_expect_not(c, ...)	 T_SHIM_CHECK(0, !(c), "!" #c, __VA_ARGS__)
+#define cr_assert_fail(...)	 T_SHIM_CHECK(1, 0, "fail", __VA_ARGS__)
+#define cr_expect_fail(...)	 T_SHIM_CHECK(0, 0, "fail", __VA_ARGS__)
+#define cr_assert_eq(a, b, ...)	 T_SHIM_CMP(1, a, ==, b, __VA_ARGS__)
+#define cr_expect_eq(a, b, ...)	 T_SHIM_CMP(0, a, ==, b, __VA_ARGS__)
 #define cr_assert_neq(a, b, ...) T_SHIM_CMP(1, a, !=, b, __VA_ARGS__)
 #define cr_expect_neq(a, b, ...) T_SHIM_CMP(0, a, !=, b, __VA_ARGS__)
-#define cr_assert_lt(a, b, ...) T_SHIM_CMP(1, a, <, b, __VA_ARGS__)
-#define cr_expect_lt(a, b, ...) T_SHIM_CMP(0, a, <, b, __VA_ARGS__)
+#define cr_assert_lt(a, b, ...)	 T_SHIM_CMP(1, a, <, b, __VA_ARGS__)
+#define cr_expect_lt(a, b, ...)	 T_SHIM_CMP(0, a, <, b, __VA_ARGS__)
 #define cr_assert_leq(a, b, ...) T_SHIM_CMP(1, a, <=, b, __VA_ARGS__)
 #define cr_expect_leq(a, b, ...) T_SHIM_CMP(0, a, <=, b, __VA_ARGS__)
-#define cr_assert_gt(a, b, ...) T_SHIM_CMP(1, a, >, b, __VA_ARGS__)
-#define cr_expect_gt(a, b, ...) T_SHIM_CMP(0, a, >, b, __VA_ARGS__)
+#define cr_assert_gt(a, b, ...)	 T_SHIM_CMP(1, a, >, b, __VA_ARGS__)
+#define cr_expect_gt(a, b, ...)	 T_SHIM_CMP(0, a, >, b, __VA_ARGS__)
 #define cr_assert_geq(a, b, ...) T_SHIM_CMP(1, a, >=, b, __VA_ARGS__)
 #define cr_expect_geq(a, b, ...) T_SHIM_CMP(0, a, >=, b, __VA_ARGS__)
-#define cr_assert_null(p, ...) T_SHIM_CMP(1, (const void *)(p), ==, NULL, __VA_ARGS__)
-#define cr_expect_null(p, ...) T_SHIM_CMP(0, (const void *)(p), ==, NULL, __VA_ARGS__)
-#define cr_assert_not_null(p, ...) T_SHIM_CMP(1, (const void *)(p), !=, NULL, __VA_ARGS__)
-#define cr_expect_not_null(p, ...) T_SHIM_CMP(0, (const void *)(p), !=, NULL, __VA_ARGS__)
-#define cr_assert_str_eq(a, b, ...) T_SHIM_CHECK(1, strcmp(a, b) == 0, #a " == " #b, __VA_ARGS__)
-#define cr_expect_str_eq(a, b, ...) T_SHIM_CHECK(0, strcmp(a, b) == 0, #a " == " #b, __VA_ARGS__)
-#define cr_assert_arr_eq(a, b, n, ...) T_SHIM_CHECK(1, memcmp(a, b, n) == 0, #a " == " #b, __VA_ARGS__)
-#define cr_expect_arr_eq(a, b, n, ...) T_SHIM_CHECK(0, memcmp(a, b, n) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_assert_null(p, ...)                                                 \
+	T_SHIM_CMP(1, (const void *)(p), ==, NULL, __VA_ARGS__)
+#define cr_expect_null(p, ...)                                                 \
+	T_SHIM_CMP(0, (const void *)(p), ==, NULL, __VA_ARGS__)
+#define cr_assert_not_null(p, ...)                                             \
+	T_SHIM_CMP(1, (const void *)(p), !=, NULL, __VA_ARGS__)
+#define cr_expect_not_null(p, ...)                                             \
+	T_SHIM_CMP(0, (const void *)(p), !=, NULL, __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...)                                            \
+	T_SHIM_CHECK(1, strcmp(a, b) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...)                                            \
+	T_SHIM_CHECK(0, strcmp(a, b) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_assert_arr_eq(a, b, n, ...)                                         \
+	T_SHIM_CHECK(1, memcmp(a, b, n) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_expect_arr_eq(a, b, n, ...)                                         \
+	T_SHIM_CHECK(0, memcmp(a, b, n) == 0, #a " == " #b, __VA_ARGS__)
 #define cr_log_info(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 #define cr_log_warn(...) cr_log_info(__VA_ARGS__)
-#define cr_skip(...)                                                         \
-	do {                                                                 \
-		fprintf(stderr, "skipped: " __VA_ARGS__);                    \
-		fputc('\n', stderr);                                         \
-		_exit(T_SHIM_SKIP_EXIT);                                     \
+#define cr_skip(...)                                                           \
+	do {                                                                   \
+		fprintf(stderr, "skipped: " __VA_ARGS__);                      \
+		fputc('\n', stderr);                                           \
+		_exit(T_SHIM_SKIP_EXIT);                                       \
 	} while (0)
 #define cr_skip_test(...) cr_skip(__VA_ARGS__)
 
-#define TestSuite(s, ...)                                                    \
-	static const struct t_shim_suite t_shim_suite_##s = {                \
-		#s, { __VA_ARGS__ }                                          \
-	}
+#define TestSuite(s, ...)                                                      \
+	static const struct t_shim_suite t_shim_suite_##s = {#s, {__VA_ARGS__}}
 
-#define Test(s, n, ...)                                                      \
-	static void t_shim_fn_##s##_##n(void);                               \
-	__attribute__((constructor)) static void t_shim_reg_##s##_##n(void)  \
-	{                                                                    \
-		t_shim_register(&t_shim_suite_##s, #n, t_shim_fn_##s##_##n,  \
-				(struct criterion_test_extra_data){          \
-					__VA_ARGS__ });                      \
-	}                                                                    \
+#define Test(s, n, ...)                                                        \
+	static void t_shim_fn_##s##_##n(void);                                 \
+	__attribute__((constructor)) static void t_shim_reg_##s##_##n(void)    \
+	{                                                                      \
+		t_shim_register(                                               \
+		    &t_shim_suite_##s, #n, t_shim_fn_##s##_##n,                \
+		    (struct criterion_test_extra_data){__VA_ARGS__});          \
+	}                                                                      \
 	static void t_shim_fn_##s##_##n(void)
 
 /* Runs every registered test (or those whose name contains argv[1]). */
@@ -160,7 +165,8 @@ int main(int argc, char **argv)
 		const struct t_shim_test *t = &t_shim_tests[i];
 		void (*init)(void) = t->d.init ? t->d.init : t->suite->d.init;
 		void (*fini)(void) = t->d.fini ? t->d.fini : t->suite->d.fini;
-		double to = t->d.timeout > 0 ? t->d.timeout : t->suite->d.timeout;
+		double to =
+		    t->d.timeout > 0 ? t->d.timeout : t->suite->d.timeout;
 		const char *mult = getenv("KVR_TEST_TIMEOUT_MULT");
 		int st = 0, want_exit = t->d.exit_code, want_sig = t->d.signal;
 		pid_t pid;
@@ -194,9 +200,9 @@ int main(int argc, char **argv)
 				t->name);
 			continue;
 		}
-		bool ok = want_sig ? WIFSIGNALED(st) && WTERMSIG(st) == want_sig
-				   : WIFEXITED(st) &&
-					     WEXITSTATUS(st) == want_exit;
+		bool ok = want_sig
+			      ? WIFSIGNALED(st) && WTERMSIG(st) == want_sig
+			      : WIFEXITED(st) && WEXITSTATUS(st) == want_exit;
 		if (!ok && WIFSIGNALED(st))
 			fprintf(stderr, "%s::%s: killed by signal %d%s\n",
 				t->suite->name, t->name, WTERMSIG(st),

@@ -74,9 +74,9 @@ KVR_API uint64_t kvr_kv_chunk_bytes(const struct kvr_kv_cache *kv);
 /*
  * kvr_kv_check - validate a descriptor once (the copy calls do it too).
  * Return: 0, or -EINVAL with the reason in errbuf: a zero dimension,
- * chunk_tokens not a multiple of block_size, a chunk size that overflows, elem_bytes not 1, 2 or 4,
- * head_bytes, a stride or a base pointer not a multiple of elem_bytes, a
- * NULL base, or strides that reach past layer_bytes.
+ * chunk_tokens not a multiple of block_size, a chunk size that overflows,
+ * elem_bytes not 1, 2 or 4, head_bytes, a stride or a base pointer not a
+ * multiple of elem_bytes, a NULL base, or strides that reach past layer_bytes.
  */
 KVR_API int kvr_kv_check(const struct kvr_kv_cache *kv, char *errbuf,
 			 size_t errlen);

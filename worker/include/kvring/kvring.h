@@ -98,9 +98,9 @@ struct kvr_client_info {
 	char pool_name[64];
 	uint64_t attach_ns; /* time to map and pre-fault the pool */
 	/* Additions (v0.1): */
-	int32_t server_pid;   /* kvringd's pid (SO_PEERCRED at connect) */
+	int32_t server_pid;    /* kvringd's pid (SO_PEERCRED at connect) */
 	uint32_t heartbeat_ms; /* server heartbeat period */
-	uint64_t prefault_ns; /* of attach_ns: the pool pre-fault alone */
+	uint64_t prefault_ns;  /* of attach_ns: the pool pre-fault alone */
 	/* One line for the worker's own log, e.g. "transport shm, pool
 	 * kvring-0.pool 1073741824 bytes, channel 2, attach 85.1 ms (prefault
 	 * 84.7 ms), kvringd pid 4242". The library never prints it. */
@@ -139,8 +139,8 @@ KVR_API int kvr_default_socket(char *buf, size_t n);
  * kvr_client_errmsg(NULL) is not available on failure: pass errbuf to get
  * the reason.
  */
-KVR_API int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out,
-			char *errbuf, size_t errlen);
+KVR_API int kvr_connect(const struct kvr_client_opts *o,
+			struct kvr_client **out, char *errbuf, size_t errlen);
 
 /*
  * kvr_connect_sized - kvr_connect() for a caller that says how big its
@@ -156,12 +156,12 @@ KVR_API int kvr_connect(const struct kvr_client_opts *o, struct kvr_client **out
  * without any change to callers (zlib's deflateInit() does the same).
  * Bindings that cannot use the macro (Python's ctypes) call this directly.
  */
-KVR_API int kvr_connect_sized(const struct kvr_client_opts *o,
-			      size_t opts_size, struct kvr_client **out,
-			      char *errbuf, size_t errlen);
-#define kvr_connect(o, out, errbuf, errlen)                                   \
-	kvr_connect_sized((o), sizeof(struct kvr_client_opts), (out), (errbuf), \
-			  (errlen))
+KVR_API int kvr_connect_sized(const struct kvr_client_opts *o, size_t opts_size,
+			      struct kvr_client **out, char *errbuf,
+			      size_t errlen);
+#define kvr_connect(o, out, errbuf, errlen)                                    \
+	kvr_connect_sized((o), sizeof(struct kvr_client_opts), (out),          \
+			  (errbuf), (errlen))
 
 /*
  * kvr_version / kvr_version_number - the version of the libkvring that is
@@ -192,7 +192,8 @@ KVR_API const char *kvr_strerror(int rc);
  */
 KVR_API void kvr_close(struct kvr_client *c);
 
-KVR_API const struct kvr_client_info *kvr_client_info(const struct kvr_client *c);
+KVR_API const struct kvr_client_info *
+kvr_client_info(const struct kvr_client *c);
 
 /*
  * kvr_client_errmsg - the sentence about the call on this client that just
@@ -208,14 +209,15 @@ KVR_API const char *kvr_client_errmsg(const struct kvr_client *c);
 /* Keys for this client's namespace (see <kvring/keys.h>): one per full
  * chunk of tokens, at most max_keys. Needs no lock and no server. */
 KVR_API long kvr_client_keys(const struct kvr_client *c, const uint32_t *tokens,
-			     size_t ntokens, struct kvr_key *out, size_t max_keys);
+			     size_t ntokens, struct kvr_key *out,
+			     size_t max_keys);
 
 /* A slot handed back by prepare_store / prepare_retrieve. */
 struct kvr_slot {
-	void *ptr;	/* store: write len bytes here; retrieve: read them */
-	uint64_t len;	/* bytes */
-	uint64_t off;	/* offset in the pool (for GPU DMA registration) */
-	int status;	/* enum kvr_slot_status */
+	void *ptr;    /* store: write len bytes here; retrieve: read them */
+	uint64_t len; /* bytes */
+	uint64_t off; /* offset in the pool (for GPU DMA registration) */
+	int status;   /* enum kvr_slot_status */
 };
 
 /* A transfer in progress: filled by the prepare calls, consumed by
@@ -226,10 +228,10 @@ struct kvr_slot {
  * buffer whose bytes travel on commit (store) or arrived with the answer
  * (retrieve). */
 struct kvr_xfer {
-	uint64_t id;		/* server transfer id (0: nothing to commit) */
+	uint64_t id; /* server transfer id (0: nothing to commit) */
 	uint32_t nslots;
 	uint32_t op;		/* KVR_OP_PREPARE_STORE or _RETRIEVE */
-	struct kvr_slot *slots;	/* nslots entries, owned by the library */
+	struct kvr_slot *slots; /* nslots entries, owned by the library */
 	void *priv;		/* library-private */
 };
 
@@ -286,8 +288,9 @@ KVR_API int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x);
  * prefix length (0: nothing stored). kvr_prepare_retrieve_lease() redeems a
  * lease made by any connection of the same uid.
  */
-KVR_API int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
-				 uint32_t n, struct kvr_xfer *x);
+KVR_API int kvr_prepare_retrieve(struct kvr_client *c,
+				 const struct kvr_key *keys, uint32_t n,
+				 struct kvr_xfer *x);
 KVR_API int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 				       struct kvr_xfer *x);
 /* kvr_commit_retrieve - unpin; the slots must not be read afterwards. The
@@ -306,13 +309,13 @@ KVR_API int kvr_stats(struct kvr_client *c, struct kvr_stats_wire *out);
 
 /* One completion: the answer to one submitted request. */
 struct kvr_completion {
-	void *user;	  /* the caller data given at submit */
-	uint32_t op;	  /* enum kvr_op */
-	int status;	  /* 0 or -errno */
-	long value;	  /* lookup hits */
-	uint64_t handle;  /* lease id (lookup with pin) */
+	void *user;	       /* the caller data given at submit */
+	uint32_t op;	       /* enum kvr_op */
+	int status;	       /* 0 or -errno */
+	long value;	       /* lookup hits */
+	uint64_t handle;       /* lease id (lookup with pin) */
 	struct kvr_xfer *xfer; /* prepare/commit ops: the caller's xfer */
-	uint32_t flags;	  /* KVR_COMPLETION_* */
+	uint32_t flags;	       /* KVR_COMPLETION_* */
 };
 
 /* A lookup read through L2 answered at its deadline while loads for keys
@@ -344,8 +347,8 @@ KVR_API int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x,
 KVR_API int kvr_submit_prepare_retrieve(struct kvr_client *c,
 					const struct kvr_key *keys, uint32_t n,
 					struct kvr_xfer *x, void *user);
-KVR_API int kvr_submit_commit_retrieve(struct kvr_client *c,
-				       struct kvr_xfer *x, void *user);
+KVR_API int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
+				       void *user);
 KVR_API int kvr_submit_ping(struct kvr_client *c, void *user);
 
 /*
