@@ -11,6 +11,9 @@
 #                           with -Werror, then a clang build under AddressSanitizer+UBSan
 #                           that also runs every libFuzzer target for a
 #                           short fixed number of runs (what .ci/run calls)
+#   scripts/setup.sh format check that every C file follows .clang-format
+#                           (the test command does this first); with
+#                           --fix, rewrite the files that do not
 #   scripts/setup.sh asan   only the ASan+UBSan (and fuzz) half of test
 #   scripts/setup.sh tsan   the concurrent suites under ThreadSanitizer
 #   scripts/setup.sh stress the 10-minute fault-injection run of docs/reliability.md
@@ -44,6 +47,8 @@ deps+=(libsystemd-dev)
 deps+=(redis-server redis-tools)
 # kvring-inspect --serve (/metrics over HTTP) and its test.
 deps+=(libmicrohttpd-dev)
+# The test command fails on a C file that .clang-format would change.
+deps+=(clang-format)
 
 log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -125,7 +130,34 @@ run_minimal() {
 	run_ctest "$b" -L unit
 }
 
+# Every tracked C file must be as clang-format (the repo's .clang-format)
+# writes it; the whole-tree formatting commit is in .git-blame-ignore-revs.
+run_format() {
+	local files bad=() f
+	if git -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
+		mapfile -t files < <(git -C "$here" ls-files '*.c' '*.h')
+	else
+		mapfile -t files < <(find lib rings server worker tools tests \
+			-name '*.[ch]' | sort)
+	fi
+	if [ "${1:-}" = --fix ]; then
+		clang-format -i "${files[@]}"
+		log "formatted ${#files[@]} C files"
+		return 0
+	fi
+	for f in "${files[@]}"; do
+		clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+	done
+	if [ ${#bad[@]} -ne 0 ]; then
+		log "not formatted as .clang-format says: ${bad[*]}"
+		log "fix with: scripts/setup.sh format --fix (then review and commit)"
+		return 1
+	fi
+	log "format: ${#files[@]} C files follow .clang-format"
+}
+
 run_tests() {
+	run_format
 	run_minimal
 	# KVR_REQUIRE_TORCH / KVR_REQUIRE_REDIS: the torch and L2 tests must
 	# run here, never skip.
@@ -174,10 +206,11 @@ stress) install_deps "${deps[@]}" && run_stress ;;
 bench) shift && run_bench "$@" ;;
 run) install_deps "${deps[@]}" && run_main ;;
 test) install_deps "${deps[@]}" && run_tests ;;
+format) shift && install_deps "${deps[@]}" && run_format "$@" ;;
 asan) install_deps "${deps[@]}" && run_asan ;;
 tsan) install_deps "${deps[@]}" && run_tsan ;;
 *)
-	echo "usage: scripts/setup.sh run|test|asan|tsan|stress|bench|deps" >&2
+	echo "usage: scripts/setup.sh run|test|format|asan|tsan|stress|bench|deps" >&2
 	exit 2
 	;;
 esac
