@@ -42,9 +42,9 @@ static void record_rtt(struct kvr_client *c, const struct kvr__pend *p,
  * Owe an undo for what an abandoned request created on the server. Only
  * queued here: this runs while an answer is handled, possibly in the middle
  * of a copy-transport send, where writing another frame would corrupt the
- * stream. kvr__undo_flush() sends it from the next submit. Only when the
- * queue cannot grow (out of memory) is it dropped; the server still frees
- * it when this channel closes.
+ * stream. kvr__submit() sends it at the start of the next request. Only
+ * when the queue cannot grow (out of memory) is it dropped; the server
+ * still frees it when this channel closes.
  */
 static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 {
@@ -62,37 +62,15 @@ static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 		return;
 	if (c->undo_n == c->undo_cap) {
 		uint32_t cap = c->undo_cap ? 2 * c->undo_cap : 16;
-		struct kvr__undo *q = realloc(c->undo, cap * sizeof(*q));
+		struct kvr__submit_undo *q = realloc(c->undo, cap * sizeof(*q));
 
 		if (!q)
 			return;
 		c->undo = q;
 		c->undo_cap = cap;
 	}
-	c->undo[c->undo_n++] = (struct kvr__undo){.op = uop, .handle = handle};
-}
-
-void kvr__undo_flush(struct kvr_client *c)
-{
-	uint32_t done = 0;
-
-	if (c->undo_flushing)
-		return;
-	c->undo_flushing = true;
-	while (done < c->undo_n && !c->broken) {
-		struct sub s = {.kind = SUB_INTERNAL,
-				.op = c->undo[done].op,
-				.handle = c->undo[done].handle};
-
-		/* -EAGAIN: the ring is full, keep the rest for next time.
-		 * Any other error broke the client, which frees all. */
-		if (kvr__submit(c, &s, kvr__now_ns(), NULL) == -EAGAIN)
-			break;
-		done++;
-	}
-	memmove(c->undo, c->undo + done, (c->undo_n - done) * sizeof(*c->undo));
-	c->undo_n -= done;
-	c->undo_flushing = false;
+	c->undo[c->undo_n++] =
+	    (struct kvr__submit_undo){.op = uop, .handle = handle};
 }
 
 /* Read (copy transport) the payload that follows a retrieve answer into
@@ -220,28 +198,31 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 	rc = kvr_resp_parse(type, rec, len, c->info.pool_bytes, &h, &sd);
 	if (rc < 0)
-		return kvr__break(c, -EBADMSG,
-				  "bad answer from kvringd (type 0x%x, %zu "
-				  "bytes): a slot outside the pool or a length "
-				  "that does not match",
-				  type, len);
+		return kvr__client_break(
+		    c, -EBADMSG,
+		    "bad answer from kvringd (type 0x%x, %zu "
+		    "bytes): a slot outside the pool or a length "
+		    "that does not match",
+		    type, len);
 	p = kvr__pend_find(c, h.req_id);
 	if (!p || p->op != op)
-		return kvr__break(c, -EPROTO,
-				  "kvringd answered request id %llu (%s) that "
-				  "this client %s",
-				  (unsigned long long)h.req_id, kvr_op_name(op),
-				  p ? "sent as another op" : "never sent");
+		return kvr__client_break(
+		    c, -EPROTO,
+		    "kvringd answered request id %llu (%s) that "
+		    "this client %s",
+		    (unsigned long long)h.req_id, kvr_op_name(op),
+		    p ? "sent as another op" : "never sent");
 	rc = check_shape(p, &h, sd, &why);
 	if (rc < 0)
-		return kvr__break(c, rc, "bad %s answer from kvringd: %s",
-				  kvr_op_name(op), why);
+		return kvr__client_break(c, rc,
+					 "bad %s answer from kvringd: %s",
+					 kvr_op_name(op), why);
 	st = h.status;
 	if (p->timed)
 		record_rtt(c, p, op);
 
 	/* Copy transport: the retrieve payload follows on the socket. */
-	if (p->state == PEND_ORPHAN || (p->internal)) {
+	if (p->state == KVR_PEND_ORPHAN || (p->internal)) {
 		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE && st == 0) {
 			rc = read_payload(c, NULL, sd, h.count);
 			if (rc < 0)
@@ -249,7 +230,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		}
 		p = kvr__pend_find(c, h.req_id);
 		if (p) {
-			bool orphan = p->state == PEND_ORPHAN;
+			bool orphan = p->state == KVR_PEND_ORPHAN;
 
 			kvr__pend_free(c, p);
 			if (orphan && st == 0)
@@ -289,7 +270,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		kvr_xfer_free(p->x);
 
 	if (p->sync) {
-		p->state = PEND_DONE;
+		p->state = KVR_PEND_DONE;
 		p->status = st;
 		p->value = (long)h.value;
 		p->handle = h.handle;
@@ -306,47 +287,6 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	e.handle = h.handle;
 	e.xfer = p->x;
 	kvr__pend_free(c, p);
-	kvr__cq_push(c, &e);
+	kvr__pend_cq_push(c, &e);
 	return 0;
-}
-
-void kvr__fail_pending(struct kvr_client *c)
-{
-	for (uint32_t i = 0; i < c->pend_cap; i++) {
-		struct kvr__pend *p = &c->pend[i];
-		struct kvr_completion e;
-
-		switch (p->state) {
-		case PEND_FREE:
-			continue;
-		case PEND_SENDING:
-		case PEND_ORPHAN:
-			kvr__pend_free(c, p);
-			continue;
-		default:
-			break;
-		}
-		if (p->internal) {
-			kvr__pend_free(c, p);
-			continue;
-		}
-		if (p->sync) {
-			if (p->state == PEND_WAIT) {
-				p->state = PEND_DONE;
-				p->status = c->broken;
-			}
-			continue;
-		}
-		if (p->op == KVR_OP_COMMIT_STORE ||
-		    p->op == KVR_OP_ABORT_STORE ||
-		    p->op == KVR_OP_COMMIT_RETRIEVE)
-			kvr_xfer_free(p->x);
-		memset(&e, 0, sizeof(e));
-		e.user = p->user;
-		e.op = p->op;
-		e.status = c->broken;
-		e.xfer = p->x;
-		kvr__pend_free(c, p);
-		kvr__cq_push(c, &e);
-	}
 }

@@ -18,9 +18,9 @@
 
 /* ---- asynchronous calls ---- */
 
-static int do_submit(struct kvr_client *c, struct sub *s)
+static int do_submit(struct kvr_client *c, struct kvr__submit_req *s)
 {
-	s->kind = SUB_ASYNC;
+	s->kind = KVR_SUBMIT_ASYNC;
 	return kvr__submit(
 	    c, s, kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull, NULL);
 }
@@ -28,97 +28,99 @@ static int do_submit(struct kvr_client *c, struct sub *s)
 int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
 		      uint32_t n, bool pin, void *user)
 {
-	struct sub s = {.op = KVR_OP_LOOKUP,
-			.keys = keys,
-			.n = n,
-			.flags = pin ? KVR_REQ_PIN : 0,
-			.user = user};
+	struct kvr__submit_req s = {.op = KVR_OP_LOOKUP,
+				    .keys = keys,
+				    .n = n,
+				    .flags = pin ? KVR_REQ_PIN : 0,
+				    .user = user};
 
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_submit(c, &s));
+	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
 int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 			 uint32_t n, bool pin, void *user)
 {
-	struct sub s = {.op = KVR_OP_LOOKUP,
-			.keys = keys,
-			.n = n,
-			.flags = KVR_REQ_L2 | (pin ? KVR_REQ_PIN : 0),
-			.user = user};
+	struct kvr__submit_req s = {.op = KVR_OP_LOOKUP,
+				    .keys = keys,
+				    .n = n,
+				    .flags =
+					KVR_REQ_L2 | (pin ? KVR_REQ_PIN : 0),
+				    .user = user};
 
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_submit(c, &s));
+	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
 int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			     const uint64_t *sizes, uint32_t n,
 			     struct kvr_xfer *x, void *user)
 {
-	struct sub s = {.op = KVR_OP_PREPARE_STORE,
-			.keys = keys,
-			.sizes = sizes,
-			.n = n,
-			.x = x,
-			.user = user};
+	struct kvr__submit_req s = {.op = KVR_OP_PREPARE_STORE,
+				    .keys = keys,
+				    .sizes = sizes,
+				    .n = n,
+				    .x = x,
+				    .user = user};
 
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	kvr__xfer_init(x, KVR_OP_PREPARE_STORE);
-	return LOCKED(c, do_submit(c, &s));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	kvr__pend_xfer_init(x, KVR_OP_PREPARE_STORE);
+	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
 int kvr_submit_prepare_retrieve(struct kvr_client *c,
 				const struct kvr_key *keys, uint32_t n,
 				struct kvr_xfer *x, void *user)
 {
-	struct sub s = {.op = KVR_OP_PREPARE_RETRIEVE,
-			.keys = keys,
-			.n = n,
-			.x = x,
-			.user = user};
+	struct kvr__submit_req s = {.op = KVR_OP_PREPARE_RETRIEVE,
+				    .keys = keys,
+				    .n = n,
+				    .x = x,
+				    .user = user};
 
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	kvr__xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
-	return LOCKED(c, do_submit(c, &s));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	kvr__pend_xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
+	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
 int kvr_submit_ping(struct kvr_client *c, void *user)
 {
-	struct sub s = {.op = KVR_OP_PING, .user = user};
+	struct kvr__submit_req s = {.op = KVR_OP_PING, .user = user};
 
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_submit(c, &s));
+	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
 /* Async commit/abort: a transfer with nothing reserved completes locally. */
 static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 			    struct kvr_xfer *x, void *user)
 {
-	struct sub s = {.op = op, .handle = x->id, .x = x, .user = user};
+	struct kvr__submit_req s = {
+	    .op = op, .handle = x->id, .x = x, .user = user};
 
 	if (c->broken)
 		return c->broken;
 	if (x->id == 0) {
 		struct kvr_completion e = {.user = user, .op = op, .xfer = x};
 
-		if (kvr__cq_reserve(c) < 0)
-			return kvr__fail(c, -ENOMEM, "out of memory");
+		if (kvr__pend_cq_reserve(c) < 0)
+			return kvr__client_fail(c, -ENOMEM, "out of memory");
 		kvr_xfer_free(x);
-		kvr__cq_push(c, &e);
+		kvr__pend_cq_push(c, &e);
 		return 0;
 	}
 	if (x->op != want_op)
-		return kvr__fail(c, -EINVAL, "%s on a %s transfer",
-				 kvr_op_name(op), kvr_op_name(x->op));
+		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
+					kvr_op_name(op), kvr_op_name(x->op));
 	return do_submit(c, &s);
 }
 
@@ -128,9 +130,10 @@ int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
-					  KVR_OP_PREPARE_STORE, x, user));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
+						     KVR_OP_PREPARE_STORE, x,
+						     user));
 }
 
 int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
@@ -138,9 +141,10 @@ int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
-					  KVR_OP_PREPARE_STORE, x, user));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
+						     KVR_OP_PREPARE_STORE, x,
+						     user));
 }
 
 int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
@@ -149,9 +153,10 @@ int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
-					  KVR_OP_PREPARE_RETRIEVE, x, user));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
+						     KVR_OP_PREPARE_RETRIEVE, x,
+						     user));
 }
 
 struct reap_arg {
@@ -162,7 +167,7 @@ static bool reap_done(struct kvr_client *c, void *arg)
 {
 	const struct reap_arg *a = arg;
 
-	return kvr__cq_count(c) >= a->want || c->pend_async == 0;
+	return kvr__pend_cq_count(c) >= a->want || c->pend_async == 0;
 }
 
 static int do_reap(struct kvr_client *c, struct kvr_completion *out,
@@ -175,21 +180,21 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 	if (min_wait > max)
 		min_wait = max;
 	/* Never wait for more than can ever arrive. */
-	if (min_wait > kvr__cq_count(c) + c->pend_async)
-		min_wait = kvr__cq_count(c) + c->pend_async;
+	if (min_wait > kvr__pend_cq_count(c) + c->pend_async)
+		min_wait = kvr__pend_cq_count(c) + c->pend_async;
 	a.want = min_wait;
 	if (!c->broken) {
-		if (kvr__cq_count(c) < min_wait && timeout_ms != 0) {
+		if (kvr__pend_cq_count(c) < min_wait && timeout_ms != 0) {
 			uint64_t t = timeout_ms < 0 ? c->timeout_ms
 						    : (uint64_t)timeout_ms;
 
 			rc = kvr__wait(c, kvr__now_ns() + t * 1000000ull,
 				       reap_done, &a);
 		} else {
-			rc = kvr__drain(c);
+			rc = kvr__wait_drain(c);
 		}
 	}
-	while (n < max && kvr__cq_count(c)) {
+	while (n < max && kvr__pend_cq_count(c)) {
 		out[n++] = c->cq[c->cq_head & (c->cq_cap - 1)];
 		c->cq_head++;
 	}
@@ -198,9 +203,9 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 	if (c->broken)
 		return c->broken;
 	if (rc == -ETIMEDOUT && min_wait > 0)
-		return kvr__fail(c, -ETIMEDOUT,
-				 "no completion within the "
-				 "reap timeout");
+		return kvr__client_fail(c, -ETIMEDOUT,
+					"no completion within the "
+					"reap timeout");
 	return rc < 0 && rc != -ETIMEDOUT ? rc : 0;
 }
 
@@ -209,7 +214,7 @@ int kvr_reap(struct kvr_client *c, struct kvr_completion *out, unsigned max,
 {
 	if (!c || (max && !out))
 		return -EINVAL;
-	return LOCKED(c, do_reap(c, out, max, min_wait, timeout_ms));
+	return KVR_CLIENT_LOCKED(c, do_reap(c, out, max, min_wait, timeout_ms));
 }
 
 unsigned kvr_inflight(const struct kvr_client *c)
@@ -220,7 +225,7 @@ unsigned kvr_inflight(const struct kvr_client *c)
 	if (!c)
 		return 0;
 	pthread_mutex_lock(&m->lock);
-	n = kvr__cq_count(m) + m->pend_async;
+	n = kvr__pend_cq_count(m) + m->pend_async;
 	pthread_mutex_unlock(&m->lock);
 	return n;
 }

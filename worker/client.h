@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
@@ -34,12 +35,13 @@
 #define KVR_HB_MIN_STALE_MS 1000
 
 /* State of one pending-table entry. */
-enum pend_state {
-	PEND_FREE = 0,
-	PEND_WAIT = 1,	  /* sent, answer not yet seen */
-	PEND_DONE = 2,	  /* sync: answered, result below */
-	PEND_ORPHAN = 3,  /* sync caller gave up (timeout): undo the answer */
-	PEND_SENDING = 4, /* copy transport: frame still being written */
+enum kvr__pend_state {
+	KVR_PEND_FREE = 0,
+	KVR_PEND_WAIT = 1, /* sent, answer not yet seen */
+	KVR_PEND_DONE = 2, /* sync: answered, result below */
+	KVR_PEND_ORPHAN =
+	    3, /* sync caller gave up (timeout): undo the answer */
+	KVR_PEND_SENDING = 4, /* copy transport: frame still being written */
 };
 
 /*
@@ -51,7 +53,7 @@ struct kvr__pend {
 	uint64_t req_id; /* chosen by us; slot = req_id & pend_mask */
 	uint32_t op;
 	uint32_t nkeys; /* keys sent: bounds the answer's slot count */
-	uint8_t state;	/* enum pend_state */
+	uint8_t state;	/* enum kvr__pend_state */
 	bool sync;
 	bool internal;	  /* an undo sent by the library: no completion */
 	bool pin;	  /* lookup asked for a lease */
@@ -131,7 +133,7 @@ struct kvr_client {
 	 * abandoned calls. Queued, never sent from inside answer handling
 	 * (which may run in the middle of a copy-transport send), and sent
 	 * at the start of the next submit; kept while the ring is full. */
-	struct kvr__undo {
+	struct kvr__submit_undo {
 		uint32_t op;
 		uint64_t handle;
 	} * undo;
@@ -154,34 +156,111 @@ struct kvr_client {
 	} touch;
 };
 
-/* ---- answer.c ---- */
+/* ---- the clock (until <kvring/clock.h>) ---- */
 
-/* Send queued undo requests while the request ring takes them. */
-void kvr__undo_flush(struct kvr_client *c);
+/* CLOCK_MONOTONIC in ns; a vDSO call, 30-40 ns on our VMs, so hot paths
+ * read it only when they must (submit.c, wait.c say when). */
+static inline uint64_t kvr__now_ns(void)
+{
+	struct timespec ts;
 
-/* ---- conn.c ---- */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
-/* One connection attempt (no waiting for the server); connect.c calls it. */
-int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
-		 char *errbuf, size_t errlen);
+/* ---- client.c: the client object and its sticky error ---- */
 
+/* A zeroed client with @o's defaults (no fds, nothing mapped). Return 0,
+ * or -ENOMEM (*out untouched). */
+int kvr__client_create(const struct kvr_client_opts *o,
+		       struct kvr_client **out);
+/* Release everything @c holds, however far its connect got (no BYE: the
+ * server sees the hang-up). Accepts NULL. */
+void kvr__client_destroy(struct kvr_client *c);
 /* Record a failure sentence in c->errmsg; returns rc. */
-int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
+int kvr__client_fail(struct kvr_client *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Mark the client broken with rc: pending calls fail with it, later calls
- * return it at once. Returns rc. */
-int kvr__break(struct kvr_client *c, int rc, const char *fmt, ...)
+ * return it at once. The first fatal error wins. Returns c->broken. */
+int kvr__client_break(struct kvr_client *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-uint64_t kvr__now_ns(void);
+/* Start of a public call: the previous call's sentence is forgotten
+ * (kvr_client_errmsg() is "" after a success), unless the client is
+ * broken, whose sentence stays with every later call. */
+void kvr__client_call_begin(struct kvr_client *c);
+/* End of a public call that returned rc: a failure that left no sentence
+ * gets kvr_strerror()'s wording, so "" always means success. */
+void kvr__client_call_end(struct kvr_client *c, long rc);
 
-/* ---- pend.c ---- */
+/* Run expr with the client's mutex held (every public call does), as one
+ * call for kvr_client_errmsg(). */
+#define KVR_CLIENT_LOCKED(c, expr)                                             \
+	({                                                                     \
+		__typeof__(expr) r_;                                           \
+		pthread_mutex_lock(&(c)->lock);                                \
+		kvr__client_call_begin(c);                                     \
+		r_ = (expr);                                                   \
+		kvr__client_call_end((c), (long)r_);                           \
+		pthread_mutex_unlock(&(c)->lock);                              \
+		r_;                                                            \
+	})
+
+/* A public call's own argument check failed: say which, as one call. */
+#define KVR_CLIENT_ARG_FAIL(c, what)                                           \
+	KVR_CLIENT_LOCKED(                                                     \
+	    (c), kvr__client_fail((c), -EINVAL, "%s: %s", __func__, (what)))
+
+/* ---- conn.c: connect, handshake, attach, close ---- */
+
+/* One connection attempt (no waiting for the server); connect.c calls it
+ * with options already copied and checked for size. Return 0 and *out, or
+ * -errno with the reason in errbuf. */
+int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
+		      char *errbuf, size_t errlen);
+
+/* ---- touch.c: the pool pre-fault, in line or in the background ---- */
+
+/* Start the pre-fault of c->pool: in line (returns when every page is
+ * touched, c->info.prefault_ns set) or, with @background and 4 KiB pages,
+ * in a thread. Returns 0 or -errno (the thread could not start: then it
+ * ran in line instead, and returns 0). */
+int kvr__touch_start(struct kvr_client *c, bool background);
+/* Stop and join a background pre-fault; before the pool is unmapped. A
+ * forked child (no such thread there) only forgets it. */
+void kvr__touch_stop(struct kvr_client *c);
+
+/* ---- pend.c: the pending table, the completion queue, xfers ---- */
+
+/* The entry of request @id, or NULL (unknown, or 0). */
+struct kvr__pend *kvr__pend_find(struct kvr_client *c, uint64_t id);
+/* Grow the table so that two more entries fit at most half full. Return
+ * 0 or -ENOMEM (the table is unchanged). */
+int kvr__pend_reserve(struct kvr_client *c);
+/* A WAIT entry with a fresh req_id, or NULL when the table can't grow. */
+struct kvr__pend *kvr__pend_new(struct kvr_client *c);
+void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p);
+uint32_t kvr__pend_cq_count(const struct kvr_client *c);
+/* Room for a completion of every async request in flight, plus one.
+ * Return 0 or -ENOMEM. */
+int kvr__pend_cq_reserve(struct kvr_client *c);
+/* Queue one completion; room was reserved (never fails). */
+void kvr__pend_cq_push(struct kvr_client *c, const struct kvr_completion *e);
+void kvr__pend_xfer_init(struct kvr_xfer *x, uint32_t op);
+/* Fail every pending request with c->broken (kvr__client_break). */
+void kvr__pend_fail_all(struct kvr_client *c);
+
+/* ---- submit.c: how a request leaves ---- */
 
 /* How a request was submitted. */
-enum sub_kind { SUB_SYNC, SUB_ASYNC, SUB_INTERNAL };
+enum kvr__submit_kind {
+	KVR_SUBMIT_SYNC,
+	KVR_SUBMIT_ASYNC,
+	KVR_SUBMIT_INTERNAL, /* an undo: no completion, never waits */
+};
 
 /* One request to send, as the public calls describe it. Borrowed for the
  * duration of kvr__submit() only: keys and sizes are copied out. */
-struct sub {
+struct kvr__submit_req {
 	uint32_t op;
 	uint64_t handle;
 	uint32_t flags;
@@ -191,63 +270,36 @@ struct sub {
 	struct kvr_xfer *x;	      /* prepare: filled; commit: payload */
 	struct kvr_stats_wire *stats; /* sync stats */
 	void *user;
-	enum sub_kind kind;
+	enum kvr__submit_kind kind;
 };
 
-struct kvr__pend *kvr__pend_find(struct kvr_client *c, uint64_t id);
-void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p);
-uint32_t kvr__cq_count(const struct kvr_client *c);
-int kvr__cq_reserve(struct kvr_client *c);
-void kvr__cq_push(struct kvr_client *c, const struct kvr_completion *e);
-void kvr__xfer_init(struct kvr_xfer *x, uint32_t op);
-/* Send one request (see pend.c). Return 0 and *id_out, -EAGAIN (async or
- * internal: request ring full), or -errno. */
-int kvr__submit(struct kvr_client *c, const struct sub *s, uint64_t deadline,
-		uint64_t *id_out);
+/* Send one request (owed undos first). Sync requests wait for room in the
+ * request ring until @deadline; async ones drain answers once. Return 0
+ * and *id_out, -EAGAIN (async or internal: request ring full), or -errno. */
+int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
+		uint64_t deadline, uint64_t *id_out);
 
-/* ---- errmsg.c ---- */
+/* ---- answer.c: validating, matching and applying answers ---- */
 
-/* Start of a public call: the previous call's sentence is forgotten
- * (kvr_client_errmsg() is "" after a success), unless the client is
- * broken, whose sentence stays with every later call. */
-void kvr__call_begin(struct kvr_client *c);
-/* End of a public call that returned rc: a failure that left no sentence
- * gets kvr_strerror()'s wording, so "" always means success. */
-void kvr__call_end(struct kvr_client *c, long rc);
-/* The sentence for an error the server answered to request s (which
- * lease, which transfer, which limit). Returns st. */
-int kvr__answer_fail(struct kvr_client *c, const struct sub *s, int st);
-
-/* Run expr with the client's mutex held (every public call does), as one
- * call for kvr_client_errmsg(). */
-#define LOCKED(c, expr)                                                        \
-	({                                                                     \
-		__typeof__(expr) r_;                                           \
-		pthread_mutex_lock(&(c)->lock);                                \
-		kvr__call_begin(c);                                            \
-		r_ = (expr);                                                   \
-		kvr__call_end((c), (long)r_);                                  \
-		pthread_mutex_unlock(&(c)->lock);                              \
-		r_;                                                            \
-	})
-
-/* A public call's own argument check failed: say which, as one call. */
-#define KVR_ARG_FAIL(c, what)                                                  \
-	LOCKED((c), kvr__fail((c), -EINVAL, "%s: %s", __func__, (what)))
-
-/* ---- answer.c ---- */
-
-/* Handle one validated answer record (copied out already). */
+/* Handle one answer record (copied out of shared memory already): parse,
+ * match by req_id, check its shape, fill the xfer, complete the request.
+ * copy_sock: the record came from the socket, payload may follow. Return 0
+ * or a fatal -errno (client broken). */
 int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		size_t len, int copy_sock);
-/* Fail every pending request with c->broken (called by kvr__break). */
-void kvr__fail_pending(struct kvr_client *c);
 
-/* ---- wait.c ---- */
+/* ---- errmsg.c: the wording of kvringd's refusals ---- */
+
+/* The sentence for an error the server answered to request s (which
+ * lease, which transfer, which limit). Returns st. */
+int kvr__errmsg_answer(struct kvr_client *c, const struct kvr__submit_req *s,
+		       int st);
+
+/* ---- wait.c: bounded waiting and liveness ---- */
 
 /* Process every answer available now, without blocking (shm: the response
  * ring; copy: complete frames on the socket). Return 0 or a fatal -errno. */
-int kvr__drain(struct kvr_client *c);
+int kvr__wait_drain(struct kvr_client *c);
 /*
  * Wait until done(c, arg) is true, processing answers; bounded by
  * deadline_ns (CLOCK_MONOTONIC) and by the liveness checks. Return 0,
@@ -257,7 +309,11 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 	      bool (*done)(struct kvr_client *c, void *arg), void *arg);
 /* One liveness check: socket hang-up, heartbeat, boot id, generation.
  * Return 0 or a fatal -errno (client broken). */
-int kvr__alive(struct kvr_client *c);
+int kvr__wait_alive(struct kvr_client *c);
+/* A deadline @timeout_ms from now on the CLOCK_MONOTONIC time line, read
+ * from the coarse clock (no TSC read: a few ns instead of tens on a VM);
+ * never earlier than kvr__now_ns() + timeout_ms. */
+uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms);
 
 /* ---- copy.c ---- */
 
@@ -277,21 +333,5 @@ int kvr__sock_read_full(struct kvr_client *c, void *buf, size_t n);
 int kvr__copy_alloc(struct kvr_xfer *x);
 /* Sum of the OK slots' lengths of a transfer. */
 uint64_t kvr__ok_bytes(const struct kvr_xfer *x);
-
-/* A deadline @timeout_ms from now on the CLOCK_MONOTONIC time line, read
- * from the coarse clock (no TSC read: a few ns instead of tens on a VM);
- * never earlier than kvr__now_ns() + timeout_ms. (wait.c) */
-uint64_t kvr__deadline_ns(uint32_t timeout_ms);
-
-/* ==== touch.c: the pool pre-fault, in line or in the background ==== */
-
-/* Start the pre-fault of c->pool: in line (returns when every page is
- * touched, c->info.prefault_ns set) or, with @background and 4 KiB pages,
- * in a thread. Returns 0 or -errno (the thread could not start: then it
- * ran in line instead, and returns 0). */
-int kvr__touch_start(struct kvr_client *c, bool background);
-/* Stop and join a background pre-fault; before the pool is unmapped. A
- * forked child (no such thread there) only forgets it. */
-void kvr__touch_stop(struct kvr_client *c);
 
 #endif /* KVR_WORKER_CLIENT_H */

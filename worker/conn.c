@@ -36,39 +36,6 @@
 /* Most fds a welcome carries: ctl, req eventfd, resp eventfd, pool. */
 #define WELCOME_FDS 4
 
-uint64_t kvr__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int kvr__fail(struct kvr_client *c, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-int kvr__break(struct kvr_client *c, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	/* The first fatal error wins: later ones are consequences. */
-	if (c->broken)
-		return c->broken;
-	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-	va_end(ap);
-	c->broken = rc;
-	kvr__fail_pending(c);
-	return rc;
-}
-
 int kvr_default_socket(char *buf, size_t n)
 {
 	return kvr_default_socket_path(buf, n);
@@ -274,26 +241,6 @@ static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
 	return 0;
 }
 
-/* Undo a partly built client (no BYE: the server sees the hang-up). */
-static void teardown(struct kvr_client *c)
-{
-	kvr__touch_stop(c); /* before the pool it touches is unmapped */
-	if (c->sock >= 0)
-		close(c->sock);
-	if (c->req_efd >= 0)
-		close(c->req_efd);
-	if (c->resp_efd >= 0)
-		close(c->resp_efd);
-	kvr_seg_detach(&c->pool);
-	kvr_seg_detach(&c->ctl);
-	free(c->pend);
-	free(c->cq);
-	free(c->scratch);
-	free(c->undo);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-}
-
 static int resolve_path(const struct kvr_client_opts *o, struct sockaddr_un *sa,
 			char *errbuf, size_t errlen)
 {
@@ -432,28 +379,19 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	rc = resolve_path(o, &sa, errbuf, errlen);
 	if (rc < 0)
 		return rc;
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (kvr__client_create(o, &c) < 0)
 		return cfail(errbuf, errlen, -ENOMEM, "out of memory");
-	c->sock = c->req_efd = c->resp_efd = -1;
-	c->ctl.fd = c->pool.fd = -1;
-	pthread_mutex_init(&c->lock, NULL);
-	c->ns = o->ns;
-	c->spin_us = o->spin_us ? o->spin_us : 50;
-	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 5000;
-	c->next_id = 1;
-	c->owner_pid = getpid();
 	deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0) {
 		rc = -errno;
-		teardown(c);
+		kvr__client_destroy(c);
 		return cfail(errbuf, errlen, rc, "socket: %s", strerror(-rc));
 	}
 	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		rc = -errno;
-		teardown(c);
+		kvr__client_destroy(c);
 		return cfail(errbuf, errlen, rc,
 			     "connect %s: %s (is kvringd running? start it, "
 			     "or set KVRING_SOCKET)",
@@ -461,7 +399,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	}
 	rc = check_server_uid(c->sock, o, &c->server_pid, errbuf, errlen);
 	if (rc < 0) {
-		teardown(c);
+		kvr__client_destroy(c);
 		return rc;
 	}
 
@@ -475,13 +413,13 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	if (rc < 0) {
 		rc = cfail(errbuf, errlen, rc, "send hello to %s: %s",
 			   sa.sun_path, c->errmsg);
-		teardown(c);
+		kvr__client_destroy(c);
 		return rc;
 	}
 	rc = recv_welcome(c, deadline, &w, fds, &nfds);
 	if (rc < 0) {
 		close_fds(fds, nfds);
-		teardown(c);
+		kvr__client_destroy(c);
 		return cfail(errbuf, errlen, rc == -ECONNRESET ? -EPROTO : rc,
 			     "handshake with %s: %s", sa.sun_path,
 			     rc == -ECONNRESET ? "kvringd closed the socket"
@@ -499,7 +437,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 			   "welcome carried %d fds, expected %d", nfds, need);
 	if (rc < 0) {
 		close_fds(fds, nfds);
-		teardown(c);
+		kvr__client_destroy(c);
 		return rc;
 	}
 	c->req_efd = fds[1];
@@ -519,7 +457,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	}
 	if (rc < 0) {
 		close_fds(fds, nfds);
-		teardown(c);
+		kvr__client_destroy(c);
 		return rc;
 	}
 	/* The decision "is shared memory active" is made here, once. */
@@ -576,8 +514,8 @@ static void rtt_start(struct kvr_client *c, uint32_t every)
 
 /* One connection attempt with options already copied and checked for size
  * (connect.c owns the public entry points and the wait for kvringd). */
-int kvr__connect(const struct kvr_client_opts *o, struct kvr_client **out,
-		 char *errbuf, size_t errlen)
+int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
+		      char *errbuf, size_t errlen)
 {
 	struct kvr_key nsk;
 	bool pool_failed = false;
@@ -625,7 +563,7 @@ void kvr_close(struct kvr_client *c)
 	 * parent thread at fork(): it must not be taken, and the child says
 	 * nothing to the server anyway. */
 	if (getpid() != c->owner_pid) {
-		teardown(c);
+		kvr__client_destroy(c);
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -637,24 +575,5 @@ void kvr_close(struct kvr_client *c)
 		(void)!send(c->sock, &f, sizeof(f),
 			    MSG_DONTWAIT | MSG_NOSIGNAL);
 	pthread_mutex_unlock(&c->lock);
-	teardown(c);
-}
-
-const struct kvr_client_info *kvr_client_info(const struct kvr_client *c)
-{
-	return c ? &c->info : NULL;
-}
-
-const char *kvr_client_errmsg(const struct kvr_client *c)
-{
-	return c ? c->errmsg : "";
-}
-
-long kvr_client_keys(const struct kvr_client *c, const uint32_t *tokens,
-		     size_t ntokens, struct kvr_key *out, size_t max_keys)
-{
-	if (!c)
-		return -EINVAL;
-	/* The namespace is immutable after connect: no lock needed. */
-	return kvr_keys_from_tokens(&c->ns, tokens, ntokens, out, max_keys);
+	kvr__client_destroy(c);
 }

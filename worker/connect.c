@@ -75,7 +75,7 @@ static int connect_waiting(const struct kvr_client_opts *o, uint32_t wait_ms,
 	int rc;
 
 	for (;;) {
-		rc = kvr__connect(o, out, errbuf, errlen);
+		rc = kvr__conn_attempt(o, out, errbuf, errlen);
 		if (rc != -ENOENT && rc != -ECONNREFUSED)
 			return rc;
 		if (wait_ms == 0 || kvr__now_ns() >= deadline)

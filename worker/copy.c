@@ -82,22 +82,23 @@ static int sock_poll(struct kvr_client *c, short ev, uint64_t deadline)
 	int rc;
 
 	if (now >= deadline)
-		return kvr__break(c, -ETIMEDOUT,
-				  "kvringd moved no bytes on the socket for "
-				  "%u ms",
-				  c->timeout_ms);
+		return kvr__client_break(
+		    c, -ETIMEDOUT,
+		    "kvringd moved no bytes on the socket for "
+		    "%u ms",
+		    c->timeout_ms);
 	if (ev == POLLOUT && c->copy && !c->reading)
 		p.events |= POLLIN;
 	rc = poll(&p, 1, KVR_SLICE_MS);
 	if (rc < 0 && errno != EINTR)
-		return kvr__break(c, -EIO, "poll socket: %s",
-				  kvr_strerror(-errno));
+		return kvr__client_break(c, -EIO, "poll socket: %s",
+					 kvr_strerror(-errno));
 	if (rc > 0 && ev == POLLOUT && (p.revents & POLLIN)) {
 		rc = kvr__sock_read_frame(c);
 		if (rc < 0)
 			return rc;
 	}
-	return kvr__alive(c);
+	return kvr__wait_alive(c);
 }
 
 static int send_all(struct kvr_client *c, const void *buf, size_t n)
@@ -123,11 +124,12 @@ static int send_all(struct kvr_client *c, const void *buf, size_t n)
 				return rc;
 			continue;
 		}
-		return kvr__break(c, -EOWNERDEAD,
-				  "kvringd (pid %d) closed the connection "
-				  "(send: %s)",
-				  (int)c->server_pid,
-				  r < 0 ? kvr_strerror(-errno) : "0 bytes");
+		return kvr__client_break(
+		    c, -EOWNERDEAD,
+		    "kvringd (pid %d) closed the connection "
+		    "(send: %s)",
+		    (int)c->server_pid,
+		    r < 0 ? kvr_strerror(-errno) : "0 bytes");
 	}
 	return 0;
 }
@@ -142,8 +144,9 @@ int kvr__sock_send(struct kvr_client *c, uint32_t type, const void *rec,
 	if (c->broken)
 		return c->broken;
 	if (len + payload > UINT32_MAX)
-		return kvr__fail(c, -E2BIG, "frame of %llu bytes exceeds 4 GiB",
-				 (unsigned long long)(len + payload));
+		return kvr__client_fail(c, -E2BIG,
+					"frame of %llu bytes exceeds 4 GiB",
+					(unsigned long long)(len + payload));
 	f.len = (uint32_t)(len + payload);
 	f.type = type;
 	rc = send_all(c, &f, sizeof(f));
@@ -182,9 +185,9 @@ int kvr__sock_read_full(struct kvr_client *c, void *buf, size_t n)
 				return rc;
 			continue;
 		}
-		return kvr__break(c, -EOWNERDEAD,
-				  "kvringd (pid %d) closed the connection",
-				  (int)c->server_pid);
+		return kvr__client_break(
+		    c, -EOWNERDEAD, "kvringd (pid %d) closed the connection",
+		    (int)c->server_pid);
 	}
 	return 0;
 }
@@ -201,27 +204,28 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 
 	if (!(f->type & KVR_RESP_BIT) || op == 0 || op >= KVR_OP__MAX ||
 	    f->len < sizeof(h))
-		return kvr__break(c, -EPROTO,
-				  "unexpected frame type 0x%x "
-				  "(%u bytes) from kvringd",
-				  f->type, f->len);
+		return kvr__client_break(c, -EPROTO,
+					 "unexpected frame type 0x%x "
+					 "(%u bytes) from kvringd",
+					 f->type, f->len);
 	rc = kvr__sock_read_full(c, &h, sizeof(h));
 	if (rc < 0)
 		return rc;
 	if (h.count > KVR_MAX_KEYS_LIMIT)
-		return kvr__break(c, -EBADMSG, "answer with %u slots", h.count);
+		return kvr__client_break(c, -EBADMSG, "answer with %u slots",
+					 h.count);
 	rec = op == KVR_OP_STATS ? sizeof(h) + sizeof(struct kvr_stats_wire)
 				 : kvr_resp_bytes(h.count);
 	if (rec > f->len)
-		return kvr__break(c, -EBADMSG,
-				  "answer frame of %u bytes, "
-				  "record needs %zu",
-				  f->len, rec);
+		return kvr__client_break(c, -EBADMSG,
+					 "answer frame of %u bytes, "
+					 "record needs %zu",
+					 f->len, rec);
 	if (rec > c->scratch_bytes) {
 		void *s = realloc(c->scratch, rec);
 
 		if (!s)
-			return kvr__break(c, -ENOMEM, "out of memory");
+			return kvr__client_break(c, -ENOMEM, "out of memory");
 		c->scratch = s;
 		c->scratch_bytes = rec;
 	}
@@ -239,10 +243,11 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 				payload += sd[i].len;
 	}
 	if (payload > UINT32_MAX || rec + payload != f->len)
-		return kvr__break(c, -EBADMSG,
-				  "answer frame of %u bytes, "
-				  "record %zu + payload %llu",
-				  f->len, rec, (unsigned long long)payload);
+		return kvr__client_break(c, -EBADMSG,
+					 "answer frame of %u bytes, "
+					 "record %zu + payload %llu",
+					 f->len, rec,
+					 (unsigned long long)payload);
 	return kvr__answer(c, f->type, c->scratch, rec, 1);
 }
 
@@ -257,16 +262,17 @@ int kvr__sock_read_frame(struct kvr_client *c)
 	rc = kvr__sock_read_full(c, &f, sizeof(f));
 	if (rc == 0) {
 		if (f.type == KVR_FRAME_BYE)
-			rc =
-			    kvr__break(c, -EOWNERDEAD,
-				       "kvringd (pid %d) closed the connection "
-				       "(it is shutting down)",
-				       (int)c->server_pid);
+			rc = kvr__client_break(
+			    c, -EOWNERDEAD,
+			    "kvringd (pid %d) closed the connection "
+			    "(it is shutting down)",
+			    (int)c->server_pid);
 		else if (!c->copy)
-			rc = kvr__break(c, -EPROTO,
-					"unexpected frame type 0x%x on the "
-					"socket under the shm transport",
-					f.type);
+			rc = kvr__client_break(
+			    c, -EPROTO,
+			    "unexpected frame type 0x%x on the "
+			    "socket under the shm transport",
+			    f.type);
 		else
 			rc = read_answer(c, &f);
 	}

@@ -25,19 +25,20 @@ static bool sync_done(struct kvr_client *c, void *arg)
 {
 	struct kvr__pend *p = kvr__pend_find(c, *(uint64_t *)arg);
 
-	return !p || p->state == PEND_DONE;
+	return !p || p->state == KVR_PEND_DONE;
 }
 
 /* Submit and wait for this request's own answer. Return the answer's
  * status (0 or -errno), with *res holding its fields. */
-static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
+static int call(struct kvr_client *c, struct kvr__submit_req *s,
+		struct kvr__pend *res)
 {
-	uint64_t deadline = kvr__deadline_ns(c->timeout_ms);
+	uint64_t deadline = kvr__wait_deadline_ns(c->timeout_ms);
 	struct kvr__pend *p;
 	uint64_t id;
 	int rc;
 
-	s->kind = SUB_SYNC;
+	s->kind = KVR_SUBMIT_SYNC;
 	rc = kvr__submit(c, s, deadline, &id);
 	if (rc < 0)
 		return rc;
@@ -47,20 +48,21 @@ static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 		*res = *p;
 		kvr__pend_free(c, p);
 		if (res->status < 0)
-			return kvr__answer_fail(c, s, res->status);
+			return kvr__errmsg_answer(c, s, res->status);
 		return 0;
 	}
 	if (rc == -ETIMEDOUT && p && !c->broken) {
 		/* The request stays in flight; its late answer is undone and
 		 * never touches the caller's memory. */
-		p->state = PEND_ORPHAN;
+		p->state = KVR_PEND_ORPHAN;
 		p->x = NULL;
 		p->stats = NULL;
-		return kvr__fail(c, -ETIMEDOUT,
-				 "kvringd did not answer %s within %u ms (the "
-				 "connection stays usable; a late answer is "
-				 "undone)",
-				 kvr_op_name(s->op), c->timeout_ms);
+		return kvr__client_fail(
+		    c, -ETIMEDOUT,
+		    "kvringd did not answer %s within %u ms (the "
+		    "connection stays usable; a late answer is "
+		    "undone)",
+		    kvr_op_name(s->op), c->timeout_ms);
 	}
 	if (p)
 		kvr__pend_free(c, p);
@@ -72,10 +74,10 @@ static int call(struct kvr_client *c, struct sub *s, struct kvr__pend *res)
 static long do_lookup(struct kvr_client *c, const struct kvr_key *keys,
 		      uint32_t n, uint64_t *lease_out)
 {
-	struct sub s = {.op = KVR_OP_LOOKUP,
-			.keys = keys,
-			.n = n,
-			.flags = lease_out ? KVR_REQ_PIN : 0};
+	struct kvr__submit_req s = {.op = KVR_OP_LOOKUP,
+				    .keys = keys,
+				    .n = n,
+				    .flags = lease_out ? KVR_REQ_PIN : 0};
 	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
@@ -91,16 +93,17 @@ long kvr_lookup(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
 {
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_lookup(c, keys, n, lease_out));
+	return KVR_CLIENT_LOCKED(c, do_lookup(c, keys, n, lease_out));
 }
 
 static long do_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 			 uint32_t n, uint64_t *lease_out, bool *pending_out)
 {
-	struct sub s = {.op = KVR_OP_LOOKUP,
-			.keys = keys,
-			.n = n,
-			.flags = KVR_REQ_L2 | (lease_out ? KVR_REQ_PIN : 0)};
+	struct kvr__submit_req s = {.op = KVR_OP_LOOKUP,
+				    .keys = keys,
+				    .n = n,
+				    .flags = KVR_REQ_L2 |
+					     (lease_out ? KVR_REQ_PIN : 0)};
 	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
@@ -118,13 +121,14 @@ long kvr_lookup_l2(struct kvr_client *c, const struct kvr_key *keys, uint32_t n,
 {
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_lookup_l2(c, keys, n, lease_out, pending_out));
+	return KVR_CLIENT_LOCKED(
+	    c, do_lookup_l2(c, keys, n, lease_out, pending_out));
 }
 
 static int do_simple(struct kvr_client *c, uint32_t op, uint64_t handle,
 		     struct kvr_xfer *x, struct kvr__pend *r)
 {
-	struct sub s = {.op = op, .handle = handle, .x = x};
+	struct kvr__submit_req s = {.op = op, .handle = handle, .x = x};
 
 	return call(c, &s, r);
 }
@@ -140,23 +144,23 @@ int kvr_release(struct kvr_client *c, uint64_t lease)
 {
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_release(c, lease));
+	return KVR_CLIENT_LOCKED(c, do_release(c, lease));
 }
 
 static int do_prepare(struct kvr_client *c, uint32_t op,
 		      const struct kvr_key *keys, const uint64_t *sizes,
 		      uint32_t n, uint64_t lease, struct kvr_xfer *x)
 {
-	struct sub s = {.op = op,
-			.keys = keys,
-			.sizes = sizes,
-			.n = n,
-			.x = x,
-			.handle = lease,
-			.flags = lease ? KVR_REQ_BY_LEASE : 0};
+	struct kvr__submit_req s = {.op = op,
+				    .keys = keys,
+				    .sizes = sizes,
+				    .n = n,
+				    .x = x,
+				    .handle = lease,
+				    .flags = lease ? KVR_REQ_BY_LEASE : 0};
 	struct kvr__pend r = {0};
 
-	kvr__xfer_init(x, op);
+	kvr__pend_xfer_init(x, op);
 	if (n == 0 && !lease)
 		return 0; /* nothing asked: an empty transfer */
 	return call(c, &s, &r);
@@ -168,8 +172,8 @@ int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(
 	    c, do_prepare(c, KVR_OP_PREPARE_STORE, keys, sizes, n, 0, x));
 }
 
@@ -179,8 +183,8 @@ int kvr_prepare_retrieve(struct kvr_client *c, const struct kvr_key *keys,
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(
 	    c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, keys, NULL, n, 0, x));
 }
 
@@ -190,8 +194,8 @@ int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 	if (!c)
 		return -EINVAL;
 	if (!x || !lease)
-		return KVR_ARG_FAIL(c, "xfer is NULL or lease is 0");
-	return LOCKED(
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL or lease is 0");
+	return KVR_CLIENT_LOCKED(
 	    c, do_prepare(c, KVR_OP_PREPARE_RETRIEVE, NULL, NULL, 0, lease, x));
 }
 
@@ -208,18 +212,19 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		return 0;
 	}
 	if (x->op != want_op)
-		return kvr__fail(c, -EINVAL, "%s on a %s transfer",
-				 kvr_op_name(op), kvr_op_name(x->op));
+		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
+					kvr_op_name(op), kvr_op_name(x->op));
 	rc = do_simple(c, op, x->id, x, &r);
 	if (rc == KVR_ERR_EXPIRED)
 		/* Say it in words: a store was not published, and bytes read
 		 * through a retrieve may have been overwritten meanwhile. */
-		kvr__fail(c, rc, "%s of transfer %llu: %s%s", kvr_op_name(op),
-			  (unsigned long long)x->id, kvr_strerror(rc),
-			  op == KVR_OP_COMMIT_RETRIEVE
-			      ? " (the bytes read may have been "
-				"overwritten: discard them)"
-			      : " (nothing was stored)");
+		kvr__client_fail(c, rc, "%s of transfer %llu: %s%s",
+				 kvr_op_name(op), (unsigned long long)x->id,
+				 kvr_strerror(rc),
+				 op == KVR_OP_COMMIT_RETRIEVE
+				     ? " (the bytes read may have been "
+				       "overwritten: discard them)"
+				     : " (nothing was stored)");
 	kvr_xfer_free(x);
 	return rc;
 }
@@ -229,8 +234,8 @@ int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x)
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(
 	    c, do_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
@@ -239,8 +244,8 @@ int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x)
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(
 	    c, do_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x));
 }
 
@@ -249,9 +254,9 @@ int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x)
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_ARG_FAIL(c, "xfer is NULL");
-	return LOCKED(c, do_finish(c, KVR_OP_COMMIT_RETRIEVE,
-				   KVR_OP_PREPARE_RETRIEVE, x));
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(c, do_finish(c, KVR_OP_COMMIT_RETRIEVE,
+					      KVR_OP_PREPARE_RETRIEVE, x));
 }
 
 static int do_ping(struct kvr_client *c, uint64_t *server_ns)
@@ -268,13 +273,13 @@ int kvr_ping(struct kvr_client *c, uint64_t *server_ns)
 {
 	if (!c)
 		return -EINVAL;
-	return LOCKED(c, do_ping(c, server_ns));
+	return KVR_CLIENT_LOCKED(c, do_ping(c, server_ns));
 }
 
 static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 {
 	struct kvr_stats_wire tmp;
-	struct sub s = {.op = KVR_OP_STATS, .stats = &tmp};
+	struct kvr__submit_req s = {.op = KVR_OP_STATS, .stats = &tmp};
 	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
@@ -288,6 +293,6 @@ int kvr_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 	if (!c)
 		return -EINVAL;
 	if (!out)
-		return KVR_ARG_FAIL(c, "out is NULL");
-	return LOCKED(c, do_stats(c, out));
+		return KVR_CLIENT_ARG_FAIL(c, "out is NULL");
+	return KVR_CLIENT_LOCKED(c, do_stats(c, out));
 }

@@ -38,7 +38,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-uint64_t kvr__deadline_ns(uint32_t timeout_ms)
+uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 {
 	static _Atomic uint64_t res_ns; /* the coarse clock's tick, once */
 	struct timespec ts;
@@ -78,16 +78,17 @@ static int drain_ring(struct kvr_client *c)
 		}
 		if (rc < 0) {
 			kvr_ring_release(&c->resp);
-			return kvr__break(c, -EPROTO,
-					  "response ring damaged: %s",
-					  kvr_strerror(rc));
+			return kvr__client_break(c, -EPROTO,
+						 "response ring damaged: %s",
+						 kvr_strerror(rc));
 		}
 		if (rec.len > c->scratch_bytes) {
 			void *s = realloc(c->scratch, rec.len);
 
 			if (!s) {
 				kvr_ring_release(&c->resp);
-				return kvr__break(c, -ENOMEM, "out of memory");
+				return kvr__client_break(c, -ENOMEM,
+							 "out of memory");
 			}
 			c->scratch = s;
 			c->scratch_bytes = rec.len;
@@ -121,7 +122,7 @@ static int drain_sock(struct kvr_client *c)
 	}
 }
 
-int kvr__drain(struct kvr_client *c)
+int kvr__wait_drain(struct kvr_client *c)
 {
 	if (c->broken)
 		return c->broken;
@@ -130,7 +131,7 @@ int kvr__drain(struct kvr_client *c)
 	return c->copy ? drain_sock(c) : drain_ring(c);
 }
 
-int kvr__alive(struct kvr_client *c)
+int kvr__wait_alive(struct kvr_client *c)
 {
 	uint64_t hb, now, stale_ms, age_ms;
 	uint32_t st;
@@ -149,7 +150,7 @@ int kvr__alive(struct kvr_client *c)
 	if (hb && now > hb) {
 		age_ms = (now - hb) / 1000000ull;
 		if (age_ms > stale_ms)
-			return kvr__break(
+			return kvr__client_break(
 			    c, -ETIMEDOUT,
 			    "kvringd stopped answering (heartbeat "
 			    "%.1f s old); is it stopped or "
@@ -157,14 +158,14 @@ int kvr__alive(struct kvr_client *c)
 			    (double)age_ms / 1e3);
 	}
 	if (memcmp(c->hdr->seg.boot_id, c->info.boot_id, 16) != 0)
-		return kvr__break(c, -EOWNERDEAD,
-				  "kvringd restarted (boot id changed); "
-				  "reconnect");
+		return kvr__client_break(c, -EOWNERDEAD,
+					 "kvringd restarted (boot id changed); "
+					 "reconnect");
 	st = atomic_load_explicit(&c->ch->state, memory_order_relaxed);
 	if (c->ch->generation != c->generation || st == KVR_CHAN_FREE)
-		return kvr__break(c, -EOWNERDEAD,
-				  "kvringd (pid %d) dropped channel %u",
-				  (int)c->server_pid, c->info.channel);
+		return kvr__client_break(c, -EOWNERDEAD,
+					 "kvringd (pid %d) dropped channel %u",
+					 (int)c->server_pid, c->info.channel);
 	return 0;
 }
 
@@ -177,17 +178,17 @@ static int on_sock(struct kvr_client *c, short revents)
 
 	if (!(revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)))
 		return 0;
-	rc = kvr__drain(c);
+	rc = kvr__wait_drain(c);
 	if (rc < 0)
 		return rc;
 	if (c->copy)
 		return 0;
 	if (revents & POLLIN)
 		return kvr__sock_read_frame(c);
-	return kvr__break(c, -EOWNERDEAD,
-			  "kvringd (pid %d) closed the "
-			  "connection",
-			  (int)c->server_pid);
+	return kvr__client_break(c, -EOWNERDEAD,
+				 "kvringd (pid %d) closed the "
+				 "connection",
+				 (int)c->server_pid);
 }
 
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
@@ -198,7 +199,7 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 		uint64_t now, left_ms;
 		int np = 0, rc, slice;
 
-		rc = kvr__drain(c);
+		rc = kvr__wait_drain(c);
 		if (c->broken)
 			return c->broken;
 		if (rc < 0)
@@ -255,14 +256,15 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 		if (rc < 0 && errno != EINTR) {
 			int e = -errno;
 
-			return kvr__break(c, e, "poll: %s", kvr_strerror(e));
+			return kvr__client_break(c, e, "poll: %s",
+						 kvr_strerror(e));
 		}
 		if (rc > 0) {
 			rc = on_sock(c, p[np - 1].revents);
 			if (rc < 0)
 				return rc;
 		}
-		rc = kvr__alive(c);
+		rc = kvr__wait_alive(c);
 		if (rc < 0)
 			return rc;
 	}
