@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Validation of protocol messages received from a peer. Every length,
- * count, flag and reserved field is checked before anything else reads the
- * message; a failure leaves the caller's output untouched. The server runs
+ * The one encoder and the one decoder of every protocol message, side by
+ * side so they cannot drift: a request's rules live in req_hdr_check(),
+ * which the encoder and kvr_req_parse() both call.
+ *
+ * Decoding validates what a peer sent: every length, count, flag and
+ * reserved field is checked before anything else reads the message, and a
+ * failure leaves the caller's output untouched. The server runs
  * kvr_req_parse() on every request, the worker kvr_resp_parse() on every
- * answer, and both sides the handshake checks.
+ * answer, and both sides the handshake checks. Encoding writes a record
+ * into memory the caller gives (a claimed ring record or a socket buffer)
+ * and refuses a message the decoder would refuse. This file does not move
+ * bytes (rings/, the socket code) and does not decide answers (server/).
  */
 #include <errno.h>
 #include <string.h>
@@ -25,11 +32,33 @@ static bool op_has_keys(uint32_t op)
 	       op == KVR_OP_PREPARE_RETRIEVE;
 }
 
+/*
+ * The rules of a request header for op (already known to be a valid op),
+ * shared by the decoder and the encoder. Return 0, -EBADMSG (reserved set,
+ * a flag the op does not take, keys where none belong) or -E2BIG (count
+ * above max_keys or the protocol's limit).
+ */
+static int req_hdr_check(uint32_t op, const struct kvr_req_hdr *h,
+			 uint32_t max_keys)
+{
+	if (h->reserved != 0 || (h->flags & ~op_flags[op]) != 0)
+		return -EBADMSG;
+	if (!op_has_keys(op) && h->count != 0)
+		return -EBADMSG;
+	if (h->count > max_keys || h->count > KVR_MAX_KEYS_LIMIT)
+		return -E2BIG;
+	if (op == KVR_OP_PREPARE_RETRIEVE && (h->flags & KVR_REQ_BY_LEASE) &&
+	    h->count != 0)
+		return -EBADMSG;
+	return 0;
+}
+
 int kvr_req_parse(uint32_t type, const void *rec, size_t len, uint32_t max_keys,
 		  struct kvr_req_view *out)
 {
 	struct kvr_req_hdr h;
 	const char *p = rec;
+	int rc;
 
 	if (type == 0 || type >= KVR_OP__MAX || !rec)
 		return -EBADMSG;
@@ -38,15 +67,9 @@ int kvr_req_parse(uint32_t type, const void *rec, size_t len, uint32_t max_keys,
 	/* One copy of the header: the peer may rewrite shared memory while
 	 * we look, so every later decision uses this private copy. */
 	memcpy(&h, rec, sizeof(h));
-	if (h.reserved != 0 || (h.flags & ~op_flags[type]) != 0)
-		return -EBADMSG;
-	if (!op_has_keys(type) && h.count != 0)
-		return -EBADMSG;
-	if (h.count > max_keys || h.count > KVR_MAX_KEYS_LIMIT)
-		return -E2BIG;
-	if (type == KVR_OP_PREPARE_RETRIEVE && (h.flags & KVR_REQ_BY_LEASE) &&
-	    h.count != 0)
-		return -EBADMSG;
+	rc = req_hdr_check(type, &h, max_keys);
+	if (rc < 0)
+		return rc;
 	if (len != kvr_req_bytes(type, h.count))
 		return -EBADMSG;
 
@@ -94,6 +117,93 @@ int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
 	return 0;
 }
 
+int kvr_req_encode(const struct kvr_req_view *v, void *buf, size_t cap)
+{
+	char *p = buf;
+	uint32_t n;
+	size_t len, kb;
+
+	if (!v || !buf || v->op == 0 || v->op >= KVR_OP__MAX)
+		return -EINVAL;
+	n = v->hdr.count;
+	/* Same rules as the decoder, so an encoded record always parses. */
+	if (req_hdr_check(v->op, &v->hdr, KVR_MAX_KEYS_LIMIT) < 0)
+		return -EINVAL;
+	if (n && (!v->keys || (v->op == KVR_OP_PREPARE_STORE && !v->sizes)))
+		return -EINVAL;
+	len = kvr_req_bytes(v->op, n);
+	if (cap < len)
+		return -EMSGSIZE;
+	kb = (size_t)n * sizeof(struct kvr_key);
+	memcpy(p, &v->hdr, sizeof(v->hdr));
+	if (n)
+		memcpy(p + sizeof(v->hdr), v->keys, kb);
+	if (v->op == KVR_OP_PREPARE_STORE && n)
+		memcpy(p + sizeof(v->hdr) + kb, v->sizes,
+		       (size_t)n * sizeof(uint64_t));
+	return (int)len; /* at most 32 + 4096 * 24 bytes */
+}
+
+int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap)
+{
+	struct kvr_slot_desc *d;
+	uint32_t n;
+	size_t len;
+
+	if (!v || !buf || v->op == 0 || v->op >= KVR_OP__MAX)
+		return -EINVAL;
+	n = v->hdr.count;
+	if (n > KVR_MAX_KEYS_LIMIT || (n && !v->slots) ||
+	    (v->op == KVR_OP_STATS && n != 0))
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (v->slots[i].status < KVR_SLOT_OK ||
+		    v->slots[i].status >= KVR_SLOT__MAX)
+			return -EINVAL;
+	len = kvr_resp_record_bytes(v->op, n);
+	if (cap < len)
+		return -EMSGSIZE;
+	/* Slots first: they may already sit in place at buf + 32, and the
+	 * header write must not come before they are read. Element by
+	 * element, so in place (d == v->slots) is well defined. */
+	d = kvr_resp_slots_at(buf);
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_slot_desc sd = v->slots[i];
+
+		sd.reserved = 0;
+		d[i] = sd;
+	}
+	memcpy(buf, &v->hdr, sizeof(v->hdr));
+	if (v->op == KVR_OP_STATS) {
+		if (v->stats && (const void *)v->stats != (const void *)d)
+			memcpy(d, v->stats, sizeof(*v->stats));
+		else if (!v->stats)
+			memset(d, 0, sizeof(struct kvr_stats_wire));
+	}
+	return (int)len;
+}
+
+int kvr_resp_parse_view(uint32_t type, const void *rec, size_t len,
+			uint64_t pool_bytes, struct kvr_resp_view *out)
+{
+	struct kvr_resp_hdr h;
+	const struct kvr_slot_desc *s = NULL;
+	uint32_t op = type & ~KVR_RESP_BIT;
+	int rc;
+
+	rc = kvr_resp_parse(type, rec, len, pool_bytes, &h, &s);
+	if (rc < 0)
+		return rc;
+	out->op = op;
+	out->hdr = h;
+	out->slots = s;
+	out->stats =
+	    op == KVR_OP_STATS
+		? (const struct kvr_stats_wire *)((const char *)rec + sizeof(h))
+		: NULL;
+	return 0;
+}
+
 const char *kvr_op_name(uint32_t op)
 {
 	static const char *const names[KVR_OP__MAX] = {
@@ -134,6 +244,29 @@ static int check_magic_version(uint32_t magic, uint32_t version,
 		return -EPROTO;
 	}
 	return 0;
+}
+
+void kvr_hello_init(struct kvr_hello *h, const struct kvr_ns_desc *ns,
+		    uint32_t flags, int32_t pid)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = KVR_PROTO_MAGIC;
+	h->version = KVR_PROTO_VERSION;
+	h->flags = flags;
+	h->pid = pid;
+	if (ns)
+		h->ns = *ns;
+}
+
+void kvr_welcome_init(struct kvr_welcome *w, int32_t status,
+		      const uint8_t *boot_id)
+{
+	memset(w, 0, sizeof(*w));
+	w->magic = KVR_PROTO_MAGIC;
+	w->version = KVR_PROTO_VERSION;
+	w->status = status;
+	if (boot_id)
+		memcpy(w->boot_id, boot_id, sizeof(w->boot_id));
 }
 
 int kvr_hello_check(const void *msg, size_t len, struct kvr_err *e)

@@ -287,3 +287,363 @@ Test(proto, op_name_names_every_op_when_known)
 	cr_expect_str_eq(kvr_op_name(0), "?");
 	cr_expect_str_eq(kvr_op_name(1000), "?");
 }
+
+/* ===== Encoders: encode -> parse -> equal ===== */
+
+/* Flags that op may carry, the same list as lib/proto.c's op_flags (a
+ * second copy on purpose: the test states the contract independently). */
+static uint32_t legal_flags(uint32_t op)
+{
+	if (op == KVR_OP_LOOKUP)
+		return KVR_REQ_PIN | KVR_REQ_L2;
+	return 0;
+}
+
+static bool op_takes_keys(uint32_t op)
+{
+	return op == KVR_OP_LOOKUP || op == KVR_OP_PREPARE_STORE ||
+	       op == KVR_OP_PREPARE_RETRIEVE;
+}
+
+/* True when two request views say the same thing, byte for byte: op, the
+ * whole header, and the contents (not the addresses) of keys and sizes. */
+static bool req_view_eq(const struct kvr_req_view *a,
+			const struct kvr_req_view *b)
+{
+	uint32_t n = a->hdr.count;
+
+	if (a->op != b->op || memcmp(&a->hdr, &b->hdr, sizeof(a->hdr)) != 0)
+		return false;
+	if ((a->keys == NULL) != (b->keys == NULL) ||
+	    (a->sizes == NULL) != (b->sizes == NULL))
+		return false;
+	if (a->keys && memcmp(a->keys, b->keys, n * sizeof(*a->keys)) != 0)
+		return false;
+	if (a->sizes && memcmp(a->sizes, b->sizes, n * sizeof(*a->sizes)) != 0)
+		return false;
+	return true;
+}
+
+/* A request view of op whose every field holds a distinct, non-zero value
+ * wherever the op allows one. */
+static struct kvr_req_view sample_req(uint32_t op, const struct kvr_key *keys,
+				      const uint64_t *sizes, uint32_t n)
+{
+	struct kvr_req_view v = {.op = op};
+
+	v.hdr.req_id = 0x1122334455667700ull | op;
+	v.hdr.handle = 0xa1b2c3d4e5f60000ull | op;
+	v.hdr.flags = legal_flags(op);
+	if (op_takes_keys(op)) {
+		v.hdr.count = n;
+		v.keys = keys;
+		if (op == KVR_OP_PREPARE_STORE)
+			v.sizes = sizes;
+	}
+	return v;
+}
+
+Test(proto, req_roundtrip_gives_equal_view_for_every_op)
+{
+	static uint8_t buf[65536];
+	struct kvr_key keys[5];
+	uint64_t sizes[5];
+
+	for (uint32_t i = 0; i < 5; i++) {
+		keys[i] = (struct kvr_key){.lo = 100 + i, .hi = ~(uint64_t)i};
+		sizes[i] = 4096u << i;
+	}
+	for (uint32_t op = 1; op < KVR_OP__MAX; op++) {
+		struct kvr_req_view in = sample_req(op, keys, sizes, 5);
+		struct kvr_req_view out;
+		int len;
+
+		memset(buf, 0xee, sizeof(buf));
+		len = kvr_req_encode(&in, buf, sizeof(buf));
+		cr_assert_eq(len, (int)kvr_req_bytes(op, in.hdr.count),
+			     "op %s: encode gave %d", kvr_op_name(op), len);
+		cr_assert_eq(kvr_req_parse(op, buf, (size_t)len, 4096, &out), 0,
+			     "op %s: encoded record does not parse",
+			     kvr_op_name(op));
+		cr_expect(req_view_eq(&in, &out), "op %s: round trip differs",
+			  kvr_op_name(op));
+		cr_expect_eq(buf[len], 0xee, "op %s: wrote past the record",
+			     kvr_op_name(op));
+	}
+	/* Retrieve by lease: a handle, the flag, no keys. */
+	struct kvr_req_view in = {
+	    .op = KVR_OP_PREPARE_RETRIEVE,
+	    .hdr = {.req_id = 3, .handle = 99, .flags = KVR_REQ_BY_LEASE}};
+	struct kvr_req_view out;
+	int len = kvr_req_encode(&in, buf, sizeof(buf));
+
+	cr_assert_eq(len, 32);
+	cr_assert_eq(kvr_req_parse(in.op, buf, (size_t)len, 16, &out), 0);
+	cr_expect(req_view_eq(&in, &out), "by-lease round trip differs");
+}
+
+/*
+ * The round trip can fail: a change to any byte of an encoded record (a
+ * field the encoder dropped or misplaced looks the same) either makes the
+ * record unparsable or the parsed view unequal. So req_view_eq covers
+ * every field, and the test above would see an encoder that lost one.
+ */
+Test(proto, req_roundtrip_notices_change_when_any_byte_differs)
+{
+	struct kvr_key keys[2] = {{1, 2}, {3, 4}};
+	uint64_t sizes[2] = {4096, 8192};
+	struct kvr_req_view in =
+	    sample_req(KVR_OP_PREPARE_STORE, keys, sizes, 2);
+	uint8_t buf[256];
+	int len = kvr_req_encode(&in, buf, sizeof(buf));
+
+	cr_assert_eq(len, 32 + 2 * 16 + 2 * 8);
+	for (int i = 0; i < len; i++) {
+		struct kvr_req_view out;
+		int rc;
+
+		buf[i] ^= 0x10;
+		rc = kvr_req_parse(in.op, buf, (size_t)len, 4096, &out);
+		cr_expect(rc < 0 || !req_view_eq(&in, &out),
+			  "byte %d changed and the round trip did not notice",
+			  i);
+		buf[i] ^= 0x10;
+	}
+}
+
+Test(proto, req_encode_refuses_what_parse_refuses_and_writes_nothing)
+{
+	struct kvr_key k = {1, 1};
+	uint64_t sz = 64;
+	uint8_t buf[128];
+	struct kvr_req_view v;
+
+	memset(buf, 0xab, sizeof(buf));
+	v = (struct kvr_req_view){.op = KVR_OP_PING, .hdr = {.flags = 0x80}};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "flag");
+	v = (struct kvr_req_view){.op = KVR_OP_PING, .hdr = {.reserved = 1}};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "rsvd");
+	v = (struct kvr_req_view){
+	    .op = KVR_OP_COMMIT_STORE, .hdr = {.count = 1}, .keys = &k};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "keys");
+	v = (struct kvr_req_view){
+	    .op = KVR_OP_PREPARE_RETRIEVE,
+	    .hdr = {.count = 1, .flags = KVR_REQ_BY_LEASE},
+	    .keys = &k};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "lease");
+	v = (struct kvr_req_view){.op = KVR_OP_LOOKUP, .hdr = {.count = 1}};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "null");
+	v = (struct kvr_req_view){
+	    .op = KVR_OP_PREPARE_STORE, .hdr = {.count = 1}, .keys = &k};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "sizes");
+	v = (struct kvr_req_view){.op = KVR_OP__MAX};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "op");
+	v = (struct kvr_req_view){.op = KVR_OP_LOOKUP,
+				  .hdr = {.count = KVR_MAX_KEYS_LIMIT + 1},
+				  .keys = &k};
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL, "count");
+	v = (struct kvr_req_view){.op = KVR_OP_PREPARE_STORE,
+				  .hdr = {.count = 1},
+				  .keys = &k,
+				  .sizes = &sz};
+	cr_expect_eq(kvr_req_encode(&v, buf, 32 + 16 + 7), -EMSGSIZE);
+	cr_expect_eq(kvr_req_encode(&v, buf, 32 + 16 + 8), 32 + 16 + 8);
+	for (size_t i = 32 + 16 + 8; i < sizeof(buf); i++)
+		cr_expect_eq(buf[i], 0xab, "byte %zu written", i);
+}
+
+/* True when two answer views say the same thing: op, header, the slots'
+ * contents (reserved included: the encoder writes it as 0), and the stats
+ * body. */
+static bool resp_view_eq(const struct kvr_resp_view *a,
+			 const struct kvr_resp_view *b)
+{
+	if (a->op != b->op || memcmp(&a->hdr, &b->hdr, sizeof(a->hdr)) != 0)
+		return false;
+	if ((a->slots == NULL) != (b->slots == NULL) ||
+	    (a->stats == NULL) != (b->stats == NULL))
+		return false;
+	if (a->slots &&
+	    memcmp(a->slots, b->slots, a->hdr.count * sizeof(*a->slots)) != 0)
+		return false;
+	if (a->stats && memcmp(a->stats, b->stats, sizeof(*a->stats)) != 0)
+		return false;
+	return true;
+}
+
+/* An answer view to op with distinct non-zero values in every field. */
+static struct kvr_resp_view sample_resp(uint32_t op,
+					const struct kvr_slot_desc *slots,
+					uint32_t n,
+					const struct kvr_stats_wire *st)
+{
+	struct kvr_resp_view v = {.op = op};
+
+	v.hdr.req_id = 0x0102030405060700ull | op;
+	v.hdr.handle = 0x7000000000000000ull | op;
+	v.hdr.status = op == KVR_OP_RELEASE ? -ENOENT : 0;
+	v.hdr.value = 0x5555000000000000ull | op;
+	if (op == KVR_OP_STATS) {
+		v.stats = st;
+	} else if (op == KVR_OP_PREPARE_STORE ||
+		   op == KVR_OP_PREPARE_RETRIEVE) {
+		v.hdr.count = n;
+		v.slots = slots;
+	}
+	return v;
+}
+
+Test(proto, resp_roundtrip_gives_equal_view_for_every_op)
+{
+	static uint8_t buf[4096];
+	struct kvr_slot_desc slots[KVR_SLOT__MAX];
+	struct kvr_stats_wire st;
+	uint64_t *stw = (uint64_t *)&st;
+
+	for (uint32_t i = 0; i < KVR_SLOT__MAX; i++)
+		slots[i] = (struct kvr_slot_desc){.off = 4096 * (i + 1),
+						  .len = 64 * (i + 1),
+						  .status = (int)i};
+	for (size_t i = 0; i < sizeof(st) / sizeof(*stw); i++)
+		stw[i] = 1000 + i;
+	for (uint32_t op = 1; op < KVR_OP__MAX; op++) {
+		struct kvr_resp_view in =
+		    sample_resp(op, slots, KVR_SLOT__MAX, &st);
+		struct kvr_resp_view out;
+		int len;
+
+		memset(buf, 0xee, sizeof(buf));
+		len = kvr_resp_encode(&in, buf, sizeof(buf));
+		cr_assert_eq(len, (int)kvr_resp_record_bytes(op, in.hdr.count),
+			     "op %s: encode gave %d", kvr_op_name(op), len);
+		cr_assert_eq(kvr_resp_parse_view(KVR_RESP_BIT | op, buf,
+						 (size_t)len, 1 << 20, &out),
+			     0, "op %s: encoded answer does not parse",
+			     kvr_op_name(op));
+		cr_expect(resp_view_eq(&in, &out), "op %s: round trip differs",
+			  kvr_op_name(op));
+		cr_expect_eq(buf[len], 0xee, "op %s: wrote past the record",
+			     kvr_op_name(op));
+	}
+}
+
+Test(proto, resp_roundtrip_notices_change_when_any_byte_differs)
+{
+	struct kvr_slot_desc slots[2] = {{4096, 64, KVR_SLOT_OK, 0},
+					 {8192, 128, KVR_SLOT_EXISTS, 0}};
+	struct kvr_resp_view in =
+	    sample_resp(KVR_OP_PREPARE_STORE, slots, 2, NULL);
+	uint8_t buf[256];
+	int len = kvr_resp_encode(&in, buf, sizeof(buf));
+
+	cr_assert_eq(len, 32 + 2 * 24);
+	for (int i = 0; i < len; i++) {
+		struct kvr_resp_view out;
+		int rc;
+
+		buf[i] ^= 0x01;
+		rc = kvr_resp_parse_view(KVR_RESP_BIT | in.op, buf, (size_t)len,
+					 1 << 20, &out);
+		cr_expect(rc < 0 || !resp_view_eq(&in, &out),
+			  "byte %d changed and the round trip did not notice",
+			  i);
+		buf[i] ^= 0x01;
+	}
+}
+
+Test(proto, resp_encode_clears_reserved_when_slots_filled_in_place)
+{
+	_Alignas(8) uint8_t buf[256];
+	struct kvr_slot_desc *s = kvr_resp_slots_at(buf);
+	struct kvr_resp_view v = {.op = KVR_OP_PREPARE_RETRIEVE,
+				  .hdr = {.req_id = 5, .count = 2},
+				  .slots = s};
+	struct kvr_resp_view out;
+
+	memset(buf, 0xcd, sizeof(buf));
+	s[0] = (struct kvr_slot_desc){0, 64, KVR_SLOT_OK, 0xdead};
+	s[1] = (struct kvr_slot_desc){64, 64, KVR_SLOT_OK, 0xbeef};
+	cr_assert_eq(kvr_resp_encode(&v, buf, sizeof(buf)), 32 + 2 * 24);
+	cr_assert_eq(kvr_resp_parse_view(KVR_RESP_BIT | v.op, buf, 32 + 2 * 24,
+					 4096, &out),
+		     0);
+	cr_expect_eq(out.hdr.req_id, 5);
+	cr_expect_eq(out.slots[1].off, 64);
+	cr_expect_eq(out.slots[0].reserved, 0, "reserved 0x%x",
+		     out.slots[0].reserved);
+	cr_expect_eq(out.slots[1].reserved, 0, "reserved 0x%x",
+		     out.slots[1].reserved);
+}
+
+Test(proto, resp_encode_writes_stats_body_when_error_answer)
+{
+	uint8_t buf[256];
+	struct kvr_resp_view v = {.op = KVR_OP_STATS,
+				  .hdr = {.req_id = 8, .status = -ESHUTDOWN}};
+	struct kvr_resp_view out;
+	int len;
+
+	memset(buf, 0xcd, sizeof(buf));
+	len = kvr_resp_encode(&v, buf, sizeof(buf));
+	cr_assert_eq(len, 32 + (int)sizeof(struct kvr_stats_wire));
+	cr_assert_eq(kvr_resp_parse_view(KVR_RESP_BIT | KVR_OP_STATS, buf,
+					 (size_t)len, 4096, &out),
+		     0);
+	cr_expect_eq(out.hdr.status, -ESHUTDOWN);
+	cr_expect_eq(out.stats->pool_bytes, 0, "body not zeroed");
+	cr_expect_eq(out.stats->chan_transfers, 0, "body not zeroed");
+}
+
+Test(proto, resp_encode_refuses_bad_answer_and_writes_nothing)
+{
+	struct kvr_slot_desc bad = {0, 64, KVR_SLOT__MAX, 0};
+	struct kvr_slot_desc ok = {0, 64, KVR_SLOT_OK, 0};
+	uint8_t buf[128];
+	struct kvr_resp_view v;
+
+	memset(buf, 0xab, sizeof(buf));
+	v = (struct kvr_resp_view){
+	    .op = KVR_OP_PREPARE_STORE, .hdr = {.count = 1}, .slots = &bad};
+	cr_expect_eq(kvr_resp_encode(&v, buf, sizeof(buf)), -EINVAL, "status");
+	v = (struct kvr_resp_view){
+	    .op = KVR_OP_STATS, .hdr = {.count = 1}, .slots = &ok};
+	cr_expect_eq(kvr_resp_encode(&v, buf, sizeof(buf)), -EINVAL, "stats");
+	v = (struct kvr_resp_view){.op = KVR_OP_PREPARE_STORE,
+				   .hdr = {.count = 1}};
+	cr_expect_eq(kvr_resp_encode(&v, buf, sizeof(buf)), -EINVAL, "null");
+	v = (struct kvr_resp_view){.op = 0};
+	cr_expect_eq(kvr_resp_encode(&v, buf, sizeof(buf)), -EINVAL, "op");
+	v = (struct kvr_resp_view){
+	    .op = KVR_OP_PREPARE_STORE, .hdr = {.count = 1}, .slots = &ok};
+	cr_expect_eq(kvr_resp_encode(&v, buf, 32 + 23), -EMSGSIZE);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_expect_eq(buf[i], 0xab, "byte %zu written", i);
+}
+
+Test(proto, hello_init_gives_a_hello_check_accepts)
+{
+	struct kvr_hello want = good_hello(), h;
+	struct kvr_err e = {0};
+
+	memset(&h, 0x5a, sizeof(h));
+	kvr_hello_init(&h, &want.ns, KVR_HELLO_WANT_COPY, 1);
+	cr_expect_eq(kvr_hello_check(&h, sizeof(h), &e), 0, "%s", e.msg);
+	want.flags = KVR_HELLO_WANT_COPY;
+	cr_expect_eq(memcmp(&h, &want, sizeof(h)), 0, "hello differs");
+}
+
+Test(proto, welcome_init_gives_a_refusal_welcome_check_accepts)
+{
+	uint8_t boot[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+	struct kvr_welcome w;
+	struct kvr_err e = {0};
+
+	memset(&w, 0x5a, sizeof(w));
+	kvr_welcome_init(&w, -EBUSY, boot);
+	snprintf(w.reason, sizeof(w.reason), "server full");
+	cr_expect_eq(kvr_welcome_check(&w, sizeof(w), &e), 0, "%s", e.msg);
+	cr_expect_eq(w.status, -EBUSY);
+	cr_expect_eq(memcmp(w.boot_id, boot, 16), 0);
+	cr_expect_eq(w.pool_name[0], '\0', "pool_name not zeroed");
+	cr_expect_eq(w.pool_bytes, 0, "pool_bytes not zeroed");
+}

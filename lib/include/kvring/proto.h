@@ -200,6 +200,81 @@ int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
 		   uint64_t pool_bytes, struct kvr_resp_hdr *out_hdr,
 		   const struct kvr_slot_desc **slots);
 
+/*
+ * kvr_req_encode - write one request record: the inverse of kvr_req_parse().
+ * @v: what to send: v->op, v->hdr (req_id, handle, count, flags; reserved
+ *     must be 0), v->keys (count entries), v->sizes (prepare_store only).
+ * @buf/@cap: where; exactly kvr_req_bytes(op, count) bytes are written, so
+ *     a ring claim of that length (or a socket buffer) can be the target.
+ * The encoder refuses what kvr_req_parse() would refuse (it shares the same
+ * rules), so whatever it writes parses back to an equal view.
+ * Return: the record's length in bytes (> 0), or
+ *   -EINVAL   unknown op, a flag the op does not take, keys on an op that
+ *             takes none, keys with KVR_REQ_BY_LEASE, reserved set, count
+ *             above KVR_MAX_KEYS_LIMIT, keys or sizes NULL with count > 0
+ *   -EMSGSIZE cap is smaller than the record
+ * On error nothing is written.
+ */
+int kvr_req_encode(const struct kvr_req_view *v, void *buf, size_t cap);
+
+/*
+ * A validated view of one answer, the unit kvr_resp_encode() writes and
+ * kvr_resp_parse_view() reads. Pointers point into the record (parse) or
+ * at the caller's arrays (encode).
+ */
+struct kvr_resp_view {
+	uint32_t op;			    /* the request's op (no RESP_BIT) */
+	struct kvr_resp_hdr hdr;	    /* private copy */
+	const struct kvr_slot_desc *slots;  /* hdr.count entries, or NULL */
+	const struct kvr_stats_wire *stats; /* KVR_OP_STATS only, else NULL */
+};
+
+/* Bytes of the answer record to op carrying n slots: a stats answer always
+ * carries its kvr_stats_wire body (and no slots), every other answer
+ * kvr_resp_bytes(n). */
+static inline size_t kvr_resp_record_bytes(uint32_t op, uint32_t n)
+{
+	if (op == KVR_OP_STATS)
+		return sizeof(struct kvr_resp_hdr) +
+		       sizeof(struct kvr_stats_wire);
+	return kvr_resp_bytes(n);
+}
+
+/* Where the slot array of the answer record at rec starts: a producer may
+ * fill slots there in place and pass the same pointer as v->slots. */
+static inline struct kvr_slot_desc *kvr_resp_slots_at(void *rec)
+{
+	return (struct kvr_slot_desc *)((char *)rec +
+					sizeof(struct kvr_resp_hdr));
+}
+
+/*
+ * kvr_resp_encode - write one answer record: the inverse of
+ * kvr_resp_parse_view(). The record type to send it under is
+ * KVR_RESP_BIT | v->op.
+ * @v: v->hdr is written as given; v->slots (hdr.count entries) follow with
+ *     each slot's reserved field written as 0; v->slots may be
+ *     kvr_resp_slots_at(buf) (filled in place). A stats answer writes
+ *     *v->stats, or zeros when v->stats is NULL (an error answer still has
+ *     the body's length, so the worker can parse it).
+ * @buf/@cap: where; kvr_resp_record_bytes(op, count) bytes are written.
+ * Return: the record's length in bytes (> 0), or
+ *   -EINVAL   unknown op, slots on a stats answer, count above
+ *             KVR_MAX_KEYS_LIMIT, slots NULL with count > 0, a slot status
+ *             that is not an enum kvr_slot_status
+ *   -EMSGSIZE cap is smaller than the record
+ * On error nothing is written. Slot spans are not checked against the
+ * pool here (the encoder does not know it); kvr_resp_parse_view() does.
+ */
+int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap);
+
+/*
+ * kvr_resp_parse_view - kvr_resp_parse() that also points v->stats at a
+ * stats answer's body. Same checks, same codes; on error *out is untouched.
+ */
+int kvr_resp_parse_view(uint32_t type, const void *rec, size_t len,
+			uint64_t pool_bytes, struct kvr_resp_view *out);
+
 /* Name of an op for logs and the inspector ("lookup", ...), or "?". */
 const char *kvr_op_name(uint32_t op);
 
@@ -285,6 +360,23 @@ struct kvr_welcome {
 	char reason[128];    /* status < 0: what was wrong, what to do */
 };
 _Static_assert(sizeof(struct kvr_welcome) == 280, "ABI: docs/protocol.md");
+
+/*
+ * kvr_hello_init - fill a HELLO: magic, version, @flags (KVR_HELLO_*),
+ * @pid and the namespace @ns; everything else zero. The namespace is sent
+ * as given: the server's kvr_hello_check() judges it and answers a refusal
+ * that says what was wrong.
+ */
+void kvr_hello_init(struct kvr_hello *h, const struct kvr_ns_desc *ns,
+		    uint32_t flags, int32_t pid);
+
+/*
+ * kvr_welcome_init - start a WELCOME: zero, then magic, version, @status
+ * and @boot_id (16 bytes, may be NULL). A refusal (status < 0) then only
+ * needs its reason; an acceptance its geometry and transport.
+ */
+void kvr_welcome_init(struct kvr_welcome *w, int32_t status,
+		      const uint8_t *boot_id);
 
 /*
  * kvr_hello_check / kvr_welcome_check - validate a handshake message
