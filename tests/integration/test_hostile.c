@@ -462,6 +462,14 @@ static int push_raw(struct t_raw *r, uint32_t op, const void *body,
 	return 0;
 }
 
+/* Publish a well-formed ping (encoded by kvr_req_encode) and ring. */
+static int push_ping(struct t_raw *r, uint64_t req_id)
+{
+	struct kvr_req_view v = {.op = KVR_OP_PING, .hdr = {.req_id = req_id}};
+
+	return t_raw_push(r, &v, true);
+}
+
 /* ---- the modes ---- */
 
 Test(hostile, worker_is_cut_off_when_it_writes_random_bytes_as_records)
@@ -519,7 +527,6 @@ Test(hostile, worker_is_cut_off_when_its_request_tail_passes_capacity)
 
 Test(hostile, worker_is_cut_off_when_its_response_head_is_bogus)
 {
-	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 	uint64_t head;
 
@@ -530,8 +537,7 @@ Test(hostile, worker_is_cut_off_when_its_response_head_is_bogus)
 	/* Keep asking until the server needs the head: it must refuse it
 	 * rather than overwrite answers it thinks were consumed. */
 	for (int i = 0; i < 200000 && !t_raw_wait_hangup(&r, 0); i++) {
-		h.req_id = (uint64_t)i + 1;
-		if (push_raw(&r, KVR_OP_PING, &h, sizeof(h)) < 0)
+		if (push_ping(&r, (uint64_t)i + 1) < 0)
 			usleep(200);
 	}
 	expect_cut_off(&r, "protocol error");
@@ -592,7 +598,6 @@ Test(hostile, worker_gets_errors_not_cut_off_when_it_commits_ids_it_never_got)
 
 Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 {
-	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 	uint64_t sent = 0;
 	struct timespec t0, t;
@@ -609,8 +614,7 @@ Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 			if (t.tv_sec - t0.tv_sec > 20)
 				break;
 		}
-		h.req_id = ++sent;
-		(void)push_raw(&r, KVR_OP_PING, &h, sizeof(h));
+		(void)push_ping(&r, ++sent);
 	}
 	expect_cut_off(&r, "unresponsive");
 	expect_good_progress(20, "after the flood");
@@ -620,15 +624,13 @@ Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 
 Test(hostile, worker_is_cut_off_when_it_never_reads_its_response_ring)
 {
-	struct kvr_req_hdr h = {0};
 	struct t_raw r;
 
 	hostile_connect_and_hold(&r, 700);
 	/* Enough requests to fill the response ring, at a normal pace, then
 	 * silence: a hung worker that still holds a reservation and pins. */
 	for (uint32_t i = 0; i < r.w.resp_ring_cap / 40 + 64; i++) {
-		h.req_id = 1000 + i;
-		while (push_raw(&r, KVR_OP_PING, &h, sizeof(h)) == -EAGAIN)
+		while (push_ping(&r, 1000 + i) == -EAGAIN)
 			usleep(1000);
 	}
 	expect_cut_off(&r, "unresponsive");
@@ -639,25 +641,30 @@ Test(hostile, worker_is_cut_off_when_it_never_reads_its_response_ring)
 
 Test(hostile, worker_is_cut_off_when_it_claims_a_huge_key_count)
 {
-	struct kvr_req_hdr h = {.req_id = 1, .count = UINT32_MAX};
+	struct kvr_req_view v = {.op = KVR_OP_LOOKUP, .hdr = {.req_id = 1}};
 	struct t_raw r1, r2, r3;
-	static char
-	    big[sizeof(struct kvr_req_hdr) + 257 * sizeof(struct kvr_key)];
-	struct kvr_key *k = (struct kvr_key *)(big + sizeof(h));
+	static char big[32 + 257 * sizeof(struct kvr_key)];
+	static struct kvr_key k[257];
 	static uint64_t sz[256];
 	static struct kvr_key k3[256];
 	union ans *a = malloc(sizeof(*a));
+	_Alignas(8) char rec[32];
 
-	/* 1: a count of 2^32-1 in a record that carries no keys at all. */
+	/* 1: a count of 2^32-1 in a record that carries no keys at all: a
+	 * good keyless lookup from the encoder, then the count damaged. */
 	hostile_connect_and_hold(&r1, 800);
-	cr_assert_eq(push_raw(&r1, KVR_OP_LOOKUP, &h, sizeof(h)), 0);
+	cr_assert_eq(kvr_req_encode(&v, rec, sizeof(rec)), (int)sizeof(rec));
+	((struct kvr_req_hdr *)(void *)rec)->count = UINT32_MAX;
+	cr_assert_eq(push_raw(&r1, KVR_OP_LOOKUP, rec, sizeof(rec)), 0);
 	expect_cut_off(&r1, "malformed request");
-	/* 2: one key more than --max-keys 256, and all of them present. */
+	/* 2: one key more than --max-keys 256, and all of them present (the
+	 * protocol allows it, this server does not). */
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r2), 0);
-	h.count = 257;
-	memcpy(big, &h, sizeof(h));
 	for (uint32_t i = 0; i < 257; i++)
 		k[i] = bad_key(900 + i);
+	v.hdr.count = 257;
+	v.keys = k;
+	cr_assert_eq(kvr_req_encode(&v, big, sizeof(big)), (int)sizeof(big));
 	cr_assert_eq(push_raw(&r2, KVR_OP_LOOKUP, big, sizeof(big)), 0);
 	expect_cut_off(&r2, "malformed request");
 	/* 3: a legal count of 256 keys with absurd sizes: answered per key

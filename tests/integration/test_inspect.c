@@ -587,23 +587,30 @@ static void fake_create(struct fake *f, const char *name, uint32_t abi)
 	atomic_store_explicit(&c->req_bell.rung, 5, RLX);
 	atomic_store_explicit(&c->req_bell.suppressed, 95, RLX);
 	{
-		struct {
-			struct kvr_req_hdr h;
-			struct kvr_key k[2];
-		} req = {.h = {.req_id = 77, .count = 2},
-			 .k = {{0x1111, 0x2222}, {0x3333, 0x4444}}};
-		struct {
-			struct kvr_resp_hdr h;
-			struct kvr_slot_desc s[2];
-		} resp = {.h = {.req_id = 78, .handle = 5, .count = 2},
-			  .s = {{0, 4096, KVR_SLOT_OK, 0},
-				{4096, 4096, KVR_SLOT_EXISTS, 0}}};
+		const struct kvr_key k[2] = {{0x1111, 0x2222},
+					     {0x3333, 0x4444}};
+		const struct kvr_slot_desc sl[2] = {
+		    {0, 4096, KVR_SLOT_OK, 0},
+		    {4096, 4096, KVR_SLOT_EXISTS, 0}};
+		struct kvr_req_view req = {.op = KVR_OP_LOOKUP,
+					   .hdr = {.req_id = 77, .count = 2},
+					   .keys = k};
+		struct kvr_resp_view resp = {
+		    .op = KVR_OP_PREPARE_STORE,
+		    .hdr = {.req_id = 78, .handle = 5, .count = 2},
+		    .slots = sl};
+		_Alignas(8) char buf[128];
+		int len;
 
-		ring_put(fake_ring(f, 1, false), KVR_OP_LOOKUP, &req,
-			 sizeof(req));
+		len = kvr_req_encode(&req, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		ring_put(fake_ring(f, 1, false), KVR_OP_LOOKUP, buf,
+			 (uint32_t)len);
+		len = kvr_resp_encode(&resp, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
 		ring_put(fake_ring(f, 1, true),
-			 KVR_RESP_BIT | KVR_OP_PREPARE_STORE, &resp,
-			 sizeof(resp));
+			 KVR_RESP_BIT | KVR_OP_PREPARE_STORE, buf,
+			 (uint32_t)len);
 	}
 	/* Published last, as the server does. */
 	atomic_store_explicit(&c->state, KVR_CHAN_ACTIVE, memory_order_release);

@@ -122,11 +122,10 @@ Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 {
 	/* A long heartbeat keeps the loop asleep until the signal. */
 	const char *args[] = {"--heartbeat-ms", "10000", NULL};
-	struct kvr_req_hdr h = {.req_id = 77};
+	struct kvr_req_view ping = {.op = KVR_OP_PING, .hdr = {.req_id = 77}};
 	struct kvr_ring_rec rec;
 	struct kvr_resp_hdr a;
 	struct t_raw r;
-	void *p;
 	int rc = -EAGAIN;
 
 	t_server_start(&srv, args);
@@ -134,9 +133,7 @@ Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 	usleep(50000); /* let the server go to sleep (spin is 50 us) */
 	/* Published without ringing the doorbell: the server, asleep,
 	 * only finds it while stopping. */
-	cr_assert_eq(kvr_ring_claim(&r.req, KVR_OP_PING, sizeof(h), &p), 0);
-	memcpy(p, &h, sizeof(h));
-	kvr_ring_commit(&r.req);
+	cr_assert_eq(t_raw_push(&r, &ping, false), 0);
 	cr_expect_eq(t_server_stop(&srv), 0);
 	/* The mapping outlives the unlinked segment. */
 	for (int i = 0; i < 100 && rc == -EAGAIN; i++) {

@@ -379,15 +379,17 @@ Test(server_proto, worker_is_cut_off_when_it_writes_garbage_in_its_ring)
 Test(server_proto, worker_is_cut_off_when_a_record_is_malformed)
 {
 	struct t_raw r, other;
-	struct kvr_req_hdr h = {.req_id = 9, .reserved = 1};
+	struct kvr_req_view ping = {.op = KVR_OP_PING, .hdr = {.req_id = 9}};
 	union ans a;
 	void *p;
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &other), 0);
-	cr_assert_eq(kvr_ring_claim(&r.req, KVR_OP_PING, sizeof(h), &p), 0);
-	memcpy(p, &h, sizeof(h));
+	/* A good ping from the encoder, then the damage: reserved set. */
+	cr_assert_eq(kvr_ring_claim(&r.req, KVR_OP_PING, 32, &p), 0);
+	cr_assert_eq(kvr_req_encode(&ping, p, 32), 32);
+	((struct kvr_req_hdr *)p)->reserved = 1;
 	kvr_ring_commit(&r.req);
 	kvr_bell_notify(&r.ch->req_bell, r.req_efd);
 	cr_expect(t_raw_wait_hangup(&r, t_timeout_ms(5000)));
@@ -404,20 +406,16 @@ Test(server_proto, worker_is_cut_off_when_it_never_reads_answers)
 	const char *args[] = {"--stall-ms", "200",	  "--ring-bytes",
 			      "64K",	    "--max-keys", "256",
 			      NULL};
-	struct kvr_req_hdr h = {0};
+	struct kvr_req_view ping = {.op = KVR_OP_PING};
 	struct t_raw r;
-	void *p;
 	int sent = 0;
 
 	t_server_start(&srv, args);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
 	/* Keep publishing pings and never consume an answer. */
 	for (int i = 0; i < 20000 && !t_raw_wait_hangup(&r, 0); i++) {
-		h.req_id = (uint64_t)i + 1;
-		if (kvr_ring_claim(&r.req, KVR_OP_PING, sizeof(h), &p) == 0) {
-			memcpy(p, &h, sizeof(h));
-			kvr_ring_commit(&r.req);
-			kvr_bell_notify(&r.ch->req_bell, r.req_efd);
+		ping.hdr.req_id = (uint64_t)i + 1;
+		if (t_raw_push(&r, &ping, true) == 0) {
 			sent++;
 		} else {
 			usleep(1000);
@@ -443,28 +441,26 @@ static void read_full(int fd, void *buf, size_t len)
 	}
 }
 
-/* Send a request frame (record + optional payload), read the answer
- * frame header and record; payload bytes, if any, follow on the socket. */
-static void copy_call(int fd, uint32_t op, const struct kvr_req_hdr *h,
-		      const void *tail, size_t tail_len, const void *payload,
+/* Send a request frame (the record kvr_req_encode() makes of @v, then an
+ * optional payload), read the answer frame header and record; payload
+ * bytes, if any, follow on the socket. */
+static void copy_call(int fd, const struct kvr_req_view *v, const void *payload,
 		      size_t payload_len, struct kvr_frame *fr_out,
 		      union ans *a)
 {
-	struct kvr_frame f = {.type = op};
+	struct kvr_frame f = {.type = v->op};
 	char rec[4096];
+	int len = kvr_req_encode(v, rec, sizeof(rec));
 
-	memcpy(rec, h, sizeof(*h));
-	if (tail_len)
-		memcpy(rec + sizeof(*h), tail, tail_len);
-	f.len = (uint32_t)(sizeof(*h) + tail_len + payload_len);
+	cr_assert_gt(len, 0, "encode %s: %d", kvr_op_name(v->op), len);
+	f.len = (uint32_t)((size_t)len + payload_len);
 	cr_assert_eq(send(fd, &f, sizeof(f), 0), (ssize_t)sizeof(f));
-	cr_assert_eq(send(fd, rec, sizeof(*h) + tail_len, 0),
-		     (ssize_t)(sizeof(*h) + tail_len));
+	cr_assert_eq(send(fd, rec, (size_t)len, 0), (ssize_t)len);
 	if (payload_len)
 		cr_assert_eq(send(fd, payload, payload_len, 0),
 			     (ssize_t)payload_len);
 	read_full(fd, fr_out, sizeof(*fr_out));
-	cr_assert_eq(fr_out->type, KVR_RESP_BIT | op);
+	cr_assert_eq(fr_out->type, KVR_RESP_BIT | v->op);
 	read_full(fd, &a->h, sizeof(a->h));
 	if (a->h.count)
 		read_full(fd, (char *)&a->h + sizeof(a->h),
@@ -475,8 +471,11 @@ static void copy_roundtrip(struct t_raw *r)
 {
 	struct kvr_key k[2] = {key_of(11), key_of(12)};
 	uint64_t sz[2] = {3000, 70000};
-	char tail[sizeof(k) + sizeof(sz)], *payload, *back;
-	struct kvr_req_hdr h = {.req_id = 1, .count = 2};
+	char *payload, *back;
+	struct kvr_req_view v = {.op = KVR_OP_PREPARE_STORE,
+				 .hdr = {.req_id = 1, .count = 2},
+				 .keys = k,
+				 .sizes = sz};
 	struct kvr_frame fr;
 	union ans a;
 	uint64_t xfer;
@@ -485,30 +484,28 @@ static void copy_roundtrip(struct t_raw *r)
 	back = malloc(sz[0] + sz[1]);
 	for (uint64_t i = 0; i < sz[0] + sz[1]; i++)
 		payload[i] = (char)(i * 7 + 3);
-	memcpy(tail, k, sizeof(k));
-	memcpy(tail + sizeof(k), sz, sizeof(sz));
-	copy_call(r->sock, KVR_OP_PREPARE_STORE, &h, tail, sizeof(tail), NULL,
-		  0, &fr, &a);
+	copy_call(r->sock, &v, NULL, 0, &fr, &a);
 	cr_assert_eq(a.h.status, 0);
 	cr_assert_eq(a.h.count, 2);
 	cr_assert_eq(slots_of(&a)[1].status, KVR_SLOT_OK);
 	xfer = a.h.handle;
-	h = (struct kvr_req_hdr){.req_id = 2, .handle = xfer};
-	copy_call(r->sock, KVR_OP_COMMIT_STORE, &h, NULL, 0, payload,
-		  sz[0] + sz[1], &fr, &a);
+	v = (struct kvr_req_view){.op = KVR_OP_COMMIT_STORE,
+				  .hdr = {.req_id = 2, .handle = xfer}};
+	copy_call(r->sock, &v, payload, sz[0] + sz[1], &fr, &a);
 	cr_assert_eq(a.h.status, 0, "commit: %d", a.h.status);
-	h = (struct kvr_req_hdr){.req_id = 3, .count = 2};
-	copy_call(r->sock, KVR_OP_PREPARE_RETRIEVE, &h, k, sizeof(k), NULL, 0,
-		  &fr, &a);
+	v = (struct kvr_req_view){.op = KVR_OP_PREPARE_RETRIEVE,
+				  .hdr = {.req_id = 3, .count = 2},
+				  .keys = k};
+	copy_call(r->sock, &v, NULL, 0, &fr, &a);
 	cr_assert_eq(a.h.status, 0);
 	cr_assert_eq(a.h.count, 2);
 	cr_assert_eq(fr.len, kvr_resp_bytes(2) + sz[0] + sz[1]);
 	read_full(r->sock, back, sz[0] + sz[1]);
 	cr_expect_eq(memcmp(payload, back, sz[0] + sz[1]), 0,
 		     "retrieved bytes differ");
-	h = (struct kvr_req_hdr){.req_id = 4, .handle = a.h.handle};
-	copy_call(r->sock, KVR_OP_COMMIT_RETRIEVE, &h, NULL, 0, NULL, 0, &fr,
-		  &a);
+	v = (struct kvr_req_view){.op = KVR_OP_COMMIT_RETRIEVE,
+				  .hdr = {.req_id = 4, .handle = a.h.handle}};
+	copy_call(r->sock, &v, NULL, 0, &fr, &a);
 	cr_expect_eq(a.h.status, 0);
 	free(payload);
 	free(back);
@@ -545,8 +542,11 @@ Test(server_proto, copy_worker_is_cut_off_when_commit_length_is_wrong)
 {
 	struct kvr_key k = key_of(5);
 	uint64_t sz = 1000;
-	char tail[24];
-	struct kvr_req_hdr h = {.req_id = 1, .count = 1};
+	struct kvr_req_view v = {.op = KVR_OP_PREPARE_STORE,
+				 .hdr = {.req_id = 1, .count = 1},
+				 .keys = &k,
+				 .sizes = &sz};
+	char rec[32];
 	struct kvr_frame fr = {0};
 	union ans a;
 	struct t_raw r;
@@ -554,16 +554,15 @@ Test(server_proto, copy_worker_is_cut_off_when_commit_length_is_wrong)
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, KVR_HELLO_WANT_COPY, &r), 0);
-	memcpy(tail, &k, sizeof(k));
-	memcpy(tail + sizeof(k), &sz, sizeof(sz));
-	copy_call(r.sock, KVR_OP_PREPARE_STORE, &h, tail, sizeof(tail), NULL, 0,
-		  &fr, &a);
+	copy_call(r.sock, &v, NULL, 0, &fr, &a);
 	cr_assert_eq(a.h.status, 0);
-	h = (struct kvr_req_hdr){.req_id = 2, .handle = a.h.handle};
+	v = (struct kvr_req_view){.op = KVR_OP_COMMIT_STORE,
+				  .hdr = {.req_id = 2, .handle = a.h.handle}};
+	cr_assert_eq(kvr_req_encode(&v, rec, sizeof(rec)), (int)sizeof(rec));
 	fr.type = KVR_OP_COMMIT_STORE;
-	fr.len = sizeof(h) + sizeof(pay); /* 10 bytes, 1000 reserved */
+	fr.len = sizeof(rec) + sizeof(pay); /* 10 bytes, 1000 reserved */
 	cr_assert_eq(send(r.sock, &fr, sizeof(fr), 0), (ssize_t)sizeof(fr));
-	cr_assert_eq(send(r.sock, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	cr_assert_eq(send(r.sock, rec, sizeof(rec), 0), (ssize_t)sizeof(rec));
 	(void)!send(r.sock, pay, sizeof(pay), MSG_NOSIGNAL);
 	cr_expect(t_raw_wait_hangup(&r, t_timeout_ms(5000)));
 	cr_expect(t_server_log_has(&srv, "carries 10 payload bytes"));

@@ -192,32 +192,46 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
+int t_raw_push(struct t_raw *r, const struct kvr_req_view *v, bool bell)
+{
+	size_t len = kvr_req_bytes(v->op, v->hdr.count);
+	void *slot;
+	int rc;
+
+	rc = kvr_ring_claim(&r->req, v->op, (uint32_t)len, &slot);
+	if (rc < 0)
+		return rc;
+	rc = kvr_req_encode(v, slot, len);
+	if (rc < 0) {
+		/* Never publish a half-made record: a refused encode is a
+		 * bug in the test, so stop it here. */
+		fprintf(stderr, "t_raw: encode %s: %s\n", kvr_op_name(v->op),
+			strerror(-rc));
+		abort();
+	}
+	kvr_ring_commit(&r->req);
+	if (bell)
+		kvr_bell_notify(&r->ch->req_bell, r->req_efd);
+	return 0;
+}
+
 int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 	       const struct kvr_key *keys, const uint64_t *sizes, uint32_t n,
 	       void *ans, size_t cap)
 {
-	struct kvr_req_hdr h = {.req_id = r->next_id++,
-				.handle = handle,
-				.count = n,
-				.flags = flags};
-	size_t len = kvr_req_bytes(op, n);
+	struct kvr_req_view v = {.op = op,
+				 .hdr = {.req_id = r->next_id++,
+					 .handle = handle,
+					 .count = n,
+					 .flags = flags},
+				 .keys = keys,
+				 .sizes = sizes};
 	struct kvr_ring_rec rec;
-	char *p;
-	void *slot;
 	int rc;
 
-	rc = kvr_ring_claim(&r->req, op, (uint32_t)len, &slot);
+	rc = t_raw_push(r, &v, true);
 	if (rc < 0)
 		return rc;
-	p = slot;
-	memcpy(p, &h, sizeof(h));
-	if (n)
-		memcpy(p + sizeof(h), keys, n * sizeof(*keys));
-	if (op == KVR_OP_PREPARE_STORE && n)
-		memcpy(p + sizeof(h) + n * sizeof(*keys), sizes,
-		       n * sizeof(*sizes));
-	kvr_ring_commit(&r->req);
-	kvr_bell_notify(&r->ch->req_bell, r->req_efd);
 	for (int i = 0; i < 500000; i++) {
 		rc = kvr_ring_peek(&r->resp, &rec);
 		if (rc == 0) {

@@ -60,6 +60,16 @@ int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 		     const struct kvr_ns_desc *ns, struct t_raw *r);
 
 /*
+ * t_raw_push - encode @v with kvr_req_encode() straight into a claimed
+ * request record, publish it and, when @bell, ring the doorbell (a test
+ * that wants the server to find it late passes false). No answer is read.
+ * Returns 0, or -EAGAIN when the ring is full. A request the encoder
+ * refuses is a bug in the test: it aborts. To send a malformed record,
+ * encode a good one and damage it, so only the damage is hand-made.
+ */
+int t_raw_push(struct t_raw *r, const struct kvr_req_view *v, bool bell);
+
+/*
  * t_raw_call - put one request in the ring, ring the doorbell and wait up
  * to 5 s for the next answer, copied into @ans (@cap bytes). @keys/@sizes
  * may be NULL with n == 0. Returns the answer's length, -ETIMEDOUT, or
