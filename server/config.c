@@ -250,19 +250,10 @@ void kvr_config_usage(FILE *f)
 }
 
 /* Parse a decimal u32 within [lo, hi]. */
+/* A number in [lo, hi] in the shared grammar (lib/parse.c). */
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-	unsigned long v;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
+	return kvr_parse_u32(s, lo, hi, out) < 0 ? -EINVAL : 0;
 }
 
 /* A group given by name or by number. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <kvring/log.h>
+#include <kvring/parse.h>
 
 #include "l2.h"
 
@@ -27,8 +28,8 @@ void kvr_l2_conf_defaults(struct kvr_l2_conf *c)
 static int parse_hostport(const char *s, size_t len, struct kvr_l2_addr *a)
 {
 	const char *colon = NULL;
-	unsigned long port;
-	char num[8], *end;
+	uint32_t port;
+	char num[8];
 	size_t hl, pl;
 
 	for (size_t i = len; i-- > 0;)
@@ -48,10 +49,7 @@ static int parse_hostport(const char *s, size_t len, struct kvr_l2_addr *a)
 		return -EINVAL;
 	memcpy(num, colon + 1, pl);
 	num[pl] = '\0';
-	errno = 0;
-	port = strtoul(num, &end, 10);
-	if (errno || *end || port == 0 || port > 65535 || num[0] == '-' ||
-	    num[0] == '+')
+	if (kvr_parse_u32(num, 1, 65535, &port) < 0)
 		return -EINVAL;
 	memset(a, 0, sizeof(*a));
 	memcpy(a->host, s, hl);
@@ -134,17 +132,8 @@ static int bad(FILE *err, const char *opt, const char *val, const char *hint)
 
 static int parse_ms(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-	unsigned long v;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
+	/* The shared number grammar (lib/parse.c). */
+	return kvr_parse_u32(s, lo, hi, out) < 0 ? -EINVAL : 0;
 }
 
 /* A prefix or salt: printable, no space or brace (braces would make a hash

@@ -27,6 +27,7 @@
 
 #include <kvring/error.h>
 #include <kvring/kvring.h>
+#include <kvring/parse.h>
 #include <kvring/segment.h>
 
 #define PROG "kvring-demo"
@@ -87,17 +88,10 @@ static void usage(FILE *f)
 	    "Exit: 0 every byte verified, 1 failure, 2 usage error.\n");
 }
 
+/* A number in [lo, hi] in the shared grammar (lib/parse.c); -1 if not. */
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || v < lo || v > hi)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
+	return kvr_parse_u32(s, lo, hi, out) < 0 ? -1 : 0;
 }
 
 static int parse_args(int argc, char **argv, struct demo_opts *o)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvring/parse.h>
 #include <kvring/paths.h>
 
 #include "inspect.h"
@@ -104,19 +105,11 @@ static void usage(FILE *f)
 	    INS_SCHEMA);
 }
 
-/* A decimal uint32; rejects signs (strtoul would wrap "-1"), garbage and
- * overflow. */
+/* A uint32 in the shared grammar (lib/parse.c: decimal, optional K/M/G/T;
+ * no sign, so "-1" never wraps). */
 static int parse_u32(const char *s, uint32_t *out)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > UINT32_MAX || s[0] == '-')
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
+	return kvr_parse_u32(s, 0, UINT32_MAX, out) < 0 ? -EINVAL : 0;
 }
 
 /* A usage error: one line naming the problem, a hint, exit status 2. */

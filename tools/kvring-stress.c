@@ -217,16 +217,16 @@ static uint64_t parse_size(const char *opt, const char *s)
 	return v;
 }
 
-/* A plain decimal number in [0, @max]; anything else is a usage error. */
+/* A number in [0, @max] in the shared grammar (kvr_parse_u64: decimal,
+ * optional K/M/G/T binary multiples); anything else is a usage error. */
 static uint64_t parse_num(const char *s, uint64_t max)
 {
-	unsigned long long v;
-	char *end;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v > max)
-		die_usage("bad number \"%s\"", s);
+	if (kvr_parse_u64(s, 0, max, &v) < 0)
+		die_usage("bad number \"%s\" (decimal digits, K/M/G/T "
+			  "allowed; see --help for the range)",
+			  s);
 	return v;
 }
 

@@ -59,6 +59,7 @@ static void run(const char *const *argv, const char *env_sock, struct out *o)
 
 #define BENCH	KVR_BIN_DIR "/tools/kvring-bench"
 #define INSPECT KVR_BIN_DIR "/tools/kvring-inspect"
+#define STRESS	KVR_BIN_DIR "/tools/kvring-stress"
 
 TestSuite(cli, .timeout = 60);
 
@@ -95,6 +96,38 @@ Test(cli, bench_names_the_option_when_a_size_is_bad)
 	cr_expect_eq(o.status, 2, "exit %d: %s", o.status, o.text);
 	cr_expect_neq(strstr(o.text, "--pool-size: bad value '010Q'"), NULL,
 		      "%s", o.text);
+}
+
+/* The bench read CPUs with strtol base 0: "0x1" was CPU 1 and "010" CPU
+ * 8, unlike every other number. Now one grammar: decimal only. */
+Test(cli, bench_refuses_a_base_prefix_when_a_cpu_is_given)
+{
+	const char *hex[] = {BENCH, "ring",   "--cpu-producer",
+			     "0x1", "--help", NULL};
+	const char *dec[] = {BENCH, "ring",   "--cpu-producer",
+			     "-1",  "--help", NULL};
+	struct out o;
+
+	run(hex, NULL, &o);
+	cr_expect_eq(o.status, 2, "exit %d: %s", o.status, o.text);
+	cr_expect_neq(strstr(o.text, "0x1"), NULL, "value not named: %s",
+		      o.text);
+	run(dec, NULL, &o);
+	cr_expect_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+}
+
+/* kvring-stress's own parse_num refused "10K", which the bench took. */
+Test(cli, stress_takes_binary_multiples_when_a_count_is_suffixed)
+{
+	const char *ok[] = {STRESS, "--ops", "10K", "--help", NULL};
+	const char *bad[] = {STRESS, "--ops", "-1", NULL};
+	struct out o;
+
+	run(ok, NULL, &o);
+	cr_expect_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+	run(bad, NULL, &o);
+	cr_expect_eq(o.status, 2, "exit %d: %s", o.status, o.text);
+	cr_expect_neq(strstr(o.text, "bad number \"-1\""), NULL, "%s", o.text);
 }
 
 Test(cli, inspect_reads_the_server_of_kvring_socket_when_no_target)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests for lib/parse.c: the byte-size grammar every program shares.
+ * Tests for lib/parse.c: the number and byte-size grammar every program
+ * shares.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -86,4 +87,72 @@ Test(parse, sizes_are_decimal_when_they_have_a_leading_zero)
 	cr_expect_eq(kvr_parse_size("1GiB", &v), 0);
 	cr_expect_eq(v, 1ull << 30);
 	cr_expect_eq(kvr_parse_size("0x10", &v), -EINVAL);
+}
+
+/* ===== Numbers: the same grammar, a range instead of "not zero" ===== */
+
+Test(parse, numbers_take_the_size_grammar_when_in_range)
+{
+	uint64_t v = 0;
+	uint32_t w = 0;
+
+	cr_expect_eq(kvr_parse_u64("0", 0, 10, &v), 0, "0 is a number");
+	cr_expect_eq(v, 0);
+	cr_expect_eq(kvr_parse_u64("250", 1, 1000, &v), 0);
+	cr_expect_eq(v, 250);
+	cr_expect_eq(kvr_parse_u64("10K", 1, UINT64_MAX, &v), 0);
+	cr_expect_eq(v, 10240, "K is binary for counts too");
+	cr_expect_eq(kvr_parse_u64("007", 0, 10, &v), 0);
+	cr_expect_eq(v, 7, "a leading zero is decimal, not octal");
+	cr_expect_eq(kvr_parse_u64("18446744073709551615", 0, UINT64_MAX, &v),
+		     0);
+	cr_expect_eq(v, UINT64_MAX);
+	cr_expect_eq(kvr_parse_u32("4294967295", 0, UINT32_MAX, &w), 0);
+	cr_expect_eq(w, UINT32_MAX);
+}
+
+Test(parse, numbers_name_range_apart_from_garbage_when_refused)
+{
+	uint64_t v = 7;
+	uint32_t w = 9;
+
+	cr_expect_eq(kvr_parse_u64("11", 1, 10, &v), -ERANGE);
+	cr_expect_eq(kvr_parse_u64("0", 1, 10, &v), -ERANGE);
+	cr_expect_eq(kvr_parse_u32("4294967296", 0, UINT32_MAX, &w), -ERANGE);
+	cr_expect_eq(kvr_parse_u64("-1", 0, UINT64_MAX, &v), -EINVAL,
+		     "strtoull would wrap -1");
+	cr_expect_eq(kvr_parse_u64("+1", 0, 10, &v), -EINVAL);
+	cr_expect_eq(kvr_parse_u64(" 1", 0, 10, &v), -EINVAL, "a blank");
+	cr_expect_eq(kvr_parse_u64("1 ", 0, 10, &v), -EINVAL, "a blank");
+	cr_expect_eq(kvr_parse_u64("0x1", 0, 10, &v), -EINVAL, "a base");
+	cr_expect_eq(kvr_parse_u64("", 0, 10, &v), -EINVAL);
+	cr_expect_eq(kvr_parse_u64(NULL, 0, 10, &v), -EINVAL);
+	cr_expect_eq(kvr_parse_u64("1.5", 0, 10, &v), -EINVAL);
+	cr_expect_eq(kvr_parse_u64("18446744073709551616", 0, UINT64_MAX, &v),
+		     -EINVAL, "more than 64 bits");
+	cr_expect_eq(v, 7, "output changed on failure");
+	cr_expect_eq(w, 9, "output changed on failure");
+}
+
+Test(parse, cpu_is_minus_one_or_a_number_when_valid)
+{
+	int c = 5;
+
+	cr_expect_eq(kvr_parse_cpu("-1", &c), 0);
+	cr_expect_eq(c, -1);
+	cr_expect_eq(kvr_parse_cpu("3", &c), 0);
+	cr_expect_eq(c, 3);
+	cr_expect_eq(kvr_parse_cpu("4096", &c), -ERANGE);
+	cr_expect_eq(kvr_parse_cpu("-2", &c), -EINVAL);
+	cr_expect_eq(kvr_parse_cpu("x", &c), -EINVAL);
+	cr_expect_eq(c, 3, "output changed on failure");
+}
+
+Test(parse, sizes_refuse_a_blank_when_leading)
+{
+	uint64_t v = 7;
+
+	cr_expect_eq(kvr_parse_size(" 4K", &v), -EINVAL);
+	cr_expect_eq(kvr_parse_size("+4K", &v), -EINVAL);
+	cr_expect_eq(v, 7, "output changed on failure");
 }

@@ -214,9 +214,9 @@ bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	uint64_t v;
 
-	/* kvringd's grammar (lib/parse.c): decimal, K/M/G/T binary, an
+	/* The shared grammar (lib/parse.c): decimal, K/M/G/T binary, an
 	 * optional B or iB, so "010M" is 10 MiB here too and "1GiB" works. */
-	if (kvr_parse_size(s, &v) < 0 || v < min || v > max)
+	if (kvr_parse_u64(s, min, max, &v) < 0)
 		return false;
 	*out = v;
 	return true;
@@ -224,13 +224,7 @@ bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 
 bool bench_parse_cpu(const char *s, int *out)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 0);
-	if (errno || end == s || *end || v < -1 || v > 4095)
-		return false;
-	*out = (int)v;
-	return true;
+	/* -1 (do not pin) or a decimal CPU number, as every tool reads it;
+	 * the bench once took base 0, where "010" was CPU 8. */
+	return kvr_parse_cpu(s, out) == 0;
 }

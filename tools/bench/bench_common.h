@@ -81,11 +81,11 @@ static inline void bench_cpu_relax(void)
 /* bench_pin_cpu - pin the calling thread to @cpu (< 0: no-op). 0 or -errno. */
 int bench_pin_cpu(int cpu);
 
-/* Option values shared by every scenario's parser. bench_parse_u64 takes a
- * number in kvringd's size grammar (lib/parse.c: decimal, K/M/G/T binary,
- * optional B or iB), within
- * [min, max]; bench_parse_cpu a CPU number or -1 (no pinning). Both return
- * false, leaving *out untouched, on anything else. */
+/* Option values shared by every scenario's parser, in the one grammar of
+ * lib/parse.c (docs/config.md). bench_parse_u64 takes a number (decimal,
+ * K/M/G/T binary, optional B or iB) within [min, max]; bench_parse_cpu a
+ * CPU number or -1 (no pinning). Both return false, leaving *out
+ * untouched, on anything else. */
 bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 bool bench_parse_cpu(const char *s, int *out);
 

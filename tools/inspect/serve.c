@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <kvring/parse.h>
+
 #include "inspect.h"
 
 #ifdef KVR_HAVE_MHD
@@ -150,6 +152,7 @@ static int parse_addr(const char *spec, struct sockaddr_storage *ss,
 	char host[256] = "127.0.0.1", port[16];
 	const char *colon = strrchr(spec, ':');
 	struct addrinfo hints = {0}, *ai = NULL;
+	uint32_t port_nr;
 	int rc;
 
 	if (!colon) {
@@ -169,8 +172,9 @@ static int parse_addr(const char *spec, struct sockaddr_storage *ss,
 		}
 		snprintf(port, sizeof(port), "%s", colon + 1);
 	}
+	/* Digits only (getaddrinfo reads the text), within a port's range. */
 	if (!port[0] || strspn(port, "0123456789") != strlen(port) ||
-	    atoi(port) > 65535)
+	    kvr_parse_u32(port, 0, 65535, &port_nr) < 0)
 		goto bad;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
