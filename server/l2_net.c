@@ -10,13 +10,15 @@
  * node's share is written as one pipeline (writev straight from the pool:
  * a SET sends the command prefix, the 64-byte header and the slot's
  * bytes, no copy), then its replies are read in order. A GET's payload is
- * read straight into its reserved pool slot. MOVED updates the slot map
- * (and asks for a CLUSTER SLOTS refresh), ASK resends once with ASKING,
- * each for a bounded number of rounds. A node that fails is closed and
- * marked down; it is retried after a backoff that doubles from 100 ms to
- * 5 s, and its commands fail at once meanwhile (the loop carries on as L1
- * only). Sockets are blocking with SO_RCVTIMEO/SO_SNDTIMEO (--l2-io-ms):
- * this thread may wait, the event loop never does.
+ * read straight into its reserved pool slot. Payload sums are computed in
+ * 256 KiB pieces overlapped with the transfer: a SET's sum while the
+ * previous commands are still going out, a GET's as each piece lands. MOVED
+ * updates the slot map (and asks for a CLUSTER SLOTS refresh), ASK resends once
+ * with ASKING, each for a bounded number of rounds. A node that fails is closed
+ * and marked down; it is retried after a backoff that doubles from 100 ms to 5
+ * s, and its commands fail at once meanwhile (the loop carries on as L1 only).
+ * Sockets are blocking with SO_RCVTIMEO/SO_SNDTIMEO (--l2-io-ms): this thread
+ * may wait, the event loop never does.
  *
  * It never calls the store (DESIGN rule 3): the loop pinned or reserved
  * every span before submitting, and ends those owners when the job comes
@@ -46,6 +48,9 @@
 #define ROUNDS_MAX     5
 #define BACKOFF_MIN_MS 100u
 #define BACKOFF_MAX_MS 5000u
+/* Payload bytes are hashed in pieces this large: each piece is hashed
+ * while it is still in cache, and between pieces the socket is fed. */
+#define PIECE (256u << 10)
 
 enum cmd_op { C_EXISTS, C_SET, C_GETHDR, C_GET, C_DEL, C_SLOTS };
 
@@ -56,11 +61,13 @@ struct cmd {
 	const char *key;
 	size_t klen;
 	struct kvr_l2_hdr hdr; /* SET: sent; GET/GETHDR: received */
+	uint64_t sum;	       /* GET: XXH3-64 of what landed in the slot */
 	size_t pre_len;
 	int node; /* ASK target, else -1 */
 	bool asking;
 	bool done;
-	int res; /* enum kvr_l2_res once done */
+	bool hdr_ready; /* SET: hdr made (hashed once, even if resent) */
+	int res;	/* enum kvr_l2_res once done */
 	int64_t ival;
 	char pre[224]; /* last: cmd_init clears everything before it */
 };
@@ -103,6 +110,7 @@ struct kvr_l2_lane {
 	char *keys; /* KVR_L2_KEY_MAX per command */
 	struct iovec *iov;
 	uint32_t iov_cap;
+	struct kvr_l2_sumst *sum; /* payload sums in pieces */
 };
 
 static uint64_t now_ns(void)
@@ -166,27 +174,71 @@ static void node_down(struct kvr_l2_lane *ln, struct node *n, const char *why)
 		ln->need_refresh = true;
 }
 
-static int write_all(int fd, struct iovec *iov, int cnt)
+/*
+ * The unsent part of a pipeline: iov[at..k). Entries before @at are
+ * gone; the one at @at may be partly sent (its base and length moved).
+ */
+struct outq {
+	struct iovec *iov;
+	uint32_t at, k;
+};
+
+static void outq_sent(struct outq *q, size_t w)
 {
-	while (cnt > 0) {
-		ssize_t w = writev(fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt);
+	while (q->at < q->k && w >= q->iov[q->at].iov_len) {
+		w -= q->iov[q->at].iov_len;
+		q->at++;
+	}
+	if (q->at < q->k) {
+		q->iov[q->at].iov_base = (char *)q->iov[q->at].iov_base + w;
+		q->iov[q->at].iov_len -= w;
+	}
+}
+
+/* Send the whole queue; blocks (bounded by SO_SNDTIMEO). */
+static int outq_flush(int fd, struct outq *q)
+{
+	while (q->at < q->k) {
+		uint32_t cnt = q->k - q->at;
+		ssize_t w = writev(fd, q->iov + q->at,
+				   cnt > IOV_MAX ? IOV_MAX : (int)cnt);
 
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
-		while (cnt > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
+		outq_sent(q, (size_t)w);
 	}
 	return 0;
+}
+
+/* Send what the socket takes now, never waiting. <0: broken. */
+static int outq_pump(int fd, struct outq *q)
+{
+	while (q->at < q->k) {
+		uint32_t cnt = q->k - q->at;
+		struct msghdr m = {.msg_iov = q->iov + q->at,
+				   .msg_iovlen = cnt > IOV_MAX ? IOV_MAX : cnt};
+		ssize_t w = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		outq_sent(q, (size_t)w);
+	}
+	return 0;
+}
+
+static int write_all(int fd, struct iovec *iov, int cnt)
+{
+	struct outq q = {iov, 0, (uint32_t)cnt};
+
+	return outq_flush(fd, &q);
 }
 
 static int rb_fill(struct node *n)
@@ -282,6 +334,40 @@ static int rb_read(struct node *n, void *dst, size_t len)
 		d += got;
 		len -= (size_t)got;
 	}
+	return 0;
+}
+
+/*
+ * Exactly @len payload bytes into the pool at @dst, as rb_read(), hashed
+ * piece by piece as they land: each piece is hashed while it is in cache
+ * and while Redis is already sending the next one. *sum: XXH3-64 of the
+ * bytes as they sit in the slot.
+ */
+static int rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
+		       size_t len, uint64_t *sum)
+{
+	struct rbuf *rb = &n->rb;
+	size_t have = rb->w - rb->r, take = have < len ? have : len;
+
+	kvr_l2_sum_reset(ln->sum);
+	memcpy(dst, rb->b + rb->r, take);
+	kvr_l2_sum_update(ln->sum, dst, take);
+	rb->r += take;
+	for (size_t at = take; at < len;) {
+		size_t want = len - at < PIECE ? len - at : PIECE;
+		ssize_t got = recv(n->fd, dst + at, want, MSG_WAITALL);
+
+		if (got == 0)
+			return -ECONNRESET;
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		}
+		kvr_l2_sum_update(ln->sum, dst + at, (size_t)got);
+		at += (size_t)got;
+	}
+	*sum = kvr_l2_sum_digest(ln->sum);
 	return 0;
 }
 
@@ -532,28 +618,64 @@ static void cmd_fail(struct cmd *c)
 	c->res = KVR_L2_RES_FAIL;
 }
 
+/*
+ * A SET's header needs the payload's sum before the payload is sent. Hash
+ * it in pieces, and between pieces hand the socket what it takes of the
+ * commands queued before this one, so Redis keeps receiving chunk i while
+ * chunk i+1 is hashed (hashing everything first left Redis idle for the
+ * whole hash: about a fifth of an upload's time at 6.6 GB/s).
+ */
+static int set_hdr(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
+		   struct outq *q)
+{
+	const uint8_t *p = ln->pool + c->it->off;
+	size_t len = c->it->len;
+
+	kvr_l2_sum_reset(ln->sum);
+	for (size_t at = 0; at < len;) {
+		size_t step = len - at < PIECE ? len - at : PIECE;
+		int rc;
+
+		kvr_l2_sum_update(ln->sum, p + at, step);
+		at += step;
+		rc = at < len ? outq_pump(n->fd, q) : 0;
+		if (rc < 0)
+			return rc;
+	}
+	kvr_l2_hdr_make(c->hdr.ns_fp, &c->it->key, len,
+			kvr_l2_sum_digest(ln->sum), &c->hdr);
+	c->hdr_ready = true;
+	return 0;
+}
+
 /* Build the iovecs of a node's pipeline and write it. */
 static int send_node(struct kvr_l2_lane *ln, struct node *n)
 {
 	static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
 	static char crlf[] = "\r\n";
-	uint32_t k = 0;
+	struct outq q = {ln->iov, 0, 0};
 
 	for (uint32_t i = 0; i < n->nq; i++) {
 		struct cmd *c = n->q[i];
 
 		if (c->asking)
-			ln->iov[k++] =
+			q.iov[q.k++] =
 			    (struct iovec){(void *)asking, sizeof(asking) - 1};
-		ln->iov[k++] = (struct iovec){c->pre, c->pre_len};
+		q.iov[q.k++] = (struct iovec){c->pre, c->pre_len};
 		if (c->op == C_SET) {
-			ln->iov[k++] = (struct iovec){&c->hdr, sizeof(c->hdr)};
-			ln->iov[k++] =
+			if (!c->hdr_ready) {
+				int rc = set_hdr(ln, n, c, &q);
+
+				if (rc < 0)
+					return rc;
+			}
+			q.iov[q.k++] = (struct iovec){&c->hdr, sizeof(c->hdr)};
+			q.iov[q.k++] =
 			    (struct iovec){ln->pool + c->it->off, c->it->len};
-			ln->iov[k++] = (struct iovec){crlf, 2};
+			q.iov[q.k++] = (struct iovec){crlf, 2};
 		}
 	}
-	return write_all(n->fd, ln->iov, (int)k);
+	return outq_flush(n->fd, &q);
 }
 
 /* Read one command's reply. <0: the connection is broken. */
@@ -644,7 +766,8 @@ static int read_reply(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 		}
 		rc = rb_read(n, &c->hdr, sizeof(c->hdr));
 		if (rc == 0)
-			rc = rb_read(n, ln->pool + c->it->off, c->it->len);
+			rc = rb_read_sum(ln, n, ln->pool + c->it->off,
+					 c->it->len, &c->sum);
 		if (rc == 0)
 			rc = rb_read(n, NULL, 2);
 		return rc;
@@ -793,9 +916,8 @@ static void cmd_init(struct kvr_l2_lane *ln, struct cmd *c, int op,
 			      kl, key, KVR_L2_HDR_BYTES - 1);
 		break;
 	case C_SET:
-		kvr_l2_hdr_make(j->ns_fp, &it->key, it->len,
-				kvr_l2_sum(ln->pool + it->off, it->len),
-				&c->hdr);
+		/* The header is made when the command is sent (set_hdr). */
+		c->hdr.ns_fp = j->ns_fp;
 		pl = snprintf(c->pre, sizeof(c->pre),
 			      "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%llu\r\n", kl,
 			      key,
@@ -904,8 +1026,7 @@ static void run_load(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 		 * name this key and namespace, and the bytes that landed in
 		 * the slot must hash to the header's sum. */
 		if (kvr_l2_hdr_check(&c->hdr, j->ns_fp, &it->key) < 0 ||
-		    c->hdr.len != it->len ||
-		    kvr_l2_sum(ln->pool + it->off, it->len) != c->hdr.sum) {
+		    c->hdr.len != it->len || c->sum != c->hdr.sum) {
 			it->res = KVR_L2_RES_CORRUPT;
 			continue;
 		}
@@ -978,7 +1099,8 @@ int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
 		ln->slot_node[s] = -1;
 	pthread_mutex_init(&ln->lock, NULL);
 	pthread_cond_init(&ln->cv, NULL);
-	rc = reserve(ln, 64);
+	ln->sum = kvr_l2_sum_create();
+	rc = ln->sum ? reserve(ln, 64) : -ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < l2->cfg.nseeds; i++)
 		if (lane_node(ln, &l2->cfg.seeds[i]) < 0)
 			rc = -ENOMEM;
@@ -1036,5 +1158,6 @@ void kvr__l2_lane_destroy(struct kvr_l2_lane *ln)
 	free(ln->cmds);
 	free(ln->keys);
 	free(ln->iov);
+	kvr_l2_sum_destroy(ln->sum);
 	free(ln);
 }
