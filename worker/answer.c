@@ -3,13 +3,14 @@
  * answer.c - libkvring's handling of kvringd's answers: validation
  * (kvr_resp_parse on a private copy, then the shape rules for the request
  * it answers), matching by req_id (an answer nobody asked for breaks the
- * client with -EPROTO), filling the caller's xfer with slot pointers (into
- * the pool, or into the copy transport's private buffers with the payload
- * read from the socket), queueing async completions, and undoing what a
- * request abandoned by a timed-out sync call created on the server (a
- * reservation, a pin, a lease), so nothing leaks and no caller memory is
- * touched after its call returned. Also fails every pending request when
- * the client breaks.
+ * client with -EPROTO), filling the caller's xfer (the slots' bytes come
+ * from the transport: the pool, or private buffers with the payload read
+ * from the socket), completing the request (sync: in its entry; async: a
+ * completion), and owing an undo for what a request abandoned by a
+ * timed-out sync call created on the server (a reservation, a pin, a
+ * lease), so nothing leaks and no caller memory is touched after its call
+ * returned. Both transports call kvr__answer with a private copy of the
+ * record; it never sends (an undo is queued for submit.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -73,39 +74,9 @@ static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 	    (struct kvr__submit_undo){.op = uop, .handle = handle};
 }
 
-/* Read (copy transport) the payload that follows a retrieve answer into
- * the transfer's buffers, or into the void when nobody wants it. */
-static int read_payload(struct kvr_client *c, struct kvr_xfer *x,
-			const struct kvr_slot_desc *sd, uint32_t n)
-{
-	static char sink[65536];
-	int rc;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t left = sd[i].len;
-		char *dst = x ? x->slots[i].ptr : NULL;
-
-		if (sd[i].status != KVR_SLOT_OK)
-			continue;
-		while (left) {
-			size_t k =
-			    dst ? (size_t)left
-				: (size_t)(left < sizeof(sink) ? left
-							       : sizeof(sink));
-
-			rc = kvr__sock_read_full(c, dst ? dst : sink, k);
-			if (rc < 0)
-				return rc;
-			left -= k;
-			if (dst)
-				dst += k;
-		}
-	}
-	return 0;
-}
-
-/* Build the caller's slot array from a validated answer. */
-static int fill_xfer(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
+/* Build the caller's slot array from a validated answer: status, offset
+ * and length; where each slot's bytes live is the transport's to say. */
+static int fill_xfer(struct kvr_xfer *x, uint32_t op,
 		     const struct kvr_resp_hdr *h,
 		     const struct kvr_slot_desc *sd)
 {
@@ -119,15 +90,6 @@ static int fill_xfer(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 		x->slots[i].status = sd[i].status;
 		x->slots[i].off = sd[i].off;
 		x->slots[i].len = sd[i].status == KVR_SLOT_OK ? sd[i].len : 0;
-		if (sd[i].status == KVR_SLOT_OK && !c->copy)
-			x->slots[i].ptr = (char *)c->pool.base + sd[i].off;
-	}
-	if (c->copy && kvr__copy_alloc(x) < 0) {
-		free(x->slots);
-		x->slots = NULL;
-		x->nslots = 0;
-		x->id = 0;
-		return -ENOMEM;
 	}
 	return 0;
 }
@@ -186,7 +148,7 @@ static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
 }
 
 int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
-		size_t len, int copy_sock)
+		size_t len)
 {
 	const struct kvr_slot_desc *sd = NULL;
 	struct kvr_resp_hdr h;
@@ -221,10 +183,11 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	if (p->timed)
 		record_rtt(c, p, op);
 
-	/* Copy transport: the retrieve payload follows on the socket. */
+	/* Nobody wants the slots; a payload that follows them (the socket
+	 * transport's retrieve) is read into the void. */
 	if (p->state == KVR_PEND_ORPHAN || (p->internal)) {
-		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE && st == 0) {
-			rc = read_payload(c, NULL, sd, h.count);
+		if (op == KVR_OP_PREPARE_RETRIEVE && st == 0) {
+			rc = c->tp->slots(c, NULL, op, &h, sd);
 			if (rc < 0)
 				return rc;
 		}
@@ -241,25 +204,32 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 	if (st == 0 &&
 	    (op == KVR_OP_PREPARE_STORE || op == KVR_OP_PREPARE_RETRIEVE)) {
-		if (p->x)
-			rc = fill_xfer(c, p->x, op, &h, sd);
-		if (copy_sock && op == KVR_OP_PREPARE_RETRIEVE) {
-			int rr =
-			    read_payload(c, rc == 0 ? p->x : NULL, sd, h.count);
+		struct kvr_xfer *x = p->x;
+		int sr;
 
-			if (rr < 0)
-				return rr;
-			p = kvr__pend_find(c, h.req_id);
-			if (!p)
-				return 0;
+		if (x)
+			rc = fill_xfer(x, op, &h, sd);
+		/* The transport gives the slots their bytes: the pool, or
+		 * private buffers with a retrieve's payload read into them
+		 * from the socket (into the void when there is no xfer or no
+		 * memory: the stream must stay in step). */
+		sr = c->tp->slots(c, rc == 0 ? x : NULL, op, &h, sd);
+		if (c->broken)
+			return c->broken; /* the payload read failed */
+		if (rc == 0 && sr < 0 && x) {
+			/* No memory for the buffers (the socket transport). */
+			free(x->slots);
+			x->slots = NULL;
+			x->nslots = 0;
+			x->id = 0;
+			rc = sr;
 		}
+		/* p is still ours: only a break (handled above) frees
+		 * entries, and nothing here grows the table. */
 		if (rc < 0) {
 			/* No memory for the slots: undo on the server. */
 			st = -ENOMEM;
 			undo(c, op, h.handle);
-			p = kvr__pend_find(c, h.req_id);
-			if (!p)
-				return 0;
 		}
 	}
 	if (op == KVR_OP_STATS && st == 0 && p->stats)

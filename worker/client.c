@@ -11,8 +11,8 @@
  * Also the small public getters that read the client without a round trip.
  *
  * This file does not speak the protocol (conn.c), send (submit.c) or wait
- * (wait.c); it calls only into pend.c (to fail what is pending) and
- * touch.c (to stop the pre-fault before the pool goes).
+ * (wait.c); it calls only into pend.c (to fail what is pending) and the
+ * transport's close.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -48,14 +48,16 @@ void kvr__client_destroy(struct kvr_client *c)
 {
 	if (!c)
 		return;
-	kvr__touch_stop(c); /* before the pool it touches is unmapped */
+	/* The transport's own: the pool mapping and its pre-fault, or the
+	 * send buffer. Chosen at the welcome; nothing before it is. */
+	if (c->tp)
+		c->tp->close(c);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->req_efd >= 0)
 		close(c->req_efd);
 	if (c->resp_efd >= 0)
 		close(c->resp_efd);
-	kvr_seg_detach(&c->pool);
 	kvr_seg_detach(&c->ctl);
 	free(c->pend);
 	free(c->cq);

@@ -1,10 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client.h - libkvring's private view of one connection (struct kvr_client)
- * and the internal calls its files share: conn.c (handshake, attach,
- * close), ops.c (request building, sync and async calls, answer matching),
- * wait.c (bounded waiting and liveness checks) and copy.c (the copy
- * transport's socket framing). Nothing here is installed or exported.
+ * and the internal calls its files share, one section per file, each
+ * file's functions named kvr__<file>_<verb>. Nothing here is installed or
+ * exported. The files, callers first (README.md lists who calls whom):
+ *
+ *   ops.c, async.c  the public calls: sync (submit, wait for the answer)
+ *                   and async (submit, reap completions)
+ *   connect.c       kvr_connect*(): the options that can grow, the wait
+ *                   for a kvringd that is still starting
+ *   conn.c          one connection attempt: hello, welcome and its fds,
+ *                   attach the control segment and the pool; kvr_close
+ *   submit.c        how a request leaves: checks, pending entry, encoding
+ *   wait.c          bounded waiting and liveness checks
+ *   tport_ring.c    the ring transport (claim/commit/doorbell, the pool)
+ *   tport_sock.c    the socket transport (frames, private buffers), and
+ *                   the hello and BYE frames both transports exchange
+ *   answer.c        validating, matching and applying answers
+ *   errmsg.c        the wording of kvringd's refusals
+ *   client.c        the client object and its sticky error
+ *   pend.c          the pending table, the completion queue, xfers
+ *   touch.c         the pool pre-fault, in line or in the background
+ *   kv.c            paged-KV gather/scatter (no client; <kvring/kv.h>)
+ *
+ * The transport is chosen once, at connect: c->tp is one of two operations
+ * tables (send, drain, wait, slots, close), and no other path asks which
+ * transport is in use.
  *
  * Ownership: a kvr_client is created by kvr_connect() and dies in
  * kvr_close(). It owns the socket, the two doorbell eventfds, the control
@@ -69,12 +90,8 @@ struct kvr__pend {
 	uint64_t handle;
 };
 
-/* Copy transport's per-transfer buffers (kvr_xfer.priv). One arena holds
- * every OK slot, each 64-byte aligned, so one malloc per transfer. */
-struct kvr__copybuf {
-	void *arena;
-	uint64_t bytes;
-};
+struct kvr__tport;
+struct kvr__submit_req;
 
 struct kvr_client {
 	pthread_mutex_t lock; /* serialises every call (kvring.h: Threads) */
@@ -84,14 +101,24 @@ struct kvr_client {
 	int sock;     /* Unix stream socket to kvringd */
 	int req_efd;  /* we write it when the server sleeps */
 	int resp_efd; /* we sleep on it */
-	bool copy;    /* the transport decision: made once, at connect */
+	/* The transport decision, made once at the welcome (conn.c): every
+	 * path that differs between ring and socket calls through it. NULL
+	 * before the welcome. */
+	const struct kvr__tport *tp;
 	pid_t server_pid;
 	pid_t
 	    owner_pid; /* getpid() at connect: a forked child never says BYE */
 
-	/* Our private copy of the geometry: never re-read from the header. */
+	/*
+	 * Our channel, as conn.c attached it: the mappings, our private copy
+	 * of the geometry (never re-read from the header), the header and
+	 * our channel block in them, and the two rings in the block. The
+	 * liveness checks (wait.c) read hdr and ch under both transports;
+	 * only the ring transport uses req, resp and pool. Per-channel
+	 * mapping state belongs here.
+	 */
 	struct kvr_seg ctl;
-	struct kvr_seg pool; /* unmapped (base NULL) under the copy transport */
+	struct kvr_seg pool; /* unmapped (base NULL) under the socket */
 	struct kvr_ctl_geom geom;
 	struct kvr_ctl_hdr_shm *hdr;
 	struct kvr_channel_shm *ch;
@@ -120,7 +147,11 @@ struct kvr_client {
 	uint32_t cq_head;
 	uint32_t cq_tail;
 
-	bool reading; /* inside kvr__sock_read_frame: no nested reads */
+	/* The socket transport's (tport_sock.c): its one send buffer, and
+	 * whether a frame is being read (no nested reads). */
+	void *tx;
+	size_t tx_bytes;
+	bool reading;
 
 	/* Round trips published into our channel block (worker_rtt): one
 	 * op in rtt_every is timed ($KVRING_RTT_SAMPLE; 0 = none) and counts
@@ -236,8 +267,11 @@ struct kvr__pend *kvr__pend_find(struct kvr_client *c, uint64_t id);
 /* Grow the table so that two more entries fit at most half full. Return
  * 0 or -ENOMEM (the table is unchanged). */
 int kvr__pend_reserve(struct kvr_client *c);
-/* A WAIT entry with a fresh req_id, or NULL when the table can't grow. */
-struct kvr__pend *kvr__pend_new(struct kvr_client *c);
+/* For a transport's send: a WAIT entry with a fresh req_id, filled in for
+ * request @s (the fields its answer is checked against, the round-trip
+ * sample), or NULL when the table can't grow. */
+struct kvr__pend *kvr__pend_open(struct kvr_client *c,
+				 const struct kvr__submit_req *s);
 void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p);
 uint32_t kvr__pend_cq_count(const struct kvr_client *c);
 /* Room for a completion of every async request in flight, plus one.
@@ -273,6 +307,10 @@ struct kvr__submit_req {
 	enum kvr__submit_kind kind;
 };
 
+/* For a transport's send: write @s's request record (kvr_req_bytes()
+ * long) at @dst. */
+void kvr__submit_encode(void *dst, const struct kvr__submit_req *s,
+			uint64_t req_id);
 /* Send one request (owed undos first). Sync requests wait for room in the
  * request ring until @deadline; async ones drain answers once. Return 0
  * and *id_out, -EAGAIN (async or internal: request ring full), or -errno. */
@@ -281,12 +319,11 @@ int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
 
 /* ---- answer.c: validating, matching and applying answers ---- */
 
-/* Handle one answer record (copied out of shared memory already): parse,
- * match by req_id, check its shape, fill the xfer, complete the request.
- * copy_sock: the record came from the socket, payload may follow. Return 0
- * or a fatal -errno (client broken). */
+/* Handle one answer record (a private copy, never shared memory): parse,
+ * match by req_id, check its shape, fill the xfer (through c->tp->slots),
+ * complete the request. Return 0 or a fatal -errno (client broken). */
 int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
-		size_t len, int copy_sock);
+		size_t len);
 
 /* ---- errmsg.c: the wording of kvringd's refusals ---- */
 
@@ -297,9 +334,12 @@ int kvr__errmsg_answer(struct kvr_client *c, const struct kvr__submit_req *s,
 
 /* ---- wait.c: bounded waiting and liveness ---- */
 
-/* Process every answer available now, without blocking (shm: the response
- * ring; copy: complete frames on the socket). Return 0 or a fatal -errno. */
+/* Process every answer available now, without blocking (the transport's
+ * drain). Return 0 or a fatal -errno. */
 int kvr__wait_drain(struct kvr_client *c);
+/* For a transport's wait: how long one poll(2) may sleep before
+ * @deadline_ns, at most KVR_SLICE_MS, or -ETIMEDOUT when it passed. */
+int kvr__wait_slice_ms(uint64_t deadline_ns);
 /*
  * Wait until done(c, arg) is true, processing answers; bounded by
  * deadline_ns (CLOCK_MONOTONIC) and by the liveness checks. Return 0,
@@ -315,23 +355,49 @@ int kvr__wait_alive(struct kvr_client *c);
  * never earlier than kvr__now_ns() + timeout_ms. */
 uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms);
 
-/* ---- copy.c ---- */
+/* ---- tport_ring.c, tport_sock.c: the transport's operations ---- */
 
-/* Send one frame: header, rec, then (payload_of non-NULL) the bytes of
- * each OK slot of that transfer, all of it, bounded by the client timeout
- * (reset by progress). Any failure breaks the client (the stream would be
- * out of step). */
-int kvr__sock_send(struct kvr_client *c, uint32_t type, const void *rec,
-		   size_t len, const struct kvr_xfer *payload_of);
-/* Read and handle one frame from the socket (copy transport answers, or
- * BYE / EOF under either transport). Blocks until the whole frame is in,
- * bounded. Return 0 or a fatal -errno. */
-int kvr__sock_read_frame(struct kvr_client *c);
-/* Read exactly n bytes (bounded by the client timeout + liveness). */
-int kvr__sock_read_full(struct kvr_client *c, void *buf, size_t n);
-/* Allocate the copy buffers of a transfer; slots' ptr set. */
-int kvr__copy_alloc(struct kvr_xfer *x);
-/* Sum of the OK slots' lengths of a transfer. */
-uint64_t kvr__ok_bytes(const struct kvr_xfer *x);
+/*
+ * A transport: what differs between the ring and the socket, chosen once
+ * per connection (c->tp) like Redis's ae backends. Every operation runs
+ * with the client's mutex held; a fatal -errno has broken the client.
+ */
+struct kvr__tport {
+	const char *name; /* "ring" or "socket" */
+	/* Send request @s (kvr__submit checked it): a pending entry from
+	 * kvr__pend_open(), the record from kvr__submit_encode(), out.
+	 * Return as kvr__submit(). */
+	int (*send)(struct kvr_client *c, const struct kvr__submit_req *s,
+		    uint64_t deadline_ns, uint64_t *id_out);
+	/* Process every answer available now, without blocking. Return 0 or
+	 * a fatal -errno. */
+	int (*drain)(struct kvr_client *c);
+	/* Wait, one slice at most, for an answer to arrive. Return 1 (one is
+	 * there: drain now), 0 (woken or the slice ended: check liveness),
+	 * -ETIMEDOUT (@deadline_ns passed) or a fatal -errno. */
+	int (*wait)(struct kvr_client *c, uint64_t deadline_ns);
+	/* Give the OK slots of a prepare answer (kvr_resp_parse checked it)
+	 * their bytes, and take in a payload that follows the answer. @x
+	 * NULL: nobody wants them (the payload is still consumed). Return 0,
+	 * -ENOMEM (no buffers; nothing else changed) or a fatal -errno. */
+	int (*slots)(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
+		     const struct kvr_resp_hdr *h,
+		     const struct kvr_slot_desc *sd);
+	/* Release what the transport holds (the pool mapping, the send
+	 * buffer). Never fails; runs once, from kvr__client_destroy(). */
+	void (*close)(struct kvr_client *c);
+};
+
+extern const struct kvr__tport kvr__tport_ring;
+extern const struct kvr__tport kvr__tport_sock;
+
+/* Send one frame with no payload (the hello, before any transport is
+ * chosen), bounded by the client timeout. Return 0 or a fatal -errno. */
+int kvr__tport_sock_frame(struct kvr_client *c, uint32_t type, const void *rec,
+			  size_t len);
+/* The socket is readable under the ring transport: read the frame, which
+ * can only be BYE, and break the client (-EOWNERDEAD; anything else is
+ * -EPROTO). Returns c->broken. */
+int kvr__tport_sock_read_bye(struct kvr_client *c);
 
 #endif /* KVR_WORKER_CLIENT_H */

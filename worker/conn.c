@@ -9,9 +9,10 @@
  * outlives the attach; the geometry we trust is the welcome's, checked
  * against the header, and kept privately (the header is never re-read for
  * sizes); the transport ("is shared memory active") is decided once, at
- * connect, and stored in the client; close never fails, never blocks long,
- * and works after the server died. This file does not build requests
- * (ops.c) or wait for answers (wait.c).
+ * connect, as the operations table c->tp (tport_ring.c or tport_sock.c);
+ * close never fails, never blocks long, and works after the server died.
+ * This file does not send requests (submit.c) or wait for answers
+ * (wait.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -306,7 +307,9 @@ static void describe(struct kvr_client *c)
 	    (double)i->attach_ns / 1e6,
 	    c->touch.started ? "in background, so far " : "",
 	    (double)i->prefault_ns / 1e6, (int)i->server_pid,
-	    c->copy ? "; payload travels over the socket (slow)" : "");
+	    c->tp == &kvr__tport_sock
+		? "; payload travels over the socket (slow)"
+		: "");
 }
 
 /*
@@ -409,7 +412,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	h.flags = want_copy ? KVR_HELLO_WANT_COPY : 0;
 	h.pid = (int32_t)getpid();
 	h.ns = o->ns;
-	rc = kvr__sock_send(c, KVR_FRAME_HELLO, &h, sizeof(h), NULL);
+	rc = kvr__tport_sock_frame(c, KVR_FRAME_HELLO, &h, sizeof(h));
 	if (rc < 0) {
 		rc = cfail(errbuf, errlen, rc, "send hello to %s: %s",
 			   sa.sun_path, c->errmsg);
@@ -440,6 +443,11 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 		kvr__client_destroy(c);
 		return rc;
 	}
+	/* The decision "is shared memory active" is made here, once: from
+	 * now on every path that differs calls through c->tp, and what the
+	 * transport acquires (the pool mapping) it releases in tp->close. */
+	c->tp = w.transport == KVR_TRANSPORT_COPY ? &kvr__tport_sock
+						  : &kvr__tport_ring;
 	c->req_efd = fds[1];
 	c->resp_efd = fds[2];
 	fds[1] = fds[2] = -1;
@@ -460,8 +468,6 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 		kvr__client_destroy(c);
 		return rc;
 	}
-	/* The decision "is shared memory active" is made here, once. */
-	c->copy = w.transport == KVR_TRANSPORT_COPY;
 	c->info.attach_ns = kvr__now_ns() - t0;
 	c->info.transport = w.transport;
 	c->info.channel = w.channel;
@@ -505,7 +511,7 @@ static int rtt_sample_env(char *errbuf, size_t errlen)
  * it only to say how the worker samples. */
 static void rtt_start(struct kvr_client *c, uint32_t every)
 {
-	if (!c->ch || c->copy || every == 0)
+	if (!c->ch || c->tp != &kvr__tport_ring || every == 0)
 		return;
 	c->obs = kvr_chan_obs(c->ch);
 	c->rtt_every = c->rtt_left = every;

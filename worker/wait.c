@@ -10,33 +10,19 @@
  *     max(3 heartbeat periods, 1 s)  -> -ETIMEDOUT
  *   - the boot id changed, or our channel was reassigned -> -EOWNERDEAD
  *
- * The waiting itself follows the doorbell protocol (<kvring/doorbell.h>):
- * spin on the response ring for spin_us, then set our sleeping flag
- * (prepare_sleep, F2), re-check the ring, and only then block in poll(2) on
- * the response eventfd and the socket, for one slice at most. In the busy
- * steady state no system call is made. This file does not build requests
- * or interpret answers (ops.c).
+ * The waiting itself is the transport's (struct kvr__tport): the ring
+ * spins, then sleeps on its doorbell (tport_ring.c); the socket sleeps in
+ * poll(2) (tport_sock.c); either for one slice at most, after which this
+ * loop runs the liveness checks. This file does not send requests
+ * (submit.c) or interpret answers (answer.c).
  */
 #include <errno.h>
-#include <poll.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include <kvring/doorbell.h>
 #include <kvring/error.h>
 
 #include "client.h"
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 {
@@ -62,73 +48,22 @@ uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 	       res + (uint64_t)timeout_ms * 1000000ull;
 }
 
-/* Copy each answer out of the ring before parsing it: the ring is shared
- * memory the server could still write, and the validation must hold for
- * the bytes we then use. */
-static int drain_ring(struct kvr_client *c)
+int kvr__wait_slice_ms(uint64_t deadline_ns)
 {
-	struct kvr_ring_rec rec;
-	int rc = 0, n = 0;
+	uint64_t now = kvr__now_ns(), left_ms;
 
-	for (;;) {
-		rc = kvr_ring_peek(&c->resp, &rec);
-		if (rc == -EAGAIN) {
-			rc = 0;
-			break;
-		}
-		if (rc < 0) {
-			kvr_ring_release(&c->resp);
-			return kvr__client_break(c, -EPROTO,
-						 "response ring damaged: %s",
-						 kvr_strerror(rc));
-		}
-		if (rec.len > c->scratch_bytes) {
-			void *s = realloc(c->scratch, rec.len);
-
-			if (!s) {
-				kvr_ring_release(&c->resp);
-				return kvr__client_break(c, -ENOMEM,
-							 "out of memory");
-			}
-			c->scratch = s;
-			c->scratch_bytes = rec.len;
-		}
-		memcpy(c->scratch, rec.data, rec.len);
-		rc = kvr__answer(c, rec.type, c->scratch, rec.len, 0);
-		if (rc < 0)
-			break;
-		/* Give room back in batches, but don't hold a whole ring. */
-		if (++n % 32 == 0)
-			kvr_ring_release(&c->resp);
-	}
-	kvr_ring_release(&c->resp);
-	return rc;
-}
-
-/* Copy transport: handle every frame that is already (at least partly)
- * readable; kvr__sock_read_frame finishes a started frame, bounded. */
-static int drain_sock(struct kvr_client *c)
-{
-	for (;;) {
-		struct pollfd p = {c->sock, POLLIN | POLLRDHUP, 0};
-		int rc;
-
-		if (poll(&p, 1, 0) <= 0 ||
-		    !(p.revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)))
-			return 0;
-		rc = kvr__sock_read_frame(c);
-		if (rc < 0)
-			return rc;
-	}
+	if (now >= deadline_ns)
+		return -ETIMEDOUT;
+	/* Rounded up: a wait never ends just before its deadline. */
+	left_ms = (deadline_ns - now) / 1000000ull + 1;
+	return left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
 }
 
 int kvr__wait_drain(struct kvr_client *c)
 {
 	if (c->broken)
 		return c->broken;
-	if (c->reading)
-		return 0; /* nested inside a frame read: finish that first */
-	return c->copy ? drain_sock(c) : drain_ring(c);
+	return c->tp->drain(c);
 }
 
 int kvr__wait_alive(struct kvr_client *c)
@@ -169,101 +104,25 @@ int kvr__wait_alive(struct kvr_client *c)
 	return 0;
 }
 
-/* Socket events during a wait. Under the shared-memory transport the only
- * legal traffic is BYE or EOF, both reported by kvr__sock_read_frame after
- * the ring was drained (answers already published still count). */
-static int on_sock(struct kvr_client *c, short revents)
-{
-	int rc;
-
-	if (!(revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)))
-		return 0;
-	rc = kvr__wait_drain(c);
-	if (rc < 0)
-		return rc;
-	if (c->copy)
-		return 0;
-	if (revents & POLLIN)
-		return kvr__sock_read_frame(c);
-	return kvr__client_break(c, -EOWNERDEAD,
-				 "kvringd (pid %d) closed the "
-				 "connection",
-				 (int)c->server_pid);
-}
-
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 	      bool (*done)(struct kvr_client *c, void *arg), void *arg)
 {
 	for (;;) {
-		struct pollfd p[2];
-		uint64_t now, left_ms;
-		int np = 0, rc, slice;
+		int rc = kvr__wait_drain(c);
 
-		rc = kvr__wait_drain(c);
 		if (c->broken)
 			return c->broken;
 		if (rc < 0)
 			return rc;
 		if (done(c, arg))
 			return 0;
-
-		if (!c->copy && c->spin_us) {
-			uint64_t end = 0, t;
-			unsigned spins = 0;
-			bool got;
-
-			/* The hint is one relaxed load (the drain above peeks
-			 * with the acquire); the clock (a vDSO call, the top
-			 * symbol of a hot round trip when read every
-			 * iteration) only every 64th spin, the first time to
-			 * set the end: a hot answer is seen without any. */
-			while (!(got = kvr_ring_maybe_data(&c->resp))) {
-				cpu_relax();
-				if (++spins % 64 != 0)
-					continue;
-				t = kvr__now_ns();
-				if (end == 0) {
-					end =
-					    t + (uint64_t)c->spin_us * 1000ull;
-					if (end > deadline_ns)
-						end = deadline_ns;
-				}
-				if (t >= end)
-					break;
-			}
-			if (got)
-				continue;
-		}
-		now = kvr__now_ns();
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
-
-		left_ms = (deadline_ns - now) / 1000000ull + 1;
-		slice = left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
-		if (!c->copy) {
-			/* F2 inside; pairs with F1 in the server's notify. */
-			kvr_bell_prepare_sleep(&c->ch->resp_bell);
-			if (!kvr_ring_empty(&c->resp)) {
-				kvr_bell_cancel_sleep(&c->ch->resp_bell);
-				continue;
-			}
-			p[np++] = (struct pollfd){c->resp_efd, POLLIN, 0};
-		}
-		p[np++] = (struct pollfd){c->sock, POLLIN | POLLRDHUP, 0};
-		rc = poll(p, (nfds_t)np, slice);
-		if (!c->copy)
-			(void)kvr_bell_woken(&c->ch->resp_bell, c->resp_efd);
-		if (rc < 0 && errno != EINTR) {
-			int e = -errno;
-
-			return kvr__client_break(c, e, "poll: %s",
-						 kvr_strerror(e));
-		}
-		if (rc > 0) {
-			rc = on_sock(c, p[np - 1].revents);
-			if (rc < 0)
-				return rc;
-		}
+		/* The transport's own way to wait (spin then doorbell, or
+		 * poll on the socket); 1: an answer is there already. */
+		rc = c->tp->wait(c, deadline_ns);
+		if (rc == 1)
+			continue;
+		if (rc < 0)
+			return rc;
 		rc = kvr__wait_alive(c);
 		if (rc < 0)
 			return rc;
