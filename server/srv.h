@@ -37,10 +37,10 @@
 #include <kvring/proto.h>
 #include <kvring/ring.h>
 #include <kvring/segment.h>
+#include <kvring/store.h>
 
 #include "config.h"
 #include "l2.h"
-#include "store.h"
 
 /* Sockets allowed in the handshake at once (beyond max_workers); when
  * full, a new socket makes the oldest pending one go (hello.c). */

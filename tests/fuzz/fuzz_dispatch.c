@@ -26,10 +26,10 @@
 #include <string.h>
 
 #include <kvring/proto.h>
+#include <kvring/store.h>
 
 #include "chan.h"
 #include "srv.h"
-#include "store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

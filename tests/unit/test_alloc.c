@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of server/alloc.c, kvringd's pool allocator: argument checks,
- * alignment and rounding, best fit, coalescing, refusal of bad puts without
- * damage, and a long random mixed-size workload checked step by step
+ * Unit tests of server/store/alloc.c, kvringd's pool allocator: argument
+ * checks, alignment and rounding, best fit, coalescing, refusal of bad puts
+ * without damage, and a long random mixed-size workload checked step by step
  * against a trivially correct bitmap model of the pool.
  */
 #include <criterion/criterion.h>

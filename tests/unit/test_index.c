@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of server/index.c: the key index (ns, 128-bit key) -> value
+ * Unit tests of server/store/index.c: the key index (ns, 128-bit key) -> value
  * and the u64 map. Basic contracts, namespace isolation, growth, and random
  * insert/remove sequences checked against a plain array model (this is
  * what exercises backward-shift deletion inside long probe runs).

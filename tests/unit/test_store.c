@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include <kvring/store.h>
 
 #define U  64u
 #define MS 1000000ull /* ns per ms */

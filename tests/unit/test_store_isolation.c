@@ -4,7 +4,7 @@
  * channel quotas on reserved and pinned bytes and the per-key size limit,
  * deadlines on open transfers (reclaimed, remembered as expired), leases
  * bound to their maker's uid and namespace, unguessable never-repeating
- * ids (server/store_id.c, checked against the cipher's published test
+ * ids (server/store/store_id.c, checked against the cipher's published test
  * vector), and the per-namespace object counts that let kvringd free a
  * namespace entry. The audit runs after every step that changes state.
  */
@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include <kvring/store.h>
+
 #include "store_id.h"
 
 #define U  64u

@@ -26,8 +26,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvring/store.h>
+
 #include "bench_common.h"
-#include "store.h"
 
 int kvr_bench_store(int argc, char **argv);
 

@@ -23,7 +23,7 @@
  * server-issued, never 0, never reused; 0 means "none".
  * The state machine, limits and error codes are in docs/storage.md.
  *
- * Implementation: server/store.c (the requests below) with store_mem.c
+ * Implementation: server/store/store.c (the requests below) with store_mem.c
  * (create/destroy, memory reservation), store_owner.c (leases, transfers,
  * pins), store_lru.c (eviction) and store_audit.c, sharing the private
  * header store_int.h. Include only this header from outside them.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store_int.h - private to server/store*.c: the storage engine's state
+ * store_int.h - private to server/store/store*.c: the storage engine's state
  * (struct kvr_store and the object, owner and channel records it holds),
  * the one-owner-thread check, the tiny list helpers every file of the engine
  * needs on its hot path (static inline, so splitting the engine into files
@@ -26,10 +26,10 @@
 #include <stdint.h>
 
 #include <kvring/error.h>
+#include <kvring/store.h>
 
 #include "alloc.h"
 #include "index.h"
-#include "store.h"
 #include "store_id.h"
 
 #define NIL UINT32_MAX
