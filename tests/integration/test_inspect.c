@@ -1543,13 +1543,28 @@ Test(inspect_live, watch_shows_rates_when_a_worker_pings)
 
 Test(inspect_live, list_says_stale_when_server_was_sigkilled)
 {
-	char want[128];
+	char want[128], dir[64], from[128], to[160];
 	struct t_json *j;
 	struct run r;
 	char *line;
 
+	/*
+	 * Every kvringd that starts sweeps the stale kvring-* segments of its
+	 * uid, so one started by a concurrent test run could remove ours
+	 * between the kill and the checks below. Hard links in a private
+	 * directory on the same tmpfs keep the two files: the liveness lock
+	 * is on the inode, so they are judged exactly as the originals.
+	 */
+	snprintf(dir, sizeof(dir), "/dev/shm/kvr-inspect-dead-XXXXXX");
+	cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(from, sizeof(from), "/dev/shm/%s", srv.ctl_name);
+	snprintf(to, sizeof(to), "%s/%s", dir, srv.ctl_name);
+	cr_assert_eq(link(from, to), 0, "link %s: %s", from, strerror(errno));
+	snprintf(from, sizeof(from), "/dev/shm/%s.pool", srv.name);
+	snprintf(to, sizeof(to), "%s/%s.pool", dir, srv.name);
+	cr_assert_eq(link(from, to), 0, "link %s: %s", from, strerror(errno));
 	t_server_kill(&srv);
-	r = RUN("--list");
+	r = RUN("--dir", dir, "--list");
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	snprintf(want, sizeof(want), "name=%s.ctl ", srv.name);
 	line = strstr(r.out, want);
@@ -1563,7 +1578,7 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled)
 		  "%.200s", line);
 	run_free(&r);
 	/* The overview still reads it and says the server is dead. */
-	r = RUN("--name", srv.name, "--json");
+	r = RUN("--dir", dir, "--name", srv.name, "--json");
 	cr_expect_eq(r.status, 0, "%s", r.err);
 	j = jparse_run(&r);
 	cr_expect(t_json_has(j, "server_alive") &&
@@ -1571,9 +1586,13 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled)
 		  "%s", r.out);
 	t_json_free(j);
 	run_free(&r);
-	r = RUN("--name", srv.name, "--check");
-	cr_expect_eq(r.status, 3, "%s", r.out);
+	r = RUN("--dir", dir, "--name", srv.name, "--check");
+	cr_expect_eq(r.status, 3, "%s%s", r.out, r.err);
 	run_free(&r);
+	unlink(to);
+	snprintf(to, sizeof(to), "%s/%s", dir, srv.ctl_name);
+	unlink(to);
+	rmdir(dir);
 }
 
 Test(inspect_live, check_passes_when_server_is_healthy)
