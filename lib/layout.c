@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Control-segment geometry and the layout hash. Owns the arithmetic that
- * places channel blocks and rings; does not own the structs' contents
+ * places the channel directory, and the rings inside a channel block; does not
+ * own the structs' contents
  * (<kvring/layout.h>) or the ring format (rings/).
  */
 #include <errno.h>
@@ -40,6 +41,7 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	/* Each ring starts on a 128-byte boundary (its own cache lines). */
 	resp_off = round_up(req_off + kvr_ring_shm_bytes(req_ring_cap), 128);
 	stride = round_up(resp_off + kvr_ring_shm_bytes(resp_ring_cap), PAGE);
+	/* A block is a memfd of its own (abi 3.0), one per claim. */
 	if (stride > UINT32_MAX)
 		return -EINVAL;
 
@@ -47,10 +49,12 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	g.req_ring_cap = req_ring_cap;
 	g.resp_ring_cap = resp_ring_cap;
 	g.channel_bytes = (uint32_t)stride;
-	/* The header, then the global observability region. */
-	g.channels_off =
+	/* The header, the global observability region, the directory. */
+	g.dir_off =
 	    round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm), PAGE);
-	g.ctl_bytes = g.channels_off + (uint64_t)max_channels * stride;
+	g.ctl_bytes = round_up(g.dir_off + (uint64_t)max_channels *
+					       sizeof(struct kvr_chan_dir_shm),
+			       PAGE);
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
 	*out = g;
@@ -93,6 +97,10 @@ uint64_t kvr_layout_hash(void)
 	    sizeof(struct kvr_chan_obs_shm),
 	    offsetof(struct kvr_chan_obs_shm, server_lat),
 	    offsetof(struct kvr_chan_obs_shm, worker_rtt),
+	    sizeof(struct kvr_chan_dir_shm),
+	    offsetof(struct kvr_chan_dir_shm, fd),
+	    offsetof(struct kvr_chan_dir_shm, connected_ns),
+	    offsetof(struct kvr_ctl_hdr_shm, dir_off),
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));

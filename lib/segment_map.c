@@ -380,9 +380,10 @@ int kvr_seg_create_hugetlbfs(const char *dir, const char *name, size_t bytes,
  * everything is undone and the message is in e.
  */
 static int memfd_try(const char *name, size_t bytes, bool hugetlb,
-		     struct kvr_seg *s, struct kvr_err *e)
+		     bool seal_later, struct kvr_seg *s, struct kvr_err *e)
 {
 	unsigned mfd = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	void *base;
 	int fd, rc;
 
@@ -409,9 +410,12 @@ static int memfd_try(const char *name, size_t bytes, bool hugetlb,
 	 * No one holding this fd (a worker, say) may shrink it under the
 	 * others' mappings (SIGBUS) or grow it; F_SEAL_SEAL stops anyone
 	 * from adding seals, e.g. F_SEAL_FUTURE_WRITE against later workers.
+	 * KVR_SEG_SEAL_LATER leaves F_SEAL_SEAL to kvr_chanmap_ro_fd(), which
+	 * adds F_SEAL_FUTURE_WRITE with it before any worker gets the fd.
 	 */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) <
-	    0) {
+	if (seal_later)
+		seals &= ~F_SEAL_SEAL;
+	if (fcntl(fd, F_ADD_SEALS, seals) < 0) {
 		rc = kvr_err_set(e, -errno, "create memfd %s: seal: %s", name,
 				 strerror(errno));
 		goto err_close;
@@ -461,7 +465,8 @@ int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 				   "create memfd \"%.70s\": invalid name",
 				   name ? name : "(null)");
 	if (bytes == 0 ||
-	    (flags & ~(KVR_SEG_TRY_HUGETLB | KVR_SEG_NEED_HUGETLB)))
+	    (flags & ~(KVR_SEG_TRY_HUGETLB | KVR_SEG_NEED_HUGETLB |
+		       KVR_SEG_SEAL_LATER)))
 		return kvr_err_set(e, -EINVAL,
 				   "create memfd %s: size 0 or unknown flags "
 				   "0x%x",
@@ -473,7 +478,8 @@ int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 		/* Only when the free huge pages cover it: else no attempt. */
 		if (hp > 0 && bytes <= SIZE_MAX - hp &&
 		    free_bytes >= round_up(bytes, hp)) {
-			rc = memfd_try(name, round_up(bytes, hp), true, &s,
+			rc = memfd_try(name, round_up(bytes, hp), true,
+				       flags & KVR_SEG_SEAL_LATER, &s,
 				       (flags & KVR_SEG_NEED_HUGETLB) ? e
 								      : NULL);
 			if (rc == 0) {
@@ -493,7 +499,7 @@ int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 		}
 		/* Fall back to normal pages; the caller logs which it got. */
 	}
-	rc = memfd_try(name, bytes, false, &s, e);
+	rc = memfd_try(name, bytes, false, flags & KVR_SEG_SEAL_LATER, &s, e);
 	if (rc < 0)
 		return rc;
 	*out = s;

@@ -65,24 +65,46 @@ struct kvr_conn *kvr__chan_conn_alloc(struct kvr_srv *s)
 	return NULL;
 }
 
+/* A new memfd for channel @i's block: this claim's alone (abi 3.0). The
+ * server touches every page now so that neither side faults later. */
+static int blk_create(struct kvr_srv *s, uint32_t i, struct kvr_seg *out)
+{
+	struct kvr_err e = {0};
+	char name[KVR_SEG_NAME_MAX + 1];
+	int rc;
+
+	snprintf(name, sizeof(name), "kvring-ch%u", i);
+	rc = kvr_seg_create_memfd(name, s->geom.channel_bytes, 0, out, &e);
+	if (rc < 0) {
+		kvr_log_warn("channel %u: block memfd of %u bytes: %s", i,
+			     s->geom.channel_bytes, kvr_err_str(&e, rc));
+		return rc;
+	}
+	kvr_seg_prefault(out->base, out->bytes, true, NULL);
+	return 0;
+}
+
 /*
- * The claim writes the whole channel block before the worker can see it:
- * the worker learns the block's offset only from the WELCOME, which is
- * sent after this returns, and the ring's own magic store (R0) publishes
- * each ring. A previous owner that still has the control segment mapped
- * can scribble on the block; everything here is re-validated as the
- * untrusted input it is (docs/architecture.md, "Segments").
+ * The claim creates the channel's block, a memfd of its own that only
+ * this worker will map (with the server), and writes all of it before the
+ * worker can see it: the worker gets the block's fd only with the
+ * WELCOME, which is sent after this returns, and the ring's own magic
+ * store (R0) publishes each ring. A previous owner of channel i keeps at
+ * most its old block, which nobody else maps any more. Identity lives in
+ * the directory entry, in the read-only control segment; the copy in the
+ * block is for the worker and never read back.
  * On error the channel stays FREE and nothing else changed.
  */
 int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 {
 	const struct kvr_ctl_geom *g = &s->geom;
 	struct kvr_channel_shm *shm;
+	struct kvr_chan_dir_shm *d;
 	_Atomic uint64_t *ctr;
 	size_t req_bytes = kvr_ring_shm_bytes(g->req_ring_cap);
 	size_t resp_bytes = kvr_ring_shm_bytes(g->resp_ring_cap);
 	char *req_mem, *resp_mem;
-	uint32_t i;
+	uint32_t i, gen, transport;
 	int rc;
 
 	for (i = 0; i < g->max_channels; i++)
@@ -90,20 +112,28 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 			break;
 	if (i == g->max_channels)
 		return -EBUSY;
+	rc = blk_create(s, i, &c->blk);
+	if (rc < 0)
+		return rc;
+	/* A private counter, never one read back from shared memory. */
+	gen = ++s->chan_gen;
+	if (gen == 0)
+		gen = ++s->chan_gen;
+	transport = c->copy			   ? KVR_TRANSPORT_COPY
+		    : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
+						   : KVR_TRANSPORT_SHM;
 
-	/* Our own geometry (never the header's) bounds the block. */
-	shm = kvr_ctl_channel(s->ctl.base, g, i);
+	/* Our own geometry (never the header's) sizes the block. */
+	shm = c->blk.base;
 	atomic_store_explicit(&shm->state, KVR_CHAN_HANDSHAKE,
 			      memory_order_relaxed);
-	shm->generation++;
+	shm->generation = gen;
 	shm->pid = c->pid;
 	shm->uid = c->uid;
 	shm->gid = c->gid;
 	shm->pid_start = c->pid_start;
 	shm->ns_id = c->ns_id;
-	shm->transport = c->copy			? KVR_TRANSPORT_COPY
-			 : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
-							: KVR_TRANSPORT_SHM;
+	shm->transport = transport;
 	shm->connected_ns = s->now_ns;
 	shm->req_ring_off = g->req_ring_off;
 	shm->resp_ring_off = g->resp_ring_off;
@@ -116,8 +146,8 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	kvr_bell_init(&shm->req_bell);
 	kvr_bell_init(&shm->resp_bell);
 
-	/* Fresh rings: whatever the previous owner left is forgotten. The
-	 * worker sees them only after the welcome (sendmsg orders it). */
+	/* Fresh rings in a fresh block. The worker sees them only after
+	 * the welcome (sendmsg orders it). */
 	req_mem = (char *)shm + g->req_ring_off;
 	resp_mem = (char *)shm + g->resp_ring_off;
 	rc = kvr_ring_format(req_mem, req_bytes, g->req_ring_cap);
@@ -130,14 +160,30 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 		rc = kvr_ring_attach_producer(&c->resp, resp_mem, resp_bytes,
 					      g->resp_ring_cap);
 	if (rc < 0) {
-		atomic_store_explicit(&shm->state, KVR_CHAN_FREE,
-				      memory_order_relaxed);
+		kvr_seg_destroy(&c->blk);
 		return rc;
 	}
 	memcpy(&shm->ns, &s->ns[c->ns_id - 1].desc, sizeof(shm->ns));
+
+	/* The directory entry: what the inspector and the worker trust.
+	 * Still HANDSHAKE; kvr__chan_activate() publishes it (R-DIR1). */
+	d = kvr_ctl_dir(s->ctl.base, g, i);
+	atomic_store_explicit(&d->state, KVR_CHAN_HANDSHAKE,
+			      memory_order_relaxed);
+	atomic_store_explicit(&d->generation, gen, memory_order_relaxed);
+	d->fd = c->blk.fd;
+	d->pid = c->pid;
+	d->uid = c->uid;
+	d->gid = c->gid;
+	d->pid_start = c->pid_start;
+	d->ns_id = c->ns_id;
+	d->transport = transport;
+	d->connected_ns = s->now_ns;
+
 	s->chan_conn[i] = (int32_t)c->idx;
 	c->chan = (int32_t)i;
 	c->shm = shm;
+	c->dir = d;
 	memset(c->n_req, 0, sizeof(c->n_req));
 	memset(c->n_err, 0, sizeof(c->n_err));
 	c->req_hw = c->resp_hw = c->resp_full = c->bytes_in = c->bytes_out = 0;
@@ -153,8 +199,12 @@ void kvr__chan_activate(struct kvr_srv *s, struct kvr_conn *c)
 	c->active_pos = s->nactive;
 	s->active[s->nactive++] = c->idx;
 	/* R-CH1: the identity fields above are visible to a reader whose
-	 * acquire load of state sees ACTIVE (kvring-inspect). */
+	 * acquire load of state sees ACTIVE (the worker, for its block). */
 	atomic_store_explicit(&c->shm->state, KVR_CHAN_ACTIVE,
+			      memory_order_release);
+	/* R-DIR1: the directory entry's fields (kvr__chan_claim) before
+	 * its state; pairs with A-DIR1 in kvring-inspect and the worker. */
+	atomic_store_explicit(&c->dir->state, KVR_CHAN_ACTIVE,
 			      memory_order_release);
 	s->g.connects++;
 	kvr__chan_counters(s, c);
@@ -190,6 +240,8 @@ static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 
 	atomic_store_explicit(&shm->state, KVR_CHAN_CLOSING,
 			      memory_order_relaxed);
+	atomic_store_explicit(&c->dir->state, KVR_CHAN_CLOSING,
+			      memory_order_relaxed);
 	rc = kvr_store_channel_close(s->store, (uint32_t)c->chan, s->now_ns,
 				     &rel);
 	kvr_log(protocol_error ? KVR_LOG_WARN : KVR_LOG_INFO,
@@ -207,6 +259,14 @@ static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 	kvr__chan_counters(s, c);
 	/* R-CH2: counters above (all zero holdings now) before FREE. */
 	atomic_store_explicit(&shm->state, KVR_CHAN_FREE, memory_order_release);
+	/* R-DIR2: FREE before the block's fd is closed (and its number
+	 * reused): a reader that saw another state re-checks it (A-DIR1). */
+	atomic_store_explicit(&c->dir->state, KVR_CHAN_FREE,
+			      memory_order_release);
+	c->dir->fd = -1;
+	/* The worker keeps its own mapping (and sees FREE in it); ours
+	 * and our fd go now. */
+	kvr_seg_destroy(&c->blk);
 	s->chan_conn[c->chan] = -1;
 	s->g.disconnect_cleanups++;
 }
@@ -266,6 +326,8 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	c->blocked = false;
 	c->chan = -1;
 	c->shm = NULL;
+	c->dir = NULL;
+	c->obs = NULL;
 	c->copy = false;
 	c->hlen = 0;
 	c->pid = 0;

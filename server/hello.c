@@ -4,7 +4,8 @@
  * bounded time), check its version and fields, check the peer's
  * credentials (SO_PEERCRED uid, --group gid, SO_PEERGROUPS), register its
  * namespace, claim a channel, open its doorbells and a pidfd, and send the
- * WELCOME with the control segment, doorbell and pool fds (SCM_RIGHTS).
+ * WELCOME with the fds (SCM_RIGHTS): the control segment read-only, the
+ * two doorbells, the channel's own block and the pool.
  * Any refusal sends a WELCOME with a negative status and a reason that
  * says what to do, then closes: a caller never learns of it by timing out.
  *
@@ -40,7 +41,7 @@ static int send_frame(int sock, uint32_t type, const void *body, size_t len,
 	struct kvr_frame f = {.len = (uint32_t)len, .type = type};
 	struct iovec iov[2] = {{&f, sizeof(f)}, {(void *)body, len}};
 	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[CMSG_SPACE(5 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
@@ -390,8 +391,8 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		  const struct kvr_hello *h)
 {
 	struct kvr_welcome w;
-	int fds[4], rc;
-	unsigned nfds = 3;
+	int fds[5], rc;
+	unsigned nfds = 4;
 
 	c->ns_id = ns_register(s, &h->ns);
 	if (!c->ns_id) {
@@ -424,6 +425,13 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		c->pidfd = -1;
 	}
 	rc = kvr__chan_claim(s, c);
+	if (rc < 0 && rc != -EBUSY) {
+		refuse(s, c, rc,
+		       "server out of resources for a channel block (%s); "
+		       "free memory or lower --ring-bytes",
+		       kvr_strerror(rc));
+		return;
+	}
 	if (rc < 0) {
 		refuse(s, c, -EBUSY,
 		       "all %u channels are in use; retry later or raise "
@@ -442,8 +450,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	w.ns_id = c->ns_id;
 	w.pool_bytes = s->cfg.pool_bytes;
 	w.ctl_bytes = s->ctl.bytes;
-	w.channel_off =
-	    s->geom.channels_off + (uint64_t)c->chan * s->geom.channel_bytes;
+	w.channel_bytes = s->geom.channel_bytes;
 	w.align = kvr_store_align(s->store);
 	w.max_keys = s->max_keys;
 	w.req_ring_cap = s->geom.req_ring_cap;
@@ -452,9 +459,12 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	w.lease_ms = s->cfg.lease_ms;
 	if (s->backend == KVR_POOL_SHM && !c->copy)
 		snprintf(w.pool_name, sizeof(w.pool_name), "%s", s->pool.name);
-	fds[0] = kvr_seg_fd(&s->ctl);
+	/* The control segment read-only, the doorbells, this channel's own
+	 * block, and the pool (docs/protocol.md, "Welcome"). */
+	fds[0] = s->ctl_ro_fd;
 	fds[1] = c->req_efd;
 	fds[2] = c->resp_efd;
+	fds[3] = kvr_seg_fd(&c->blk);
 	if (!c->copy)
 		fds[nfds++] = kvr_seg_fd(&s->pool);
 	rc = send_frame(c->sock, KVR_FRAME_WELCOME, &w, sizeof(w), fds, nfds);

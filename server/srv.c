@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <kvring/error.h>
+#include <kvring/chanmap.h>
 #include <kvring/log.h>
 #include <kvring/parse.h>
 
@@ -160,10 +161,13 @@ static bool name_squatted(const char *name)
 }
 
 /* The control segment: named under /dev/shm so the inspector finds it;
- * a memfd when /dev/shm cannot hold it (logged). */
+ * a memfd when /dev/shm cannot hold it (logged). No write permission bit
+ * (abi 3.0): it is written only through the mapping made here, and what
+ * workers get is a read-only descriptor (make_ctl_ro). A memfd is sealed
+ * against writes once formatted, so it keeps F_SEAL_SEAL for that. */
 static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
 {
-	mode_t mode = s->cfg.have_group ? 0660 : 0600;
+	mode_t mode = s->cfg.have_group ? 0440 : 0400;
 	gid_t gid = s->cfg.have_group ? s->cfg.gid : (gid_t)-1;
 	struct kvr_err e = {0};
 	int rc;
@@ -180,8 +184,8 @@ static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
 		/* Another uid holds our name: the sweep may not remove it,
 		 * and refusing to start would let any local user keep us
 		 * down. An unnamed segment serves the workers just the same. */
-		rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes, 0,
-					  &s->ctl, &e);
+		rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes,
+					  KVR_SEG_SEAL_LATER, &s->ctl, &e);
 		if (rc < 0)
 			kvr_log_err("create control segment (memfd): %s",
 				    kvr_err_str(&e, rc));
@@ -201,11 +205,38 @@ static int create_ctl(struct kvr_srv *s, char *ctl_name, size_t n)
 	kvr_log_warn("create control segment %s/%s: %s; using a memfd "
 		     "(kvring-inspect cannot find it by name)",
 		     KVR_SEG_DEFAULT_DIR, ctl_name, kvr_err_str(&e, rc));
-	rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes, 0, &s->ctl, &e);
+	rc = kvr_seg_create_memfd(ctl_name, s->geom.ctl_bytes,
+				  KVR_SEG_SEAL_LATER, &s->ctl, &e);
 	if (rc < 0)
 		kvr_log_err("create control segment (memfd): %s",
 			    kvr_err_str(&e, rc));
 	return rc;
+}
+
+/*
+ * The descriptor every welcome carries for the control segment: the
+ * segment reopened O_RDONLY (and a memfd sealed against future writes),
+ * so that no worker can map it writable or mprotect its mapping to write
+ * (docs/layout.md, "Mappings"). Made once, after the header is formatted:
+ * our own mapping was made before the seal and stays writable.
+ */
+static int make_ctl_ro(struct kvr_srv *s)
+{
+	struct kvr_err e = {0};
+	bool sealed = false;
+	int fd;
+
+	fd = kvr_chanmap_ro_fd(&s->ctl, &sealed, &e);
+	if (fd < 0) {
+		kvr_log_err("control segment: %s", kvr_err_str(&e, fd));
+		return fd;
+	}
+	s->ctl_ro_fd = fd;
+	if (s->ctl.backend == KVR_SEG_BACKEND_MEMFD && !sealed)
+		kvr_log_warn("control memfd: this kernel cannot seal it "
+			     "against writes (F_SEAL_FUTURE_WRITE, Linux 5.1); "
+			     "workers still get a read-only descriptor");
+	return 0;
 }
 
 /* Names as the options and the logs spell them. */
@@ -508,7 +539,10 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 			 s->pool.name);
 	h->max_channels = s->geom.max_channels;
 	h->channel_bytes = s->geom.channel_bytes;
-	h->channels_off = s->geom.channels_off;
+	h->dir_off = s->geom.dir_off;
+	/* Every directory entry starts free, without a block descriptor. */
+	for (uint32_t i = 0; i < s->geom.max_channels; i++)
+		kvr_ctl_dir(h, &s->geom, i)->fd = -1;
 	h->req_ring_cap = s->geom.req_ring_cap;
 	h->resp_ring_cap = s->geom.resp_ring_cap;
 	h->max_keys = s->max_keys;
@@ -666,6 +700,7 @@ static int alloc_tables(struct kvr_srv *s)
 
 		c->idx = i;
 		c->sock = c->pidfd = c->req_efd = c->resp_efd = -1;
+		c->blk.fd = c->blk.live_fd = -1;
 		c->chan = -1;
 	}
 	return 0;
@@ -708,6 +743,7 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	s->cfg = *cfg;
 	s->lock_fd = s->listen_fd = s->sig_fd = s->timer_fd = -1;
 	s->ctl.fd = s->pool.fd = -1;
+	s->ctl_ro_fd = -1;
 	s->uid = geteuid();
 	/* From here on SIGTERM/SIGINT wait in the signalfd: one that arrives
 	 * during start-up (a long pre-fault) stops the server gracefully as
@@ -748,6 +784,9 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 		goto fail;
 	kvr_seg_prefault(s->ctl.base, s->ctl.bytes, true, NULL);
 	format_ctl(s, ctl_name);
+	rc = make_ctl_ro(s);
+	if (rc < 0)
+		goto fail;
 	rc = create_fds(s);
 	if (rc < 0) {
 		if (rc != -ENOSYS && s->ring_ok)
@@ -812,6 +851,8 @@ void kvr_srv_destroy(struct kvr_srv *s)
 				     s->pool.name);
 		kvr_seg_destroy(&s->pool);
 	}
+	if (s->ctl_ro_fd >= 0)
+		close(s->ctl_ro_fd);
 	if (s->ctl.base) {
 		bool named = s->ctl.backend == KVR_SEG_BACKEND_SHM;
 

@@ -192,8 +192,10 @@ struct kvr_conn {
 	uint32_t ns_id;
 	bool copy;		     /* copy transport */
 	struct kvr_channel_shm *shm; /* the channel block (untrusted) */
-	struct kvr_ring req;	     /* consumer view */
-	struct kvr_ring resp;	     /* producer view */
+	struct kvr_seg blk; /* its memfd, this claim's alone (abi 3.0) */
+	struct kvr_chan_dir_shm *dir; /* its directory entry (ours only) */
+	struct kvr_ring req;	      /* consumer view */
+	struct kvr_ring resp;	      /* producer view */
 	/* An answer that did not fit in the response ring: the channel
 	 * consumes no further request until it is written. */
 	uint8_t *pend;
@@ -253,6 +255,8 @@ struct kvr_srv {
 	ino_t sock_ino;	  /* the socket file we bound */
 	dev_t sock_dev;
 	struct kvr_seg ctl;
+	int ctl_ro_fd;	   /* ctl reopened O_RDONLY: what workers get */
+	uint32_t chan_gen; /* last channel generation handed out */
 	struct kvr_seg pool;
 	int backend; /* enum kvr_pool_backend actually in use */
 	struct kvr_ctl_hdr_shm *hdr;

@@ -33,7 +33,8 @@ int kvr__client_create(const struct kvr_client_opts *o, struct kvr_client **out)
 		return -ENOMEM;
 	/* -1 everywhere: destroy closes only what was really opened. */
 	c->sock = c->req_efd = c->resp_efd = -1;
-	c->ctl.fd = c->pool.fd = -1;
+	c->ctl.fd = c->pool.fd = c->blk.fd = -1;
+	c->ctl.live_fd = c->pool.live_fd = c->blk.live_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	c->ns = o->ns;
 	c->spin_us = o->spin_us ? o->spin_us : 50;
@@ -58,6 +59,7 @@ void kvr__client_destroy(struct kvr_client *c)
 		close(c->req_efd);
 	if (c->resp_efd >= 0)
 		close(c->resp_efd);
+	kvr_seg_detach(&c->blk);
 	kvr_seg_detach(&c->ctl);
 	free(c->pend);
 	free(c->cq);

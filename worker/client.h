@@ -114,10 +114,12 @@ struct kvr_client {
 	 * of the geometry (never re-read from the header), the header and
 	 * our channel block in them, and the two rings in the block. The
 	 * liveness checks (wait.c) read hdr and ch under both transports;
-	 * only the ring transport uses req, resp and pool. Per-channel
-	 * mapping state belongs here.
+	 * only the ring transport uses req, resp and pool. ctl is mapped
+	 * read-only from a descriptor that cannot map it writable; blk, our
+	 * channel's block, is a memfd of its own, ours alone (abi 3.0).
 	 */
 	struct kvr_seg ctl;
+	struct kvr_seg blk;
 	struct kvr_seg pool; /* unmapped (base NULL) under the socket */
 	struct kvr_ctl_geom geom;
 	struct kvr_ctl_hdr_shm *hdr;

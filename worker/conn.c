@@ -6,13 +6,14 @@
  *
  * The seed's review is the checklist here. Every fd received for a segment
  * is closed right after mmap (kvr_seg_attach_fd takes ownership), so no fd
- * outlives the attach; the geometry we trust is the welcome's, checked
- * against the header, and kept privately (the header is never re-read for
- * sizes); the transport ("is shared memory active") is decided once, at
- * connect, as the operations table c->tp (tport_ring.c or tport_sock.c);
- * close never fails, never blocks long, and works after the server died.
- * This file does not send requests (submit.c) or wait for answers
- * (wait.c).
+ * outlives the attach; the control segment is mapped read-only and only
+ * our own channel's block read-write (abi 3.0); the geometry we trust is
+ * the welcome's, checked against the header, and kept privately (the
+ * header is never re-read for sizes); the transport ("is shared memory
+ * active") is decided once, at connect, as the operations table c->tp
+ * (tport_ring.c or tport_sock.c); close never fails, never blocks long,
+ * and works after the server died. This file does not send requests
+ * (submit.c) or wait for answers (wait.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/chanmap.h>
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/keys.h>
@@ -34,8 +36,9 @@
 
 #include "client.h"
 
-/* Most fds a welcome carries: ctl, req eventfd, resp eventfd, pool. */
-#define WELCOME_FDS 4
+/* Most fds a welcome carries: ctl (read-only), req eventfd, resp eventfd,
+ * our channel's block, pool. */
+#define WELCOME_FDS 5
 
 int kvr_default_socket(char *buf, size_t n)
 {
@@ -136,69 +139,46 @@ static int recv_welcome(struct kvr_client *c, uint64_t deadline,
 	return (int)(got - sizeof(f));
 }
 
-/* Map the control segment, check it against the welcome, find our channel
- * and attach its two rings. Takes ownership of ctl_fd. */
+/* Map the control segment read-only and our channel's block read-write,
+ * check both against the welcome (kvr_chanmap_check) and attach the two
+ * rings. Takes ownership of ctl_fd and blk_fd. The control descriptor is
+ * read-only (and a memfd sealed), so this mapping can never be made
+ * writable; nothing else of any other channel is mapped at all. */
 static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
-		      int ctl_fd, char *errbuf, size_t errlen)
+		      int ctl_fd, int blk_fd, char *errbuf, size_t errlen)
 {
 	struct kvr_err e = {0};
-	uint64_t want_off;
 	char *chb;
 	int rc;
 
-	rc = kvr_ctl_geom_compute(w->channel + 1, w->req_ring_cap,
-				  w->resp_ring_cap, &c->geom);
+	if (w->ctl_bytes > SIZE_MAX || w->channel_bytes > SIZE_MAX ||
+	    w->ctl_bytes == 0 || w->channel_bytes == 0) {
+		close(ctl_fd);
+		close(blk_fd);
+		return cfail(errbuf, errlen, -EPROTO,
+			     "welcome: control segment %llu bytes, channel "
+			     "block %llu bytes",
+			     (unsigned long long)w->ctl_bytes,
+			     (unsigned long long)w->channel_bytes);
+	}
+	rc = kvr_seg_attach_fd(ctl_fd, (size_t)w->ctl_bytes, PROT_READ, &c->ctl,
+			       &e);
 	if (rc < 0) {
-		close(ctl_fd);
-		return cfail(
-		    errbuf, errlen, -EPROTO,
-		    "welcome: bad ring geometry (channel %u, rings %u/%u)",
-		    w->channel, w->req_ring_cap, w->resp_ring_cap);
-	}
-	want_off =
-	    c->geom.channels_off + (uint64_t)w->channel * c->geom.channel_bytes;
-	if (w->channel_off != want_off ||
-	    w->ctl_bytes < want_off + c->geom.channel_bytes ||
-	    w->ctl_bytes > SIZE_MAX) {
-		close(ctl_fd);
-		return cfail(
-		    errbuf, errlen, -EPROTO,
-		    "welcome: channel %u at %llu in %llu bytes, expected %llu",
-		    w->channel, (unsigned long long)w->channel_off,
-		    (unsigned long long)w->ctl_bytes,
-		    (unsigned long long)want_off);
-	}
-	rc = kvr_seg_attach_fd(ctl_fd, (size_t)w->ctl_bytes,
-			       PROT_READ | PROT_WRITE, &c->ctl, &e);
-	if (rc < 0)
+		close(blk_fd);
 		return cfail(errbuf, errlen, rc, "attach control segment: %s",
 			     kvr_err_str(&e, rc));
-	rc = kvr_seg_hdr_check(c->ctl.base, c->ctl.bytes, KVR_SEG_KIND_CONTROL,
-			       kvr_layout_hash(), &e);
+	}
+	rc = kvr_seg_attach_fd(blk_fd, (size_t)w->channel_bytes,
+			       PROT_READ | PROT_WRITE, &c->blk, &e);
 	if (rc < 0)
-		return cfail(errbuf, errlen, rc, "control segment: %s",
-			     kvr_err_str(&e, rc));
+		return cfail(errbuf, errlen, rc, "attach channel %u block: %s",
+			     w->channel, kvr_err_str(&e, rc));
+	rc = kvr_chanmap_check(w, c->ctl.base, c->ctl.bytes, c->blk.base,
+			       c->blk.bytes, &c->geom, &c->generation, &e);
+	if (rc < 0)
+		return cfail(errbuf, errlen, rc, "%s", kvr_err_str(&e, rc));
 	c->hdr = c->ctl.base;
-	/* The header must agree with the welcome; we keep the welcome's
-	 * values (our private copy) and never read sizes from shm again. */
-	if (c->hdr->pool_bytes != w->pool_bytes ||
-	    c->hdr->req_ring_cap != w->req_ring_cap ||
-	    c->hdr->resp_ring_cap != w->resp_ring_cap ||
-	    memcmp(c->hdr->seg.boot_id, w->boot_id, 16) != 0)
-		return cfail(errbuf, errlen, -EPROTO,
-			     "control segment disagrees with the welcome "
-			     "(pool %llu, expected %llu bytes)",
-			     (unsigned long long)c->hdr->pool_bytes,
-			     (unsigned long long)w->pool_bytes);
-	c->ch = kvr_ctl_channel(c->ctl.base, &c->geom, w->channel);
-	if (c->ch->req_ring_off != c->geom.req_ring_off ||
-	    c->ch->resp_ring_off != c->geom.resp_ring_off)
-		return cfail(errbuf, errlen, -EPROTO,
-			     "channel %u: ring offsets %u/%u, expected %u/%u",
-			     w->channel, c->ch->req_ring_off,
-			     c->ch->resp_ring_off, c->geom.req_ring_off,
-			     c->geom.resp_ring_off);
-	c->generation = c->ch->generation;
+	c->ch = c->blk.base;
 	chb = (char *)c->ch;
 	rc = kvr_ring_attach_producer(&c->req, chb + c->geom.req_ring_off,
 				      kvr_ring_shm_bytes(w->req_ring_cap),
@@ -375,7 +355,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	struct kvr_welcome w;
 	struct kvr_hello h;
 	struct kvr_err e = {0};
-	int fds[WELCOME_FDS] = {-1, -1, -1, -1};
+	int fds[WELCOME_FDS] = {-1, -1, -1, -1, -1};
 	int nfds = 0, rc, need;
 	uint64_t t0, deadline;
 
@@ -434,7 +414,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 			   w.reason[0] ? w.reason : kvr_strerror(w.status));
 	else if (rc < 0)
 		rc = cfail(errbuf, errlen, rc, "%s", kvr_err_str(&e, rc));
-	need = w.transport == KVR_TRANSPORT_COPY ? 3 : 4;
+	need = w.transport == KVR_TRANSPORT_COPY ? 4 : 5;
 	if (rc == 0 && (nfds != need || w.channel >= 4096))
 		rc = cfail(errbuf, errlen, -EPROTO,
 			   "welcome carried %d fds, expected %d", nfds, need);
@@ -455,11 +435,11 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	fcntl(c->resp_efd, F_SETFL, fcntl(c->resp_efd, F_GETFL) | O_NONBLOCK);
 
 	t0 = kvr__now_ns();
-	rc = attach_ctl(c, &w, fds[0], errbuf, errlen);
-	fds[0] = -1; /* closed by the attach, whatever happened */
-	if (rc == 0 && need == 4) {
-		rc = attach_pool(c, &w, fds[3], o, errbuf, errlen);
-		fds[3] = -1;
+	rc = attach_ctl(c, &w, fds[0], fds[3], errbuf, errlen);
+	fds[0] = fds[3] = -1; /* closed by the attach, whatever happened */
+	if (rc == 0 && need == 5) {
+		rc = attach_pool(c, &w, fds[4], o, errbuf, errlen);
+		fds[4] = -1;
 		if (rc < 0 && rc != -EPROTO)
 			*pool_failed = true;
 	}

@@ -17,12 +17,14 @@
  * hang (timeout), a leak or a stalled good worker fails the test.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -756,7 +758,7 @@ Test(hostile, worker_is_refused_when_hello_has_wrong_version)
 	struct kvr_hello hello = {.magic = KVR_PROTO_MAGIC,
 				  .version = KVR_PROTO_VERSION + 1};
 	struct kvr_welcome w;
-	int fd, fds[4], nfds;
+	int fd, fds[T_RAW_FDS], nfds;
 	char b[8];
 
 	hello.pid = (int32_t)getpid();
@@ -1308,8 +1310,19 @@ Test(hostile, regress_12_forged_creator_pid_does_not_get_a_live_server_swept)
 	snprintf(ctl_path, sizeof(ctl_path), "/dev/shm/%s", srv.ctl_name);
 	cr_assert_eq(stat(ctl_path, &before), 0);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
-	/* Every worker maps the header read-write (item 1 is not done). */
-	h = (struct kvr_seg_hdr_shm *)r.ctl;
+	/* A worker cannot write the header any more (abi 3.0; see
+	 * regress_12_worker_cannot_write_the_header): forge it out of band,
+	 * as root, through a writable mapping of the file itself. */
+	{
+		int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
+
+		cr_assert_geq(fd, 0, "open %s as root: %s", ctl_path,
+			      strerror(errno));
+		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
+		close(fd);
+		cr_assert_neq(h, MAP_FAILED);
+	}
 	h->creator_pid = (int32_t)dead;
 	h->creator_start = 1;
 	t_server_init(&b);
@@ -1337,11 +1350,167 @@ Test(hostile, regress_12_forged_creator_pid_does_not_get_a_live_server_swept)
 	cr_assert_eq(stat(ctl_path, &after), 0, "the live ctl was removed");
 	cr_expect(before.st_ino == after.st_ino,
 		  "the live server's ctl was replaced");
+	munmap(h, sizeof(*h));
 	t_raw_close(&r);
 	/* Not t_server_cleanup(&b): its segment names are srv's. */
 	unlink(b.sock);
 	unlink(b.log_path);
 	expect_good_progress(20, "after the forged pid");
 	expect_no_leak("after the forged pid");
+	finish();
+}
+
+/* ---- issue 12 item 1: a worker reaches only its own channel ---- */
+
+/*
+ * Runs @fn in a forked child and returns its wait status. A write through
+ * a read-only mapping kills the child with SIGSEGV, not the test.
+ */
+static int in_child(void (*fn)(struct t_raw *), struct t_raw *r)
+{
+	pid_t pid;
+	int st = 0;
+
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		fn(r);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+static void xor_boot_id(struct t_raw *r)
+{
+	struct kvr_seg_hdr_shm *h = r->ctl;
+
+	h->boot_id[0] ^= 0x5a;
+}
+
+/*
+ * Observed on main: one byte XORed into the shared header's boot id broke
+ * every connected worker, and every later kvr_connect failed with -EPROTO
+ * (saying "pool 67108864, expected 67108864 bytes") until the server
+ * restarted. Now the control segment is mapped read-only from a
+ * read-only descriptor: the write faults in the hostile worker alone, the
+ * header is unchanged, the good worker goes on, and a new worker
+ * connects.
+ */
+Test(hostile, regress_12_worker_cannot_write_the_header)
+{
+	uint8_t boot[16];
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+	struct t_raw r;
+	int st, rc;
+
+	expect_good_progress(10, "before");
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0, "%s", r.w.reason);
+	memcpy(boot, srv.hdr->seg.boot_id, sizeof(boot));
+	st = in_child(xor_boot_id, &r);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+		  "a worker wrote the header's boot id (status 0x%x)", st);
+	cr_expect(memcmp(boot, srv.hdr->seg.boot_id, sizeof(boot)) == 0,
+		  "the header's boot id changed");
+	expect_good_progress(20, "after the header write");
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.no_prefault = true;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_expect_eq(rc, 0, "a new worker cannot connect: %d %s", rc, err);
+	kvr_close(c);
+	t_raw_close(&r);
+	expect_no_leak("after the header write");
+	finish();
+}
+
+/* Writes garbage over every byte of the control mapping past the segment
+ * header: on main that held every channel's block, rings included. */
+static void scribble_control(struct t_raw *r)
+{
+	char *p = (char *)r->ctl + sizeof(struct kvr_ctl_hdr_shm);
+
+	for (size_t i = 0; i + sizeof(struct kvr_ctl_hdr_shm) < r->ctl_bytes;
+	     i++)
+		p[i] = (char)(0xa5 ^ i);
+}
+
+/*
+ * Observed on main: every worker mapped the whole control segment
+ * read-write, so one could write into any other worker's request ring;
+ * garbage there got the victim disconnected, and a forged ABORT_STORE
+ * was executed as the neighbour. Now the only control memory a worker can
+ * write is its own channel block: writing anywhere else it has mapped
+ * faults in the hostile worker, and the good worker (the neighbour) never
+ * notices. The hostile worker also holds real things, which stay its own.
+ */
+Test(hostile, regress_12_worker_cannot_write_another_channel)
+{
+	struct t_raw r;
+	int st;
+
+	expect_good_progress(10, "before");
+	hostile_connect_and_hold(&r, 1200);
+	st = in_child(scribble_control, &r);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+		  "a worker wrote over the control segment past its header "
+		  "(status 0x%x)",
+		  st);
+	expect_good_progress(20, "after the scribble");
+	cr_expect(!t_server_log_has(&srv, "protocol error"),
+		  "someone was cut off for bytes it did not write");
+	/* The hostile worker's own channel still serves it. */
+	cr_expect(chan_holds(&r), "the hostile worker's holdings moved");
+	t_raw_close(&r);
+	expect_no_leak("after the scribble");
+	finish();
+}
+
+/*
+ * The control descriptor itself cannot give a writable mapping: neither
+ * mmap(PROT_WRITE, MAP_SHARED) of it nor mprotect(PROT_WRITE) of a
+ * read-only mapping made from it (EACCES; EPERM from a sealed memfd),
+ * even for root, who bypasses file modes. On main it was read-write.
+ */
+Test(hostile, regress_12_control_descriptor_cannot_be_made_writable)
+{
+	struct kvr_hello h = {0};
+	struct kvr_welcome w;
+	int fd, fds[T_RAW_FDS], nfds = 0;
+	void *p;
+
+	fd = t_raw_sock(srv.sock);
+	cr_assert_geq(fd, 0);
+	h.magic = KVR_PROTO_MAGIC;
+	h.version = KVR_PROTO_VERSION;
+	h.pid = (int32_t)getpid();
+	t_ns_default(&h.ns);
+	cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, &h, sizeof(h)), 0);
+	cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
+	cr_assert_eq(w.status, 0, "%s", w.reason);
+	cr_assert_geq(nfds, 1);
+	p = mmap(NULL, (size_t)w.ctl_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fds[0], 0);
+	cr_expect(p == MAP_FAILED && (errno == EACCES || errno == EPERM),
+		  "the control descriptor mapped writable (%s)",
+		  p == MAP_FAILED ? strerror(errno) : "mapped");
+	if (p != MAP_FAILED)
+		munmap(p, (size_t)w.ctl_bytes);
+	p = mmap(NULL, (size_t)w.ctl_bytes, PROT_READ, MAP_SHARED, fds[0], 0);
+	cr_assert_neq(p, MAP_FAILED, "read-only map: %s", strerror(errno));
+	cr_expect(mprotect(p, (size_t)w.ctl_bytes, PROT_READ | PROT_WRITE) <
+			  0 &&
+		      errno == EACCES,
+		  "mprotect made the control mapping writable");
+	munmap(p, (size_t)w.ctl_bytes);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	close(fd);
+	expect_good_progress(20, "after the attempts");
+	expect_no_leak("after the attempts");
 	finish();
 }

@@ -97,7 +97,7 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 			int k =
 			    (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 
-			for (int i = 0; i < k && *nfds < 4; i++)
+			for (int i = 0; i < k && *nfds < T_RAW_FDS; i++)
 				memcpy(&fds[(*nfds)++],
 				       CMSG_DATA(cm) + i * sizeof(int),
 				       sizeof(int));
@@ -110,11 +110,12 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 	return 0;
 }
 
-static void *map_fd(int fd, size_t bytes)
+static void *map_fd(int fd, size_t bytes, int prot, bool keep)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
 
-	close(fd);
+	if (!keep)
+		close(fd);
 	if (p == MAP_FAILED) {
 		perror("t_raw: mmap");
 		abort();
@@ -134,10 +135,10 @@ int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 		     const struct kvr_ns_desc *ns, struct t_raw *r)
 {
 	struct kvr_hello h = {0};
-	int fds[4], nfds, rc;
+	int fds[T_RAW_FDS], nfds, rc;
 
 	memset(r, 0, sizeof(*r));
-	r->sock = r->req_efd = r->resp_efd = -1;
+	r->sock = r->req_efd = r->resp_efd = r->ctl_fd = -1;
 	r->next_id = 1;
 	r->sock = t_raw_sock(path);
 	if (r->sock < 0) {
@@ -160,17 +161,21 @@ int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 			close(fds[i]);
 		return r->w.status;
 	}
-	if (nfds < 3) {
+	if (nfds < 4) {
 		fprintf(stderr, "t_raw: welcome brought %d fds\n", nfds);
 		abort();
 	}
+	/* The control segment only maps read-only (abi 3.0). */
 	r->ctl_bytes = r->w.ctl_bytes;
-	r->ctl = map_fd(fds[0], r->ctl_bytes);
+	r->ctl_fd = fds[0];
+	r->ctl = map_fd(fds[0], r->ctl_bytes, PROT_READ, true);
 	r->req_efd = fds[1];
 	r->resp_efd = fds[2];
-	if (nfds > 3)
-		r->pool = map_fd(fds[3], r->w.pool_bytes);
-	r->ch = (struct kvr_channel_shm *)((char *)r->ctl + r->w.channel_off);
+	r->ch_bytes = r->w.channel_bytes;
+	r->ch = map_fd(fds[3], r->ch_bytes, PROT_READ | PROT_WRITE, false);
+	if (nfds > 4)
+		r->pool = map_fd(fds[4], r->w.pool_bytes,
+				 PROT_READ | PROT_WRITE, false);
 	rc = kvr_ring_attach_producer(
 	    &r->req, (char *)r->ch + r->ch->req_ring_off,
 	    kvr_ring_shm_bytes(r->w.req_ring_cap), r->w.req_ring_cap);
@@ -271,6 +276,10 @@ void t_raw_close(struct t_raw *r)
 {
 	if (r->ctl)
 		munmap(r->ctl, r->ctl_bytes);
+	if (r->ch)
+		munmap(r->ch, r->ch_bytes);
+	if (r->ctl_fd >= 0)
+		close(r->ctl_fd);
 	if (r->pool)
 		munmap(r->pool, r->w.pool_bytes);
 	if (r->sock >= 0)
@@ -280,5 +289,6 @@ void t_raw_close(struct t_raw *r)
 	if (r->resp_efd >= 0)
 		close(r->resp_efd);
 	r->ctl = r->pool = NULL;
-	r->sock = r->req_efd = r->resp_efd = -1;
+	r->ch = NULL;
+	r->sock = r->req_efd = r->resp_efd = r->ctl_fd = -1;
 }

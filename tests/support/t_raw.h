@@ -17,14 +17,19 @@
 #include <kvring/proto.h>
 #include <kvring/ring.h>
 
+/* Most fds a welcome carries: ctl, two doorbells, channel block, pool. */
+#define T_RAW_FDS 5
+
 struct t_raw {
 	int sock;
 	struct kvr_welcome w;
 	int req_efd, resp_efd;
-	void *ctl;
+	void *ctl; /* read-only: the server gives a read-only descriptor */
 	size_t ctl_bytes;
+	int ctl_fd; /* that descriptor, kept open for tests that try it */
 	void *pool; /* NULL under the copy transport */
-	struct kvr_channel_shm *ch;
+	struct kvr_channel_shm *ch; /* our own block, read-write */
+	size_t ch_bytes;
 	struct kvr_ring req;  /* producer view */
 	struct kvr_ring resp; /* consumer view */
 	uint64_t next_id;
@@ -41,8 +46,8 @@ int t_raw_send_frame(int fd, uint32_t type, const void *body, size_t len);
 
 /*
  * t_raw_read_welcome - read a WELCOME frame (and its fds, which are stored
- * in fds[] up to 4, count in *nfds) within @timeout_ms. Returns 0, -EPIPE
- * if the server closed without one, -ETIMEDOUT.
+ * in fds[] up to T_RAW_FDS, count in *nfds) within @timeout_ms. Returns 0,
+ * -EPIPE if the server closed without one, -ETIMEDOUT.
  */
 int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 		       int timeout_ms);

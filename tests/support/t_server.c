@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/chanmap.h>
 #include <kvring/segment.h>
 
 #include "t_server.h"
@@ -266,13 +267,52 @@ void t_server_cleanup(struct t_server *t)
 		unlink(t->log_path);
 }
 
+/* Channel blocks mapped by t_server_chan(), one per channel index, kept
+ * while the server and the channel's generation stay the same. */
+#define T_CHAN_CACHE 256
+static struct {
+	pid_t pid;
+	uint32_t gen;
+	struct kvr_seg seg;
+} chan_cache[T_CHAN_CACHE];
+
+/* What a free (or unreadable) channel reads as: all zero, state FREE. */
+static union {
+	struct kvr_channel_shm ch;
+	char bytes[sizeof(struct kvr_channel_shm) +
+		   sizeof(struct kvr_chan_obs_shm)];
+} chan_zero;
+
 const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
 					    uint32_t i)
 {
-	return (const struct kvr_channel_shm *)((const char *)t->ctl +
-						t->hdr->channels_off +
-						(uint64_t)i *
-						    t->hdr->channel_bytes);
+	struct kvr_ctl_geom g;
+	const struct kvr_chan_dir_shm *d;
+	uint32_t st, gen;
+
+	if (!t->hdr || i >= T_CHAN_CACHE ||
+	    kvr_ctl_geom_compute(t->hdr->max_channels, t->hdr->req_ring_cap,
+				 t->hdr->resp_ring_cap, &g) < 0 ||
+	    i >= g.max_channels)
+		return &chan_zero.ch;
+	d = kvr_ctl_dir((void *)t->ctl, &g, i);
+	st = atomic_load_explicit(&d->state, memory_order_acquire);
+	gen = atomic_load_explicit(&d->generation, memory_order_relaxed);
+	if (st == KVR_CHAN_FREE || d->fd < 0)
+		return &chan_zero.ch;
+	if (chan_cache[i].seg.base && chan_cache[i].pid == t->pid &&
+	    chan_cache[i].gen == gen)
+		return chan_cache[i].seg.base;
+	if (chan_cache[i].seg.base)
+		kvr_seg_detach(&chan_cache[i].seg);
+	/* The inspector's way in: /proc/<server>/fd/<fd>, read-only. */
+	if (kvr_chanmap_open_block(t->hdr->seg.creator_pid, d->fd,
+				   g.channel_bytes, &chan_cache[i].seg,
+				   NULL) < 0)
+		return &chan_zero.ch;
+	chan_cache[i].pid = t->pid;
+	chan_cache[i].gen = gen;
+	return chan_cache[i].seg.base;
 }
 
 bool t_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)

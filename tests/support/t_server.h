@@ -72,7 +72,9 @@ int t_server_map(struct t_server *t);
 #define T_GSTAT(t, field)                                                      \
 	atomic_load_explicit(&(t)->hdr->stats.field, memory_order_relaxed)
 
-/* Channel block @i of the mapped control segment (read-only). */
+/* Channel block @i, mapped read-only from the server's fd through /proc
+ * (abi 3.0: each block is a memfd of its own); a free channel reads as
+ * an all-zero block (state FREE). */
 const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
 					    uint32_t i);
 

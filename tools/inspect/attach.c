@@ -3,8 +3,10 @@
  * attach.c - naming and mapping the control segment: turning --name (or
  * the default) into a path, mapping that file read-only, and deciding
  * whether its header is one this build can interpret. It owns the
- * struct ins_attach lifetime. It does not look at channels or counters
- * (snapshot.c copies those) and does not resolve --socket (socket.c).
+ * struct ins_attach lifetime, and maps each channel's block, read-only,
+ * from the server's descriptor table (ins_chan_block). It does not read
+ * channels or counters (snapshot.c copies those) and does not resolve
+ * --socket (socket.c).
  *
  * Why read-only: the inspector must never perturb the server it looks at,
  * so the file is opened O_RDONLY and mapped PROT_READ by
@@ -14,8 +16,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <kvring/chanmap.h>
 
 #include "inspect.h"
 
@@ -97,14 +103,14 @@ static void check_geometry(struct ins_attach *a,
 			 "%u/%u bytes",
 			 h->max_channels, h->req_ring_cap, h->resp_ring_cap);
 		a->geom_ok = false;
-	} else if (g.channels_off != h->channels_off ||
+	} else if (g.dir_off != h->dir_off ||
 		   g.channel_bytes != h->channel_bytes ||
 		   g.ctl_bytes > a->seg.bytes) {
 		snprintf(a->geom_err, sizeof(a->geom_err),
-			 "header geometry inconsistent: channels_off %" PRIu64
+			 "header geometry inconsistent: dir_off %" PRIu64
 			 " (expected %" PRIu64 "), channel_bytes %u "
 			 "(expected %u), needs %" PRIu64 " bytes, file has %zu",
-			 h->channels_off, g.channels_off, h->channel_bytes,
+			 h->dir_off, g.dir_off, h->channel_bytes,
 			 g.channel_bytes, g.ctl_bytes, a->seg.bytes);
 		a->geom_ok = false;
 	}
@@ -170,7 +176,67 @@ retry:
 	a->h = a->seg.base;
 	check_geometry(a, h);
 	ins_bus_armed = 0;
+	if (a->geom_ok) {
+		a->blk = calloc(a->g.max_channels, sizeof(*a->blk));
+		if (!a->blk) {
+			kvr_seg_detach(&a->seg);
+			return kvr_err_set(e, -ENOMEM, "out of memory");
+		}
+		for (uint32_t i = 0; i < a->g.max_channels; i++)
+			a->blk[i].seg.fd = a->blk[i].seg.live_fd = -1;
+	}
 	return 0;
+}
+
+/*
+ * Each channel block is a memfd the server holds (abi 3.0), named in the
+ * read-only directory by the server's fd number. We open it through
+ * /proc/<creator_pid>/fd/<fd>, which the kernel allows only to root and
+ * to the server's uid, and map it PROT_READ. The fd number may be reused
+ * for the next claim between our read of the directory and the open, so
+ * the block is kept only if the directory still shows the generation we
+ * read (A-DIR1 pairs with R-DIR1/R-DIR2 in server/chan.c) and the block
+ * itself carries it.
+ */
+const struct kvr_channel_shm *ins_chan_block(const struct ins_attach *a,
+					     uint32_t i, uint32_t gen, int *rc)
+{
+	struct kvr_chan_dir_shm *d;
+	struct ins_blk *b;
+	struct kvr_err e = {0};
+	const struct kvr_channel_shm *ch;
+	uint32_t st, now;
+	int fd;
+
+	*rc = -ENOENT;
+	if (!a->blk || i >= a->g.max_channels)
+		return NULL;
+	b = &a->blk[i];
+	if (b->seg.base && b->gen == gen) {
+		*rc = 0;
+		return b->seg.base;
+	}
+	kvr_seg_detach(&b->seg);
+	d = kvr_ctl_dir(a->h, &a->g, i);
+	fd = d->fd;
+	if (fd < 0)
+		return NULL;
+	*rc = kvr_chanmap_open_block(a->h->seg.creator_pid, fd,
+				     a->g.channel_bytes, &b->seg, &e);
+	if (*rc < 0)
+		return NULL;
+	ch = b->seg.base;
+	/* A-DIR1: acquire on state; pairs with R-DIR1/R-DIR2. */
+	st = atomic_load_explicit(&d->state, memory_order_acquire);
+	now = atomic_load_explicit(&d->generation, memory_order_relaxed);
+	if (st == KVR_CHAN_FREE || now != gen || ch->generation != gen) {
+		kvr_seg_detach(&b->seg);
+		*rc = -ESTALE;
+		return NULL;
+	}
+	b->gen = gen;
+	*rc = 0;
+	return ch;
 }
 
 /* Unmaps; the segment itself is never touched (we do not own it). Only
@@ -179,6 +245,10 @@ retry:
  * stdin. */
 void ins_attach_close(struct ins_attach *a)
 {
+	for (uint32_t i = 0; a->blk && i < a->g.max_channels; i++)
+		kvr_seg_detach(&a->blk[i].seg);
+	free(a->blk);
+	a->blk = NULL;
 	kvr_seg_detach(&a->seg);
 	a->h = NULL;
 }

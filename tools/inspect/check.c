@@ -201,6 +201,14 @@ static void check_chan(const struct ins_attach *a,
 	}
 	sum->in_use++;
 	sum->active += c->state == KVR_CHAN_ACTIVE;
+	if (c->blk_rc < 0) {
+		/* Nothing of the block to judge (abi 3.0: its own memfd). */
+		viol(l, code,
+		     "channel %u: its block cannot be read (%s); run "
+		     "kvring-inspect as root or as kvringd's uid",
+		     i, kvr_strerror(c->blk_rc));
+		return;
+	}
 	if (c->transport < KVR_TRANSPORT_SHM ||
 	    c->transport > KVR_TRANSPORT_COPY)
 		viol(l, code, "channel %u: transport %u is invalid", i,

@@ -319,10 +319,24 @@ int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
 		 const struct ins_snap *s)
 {
 	const struct ins_chan_snap *c = &s->ch[o->dump_channel];
-	const char *base =
-	    (const char *)kvr_ctl_channel(a->h, &a->g, o->dump_channel);
+	const char *base;
 	struct ins_em e;
-	int rc1, rc2;
+	int rc1, rc2, brc = -ENOENT;
+
+	/* Its own block, mapped for the generation the snapshot shows. */
+	base = c->state == KVR_CHAN_FREE
+		   ? NULL
+		   : (const char *)ins_chan_block(a, o->dump_channel,
+						  c->generation, &brc);
+	if (!base) {
+		ins_err("dump channel %u: %s: %s", o->dump_channel,
+			c->state == KVR_CHAN_FREE ? "channel is free"
+						  : "cannot read its block",
+			c->state == KVR_CHAN_FREE
+			    ? "no worker holds it, so it has no rings"
+			    : kvr_strerror(brc));
+		return INS_EXIT_RUNTIME;
+	}
 
 	ins_em_init(&e, stdout, o->json);
 	if (o->json) {

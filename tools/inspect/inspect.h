@@ -161,9 +161,17 @@ struct ins_target {
  * the header's capacities; when it disagrees with the header, geom_ok is
  * false and geom_err says why (only --check goes on with such a segment).
  */
+/* One channel block as the inspector mapped it (attach.c): read-only,
+ * from the server's descriptor, for one generation of the channel. */
+struct ins_blk {
+	struct kvr_seg seg; /* base NULL: not mapped */
+	uint32_t gen;	    /* the directory generation it was mapped for */
+};
+
 struct ins_attach {
 	struct kvr_seg seg;
 	struct kvr_ctl_hdr_shm *h; /* seg.base: never written (PROT_READ) */
+	struct ins_blk *blk;	   /* max_channels entries, or NULL */
 	struct kvr_ctl_geom g;	   /* recomputed privately from the caps */
 	dev_t dev;		   /* identity of the file we mapped, so */
 	ino_t ino;		   /* --watch can tell a restart */
@@ -179,6 +187,15 @@ int ins_target_from_socket(struct ins_target *t, const char *dir,
 int ins_attach_open(const struct ins_target *t, struct ins_attach *a,
 		    struct kvr_err *e);
 void ins_attach_close(struct ins_attach *a);
+/*
+ * ins_chan_block - channel @i's block for directory generation @gen,
+ * mapped read-only through /proc/<server>/fd (abi 3.0; docs/inspect.md),
+ * kept mapped while the generation stays. Return: the block, or NULL
+ * with *rc set (-EACCES: not root nor the server's uid; -ESTALE: the
+ * channel changed hands while we looked; -ENOENT: no block).
+ */
+const struct kvr_channel_shm *ins_chan_block(const struct ins_attach *a,
+					     uint32_t i, uint32_t gen, int *rc);
 
 /* ==== Snapshot: a private copy of everything rendered (snapshot.c) ==== */
 
@@ -211,6 +228,7 @@ struct ins_chan_snap {
 	uint32_t idx, state, generation, transport, ns_id, uid, gid;
 	uint32_t req_ring_off, resp_ring_off;
 	int32_t pid;
+	int blk_rc; /* 0, or why the block could not be read (abi 3.0) */
 	bool alive;
 	uint64_t pid_start, connected_ns;
 	struct kvr_ns_desc ns; /* model cleaned by ins_copy_clean() */

@@ -97,8 +97,9 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 	}
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		struct ins_chan_snap *c = &s->ch[i];
-		struct kvr_chan_obs_shm *co =
-		    kvr_chan_obs(kvr_ctl_channel(a->h, &a->g, i));
+		const struct kvr_channel_shm *blk;
+		struct kvr_chan_obs_shm *co;
+		int brc;
 
 		memset(&c->cache, 0, sizeof(c->cache));
 		memset(c->srv, 0, sizeof(c->srv));
@@ -107,6 +108,11 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 		/* A free channel's figures belong to a worker that left. */
 		if (c->state == KVR_CHAN_FREE)
 			continue;
+		/* The block snap_chan() mapped for this generation. */
+		blk = ins_chan_block(a, i, c->generation, &brc);
+		if (!blk)
+			continue;
+		co = kvr_chan_obs((struct kvr_channel_shm *)(uintptr_t)blk);
 		snap_cache(&co->cache, &c->cache);
 		c->rtt_every = LD(co->rtt_every);
 		for (unsigned k = 0; k < KVR_HIST_OPS; k++) {

@@ -55,54 +55,81 @@ static void snap_ring(struct ins_ring_snap *r, const void *mem, uint32_t cap)
 }
 
 /*
- * Copies channel @i. The identity fields are plain data that the server
- * writes while claiming the channel (in state handshake, right after
- * bumping generation) and publishes with its release store of state
- * active (R-CH1). So they are copied between two reads of (state,
- * generation) and copied again if either changed: a seqlock read without
- * the writer's cooperation (there is no sequence counter, and we may not
- * write one). A channel that keeps changing gets CHAN_COPY_TRIES
- * attempts, then the last copy is shown as is. The worst outcome is a
- * half-written identity on a channel shown in state handshake, or one
- * frame mixing two claims' fields; never a read outside the channel.
+ * Copies channel @i. The identity comes from the channel's directory
+ * entry, in the control segment that only the server writes (abi 3.0):
+ * plain data the server writes while claiming the channel and publishes
+ * with its release store of state (R-DIR1). So it is copied between two
+ * reads of (state, generation) and copied again if either changed: a
+ * seqlock read without the writer's cooperation. A channel that keeps
+ * changing gets CHAN_COPY_TRIES attempts, then the last copy is shown as
+ * is. Counters, bells and rings come from the channel's own block, mapped
+ * through the server's descriptor (ins_chan_block); a block we may not
+ * open (not root nor the server's uid) leaves them zero, with blk_rc
+ * saying why.
  */
 static void snap_chan(const struct ins_attach *a, uint32_t i,
 		      struct ins_chan_snap *c)
 {
-	struct kvr_channel_shm *ch = kvr_ctl_channel(a->h, &a->g, i);
-	const char *base = (const char *)ch;
+	struct kvr_chan_dir_shm *d = kvr_ctl_dir(a->h, &a->g, i);
+	const struct kvr_channel_shm *ch;
+	const char *base;
 	uint32_t st, gen;
 
+	memset(c, 0, sizeof(*c));
 	for (int tries = 0; tries < CHAN_COPY_TRIES; tries++) {
 		/*
 		 * A-INS1: acquire on state, so the identity written before
 		 * the server published the state is seen with it (pairs with
-		 * R-CH1/R-CH2, the server's stores of state when it claims
+		 * R-DIR1/R-DIR2, the server's stores of state when it claims
 		 * and frees the channel).
 		 */
-		st = atomic_load_explicit(&ch->state, memory_order_acquire);
-		gen = ch->generation;
-		c->pid = ch->pid;
-		c->uid = ch->uid;
-		c->gid = ch->gid;
-		c->pid_start = ch->pid_start;
-		c->ns_id = ch->ns_id;
-		c->transport = ch->transport;
-		c->connected_ns = ch->connected_ns;
-		c->req_ring_off = ch->req_ring_off;
-		c->resp_ring_off = ch->resp_ring_off;
-		memcpy(&c->ns, &ch->ns, sizeof(c->ns));
+		st = atomic_load_explicit(&d->state, memory_order_acquire);
+		gen =
+		    atomic_load_explicit(&d->generation, memory_order_relaxed);
+		c->pid = d->pid;
+		c->uid = d->uid;
+		c->gid = d->gid;
+		c->pid_start = d->pid_start;
+		c->ns_id = d->ns_id;
+		c->transport = d->transport;
+		c->connected_ns = d->connected_ns;
 		/* Orders the copies above before the re-read below, so an
 		 * unchanged (state, generation) brackets all of them. */
 		atomic_thread_fence(memory_order_acquire);
-		if (st == atomic_load_explicit(&ch->state,
-					       memory_order_relaxed) &&
-		    gen == ch->generation)
+		if (st ==
+			atomic_load_explicit(&d->state, memory_order_relaxed) &&
+		    gen == atomic_load_explicit(&d->generation,
+						memory_order_relaxed))
 			break;
 	}
 	c->idx = i;
 	c->state = st;
 	c->generation = gen;
+	/* By (pid, start time): a worker's pid reused by another process
+	 * reads as dead. A free channel's pid is stale by definition. */
+	c->alive = st != KVR_CHAN_FREE && kvr_proc_alive(c->pid, c->pid_start);
+	c->req.cap = a->g.req_ring_cap;
+	c->resp.cap = a->g.resp_ring_cap;
+	if (st == KVR_CHAN_FREE) {
+		/* No block: a free channel has none (abi 3.0). */
+		c->req_ring_off = a->g.req_ring_off;
+		c->resp_ring_off = a->g.resp_ring_off;
+		c->req.rc = c->resp.rc = -ENOENT;
+		return;
+	}
+	ch = ins_chan_block(a, i, gen, &c->blk_rc);
+	if (!ch) {
+		c->req_ring_off = a->g.req_ring_off;
+		c->resp_ring_off = a->g.resp_ring_off;
+		c->req.rc = c->resp.rc = c->blk_rc;
+		return;
+	}
+	base = (const char *)ch;
+	c->req_ring_off = ch->req_ring_off;
+	c->resp_ring_off = ch->resp_ring_off;
+	/* The model as the worker's block shows it: the server writes it
+	 * there, the worker could overwrite only its own. */
+	memcpy(&c->ns, &ch->ns, sizeof(c->ns));
 	ins_copy_clean(c->ns.model, sizeof(c->ns.model), ch->ns.model,
 		       sizeof(ch->ns.model));
 	for (int k = 0; k < 16; k++)
@@ -123,9 +150,6 @@ static void snap_chan(const struct ins_attach *a, uint32_t i,
 	c->xfers_expired = LD(ch->stats.xfers_expired);
 	kvr_bell_stats(&ch->req_bell, &c->req_bell);
 	kvr_bell_stats(&ch->resp_bell, &c->resp_bell);
-	/* By (pid, start time): a worker's pid reused by another process
-	 * reads as dead. A free channel's pid is stale by definition. */
-	c->alive = st != KVR_CHAN_FREE && kvr_proc_alive(c->pid, c->pid_start);
 	/* Rings at the offsets WE computed, never the channel's own fields
 	 * (--check compares those against ours). */
 	snap_ring(&c->req, base + a->g.req_ring_off, a->g.req_ring_cap);

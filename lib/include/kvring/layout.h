@@ -1,22 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control segment's layout: one header (segment identity, pool
- * geometry, heartbeat, global counters) followed by max_channels channel
- * blocks, each holding one worker's counters, two doorbell blocks and the
- * two rings. Everything here is an ABI shared by kvringd, libkvring and
- * kvring-inspect; docs/layout.md repeats it as a byte table.
+ * The control layout: one control segment (segment identity, pool
+ * geometry, heartbeat, global counters, then the channel directory) that
+ * every worker maps read-only, and one channel block per connected worker
+ * (its counters, two doorbell blocks and its two rings), each a memfd of
+ * its own that only that worker and the server map (abi 3.0). Everything
+ * here is an ABI shared by kvringd, libkvring and kvring-inspect;
+ * docs/layout.md repeats it as a byte table.
  *
  * Who writes what (everything a worker can write is untrusted input to the
  * server, which never reads back its own counters to decide anything):
- *   header            server only (workers and the inspector read)
- *   channel counters  server only
+ *   control segment   server only (workers and the inspector read)
+ *   channel directory server only: identity, generation, state, block fd
+ *   channel counters  server only (in the worker's own block: a worker
+ *                     can mislead the inspector about itself, no more)
  *   req ring          worker produces (tail), server consumes (head)
  *   resp ring         server produces, worker consumes
  *   req_bell.sleeping server (it is the side that sleeps on requests)
  *   resp_bell.sleeping worker
  *
  * This file does not own the ring format (rings/), the doorbell protocol
- * (<kvring/doorbell.h>) or the segment header (<kvring/segment.h>).
+ * (<kvring/doorbell.h>), the segment header (<kvring/segment.h>) or how
+ * the mappings are made read-only (<kvring/chanmap.h>).
  */
 #ifndef KVRING_LAYOUT_H
 #define KVRING_LAYOUT_H
@@ -136,8 +141,8 @@ struct kvr_ctl_hdr_shm {
 	uint32_t pool_backend;	    /* 268: enum kvr_pool_backend */
 	char pool_name[64];	    /* 272: "" unless KVR_POOL_SHM */
 	uint32_t max_channels;	    /* 336 */
-	uint32_t channel_bytes;	    /* 340: stride of channel blocks */
-	uint64_t channels_off;	    /* 344: offset of channel 0 */
+	uint32_t channel_bytes;	    /* 340: size of each channel block */
+	uint64_t dir_off;	    /* 344: the channel directory */
 	uint32_t req_ring_cap;	    /* 352 */
 	uint32_t resp_ring_cap;	    /* 356 */
 	uint32_t max_keys;	    /* 360 */
@@ -171,7 +176,7 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,
 _Static_assert(offsetof(struct kvr_gstats_shm, quota_denied) == 192, "ABI");
 _Static_assert(sizeof(struct kvr_ctl_hdr_shm) == 2048, "ABI: docs/layout.md");
 
-/* Channel states. */
+/* Channel states (in the directory entry and, as a copy, in the block). */
 enum kvr_chan_state {
 	KVR_CHAN_FREE = 0,
 	KVR_CHAN_HANDSHAKE = 1, /* fds sent, worker not seen yet */
@@ -362,20 +367,51 @@ static inline struct kvr_chan_obs_shm *kvr_chan_obs(struct kvr_channel_shm *ch)
 	return (struct kvr_chan_obs_shm *)(ch + 1);
 }
 
+/*
+ * The channel directory (abi 3.0): one 64-byte entry per channel in the
+ * control segment, at dir_off. The control segment is read-only for every
+ * worker, so this is where the server publishes what it established about
+ * each channel: who holds it, under which generation, and which of the
+ * server's descriptors holds its block (the inspector opens
+ * /proc/<creator_pid>/fd/<fd>; docs/inspect.md). The channel block itself
+ * is a memfd of its own per claim, mapped read-write by its one worker and
+ * by nobody else; the server never reads identity back from it.
+ * Written by the server's loop thread only. R-DIR1: every field before
+ * state (release) when the channel turns ACTIVE; A-DIR1: readers acquire
+ * state, copy, and keep the copy only if state and generation read the
+ * same afterwards.
+ */
+struct kvr_chan_dir_shm {
+	_Atomic uint32_t state;	     /* 0: enum kvr_chan_state */
+	_Atomic uint32_t generation; /* 4: new at every claim, never 0 */
+	int32_t fd;		     /* 8: server's fd of the block, -1 */
+	int32_t pid;		     /* 12: SO_PEERCRED pid */
+	uint32_t uid;		     /* 16 */
+	uint32_t gid;		     /* 20 */
+	uint64_t pid_start;	     /* 24: start time (clock ticks) */
+	uint32_t ns_id;		     /* 32 */
+	uint32_t transport;	     /* 36: enum kvr_transport */
+	uint64_t connected_ns;	     /* 40: CLOCK_MONOTONIC */
+	uint8_t pad[16];	     /* 48 .. 64 */
+};
+_Static_assert(offsetof(struct kvr_chan_dir_shm, pid_start) == 24, "ABI");
+_Static_assert(offsetof(struct kvr_chan_dir_shm, connected_ns) == 40, "ABI");
+_Static_assert(sizeof(struct kvr_chan_dir_shm) == 64, "ABI: docs/layout.md");
+
 /* Geometry computed from the ring capacities (both powers of two). */
 struct kvr_ctl_geom {
 	uint32_t max_channels;
 	uint32_t req_ring_cap;
 	uint32_t resp_ring_cap;
-	uint32_t channel_bytes; /* page-rounded stride */
-	uint64_t channels_off;	/* page-rounded header */
-	uint64_t ctl_bytes;	/* total, page-rounded */
+	uint32_t channel_bytes; /* page-rounded size of one channel block */
+	uint64_t dir_off;	/* page-rounded header + observability */
+	uint64_t ctl_bytes;	/* header + directory, page-rounded */
 	uint32_t req_ring_off;	/* within a channel block */
 	uint32_t resp_ring_off;
 };
 
 /*
- * kvr_ctl_geom_compute - lay out a control segment.
+ * kvr_ctl_geom_compute - lay out a control segment and its channel blocks.
  * Return: 0, or -EINVAL if a capacity is not a power of two in
  * [4096, 16 MiB] or max_channels is 0 or above 4096.
  */
@@ -386,13 +422,14 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
  * recorded in the segment header and checked at attach. */
 uint64_t kvr_layout_hash(void);
 
-/* Channel block i (no bounds check: callers validated i < max_channels
+/* Directory entry i (no bounds check: callers validated i < max_channels
  * against their own private copy of the geometry, never the header's). */
-static inline struct kvr_channel_shm *
-kvr_ctl_channel(void *ctl_base, const struct kvr_ctl_geom *g, uint32_t i)
+static inline struct kvr_chan_dir_shm *
+kvr_ctl_dir(void *ctl_base, const struct kvr_ctl_geom *g, uint32_t i)
 {
-	return (struct kvr_channel_shm *)((char *)ctl_base + g->channels_off +
-					  (uint64_t)i * g->channel_bytes);
+	return (struct kvr_chan_dir_shm *)((char *)ctl_base + g->dir_off +
+					   (uint64_t)i *
+					       sizeof(struct kvr_chan_dir_shm));
 }
 
 /* Errors-by-code bucket for an error (0..KVR_ERR_SLOTS-1); the inspector

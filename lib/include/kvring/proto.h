@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
-#define KVR_PROTO_VERSION 2u	      /* 2: QUOTA status, EXPIRED error */
+#define KVR_PROTO_VERSION 3u	      /* 3: channel block fd (abi 3.0) */
 
 /* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
 struct kvr_key {
@@ -348,7 +348,7 @@ struct kvr_welcome {
 	uint32_t ns_id;
 	uint64_t pool_bytes;
 	uint64_t ctl_bytes;	/* size of the control segment */
-	uint64_t channel_off;	/* offset of this channel's block */
+	uint64_t channel_bytes; /* size of this channel's block (its own fd) */
 	uint32_t align;		/* slot alignment */
 	uint32_t max_keys;	/* per-request key limit */
 	uint32_t req_ring_cap;	/* bytes */

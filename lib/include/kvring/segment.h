@@ -32,7 +32,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shm atomics must be lock-free");
 
 /* "KVRNGCT1" read as a big-endian u64 (stored little-endian on x86). */
 #define KVR_SEG_MAGIC 0x4b56524e47435431ULL
-#define KVR_ABI_MAJOR 2
+#define KVR_ABI_MAJOR 3 /* 3: a memfd per channel, read-only control */
 #define KVR_ABI_MINOR 0
 #define KVR_ABI	      ((uint32_t)(KVR_ABI_MAJOR << 16 | KVR_ABI_MINOR))
 /* Value of kvr_seg_hdr_shm.ready once the creator published the segment. */
@@ -158,6 +158,9 @@ enum kvr_seg_backend {
 /* Creation flags. */
 #define KVR_SEG_TRY_HUGETLB  0x1u /* memfd: use MFD_HUGETLB if pages suffice */
 #define KVR_SEG_NEED_HUGETLB 0x2u /* memfd: MFD_HUGETLB or fail */
+/* memfd: leave out F_SEAL_SEAL, so that kvr_chanmap_ro_fd() can add
+ * F_SEAL_FUTURE_WRITE once the creator has its own writable mapping. */
+#define KVR_SEG_SEAL_LATER 0x4u
 
 /* Longest directory path kept in struct kvr_seg (NUL included). */
 #define KVR_SEG_DIR_MAX 256
