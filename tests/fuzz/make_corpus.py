@@ -63,3 +63,16 @@ write("fuzz_l2_resp", "slots", b"\x02*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n"
       b"$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n")
 write("fuzz_l2_resp", "moved", b"\x03MOVED 3999 127.0.0.1:6381")
 write("fuzz_l2_resp", "ask", b"\x03ASK 1 h:2")
+
+# fuzz_chanmap: 3-byte patches (little-endian 16-bit position, XOR byte)
+# over [WELCOME 280 | first 4 KiB of the control segment | first 4 KiB of
+# the channel block], starting from a consistent set (lib/chanmap.c).
+def patch(pos, x):
+    return struct.pack("<HB", pos, x)
+
+
+write("fuzz_chanmap", "valid", b"")
+write("fuzz_chanmap", "boot_id", patch(280 + 48, 1))
+write("fuzz_chanmap", "block_gen", patch(280 + 4096 + 4, 2))
+write("fuzz_chanmap", "channel", patch(16, 9) + patch(40, 0x10))
+write("fuzz_chanmap", "dir_state", patch(280 + 344, 1) + b"\x01")
