@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/proc.h>
 #include <kvring/segment.h>
 
@@ -179,14 +180,6 @@ int kvr_seg_pool_name(const char *base, char *buf, size_t n)
 	return name_with_suffix(base, KVR_SEG_POOL_SUFFIX, buf, n);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int kvr_seg_prefault(void *base, size_t bytes, bool write, uint64_t *elapsed_ns)
 {
 	return kvr_seg_prefault_pages(base, bytes, PREFAULT_STRIDE, write,
@@ -197,7 +190,7 @@ int kvr_seg_prefault_pages(void *base, size_t bytes, size_t page_bytes,
 			   bool write, uint64_t *elapsed_ns)
 {
 	unsigned char *p = base;
-	uint64_t t0 = now_ns(), zero = 0, sink = 0;
+	uint64_t t0 = kvr_clock_now_ns(), zero = 0, sink = 0;
 
 	if (bytes > 0 && (!base || ((uintptr_t)base & 7u)))
 		return -EINVAL;
@@ -234,6 +227,6 @@ int kvr_seg_prefault_pages(void *base, size_t bytes, size_t page_bytes,
 	/* Keep the loads: their results must look used. */
 	__asm__ volatile("" : : "r"(sink));
 	if (elapsed_ns)
-		*elapsed_ns = now_ns() - t0;
+		*elapsed_ns = kvr_clock_now_ns() - t0;
 	return 0;
 }

@@ -15,6 +15,7 @@
  * wait call or the next one: a poll that is armed late still sees a write
  * made while it was unarmed, because arming checks readiness first.
  */
+#include <kvring/clock.h>
 #include <kvring/uwait.h>
 
 #include <errno.h>
@@ -262,24 +263,16 @@ static int collect(struct kvr_uwait *w, uint64_t *tags, unsigned max)
 	return w->err;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int kvr_uwait_wait(struct kvr_uwait *w, int timeout_ms, uint64_t *tags,
 		   unsigned max_tags)
 {
-	int64_t deadline = 0;
+	uint64_t deadline = 0;
 	int rc;
 
 	if (!w || !tags || max_tags == 0 || w->nr == 0)
 		return -EINVAL;
 	if (timeout_ms >= 0)
-		deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+		deadline = kvr_clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
 		struct io_uring_cqe *cqe;
 
@@ -301,13 +294,12 @@ int kvr_uwait_wait(struct kvr_uwait *w, int timeout_ms, uint64_t *tags,
 		if (timeout_ms < 0) {
 			rc = io_uring_wait_cqe(&w->ring, &cqe);
 		} else {
-			int64_t left = deadline - now_ns();
+			uint64_t now = kvr_clock_now_ns();
+			uint64_t left = deadline > now ? deadline - now : 0;
 			struct __kernel_timespec ts;
 
-			if (left < 0)
-				left = 0;
-			ts.tv_sec = left / 1000000000;
-			ts.tv_nsec = left % 1000000000;
+			ts.tv_sec = (long long)(left / KVR_CLOCK_NS_PER_S);
+			ts.tv_nsec = (long long)(left % KVR_CLOCK_NS_PER_S);
 			rc = io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts);
 		}
 		if (rc == -ETIME)

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/log.h>
 
@@ -288,7 +289,7 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	if (c->state == KVR_CONN_FREE)
 		return;
 	if (s->now_ns == 0)
-		s->now_ns = kvr_srv_now_ns();
+		s->now_ns = kvr_clock_now_ns();
 	if (protocol_error)
 		s->g.protocol_errors++;
 	if (c->chan >= 0)

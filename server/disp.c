@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/hist.h>
@@ -396,7 +397,7 @@ static bool flush_pending(struct kvr_srv *s, struct kvr_conn *c)
 	publish(c);
 	/* The parked request was read before it was parked. */
 	if (s->hist_on) {
-		s->lat_mark_ns = kvr_srv_now_ns();
+		s->lat_mark_ns = kvr_clock_now_ns();
 		hist_record(s, c, c->pend_type & ~KVR_RESP_BIT, 1,
 			    c->blocked_since_ns, s->lat_mark_ns);
 	}
@@ -505,7 +506,7 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		publish(c);
 		if (s->hist_on) {
 			/* One clock read per batch, after the publish. */
-			s->lat_mark_ns = kvr_srv_now_ns();
+			s->lat_mark_ns = kvr_clock_now_ns();
 			for (uint32_t op = 1; op < KVR_OP__MAX; op++)
 				if (nop[op])
 					hist_record(s, c, op, nop[op], t0,

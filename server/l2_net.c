@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/log.h>
 
 #include "l2.h"
@@ -113,14 +114,6 @@ struct kvr_l2_lane {
 	struct kvr_l2_sumst *sum; /* payload sums in pieces */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void count_err(struct kvr_l2_lane *ln, int kind)
 {
 	/* Relaxed: independent counters for the inspector. */
@@ -164,7 +157,7 @@ static void node_down(struct kvr_l2_lane *ln, struct node *n, const char *why)
 		close(n->fd);
 	n->fd = -1;
 	n->rb.r = n->rb.w = 0;
-	n->retry_ns = now_ns() + (uint64_t)n->backoff_ms * 1000000ull;
+	n->retry_ns = kvr_clock_now_ns() + (uint64_t)n->backoff_ms * 1000000ull;
 	n->backoff_ms = n->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
 							   : n->backoff_ms * 2;
 	if (n->id >= 0)
@@ -501,7 +494,7 @@ static int ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 
 	if (n->fd >= 0)
 		return 0;
-	if (now_ns() < n->retry_ns)
+	if (kvr_clock_now_ns() < n->retry_ns)
 		return -EAGAIN;
 	if (!n->rb.b) {
 		n->rb.b = malloc(RB_INIT);
@@ -545,7 +538,7 @@ static void refresh_slots(struct kvr_l2_lane *ln)
 {
 	static const char q[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
 	struct kvr_l2_range r[256];
-	uint64_t now = now_ns();
+	uint64_t now = kvr_clock_now_ns();
 
 	if (now - ln->refreshed_ns < 50000000ull && ln->refreshed_ns)
 		return; /* at most 20 refreshes a second */

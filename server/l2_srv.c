@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/error.h>
 #include <kvring/hist.h>
 #include <kvring/log.h>
@@ -157,7 +158,7 @@ static struct kvr_l2_job *job_new(int kind, uint32_t n)
 static void submit(struct kvr_l2 *l2, struct kvr_l2_lane *ln,
 		   struct kvr_l2_job *j)
 {
-	j->submit_ns = kvr_srv_now_ns();
+	j->submit_ns = kvr_clock_now_ns();
 	atomic_fetch_add_explicit(&l2->st.queue_depth, 1, memory_order_relaxed);
 	kvr__l2_lane_submit(ln, j);
 }
@@ -438,7 +439,7 @@ static void on_done(struct kvr_srv *s, struct kvr_l2_job *j, bool stopping)
 		kvr_hist_add(
 		    &s->obs->lat[j->kind == KVR_L2_JOB_PUT ? KVR_HIST_L2_WRITE
 							   : KVR_HIST_L2_READ],
-		    kvr_srv_now_ns() - j->submit_ns, 1);
+		    kvr_clock_now_ns() - j->submit_ns, 1);
 	switch (j->kind) {
 	case KVR_L2_JOB_PUT:
 		(void)kvr_store_commit_retrieve(s->store, l2->chan, j->owner,
@@ -668,7 +669,7 @@ void kvr_l2_stop(struct kvr_srv *s)
 	l2->down = NULL;
 	kvr__l2_lane_destroy(l2->up);
 	l2->up = NULL;
-	s->now_ns = kvr_srv_now_ns();
+	s->now_ns = kvr_clock_now_ns();
 	while (drain_done(s, true) > 0)
 		;
 	for (uint32_t i = 0; i < l2->nrt; i++)

@@ -27,6 +27,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/log.h>
@@ -40,15 +41,6 @@
 
 /* Completions taken per peek. */
 #define REAP_BATCH 64u
-
-/* A polite busy-wait hint for the sibling hyperthread. */
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() __asm__ __volatile__("" ::: "memory")
-#endif
 
 /* A free submission entry; submits the queue first when it is full. */
 static struct io_uring_sqe *get_sqe(struct kvr_srv *s)
@@ -117,7 +109,7 @@ static void housekeeping(struct kvr_srv *s)
 
 	while (read(s->timer_fd, &ticks, sizeof(ticks)) > 0)
 		;
-	s->now_ns = kvr_srv_now_ns();
+	s->now_ns = kvr_clock_now_ns();
 	/* Relaxed: a lone value; workers only compare it with their clock. */
 	atomic_store_explicit(&s->hdr->heartbeat_ns, s->now_ns,
 			      memory_order_relaxed);
@@ -396,7 +388,7 @@ static void stop(struct kvr_srv *s)
 	sqe = get_sqe(s);
 	io_uring_prep_cancel64(sqe, kvr_tag_make(KVR_TAG_ACCEPT, 0, 0), 0);
 	io_uring_sqe_set_data64(sqe, kvr_tag_make(KVR_TAG_NONE, 0, 0));
-	s->now_ns = kvr_srv_now_ns();
+	s->now_ns = kvr_clock_now_ns();
 	for (uint32_t i = s->nactive; i-- > 0;)
 		kvr__disp_shutdown(s, &s->conns[s->active[i]]);
 	for (uint32_t i = 0; i < s->nconns; i++)
@@ -439,7 +431,7 @@ int kvr_loop_run(struct kvr_srv *s)
 	/* The socket listens and the accept is armed: a worker connecting
 	 * now is served, so the service manager may start its dependants. */
 	kvr__notify_ready(s->cfg.socket_path);
-	last_work = s->now_ns = kvr_srv_now_ns();
+	last_work = s->now_ns = kvr_clock_now_ns();
 	work = 1;
 
 	while (!s->stopping) {
@@ -453,7 +445,7 @@ int kvr_loop_run(struct kvr_srv *s)
 		 * 2 ms hot window, the spin time) can tell.
 		 */
 		if (work || ++idle_passes % CLOCK_EVERY == 0)
-			s->now_ns = kvr_srv_now_ns();
+			s->now_ns = kvr_clock_now_ns();
 		work = reap(s);
 		work += drain_all(s);
 		if (s->l2)
@@ -466,13 +458,13 @@ int kvr_loop_run(struct kvr_srv *s)
 			continue;
 		}
 		if (s->now_ns - last_work < spin_ns) {
-			cpu_relax();
+			kvr_clock_relax();
 			continue;
 		}
 		sleep_once(s);
 		/* Whoever rang may be a cold channel: look at all of them. */
 		s->full_scan = true;
-		last_work = s->now_ns = kvr_srv_now_ns();
+		last_work = s->now_ns = kvr_clock_now_ns();
 	}
 	stop(s);
 	return self_check(s);

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/error.h>
 #include <kvring/chanmap.h>
 #include <kvring/log.h>
@@ -34,14 +35,6 @@
 #include "listen.h"
 #include "notify.h"
 #include "srv.h"
-
-uint64_t kvr_srv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Log one sweep's outcome. */
 static void log_sweep(const char *prefix, int rc,
@@ -410,7 +403,7 @@ static int try_huge(struct kvr_srv *s, const char *pool_name)
 static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
 {
 	char *base = s->pool.base;
-	uint64_t t0 = kvr_srv_now_ns(), last = t0, step_ns;
+	uint64_t t0 = kvr_clock_now_ns(), last = t0, step_ns;
 	size_t done = 0, total = s->pool.bytes;
 	size_t page = s->pool.page_bytes ? s->pool.page_bytes : 4096;
 	size_t stepb = PREFAULT_STEP % page ? page : PREFAULT_STEP;
@@ -422,8 +415,9 @@ static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
 
 		kvr_seg_prefault_pages(base + done, n, page, true, &step_ns);
 		done += n;
-		if (kvr_srv_now_ns() - last >= 1000000000ull && done < total) {
-			last = kvr_srv_now_ns();
+		if (kvr_clock_now_ns() - last >= 1000000000ull &&
+		    done < total) {
+			last = kvr_clock_now_ns();
 			kvr__notify_progress(
 			    "pre-faulting pool: %.1f of %.1f GiB (%.0f%%)",
 			    (double)done / (double)(1ull << 30),
@@ -431,7 +425,7 @@ static void prefault_pool(struct kvr_srv *s, uint64_t *elapsed_ns)
 			    100.0 * (double)done / (double)total);
 		}
 	}
-	*elapsed_ns = kvr_srv_now_ns() - t0;
+	*elapsed_ns = kvr_clock_now_ns() - t0;
 	kvr__notify_status("pool pre-faulted, opening socket");
 }
 
@@ -526,7 +520,6 @@ static int create_pool(struct kvr_srv *s)
 static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 {
 	struct kvr_ctl_hdr_shm *h = s->ctl.base;
-	struct timespec ts;
 
 	s->hdr = h;
 	kvr_seg_hdr_format(&h->seg, KVR_SEG_KIND_CONTROL, kvr_layout_hash(),
@@ -553,11 +546,9 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	h->quota_pinned_bytes = s->cfg.quota_pinned_bytes;
 	h->max_key_bytes = s->cfg.max_key_bytes;
 	h->xfer_ms = s->cfg.xfer_ms;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	h->start_realtime_ns =
-	    (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	h->start_realtime_ns = kvr_clock_wall_ns();
 	/* Relaxed: published by the release in kvr_seg_hdr_publish(). */
-	atomic_store_explicit(&h->heartbeat_ns, kvr_srv_now_ns(),
+	atomic_store_explicit(&h->heartbeat_ns, kvr_clock_now_ns(),
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->state, KVR_SERVER_STARTING,
 			      memory_order_relaxed);
@@ -601,7 +592,7 @@ static int create_store(struct kvr_srv *s)
 	sc.xfer_ms = s->cfg.xfer_ms;
 	sc.max_ns = KVR_SRV_NS_MAX + 1; /* ids 1..KVR_SRV_NS_MAX */
 	if (getrandom(&sc.hash_seed, sizeof(sc.hash_seed), 0) < 0)
-		sc.hash_seed = kvr_srv_now_ns() ^ (uint64_t)getpid() << 32;
+		sc.hash_seed = kvr_clock_now_ns() ^ (uint64_t)getpid() << 32;
 	/* The lease and transfer id key (store_id.h): without it ids are
 	 * guessable, so there is no fallback. */
 	if (getrandom(sc.id_key, sizeof(sc.id_key), 0) !=
@@ -754,7 +745,7 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (getrandom(s->boot_id, sizeof(s->boot_id), 0) < 0)
-		memcpy(s->boot_id, &(uint64_t){kvr_srv_now_ns()}, 8);
+		memcpy(s->boot_id, &(uint64_t){kvr_clock_now_ns()}, 8);
 
 	rc = kvr__listen_lock(s);
 	if (rc < 0)

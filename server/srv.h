@@ -310,7 +310,4 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out);
  */
 void kvr_srv_destroy(struct kvr_srv *s);
 
-/* CLOCK_MONOTONIC in ns (vDSO: no system call). */
-uint64_t kvr_srv_now_ns(void);
-
 #endif /* KVR_SERVER_SRV_H */
