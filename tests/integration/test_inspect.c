@@ -35,6 +35,7 @@
 #include <criterion/criterion.h>
 #include <limits.h>
 
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/layout.h>
 #include <kvring/proc.h>
@@ -477,12 +478,7 @@ static void ring_put(void *mem, uint32_t type, const void *rec, uint32_t len)
  * a heartbeat older than 3 s, and a slow (sanitized) run may get there. */
 static void fake_beat(struct fake *f)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	atomic_store_explicit(
-	    &f->h->heartbeat_ns,
-	    (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, RLX);
+	atomic_store_explicit(&f->h->heartbeat_ns, kvr_clock_now_ns(), RLX);
 }
 
 /*

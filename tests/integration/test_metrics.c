@@ -20,6 +20,7 @@
 
 #include <criterion/criterion.h>
 
+#include <kvring/clock.h>
 #include <kvring/hist.h>
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
@@ -85,14 +86,6 @@ static const struct kvr_chan_obs_shm *cobs(const struct kvr_client *c)
 {
 	return kvr_chan_obs((struct kvr_channel_shm *)t_server_chan(
 	    &srv, kvr_client_info((struct kvr_client *)c)->channel));
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -242,9 +235,9 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 		for (unsigned j = 0; j < KVR_HIST_BUCKETS; j++)
 			before[j] = atomic_load_explicit(&sh->buckets[j],
 							 memory_order_relaxed);
-		t0 = now_ns();
+		t0 = kvr_clock_now_ns();
 		rc = kvr_ping(c, &svns);
-		rtt[i] = now_ns() - t0;
+		rtt[i] = kvr_clock_now_ns() - t0;
 		a1 = nvcsw(me);
 		b1 = nvcsw(sv);
 		cr_assert_eq(rc, 0, "ping %d: %d", i, rc);

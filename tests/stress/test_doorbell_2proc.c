@@ -24,6 +24,7 @@
  * to show that the detector fires. Knobs: KVR_STRESS_BURSTS (20000),
  * KVR_STRESS_SPIN_US (20), KVR_STRESS_SEED, KVR_TEST_TIMEOUT_MULT.
  */
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/uwait.h>
 
@@ -103,19 +104,11 @@ static unsigned env_uint(const char *name, unsigned dflt)
 	return (*end || v > 1000000000ul) ? dflt : (unsigned)v;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void busy_us(unsigned us)
 {
-	int64_t end = now_ns() + (int64_t)us * 1000;
+	uint64_t end = kvr_clock_now_ns() + (uint64_t)us * 1000;
 
-	while (now_ns() < end)
+	while (kvr_clock_now_ns() < end)
 		;
 }
 
@@ -184,12 +177,12 @@ static bool has_work(struct st_shm *sh, uint64_t c)
 /* Spin up to spin_us for work. Return: true if work showed up. */
 static bool spin_for_work(struct st_shm *sh, uint64_t c, unsigned spin_us)
 {
-	int64_t end = now_ns() + (int64_t)spin_us * 1000;
+	uint64_t end = kvr_clock_now_ns() + (uint64_t)spin_us * 1000;
 
 	do {
 		if (has_work(sh, c))
 			return true;
-	} while (now_ns() < end);
+	} while (kvr_clock_now_ns() < end);
 	return false;
 }
 
@@ -401,7 +394,7 @@ static void producer(struct st_run *run)
 
 	for (unsigned b = 0; b < cfg->bursts && !failed(sh); b++) {
 		unsigned k = 1 + (unsigned)(rnd(&seed) % cfg->max_burst);
-		int64_t deadline;
+		uint64_t deadline;
 		unsigned n = 0;
 
 		for (unsigned j = 0; j < k; j++) {
@@ -417,7 +410,8 @@ static void producer(struct st_run *run)
 				busy_us((unsigned)(rnd(&seed) %
 						   (2 * cfg->spin_us + 1)));
 		}
-		deadline = now_ns() + (int64_t)cfg->producer_wait_ms * 1000000;
+		deadline = kvr_clock_now_ns() +
+			   (uint64_t)cfg->producer_wait_ms * 1000000;
 		/* A2: pairs with R2 in consumer(). */
 		while (atomic_load_explicit(&sh->consumed,
 					    memory_order_acquire) != p) {
@@ -426,7 +420,7 @@ static void producer(struct st_run *run)
 			if (++n % 1024 == 0) {
 				if (!peer_alive(run))
 					break;
-				if (now_ns() > deadline) {
+				if (kvr_clock_now_ns() > deadline) {
 					st_fail(sh,
 						"lost wake-up: burst %u (%u "
 						"items) not consumed after %d "
@@ -469,7 +463,7 @@ static struct st_cfg default_cfg(void)
 	};
 
 	if (!cfg.seed)
-		cfg.seed = (uint64_t)now_ns();
+		cfg.seed = kvr_clock_now_ns();
 	return cfg;
 }
 
@@ -494,7 +488,7 @@ static struct st_shm *run_pair(const struct st_cfg *cfg, bool fork_it)
 {
 	struct st_shm *sh = map_shm();
 	struct st_run run = {.sh = sh, .cfg = cfg};
-	int64_t t0 = now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	cr_assert_eq(kvr_bell_open(&run.efd), 0);
 	if (fork_it) {
@@ -550,7 +544,7 @@ static struct st_shm *run_pair(const struct st_cfg *cfg, bool fork_it)
 		(unsigned long long)atomic_load(&sh->idle_timeouts),
 		(unsigned long long)atomic_load(&sh->late),
 		(unsigned long long)atomic_load(&sh->empty_wakes),
-		(double)(now_ns() - t0) / 1e9);
+		(double)(kvr_clock_now_ns() - t0) / 1e9);
 	return sh;
 }
 

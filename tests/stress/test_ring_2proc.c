@@ -32,6 +32,7 @@
 #endif
 #include <xxhash.h>
 
+#include <kvring/clock.h>
 #include <kvring/ring.h>
 
 #include "t_shm.h"
@@ -88,11 +89,10 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 	return v && *v ? strtoull(v, NULL, 0) : dflt;
 }
 
-static void cpu_relax(unsigned *spins)
+/* Pause one spin; every 1024th spin gives the core to the peer process. */
+static void backoff(unsigned *spins)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
+	kvr_clock_relax();
 	if (++*spins % 1024 == 0)
 		sched_yield();
 }
@@ -114,7 +114,7 @@ static int produce(struct kvr_ring *r, uint64_t n)
 
 		if (rc == -EAGAIN) {
 			kvr_ring_commit(r);
-			cpu_relax(&spins);
+			backoff(&spins);
 			continue;
 		}
 		if (rc < 0)
@@ -160,7 +160,7 @@ static struct verdict consume(struct kvr_ring *r, uint64_t n,
 
 		if (rc == -EAGAIN) {
 			kvr_ring_release(r);
-			cpu_relax(&spins);
+			backoff(&spins);
 			if (spins % (1u << 20) == 0 && !alive(arg) &&
 			    kvr_ring_empty(r))
 				return (struct verdict){-EPIPE, "producer died",

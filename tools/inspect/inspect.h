@@ -92,7 +92,6 @@ extern volatile sig_atomic_t ins_stop;
 void ins_signals_install(void);
 /* "kvring-inspect: <message>\n" on stderr (STYLE.md 12). */
 void ins_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t ins_now_ns(clockid_t clk);
 /* Sleeps @ms; a signal (SIGINT under --watch) ends the sleep early. */
 void ins_sleep_ms(uint32_t ms);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvring/clock.h>
 #include <kvring/proc.h>
 
 #include "inspect.h"
@@ -213,8 +214,11 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 			"under us); giving up");
 		return -EFAULT;
 	}
-	s->mono_ns = ins_now_ns(CLOCK_MONOTONIC);
-	s->real_ns = ins_now_ns(CLOCK_REALTIME);
+	/* The monotonic clock is the one the server stamps heartbeats and
+	 * activity with, so ages are differences on it; the wall clock only
+	 * gives the uptime, since the header records a wall-clock start. */
+	s->mono_ns = kvr_clock_now_ns();
+	s->real_ns = kvr_clock_wall_ns();
 	s->pid = h->seg.creator_pid;
 	s->pid_start = h->seg.creator_start;
 	s->abi = h->seg.abi;

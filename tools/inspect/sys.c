@@ -66,19 +66,6 @@ void ins_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/*
- * CLOCK_MONOTONIC is the clock the server stamps heartbeats and activity
- * with, so ages are differences on it; CLOCK_REALTIME is only used for
- * the uptime, which the header records as a wall-clock start.
- */
-uint64_t ins_now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * INS_NSEC + (uint64_t)ts.tv_nsec;
-}
-
 void ins_sleep_ms(uint32_t ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000,

@@ -127,16 +127,17 @@ void st_fleet_stop(struct st_run *r)
 	/* Relaxed: a plain flag; nothing is published with it, and the
 	 * results are read after waitpid(). */
 	atomic_store_explicit(&r->sh->stop, 1, memory_order_relaxed);
-	deadline = st_now_ns() + 15000000000ull;
+	deadline = kvr_clock_now_ns() + 15000000000ull;
 	for (;;) {
 		st_fleet_reap(r);
-		st_stopper_tick(r, st_now_ns()); /* stopped ones must finish */
+		st_stopper_tick(
+		    r, kvr_clock_now_ns()); /* stopped ones must finish */
 		alive = 0;
 		for (unsigned i = 0; i < r->o.workers; i++)
 			alive += r->wpid[i] > 0;
 		if (!alive)
 			break;
-		if (st_now_ns() > deadline) {
+		if (kvr_clock_now_ns() > deadline) {
 			for (unsigned i = 0; i < r->o.workers; i++)
 				if (r->wpid[i] > 0) {
 					fprintf(stderr,

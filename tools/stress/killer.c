@@ -160,7 +160,7 @@ void st_killer_tick(struct st_run *r, uint64_t t_ns)
 		/* Counted from the restart, so a slow start-up does not
 		 * bunch kills together. */
 		r->next_srv_kill_ns =
-		    st_now_ns() +
+		    kvr_clock_now_ns() +
 		    (uint64_t)r->o.kill_server_every_ms * 1000000u;
 	}
 }

@@ -53,7 +53,7 @@ static bool maybe_stop(struct st_worker *w)
 		return false;
 	/* Relaxed: the parent reads these as hints, and checks /proc. */
 	ph = atomic_load_explicit(&w->res->phase, memory_order_relaxed);
-	atomic_store_explicit(&w->res->stop_ns, st_now_ns(),
+	atomic_store_explicit(&w->res->stop_ns, kvr_clock_now_ns(),
 			      memory_order_relaxed);
 	st_bump(&w->res->stops, 1);
 	st_worker_set_phase(w, PH_STOPPED);

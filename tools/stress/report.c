@@ -48,7 +48,7 @@ static const char *errno_name(int e)
 void st_report_progress(const struct st_run *r, bool final)
 {
 	struct st_totals t;
-	double el = (double)(st_now_ns() - r->t0_ns) / 1e9;
+	double el = (double)(kvr_clock_now_ns() - r->t0_ns) / 1e9;
 
 	st_results_sum(r->sh, r->o.workers, &t);
 	/* \r and trailing blanks: the line overwrites itself in place. */

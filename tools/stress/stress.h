@@ -34,6 +34,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include <kvring/clock.h>
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 #include <kvring/segment.h>
@@ -258,14 +259,6 @@ struct st_audit {
 #define ST_AUD(a, f) atomic_load_explicit(&(a)->g.f, memory_order_relaxed)
 
 /* ---- Small helpers (inline: the PRNG is on the chunk fill path) ---- */
-
-static inline uint64_t st_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Sleep @us microseconds, resuming after signals (Ctrl-C only sets a
  * flag, the loops check it). */
