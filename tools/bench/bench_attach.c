@@ -246,20 +246,20 @@ static int store_req(struct att *a, struct kvr_client *c, uint64_t *copy_ns,
 			fprintf(stderr, "kvring-bench: attach: no slot\n");
 			return -ENOSPC;
 		}
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	for (unsigned i = 0; i < NCHUNK; i++) {
 		ptr[i] = x.slots[i].ptr;
 		memcpy(ptr[i], a->src, CHUNK_BYTES);
 	}
-	*copy_ns = bench_now_ns() - t0;
+	*copy_ns = kvr_clock_now_ns() - t0;
 	rc = kvr_commit_store(c, &x);
 	if (rc < 0)
 		return rc;
 	/* Same bytes again: the stored chunks do not change. */
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	for (unsigned i = 0; i < NCHUNK; i++)
 		memcpy(ptr[i], a->src, CHUNK_BYTES);
-	*memcpy_ns = bench_now_ns() - t0;
+	*memcpy_ns = kvr_clock_now_ns() - t0;
 	return 0;
 }
 
@@ -282,11 +282,11 @@ static int retrieve_req(struct att *a, struct kvr_client *c, uint64_t seq,
 			x.nslots, NCHUNK, rc);
 		return -EBADMSG;
 	}
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	for (unsigned i = 0; i < NCHUNK; i++)
 		memcpy(a->dst + (size_t)i * CHUNK_BYTES, x.slots[i].ptr,
 		       CHUNK_BYTES);
-	*copy_ns = bench_now_ns() - t0;
+	*copy_ns = kvr_clock_now_ns() - t0;
 	rc = kvr_commit_retrieve(c, &x);
 	for (unsigned i = 0; i < NCHUNK; i++)
 		if (memcmp(a->dst + (size_t)i * CHUNK_BYTES, a->src,
@@ -330,9 +330,9 @@ static int run_background(struct att *a, const struct bench_server *s,
 	for (int i = 0; i < bench_nr_cpus(); i++)
 		CPU_SET(i, &all);
 	sched_setaffinity(0, sizeof(all), &all);
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	rc = connect_opts(s, true, &c);
-	r->bg_connect_ms = (double)(bench_now_ns() - t0) / 1e6;
+	r->bg_connect_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
 	sched_setaffinity(0, sizeof(mine), &mine);
 	if (rc < 0)
 		return rc;
@@ -371,18 +371,18 @@ static int run_cell(struct att *a, unsigned si, int pages)
 	 * what a kvringd restart on a host with pages reserved at boot sees.
 	 */
 	for (int k = 0; k < 2; k++) {
-		t0 = bench_now_ns();
+		t0 = kvr_clock_now_ns();
 		rc = bench_server_start_args(
 		    &a->o, r->pool_bytes, 50, 64,
 		    pages == P_HUGE ? huge_args : small_args, &s);
 		if (rc < 0)
 			return rc;
 		if (k == 0) {
-			r->start_ms = (double)(bench_now_ns() - t0) / 1e6;
+			r->start_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
 			r->srv_prefault_ms = log_prefault_ms(s.log_path);
 			bench_server_stop(&s);
 		} else {
-			r->restart_ms = (double)(bench_now_ns() - t0) / 1e6;
+			r->restart_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
 			r->srv_reprefault_ms = log_prefault_ms(s.log_path);
 		}
 	}
@@ -610,11 +610,11 @@ static double memset_floor(void)
 	if (!p)
 		return 0;
 	for (int i = 0; i < 3; i++) {
-		uint64_t t0 = bench_now_ns(), dt;
+		uint64_t t0 = kvr_clock_now_ns(), dt;
 
 		memset(p, i, n);
 		__asm__ volatile("" : : "r"(p) : "memory");
-		dt = bench_now_ns() - t0;
+		dt = kvr_clock_now_ns() - t0;
 		if (dt < best)
 			best = dt;
 	}

@@ -22,22 +22,14 @@
 /* ns per tick; 1.0 until calibrated (and when ticks are ns already). */
 static double ns_per_tick = 1.0;
 
-uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void bench_clock_init(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-	uint64_t t0 = bench_now_ns(), c0 = bench_ticks(), t1, c1;
+	uint64_t t0 = kvr_clock_now_ns(), c0 = bench_ticks(), t1, c1;
 
 	/* 20 ms is enough for a few ppm; the VM's TSC is invariant. */
 	do {
-		t1 = bench_now_ns();
+		t1 = kvr_clock_now_ns();
 	} while (t1 - t0 < 20000000ull);
 	c1 = bench_ticks();
 	if (c1 > c0)

@@ -17,6 +17,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
+
+#include <kvring/clock.h>
 #endif
 
 /* Exit codes shared by every scenario (STYLE.md section 12). */
@@ -41,14 +43,11 @@ int bench_ring_main(int argc, char **argv);
 /* ---- clock ---- */
 
 /*
- * bench_clock_init - calibrate bench_ticks() against CLOCK_MONOTONIC
+ * bench_clock_init - calibrate bench_ticks() against kvr_clock_now_ns()
  * (about 20 ms). Call once before bench_ticks_to_ns(); fork()ed children
  * inherit the calibration.
  */
 void bench_clock_init(void);
-
-/* bench_now_ns - CLOCK_MONOTONIC in ns (comparable across processes). */
-uint64_t bench_now_ns(void);
 
 /*
  * bench_ticks - a cheap timestamp: the TSC on x86 (ordered after earlier
@@ -61,20 +60,12 @@ static inline uint64_t bench_ticks(void)
 	_mm_lfence();
 	return __rdtsc();
 #else
-	return bench_now_ns();
+	return kvr_clock_now_ns();
 #endif
 }
 
 /* bench_ticks_to_ns - convert a bench_ticks() difference to ns. */
 double bench_ticks_to_ns(uint64_t ticks);
-
-/* bench_cpu_relax - spin-wait hint (pause on x86). */
-static inline void bench_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	_mm_pause();
-#endif
-}
 
 /* ---- processes and memory ---- */
 

@@ -80,11 +80,11 @@ static int pipelined(struct side *s, uint32_t op, double *ops)
 {
 	struct kvr_completion comp[256];
 	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = bench_now_ns(), end = t0 + PIPE_NS, done = 0;
+	uint64_t t0 = kvr_clock_now_ns(), end = t0 + PIPE_NS, done = 0;
 	int rc;
 
 	for (;;) {
-		bool stop = bench_now_ns() >= end;
+		bool stop = kvr_clock_now_ns() >= end;
 
 		while (!stop && kvr_inflight(s->cli) < PIPE_DEPTH) {
 			rc = op == KVR_OP_PING
@@ -113,7 +113,7 @@ static int pipelined(struct side *s, uint32_t op, double *ops)
 			}
 		done += (uint64_t)rc;
 	}
-	*ops = (double)done * 1e9 / (double)(bench_now_ns() - t0);
+	*ops = (double)done * 1e9 / (double)(kvr_clock_now_ns() - t0);
 	return 0;
 err:
 	fprintf(stderr, "kvring-bench: hist: pipelined: %s (%s)\n",

@@ -356,19 +356,19 @@ static int run_layout(struct kvb *b)
 		return BENCH_EXIT_ERR;
 	}
 	for (uint32_t i = 0; i < b->iters; i++) {
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = kvr_clock_now_ns();
 
 		kvr_kv_gather(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
 			      b->chunks, b->chunk_bytes, NULL, 0);
-		g_ns[i] = bench_now_ns() - t0;
-		t0 = bench_now_ns();
+		g_ns[i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
 		kvr_kv_scatter(&b->kv[1], b->ids, b->nblocks,
 			       (const void *const *)b->chunk_ptr, b->chunks,
 			       b->chunk_bytes, 0, NULL, 0);
-		s_ns[i] = bench_now_ns() - t0;
-		t0 = bench_now_ns();
+		s_ns[i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
 		memcpy(b->chunks_mem, b->flat_src, b->total);
-		m_ns[i] = bench_now_ns() - t0;
+		m_ns[i] = kvr_clock_now_ns() - t0;
 		g[i] = gbps(b->total, g_ns[i]);
 		s[i] = gbps(b->total, s_ns[i]);
 		m[i] = gbps(b->total, m_ns[i]);

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/clock.h>
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 
@@ -61,10 +62,7 @@ static void sleep_ms(unsigned ms)
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)kvr_clock_now_ns() / 1e9;
 }
 
 /* ---- a private redis-server ---- */
@@ -404,10 +402,10 @@ static double median(double *v, int n)
 static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
 {
 	for (uint32_t i = 0; i < iters; i++) {
-		uint64_t t0 = bench_now_ns(), srv;
+		uint64_t t0 = kvr_clock_now_ns(), srv;
 
 		kvr_ping(c, &srv);
-		buf[i] = bench_now_ns() - t0;
+		buf[i] = kvr_clock_now_ns() - t0;
 	}
 	qsort(buf, iters, sizeof(*buf), cmp_u64);
 	return buf[iters / 2];
@@ -583,14 +581,14 @@ static int run_rtt(struct env *e)
 		goto out;
 	/* Pings only while the upload is still flowing. */
 	for (; done < iters; done++) {
-		uint64_t t0 = bench_now_ns(), srv;
+		uint64_t t0 = kvr_clock_now_ns(), srv;
 
 		if (ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
 			ld(&e->la->up_failed) >=
 		    base + n)
 			break;
 		kvr_ping(e->cping, &srv);
-		lat[done] = bench_now_ns() - t0;
+		lat[done] = kvr_clock_now_ns() - t0;
 	}
 	wait_uploaded(e, base + n);
 	if (done < 100) {

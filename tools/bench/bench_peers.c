@@ -222,7 +222,7 @@ static void child_cacheline(struct bench_peer *p)
 			/* A1: pairs with R1 in cacheline_rtt(). */
 			while (atomic_load_explicit(
 				   &s->a.seq, memory_order_acquire) != want)
-				bench_cpu_relax();
+				kvr_clock_relax();
 			for (int k = 0; k < 3; k++)
 				/* Relaxed: ordered by A1 and R2. */
 				w[k] = atomic_load_explicit(
@@ -586,7 +586,7 @@ static int cacheline_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		/* A2: pairs with R2 in child_cacheline(). */
 		while (atomic_load_explicit(&s->b.seq, memory_order_acquire) !=
 		       seq) {
-			bench_cpu_relax();
+			kvr_clock_relax();
 			if (child_gone(p, &spins))
 				return -ECHILD;
 		}

@@ -93,7 +93,7 @@ static void child_floor(struct bench_ring_ctl_shm *c, uint64_t count)
 		/* Acquire/release: the floor does what a ring hand-off does. */
 		while (atomic_load_explicit(&c->line, memory_order_acquire) !=
 		       2 * i + 1)
-			bench_cpu_relax();
+			kvr_clock_relax();
 		atomic_store_explicit(&c->line, 2 * i + 2,
 				      memory_order_release);
 	}
@@ -121,7 +121,7 @@ static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count)
 	for (uint64_t i = 1; i <= count; i++) {
 		while (atomic_load_explicit(&c->flag_a, memory_order_acquire) !=
 		       i)
-			bench_cpu_relax();
+			kvr_clock_relax();
 		msg_copy(c->msg_b, c->msg_a);
 		atomic_store_explicit(&c->flag_b, i, memory_order_release);
 	}
@@ -137,7 +137,7 @@ static int child_rtt(struct bench_ring_side *s, uint64_t count, uint32_t bytes)
 		int rc;
 
 		while ((rc = kvr_ring_peek(&s->ping, &rec)) == -EAGAIN)
-			bench_cpu_relax();
+			kvr_clock_relax();
 		if (rc < 0)
 			return child_fail(s->ctl, rc, i, 0, 0);
 		if (rec.len != bytes)
@@ -165,7 +165,7 @@ static int child_tput(struct bench_ring_side *s, uint64_t count, uint32_t bytes,
 		while ((rc = kvr_ring_peek(&s->bulk, &rec)) == -EAGAIN) {
 			kvr_ring_release(&s->bulk);
 			in_batch = 0;
-			bench_cpu_relax();
+			kvr_clock_relax();
 		}
 		if (rc < 0)
 			return child_fail(s->ctl, rc, i, 0, 0);
@@ -201,7 +201,7 @@ int bench_ring_child_main(struct bench_ring_side *s,
 		/* Acquire: the parameters were written before cmd. */
 		while ((cmd = atomic_load_explicit(
 			    &c->cmd, memory_order_acquire)) == last)
-			bench_cpu_relax();
+			kvr_clock_relax();
 		last = cmd;
 		switch (c->kind) {
 		case PH_FLOOR:
@@ -215,7 +215,7 @@ int bench_ring_child_main(struct bench_ring_side *s,
 			break;
 		case PH_TPUT:
 			child_tput(s, c->count, c->bytes, o->batch);
-			c->t_end_ns = bench_now_ns();
+			c->t_end_ns = kvr_clock_now_ns();
 			break;
 		default:
 			break;
@@ -252,7 +252,7 @@ static int phase_wait(struct bench_ring_side *s, uint32_t cmd)
 	while (atomic_load_explicit(&c->ack, memory_order_acquire) != cmd) {
 		if (child_gone(s, &spins))
 			return -1;
-		bench_cpu_relax();
+		kvr_clock_relax();
 	}
 	if (c->err) {
 		fprintf(stderr,
@@ -282,7 +282,7 @@ int bench_ring_floor(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 				      memory_order_release);
 		while (atomic_load_explicit(&c->line, memory_order_acquire) !=
 		       2 * i + 2) {
-			bench_cpu_relax();
+			kvr_clock_relax();
 			if (child_gone(s, &spins))
 				return -1;
 		}
@@ -312,7 +312,7 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		atomic_store_explicit(&c->flag_a, i, memory_order_release);
 		while (atomic_load_explicit(&c->flag_b, memory_order_acquire) !=
 		       i) {
-			bench_cpu_relax();
+			kvr_clock_relax();
 			if (child_gone(s, &spins))
 				return -1;
 		}
@@ -349,7 +349,7 @@ int bench_ring_rtt(struct bench_ring_side *s, uint32_t bytes, uint64_t warm,
 		stamp(p, bytes, i);
 		kvr_ring_commit(&s->ping);
 		while ((rc = kvr_ring_peek(&s->pong, &rec)) == -EAGAIN) {
-			bench_cpu_relax();
+			kvr_clock_relax();
 			if (child_gone(s, &spins))
 				return -1;
 		}
@@ -375,7 +375,7 @@ int bench_ring_rtt(struct bench_ring_side *s, uint32_t bytes, uint64_t warm,
 int bench_ring_tput(struct bench_ring_side *s, uint32_t bytes, uint64_t n,
 		    uint32_t batch, uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 	uint32_t cmd = bench_ring_phase_start(s, PH_TPUT, bytes, n),
 		 in_batch = 0;
 	unsigned spins = 0;
@@ -387,7 +387,7 @@ int bench_ring_tput(struct bench_ring_side *s, uint32_t bytes, uint64_t n,
 		if (rc == -EAGAIN) {
 			kvr_ring_commit(&s->bulk);
 			in_batch = 0;
-			bench_cpu_relax();
+			kvr_clock_relax();
 			if (child_gone(s, &spins))
 				return -1;
 			continue;

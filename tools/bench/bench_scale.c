@@ -284,7 +284,7 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	/* Acquire: end_ns was written before go. */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
-	while (bench_now_ns() < s->end_ns) {
+	while (kvr_clock_now_ns() < s->end_ns) {
 		uint64_t v;
 
 		rc = pings(c, 1, &v, &last);
@@ -322,11 +322,11 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	}
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
-	while (bench_now_ns() < s->end_ns) {
+	while (kvr_clock_now_ns() < s->end_ns) {
 		/* Distinct key spaces per process: every prepare reserves. */
 		struct kvr_key k = bench_key((uint64_t)(idx + 1) << 40 | n);
 		struct kvr_xfer xf = {0};
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = kvr_clock_now_ns();
 
 		rc = kvr_prepare_store(c, &k, &size, 1, &xf);
 		if (rc == 0 &&
@@ -345,7 +345,7 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 			break;
 		}
 		if (n < x->per_proc)
-			samp[n] = bench_now_ns() - t0;
+			samp[n] = kvr_clock_now_ns() - t0;
 		n++;
 	}
 	s->proc[idx].count = n;
@@ -360,11 +360,11 @@ static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 {
 	struct kvr_completion comp[256];
 	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = bench_now_ns(), done = 0;
+	uint64_t t0 = kvr_clock_now_ns(), done = 0;
 	int rc = 0;
 
 	for (;;) {
-		bool stop = bench_now_ns() >= end_ns;
+		bool stop = kvr_clock_now_ns() >= end_ns;
 
 		while (!stop && kvr_inflight(c) < depth) {
 			rc = op == KVR_OP_PING
@@ -395,7 +395,7 @@ static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 		done += (uint64_t)rc;
 	}
 	*count = done;
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	return 0;
 err:
 	fprintf(stderr, "kvring-bench: scale: pipelined: %s (%s)\n",
@@ -451,18 +451,18 @@ static int run_children(struct scale_ctx *x, unsigned n,
 		}
 	}
 	if (rc == 0) {
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = kvr_clock_now_ns();
 
 		while (atomic_load_explicit(&s->ready, memory_order_acquire) <
 		       n) {
-			if (bench_now_ns() - t0 > 60ull * 1000000000ull) {
+			if (kvr_clock_now_ns() - t0 > 60ull * 1000000000ull) {
 				rc = -ETIMEDOUT;
 				break;
 			}
 			usleep(1000);
 		}
 	}
-	s->end_ns = bench_now_ns() + run_ns + 2000000ull;
+	s->end_ns = kvr_clock_now_ns() + run_ns + 2000000ull;
 	/* Release: end_ns and parameters before go. */
 	atomic_store_explicit(&s->go, 1, memory_order_release);
 	for (unsigned i = 0; i < n; i++) {

@@ -411,7 +411,7 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 	}
 	close(fd);
 
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	while (!log_says_ready(s->log_path)) {
 		int status;
 
@@ -424,7 +424,7 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 			s->pid = 0;
 			return -ECHILD;
 		}
-		if (bench_now_ns() - t0 > 120ull * 1000000000ull) {
+		if (kvr_clock_now_ns() - t0 > 120ull * 1000000000ull) {
 			fprintf(stderr, "kvring-bench: kvringd not ready "
 					"after 120 s\n");
 			dump_log(s->log_path);
@@ -449,8 +449,8 @@ void bench_server_stop(struct bench_server *s)
 	if (!s || s->pid <= 0)
 		return;
 	kill(s->pid, SIGTERM); /* our own child, by pid */
-	t0 = bench_now_ns();
-	while (bench_now_ns() - t0 < 10ull * 1000000000ull) {
+	t0 = kvr_clock_now_ns();
+	while (kvr_clock_now_ns() - t0 < 10ull * 1000000000ull) {
 		pid_t r = waitpid(s->pid, &status, WNOHANG);
 
 		if (r == s->pid || (r < 0 && errno != EINTR)) {
@@ -580,7 +580,7 @@ int bench_all_main(int argc, char **argv)
 	char cpu_p[16], cpu_c[16];
 	char *ring[16], *engine[8];
 	int k = 0, rc, worst = BENCH_EXIT_OK;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	rc = bench_run_opts_parse(argc, argv, "all",
 				  "  runs ring, rtt_hot, rtt_cold, store, "
@@ -650,6 +650,6 @@ int bench_all_main(int argc, char **argv)
 	}
 	if (!o.json)
 		printf("\n## all scenarios: %.0f s, exit %d\n",
-		       (double)(bench_now_ns() - t0) / 1e9, worst);
+		       (double)(kvr_clock_now_ns() - t0) / 1e9, worst);
 	return worst;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvring/clock.h>
 #include <kvring/store.h>
 
 #include "bench_common.h"
@@ -72,14 +73,6 @@ static void usage(FILE *f)
 	       "  --keys N         keys stored (default 1048576)\n"
 	       "  --batch N        keys per request (default 16)\n"
 	       "  --json           one JSON object per line\n");
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Key i: distinct, well mixed, as XXH3 output would be. */
@@ -244,9 +237,9 @@ int kvr_bench_store(int argc, char **argv)
 
 	/* Phase 1: store pairs; beyond `resident` keys every store evicts. */
 	res[0] = (struct bench_result){.op = "store", .keys = nreq * o.batch};
-	t0 = now_ns();
+	t0 = kvr_clock_now_ns();
 	for (uint64_t r = 0; r < nreq; r++) {
-		uint64_t a = now_ns(), b;
+		uint64_t a = kvr_clock_now_ns(), b;
 
 		fill_keys(k, r * o.batch, o.batch);
 		rc = kvr_store_prepare_store(s, 0, 1, k, sizes, o.batch, a, out,
@@ -255,7 +248,7 @@ int kvr_bench_store(int argc, char **argv)
 			rc = kvr_store_commit_store(s, 0, x, a);
 		else if (rc >= 0)
 			rc = -EIO; /* every key is new: all must be placed */
-		b = now_ns();
+		b = kvr_clock_now_ns();
 		if (rc < 0) {
 			fprintf(stderr,
 				"kvring-bench engine: store request "
@@ -265,12 +258,12 @@ int kvr_bench_store(int argc, char **argv)
 		}
 		lat[r] = b - a;
 	}
-	t1 = now_ns();
+	t1 = kvr_clock_now_ns();
 	summarise(&res[0], lat, nreq, t0, t1);
 
 	/* Phase 2: lookups of resident requests (the last ones stored). */
 	res[1] = (struct bench_result){.op = "lookup", .keys = nreq * o.batch};
-	t0 = now_ns();
+	t0 = kvr_clock_now_ns();
 	for (uint64_t r = 0; r < nreq; r++) {
 		uint64_t pick, a, b;
 
@@ -279,9 +272,9 @@ int kvr_bench_store(int argc, char **argv)
 		seed ^= seed << 17;
 		pick = nreq - 1 - seed % rresident;
 		fill_keys(k, pick * o.batch, o.batch);
-		a = now_ns();
+		a = kvr_clock_now_ns();
 		rc = kvr_store_lookup(s, 1, 1, k, o.batch, false, a, NULL);
-		b = now_ns();
+		b = kvr_clock_now_ns();
 		if (rc != (int)o.batch) {
 			fprintf(stderr,
 				"kvring-bench engine: lookup of "
@@ -291,13 +284,13 @@ int kvr_bench_store(int argc, char **argv)
 		}
 		lat[r] = b - a;
 	}
-	t1 = now_ns();
+	t1 = kvr_clock_now_ns();
 	summarise(&res[1], lat, nreq, t0, t1);
 
 	/* Phase 3: retrieve pairs of resident requests. */
 	res[2] =
 	    (struct bench_result){.op = "retrieve", .keys = nreq * o.batch};
-	t0 = now_ns();
+	t0 = kvr_clock_now_ns();
 	for (uint64_t r = 0; r < nreq; r++) {
 		uint64_t pick, a, b;
 
@@ -306,14 +299,14 @@ int kvr_bench_store(int argc, char **argv)
 		seed ^= seed << 17;
 		pick = nreq - 1 - seed % rresident;
 		fill_keys(k, pick * o.batch, o.batch);
-		a = now_ns();
+		a = kvr_clock_now_ns();
 		rc =
 		    kvr_store_prepare_retrieve(s, 2, 1, k, o.batch, a, out, &x);
 		if (rc == (int)o.batch)
 			rc = kvr_store_commit_retrieve(s, 2, x, a);
 		else if (rc >= 0)
 			rc = -EIO;
-		b = now_ns();
+		b = kvr_clock_now_ns();
 		if (rc < 0 || out[0].len != o.chunk_bytes) {
 			fprintf(stderr,
 				"kvring-bench engine: retrieve of "
@@ -324,7 +317,7 @@ int kvr_bench_store(int argc, char **argv)
 		}
 		lat[r] = b - a;
 	}
-	t1 = now_ns();
+	t1 = kvr_clock_now_ns();
 	summarise(&res[2], lat, nreq, t0, t1);
 
 	if (!o.json)

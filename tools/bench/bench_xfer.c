@@ -161,7 +161,7 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 	rc = wake(x, c);
 	if (rc < 0)
 		return rc;
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	rc = kvr_prepare_store(c, x->keys, x->sizesv, n, &xf);
 	if (rc < 0)
 		return fail(x, c, "prepare_store", rc);
@@ -186,7 +186,7 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 		}
 	}
 	rc = kvr_commit_store(c, &xf);
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	if (rc < 0)
 		return fail(x, c, "commit_store", rc);
 	return 0;
@@ -195,14 +195,14 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 /* The ceiling: the same bytes into the last kvring request's slots. */
 static int mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	/* Same bytes and stamps as the store that made these slots. */
 	for (uint32_t i = 0; i < n; i++) {
 		memcpy(x->ptrs[i], x->src, b);
 		bench_stamp(x->ptrs[i], b, x->pkeys[i]);
 	}
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	return 0;
 }
 
@@ -227,7 +227,7 @@ static unsigned char *cold_chunk(struct xfer_ctx *x, uint64_t b)
 static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			 uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned char *d = cold_chunk(x, b);
@@ -237,14 +237,14 @@ static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 		memcpy(d, x->src, b);
 		bench_stamp(d, b, x->pkeys[i]);
 	}
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	return 0;
 }
 
 static int mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			    uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned char *d = cold_chunk(x, b);
@@ -253,7 +253,7 @@ static int mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			return -EINVAL;
 		memcpy(x->dst, d, b);
 	}
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	return 0;
 }
 
@@ -269,7 +269,7 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 	rc = wake(x, c);
 	if (rc < 0)
 		return rc;
-	t0 = bench_now_ns();
+	t0 = kvr_clock_now_ns();
 	rc = kvr_prepare_retrieve(c, x->keys, n, &xf);
 	if (rc < 0)
 		return fail(x, c, "prepare_retrieve", rc);
@@ -296,7 +296,7 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 					  full ? x->src : NULL, what);
 	}
 	rc = kvr_commit_retrieve(c, &xf);
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	if (bad)
 		return bad;
 	if (rc < 0)
@@ -307,7 +307,7 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 /* The ceiling: memcpy out of the same slot addresses (checked too). */
 static int mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 	int bad = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -316,7 +316,7 @@ static int mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 			bad = bench_check(x->dst, b, x->keys[i], NULL,
 					  "memcpy retrieve");
 	}
-	*ns = bench_now_ns() - t0;
+	*ns = kvr_clock_now_ns() - t0;
 	return bad;
 }
 
@@ -434,12 +434,12 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 
 				/* kvringd's spin must not share the CPU. */
 				usleep(XFER_SPIN_US + 1000);
-				t0 = bench_now_ns();
+				t0 = kvr_clock_now_ns();
 				for (uint32_t i = 0; i < n; i++)
 					x->keys[i] = next_key(x);
 				rc = bench_peer_zmq_store(x->zmq, x->src, b,
 							  x->keys, n);
-				ns[S_ZMQ][r] = bench_now_ns() - t0;
+				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
 				if (rc < 0)
 					fail(x, NULL, "zeromq store", rc);
 			}
@@ -493,10 +493,10 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 				uint64_t t0;
 
 				usleep(XFER_SPIN_US + 1000);
-				t0 = bench_now_ns();
+				t0 = kvr_clock_now_ns();
 				rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b,
 							     x->keys, n, NULL);
-				ns[S_ZMQ][r] = bench_now_ns() - t0;
+				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
 			}
 		}
 	}
