@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvring/clock.h>
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 
@@ -30,15 +31,6 @@
 
 /* Answers drained between two releases of response-ring room. */
 #define RELEASE_BATCH 32
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 /* Wait (sync only) for the server to free room in the request ring. There
  * is no doorbell for "room": poll the ring with short naps, process
@@ -232,7 +224,7 @@ static int ring_wait(struct kvr_client *c, uint64_t deadline_ns)
 		 * spin, the first time to set the end: a hot answer is seen
 		 * without any. */
 		while (!(got = kvr_ring_maybe_data(&c->resp))) {
-			cpu_relax();
+			kvr_clock_relax();
 			if (++spins % 64 != 0)
 				continue;
 			t = kvr__now_ns();
