@@ -58,7 +58,8 @@ struct obj {
 	uint32_t prev, next; /* LRU links; spare list via next */
 	uint32_t pins;	     /* owners (retrieve/lease) listing it */
 	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
-	uint32_t state;	     /* enum obj_state */
+	uint16_t state;	     /* enum obj_state */
+	uint16_t l2;	     /* 1: a copy is in L2 (store_l2.c) */
 };
 
 /*
@@ -195,6 +196,10 @@ uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
 /* Drop every pin of owner @o; return how many (it stays published). */
 uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o);
 
+/* The same, but each object it unpins last goes to the LRU tail (the
+ * first to be evicted) instead of the head: store_l2.c's cold uploads. */
+uint64_t kvr__store_owner_unpin_all_cold(struct kvr_store *s, uint32_t o);
+
 /* Drop lease @o: off the heap, pins gone, recycled. Return pins dropped. */
 uint64_t kvr__store_owner_drop_lease(struct kvr_store *s, uint32_t o);
 
@@ -254,6 +259,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 
 	s->ns_objs[o->ns]--;
 	o->state = OBJ_FREE;
+	o->l2 = 0;
 	o->owner = NIL;
 	o->pins = 0;
 	o->prev = NIL;
@@ -305,6 +311,20 @@ static inline void lru_push_head(struct kvr_store *s, uint32_t x)
 	else
 		s->lru_tail = x;
 	s->lru_head = x;
+}
+
+/* Make object @x (not on the list) the least recently used. */
+static inline void lru_push_tail(struct kvr_store *s, uint32_t x)
+{
+	struct obj *o = &s->obj[x];
+
+	o->next = NIL;
+	o->prev = s->lru_tail;
+	if (s->lru_tail != NIL)
+		s->obj[s->lru_tail].next = x;
+	else
+		s->lru_head = x;
+	s->lru_tail = x;
 }
 
 /*

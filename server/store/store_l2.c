@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store_l2.c - the two storage-engine entry points the L2 tier needs
+ * store_l2.c - the storage-engine entry points the L2 tier needs
  * (server/l2*.c, docs/l2.md) and nothing else uses: reading the keys of an
  * open store transfer before it is committed (write-behind uploads exactly
- * what a worker committed), and committing only some of a transfer's
+ * what a worker committed), committing only some of a transfer's
  * reservations (a read-through load publishes the chunks that passed their
- * checks and frees the others, never publishing one that failed).
+ * checks and frees the others, never publishing one that failed), and for
+ * --l2-upload evict, pinning the coldest objects without a copy in L2 and
+ * marking the ones whose upload succeeded (obj.l2), which then wait at the
+ * LRU tail to be evicted first.
  *
  * Same rules as store.c: owner thread only, arguments checked first,
  * all-or-nothing. It does not hold the object states or owner bookkeeping
@@ -15,15 +18,15 @@
 
 #include "store_int.h"
 
-/* The open store transfer @xfer of @ch, as store.c's xfer_lookup(). */
-static int find_store_xfer(const struct kvr_store *s, uint32_t ch,
-			   uint64_t xfer, uint32_t *o_out)
+/* The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup(). */
+static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		     uint32_t kind, uint32_t *o_out)
 {
 	uint32_t o;
 
 	if (!s || ch >= s->cfg.max_channels)
 		return -EINVAL;
-	o = owner_find(s, xfer, OWN_STORE);
+	o = owner_find(s, xfer, kind);
 	if (o == NIL)
 		return -ENOENT;
 	if (s->own[o].ch != ch)
@@ -51,7 +54,7 @@ int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 	if (s)
 		OWNER_ONLY(s);
-	rc = find_store_xfer(s, ch, xfer, &o);
+	rc = find_xfer(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
 		return rc;
 	w = &s->own[o];
@@ -85,7 +88,7 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	(void)now_ns;
 	if (s)
 		OWNER_ONLY(s);
-	rc = find_store_xfer(s, ch, xfer, &o);
+	rc = find_xfer(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
 		return rc;
 	w = &s->own[o];
@@ -98,6 +101,7 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 		if (keep[i]) {
 			s->obj[x].state = OBJ_COMMITTED;
+			s->obj[x].l2 = 1; /* it came from there */
 			s->obj[x].owner = NIL;
 			lru_push_head(s, x);
 			kept++;
@@ -120,4 +124,85 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		s->st.aborts++;
 	kvr__store_owner_free(s, o);
 	return (int)kept;
+}
+
+/* LRU entries one call looks at, at most: bounds the walk when the cold
+ * end holds many small objects. */
+#define COLD_WALK_MAX 4096u
+
+/*
+ * Candidates are collected in s->scratch while walking from the tail
+ * (pin_new takes them from there); pinning comes after the walk, because
+ * it unlinks objects from the list being walked.
+ */
+int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
+		      uint64_t zone_bytes, uint64_t now_ns,
+		      struct kvr_key *keys, struct kvr_slot_desc *slots,
+		      uint32_t *ns_out, uint64_t *xfer_out)
+{
+	const struct owner *w;
+	uint32_t k = 0, ns = 0, o, x, walk = COLD_WALK_MAX;
+	uint64_t seen = 0;
+	int rc;
+
+	if (s)
+		OWNER_ONLY(s);
+	if (!s || ch >= s->cfg.max_channels || !keys || !slots || !ns_out ||
+	    !xfer_out || max == 0 || max > s->cfg.max_keys)
+		return -EINVAL;
+	if (s->chan[ch].nr_xfers >= s->cfg.max_xfers_per_chan)
+		return -EBUSY;
+	rc = kvr__store_mem_reserve(s, 0, max);
+	if (rc < 0)
+		return rc;
+	for (x = s->lru_tail;
+	     x != NIL && walk > 0 && k < max && seen < zone_bytes;
+	     x = s->obj[x].prev, walk--) {
+		seen += obj_bytes(s, &s->obj[x]);
+		if (s->obj[x].l2 || (k > 0 && s->obj[x].ns != ns))
+			continue;
+		ns = s->obj[x].ns;
+		s->scratch[k++] = x;
+	}
+	*xfer_out = 0;
+	if (k == 0)
+		return 0;
+	s->st.retrieves++;
+	o = kvr__store_owner_pin_new(s, OWN_RETRIEVE, ch, k, now_ns);
+	w = &s->own[o];
+	for (uint32_t i = 0; i < w->nr; i++) {
+		const struct obj *b = &s->obj[w->objs[i]];
+		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK, 0};
+
+		keys[i].lo = b->lo;
+		keys[i].hi = b->hi;
+		slots[i] = d;
+	}
+	*ns_out = ns;
+	*xfer_out = w->id;
+	return (int)w->nr;
+}
+
+int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       const uint8_t *saved, uint32_t n)
+{
+	const struct owner *w;
+	uint32_t o;
+	int rc;
+
+	if (s)
+		OWNER_ONLY(s);
+	rc = find_xfer(s, ch, xfer, OWN_RETRIEVE, &o);
+	if (rc < 0)
+		return rc;
+	w = &s->own[o];
+	if (!saved || n != w->nr)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (saved[i])
+			s->obj[w->objs[i]].l2 = 1;
+	kvr__store_owner_unpin_all_cold(s, o);
+	kvr__store_owner_free(s, o);
+	s->st.retrieve_commits++;
+	return 0;
 }

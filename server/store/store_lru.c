@@ -44,6 +44,8 @@ void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
 	s->st.committed_bytes -= b;
 	s->st.evictions++;
 	s->st.evicted_bytes += b;
+	if (!s->obj[x].l2)
+		s->st.l2_unsaved_evictions++;
 	obj_destroy(s, x);
 }
 

@@ -300,7 +300,7 @@ uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
  * and pushing each newly unpinned object to the LRU head leaves the first
  * key most recent (it was just read, and a prefix needs its head most).
  */
-uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
+static uint64_t unpin_all(struct kvr_store *s, uint32_t o, bool cold)
 {
 	struct owner *w = &s->own[o];
 
@@ -308,7 +308,10 @@ uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
 		uint32_t x = w->objs[i];
 
 		if (--s->obj[x].pins == 0) {
-			lru_push_head(s, x);
+			if (cold)
+				lru_push_tail(s, x);
+			else
+				lru_push_head(s, x);
 			s->st.pinned_objects--;
 			s->st.pinned_bytes -= obj_bytes(s, &s->obj[x]);
 		}
@@ -318,6 +321,16 @@ uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
 	s->chan[w->ch].pinned_bytes -= w->bytes;
 	w->bytes = 0;
 	return w->nr;
+}
+
+uint64_t kvr__store_owner_unpin_all(struct kvr_store *s, uint32_t o)
+{
+	return unpin_all(s, o, false);
+}
+
+uint64_t kvr__store_owner_unpin_all_cold(struct kvr_store *s, uint32_t o)
+{
+	return unpin_all(s, o, true);
 }
 
 /* ==== Ending an owner ==== */

@@ -102,6 +102,9 @@ struct kvr_store_stats {
 	uint64_t commits, aborts;	  /* store transfers */
 	uint64_t retrieves, retrieve_commits;
 	uint64_t evictions, evicted_bytes;
+	/* Of those, objects without a copy in L2 (only the L2 tier's
+	 * --l2-upload evict mode marks copies: store_l2.c). */
+	uint64_t l2_unsaved_evictions;
 	/* Of those, the objects of a namespace freed for another model. */
 	uint64_t ns_evictions, ns_evicted_bytes;
 	uint64_t leases_created, leases_released, leases_redeemed;
@@ -393,5 +396,34 @@ int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				const uint8_t *keep, uint32_t n,
 				uint64_t now_ns);
+
+/*
+ * kvr_store_l2_cold - for --l2-upload evict: pin, under a new retrieve
+ * transfer of @ch, up to @max of the least recently used committed
+ * objects that have no copy in L2, among the unpinned objects that make
+ * up the coldest @zone_bytes of the LRU (the next to be evicted). All are
+ * of one namespace (the coldest one's). Their recency is not touched. keys[i]
+ * and slots[i] describe the i-th pinned object (the order kvr_store_l2_saved
+ * expects). Return: how many were pinned (0: none without a copy in reach, and
+ * *xfer_out is 0), or -EINVAL (bad ch, NULL outputs, max 0), -EBUSY (the
+ * channel's transfer limit), -ENOMEM (nothing changed).
+ */
+int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
+		      uint64_t zone_bytes, uint64_t now_ns,
+		      struct kvr_key *keys, struct kvr_slot_desc *slots,
+		      uint32_t *ns_out, uint64_t *xfer_out);
+
+/*
+ * kvr_store_l2_saved - end retrieve transfer @xfer of @ch made by
+ * kvr_store_l2_cold: objects with saved[i] set now have a copy in L2;
+ * every object whose last pin this was goes back to the LRU tail, so
+ * eviction takes it before anything else (a saved copy makes it the
+ * cheapest to lose). @n must equal the transfer's object count.
+ * Return: 0, or -EINVAL (bad ch, NULL saved, n mismatch), -ENOENT (no
+ * such retrieve transfer), -EPERM (another channel's); on error nothing
+ * changed.
+ */
+int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       const uint8_t *saved, uint32_t n);
 
 #endif /* KVR_SERVER_STORE_H */

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of server/store_l2.c's entry points for --l2-upload evict
+ * (docs/l2.md, "Upload on eviction"): the coldest objects without a copy
+ * in L2 are pinned, only within the eviction zone and without touching
+ * recency; the ones marked saved wait at the LRU tail and are evicted
+ * first; evictions of objects without a copy are counted; objects loaded
+ * from L2 count as saved. Pool sizes are in units of U bytes.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include <kvring/store.h>
+
+#define U  64u
+#define L2 3u /* the L2 tier's channel */
+
+static struct kvr_store *s;
+
+static void teardown(void)
+{
+	kvr_store_destroy(s);
+	s = NULL;
+}
+
+TestSuite(store_l2, .fini = teardown, .timeout = 10);
+
+static void mk(uint64_t units)
+{
+	struct kvr_store_config c = {
+	    .pool_bytes = units * U,
+	    .align = U,
+	    .lease_ms = 100,
+	    .max_channels = 4,
+	    .max_keys = 16,
+	    .max_xfers_per_chan = 4,
+	    .max_leases_per_chan = 4,
+	    .hash_seed = 0x5eed,
+	};
+
+	cr_assert_eq(kvr_store_create(&c, &s), 0);
+	cr_assert_eq(kvr_store_channel_trust(s, L2), 0);
+}
+
+static struct kvr_key K(uint64_t i) {
+	struct kvr_key k = {i * 0x9E3779B97F4A7C15ull + 1, i ^ 0xabcdef};
+
+	return k;
+}
+
+static void
+audit(void)
+{
+	char msg[256];
+
+	cr_assert_eq(kvr_store_audit(s, msg, sizeof(msg)), 0, "audit: %s", msg);
+}
+
+static struct kvr_store_stats stats(void)
+{
+	struct kvr_store_stats st;
+
+	kvr_store_stats(s, &st);
+	return st;
+}
+
+/* Store and commit key @i (one unit) on channel 0. */
+static void store1(uint64_t i)
+{
+	struct kvr_key k = K(i);
+	uint64_t bytes = U, x;
+	struct kvr_slot_desc d;
+
+	cr_assert_eq(kvr_store_prepare_store(s, 0, 0, &k, &bytes, 1, 0, &d, &x),
+		     1);
+	cr_assert_eq(d.status, KVR_SLOT_OK, "key %llu: status %d",
+		     (unsigned long long)i, d.status);
+	cr_assert_eq(kvr_store_commit_store(s, 0, x, 0), 0);
+}
+
+static bool has(uint64_t i)
+{
+	struct kvr_key k = K(i);
+
+	return kvr_store_lookup(s, 0, 0, &k, 1, false, 0, NULL) == 1;
+}
+
+/* kvr_store_l2_cold with room for 16; returns the count. */
+static int cold(uint64_t zone_units, struct kvr_key *keys, uint64_t *xfer)
+{
+	struct kvr_slot_desc slots[16];
+	uint32_t ns = 99;
+	int n = kvr_store_l2_cold(s, L2, 16, zone_units * U, 0, keys, slots,
+				  &ns, xfer);
+
+	if (n > 0)
+		cr_expect_eq(ns, 0);
+	audit();
+	return n;
+}
+
+static bool same(struct kvr_key a, struct kvr_key b)
+{
+	return a.lo == b.lo && a.hi == b.hi;
+}
+
+Test(store_l2, cold_pins_only_the_oldest_objects_of_the_zone)
+{
+	struct kvr_key keys[16];
+	uint64_t xfer = 0;
+	uint8_t none[3] = {0};
+
+	mk(16);
+	for (uint64_t i = 1; i <= 8; i++)
+		store1(i);
+	cr_assert_eq(cold(3, keys, &xfer), 3);
+	cr_expect_neq(xfer, 0);
+	for (int i = 0; i < 3; i++)
+		cr_expect(same(keys[i], K((uint64_t)i + 1)),
+			  "keys[%d] is not key %d", i, i + 1);
+	/* Pinned, not evictable, still readable. */
+	cr_expect_eq(stats().pinned_objects, 3);
+	cr_expect(has(1));
+	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 2), -EINVAL,
+		     "count mismatch changes nothing");
+	cr_expect_eq(kvr_store_l2_saved(s, 0, xfer, none, 3), -EPERM);
+	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 3), 0);
+	cr_expect_eq(stats().pinned_objects, 0);
+	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 3), -ENOENT);
+	audit();
+}
+
+Test(store_l2, saved_objects_are_skipped_then_evicted_first)
+{
+	struct kvr_key keys[16];
+	uint64_t xfer = 0;
+	uint8_t mask[3] = {1, 1, 0};
+
+	mk(8);
+	for (uint64_t i = 1; i <= 8; i++)
+		store1(i);
+	cr_assert_eq(cold(3, keys, &xfer), 3);
+	cr_assert_eq(kvr_store_l2_saved(s, L2, xfer, mask, 3), 0);
+	/* Keys 1 and 2 are saved: the next look skips them, takes 3. */
+	cr_assert_eq(cold(3, keys, &xfer), 1);
+	cr_expect(same(keys[0], K(3)));
+	mask[0] = 1;
+	cr_assert_eq(kvr_store_l2_saved(s, L2, xfer, mask, 1), 0);
+	/* A worker reads key 4: recency as usual, it moves to the head. */
+	cr_assert(has(4));
+	/* The pool is full: each store evicts the tail, saved copies
+	 * first, then the oldest without a copy (key 5), counted. */
+	store1(9);
+	store1(10);
+	store1(11);
+	cr_expect_eq(stats().evictions, 3);
+	cr_expect_eq(stats().l2_unsaved_evictions, 0);
+	cr_expect(!has(1) && !has(2) && !has(3), "saved ones went first");
+	store1(12);
+	cr_expect_eq(stats().l2_unsaved_evictions, 1);
+	cr_expect(!has(5) && has(4) && has(6), "then plain LRU order");
+	audit();
+}
+
+Test(store_l2, cold_finds_nothing_when_the_zone_is_saved)
+{
+	struct kvr_key keys[16];
+	uint64_t xfer = 7;
+	uint8_t all[2] = {1, 1};
+
+	mk(8);
+	cr_expect_eq(cold(4, keys, &xfer), 0, "empty store");
+	cr_expect_eq(xfer, 0);
+	store1(1);
+	store1(2);
+	store1(3);
+	cr_assert_eq(cold(2, keys, &xfer), 2);
+	cr_assert_eq(kvr_store_l2_saved(s, L2, xfer, all, 2), 0);
+	cr_expect_eq(cold(2, keys, &xfer), 0, "the coldest 2 units are saved");
+	cr_expect_eq(cold(3, keys, &xfer), 1, "a wider zone reaches key 3");
+	cr_expect_eq(kvr_store_l2_cold(s, L2, 0, U, 0, keys,
+				       (struct kvr_slot_desc[16]){0},
+				       (uint32_t[1]){0}, &xfer),
+		     -EINVAL);
+}
+
+Test(store_l2, objects_loaded_from_l2_count_as_saved)
+{
+	struct kvr_key k[2] = {K(1), K(2)};
+	uint64_t bytes[2] = {U, U}, x;
+	struct kvr_slot_desc d[2];
+	uint8_t keep[2] = {1, 1};
+
+	mk(2);
+	cr_assert_eq(kvr_store_prepare_store(s, L2, 0, k, bytes, 2, 0, d, &x),
+		     2);
+	cr_assert_eq(kvr_store_commit_store_mask(s, L2, x, keep, 2, 0), 2);
+	store1(3);
+	store1(4);
+	cr_expect_eq(stats().evictions, 2);
+	cr_expect_eq(stats().l2_unsaved_evictions, 0);
+	audit();
+}
