@@ -53,6 +53,7 @@ enum kvr_l2_kind {
 enum kvr_l2_upload {
 	KVR_L2_UP_COMMIT = 0, /* write-behind at every commit (default) */
 	KVR_L2_UP_NONE = 1,   /* read-only: never upload */
+	KVR_L2_UP_EVICT = 2,  /* only chunks about to be evicted */
 };
 
 /* One address: a TCP host and port, or a Unix socket path. */
@@ -299,7 +300,7 @@ struct kvr_l2_job {
 	uint32_t rt;	/* read-through record, probes and loads */
 	uint32_t rt_gen;
 	uint32_t n;
-	uint32_t pad;
+	uint32_t evict;	    /* PUT of --l2-upload evict (kvr_store_l2_saved) */
 	uint64_t submit_ns; /* loop clock at submit: the l2_* histograms */
 	struct kvr_l2_item it[];
 };
@@ -354,8 +355,12 @@ struct kvr_l2 {
 	struct kvr_l2_node_pub nodes[KVR_L2_MAX_NODES];
 	uint32_t nnodes; /* under lock */
 	/* Loop-thread only: */
-	uint32_t chan;	  /* the store channel L2 owners belong to */
-	uint32_t up_jobs; /* upload jobs out */
+	uint32_t chan;	       /* the store channel L2 owners belong to */
+	uint32_t up_jobs;      /* upload jobs out */
+	uint64_t cold_bytes;   /* evict mode: bytes pinned by uploads out */
+	uint64_t cold_ns;      /* evict mode: last look at the pool */
+	uint64_t cold_hold_ns; /* evict mode: no uploads before (failures) */
+	uint64_t unsaved_seen; /* evict mode: store's unsaved evictions */
 	struct kvr_l2_rt *rt;
 	uint32_t nrt;
 	uint32_t rt_busy; /* records in use */

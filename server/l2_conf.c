@@ -203,8 +203,10 @@ int kvr_l2_conf_opt(struct kvr_l2_conf *c, const char *name, const char *arg,
 			c->upload = KVR_L2_UP_COMMIT;
 		else if (strcmp(arg, "none") == 0)
 			c->upload = KVR_L2_UP_NONE;
+		else if (strcmp(arg, "evict") == 0)
+			c->upload = KVR_L2_UP_EVICT;
 		else
-			return bad(err, name, arg, "use commit or none");
+			return bad(err, name, arg, "use commit, evict or none");
 		return 0;
 	}
 	return 1;

@@ -36,6 +36,15 @@
 #define RT_MAX	   16u /* read-throughs in flight */
 #define PUBLISH_NS 20000000ull
 
+/* --l2-upload evict: chunks per upload job, how often the loop looks at
+ * the pool's fill. */
+#define COLD_JOB_MAX  16u
+#define COLD_EVERY_NS 2000000ull
+/* After an evict-mode upload failed, the zone is not tried again for this
+ * long (the lane backs off the node too; without a pause the same cold
+ * chunks would go round and round between the loop and a dead node). */
+#define COLD_HOLD_NS 100000000ull
+
 /* One read-through in flight. Owned by s->l2 (array), loop thread only. */
 struct kvr_l2_rt {
 	bool used;
@@ -165,6 +174,8 @@ static void submit(struct kvr_l2 *l2, struct kvr_l2_lane *ln,
 
 /* ---- write-behind ---- */
 
+static void cold_upload(struct kvr_srv *s);
+
 int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 {
 	struct kvr_l2 *l2 = s->l2;
@@ -177,7 +188,9 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 					s->max_keys, &ns)
 		  : 0;
 	rc = kvr_store_commit_store(s->store, ch, xfer, s->now_ns);
-	if (rc < 0 || nk <= 0 || l2->cfg.upload == KVR_L2_UP_NONE)
+	if (rc >= 0 && l2->cfg.upload == KVR_L2_UP_EVICT)
+		cold_upload(s); /* this commit may have filled the pool */
+	if (rc < 0 || nk <= 0 || l2->cfg.upload != KVR_L2_UP_COMMIT)
 		return rc;
 	if (l2->up_jobs >= l2->cfg.queue_jobs) {
 		atomic_fetch_add_explicit(&l2->st.drops, (uint64_t)nk,
@@ -213,6 +226,89 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	l2->up_jobs++;
 	submit(l2, l2->up, j);
 	return rc;
+}
+
+/* ---- upload on eviction (--l2-upload evict) ---- */
+
+/*
+ * Nothing is uploaded at commit. Once the pool is 7/8 full, eviction is
+ * near, and the eviction zone is the coldest 1/8 of the pool: the chunks
+ * there without a copy in L2 (least recently used first, one namespace
+ * per job) are pinned under L2 owners and uploaded, and when their job
+ * ends they go back to the cold end of the LRU marked as saved
+ * (kvr_store_l2_saved), so eviction takes saved chunks first. Chunks
+ * outside the zone are never uploaded: they may still be used here.
+ * Uploads in flight pin at most that 1/8 and --l2-queue jobs, so they
+ * never take the room a worker's store needs. A chunk the workers push
+ * out faster than the lane uploads is evicted unsaved: counted in drops,
+ * as a commit-mode upload that found the queue full.
+ */
+static void cold_upload(struct kvr_srv *s)
+{
+	struct kvr_l2 *l2 = s->l2;
+	struct kvr_store_stats st;
+
+	if (!l2->up)
+		return; /* stopping: the lanes are gone */
+	l2->cold_ns = s->now_ns;
+	kvr_store_stats(s->store, &st);
+	if (st.l2_unsaved_evictions > l2->unsaved_seen) {
+		atomic_fetch_add_explicit(
+		    &l2->st.drops, st.l2_unsaved_evictions - l2->unsaved_seen,
+		    memory_order_relaxed);
+		l2->unsaved_seen = st.l2_unsaved_evictions;
+	}
+	while (
+	    s->now_ns >= l2->cold_hold_ns && l2->up_jobs < l2->cfg.queue_jobs &&
+	    l2->cold_bytes < st.pool_bytes / 8 &&
+	    st.committed_bytes + st.reserved_bytes >= st.pool_bytes / 8 * 7) {
+		struct kvr_l2_job *j;
+		uint64_t pin = 0, bytes = 0;
+		uint32_t ns = 0;
+		int n = kvr_store_l2_cold(s->store, l2->chan, COLD_JOB_MAX,
+					  st.pool_bytes / 8 - l2->cold_bytes,
+					  s->now_ns, l2->keys, l2->slots, &ns,
+					  &pin);
+
+		if (n <= 0)
+			return; /* the cold end is saved, or no room to pin */
+		j = job_new(KVR_L2_JOB_PUT, (uint32_t)n);
+		if (!j) {
+			memset(l2->keep, 0, (size_t)n);
+			(void)kvr_store_l2_saved(s->store, l2->chan, pin,
+						 l2->keep, (uint32_t)n);
+			return;
+		}
+		j->ns = ns;
+		j->ns_fp = ns_fp(s, ns);
+		j->owner = pin;
+		j->evict = 1;
+		for (int i = 0; i < n; i++) {
+			j->it[i].key = l2->keys[i];
+			j->it[i].off = l2->slots[i].off;
+			j->it[i].len = l2->slots[i].len;
+			bytes += l2->slots[i].len;
+		}
+		l2->cold_bytes += bytes;
+		l2->up_jobs++;
+		submit(l2, l2->up, j);
+	}
+}
+
+/* An evict-mode upload came back: mark what is in L2 now, unpin. */
+static void on_cold_done(struct kvr_srv *s, struct kvr_l2_job *j)
+{
+	struct kvr_l2 *l2 = s->l2;
+
+	for (uint32_t i = 0; i < j->n; i++) {
+		l2->keep[i] = j->it[i].res == KVR_L2_RES_OK ||
+			      j->it[i].res == KVR_L2_RES_EXISTS;
+		l2->cold_bytes -= j->it[i].len;
+		if (!l2->keep[i])
+			l2->cold_hold_ns = s->now_ns + COLD_HOLD_NS;
+	}
+	(void)kvr_store_l2_saved(s->store, l2->chan, j->owner, l2->keep, j->n);
+	cold_upload(s); /* the next batch, while the pool stays full */
 }
 
 /* ---- read-through ---- */
@@ -442,8 +538,11 @@ static void on_done(struct kvr_srv *s, struct kvr_l2_job *j, bool stopping)
 		    kvr_clock_now_ns() - j->submit_ns, 1);
 	switch (j->kind) {
 	case KVR_L2_JOB_PUT:
-		(void)kvr_store_commit_retrieve(s->store, l2->chan, j->owner,
-						s->now_ns);
+		if (j->evict)
+			on_cold_done(s, j);
+		else
+			(void)kvr_store_commit_retrieve(s->store, l2->chan,
+							j->owner, s->now_ns);
 		l2->up_jobs--;
 		break;
 	case KVR_L2_JOB_PROBE:
@@ -482,6 +581,10 @@ unsigned kvr_l2_poll(struct kvr_srv *s)
 {
 	struct kvr_l2 *l2 = s->l2;
 	unsigned work = drain_done(s, false);
+
+	if (l2->cfg.upload == KVR_L2_UP_EVICT &&
+	    s->now_ns - l2->cold_ns >= COLD_EVERY_NS)
+		cold_upload(s);
 
 	/* Deadlines, and answers that found a full ring. */
 	if (l2->rt_busy)
@@ -650,7 +753,10 @@ int kvr_l2_start(struct kvr_srv *s)
 						     : "from $" KVR_L2_AUTH_ENV)
 				 : "none",
 		     cf->upload == KVR_L2_UP_NONE ? "off (read-only)"
-						  : "at every commit",
+		     : cf->upload == KVR_L2_UP_EVICT
+			 ? "only chunks about to be "
+			   "evicted"
+			 : "at every commit",
 		     cf->queue_jobs, cf->deadline_ms, cf->io_ms);
 	kvr_l2_publish(s);
 	return 0;

@@ -262,6 +262,10 @@ Test(l2_fmt, options_reject_bad_values_with_a_hint)
 	cr_expect_eq(kvr_l2_conf_opt(&c, "l2-prefix", "a{b}", err), -EINVAL);
 	cr_expect_eq(kvr_l2_conf_opt(&c, "l2-queue", "0", err), -EINVAL);
 	cr_expect_eq(kvr_l2_conf_opt(&c, "l2-upload", "later", err), -EINVAL);
+	cr_expect_eq(c.upload, KVR_L2_UP_COMMIT,
+		     "a refused value changes nothing");
+	cr_expect_eq(kvr_l2_conf_opt(&c, "l2-upload", "evict", err), 0);
+	cr_expect_eq(c.upload, KVR_L2_UP_EVICT);
 	cr_expect_eq(kvr_l2_conf_opt(&c, "l2-prefix", "team7:", err), 0);
 	cr_expect_str_eq(c.prefix, "team7:");
 	cr_expect_eq(kvr_l2_conf_opt(&c, "not-l2", "x", err), 1);
