@@ -2,7 +2,10 @@
 /*
  * bench_l2.c - the l2 scenario of kvring-bench: kvringd's L2 tier
  * (docs/l2.md) against a private redis-server this bench starts on a free
- * loopback port, beside a plain client in the same run. For 2, 8 and
+ * loopback port, then against a private 3-master Redis Cluster (started
+ * with redis-server --cluster-enabled yes and redis-cli --cluster create
+ * on free loopback ports), beside a plain client in the same run. Each
+ * JSON line says which ("target": "redis" or "cluster"). For 2, 8 and
  * 32 MiB chunks:
  *
  *   upload         a worker commits N chunks on server A; time until A's
@@ -18,8 +21,10 @@
  * lookup that hits L1 on the same server.
  *
  * The plain client is written here (no hiredis on purpose, see docs/l2.md):
- * one pipeline per batch, the way kvringd's lanes send one. Chunk bytes
- * are checked after every read-through: a mismatch exits 1; slow figures
+ * one pipeline per batch and node, the way kvringd's lanes send them (on
+ * a cluster: keys routed by hash slot from CLUSTER SLOTS, one connection
+ * per master, the nodes' shares sent and read one node after the other). Chunk
+ * bytes are checked after every read-through: a mismatch exits 1; slow figures
  * never do. The machine is shared and has 2 cores: read the figures as
  * same-run ratios, not absolutes.
  */
@@ -73,6 +78,8 @@ struct redis {
 	char dir[64];
 };
 
+#define CLUSTER_N 3
+
 static bool port_free(int port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET,
@@ -103,14 +110,17 @@ static int tcp_connect(int port)
 	return fd;
 }
 
-static int redis_start(struct redis *r)
+/* A redis-server on the first free loopback port from @from (a cluster
+ * node needs its bus port, +10000, free too), files in a private dir. */
+static int redis_start(struct redis *r, int from, bool cluster)
 {
 	char port[16];
 
 	snprintf(r->dir, sizeof(r->dir), "/tmp/kvrb-redis-XXXXXX");
 	if (!mkdtemp(r->dir))
 		return -errno;
-	for (r->port = 26000 + (int)(getpid() % 3000); !port_free(r->port);)
+	for (r->port = from;
+	     !port_free(r->port) || (cluster && !port_free(r->port + 10000));)
 		r->port++;
 	snprintf(port, sizeof(port), "%d", r->port);
 	r->pid = fork();
@@ -120,7 +130,9 @@ static int redis_start(struct redis *r)
 		dup2(dn, 1);
 		execlp("redis-server", "redis-server", "--port", port, "--bind",
 		       "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-		       r->dir, "--protected-mode", "no", (char *)NULL);
+		       r->dir, "--protected-mode", "no", "--cluster-enabled",
+		       cluster ? "yes" : "no", "--cluster-config-file",
+		       "nodes.conf", (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 400; i++) {
@@ -142,6 +154,8 @@ static void redis_stop(struct redis *r)
 	char cmd[128];
 	int st;
 
+	if (!r->dir[0])
+		return; /* never started */
 	if (r->pid > 0) {
 		kill(r->pid, SIGTERM);
 		waitpid(r->pid, &st, 0);
@@ -228,10 +242,12 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* EXISTS then SET of n values of @bytes each (same key format); value i
- * is val + i * bytes: as many distinct bytes as kvringd reads. */
-static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
-		     const char *val, size_t bytes)
+/* EXISTS then SET of the n values idx[0..n) of @bytes each (same key
+ * format); value i is val + i * bytes: as many distinct bytes as kvringd
+ * reads. */
+static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
+		     const uint32_t *idx, uint32_t n, const char *val,
+		     size_t bytes)
 {
 	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
 	char(*pre)[192] = calloc(n, sizeof(*pre));
@@ -242,9 +258,10 @@ static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 	if (!iov || !pre)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
+		const char *key = keys[idx[i]];
 		int len = snprintf(pre[i], sizeof(pre[i]),
 				   "*2\r\n$6\r\nEXISTS\r\n$%zu\r\n%s\r\n",
-				   strlen(keys[i]), keys[i]);
+				   strlen(key), key);
 
 		iov[k++] = (struct iovec){pre[i], (size_t)len};
 	}
@@ -253,13 +270,14 @@ static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 		rc = plain_line(p, &l);
 	k = 0;
 	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		const char *key = keys[idx[i]];
 		int len = snprintf(pre[i], sizeof(pre[i]),
 				   "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n",
-				   strlen(keys[i]), keys[i], bytes);
+				   strlen(key), key, bytes);
 
 		iov[k++] = (struct iovec){pre[i], (size_t)len};
-		iov[k++] =
-		    (struct iovec){(void *)(val + (size_t)i * bytes), bytes};
+		iov[k++] = (struct iovec){
+		    (void *)(val + (size_t)idx[i] * bytes), bytes};
 		iov[k++] = (struct iovec){(void *)"\r\n", 2};
 	}
 	if (rc == 0)
@@ -273,9 +291,9 @@ out:
 	return rc;
 }
 
-/* GET of n keys into dst (n * bytes). */
-static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
-		     char *dst, size_t bytes)
+/* GET of the n keys idx[0..n), value i into dst + i * bytes. */
+static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
+		     const uint32_t *idx, uint32_t n, char *dst, size_t bytes)
 {
 	struct iovec *iov = calloc(n, sizeof(*iov));
 	char(*pre)[160] = calloc(n, sizeof(*pre));
@@ -285,9 +303,10 @@ static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 	if (!iov || !pre)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
+		const char *key = keys[idx[i]];
 		int len = snprintf(pre[i], sizeof(pre[i]),
 				   "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
-				   strlen(keys[i]), keys[i]);
+				   strlen(key), key);
 
 		iov[i] = (struct iovec){pre[i], (size_t)len};
 	}
@@ -297,7 +316,7 @@ static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
 
 		if (plain_line(p, &l) < 0 || l.type != '$' ||
 		    (size_t)l.num != bytes ||
-		    plain_read(p, dst + (size_t)i * bytes, bytes) < 0 ||
+		    plain_read(p, dst + (size_t)idx[i] * bytes, bytes) < 0 ||
 		    plain_read(p, crlf, 2) < 0)
 			rc = -EIO;
 	}
@@ -315,6 +334,184 @@ static int plain_cmd(struct plain *p, const char *cmd)
 	if (write_all(p->fd, &iov, 1) < 0 || plain_line(p, &l) < 0)
 		return -EIO;
 	return 0;
+}
+
+/* A complete reply into p's buffer; its span in *span. */
+static int plain_reply(struct plain *p, long *span)
+{
+	for (;;) {
+		*span = kvr_l2_resp_span(p->buf + p->r, p->w - p->r);
+		if (*span > 0)
+			return 0;
+		if (*span != -EAGAIN || plain_fill(p) < 0)
+			return -EIO;
+	}
+}
+
+/*
+ * The plain client of one target: one connection per node and, for a
+ * cluster, the slot map (CLUSTER SLOTS), so each key goes to its master
+ * as kvringd's lanes send it.
+ */
+struct pclient {
+	struct plain n[CLUSTER_N];
+	uint32_t nn;
+	bool cluster;
+	uint8_t slot_node[KVR_L2_SLOTS];
+	uint32_t *idx; /* scratch: one node's share */
+};
+
+static int pclient_slots(struct pclient *pc, const struct redis *rd)
+{
+	static const char q[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
+	struct kvr_l2_range r[16];
+	struct iovec iov = {(void *)q, sizeof(q) - 1};
+	struct plain *p = &pc->n[0];
+	long span;
+	int nr;
+
+	if (write_all(p->fd, &iov, 1) < 0 || plain_reply(p, &span) < 0)
+		return -EIO;
+	nr = kvr_l2_resp_slots(p->buf + p->r, (size_t)span, r, 16);
+	p->r += (size_t)span;
+	if (nr <= 0)
+		return -EBADMSG;
+	for (int k = 0; k < nr; k++)
+		for (uint32_t i = 0; i < pc->nn; i++)
+			if (r[k].port == rd[i].port)
+				for (uint32_t sl = r[k].lo; sl <= r[k].hi; sl++)
+					pc->slot_node[sl] = (uint8_t)i;
+	return 0;
+}
+
+static int pclient_open(struct pclient *pc, const struct redis *rd, uint32_t nn,
+			bool cluster, uint32_t max_keys)
+{
+	pc->nn = nn;
+	pc->cluster = cluster;
+	pc->idx = calloc(max_keys, sizeof(*pc->idx));
+	for (uint32_t i = 0; i < nn; i++) {
+		pc->n[i].fd = tcp_connect(rd[i].port);
+		pc->n[i].cap = 1u << 20;
+		pc->n[i].buf = malloc(pc->n[i].cap);
+		if (pc->n[i].fd < 0 || !pc->n[i].buf || !pc->idx)
+			return -EIO;
+	}
+	return cluster ? pclient_slots(pc, rd) : 0;
+}
+
+static void pclient_close(struct pclient *pc)
+{
+	for (uint32_t i = 0; i < pc->nn; i++) {
+		if (pc->n[i].fd >= 0)
+			close(pc->n[i].fd);
+		free(pc->n[i].buf);
+	}
+	free(pc->idx);
+	memset(pc, 0, sizeof(*pc));
+}
+
+/* Keys of node @node among keys[0..n) into pc->idx; their count. */
+static uint32_t pclient_share(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
+			      uint32_t n, uint32_t node)
+{
+	uint32_t m = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (!pc->cluster ||
+		    pc->slot_node[kvr_l2_slot(keys[i], strlen(keys[i]))] ==
+			node)
+			pc->idx[m++] = i;
+	return m;
+}
+
+static int pclient_put(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
+		       uint32_t n, const char *val, size_t bytes)
+{
+	for (uint32_t i = 0; i < pc->nn; i++) {
+		uint32_t m = pclient_share(pc, keys, n, i);
+
+		if (m && plain_put(&pc->n[i], keys, pc->idx, m, val, bytes) < 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+static int pclient_get(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
+		       uint32_t n, char *dst, size_t bytes)
+{
+	for (uint32_t i = 0; i < pc->nn; i++) {
+		uint32_t m = pclient_share(pc, keys, n, i);
+
+		if (m && plain_get(&pc->n[i], keys, pc->idx, m, dst, bytes) < 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+static void pclient_flush(struct pclient *pc)
+{
+	for (uint32_t i = 0; i < pc->nn; i++)
+		plain_cmd(&pc->n[i], "*1\r\n$8\r\nFLUSHALL\r\n");
+}
+
+/* Whether every node answers CLUSTER INFO with cluster_state:ok. */
+static bool cluster_ok(const struct redis *rd)
+{
+	static const char q[] = "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n";
+
+	for (int i = 0; i < CLUSTER_N; i++) {
+		struct plain p = {.fd = tcp_connect(rd[i].port),
+				  .cap = 1u << 16};
+		struct iovec iov = {(void *)q, sizeof(q) - 1};
+		long span = 0;
+		bool ok;
+
+		p.buf = malloc(p.cap);
+		ok = p.fd >= 0 && p.buf && write_all(p.fd, &iov, 1) == 0 &&
+		     plain_reply(&p, &span) == 0 &&
+		     memmem(p.buf, (size_t)span, "cluster_state:ok", 16);
+		if (p.fd >= 0)
+			close(p.fd);
+		free(p.buf);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* Three masters on free ports, slots spread by redis-cli --cluster
+ * create, every node agreeing that the cluster is ok. */
+static int cluster_start(struct redis *rd)
+{
+	char cmd[256];
+	int at, from = 27000 + (int)(getpid() % 2000);
+
+	for (int i = 0; i < CLUSTER_N; i++) {
+		if (redis_start(&rd[i], from, true) < 0)
+			return -ENOENT;
+		from = rd[i].port + 1;
+	}
+	at = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
+	for (int i = 0; i < CLUSTER_N; i++)
+		at += snprintf(cmd + at, sizeof(cmd) - (size_t)at,
+			       " 127.0.0.1:%d", rd[i].port);
+	snprintf(cmd + at, sizeof(cmd) - (size_t)at,
+		 " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1");
+	if (system(cmd) != 0) {
+		fprintf(stderr, "kvring-bench l2: redis-cli --cluster create "
+				"failed (is redis-tools installed? "
+				"scripts/setup.sh deps)\n");
+		return -EIO;
+	}
+	for (int i = 0; i < 1000; i++) {
+		if (cluster_ok(rd))
+			return 0;
+		sleep_ms(10);
+	}
+	fprintf(stderr,
+		"kvring-bench l2: the cluster was not ok within 10 s\n");
+	return -ETIMEDOUT;
 }
 
 /* ---- helpers on the kvring side ---- */
@@ -413,13 +610,14 @@ static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
 
 struct env {
 	struct bench_run_opts o;
-	struct redis rd;
+	const char *target; /* "redis" or "cluster" */
+	struct redis rd[CLUSTER_N];
 	struct bench_server a, b;
 	struct kvr_client *ca, *cb, *cping;
 	const struct kvr_l2stats_shm *la, *lb;
 	void *ma, *mb;
 	size_t na, nb;
-	struct plain pl;
+	struct pclient pl;
 	uint64_t seq;
 	uint64_t ns_fp;
 };
@@ -481,7 +679,7 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			fill(&keys[i], (unsigned char *)buf + (size_t)i * bytes,
 			     bytes);
 		t0 = now_s();
-		if (plain_put(&e->pl, rk, n, buf, bytes) < 0)
+		if (pclient_put(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		upp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
 
@@ -517,10 +715,10 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			kvr_commit_retrieve(e->cb, &rx);
 		}
 		t0 = now_s();
-		if (plain_get(&e->pl, rk, n, buf, bytes) < 0)
+		if (pclient_get(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
-		plain_cmd(&e->pl, "*1\r\n$8\r\nFLUSHALL\r\n");
+		pclient_flush(&e->pl);
 	}
 	bench_fmt_bytes(bytes, sz, sizeof(sz));
 	{
@@ -528,18 +726,21 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		double t = median(rt, rounds), pt = median(rtp, rounds);
 
 		if (e->o.json) {
-			printf(
-			    "{\"bench\":\"l2_upload\",\"chunk_bytes\":%" PRIu64
-			    ",\"chunks\":%u,\"rounds\":%d,\"gb_s\":%.3f,"
-			    "\"plain_client_gb_s\":%.3f,"
-			    "\"ratio_to_plain_client\":%.3f}\n",
-			    bytes, n, rounds, u, pu, pu > 0 ? u / pu : 0);
-			printf("{\"bench\":\"l2_read_through\",\"chunk_bytes\":"
-			       "%" PRIu64
+			printf("{\"bench\":\"l2_upload\",\"target\":\"%s\","
+			       "\"chunk_bytes\":%" PRIu64
 			       ",\"chunks\":%u,\"rounds\":%d,\"gb_s\":%.3f,"
 			       "\"plain_client_gb_s\":%.3f,"
 			       "\"ratio_to_plain_client\":%.3f}\n",
-			       bytes, n, rounds, t, pt, pt > 0 ? t / pt : 0);
+			       e->target, bytes, n, rounds, u, pu,
+			       pu > 0 ? u / pu : 0);
+			printf(
+			    "{\"bench\":\"l2_read_through\",\"target\":\"%s\","
+			    "\"chunk_bytes\":%" PRIu64
+			    ",\"chunks\":%u,\"rounds\":%d,\"gb_s\":%.3f,"
+			    "\"plain_client_gb_s\":%.3f,"
+			    "\"ratio_to_plain_client\":%.3f}\n",
+			    e->target, bytes, n, rounds, t, pt,
+			    pt > 0 ? t / pt : 0);
 		} else {
 			printf(
 			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
@@ -602,10 +803,11 @@ static int run_rtt(struct env *e)
 		busy = lat[done / 2];
 	}
 	if (e->o.json)
-		printf("{\"bench\":\"l2_rtt_hot\",\"idle_p50_ns\":%" PRIu64
+		printf("{\"bench\":\"l2_rtt_hot\",\"target\":\"%s\","
+		       "\"idle_p50_ns\":%" PRIu64
 		       ",\"l2_traffic_p50_ns\":%" PRIu64
 		       ",\"pings_during_traffic\":%u,\"ratio\":%.3f}\n",
-		       idle, busy, done,
+		       e->target, idle, busy, done,
 		       idle ? (double)busy / (double)idle : 0);
 	else
 		printf(
@@ -648,10 +850,12 @@ static int run_lookup16(struct env *e, uint64_t bytes)
 	}
 	bench_fmt_bytes(bytes, sz, sizeof(sz));
 	if (e->o.json)
-		printf("{\"bench\":\"l2_lookup16\",\"chunk_bytes\":%" PRIu64
+		printf("{\"bench\":\"l2_lookup16\",\"target\":\"%s\","
+		       "\"chunk_bytes\":%" PRIu64
 		       ",\"read_through_us\":%.1f,\"l1_hit_us\":%.1f,"
 		       "\"ratio\":%.1f}\n",
-		       bytes, l2_us, l1_us, l1_us > 0 ? l2_us / l1_us : 0);
+		       e->target, bytes, l2_us, l1_us,
+		       l1_us > 0 ? l2_us / l1_us : 0);
 	else
 		printf("lookup of 16 x %s: through L2 %.1f us, L1 hit %.1f us "
 		       "(%.0fx)\n",
@@ -659,11 +863,11 @@ static int run_lookup16(struct env *e, uint64_t bytes)
 	return 0;
 }
 
-int bench_l2_main(int argc, char **argv)
+/* Both kvringd, their clients and the plain client against @url, then
+ * every subject; all of it stopped again. */
+static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 {
 	static const uint64_t sizes[] = {2ull << 20, 8ull << 20, 32ull << 20};
-	struct env e = {0};
-	char url[64];
 	const char *extra[] = {"--l2",
 			       url,
 			       "--l2-prefix",
@@ -673,54 +877,84 @@ int bench_l2_main(int argc, char **argv)
 			       "--l2-io-ms",
 			       "30000",
 			       NULL};
-	int rc = 1, rounds;
+	int rc = 1;
+
+	e->o.socket = NULL; /* always private servers: they need --l2 */
+	if (bench_server_start_args(&e->o, 1ull << 30, 50, 8, extra, &e->a) <
+		0 ||
+	    bench_server_start_args(&e->o, 1ull << 30, 50, 8, extra, &e->b) < 0)
+		goto out;
+	if (bench_client_connect(&e->a, 0, 50, false, &e->ca) < 0 ||
+	    bench_client_connect(&e->b, 0, 50, false, &e->cb) < 0 ||
+	    bench_client_connect(&e->a, 0, 50, true, &e->cping) < 0)
+		goto out;
+	e->la = map_l2(&e->a, &e->ma, &e->na);
+	e->lb = map_l2(&e->b, &e->mb, &e->nb);
+	if (!e->la || !e->lb ||
+	    pclient_open(&e->pl, e->rd, nn, nn > 1,
+			 (uint32_t)(BATCH_BYTES / sizes[0])) < 0) {
+		fprintf(stderr, "kvring-bench l2: %s: set-up failed\n",
+			e->target);
+		goto out;
+	}
+	if (!e->o.json)
+		printf("kvring-bench l2: %s %s, two kvringd (1 GiB pools), %d "
+		       "round(s), median; 2-core shared machine: compare "
+		       "within the run\n",
+		       e->target, url, rounds);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (run_size(e, sizes[i], rounds) != 0)
+			goto out;
+	if (run_rtt(e) != 0 || run_lookup16(e, 2ull << 20) != 0)
+		goto out;
+	rc = 0;
+out:
+	kvr_close(e->ca);
+	kvr_close(e->cb);
+	kvr_close(e->cping);
+	e->ca = e->cb = e->cping = NULL;
+	if (e->ma)
+		munmap(e->ma, e->na);
+	if (e->mb)
+		munmap(e->mb, e->nb);
+	e->ma = e->mb = NULL;
+	pclient_close(&e->pl);
+	bench_server_stop(&e->a);
+	bench_server_stop(&e->b);
+	return rc;
+}
+
+int bench_l2_main(int argc, char **argv)
+{
+	struct env e = {0};
+	char url[128];
+	int rc = 1, rounds, at;
 
 	if (bench_run_opts_parse(argc, argv, "l2", "", &e.o) != 0)
 		return 2;
 	rounds = e.o.rounds ? (int)e.o.rounds : (e.o.quick ? 1 : 3);
-	if (redis_start(&e.rd) < 0)
-		return 1;
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", e.rd.port);
-	e.o.socket = NULL; /* always private servers: they need --l2 */
-	if (bench_server_start_args(&e.o, 1ull << 30, 50, 8, extra, &e.a) < 0 ||
-	    bench_server_start_args(&e.o, 1ull << 30, 50, 8, extra, &e.b) < 0)
+	/* A standalone redis-server... */
+	e.target = "redis";
+	if (redis_start(&e.rd[0], 26000 + (int)(getpid() % 1000), false) < 0)
 		goto out;
-	if (bench_client_connect(&e.a, 0, 50, false, &e.ca) < 0 ||
-	    bench_client_connect(&e.b, 0, 50, false, &e.cb) < 0 ||
-	    bench_client_connect(&e.a, 0, 50, true, &e.cping) < 0)
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", e.rd[0].port);
+	if (run_target(&e, url, 1, rounds) != 0)
 		goto out;
-	e.la = map_l2(&e.a, &e.ma, &e.na);
-	e.lb = map_l2(&e.b, &e.mb, &e.nb);
-	e.pl.fd = tcp_connect(e.rd.port);
-	e.pl.cap = 1u << 20;
-	e.pl.buf = malloc(e.pl.cap);
-	if (!e.la || !e.lb || e.pl.fd < 0 || !e.pl.buf)
+	redis_stop(&e.rd[0]);
+	memset(&e.rd[0], 0, sizeof(e.rd[0]));
+	/* ...then a 3-master cluster, in the same run. */
+	e.target = "cluster";
+	if (cluster_start(e.rd) < 0)
 		goto out;
-	if (!e.o.json)
-		printf(
-		    "kvring-bench l2: redis-server 127.0.0.1:%d, two kvringd "
-		    "(1 GiB pools), %d round(s), median; 2-core shared "
-		    "machine: compare within the run\n",
-		    e.rd.port, rounds);
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-		if (run_size(&e, sizes[i], rounds) != 0)
-			goto out;
-	if (run_rtt(&e) != 0 || run_lookup16(&e, 2ull << 20) != 0)
+	at = snprintf(url, sizeof(url), "redis-cluster://");
+	for (int i = 0; i < CLUSTER_N; i++)
+		at += snprintf(url + at, sizeof(url) - (size_t)at,
+			       "%s127.0.0.1:%d", i ? "," : "", e.rd[i].port);
+	if (run_target(&e, url, CLUSTER_N, rounds) != 0)
 		goto out;
 	rc = 0;
 out:
-	kvr_close(e.ca);
-	kvr_close(e.cb);
-	kvr_close(e.cping);
-	if (e.ma)
-		munmap(e.ma, e.na);
-	if (e.mb)
-		munmap(e.mb, e.nb);
-	if (e.pl.fd >= 0)
-		close(e.pl.fd);
-	free(e.pl.buf);
-	bench_server_stop(&e.a);
-	bench_server_stop(&e.b);
-	redis_stop(&e.rd);
+	for (int i = 0; i < CLUSTER_N; i++)
+		redis_stop(&e.rd[i]);
 	return rc;
 }
