@@ -309,10 +309,12 @@ struct kvr__submit_req {
 	enum kvr__submit_kind kind;
 };
 
-/* For a transport's send: write @s's request record (kvr_req_bytes()
- * long) at @dst. */
-void kvr__submit_encode(void *dst, const struct kvr__submit_req *s,
-			uint64_t req_id);
+/* For a transport's send: write @s's request record, kvr_req_bytes()
+ * long, at @dst (kvr_req_encode, the inverse of the server's parser).
+ * Return 0, or -EINVAL/-EMSGSIZE when the encoder refuses it: never for
+ * what kvr__submit() let through, so a libkvring bug (nothing written). */
+int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
+		       void *dst, size_t cap);
 /* Send one request (owed undos first). Sync requests wait for room in the
  * request ring until @deadline; async ones drain answers once. Return 0
  * and *id_out, -EAGAIN (async or internal: request ring full), or -errno. */

@@ -47,22 +47,21 @@ static void undo_flush(struct kvr_client *c)
 	c->undo_flushing = false;
 }
 
-void kvr__submit_encode(void *dst, const struct kvr__submit_req *s,
-			uint64_t req_id)
+int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
+		       void *dst, size_t cap)
 {
-	struct kvr_req_hdr h = {0};
-	char *d = dst;
+	struct kvr_req_view v = {
+	    .op = s->op,
+	    .hdr = {.req_id = req_id,
+		    .handle = s->handle,
+		    .count = s->n,
+		    .flags = s->flags},
+	    .keys = s->keys,
+	    .sizes = s->op == KVR_OP_PREPARE_STORE ? s->sizes : NULL,
+	};
+	int rc = kvr_req_encode(&v, dst, cap);
 
-	h.req_id = req_id;
-	h.handle = s->handle;
-	h.count = s->n;
-	h.flags = s->flags;
-	memcpy(d, &h, sizeof(h));
-	if (s->n)
-		memcpy(d + sizeof(h), s->keys, (size_t)s->n * sizeof(*s->keys));
-	if (s->op == KVR_OP_PREPARE_STORE && s->n)
-		memcpy(d + sizeof(h) + (size_t)s->n * sizeof(*s->keys),
-		       s->sizes, (size_t)s->n * sizeof(uint64_t));
+	return rc < 0 ? rc : 0;
 }
 
 int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,

@@ -134,7 +134,18 @@ static int ring_send(struct kvr_client *c, const struct kvr__submit_req *s,
 		 * (a claimed record must not be left half-written). */
 		return kvr__client_break(c, -ENOMEM, "out of memory");
 	}
-	kvr__submit_encode(dst, s, p->req_id);
+	rc = kvr__submit_encode(s, p->req_id, dst, len);
+	if (rc < 0) {
+		/* The claimed record can't be taken back or left garbage:
+		 * give up the channel. Unreachable unless libkvring is wrong.
+		 */
+		kvr__pend_free(c, p);
+		return kvr__client_break(c, -EINVAL,
+					 "%s: libkvring built a request its "
+					 "encoder refuses (%s); a libkvring "
+					 "bug: please report it",
+					 kvr_op_name(s->op), kvr_strerror(rc));
+	}
 	kvr_ring_commit(&c->req);
 	/* Rings only if the server sleeps (F1 inside). A failed write means
 	 * the server is gone; the wait's checks report it. */

@@ -390,7 +390,16 @@ static int sock_send(struct kvr_client *c, const struct kvr__submit_req *s,
 	if (!p)
 		return kvr__client_break(c, -ENOMEM, "out of memory");
 	id = p->req_id;
-	kvr__submit_encode(c->tx, s, id);
+	rc = kvr__submit_encode(s, id, c->tx, c->tx_bytes);
+	if (rc < 0) {
+		/* Nothing went out: this call fails, the connection stays. */
+		kvr__pend_free(c, p);
+		return kvr__client_fail(c, -EINVAL,
+					"%s: libkvring built a request its "
+					"encoder refuses (%s); a libkvring "
+					"bug: please report it",
+					kvr_op_name(s->op), kvr_strerror(rc));
+	}
 	p->state = KVR_PEND_SENDING;
 	rc = frame_send(c, s->op, c->tx, len,
 			s->op == KVR_OP_COMMIT_STORE ? s->x : NULL, true);
