@@ -158,6 +158,8 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	uint32_t op = type & ~KVR_RESP_BIT;
 	int rc, st;
 
+	/* Every slot inside the pool, the length matching the count: after
+	 * this, sd[] may be used (it lives in our private copy). */
 	rc = kvr_resp_parse(type, rec, len, c->info.pool_bytes, &h, &sd);
 	if (rc < 0)
 		return kvr__client_break(
@@ -166,6 +168,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		    "bytes): a slot outside the pool or a length "
 		    "that does not match",
 		    type, len);
+	/* An answer must match a request we sent, as the same op. */
 	p = kvr__pend_find(c, h.req_id);
 	if (!p || p->op != op)
 		return kvr__client_break(
@@ -246,6 +249,8 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		p->handle = h.handle;
 		return 0;
 	}
+	/* Async: the completion carries what the caller needs, and the
+	 * entry is freed before the completion is queued (room reserved). */
 	e.user = p->user;
 	e.op = op;
 	e.status = st;

@@ -18,6 +18,9 @@
 
 /* ---- asynchronous calls ---- */
 
+/* An async submit never waits for room: the ring transport drains answers
+ * once, then says -EAGAIN, and a socket send is bounded by its progress.
+ * The deadline is only kvr__submit()'s shape here. */
 static int do_submit(struct kvr_client *c, struct kvr__submit_req *s)
 {
 	s->kind = KVR_SUBMIT_ASYNC;
@@ -69,6 +72,8 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 		return -EINVAL;
 	if (!x)
 		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	/* Caller memory only, so outside the lock: an empty xfer, freeable
+	 * whatever the submit does. */
 	kvr__pend_xfer_init(x, KVR_OP_PREPARE_STORE);
 	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
@@ -109,6 +114,9 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 
 	if (c->broken)
 		return c->broken;
+	/* Nothing reserved (every key already stored, or none asked): the
+	 * server has nothing to do, so the completion is made here, with
+	 * status 0, and still comes out of kvr_reap() like any other. */
 	if (x->id == 0) {
 		struct kvr_completion e = {.user = user, .op = op, .xfer = x};
 
@@ -159,6 +167,8 @@ int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 						     user));
 }
 
+/* What kvr_reap() waits for: @want completions queued, or none left in
+ * flight to wait for. */
 struct reap_arg {
 	uint32_t want;
 };
@@ -183,6 +193,8 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 	if (min_wait > kvr__pend_cq_count(c) + c->pend_async)
 		min_wait = kvr__pend_cq_count(c) + c->pend_async;
 	a.want = min_wait;
+	/* A broken client still hands out the completions it queued (the
+	 * break made one for every request in flight). */
 	if (!c->broken) {
 		if (kvr__pend_cq_count(c) < min_wait && timeout_ms != 0) {
 			uint64_t t = timeout_ms < 0 ? c->timeout_ms
@@ -194,6 +206,7 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 			rc = kvr__wait_drain(c);
 		}
 	}
+	/* FIFO: completions come out in the order their answers came. */
 	while (n < max && kvr__pend_cq_count(c)) {
 		out[n++] = c->cq[c->cq_head & (c->cq_cap - 1)];
 		c->cq_head++;
@@ -219,6 +232,7 @@ int kvr_reap(struct kvr_client *c, struct kvr_completion *out, unsigned max,
 
 unsigned kvr_inflight(const struct kvr_client *c)
 {
+	/* Const for the caller; the mutex is the one thing we change. */
 	struct kvr_client *m = (struct kvr_client *)c;
 	unsigned n;
 

@@ -364,6 +364,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 		return rc;
 	if (kvr__client_create(o, &c) < 0)
 		return cfail(errbuf, errlen, -ENOMEM, "out of memory");
+	/* One deadline for the whole handshake, whatever the server does. */
 	deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -380,6 +381,8 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 			     "or set KVRING_SOCKET)",
 			     sa.sun_path, strerror(-rc));
 	}
+	/* Before a byte is sent: the hello already says which model we
+	 * serve, and the fds we would map carry our chunks. */
 	rc = check_server_uid(c->sock, o, &c->server_pid, errbuf, errlen);
 	if (rc < 0) {
 		kvr__client_destroy(c);
@@ -414,6 +417,9 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 			   w.reason[0] ? w.reason : kvr_strerror(w.status));
 	else if (rc < 0)
 		rc = cfail(errbuf, errlen, rc, "%s", kvr_err_str(&e, rc));
+	/* ctl, req eventfd, resp eventfd, our channel's block, and the pool
+	 * unless the server chose the socket transport; anything else is a
+	 * confused server. */
 	need = w.transport == KVR_TRANSPORT_COPY ? 4 : 5;
 	if (rc == 0 && (nfds != need || w.channel >= 4096))
 		rc = cfail(errbuf, errlen, -EPROTO,
@@ -434,6 +440,8 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	/* Drains of the response eventfd must never block. */
 	fcntl(c->resp_efd, F_SETFL, fcntl(c->resp_efd, F_GETFL) | O_NONBLOCK);
 
+	/* attach_ns covers the mappings and the pre-fault (when in line):
+	 * what kvr_client_info() reports as the cost of attaching. */
 	t0 = kvr__now_ns();
 	rc = attach_ctl(c, &w, fds[0], fds[3], errbuf, errlen);
 	fds[0] = fds[3] = -1; /* closed by the attach, whatever happened */

@@ -28,6 +28,7 @@ static const char *handle_kind(const struct kvr__submit_req *s)
 	return "store transfer";
 }
 
+/* -ENOENT: which handle went stale, and how one gets a new one. */
 static int enoent(struct kvr_client *c, const struct kvr__submit_req *s)
 {
 	unsigned long long h = (unsigned long long)s->handle;
@@ -60,6 +61,7 @@ static int enoent(struct kvr_client *c, const struct kvr__submit_req *s)
 	}
 }
 
+/* -EBUSY: a per-connection limit was reached; name it and what frees it. */
 static int ebusy(struct kvr_client *c, const struct kvr__submit_req *s)
 {
 	if (s->op == KVR_OP_LOOKUP)

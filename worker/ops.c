@@ -21,6 +21,8 @@
 
 /* ---- synchronous calls ---- */
 
+/* The wait of one sync call ends when its entry is answered, or gone (a
+ * break freed it; call() tells the two apart). */
 static bool sync_done(struct kvr_client *c, void *arg)
 {
 	struct kvr__pend *p = kvr__pend_find(c, *(uint64_t *)arg);
@@ -38,6 +40,8 @@ static int call(struct kvr_client *c, struct kvr__submit_req *s,
 	uint64_t id;
 	int rc;
 
+	/* One deadline for both halves: waiting for room in the request
+	 * ring counts against the call's timeout too. */
 	s->kind = KVR_SUBMIT_SYNC;
 	rc = kvr__submit(c, s, deadline, &id);
 	if (rc < 0)
@@ -45,6 +49,7 @@ static int call(struct kvr_client *c, struct kvr__submit_req *s,
 	rc = kvr__wait(c, deadline, sync_done, &id);
 	p = kvr__pend_find(c, id);
 	if (rc == 0 && p) {
+		/* A copy of the result: the entry is free for reuse at once. */
 		*res = *p;
 		kvr__pend_free(c, p);
 		if (res->status < 0)
@@ -64,6 +69,7 @@ static int call(struct kvr_client *c, struct kvr__submit_req *s,
 		    "undone)",
 		    kvr_op_name(s->op), c->timeout_ms);
 	}
+	/* Any other end (a break) leaves nothing to wait for. */
 	if (p)
 		kvr__pend_free(c, p);
 	if (rc < 0)
@@ -83,6 +89,8 @@ static long do_lookup(struct kvr_client *c, const struct kvr_key *keys,
 
 	if (rc < 0)
 		return rc;
+	/* The answer's value is the hit prefix, its handle the lease (0
+	 * when nothing was pinned). */
 	if (lease_out)
 		*lease_out = r.handle;
 	return r.value;
@@ -111,6 +119,8 @@ static long do_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 		return rc;
 	if (lease_out)
 		*lease_out = r.handle;
+	/* Under L2 the value also says whether a read-through is still
+	 * filling the pool: look up again later for the rest. */
 	if (pending_out)
 		*pending_out = ((uint64_t)r.value & KVR_LOOKUP_L2_PENDING) != 0;
 	return (long)((uint64_t)r.value & KVR_LOOKUP_HITS_MASK);
@@ -160,6 +170,7 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 				    .flags = lease ? KVR_REQ_BY_LEASE : 0};
 	struct kvr__pend r = {0};
 
+	/* An empty xfer first: whatever happens, the caller may free it. */
 	kvr__pend_xfer_init(x, op);
 	if (n == 0 && !lease)
 		return 0; /* nothing asked: an empty transfer */
@@ -214,6 +225,8 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	if (x->op != want_op)
 		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
 					kvr_op_name(op), kvr_op_name(x->op));
+	/* x rides along: a commit_store sends its slots' bytes under the
+	 * socket transport, and the answer frees its memory. */
 	rc = do_simple(c, op, x->id, x, &r);
 	if (rc == KVR_ERR_EXPIRED)
 		/* Say it in words: a store was not published, and bytes read
@@ -264,6 +277,7 @@ static int do_ping(struct kvr_client *c, uint64_t *server_ns)
 	struct kvr__pend r = {0};
 	int rc = do_simple(c, KVR_OP_PING, 0, NULL, &r);
 
+	/* A ping's value is kvringd's clock when it answered. */
 	if (rc == 0 && server_ns)
 		*server_ns = (uint64_t)r.value;
 	return rc;
@@ -283,6 +297,8 @@ static int do_stats(struct kvr_client *c, struct kvr_stats_wire *out)
 	struct kvr__pend r = {0};
 	int rc = call(c, &s, &r);
 
+	/* Through tmp, so *out stays untouched on failure (and a timed-out
+	 * call's late answer can't write the caller's memory). */
 	if (rc == 0)
 		*out = tmp;
 	return rc;

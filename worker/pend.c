@@ -62,6 +62,9 @@ static struct kvr__pend *pend_new(struct kvr_client *c)
 
 	if (c->pend_count + 1 >= c->pend_cap && kvr__pend_reserve(c) < 0)
 		return NULL;
+	/* Ids only grow (0 is skipped when they wrap): an entry whose id
+	 * maps to a busy slot is simply passed over, which the table being
+	 * at most half full keeps short. */
 	for (;;) {
 		id = c->next_id++;
 		if (id == 0)
@@ -114,6 +117,8 @@ struct kvr__pend *kvr__pend_open(struct kvr_client *c,
 	return p;
 }
 
+/* The entry's slot is free again; its req_id is forgotten, so a late
+ * answer to it breaks the client as one nobody asked for. */
 void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p)
 {
 	if (!p->sync && !p->internal)
@@ -125,6 +130,7 @@ void kvr__pend_free(struct kvr_client *c, struct kvr__pend *p)
 
 /* ---- completion queue ---- */
 
+/* Free-running positions: the difference is the count, wrap included. */
 uint32_t kvr__pend_cq_count(const struct kvr_client *c)
 {
 	return c->cq_tail - c->cq_head;
@@ -145,6 +151,7 @@ int kvr__pend_cq_reserve(struct kvr_client *c)
 	n = malloc(ncap * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
+	/* Unrolled into the new array from position 0, oldest first. */
 	for (uint32_t i = 0; i < kvr__pend_cq_count(c); i++)
 		n[i] = c->cq[(c->cq_head + i) & (c->cq_cap - 1)];
 	c->cq_tail = kvr__pend_cq_count(c);

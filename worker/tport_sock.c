@@ -228,6 +228,8 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 	uint64_t payload = 0;
 	int rc;
 
+	/* Only answers may follow the welcome: a frame of any other type,
+	 * or one too short for an answer's head, is a confused server. */
 	if (!(f->type & KVR_RESP_BIT) || op == 0 || op >= KVR_OP__MAX ||
 	    f->len < sizeof(h))
 		return kvr__client_break(c, -EPROTO,
@@ -240,6 +242,8 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 	if (h.count > KVR_MAX_KEYS_LIMIT)
 		return kvr__client_break(c, -EBADMSG, "answer with %u slots",
 					 h.count);
+	/* The record's length follows from its head: a stats answer carries
+	 * its body, every other one its slots. */
 	rec = op == KVR_OP_STATS ? sizeof(h) + sizeof(struct kvr_stats_wire)
 				 : kvr_resp_bytes(h.count);
 	if (rec > f->len)
@@ -247,6 +251,8 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 					 "answer frame of %u bytes, "
 					 "record needs %zu",
 					 f->len, rec);
+	/* One answer at a time in the client's scratch buffer, which only
+	 * grows (a frame is read whole before the next). */
 	if (rec > c->scratch_bytes) {
 		void *s = realloc(c->scratch, rec);
 
@@ -267,6 +273,8 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 			if (sd[i].status == KVR_SLOT_OK)
 				payload += sd[i].len;
 	}
+	/* What follows the record must be exactly the OK slots' bytes, or
+	 * the stream is out of step before kvr__answer reads the payload. */
 	if (payload > UINT32_MAX || rec + payload != f->len)
 		return kvr__client_break(c, -EBADMSG,
 					 "answer frame of %u bytes, "
