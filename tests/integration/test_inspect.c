@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -80,6 +81,9 @@ static char *read_all(int fd)
 	return buf;
 }
 
+/* When not 0, spawn() runs the tool as this uid and gid (root only). */
+static uid_t spawn_uid;
+
 /* Starts the tool with argv (NULL-terminated, argv[0] excluded); the
  * child's stdout/stderr are pipes returned in *out_fd and *err_fd. */
 static pid_t spawn(char *const args[], int *out_fd, int *err_fd)
@@ -103,6 +107,10 @@ static pid_t spawn(char *const args[], int *out_fd, int *err_fd)
 		close(pe[0]);
 		close(po[1]);
 		close(pe[1]);
+		if (spawn_uid &&
+		    (setgroups(0, NULL) < 0 || setgid((gid_t)spawn_uid) < 0 ||
+		     setuid(spawn_uid) < 0))
+			_exit(126);
 		execv(TOOL, argv);
 		_exit(127);
 	}
@@ -928,6 +936,37 @@ Test(inspect, check_passes_when_segment_healthy)
 	cr_expect(t_json_true(j, "ok"), "%s", r.out);
 	cr_expect_eq(t_json_count(j, "violations"), 0, "%s", r.out);
 	t_json_free(j);
+	run_free(&r);
+	fake_close(&f);
+}
+
+/*
+ * abi 3.0: channel blocks are reached through /proc/<server>/fd, which the
+ * kernel opens only for root and the server's uid. Another uid that can
+ * read the control file (a --group member) sees the directory but not
+ * the blocks, and --check says so instead of judging zeros.
+ */
+Test(inspect, check_says_a_block_is_unreadable_when_run_as_another_uid)
+{
+	struct fake f;
+	struct run r;
+
+	if (geteuid() != 0)
+		cr_skip("needs root to run the inspector as another uid");
+	fake_create(&f, "kvring-t.ctl", 0);
+	cr_assert_eq(chmod(tmpdir, 0755), 0);
+	cr_assert_eq(chmod(f.path, 0444), 0);
+	spawn_uid = 65534;
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check");
+	spawn_uid = 0;
+	cr_expect_eq(r.status, 3, "status %d: %s %s", r.status, r.out, r.err);
+	cr_expect(strstr(r.out, "violation=chan:1"), "%s", r.out);
+	cr_expect(strstr(r.out, "block cannot be read"), "%s", r.out);
+	run_free(&r);
+	/* As this process's uid (the creator's), the block is there. */
+	fake_beat(&f);
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check");
+	cr_expect_eq(r.status, 0, "status %d: %s", r.status, r.out);
 	run_free(&r);
 	fake_close(&f);
 }
