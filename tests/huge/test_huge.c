@@ -35,7 +35,7 @@
 #include "t_raw.h"
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 static const char *hdir;
 static char sizebuf[32];
 
@@ -254,7 +254,7 @@ static int ready_pipe[2];
 
 static bool store_released(void *arg)
 {
-	struct t_server *t = arg;
+	struct kvrd *t = arg;
 
 	return T_GSTAT(t, workers) == 0 && T_GSTAT(t, used_bytes) == 0 &&
 	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, transfers) == 0;
@@ -262,7 +262,7 @@ static bool store_released(void *arg)
 
 static bool store_reserved(void *arg)
 {
-	return T_GSTAT((struct t_server *)arg, reserved_bytes) > 0;
+	return T_GSTAT((struct kvrd *)arg, reserved_bytes) > 0;
 }
 
 Test(huge, reservation_is_freed_when_worker_dies_before_commit)
@@ -325,7 +325,7 @@ Test(huge, stale_huge_pool_is_swept_when_previous_server_was_killed)
 
 Test(huge, live_server_pool_is_kept_when_another_server_sweeps)
 {
-	struct t_server other;
+	struct kvrd other;
 	char path[256];
 	struct stat st;
 

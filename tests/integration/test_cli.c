@@ -132,7 +132,7 @@ Test(cli, stress_takes_binary_multiples_when_a_count_is_suffixed)
 
 Test(cli, inspect_reads_the_server_of_kvring_socket_when_no_target)
 {
-	struct t_server srv;
+	struct kvrd srv;
 	const char *args[] = {"--allow-root", NULL};
 	const char *argv[] = {INSPECT, "--json", NULL};
 	char want[64];

@@ -60,7 +60,7 @@ struct good_shm {
 	char err[256];
 };
 
-static struct t_server srv;
+static struct kvrd srv;
 static struct good_shm *good;
 static pid_t good_pid;
 
@@ -1294,7 +1294,7 @@ Test(hostile, regress_12_throwaway_models_leave_room_for_a_new_one)
  */
 Test(hostile, regress_12_forged_creator_pid_does_not_get_a_live_server_swept)
 {
-	struct t_server b;
+	struct kvrd b;
 	struct kvr_seg_hdr_shm *h;
 	struct stat before, after;
 	char ctl_path[160];

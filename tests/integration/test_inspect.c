@@ -1355,7 +1355,7 @@ Test(inspect, watch_reports_restart_when_segment_is_replaced)
 
 #define CHUNK (64u << 10)
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void live_setup(void)
 {

@@ -40,7 +40,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[300];
+	char cmd[400];
 
 	/* KVR_L2_DEBUG=1 shows both servers' logs (debugging aid). */
 	if (getenv("KVR_L2_DEBUG")) {

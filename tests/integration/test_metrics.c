@@ -29,7 +29,7 @@
 
 #define INSPECT KVR_BIN_DIR "/tools/kvring-inspect"
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void start(const char *const *extra)
 {

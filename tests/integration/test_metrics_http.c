@@ -22,7 +22,7 @@
 
 #define INSPECT KVR_BIN_DIR "/tools/kvring-inspect"
 
-static struct t_server srv;
+static struct kvrd srv;
 static pid_t serve_pid;
 
 static void teardown(void)

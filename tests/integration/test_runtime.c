@@ -32,7 +32,7 @@
 
 #define OTHER_UID 65534u
 
-static struct t_server srv;
+static struct kvrd srv;
 static char xdg[64];
 
 static void rm_rf(const char *path)

@@ -27,7 +27,7 @@
 #include "t_raw.h"
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void setup(void)
 {
@@ -48,7 +48,7 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static void shm_path(char *buf, size_t n, const struct t_server *t,
+static void shm_path(char *buf, size_t n, const struct kvrd *t,
 		     const char *suffix)
 {
 	snprintf(buf, n, "/dev/shm/%s%s", t->name, suffix);
@@ -150,7 +150,7 @@ Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 
 Test(server, second_server_refuses_when_socket_is_in_use)
 {
-	struct t_server other;
+	struct kvrd other;
 	struct t_raw r;
 	union {
 		struct kvr_resp_hdr h;
@@ -182,7 +182,7 @@ Test(server, second_server_refuses_when_socket_is_in_use)
 
 Test(server, second_server_refuses_when_segment_name_is_in_use)
 {
-	struct t_server other;
+	struct kvrd other;
 	struct t_raw r;
 	char ctl[128], pool[128];
 	const char *argv[] = {"kvringd", "--socket",	NULL,  "--name",
@@ -264,7 +264,7 @@ Test(server, memfd_pool_is_passed_when_backend_is_memfd)
 
 static bool idle_and_empty(void *arg)
 {
-	struct t_server *t = arg;
+	struct kvrd *t = arg;
 
 	return T_GSTAT(t, workers) == 0 && T_GSTAT(t, used_bytes) == 0 &&
 	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, pins) == 0 &&
@@ -273,7 +273,7 @@ static bool idle_and_empty(void *arg)
 
 static bool idle_with_objects(void *arg)
 {
-	struct t_server *t = arg;
+	struct kvrd *t = arg;
 
 	return T_GSTAT(t, workers) == 0 && T_GSTAT(t, pins) == 0 &&
 	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, transfers) == 0 &&
@@ -284,12 +284,12 @@ static bool idle_with_objects(void *arg)
  * heartbeat, so tests wait for them instead of reading them at once. */
 static bool some_used(void *arg)
 {
-	return T_GSTAT((struct t_server *)arg, used_bytes) > 0;
+	return T_GSTAT((struct kvrd *)arg, used_bytes) > 0;
 }
 
 static bool four_pins(void *arg)
 {
-	return T_GSTAT((struct t_server *)arg, pins) == 4;
+	return T_GSTAT((struct kvrd *)arg, pins) == 4;
 }
 
 /* Child: connect, @op a prepare (store of 4 keys, or retrieve), report

@@ -20,7 +20,7 @@
 
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 static int nfd = -1;
 static char npath[108];
 

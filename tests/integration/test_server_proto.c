@@ -28,7 +28,7 @@
 #include "t_raw.h"
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void setup(void)
 {
@@ -190,7 +190,7 @@ Test(server_proto, lease_made_by_one_worker_is_redeemed_by_another)
 
 static bool one_refused(void *arg)
 {
-	return T_GSTAT((struct t_server *)arg, handshake_refused) == 1;
+	return T_GSTAT((struct kvrd *)arg, handshake_refused) == 1;
 }
 
 Test(server_proto, welcome_refuses_eproto_when_version_differs)
@@ -337,7 +337,7 @@ Test(server_proto, welcome_refuses_ebusy_when_all_channels_are_taken)
 
 static bool workers_zero(void *arg)
 {
-	return T_GSTAT((struct t_server *)arg, workers) == 0;
+	return T_GSTAT((struct kvrd *)arg, workers) == 0;
 }
 
 Test(server_proto, worker_is_cut_off_when_it_writes_garbage_in_its_ring)

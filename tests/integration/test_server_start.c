@@ -14,7 +14,7 @@
 
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void setup(void)
 {

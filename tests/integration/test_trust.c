@@ -30,7 +30,7 @@
 
 #define OTHER_UID 65534u
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void teardown(void)
 {
@@ -44,7 +44,7 @@ TestSuite(trust, .fini = teardown, .timeout = 60);
 
 static bool server_running(void *arg)
 {
-	struct t_server *t = arg;
+	struct kvrd *t = arg;
 
 	if (!t->hdr && t_server_map(t) < 0)
 		return false;

@@ -22,7 +22,7 @@
 #include "t_raw.h"
 #include "t_server.h"
 
-static struct t_server srv;
+static struct kvrd srv;
 
 static void setup(void)
 {

@@ -31,7 +31,7 @@
 /* A kvringd under test: t_server (tests/support) plus the options the
  * worker suites need. pid and sock mirror t.pid and t.sock. */
 struct wsrv {
-	struct t_server t;
+	struct kvrd t;
 	pid_t pid;
 	char sock[108];
 	char pool[16]; /* --pool-size */

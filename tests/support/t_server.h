@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * t_server.h - test helper: run a real kvringd process on a private socket
- * path and segment name, wait until it accepts, read its control segment
- * read-only (counters, channel blocks), and stop it with SIGTERM (checking
- * exit status 0) or SIGKILL. Set-up failures print the reason and abort
+ * t_server.h - test helper: a real kvringd on a private socket path and
+ * segment name, through the one private-kvringd helper that kvring-bench
+ * and kvring-stress use too (tools/kvrd/kvrd.h, struct kvrd). This file
+ * adds only the tests' conventions: small pages and a small pool unless a
+ * test asks otherwise, timeouts scaled by $KVR_TEST_TIMEOUT_MULT, and
+ * set-up failures that print the reason with the server's log and abort
  * (tests/ convention). Not for library code.
  *
- * The server's stderr goes to a log file (t->log_path) that tests can grep
- * with t_server_log_has(); the file is removed by t_server_cleanup().
+ * The server's stderr goes to a log file (srv->log_path) that tests can grep
+ * with t_server_log_has(); the file is removed by t_server_cleanup()
+ * unless $KVR_KEEP_LOGS is set.
  */
 #ifndef KVR_T_SERVER_H
 #define KVR_T_SERVER_H
@@ -19,54 +22,46 @@
 
 #include <kvring/layout.h>
 
-struct t_server {
-	pid_t pid;	    /* 0 when not running */
-	char sock[108];	    /* socket path */
-	char name[64];	    /* segment base name */
-	char ctl_name[80];  /* <name>.ctl */
-	char log_path[128]; /* the server's stderr */
-	void *ctl;	    /* read-only mapping of the control segment */
-	size_t ctl_bytes;
-	const struct kvr_ctl_hdr_shm *hdr; /* == ctl */
-};
+#include "kvrd.h"
 
 /*
  * t_server_init - pick a unique socket path and segment name (per test
  * process and call); starts nothing. Call t_server_start() next.
  */
-void t_server_init(struct t_server *t);
+void t_server_init(struct kvrd *t);
 
 /*
- * t_server_start - start kvringd with --socket/--name from @t, a small
- * pool (--pool-size 64M unless @args gives one) and --no-prefault, plus
- * the NULL-terminated @args (may be NULL). Waits (up to 10 s) until the
- * socket accepts and the control segment says RUNNING, then maps it.
- * Aborts if the server does not come up.
+ * t_server_start - start kvringd with --socket/--name from @t,
+ * --no-prefault, --huge-pages off (a later --huge-pages in @args wins), a
+ * small pool (--pool-size 64M unless @args gives one), plus the
+ * NULL-terminated @args (may be NULL). Waits (up to 10 s, scaled) until
+ * the control segment our child created says RUNNING, then keeps it
+ * mapped. Aborts if the server does not come up.
  */
-void t_server_start(struct t_server *t, const char *const *args);
+void t_server_start(struct kvrd *t, const char *const *args);
 
 /*
  * t_server_spawn - start kvringd with exactly @argv (argv[0] ignored) and
  * its stderr in @t's log, without waiting. Returns the pid.
  */
-pid_t t_server_spawn(struct t_server *t, const char *const *argv);
+pid_t t_server_spawn(struct kvrd *t, const char *const *argv);
 
 /* t_server_wait_exit - reap @pid; the exit status, or 128+signal, or -1
  * if it does not exit within @timeout_ms (it is then SIGKILLed). */
 int t_server_wait_exit(pid_t pid, int timeout_ms);
 
 /* t_server_stop - SIGTERM and wait; returns the exit status (see above). */
-int t_server_stop(struct t_server *t);
+int t_server_stop(struct kvrd *t);
 
 /* t_server_kill - SIGKILL and reap; segments and socket stay behind. */
-void t_server_kill(struct t_server *t);
+void t_server_kill(struct kvrd *t);
 
 /* t_server_cleanup - unmap, remove leftovers (socket, lock, segments,
  * log). Safe after stop or kill, and twice. */
-void t_server_cleanup(struct t_server *t);
+void t_server_cleanup(struct kvrd *t);
 
 /* t_server_map - (re)map the control segment read-only; 0 or -errno. */
-int t_server_map(struct t_server *t);
+int t_server_map(struct kvrd *t);
 
 /* A global counter, read with a relaxed load (fields of kvr_gstats_shm). */
 #define T_GSTAT(t, field)                                                      \
@@ -75,8 +70,7 @@ int t_server_map(struct t_server *t);
 /* Channel block @i, mapped read-only from the server's fd through /proc
  * (abi 3.0: each block is a memfd of its own); a free channel reads as
  * an all-zero block (state FREE). */
-const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
-					    uint32_t i);
+const struct kvr_channel_shm *t_server_chan(const struct kvrd *t, uint32_t i);
 
 /* A channel counter (fields of kvr_cstats_shm). */
 #define T_CSTAT(t, i, field)                                                   \
@@ -92,9 +86,9 @@ const struct kvr_channel_shm *t_server_chan(const struct t_server *t,
 bool t_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
 
 /* Whether the server's log contains @needle. */
-bool t_server_log_has(const struct t_server *t, const char *needle);
+bool t_server_log_has(const struct kvrd *t, const char *needle);
 
-/* Path of the kvringd binary under test. */
+/* Path of the kvringd binary under test: $KVRINGD, else the build's. */
 const char *t_server_bin(void);
 
 /* Scale a timeout by $KVR_TEST_TIMEOUT_MULT (default 1). */
