@@ -154,11 +154,11 @@ static void usage(FILE *f)
 	    "      --chunk-max SIZE     Default: 256K\n"
 	    "  -S, --seed N             seed of keys, op mix and kill "
 	    "schedule. Default: 1\n"
-	    "      --kvringd PATH       server binary. Default: kvringd beside "
-	    "this\n"
-	    "                           program, else ../server/kvringd from "
-	    "it,\n"
-	    "                           else kvringd from PATH\n"
+	    "      --kvringd PATH       server binary. Default: $KVRINGD, else "
+	    "kvringd\n"
+	    "                           beside this program, else "
+	    "../server/kvringd\n"
+	    "                           from it, else kvringd from PATH\n"
 	    "      --server-arg ARG     extra argument for kvringd "
 	    "(repeatable)\n"
 	    "      --server-log PATH    kvringd's stderr. Default: /tmp/" PROG
@@ -411,7 +411,6 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
  */
 static void setup_run(struct st_run *r)
 {
-	r->ctl.fd = -1;
 	r->srv_exit = -1;
 	/* The kill schedule's own stream; workers derive theirs per slot
 	 * and generation (fleet.c), so both are fixed by --seed. */
@@ -510,19 +509,18 @@ int main(int argc, char **argv)
 	if (!r->srv_crashed)
 		(void)st_latplot_write(r);
 	st_latplot_free(r);
-	st_server_ctl_unmap(r);
+	kvrd_unmap(&r->srv);
 	/* Our server must also stop cleanly: exit 0 on SIGTERM. */
 	st_server_stop(r);
 	rc = st_report_print(r, &a);
 	/* Own server (a log path is set only then), now dead for sure. */
-	if (r->log_path[0])
-		st_server_remove_files(r);
-	if (r->log_path[0]) {
-		if (rc != EXIT_OK || r->o.keep_log)
+	if (r->srv.log_path[0]) {
+		bool keep = rc != EXIT_OK || r->o.keep_log;
+
+		kvrd_cleanup(&r->srv, !keep);
+		if (keep)
 			fprintf(stderr, PROG ": server log kept: %s\n",
-				r->log_path);
-		else
-			unlink(r->log_path);
+				r->srv.log_path);
 	}
 	st_results_unmap(r->sh);
 	free(r);

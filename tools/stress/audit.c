@@ -122,30 +122,30 @@ void st_audit_run(struct st_run *r, struct st_audit *a)
 	memset(a, 0, sizeof(*a));
 	/* Attach mode maps the segment only now; ours is mapped already
 	 * (and was re-mapped after every restart). */
-	if (!r->hdr && st_server_ctl_map(r, 0) < 0) {
+	if (!r->srv.hdr && kvrd_map(&r->srv, 0) < 0) {
 		snprintf(a->why, sizeof(a->why),
-			 "cannot map the control segment %s.ctl", r->name);
+			 "cannot map the control segment %s", r->srv.ctl_name);
 		return;
 	}
-	hb_ms = r->hdr->heartbeat_ms ? r->hdr->heartbeat_ms : 100;
+	hb_ms = r->srv.hdr->heartbeat_ms ? r->srv.hdr->heartbeat_ms : 100;
 	/* The condition we wait for is the success condition, so a leak
 	 * only costs this timeout; the values are read again afterwards. */
 	for (int waited = 0; waited < 5000; waited += 10) {
-		if (quiet_now(r->hdr))
+		if (quiet_now(r->srv.hdr))
 			break;
 		st_sleep_us(10000);
 	}
 	/* The server refreshes its global counters at least every
 	 * heartbeat: wait two so that what we read is current. */
 	st_sleep_us(2000ull * hb_ms + 50000);
-	snap_gstats(r->hdr, &a->g);
+	snap_gstats(r->srv.hdr, &a->g);
 	a->have_ctl = true;
-	a->pool_bytes = r->hdr->pool_bytes;
+	a->pool_bytes = r->srv.hdr->pool_bytes;
 	a->workers_gone = ST_AUD(a, workers) == 0;
 
 	/* This connection is itself a worker while it lasts; it is closed
 	 * before anything is judged, and it never holds anything. */
-	st_keys_client_opts(&co, r->o.socket ? r->o.socket : r->sock);
+	st_keys_client_opts(&co, r->o.socket ? r->o.socket : r->srv.sock);
 	co.no_prefault = true;
 	if (kvr_connect(&co, &c, err, sizeof(err)) == 0) {
 		a->have_stats = kvr_stats(c, &a->w) == 0;

@@ -74,8 +74,8 @@ void st_fleet_reap(struct st_run *r)
 	 * own -- is an invariant failure.
 	 */
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		if (pid == r->srv_pid) {
-			r->srv_pid = 0;
+		if (pid == r->srv.pid) {
+			r->srv.pid = 0;
 			r->srv_crashed = true;
 			fprintf(stderr,
 				PROG ": kvringd (pid %d) died without being "
@@ -84,7 +84,7 @@ void st_fleet_reap(struct st_run *r)
 				WIFSIGNALED(st) ? "signal" : "exit status",
 				WIFSIGNALED(st) ? WTERMSIG(st)
 						: WEXITSTATUS(st));
-			st_server_log_tail(r);
+			kvrd_log_tail(&r->srv, 20);
 			continue;
 		}
 		slot = slot_of(r, pid);

@@ -55,9 +55,9 @@ static bool read_now(struct st_run *r, struct kvr_hist_snap *out)
 {
 	const struct kvr_ctl_obs_shm *o;
 
-	if (!r->hdr && st_server_ctl_map(r, 0) < 0)
+	if (!r->srv.hdr && kvrd_map(&r->srv, 0) < 0)
 		return false;
-	o = kvr_ctl_obs((void *)r->hdr);
+	o = kvr_ctl_obs((void *)r->srv.hdr);
 	for (unsigned k = 0; k < KVR_HIST_OPS; k++)
 		kvr_hist_read(&o->lat[k], &out[k]);
 	return true;

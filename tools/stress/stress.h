@@ -18,7 +18,8 @@
  *   lease.c    pinned lookups, leases, and the cross-worker mailbox
  *   worker.c   a worker process: connect, op mix, reconnect, exit
  *   results.c  the shared mapping and the sum of every slot's results
- *   server.c   our private kvringd: names, start, kill, stop, files, ctl
+ *   server.c   our private kvringd's arguments, kills and restarts (the
+ *              starting and stopping itself is tools/kvrd/kvrd.c's)
  *   fleet.c    the parent's view of the workers: fork, reap, respawn, stop
  *   killer.c   the fault schedule: which worker dies when, server kills
  *   audit.c    the leak and accounting audit after the workers are gone
@@ -38,6 +39,8 @@
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 #include <kvring/segment.h>
+
+#include "kvrd.h"
 
 #define PROG   "kvring-stress"
 #define SCHEMA 1 /* of the JSON report; bump when a key changes meaning */
@@ -199,13 +202,10 @@ struct st_run {
 	pid_t wpid[MAX_WORKERS];    /* 0: slot empty (reaped, not respawned) */
 	uint32_t wgen[MAX_WORKERS]; /* incarnations forked into the slot */
 	bool wkilled[MAX_WORKERS];  /* we SIGKILLed it: that death is ours */
-	pid_t srv_pid;		    /* 0: not ours or not running */
-	char sock[108];
-	char name[64];
-	char log_path[160]; /* set only when the server is ours */
-	/* Control segment mapping (read-only) of the current server. */
-	struct kvr_seg ctl;
-	const struct kvr_ctl_hdr_shm *hdr;
+	/* The server: ours (srv.pid while it runs, srv.log_path set) or the
+	 * one --socket names (only sock, name, ctl_name set). srv.hdr is the
+	 * read-only control segment mapping of the current one, if mapped. */
+	struct kvrd srv;
 	struct st_latplot *lp; /* --latency-plot state, NULL without it */
 	uint64_t rng;	       /* the kill schedule's PRNG (killer.c) */
 	uint64_t next_kill_ns, next_srv_kill_ns;
@@ -372,15 +372,6 @@ int st_server_setup(struct st_run *r);
 void st_server_kill_restart(struct st_run *r);
 /* SIGTERM our server and record its exit status in srv_exit. */
 void st_server_stop(struct st_run *r);
-/* Remove what our (dead) server left under its private names. */
-void st_server_remove_files(const struct st_run *r);
-/* Print the last lines of our server's log to stderr. */
-void st_server_log_tail(const struct st_run *r);
-/* Map the control segment read-only; @creator != 0: only if that process
- * created it and it says RUNNING. Return: 0 or -errno (-EAGAIN: not yet). */
-int st_server_ctl_map(struct st_run *r, pid_t creator);
-/* Drop the control segment mapping; safe when none is mapped. */
-void st_server_ctl_unmap(struct st_run *r);
 
 /* ---- latplot.c: --latency-plot DIR ---- */
 struct st_latplot;
