@@ -211,7 +211,7 @@ static int connect_opts(const struct bench_server *s, bool background,
 	rc = kvr_connect(&co, out, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "kvring-bench: attach: connect %s: %s\n",
-			s->sock, err);
+			s->d.sock, err);
 	return rc;
 }
 
@@ -379,11 +379,11 @@ static int run_cell(struct att *a, unsigned si, int pages)
 			return rc;
 		if (k == 0) {
 			r->start_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
-			r->srv_prefault_ms = log_prefault_ms(s.log_path);
+			r->srv_prefault_ms = log_prefault_ms(s.d.log_path);
 			bench_server_stop(&s);
 		} else {
 			r->restart_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
-			r->srv_reprefault_ms = log_prefault_ms(s.log_path);
+			r->srv_reprefault_ms = log_prefault_ms(s.d.log_path);
 		}
 	}
 	bench_pin_cpu(a->o.cpu_client);

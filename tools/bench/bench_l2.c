@@ -524,7 +524,7 @@ static const struct kvr_l2stats_shm *map_l2(const struct bench_server *s,
 	struct stat st;
 	int fd;
 
-	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->name);
+	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return NULL;

@@ -3,32 +3,25 @@
  * bench_server.c - common options of the kvringd-backed scenarios, and a
  * private kvringd per scenario (see bench_server.h).
  *
- * A private server gets a socket and segment name derived from the bench's
- * pid and a counter, so two benches (or a bench and the test suite) never
- * meet. Its stderr goes to a log file; start-up waits for the "kvringd
- * ready" line there (pre-faulting a pool of a few GiB takes seconds on a
- * VM), and a failure prints the log. kvringd has no pinning flag, so every
- * thread listed in /proc/PID/task is pinned with sched_setaffinity.
+ * A private server is started through the one private-kvringd helper
+ * (tools/kvrd/kvrd.h), shared with kvring-stress and the test suites: a
+ * socket and segment name derived from the bench's pid and a counter, so
+ * two benches (or a bench and the test suite) never meet, its stderr in a
+ * log file, and start-up waiting for the "kvringd ready" line there
+ * (pre-faulting a pool of a few GiB takes seconds on a VM). This file adds
+ * the bench's arguments and the pinning: kvringd has no pinning flag, so
+ * every thread listed in /proc/PID/task is pinned with sched_setaffinity.
  * Nothing here measures anything.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <libgen.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <kvring/paths.h>
 
 #include "bench_common.h"
 #include "bench_server.h"
@@ -215,25 +208,6 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 
 /* ---- the private server ----------------------------------------------- */
 
-/* Finds the kvringd binary (see bench_server_start()). */
-static void kvringd_path(const struct bench_run_opts *o, char *buf, size_t n)
-{
-	const char *env = getenv("KVRINGD");
-
-	if (o->kvringd) {
-		snprintf(buf, n, "%s", o->kvringd);
-		return;
-	}
-	if (env && *env) {
-		snprintf(buf, n, "%s", env);
-		return;
-	}
-	/* Beside this binary (installed), or ../server/ (build tree). */
-	if (kvr_find_kvringd(buf, n) == 0)
-		return;
-	snprintf(buf, n, "kvringd"); /* execvp searches $PATH */
-}
-
 /*
  * Whether @bin has per-channel quotas (kvringd since issue 12). A bench
  * is one worker moving requests of up to the whole pool, which the
@@ -287,37 +261,6 @@ int bench_pin_pid(pid_t pid, int cpu)
 	return rc;
 }
 
-/* True once the log holds the server's "kvringd ready" line. */
-static bool log_says_ready(const char *path)
-{
-	char buf[8192];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	return strstr(buf, "kvringd ready") != NULL;
-}
-
-static void dump_log(const char *path)
-{
-	char buf[4096];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	fprintf(stderr, "kvring-bench: kvringd log (%s):\n", path);
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		fwrite(buf, 1, (size_t)n, stderr);
-	close(fd);
-}
-
 int bench_server_start(const struct bench_run_opts *o, uint64_t pool_bytes,
 		       uint32_t spin_us, uint32_t max_workers,
 		       struct bench_server *s)
@@ -330,111 +273,62 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 			    uint32_t spin_us, uint32_t max_workers,
 			    const char *const *extra, struct bench_server *s)
 {
-	static unsigned seq;
-	char bin[PATH_MAX], pool[32], spin[16], workers[16];
-	uint64_t t0;
-	int fd;
-	bool quotas;
+	/* Ready when the log says so, not when the control segment does:
+	 * an A/B run may start an older kvringd of another layout. The
+	 * pre-fault of a pool of a few GiB takes seconds on a VM. */
+	struct kvrd_opts ko = {
+	    .prog = "kvring-bench",
+	    .bin = o->kvringd,
+	    .tag = "kvrb",
+	    .ready = KVRD_READY_LOG,
+	    .start_timeout_ms = 120000,
+	};
+	char pool[32], spin[16], workers[16], all[] = "100%";
+	const char *argv[40];
+	int na = 0, rc;
 
 	memset(s, 0, sizeof(*s));
 	if (o->socket) {
 		/* A running server: its own pinning and spin time. */
-		snprintf(s->sock, sizeof(s->sock), "%s", o->socket);
+		snprintf(s->d.sock, sizeof(s->d.sock), "%s", o->socket);
 		return 0;
 	}
-	seq++;
-	snprintf(s->sock, sizeof(s->sock), "/tmp/kvrb-%d-%u.sock",
-		 (int)getpid(), seq);
-	snprintf(s->name, sizeof(s->name), "kvrb-%d-%u", (int)getpid(), seq);
-	snprintf(s->log_path, sizeof(s->log_path), "/tmp/kvrb-%d-%u.log",
-		 (int)getpid(), seq);
+	kvrd_init(&s->d, &ko);
 	snprintf(pool, sizeof(pool), "%" PRIu64, pool_bytes);
 	snprintf(spin, sizeof(spin), "%u", spin_us);
 	snprintf(workers, sizeof(workers), "%u", max_workers);
 	s->spin_us = spin_us;
-	kvringd_path(o, bin, sizeof(bin));
-	quotas = kvringd_has_quotas(bin);
-
-	fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		fprintf(stderr, "kvring-bench: create %s: %s\n", s->log_path,
-			strerror(errno));
-		return -errno;
+	argv[na++] = "--pool-size";
+	argv[na++] = pool;
+	argv[na++] = "--spin-us";
+	argv[na++] = spin;
+	argv[na++] = "--max-workers";
+	argv[na++] = workers;
+	argv[na++] = "--log-level";
+	argv[na++] = "info";
+	if (kvringd_has_quotas(s->d.bin)) {
+		argv[na++] = "--quota-reserved";
+		argv[na++] = all;
+		argv[na++] = "--quota-pinned";
+		argv[na++] = all;
+		argv[na++] = "--max-key-bytes";
+		argv[na++] = all;
 	}
-	fflush(NULL);
-	s->pid = fork();
-	if (s->pid < 0) {
-		int e = errno;
+	for (int i = 0; extra && extra[i] && na < 37; i++)
+		argv[na++] = extra[i];
+	/* The histogram switch (bench_hist.c runs both sides). */
+	if (o->no_histograms)
+		argv[na++] = "--no-histograms";
+	argv[na] = NULL;
 
-		close(fd);
-		fprintf(stderr, "kvring-bench: fork: %s\n", strerror(e));
-		return -e;
-	}
-	if (s->pid == 0) {
-		char *argv[32] = {bin,	   "--socket",
-				  s->sock, "--name",
-				  s->name, "--pool-size",
-				  pool,	   "--spin-us",
-				  spin,	   "--max-workers",
-				  workers, "--log-level",
-				  "info",  NULL};
-		char all[] = "100%", q1[] = "--quota-reserved",
-		     q2[] = "--quota-pinned", q3[] = "--max-key-bytes";
-		int na = 13;
-
-		if (quotas) {
-			argv[na++] = q1;
-			argv[na++] = all;
-			argv[na++] = q2;
-			argv[na++] = all;
-			argv[na++] = q3;
-			argv[na++] = all;
-		}
-		for (int i = 0; extra && extra[i] && na < 31; i++)
-			argv[na++] = (char *)extra[i];
-		argv[na] = NULL;
-
-		/* The histogram switch (bench_hist.c runs both sides). */
-		if (o->no_histograms && na < 31) {
-			argv[na++] = "--no-histograms";
-			argv[na] = NULL;
-		}
-
-		/* SIGTERM (a clean stop) if the bench dies first; the
-		 * setting survives execve(). */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		dup2(fd, STDERR_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		execvp(bin, argv);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	close(fd);
-
-	t0 = kvr_clock_now_ns();
-	while (!log_says_ready(s->log_path)) {
-		int status;
-
-		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-			fprintf(stderr,
-				"kvring-bench: kvringd (%s) exited "
-				"during start-up\n",
-				bin);
-			dump_log(s->log_path);
-			s->pid = 0;
-			return -ECHILD;
-		}
-		if (kvr_clock_now_ns() - t0 > 120ull * 1000000000ull) {
-			fprintf(stderr, "kvring-bench: kvringd not ready "
-					"after 120 s\n");
-			dump_log(s->log_path);
-			bench_server_stop(s);
-			return -ETIMEDOUT;
-		}
-		usleep(2000);
+	/* The reason and the log's tail are on stderr when this fails. */
+	rc = kvrd_start(&s->d, argv);
+	if (rc < 0) {
+		kvrd_cleanup(&s->d, false);
+		return rc;
 	}
 	/* Pinned after start-up: the pre-fault may use any CPU. */
-	if (bench_pin_pid(s->pid, o->cpu_server) < 0)
+	if (bench_pin_pid(s->d.pid, o->cpu_server) < 0)
 		fprintf(stderr, "kvring-bench: pin kvringd to cpu %d failed\n",
 			o->cpu_server);
 	return 0;
@@ -442,39 +336,23 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 
 void bench_server_stop(struct bench_server *s)
 {
-	uint64_t t0;
-	int status = 0;
-	bool reaped = false;
+	int rc;
 
-	if (!s || s->pid <= 0)
+	if (!s || s->d.pid <= 0)
 		return;
-	kill(s->pid, SIGTERM); /* our own child, by pid */
-	t0 = kvr_clock_now_ns();
-	while (kvr_clock_now_ns() - t0 < 10ull * 1000000000ull) {
-		pid_t r = waitpid(s->pid, &status, WNOHANG);
-
-		if (r == s->pid || (r < 0 && errno != EINTR)) {
-			reaped = true;
-			break;
-		}
-		usleep(2000);
+	rc = kvrd_stop(&s->d, 10000);
+	if (rc == 0) {
+		kvrd_cleanup(&s->d, true);
+		return;
 	}
-	if (!reaped) {
-		fprintf(stderr,
-			"kvring-bench: kvringd %d ignored SIGTERM, "
-			"killing it\n",
-			(int)s->pid);
-		kill(s->pid, SIGKILL);
-		waitpid(s->pid, &status, 0);
-	}
-	if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		unlink(s->log_path);
+	if (rc < 0)
+		fprintf(stderr, "kvring-bench: kvringd ignored SIGTERM for "
+				"10 s and was killed\n");
 	else
-		fprintf(stderr,
-			"kvring-bench: kvringd exit status %#x; log "
-			"kept at %s\n",
-			status, s->log_path);
-	s->pid = 0;
+		fprintf(stderr, "kvring-bench: kvringd exit status %d\n", rc);
+	fprintf(stderr, "kvring-bench: kvringd log kept at %s\n",
+		s->d.log_path);
+	kvrd_cleanup(&s->d, false);
 }
 
 /* ---- clients ---------------------------------------------------------- */
@@ -482,7 +360,7 @@ void bench_server_stop(struct bench_server *s)
 void bench_client_opts(const struct bench_server *s, struct kvr_client_opts *co)
 {
 	memset(co, 0, sizeof(*co));
-	co->socket_path = s->sock;
+	co->socket_path = s->d.sock;
 	snprintf(co->ns.model, sizeof(co->ns.model), "kvring-bench");
 	co->ns.layers = 1;
 	co->ns.kv_heads = 1;
@@ -517,8 +395,8 @@ int bench_client_connect(const struct bench_server *s, int transport,
 		usleep(5000);
 	}
 	if (rc < 0)
-		fprintf(stderr, "kvring-bench: connect %s: %s (%s)\n", s->sock,
-			err, strerror(-rc));
+		fprintf(stderr, "kvring-bench: connect %s: %s (%s)\n",
+			s->d.sock, err, strerror(-rc));
 	return rc;
 }
 

@@ -20,6 +20,8 @@
 
 #include <kvring/kvring.h>
 
+#include "kvrd.h"
+
 /* Scenario entry points of the kvringd-backed scenarios (argv[0] is the
  * scenario name; BENCH_EXIT_* codes). "all" runs every scenario. */
 int bench_rtt_hot_main(int argc, char **argv);
@@ -74,11 +76,10 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
  * bench_server_stop() ends it.
  */
 struct bench_server {
-	pid_t pid;	    /* private child, 0 if external */
-	char sock[108];	    /* socket path */
-	char name[48];	    /* segment base name (private only) */
-	char log_path[128]; /* the child's stderr (private only) */
-	uint32_t spin_us;   /* --spin-us given to a private server */
+	/* A private child (d.pid > 0) started through tools/kvrd/kvrd.h, or
+	 * only d.sock for an external one. */
+	struct kvrd d;
+	uint32_t spin_us; /* --spin-us given to a private server */
 };
 
 /*
