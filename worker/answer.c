@@ -31,7 +31,7 @@
 static void record_rtt(struct kvr_client *c, const struct kvr__pend *p,
 		       uint32_t op)
 {
-	uint64_t now = kvr__now_ns();
+	uint64_t now = kvr_clock_now_ns();
 	int k = kvr_hist_op_slot(op);
 
 	if (k >= 0 && now > p->sent_ns)

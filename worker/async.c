@@ -25,7 +25,8 @@ static int do_submit(struct kvr_client *c, struct kvr__submit_req *s)
 {
 	s->kind = KVR_SUBMIT_ASYNC;
 	return kvr__submit(
-	    c, s, kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull, NULL);
+	    c, s, kvr_clock_now_ns() + (uint64_t)c->timeout_ms * 1000000ull,
+	    NULL);
 }
 
 int kvr_submit_lookup(struct kvr_client *c, const struct kvr_key *keys,
@@ -200,7 +201,7 @@ static int do_reap(struct kvr_client *c, struct kvr_completion *out,
 			uint64_t t = timeout_ms < 0 ? c->timeout_ms
 						    : (uint64_t)timeout_ms;
 
-			rc = kvr__wait(c, kvr__now_ns() + t * 1000000ull,
+			rc = kvr__wait(c, kvr_clock_now_ns() + t * 1000000ull,
 				       reap_done, &a);
 		} else {
 			rc = kvr__wait_drain(c);

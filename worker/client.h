@@ -40,8 +40,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
+#include <kvring/clock.h>
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 #include <kvring/ring.h>
@@ -188,18 +188,6 @@ struct kvr_client {
 		uint64_t ns;	   /* its duration, written before done */
 	} touch;
 };
-
-/* ---- the clock (until <kvring/clock.h>) ---- */
-
-/* CLOCK_MONOTONIC in ns; a vDSO call, 30-40 ns on our VMs, so hot paths
- * read it only when they must (submit.c, wait.c say when). */
-static inline uint64_t kvr__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- client.c: the client object and its sticky error ---- */
 
@@ -356,7 +344,7 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 int kvr__wait_alive(struct kvr_client *c);
 /* A deadline @timeout_ms from now on the CLOCK_MONOTONIC time line, read
  * from the coarse clock (no TSC read: a few ns instead of tens on a VM);
- * never earlier than kvr__now_ns() + timeout_ms. */
+ * never earlier than kvr_clock_now_ns() + timeout_ms. */
 uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms);
 
 /* ---- tport_ring.c, tport_sock.c: the transport's operations ---- */

@@ -94,7 +94,7 @@ static int recv_welcome(struct kvr_client *c, uint64_t deadline,
 
 		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
 			struct pollfd p = {c->sock, POLLIN, 0};
-			uint64_t now = kvr__now_ns();
+			uint64_t now = kvr_clock_now_ns();
 
 			if (now >= deadline)
 				return -ETIMEDOUT;
@@ -365,7 +365,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	if (kvr__client_create(o, &c) < 0)
 		return cfail(errbuf, errlen, -ENOMEM, "out of memory");
 	/* One deadline for the whole handshake, whatever the server does. */
-	deadline = kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	deadline = kvr_clock_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0) {
@@ -442,7 +442,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 
 	/* attach_ns covers the mappings and the pre-fault (when in line):
 	 * what kvr_client_info() reports as the cost of attaching. */
-	t0 = kvr__now_ns();
+	t0 = kvr_clock_now_ns();
 	rc = attach_ctl(c, &w, fds[0], fds[3], errbuf, errlen);
 	fds[0] = fds[3] = -1; /* closed by the attach, whatever happened */
 	if (rc == 0 && need == 5) {
@@ -456,7 +456,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 		kvr__client_destroy(c);
 		return rc;
 	}
-	c->info.attach_ns = kvr__now_ns() - t0;
+	c->info.attach_ns = kvr_clock_now_ns() - t0;
 	c->info.transport = w.transport;
 	c->info.channel = w.channel;
 	c->info.pool_bytes = w.pool_bytes;

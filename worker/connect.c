@@ -70,7 +70,7 @@ static void sleep_ms(uint32_t ms)
 static int connect_waiting(const struct kvr_client_opts *o, uint32_t wait_ms,
 			   struct kvr_client **out, char *errbuf, size_t errlen)
 {
-	uint64_t deadline = kvr__now_ns() + (uint64_t)wait_ms * 1000000ull;
+	uint64_t deadline = kvr_clock_now_ns() + (uint64_t)wait_ms * 1000000ull;
 	size_t used;
 	int rc;
 
@@ -78,7 +78,7 @@ static int connect_waiting(const struct kvr_client_opts *o, uint32_t wait_ms,
 		rc = kvr__conn_attempt(o, out, errbuf, errlen);
 		if (rc != -ENOENT && rc != -ECONNREFUSED)
 			return rc;
-		if (wait_ms == 0 || kvr__now_ns() >= deadline)
+		if (wait_ms == 0 || kvr_clock_now_ns() >= deadline)
 			break;
 		sleep_ms(WAIT_STEP_MS);
 	}

@@ -107,7 +107,7 @@ struct kvr__pend *kvr__pend_open(struct kvr_client *c,
 	if (c->obs && s->kind != KVR_SUBMIT_INTERNAL && --c->rtt_left == 0) {
 		c->rtt_left = c->rtt_every;
 		p->timed = true;
-		p->sent_ns = kvr__now_ns();
+		p->sent_ns = kvr_clock_now_ns();
 	}
 	p->user = s->user;
 	p->x = s->x;

@@ -38,7 +38,7 @@ static void undo_flush(struct kvr_client *c)
 
 		/* -EAGAIN: the ring is full, keep the rest for next time.
 		 * Any other error broke the client, which frees all. */
-		if (kvr__submit(c, &s, kvr__now_ns(), NULL) == -EAGAIN)
+		if (kvr__submit(c, &s, kvr_clock_now_ns(), NULL) == -EAGAIN)
 			break;
 		done++;
 	}

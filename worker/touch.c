@@ -29,7 +29,7 @@ static void *touch_main(void *arg)
 {
 	struct kvr_client *c = arg;
 	unsigned char *p = c->pool.base;
-	uint64_t t0 = kvr__now_ns();
+	uint64_t t0 = kvr_clock_now_ns();
 
 	for (size_t off = 0; off < c->pool.bytes; off += TOUCH_SLICE) {
 		size_t n = c->pool.bytes - off < TOUCH_SLICE
@@ -42,7 +42,7 @@ static void *touch_main(void *arg)
 		(void)kvr_seg_prefault_pages(p + off, n, c->pool.page_bytes,
 					     true, NULL);
 	}
-	c->touch.ns = kvr__now_ns() - t0;
+	c->touch.ns = kvr_clock_now_ns() - t0;
 	/* R-TOUCH1: publish ns; pairs with A-TOUCH1 in kvr_prefault_status. */
 	atomic_store_explicit(&c->touch.done, true, memory_order_release);
 	return NULL;

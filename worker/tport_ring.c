@@ -45,7 +45,7 @@ static int wait_room(struct kvr_client *c, uint64_t deadline,
 	rc = kvr__wait_drain(c);
 	if (rc < 0)
 		return rc;
-	now = kvr__now_ns();
+	now = kvr_clock_now_ns();
 	if (now >= deadline)
 		return kvr__client_fail(c, -ETIMEDOUT,
 					"request ring full for %u ms: kvringd "
@@ -238,7 +238,7 @@ static int ring_wait(struct kvr_client *c, uint64_t deadline_ns)
 			kvr_clock_relax();
 			if (++spins % 64 != 0)
 				continue;
-			t = kvr__now_ns();
+			t = kvr_clock_now_ns();
 			if (end == 0) {
 				end = t + (uint64_t)c->spin_us * 1000ull;
 				if (end > deadline_ns)

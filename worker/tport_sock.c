@@ -80,7 +80,7 @@ static int read_frame(struct kvr_client *c);
 
 static uint64_t deadline_from_now(const struct kvr_client *c)
 {
-	return kvr__now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	return kvr_clock_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 }
 
 /* Wait for the socket to become ready for @ev, one slice at most, with the
@@ -91,7 +91,7 @@ static int sock_poll(struct kvr_client *c, short ev, uint64_t deadline,
 		     bool answers)
 {
 	struct pollfd p = {c->sock, (short)(ev | POLLRDHUP), 0};
-	uint64_t now = kvr__now_ns();
+	uint64_t now = kvr_clock_now_ns();
 	int rc;
 
 	if (now >= deadline)

@@ -37,7 +37,7 @@ uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 				(uint64_t)ts.tv_nsec
 			  : 0;
 		if (res == 0 || res > 100000000ull)
-			return kvr__now_ns() +
+			return kvr_clock_now_ns() +
 			       (uint64_t)timeout_ms * 1000000ull;
 		atomic_store_explicit(&res_ns, res, memory_order_relaxed);
 	}
@@ -50,7 +50,7 @@ uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 
 int kvr__wait_slice_ms(uint64_t deadline_ns)
 {
-	uint64_t now = kvr__now_ns(), left_ms;
+	uint64_t now = kvr_clock_now_ns(), left_ms;
 
 	if (now >= deadline_ns)
 		return -ETIMEDOUT;
@@ -78,7 +78,7 @@ int kvr__wait_alive(struct kvr_client *c)
 	/* Relaxed: each is one self-contained value written by the server's
 	 * single loop thread; we need it untorn, not ordered with anything. */
 	hb = atomic_load_explicit(&c->hdr->heartbeat_ns, memory_order_relaxed);
-	now = kvr__now_ns();
+	now = kvr_clock_now_ns();
 	stale_ms = 3ull * c->heartbeat_ms;
 	if (stale_ms < KVR_HB_MIN_STALE_MS)
 		stale_ms = KVR_HB_MIN_STALE_MS;
