@@ -22,7 +22,9 @@
 /* Which flags each op may carry; anything else is a protocol error. */
 static const uint32_t op_flags[KVR_OP__MAX] = {
     [KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
-    [KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE,
+    [KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE | KVR_REQ_SUMS,
+    [KVR_OP_COMMIT_STORE] = KVR_REQ_SUMS,
+    [KVR_OP_COMMIT_RETRIEVE] = KVR_REQ_CORRUPT,
 };
 
 /* Ops whose request carries keys (count may be > 0). */
@@ -32,18 +34,28 @@ static bool op_has_keys(uint32_t op)
 	       op == KVR_OP_PREPARE_RETRIEVE;
 }
 
+/* A commit whose flag says u64 words follow (sums or offsets): then
+ * count >= 1, and count 0 without the flag. */
+static bool op_has_words(uint32_t op, uint32_t flags)
+{
+	return (op == KVR_OP_COMMIT_STORE && (flags & KVR_REQ_SUMS)) ||
+	       (op == KVR_OP_COMMIT_RETRIEVE && (flags & KVR_REQ_CORRUPT));
+}
+
 /*
  * The rules of a request header for op (already known to be a valid op),
  * shared by the decoder and the encoder. Return 0, -EBADMSG (reserved set,
- * a flag the op does not take, keys where none belong) or -E2BIG (count
- * above max_keys or the protocol's limit).
+ * a flag the op does not take, keys where none belong, a checksum flag
+ * without words) or -E2BIG (count above max_keys or the protocol's limit).
  */
 static int req_hdr_check(uint32_t op, const struct kvr_req_hdr *h,
 			 uint32_t max_keys)
 {
 	if (h->reserved != 0 || (h->flags & ~op_flags[op]) != 0)
 		return -EBADMSG;
-	if (!op_has_keys(op) && h->count != 0)
+	if (!op_has_keys(op) && !op_has_words(op, h->flags) && h->count != 0)
+		return -EBADMSG;
+	if (op_has_words(op, h->flags) && h->count == 0)
 		return -EBADMSG;
 	if (h->count > max_keys || h->count > KVR_MAX_KEYS_LIMIT)
 		return -E2BIG;
@@ -75,7 +87,12 @@ int kvr_req_parse(uint32_t type, const void *rec, size_t len, uint32_t max_keys,
 
 	out->op = type;
 	out->hdr = h;
-	out->keys = h.count ? (const struct kvr_key *)(p + sizeof(h)) : NULL;
+	out->keys = h.count && op_has_keys(type)
+			? (const struct kvr_key *)(p + sizeof(h))
+			: NULL;
+	out->words = op_has_words(type, h.flags)
+			 ? (const uint64_t *)(p + sizeof(h))
+			 : NULL;
 	out->sizes = type == KVR_OP_PREPARE_STORE && h.count
 			 ? (const uint64_t *)(p + sizeof(h) +
 					      h.count * sizeof(struct kvr_key))
@@ -100,7 +117,10 @@ int kvr_resp_parse(uint32_t type, const void *rec, size_t len,
 		if (h.count != 0 ||
 		    len != sizeof(h) + sizeof(struct kvr_stats_wire))
 			return -EBADMSG;
-	} else if (len != kvr_resp_bytes(h.count)) {
+	} else if (len != kvr_resp_bytes(h.count) &&
+		   (op != KVR_OP_PREPARE_RETRIEVE ||
+		    len != kvr_resp_sums_bytes(h.count))) {
+		/* Only a retrieve answer may carry sums after its slots. */
 		return -EBADMSG;
 	}
 	s = (const struct kvr_slot_desc *)((const char *)rec + sizeof(h));
@@ -129,14 +149,23 @@ int kvr_req_encode(const struct kvr_req_view *v, void *buf, size_t cap)
 	/* Same rules as the decoder, so an encoded record always parses. */
 	if (req_hdr_check(v->op, &v->hdr, KVR_MAX_KEYS_LIMIT) < 0)
 		return -EINVAL;
-	if (n && (!v->keys || (v->op == KVR_OP_PREPARE_STORE && !v->sizes)))
+	if (op_has_words(v->op, v->hdr.flags)) {
+		/* A commit's checksum words (sums or offsets). */
+		if (!v->words)
+			return -EINVAL;
+	} else if (n &&
+		   (!v->keys || (v->op == KVR_OP_PREPARE_STORE && !v->sizes))) {
 		return -EINVAL;
+	}
 	len = kvr_req_bytes(v->op, n);
 	if (cap < len)
 		return -EMSGSIZE;
 	kb = (size_t)n * sizeof(struct kvr_key);
 	memcpy(p, &v->hdr, sizeof(v->hdr));
-	if (n)
+	if (n && op_has_words(v->op, v->hdr.flags))
+		memcpy(p + sizeof(v->hdr), v->words,
+		       (size_t)n * sizeof(uint64_t));
+	else if (n)
 		memcpy(p + sizeof(v->hdr), v->keys, kb);
 	if (v->op == KVR_OP_PREPARE_STORE && n)
 		memcpy(p + sizeof(v->hdr) + kb, v->sizes,
@@ -149,6 +178,7 @@ int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap)
 	struct kvr_slot_desc *d;
 	uint32_t n;
 	size_t len;
+	bool sums;
 
 	if (!v || !buf || v->op == 0 || v->op >= KVR_OP__MAX)
 		return -EINVAL;
@@ -160,7 +190,10 @@ int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap)
 		if (v->slots[i].status < KVR_SLOT_OK ||
 		    v->slots[i].status >= KVR_SLOT__MAX)
 			return -EINVAL;
-	len = kvr_resp_record_bytes(v->op, n);
+	sums = v->sums && v->op == KVR_OP_PREPARE_RETRIEVE;
+	if (v->sums && !sums)
+		return -EINVAL; /* only a retrieve answer carries sums */
+	len = sums ? kvr_resp_sums_bytes(n) : kvr_resp_record_bytes(v->op, n);
 	if (cap < len)
 		return -EMSGSIZE;
 	/* Slots first: they may already sit in place at buf + 32, and the
@@ -170,9 +203,11 @@ int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap)
 	for (uint32_t i = 0; i < n; i++) {
 		struct kvr_slot_desc sd = v->slots[i];
 
-		sd.reserved = 0;
+		sd.reserved = sums ? sd.reserved & KVR_SLOT_F_SUM : 0;
 		d[i] = sd;
 	}
+	if (sums && n)
+		memmove(d + n, v->sums, (size_t)n * sizeof(uint64_t));
 	memcpy(buf, &v->hdr, sizeof(v->hdr));
 	if (v->op == KVR_OP_STATS) {
 		if (v->stats && (const void *)v->stats != (const void *)d)
@@ -201,6 +236,12 @@ int kvr_resp_parse_view(uint32_t type, const void *rec, size_t len,
 	    op == KVR_OP_STATS
 		? (const struct kvr_stats_wire *)((const char *)rec + sizeof(h))
 		: NULL;
+	/* kvr_resp_parse accepted this length only for a retrieve. */
+	out->sums = h.count && len == kvr_resp_sums_bytes(h.count) &&
+			    op == KVR_OP_PREPARE_RETRIEVE
+			? (const uint64_t *)((const char *)rec +
+					     kvr_resp_bytes(h.count))
+			: NULL;
 	return 0;
 }
 

@@ -31,7 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (kvr_req_parse(type, rec, size - 2, 512, &v) != 0)
 		return 0;
 	for (uint32_t i = 0; i < v.hdr.count; i++) {
-		sink += v.keys[i].lo ^ v.keys[i].hi;
+		/* Keys, or the u64 words of a commit (checksums). */
+		if (v.keys)
+			sink += v.keys[i].lo ^ v.keys[i].hi;
+		if (v.words)
+			sink += v.words[i];
 		if (v.sizes)
 			sink += v.sizes[i];
 	}

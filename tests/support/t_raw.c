@@ -234,6 +234,11 @@ int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 	struct kvr_ring_rec rec;
 	int rc;
 
+	/* Commit ops carry u64 words (checksums, offsets): passed as sizes. */
+	if (op == KVR_OP_COMMIT_STORE || op == KVR_OP_COMMIT_RETRIEVE) {
+		v.words = sizes;
+		v.sizes = NULL;
+	}
 	rc = t_raw_push(r, &v, true);
 	if (rc < 0)
 		return rc;

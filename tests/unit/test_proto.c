@@ -647,3 +647,135 @@ Test(proto, welcome_init_gives_a_refusal_welcome_check_accepts)
 	cr_expect_eq(w.pool_name[0], '\0', "pool_name not zeroed");
 	cr_expect_eq(w.pool_bytes, 0, "pool_bytes not zeroed");
 }
+
+Test(proto, parse_points_words_into_record_when_a_commit_carries_sums)
+{
+	uint8_t buf[256];
+	struct kvr_req_view v;
+	size_t len = mk_req(buf, KVR_OP_COMMIT_STORE, 2, KVR_REQ_SUMS);
+	uint64_t *w = (uint64_t *)(buf + 32);
+
+	cr_assert_eq(len, 32u + 2 * 8);
+	w[1] = 0xfeedull;
+	cr_assert_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v), 0);
+	cr_expect_eq(v.words, (const uint64_t *)(buf + 32));
+	cr_expect_eq(v.words[1], 0xfeedull);
+	cr_expect_null(v.keys);
+	/* The same for a commit_retrieve naming corrupt slots. */
+	len = mk_req(buf, KVR_OP_COMMIT_RETRIEVE, 1, KVR_REQ_CORRUPT);
+	cr_assert_eq(kvr_req_parse(KVR_OP_COMMIT_RETRIEVE, buf, len, 16, &v),
+		     0);
+	cr_expect_not_null(v.words);
+	/* Without the flag a commit carries nothing. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 0, 0);
+	cr_assert_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v), 0);
+	cr_expect_null(v.words);
+}
+
+Test(proto, parse_refuses_checksum_words_when_count_or_flag_is_wrong)
+{
+	uint8_t buf[256];
+	struct kvr_req_view v;
+	size_t len;
+
+	/* The flag with no word, words without the flag. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 0, KVR_REQ_SUMS);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v),
+		     -EBADMSG);
+	len = mk_req(buf, KVR_OP_COMMIT_RETRIEVE, 0, KVR_REQ_CORRUPT);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_RETRIEVE, buf, len, 16, &v),
+		     -EBADMSG);
+	/* The wrong flag for the op. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 1, KVR_REQ_CORRUPT);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v),
+		     -EBADMSG);
+	len = mk_req(buf, KVR_OP_LOOKUP, 1, KVR_REQ_SUMS);
+	cr_expect_eq(kvr_req_parse(KVR_OP_LOOKUP, buf, len, 16, &v), -EBADMSG);
+	/* A length that is not count words. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 2, KVR_REQ_SUMS);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len - 8, 16, &v),
+		     -EBADMSG);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 1, &v),
+		     -E2BIG);
+}
+
+Test(proto, resp_parse_takes_sums_only_when_the_answer_is_a_retrieve)
+{
+	uint8_t buf[512];
+	struct kvr_resp_hdr h;
+	size_t len = mk_resp(buf, 2, 0, 64, KVR_SLOT_OK);
+
+	cr_expect_eq(kvr_resp_parse(KVR_RESP_BIT | KVR_OP_PREPARE_RETRIEVE, buf,
+				    kvr_resp_sums_bytes(2), 4096, &h, NULL),
+		     0);
+	cr_expect_eq(kvr_resp_parse(KVR_RESP_BIT | KVR_OP_PREPARE_STORE, buf,
+				    kvr_resp_sums_bytes(2), 4096, &h, NULL),
+		     -EBADMSG);
+	cr_expect_eq(kvr_resp_parse(KVR_RESP_BIT | KVR_OP_PREPARE_RETRIEVE, buf,
+				    kvr_resp_sums_bytes(2) - 8, 4096, &h, NULL),
+		     -EBADMSG);
+	(void)len;
+}
+
+Test(proto, encode_then_parse_keeps_sums_when_a_retrieve_carries_them)
+{
+	uint8_t buf[512];
+	struct kvr_slot_desc sl[2] = {
+	    {.off = 0,
+	     .len = 64,
+	     .status = KVR_SLOT_OK,
+	     .reserved = KVR_SLOT_F_SUM | 0x80},
+	    {.off = 64, .len = 64, .status = KVR_SLOT_OK, .reserved = 0}};
+	uint64_t sums[2] = {0x1111, 0};
+	struct kvr_resp_view v = {.op = KVR_OP_PREPARE_RETRIEVE,
+				  .hdr = {.req_id = 3, .handle = 9, .count = 2},
+				  .slots = sl,
+				  .sums = sums},
+			     got;
+	int len = kvr_resp_encode(&v, buf, sizeof(buf));
+
+	cr_assert_eq(len, (int)kvr_resp_sums_bytes(2));
+	cr_assert_eq(kvr_resp_parse_view(KVR_RESP_BIT | KVR_OP_PREPARE_RETRIEVE,
+					 buf, (size_t)len, 4096, &got),
+		     0);
+	cr_assert_not_null(got.sums);
+	cr_expect_eq(got.sums[0], 0x1111u);
+	/* Only the known flag survives the encoder. */
+	cr_expect_eq(got.slots[0].reserved, KVR_SLOT_F_SUM);
+	cr_expect_eq(got.slots[1].reserved, 0u);
+	/* Sums belong to retrieve answers only. */
+	v.op = KVR_OP_PREPARE_STORE;
+	cr_expect_eq(kvr_resp_encode(&v, buf, sizeof(buf)), -EINVAL);
+	/* Without sums the slot flags are cleared, as always. */
+	v.op = KVR_OP_PREPARE_RETRIEVE;
+	v.sums = NULL;
+	len = kvr_resp_encode(&v, buf, sizeof(buf));
+	cr_assert_eq(len, (int)kvr_resp_bytes(2));
+	cr_assert_eq(kvr_resp_parse_view(KVR_RESP_BIT | KVR_OP_PREPARE_RETRIEVE,
+					 buf, (size_t)len, 4096, &got),
+		     0);
+	cr_expect_null(got.sums);
+	cr_expect_eq(got.slots[0].reserved, 0u);
+}
+
+Test(proto, encode_then_parse_keeps_words_when_a_commit_carries_sums)
+{
+	uint8_t buf[256];
+	uint64_t w[3] = {7, 8, 9};
+	struct kvr_req_view v = {.op = KVR_OP_COMMIT_STORE,
+				 .hdr = {.req_id = 1,
+					 .handle = 5,
+					 .count = 3,
+					 .flags = KVR_REQ_SUMS},
+				 .words = w},
+			    got;
+	int len = kvr_req_encode(&v, buf, sizeof(buf));
+
+	cr_assert_eq(len, (int)kvr_req_bytes(KVR_OP_COMMIT_STORE, 3));
+	cr_assert_eq(
+	    kvr_req_parse(KVR_OP_COMMIT_STORE, buf, (size_t)len, 16, &got), 0);
+	cr_expect_eq(got.words[2], 9u);
+	/* The flag without words to write is the caller's bug. */
+	v.words = NULL;
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL);
+}

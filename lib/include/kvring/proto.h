@@ -33,8 +33,10 @@
 extern "C" {
 #endif
 
+/* Version 3: channel block fd (abi 3.0); 4: per-chunk checksums (SUMS,
+ * CORRUPT, KVR_SLOT_F_SUM). */
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
-#define KVR_PROTO_VERSION 3u	      /* 3: channel block fd (abi 3.0) */
+#define KVR_PROTO_VERSION 4u
 
 /* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
 struct kvr_key {
@@ -49,11 +51,13 @@ enum kvr_op {
 	KVR_OP_LOOKUP = 1,	     /* keys[count], flags: KVR_REQ_PIN */
 	KVR_OP_RELEASE = 2,	     /* handle = lease id */
 	KVR_OP_PREPARE_STORE = 3,    /* keys[count], then sizes[count] (u64) */
-	KVR_OP_COMMIT_STORE = 4,     /* handle = transfer id (+payload: copy) */
+	KVR_OP_COMMIT_STORE = 4,     /* handle = transfer id (+payload: copy);
+					with KVR_REQ_SUMS, sums[count] (u64) */
 	KVR_OP_ABORT_STORE = 5,	     /* handle = transfer id */
 	KVR_OP_PREPARE_RETRIEVE = 6, /* keys[count], or handle = lease id
 					with KVR_REQ_BY_LEASE and count 0 */
-	KVR_OP_COMMIT_RETRIEVE = 7,  /* handle = transfer id */
+	KVR_OP_COMMIT_RETRIEVE = 7,  /* handle = transfer id; with
+					KVR_REQ_CORRUPT, offs[count] (u64) */
 	KVR_OP_PING = 8,	     /* nothing; answer value = server time */
 	KVR_OP_STATS = 9, /* nothing; answer carries kvr_stats_wire */
 	KVR_OP__MAX = 10,
@@ -61,10 +65,30 @@ enum kvr_op {
 #define KVR_RESP_BIT 0x100u
 
 /* Request flags. Any bit not listed is a protocol error. */
-#define KVR_REQ_PIN	  0x1u /* lookup: pin the hit prefix under a lease */
-#define KVR_REQ_BY_LEASE  0x2u /* prepare_retrieve: redeem handle (a lease) */
-#define KVR_REQ_L2	  0x4u /* lookup: read through the L2 tier (docs/l2.md) */
-#define KVR_REQ_FLAGS_ALL (KVR_REQ_PIN | KVR_REQ_BY_LEASE | KVR_REQ_L2)
+#define KVR_REQ_PIN	 0x1u /* lookup: pin the hit prefix under a lease */
+#define KVR_REQ_BY_LEASE 0x2u /* prepare_retrieve: redeem handle (a lease) */
+#define KVR_REQ_L2	 0x4u /* lookup: read through the L2 tier (docs/l2.md) */
+/*
+ * Per-chunk checksums (docs/reliability.md, "Checksums"). The worker
+ * computes XXH3-64 of each slot; the server keeps it with the object and
+ * never computes it on the hot path.
+ *   commit_store + SUMS: count = the transfer's KVR_SLOT_OK slots, and
+ *     count u64 sums follow the header, one per OK slot in slot order.
+ *     A count that is not the transfer's reservation count is answered
+ *     -EINVAL and nothing changes (the transfer stays open).
+ *   prepare_retrieve + SUMS: the answer carries, after its slots, count
+ *     u64 sums; a slot whose object was stored with a sum has
+ *     KVR_SLOT_F_SUM in its flags (else its sum is 0 and means nothing).
+ *   commit_retrieve + CORRUPT: count u64 pool offsets follow, the slots
+ *     of this transfer whose bytes failed their sum at the worker. The
+ *     server re-checks each against the sum it keeps and drops the
+ *     objects that really fail (answer value = how many).
+ */
+#define KVR_REQ_SUMS	0x8u
+#define KVR_REQ_CORRUPT 0x10u
+#define KVR_REQ_FLAGS_ALL                                                      \
+	(KVR_REQ_PIN | KVR_REQ_BY_LEASE | KVR_REQ_L2 | KVR_REQ_SUMS |          \
+	 KVR_REQ_CORRUPT)
 
 /* In a lookup answer's value: bits 0..31 are the hits; this bit says L2
  * loads for keys past them are still in flight, so asking again soon may
@@ -102,7 +126,10 @@ enum kvr_slot_status {
 	KVR_SLOT_QUOTA = 5,   /* store: the channel's reserve quota or the
 				 per-key size limit forbids it (nothing was
 				 evicted for it); retrieve: never */
-	KVR_SLOT__MAX = 6,    /* first value that is not a status */
+	KVR_SLOT_CORRUPT = 6, /* retrieve: the bytes fail the XXH3-64 their
+				 storer sent (set by libkvring's verify,
+				 never sent by the server) */
+	KVR_SLOT__MAX = 7,    /* first value that is not a status */
 };
 
 /*
@@ -118,9 +145,11 @@ enum kvr_slot_status {
 struct kvr_slot_desc {
 	uint64_t off;
 	uint64_t len;
-	int32_t status; /* enum kvr_slot_status */
-	uint32_t reserved;
+	int32_t status;	   /* enum kvr_slot_status */
+	uint32_t reserved; /* 0; retrieve answers to SUMS: KVR_SLOT_F_* */
 };
+/* In a retrieve answer's slot (asked with KVR_REQ_SUMS): it has a sum. */
+#define KVR_SLOT_F_SUM 0x1u
 _Static_assert(sizeof(struct kvr_slot_desc) == 24, "ABI: docs/protocol.md");
 
 /* KVR_OP_STATS answer body: a snapshot of the server's global counters. */
@@ -145,8 +174,11 @@ struct kvr_stats_wire {
 /* Bytes of a request / answer record for n keys / slots. */
 static inline size_t kvr_req_bytes(uint32_t op, uint32_t n)
 {
-	size_t b =
-	    sizeof(struct kvr_req_hdr) + (size_t)n * sizeof(struct kvr_key);
+	/* Commit ops carry u64 words (sums, offsets); the others keys. */
+	size_t each = op == KVR_OP_COMMIT_STORE || op == KVR_OP_COMMIT_RETRIEVE
+			  ? sizeof(uint64_t)
+			  : sizeof(struct kvr_key);
+	size_t b = sizeof(struct kvr_req_hdr) + (size_t)n * each;
 
 	if (op == KVR_OP_PREPARE_STORE)
 		b += (size_t)n * sizeof(uint64_t);
@@ -157,6 +189,13 @@ static inline size_t kvr_resp_bytes(uint32_t n)
 {
 	return sizeof(struct kvr_resp_hdr) +
 	       (size_t)n * sizeof(struct kvr_slot_desc);
+}
+
+/* Bytes of a retrieve answer for n slots that carries sums (KVR_REQ_SUMS):
+ * the u64 sums follow the slots. */
+static inline size_t kvr_resp_sums_bytes(uint32_t n)
+{
+	return kvr_resp_bytes(n) + (size_t)n * sizeof(uint64_t);
 }
 
 /*
@@ -173,6 +212,8 @@ struct kvr_req_view {
 	struct kvr_req_hdr hdr; /* private copy */
 	const struct kvr_key *keys;
 	const uint64_t *sizes; /* prepare_store only, else NULL */
+	const uint64_t *words; /* commit ops: sums (commit_store + SUMS) or
+				  offsets (commit_retrieve + CORRUPT) */
 };
 
 /*
@@ -227,6 +268,8 @@ struct kvr_resp_view {
 	struct kvr_resp_hdr hdr;	    /* private copy */
 	const struct kvr_slot_desc *slots;  /* hdr.count entries, or NULL */
 	const struct kvr_stats_wire *stats; /* KVR_OP_STATS only, else NULL */
+	const uint64_t *sums; /* a retrieve answer to KVR_REQ_SUMS: count
+				 sums after the slots, else NULL */
 };
 
 /* Bytes of the answer record to op carrying n slots: a stats answer always
@@ -253,7 +296,9 @@ static inline struct kvr_slot_desc *kvr_resp_slots_at(void *rec)
  * kvr_resp_parse_view(). The record type to send it under is
  * KVR_RESP_BIT | v->op.
  * @v: v->hdr is written as given; v->slots (hdr.count entries) follow with
- *     each slot's reserved field written as 0; v->slots may be
+ *     each slot's reserved field written as 0 (a retrieve with v->sums:
+ *     only its KVR_SLOT_F_SUM bit kept, and the sums written after the
+ *     slots, kvr_resp_sums_bytes(count) in all); v->slots may be
  *     kvr_resp_slots_at(buf) (filled in place). A stats answer writes
  *     *v->stats, or zeros when v->stats is NULL (an error answer still has
  *     the body's length, so the worker can parse it).
@@ -270,7 +315,9 @@ int kvr_resp_encode(const struct kvr_resp_view *v, void *buf, size_t cap);
 
 /*
  * kvr_resp_parse_view - kvr_resp_parse() that also points v->stats at a
- * stats answer's body. Same checks, same codes; on error *out is untouched.
+ * stats answer's body, and v->sums at a retrieve answer's sums (when its
+ * length says it carries them). Same checks, same codes; on error *out is
+ * untouched.
  */
 int kvr_resp_parse_view(uint32_t type, const void *rec, size_t len,
 			uint64_t pool_bytes, struct kvr_resp_view *out);
