@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <kvring/sum.h> - the XXH3-64 of a chunk's bytes, as per-chunk checksums
+ * use it (docs/reliability.md, "Checksums"): libkvring sums each slot at
+ * commit and checks retrieves, kvringd re-checks a reported slot. One
+ * function, so both sides compute the same value the same fast way.
+ */
+#ifndef KVRING_SUM_H
+#define KVRING_SUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * kvr_sum64 - XXH3_64bits(p, len) with seed 0: the same value on every
+ * machine, computed with xxHash's x86 dispatch (AVX2/AVX-512 where the
+ * CPU has them) when the library provides it. Never fails; len 0 is fine.
+ */
+uint64_t kvr_sum64(const void *p, size_t len);
+
+#endif /* KVRING_SUM_H */
