@@ -191,6 +191,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	c->obs = kvr_chan_obs(shm);
 	memset(&c->cache, 0, sizeof(c->cache));
 	c->cache_dirty = false;
+	c->false_reports = 0;
 	return 0;
 }
 
@@ -462,6 +463,8 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&g->loop_wakeups, s->g.loop_wakeups);
 	put(&g->quota_denied, st.quota_denied);
 	put(&g->xfers_expired, st.xfers_expired);
+	put(&g->corrupt_dropped, st.corrupt_dropped);
+	put(&g->corrupt_unconfirmed, s->g.corrupt_unconfirmed);
 	if (!s->obs)
 		return;
 	put_cache(&s->obs->cache, &s->cache);

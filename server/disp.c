@@ -208,6 +208,9 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		memcpy(s->keys, v->keys, (size_t)n * sizeof(*s->keys));
 	if (n && v->sizes)
 		memcpy(s->sizes, v->sizes, (size_t)n * sizeof(*s->sizes));
+	/* A commit's sums or offsets (sum.c) go to the same scratch. */
+	if (n && v->words)
+		memcpy(s->sizes, v->words, (size_t)n * sizeof(*s->sizes));
 	if (s->stopping) {
 		rc = -ESHUTDOWN;
 		goto out;
@@ -248,6 +251,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		}
 		break;
 	case KVR_OP_COMMIT_STORE:
+		/* Sums first: a wrong count changes nothing, not even the
+		 * transfer, which stays open for a correct commit. */
+		if (v->words &&
+		    (rc = kvr__sum_store(s, c, v->hdr.handle, n)) < 0)
+			break;
 		if (s->l2) /* write-behind: commit, then queue the upload */
 			rc = kvr_l2_commit_store(s, c, v->hdr.handle);
 		else
@@ -274,6 +282,10 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		}
 		break;
 	case KVR_OP_COMMIT_RETRIEVE:
+		/* Corrupt slots are judged while this transfer still pins
+		 * them; value says how many objects were dropped. */
+		if (v->words)
+			r->value = kvr__sum_report(s, c, v->hdr.handle, n);
 		rc =
 		    kvr_store_commit_retrieve(s->store, ch, v->hdr.handle, now);
 		break;
@@ -292,6 +304,17 @@ out:
 	r->status = rc < 0 ? rc : 0;
 	if (rc < 0)
 		r->count = 0;
+	if (v->op == KVR_OP_PREPARE_RETRIEVE && (v->hdr.flags & KVR_REQ_SUMS)) {
+		/* Asked for sums: slot flags say which have one, and the
+		 * sums follow the slots (docs/protocol.md). */
+		len += (size_t)r->count * sizeof(*slots);
+		if (r->count)
+			memcpy((char *)r + len, kvr_store_last_sums(s->store),
+			       (size_t)r->count * sizeof(uint64_t));
+		len += (size_t)r->count * sizeof(uint64_t);
+		kvr__disp_count(s, c, v->op, r->status);
+		return len;
+	}
 	for (uint32_t i = 0; i < r->count; i++)
 		slots[i].reserved = 0;
 	len += (size_t)r->count * sizeof(*slots);

@@ -675,7 +675,7 @@ static int alloc_tables(struct kvr_srv *s)
 	s->ns = calloc(KVR_SRV_NS_MAX, sizeof(*s->ns));
 	s->keys = calloc(s->max_keys, sizeof(*s->keys));
 	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
-	s->ans_cap = kvr_resp_bytes(s->max_keys);
+	s->ans_cap = kvr_resp_sums_bytes(s->max_keys); /* the largest */
 	if (s->ans_cap <
 	    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire))
 		s->ans_cap =
@@ -702,7 +702,7 @@ static int alloc_tables(struct kvr_srv *s)
 static int check_rings(const struct kvr_srv *s)
 {
 	size_t req = kvr_req_bytes(KVR_OP_PREPARE_STORE, s->max_keys) + 16;
-	size_t resp = kvr_resp_bytes(s->max_keys) + 16;
+	size_t resp = kvr_resp_sums_bytes(s->max_keys) + 16;
 
 	if (req > s->cfg.ring_bytes / 2 || resp > s->cfg.ring_bytes / 2) {
 		kvr_log_err("--ring-bytes %u too small for --max-keys %u (a "

@@ -214,6 +214,9 @@ struct kvr_conn {
 	struct kvr_chan_obs_shm *obs;
 	struct kvr_cache_cnt cache;
 	bool cache_dirty;
+	/* Corruption reports of this connection whose bytes matched their
+	 * sum (sum.c): past KVR_SUM_FALSE_MAX its reports are not checked. */
+	uint32_t false_reports;
 };
 
 /*
@@ -237,6 +240,7 @@ struct kvr_ns_ent {
 struct kvr_gcount {
 	uint64_t connects, disconnect_cleanups, protocol_errors;
 	uint64_t handshake_refused, requests, leases_expired, loop_wakeups;
+	uint64_t corrupt_unconfirmed; /* reports whose bytes matched */
 };
 
 /*

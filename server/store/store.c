@@ -324,6 +324,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			b->owner = o;
 			b->prev = b->next = NIL;
 			b->state = OBJ_RESERVED;
+			b->summed = 0; /* until kvr_store_set_sums() */
 			s->ns_objs[ns]++;
 			/* Cannot fail: the index reserved room for n. */
 			(void)kvr_index_insert(&s->index, ns, &k, x);
@@ -462,9 +463,11 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	o = kvr__store_owner_pin_new(s, OWN_RETRIEVE, ch, hits, now_ns);
 	for (uint32_t i = 0; i < hits; i++) {
 		const struct obj *b = &s->obj[s->scratch[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK, 0};
+		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;
+		s->last_sums[i] = b->sum; /* kvr_store_last_sums() */
 	}
 	*xfer_out = s->own[o].id;
 	return (int)hits;
@@ -509,9 +512,11 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 	s->st.retrieves++;
 	for (uint32_t i = 0; i < w->nr; i++) {
 		const struct obj *b = &s->obj[w->objs[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK, 0};
+		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;
+		s->last_sums[i] = b->sum; /* max >= w->nr, checked above */
 	}
 	*xfer_out = w->id;
 	return (int)w->nr;

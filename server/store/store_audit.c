@@ -91,7 +91,8 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 			t->holders[b]++;
 			t->chans[c].reserved_objects++;
 		} else {
-			if (s->obj[b].state != OBJ_COMMITTED)
+			if (s->obj[b].state != OBJ_COMMITTED &&
+			    s->obj[b].state != OBJ_DOOMED)
 				FAIL("owner %llu pins object %u in state %u",
 				     (unsigned long long)w->id, b,
 				     s->obj[b].state);
@@ -264,8 +265,12 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 			spare++;
 			continue;
 		}
-		if (b->state != OBJ_RESERVED && b->state != OBJ_COMMITTED)
+		if (b->state != OBJ_RESERVED && b->state != OBJ_COMMITTED &&
+		    b->state != OBJ_DOOMED)
 			FAIL("object %u in state %u", x, b->state);
+		/* Doomed: committed until its last pin frees it. */
+		if (b->state == OBJ_DOOMED && b->pins == 0)
+			FAIL("doomed object %u has no pin left", x);
 		if (kvr_index_find(&s->index, b->ns, &k) != x)
 			FAIL("object %u (ns %u key %016llx%016llx) not indexed",
 			     x, b->ns, (unsigned long long)b->hi,

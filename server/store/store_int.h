@@ -39,7 +39,16 @@
  * few huge requests do not pin memory in every recycled owner. */
 #define OWNER_KEEP_CAP 256u
 
-enum obj_state { OBJ_FREE = 0, OBJ_RESERVED = 1, OBJ_COMMITTED = 2 };
+/* OBJ_DOOMED: was committed, then found corrupt (a checksum report the
+ * server confirmed, store_sum.c). Still indexed and still pinned by
+ * someone, off the LRU; no lookup, retrieve or store sees it as stored,
+ * and the unpin that drops its last pin frees it. */
+enum obj_state {
+	OBJ_FREE = 0,
+	OBJ_RESERVED = 1,
+	OBJ_COMMITTED = 2,
+	OBJ_DOOMED = 3,
+};
 enum own_kind { OWN_FREE = 0, OWN_STORE = 1, OWN_RETRIEVE = 2, OWN_LEASE = 3 };
 
 /*
@@ -59,7 +68,9 @@ struct obj {
 	uint32_t pins;	     /* owners (retrieve/lease) listing it */
 	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
 	uint16_t state;	     /* enum obj_state */
-	uint16_t l2;	     /* 1: a copy is in L2 (store_l2.c) */
+	uint8_t l2;	     /* 1: a copy is in L2 (store_l2.c) */
+	uint8_t summed;	     /* sum holds the storer's XXH3-64 */
+	uint64_t sum;	     /* opaque to the store: what the worker sent */
 };
 
 /*
@@ -147,6 +158,8 @@ struct kvr_store {
 	uint64_t stamp;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
 	uint64_t last_hit_bytes;   /* of the last lookup's hits */
+	uint64_t *last_sums;	   /* max_keys: sums of the slots the last
+				      prepare_retrieve(_lease) wrote */
 };
 
 /*
@@ -260,6 +273,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	s->ns_objs[o->ns]--;
 	o->state = OBJ_FREE;
 	o->l2 = 0;
+	o->summed = 0;
 	o->owner = NIL;
 	o->pins = 0;
 	o->prev = NIL;
@@ -403,5 +417,10 @@ static inline uint32_t owner_find(const struct kvr_store *s, uint64_t id,
 		return NIL;
 	return o;
 }
+
+/* ---- store_sum.c ---- */
+
+/* Free doomed object @x whose last pin just dropped (unpin_all). */
+void kvr__store_sum_free(struct kvr_store *s, uint32_t x);
 
 #endif /* KVR_SERVER_STORE_INT_H */

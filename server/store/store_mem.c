@@ -235,7 +235,8 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	s->chan = calloc(s->cfg.max_channels, sizeof(*s->chan));
 	s->scratch = calloc(s->cfg.max_keys, sizeof(*s->scratch));
 	s->ns_objs = calloc(s->cfg.max_ns, sizeof(*s->ns_objs));
-	if (!s->chan || !s->scratch || !s->ns_objs)
+	s->last_sums = calloc(s->cfg.max_keys, sizeof(*s->last_sums));
+	if (!s->chan || !s->scratch || !s->ns_objs || !s->last_sums)
 		goto err_arrays;
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
 		s->chan[c].head = s->chan[c].tail = NIL;
@@ -249,6 +250,7 @@ err_arrays:
 	free(s->ns_objs);
 	free(s->chan);
 	free(s->scratch);
+	free(s->last_sums);
 	kvr_index_u64_fini(&s->ids);
 err_index:
 	kvr_index_fini(&s->index);
@@ -275,6 +277,7 @@ void kvr_store_destroy(struct kvr_store *s)
 	free(s->chan);
 	free(s->heap);
 	free(s->scratch);
+	free(s->last_sums);
 	kvr_index_u64_fini(&s->ids);
 	kvr_index_fini(&s->index);
 	kvr_alloc_fini(&s->alloc);

@@ -308,12 +308,14 @@ static uint64_t unpin_all(struct kvr_store *s, uint32_t o, bool cold)
 		uint32_t x = w->objs[i];
 
 		if (--s->obj[x].pins == 0) {
-			if (cold)
+			s->st.pinned_objects--;
+			s->st.pinned_bytes -= obj_bytes(s, &s->obj[x]);
+			if (s->obj[x].state == OBJ_DOOMED)
+				kvr__store_sum_free(s, x); /* corrupt: gone */
+			else if (cold)
 				lru_push_tail(s, x);
 			else
 				lru_push_head(s, x);
-			s->st.pinned_objects--;
-			s->st.pinned_bytes -= obj_bytes(s, &s->obj[x]);
 		}
 	}
 	s->st.pins -= w->nr;

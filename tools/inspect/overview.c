@@ -227,6 +227,8 @@ static void emit_server(struct ins_em *e, const struct ins_target *t,
 	ins_em_u64(e, "max_key_bytes", s->max_key_bytes);
 	ins_em_u64(e, "quota_denied", s->quota_denied);
 	ins_em_u64(e, "xfers_expired", s->xfers_expired);
+	ins_em_u64(e, "corrupt_dropped", s->corrupt_dropped);
+	ins_em_u64(e, "corrupt_unconfirmed", s->corrupt_unconfirmed);
 	ins_em_u64(e, "max_keys", s->max_keys);
 }
 

@@ -265,6 +265,13 @@ static void prom_server(FILE *f, const struct ins_snap *s)
 		 "Leases that expired.", s->leases_expired);
 	prom_u64(f, "kvring_loop_wakeups_total", "counter",
 		 "Times the server loop slept and woke.", s->loop_wakeups);
+	prom_u64(f, "kvring_corrupt_dropped_total", "counter",
+		 "Chunks that failed their checksum, confirmed by the "
+		 "server and dropped.",
+		 s->corrupt_dropped);
+	prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
+		 "Chunks reported corrupt whose bytes matched their sum.",
+		 s->corrupt_unconfirmed);
 }
 
 /* The per-channel families that are not rings or doorbells. The model

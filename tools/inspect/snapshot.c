@@ -171,6 +171,8 @@ static void snap_gstats(struct ins_snap *s, struct kvr_gstats_shm *g)
 	s->pinned_bytes = LD(g->pinned_bytes);
 	s->quota_denied = LD(g->quota_denied);
 	s->xfers_expired = LD(g->xfers_expired);
+	s->corrupt_dropped = LD(g->corrupt_dropped);
+	s->corrupt_unconfirmed = LD(g->corrupt_unconfirmed);
 	s->leases = LD(g->leases);
 	s->transfers = LD(g->transfers);
 	s->evictions = LD(g->evictions);

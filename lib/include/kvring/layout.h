@@ -80,12 +80,18 @@ struct kvr_gstats_shm {
 	_Atomic uint64_t leases_expired;
 	_Atomic uint64_t free_extents;
 	_Atomic uint64_t largest_free;
-	_Atomic uint64_t frag_ppm;	/* 1e6 * (1 - largest_free / free) */
-	_Atomic uint64_t loop_wakeups;	/* times the loop slept and woke */
-	_Atomic uint64_t quota_denied;	/* 192: keys/pins a quota refused */
-	_Atomic uint64_t xfers_expired; /* 200: transfers reclaimed at their
-					   deadline (--xfer-ms) */
-	_Atomic uint64_t reserved[6];
+	_Atomic uint64_t frag_ppm;	  /* 1e6 * (1 - largest_free / free) */
+	_Atomic uint64_t loop_wakeups;	  /* times the loop slept and woke */
+	_Atomic uint64_t quota_denied;	  /* 192: keys/pins a quota refused */
+	_Atomic uint64_t xfers_expired;	  /* 200: transfers reclaimed at their
+					     deadline (--xfer-ms) */
+	_Atomic uint64_t corrupt_dropped; /* 208: objects a worker found
+					     failing their checksum and the
+					     server confirmed: dropped */
+	_Atomic uint64_t corrupt_unconfirmed; /* 216: reported corrupt, but
+						 the bytes matched the sum
+						 (or the report was ignored) */
+	_Atomic uint64_t reserved[4];
 };
 _Static_assert(sizeof(struct kvr_gstats_shm) == 256, "ABI: docs/layout.md");
 
@@ -174,6 +180,8 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,
 	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_gstats_shm, quota_denied) == 192, "ABI");
+_Static_assert(offsetof(struct kvr_gstats_shm, corrupt_dropped) == 208,
+	       "ABI: docs/layout.md");
 _Static_assert(sizeof(struct kvr_ctl_hdr_shm) == 2048, "ABI: docs/layout.md");
 
 /* Channel states (in the directory entry and, as a copy, in the block). */

@@ -114,6 +114,8 @@ struct kvr_store_stats {
 					 pins refused by the pin quota */
 	uint64_t xfers_expired;	      /* transfers reclaimed at deadline */
 	uint64_t store_xfers_expired; /* of which store transfers */
+	uint64_t corrupt_dropped;     /* objects kvr_store_drop_corrupt()
+					 took out of the cache */
 };
 
 /* What one channel holds right now. */
@@ -425,5 +427,48 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
  */
 int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       const uint8_t *saved, uint32_t n);
+
+/* ---- Per-chunk checksums (store_sum.c, docs/reliability.md) ---- */
+
+/*
+ * kvr_store_set_sums - give the @n reservations of open store transfer
+ * @xfer of @ch (in reservation order, which is the order of the
+ * KVR_SLOT_OK answers of its prepare_store) the checksums @sums, before
+ * it is committed. The store keeps them as opaque values.
+ * Return: 0, -EINVAL (bad ch, NULL sums, or @n is not the transfer's
+ * reservation count), -ENOENT, KVR_ERR_EXPIRED (as commit_store). On
+ * error nothing changed and the transfer stays open.
+ */
+int kvr_store_set_sums(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       const uint64_t *sums, uint32_t n);
+
+/*
+ * kvr_store_last_sums - the sums of the slots the last successful
+ * kvr_store_prepare_retrieve(_lease) wrote, one per slot (a slot whose
+ * object has no sum carries 0, and its out[].reserved lacks
+ * KVR_SLOT_F_SUM). Valid until the next call into the store.
+ */
+const uint64_t *kvr_store_last_sums(const struct kvr_store *s);
+
+/*
+ * kvr_store_xfer_sum - the object at pool offset @off that open retrieve
+ * transfer @xfer of @ch pins: its length and sum. O(objects of xfer).
+ * Return: 0, -EINVAL (bad ch or NULL outputs), -ENOENT (no such transfer,
+ * or it pins nothing at @off), -ENODATA (stored without a sum).
+ */
+int kvr_store_xfer_sum(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       uint64_t off, uint64_t *len_out, uint64_t *sum_out);
+
+/*
+ * kvr_store_drop_corrupt - the object at @off pinned by retrieve transfer
+ * @xfer of @ch failed its sum (the caller checked the bytes): from now on
+ * no lookup or retrieve finds it and a store of its key answers BUSY;
+ * its slot is freed when its last pin drops (at the latest when @xfer is
+ * committed). Counted in stats.corrupt_dropped.
+ * Return: 0, -EINVAL, -ENOENT (as kvr_store_xfer_sum), -EALREADY (it was
+ * dropped already).
+ */
+int kvr_store_drop_corrupt(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			   uint64_t off);
 
 #endif /* KVR_SERVER_STORE_H */
