@@ -96,7 +96,8 @@ static int fill_xfer(struct kvr_xfer *x, uint32_t op,
 
 /* The shape rules an answer must meet for the request it answers. */
 static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
-		       const struct kvr_slot_desc *sd, const char **why)
+		       const struct kvr_slot_desc *sd, bool sums,
+		       const char **why)
 {
 	bool any_ok = false;
 
@@ -122,6 +123,11 @@ static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
 		}
 		return 0;
 	case KVR_OP_PREPARE_STORE:
+		for (uint32_t i = 0; i < h->count; i++)
+			if (sd[i].status == KVR_SLOT_CORRUPT) {
+				*why = "store slot answered corrupt";
+				return -EBADMSG;
+			}
 		if (h->count != p->nkeys || (any_ok && !h->handle)) {
 			*why = "prepare_store slot count or transfer id";
 			return -EBADMSG;
@@ -135,6 +141,13 @@ static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
 			}
 		if (h->count > p->nkeys || (h->count && !h->handle)) {
 			*why = "retrieve slot count or transfer id";
+			return -EBADMSG;
+		}
+		if (h->count && sums != p->sums) {
+			*why = sums ? "retrieve answer carries checksums not "
+				      "asked for"
+				    : "retrieve answer lacks the checksums "
+				      "asked for";
 			return -EBADMSG;
 		}
 		return 0;
@@ -151,6 +164,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		size_t len)
 {
 	const struct kvr_slot_desc *sd = NULL;
+	const uint64_t *sums = NULL;
 	struct kvr_resp_hdr h;
 	struct kvr__pend *p;
 	struct kvr_completion e;
@@ -177,7 +191,12 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		    "this client %s",
 		    (unsigned long long)h.req_id, kvr_op_name(op),
 		    p ? "sent as another op" : "never sent");
-	rc = check_shape(p, &h, sd, &why);
+	/* A retrieve asked with KVR_REQ_SUMS: the sums follow the slots. */
+	if (op == KVR_OP_PREPARE_RETRIEVE && h.count &&
+	    len == kvr_resp_sums_bytes(h.count))
+		sums = (const uint64_t *)((const char *)rec +
+					  kvr_resp_bytes(h.count));
+	rc = check_shape(p, &h, sd, sums != NULL, &why);
 	if (rc < 0)
 		return kvr__client_break(c, rc,
 					 "bad %s answer from kvringd: %s",
@@ -226,6 +245,20 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 			x->nslots = 0;
 			x->id = 0;
 			rc = sr;
+		}
+		/* Checksums (ring transport only, so x->priv is free):
+		 * kept beside the slots, and under KVR_CHECKSUM_VERIFY
+		 * checked before the caller sees a byte. */
+		if (rc == 0 && x && sums) {
+			rc = kvr__sum_keep(x, sd, sums, h.count);
+			if (rc == 0 && c->checksum == KVR_CHECKSUM_VERIFY)
+				(void)kvr__sum_verify(x, NULL);
+			if (rc < 0) {
+				free(x->slots);
+				x->slots = NULL;
+				x->nslots = 0;
+				x->id = 0;
+			}
 		}
 		/* p is still ours: only a break (handled above) frees
 		 * entries, and nothing here grows the table. */

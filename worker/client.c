@@ -65,6 +65,7 @@ void kvr__client_destroy(struct kvr_client *c)
 	free(c->cq);
 	free(c->scratch);
 	free(c->undo);
+	free(c->sum_buf);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -79,6 +79,7 @@ struct kvr__pend {
 	bool internal;	  /* an undo sent by the library: no completion */
 	bool pin;	  /* lookup asked for a lease */
 	bool l2;	  /* lookup asked to read through L2 */
+	bool sums;	  /* retrieve asked for checksums (KVR_REQ_SUMS) */
 	bool timed;	  /* its round trip goes into worker_rtt */
 	uint64_t sent_ns; /* timed: clock read when it was submitted */
 	void *user;
@@ -130,6 +131,12 @@ struct kvr_client {
 	uint32_t heartbeat_ms;
 	uint32_t spin_us;
 	uint32_t timeout_ms;
+
+	/* KVR_CHECKSUM_* in effect (sum.c): decided once at connect, OFF
+	 * under the socket transport. sum_buf holds one commit's words. */
+	uint32_t checksum;
+	uint64_t *sum_buf;
+	uint32_t sum_cap;
 
 	/* A fatal error latches here: every later call returns it at once. */
 	int broken;
@@ -291,7 +298,8 @@ struct kvr__submit_req {
 	const struct kvr_key *keys;
 	uint32_t n;
 	const uint64_t *sizes;
-	struct kvr_xfer *x;	      /* prepare: filled; commit: payload */
+	const uint64_t *words; /* commit ops: n sums or offsets (sum.c) */
+	struct kvr_xfer *x;    /* prepare: filled; commit: payload */
 	struct kvr_stats_wire *stats; /* sync stats */
 	void *user;
 	enum kvr__submit_kind kind;
@@ -391,5 +399,28 @@ int kvr__tport_sock_frame(struct kvr_client *c, uint32_t type, const void *rec,
  * can only be BYE, and break the client (-EOWNERDEAD; anything else is
  * -EPROTO). Returns c->broken. */
 int kvr__tport_sock_read_bye(struct kvr_client *c);
+
+/* ==== sum.c: per-chunk checksums (KVR_CHECKSUM_*) ==== */
+
+/* The mode opts ask for ($KVRING_CHECKSUM when opts->checksum is 0):
+ * KVR_CHECKSUM_*, or -EINVAL with the sentence in errbuf. */
+int kvr__sum_mode(const struct kvr_client_opts *o, char *errbuf, size_t errlen);
+/* Request flags a prepare_retrieve adds: KVR_REQ_SUMS when summing. */
+uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c);
+/* Fill s->words/n/flags of a commit_store (sums of the OK slots) or a
+ * commit_retrieve (offsets of the CORRUPT slots); nothing when off.
+ * Return 0 or -ENOMEM (message set). */
+int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
+		    struct kvr__submit_req *s);
+/* Keep a retrieve answer's sums (count of @sd) in x->priv: only under
+ * the ring transport, whose xfers have no other private data (the socket
+ * transport keeps its buffers there, and never sums). Return 0 or
+ * -ENOMEM (then x keeps no sums). */
+int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
+		  const uint64_t *sums, uint32_t n);
+/* Check x's OK slots against the sums kept in x->priv (only call it for
+ * an xfer of a checksumming client); returns the corrupt count,
+ * *unchecked (may be NULL) the slots without a sum. */
+long kvr__sum_verify(struct kvr_xfer *x, uint32_t *unchecked);
 
 #endif /* KVR_WORKER_CLIENT_H */

@@ -513,7 +513,7 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 {
 	struct kvr_key nsk;
 	bool pool_failed = false;
-	int rc, t, every;
+	int rc, t, every, sum;
 
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
@@ -533,6 +533,9 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 	t = want_transport(o, errbuf, errlen);
 	if (t < 0)
 		return t;
+	sum = kvr__sum_mode(o, errbuf, errlen);
+	if (sum < 0)
+		return sum;
 	every = rtt_sample_env(errbuf, errlen);
 	if (every < 0)
 		return every;
@@ -542,8 +545,14 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 		/* The pool could not be mapped here (e.g. a memfd we may not
 		 * map): the same API still works over the socket. */
 		rc = connect_once(o, true, out, &pool_failed, errbuf, errlen);
-	if (rc == 0)
+	if (rc == 0) {
 		rtt_start(*out, (uint32_t)every);
+		/* No shared pool under copy: nothing a neighbour could
+		 * corrupt, and nothing summed (docs/reliability.md). */
+		(*out)->checksum = (*out)->tp == &kvr__tport_sock
+				       ? KVR_CHECKSUM_OFF
+				       : (uint32_t)sum;
+	}
 	return rc;
 }
 

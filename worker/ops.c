@@ -167,7 +167,10 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 				    .n = n,
 				    .x = x,
 				    .handle = lease,
-				    .flags = lease ? KVR_REQ_BY_LEASE : 0};
+				    .flags = (lease ? KVR_REQ_BY_LEASE : 0) |
+					     (op == KVR_OP_PREPARE_RETRIEVE
+						  ? kvr__sum_retrieve_flags(c)
+						  : 0)};
 	struct kvr__pend r = {0};
 
 	/* An empty xfer first: whatever happens, the caller may free it. */
@@ -215,6 +218,7 @@ int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		     struct kvr_xfer *x)
 {
+	struct kvr__submit_req s = {.op = op, .handle = x->id, .x = x};
 	struct kvr__pend r = {0};
 	int rc;
 
@@ -226,8 +230,11 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
 					kvr_op_name(op), kvr_op_name(x->op));
 	/* x rides along: a commit_store sends its slots' bytes under the
-	 * socket transport, and the answer frees its memory. */
-	rc = do_simple(c, op, x->id, x, &r);
+	 * socket transport, and the answer frees its memory. Checksums: the
+	 * sums of a store, the corrupt slots of a retrieve (sum.c). */
+	rc = kvr__sum_commit(c, x, &s);
+	if (rc == 0)
+		rc = call(c, &s, &r);
 	if (rc == KVR_ERR_EXPIRED)
 		/* Say it in words: a store was not published, and bytes read
 		 * through a retrieve may have been overwritten meanwhile. */

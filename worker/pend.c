@@ -98,6 +98,7 @@ struct kvr__pend *kvr__pend_open(struct kvr_client *c,
 	p->internal = s->kind == KVR_SUBMIT_INTERNAL;
 	p->pin = (s->flags & KVR_REQ_PIN) != 0;
 	p->l2 = (s->flags & KVR_REQ_L2) != 0;
+	p->sums = (s->flags & KVR_REQ_SUMS) != 0;
 	/* Round-trip sampling: one request in rtt_every pays a clock read
 	 * here and one when its answer is matched (a CLOCK_MONOTONIC read
 	 * costs 30-40 ns on our VMs, a tenth of a hot round trip, so not
@@ -174,7 +175,9 @@ void kvr_xfer_free(struct kvr_xfer *x)
 {
 	if (!x)
 		return;
-	free(x->priv); /* the socket transport's buffers (tport_sock.c) */
+	/* The socket transport's buffers (tport_sock.c), or under the ring
+	 * transport a retrieve's checksums (sum.c): one block either way. */
+	free(x->priv);
 	free(x->slots);
 	x->slots = NULL;
 	x->priv = NULL;

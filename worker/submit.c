@@ -58,6 +58,7 @@ int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
 		    .flags = s->flags},
 	    .keys = s->keys,
 	    .sizes = s->op == KVR_OP_PREPARE_STORE ? s->sizes : NULL,
+	    .words = s->words, /* a commit's sums or offsets (sum.c) */
 	};
 	int rc = kvr_req_encode(&v, dst, cap);
 
@@ -80,7 +81,7 @@ int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
 					"%u keys in one request, the "
 					"server takes at most %u",
 					s->n, c->info.max_keys);
-	if ((s->n && !s->keys) ||
+	if ((s->n && !s->keys && !s->words) ||
 	    (s->op == KVR_OP_PREPARE_STORE && s->n && !s->sizes))
 		return kvr__client_fail(c, -EINVAL, "%s: keys/sizes missing",
 					kvr_op_name(s->op));

@@ -85,7 +85,26 @@ struct kvr_client_opts {
 	uint32_t trust_server_uid; /* also accept a kvringd running as this
 				      uid (0: only our own uid and root);
 				      $KVRING_SERVER_UID does the same */
+	/* Additions (v0.3): per-chunk checksums, KVR_CHECKSUM_*. 0 takes
+	 * $KVRING_CHECKSUM (off, on or verify), else off. */
+	uint32_t checksum;
 };
+
+/*
+ * Per-chunk checksums (docs/reliability.md, "Checksums"). Off by default.
+ * With ON, the library computes the XXH3-64 of every slot it commits and
+ * sends it in the commit; kvringd keeps it with the object and hands it
+ * back in retrieve answers, and kvr_verify_retrieve() checks a retrieve's
+ * bytes against it. VERIFY also runs that check on every retrieve answer
+ * before the caller sees the slots. A slot that fails gets the status
+ * KVR_SLOT_CORRUPT; kvr_commit_retrieve() reports it and kvringd, after
+ * checking the bytes itself, drops the object and counts it. Under the
+ * copy transport the pool is the server's private memory, which no worker
+ * can write: the option has no effect there (nothing is summed).
+ */
+#define KVR_CHECKSUM_OFF    1u /* explicitly off ($KVRING_CHECKSUM ignored) */
+#define KVR_CHECKSUM_ON	    2u /* sum at commit; verify on request */
+#define KVR_CHECKSUM_VERIFY 3u /* sum at commit; verify every retrieve */
 
 /* Filled in by kvr_connect(); stable for the client's life. */
 struct kvr_client_info {
@@ -296,6 +315,25 @@ KVR_API int kvr_prepare_retrieve_lease(struct kvr_client *c, uint64_t lease,
 /* kvr_commit_retrieve - unpin; the slots must not be read afterwards. The
  * xfer's memory is released whatever the outcome; x->id 0 is a no-op. */
 KVR_API int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x);
+
+/*
+ * kvr_verify_retrieve - check each KVR_SLOT_OK slot of a prepared retrieve
+ * against the XXH3-64 sum its storer sent at commit. A slot whose bytes
+ * differ gets status KVR_SLOT_CORRUPT (do not use its bytes; the slot is
+ * still pinned until commit), and kvr_commit_retrieve() reports it so
+ * that kvringd drops the object: later lookups miss it and it can be
+ * stored anew. A slot already CORRUPT stays so and is counted again
+ * without being re-read, so a second call gives the same answer and the
+ * report is sent once. Slots whose object was stored without a sum (by a
+ * client without checksums) cannot be checked and stay OK; *@unchecked
+ * (may be NULL) gets their number. Under KVR_CHECKSUM_VERIFY the library
+ * has already run it when the retrieve answer arrived.
+ * Return: the number of corrupt slots (>= 0), or -EINVAL (NULL args, not
+ * a retrieve transfer), -ENODATA (this client was connected without
+ * checksums, or under the copy transport: no sums to check against).
+ */
+KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
+				 uint32_t *unchecked);
 
 /* Frees what a kvr_xfer holds without talking to the server (after
  * commit/abort it is already freed; safe to call twice). */

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_checksum.c - per-chunk XXH3-64 checksums (issue 12 item 10,
+ * docs/reliability.md "Checksums") against a real kvringd: a worker in
+ * another process writes into the pool bytes of a committed chunk behind
+ * the server's back (the pool is shared memory, so a hostile neighbour
+ * can), a checksumming reader gets KVR_SLOT_CORRUPT for exactly that
+ * slot, and the server, after re-checking the bytes, drops the chunk and
+ * counts it. Also: the explicit verify and its second call, the lease
+ * path, a client without checksums (nothing summed, nothing verified), a
+ * commit whose sum count is wrong (refused, nothing lost) and a report
+ * that lies about a good chunk (the chunk stays).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <criterion/criterion.h>
+
+#include <kvring/kvring.h>
+
+#include "t_raw.h"
+#include "worker_srv.h"
+
+#define NCHUNK 3u
+#define CHUNK  (64u << 10)
+
+static struct wsrv srv;
+
+static void setup(void)
+{
+	wsrv_init(&srv, "64M");
+	wsrv_start(&srv);
+	cr_assert_eq(t_server_map(&srv.t), 0, "map the control segment");
+}
+
+static void teardown(void)
+{
+	wsrv_stop(&srv);
+	wsrv_cleanup(&srv);
+}
+
+TestSuite(checksum, .init = setup, .fini = teardown, .timeout = 60);
+
+static struct kvr_client *connect_sum(uint32_t mode)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+	int rc;
+
+	o.checksum = mode;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_assert_eq(rc, 0, "connect: %d %s", rc, err);
+	return c;
+}
+
+static void make_keys(struct kvr_key *k, uint32_t n, uint64_t salt)
+{
+	for (uint32_t i = 0; i < n; i++)
+		k[i] = (struct kvr_key){.lo = wsrv_mix(salt + i),
+					.hi = wsrv_mix(~salt - i)};
+}
+
+/*
+ * The hostile neighbour: a separate process, connected without
+ * checksums, finds where chunk @victim lives (a retrieve tells it), lets
+ * go of it and then flips one byte in the pool, behind the server's back.
+ */
+static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+		struct kvr_client *c = NULL;
+		struct kvr_xfer x;
+		unsigned char *p;
+
+		o.checksum = KVR_CHECKSUM_OFF;
+		if (kvr_connect(&o, &c, NULL, 0) < 0 ||
+		    kvr_prepare_retrieve(c, keys, victim + 1, &x) < 0 ||
+		    x.nslots != victim + 1)
+			_exit(10);
+		p = x.slots[victim].ptr;
+		if (kvr_commit_retrieve(c, &x) < 0)
+			_exit(11);
+		p[CHUNK / 2] ^= 0x5a; /* after commit: nothing holds it */
+		kvr_close(c);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "neighbour failed: status 0x%x", st);
+}
+
+static uint64_t gstat_dropped(void)
+{
+	return T_GSTAT(&srv.t, corrupt_dropped);
+}
+
+static bool dropped_is_one(void *arg)
+{
+	(void)arg;
+	return gstat_dropped() == 1;
+}
+
+Test(checksum, retrieve_reports_corrupt_when_a_neighbour_wrote_the_chunk)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_VERIFY);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+
+	make_keys(k, NCHUNK, 1);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 1);
+
+	/* Automatic mode: the statuses are set when the answer arrives. */
+	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0, "%s",
+		     kvr_client_errmsg(w));
+	cr_assert_eq(x.nslots, NCHUNK);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK);
+	cr_expect_eq(x.slots[1].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_OK);
+	cr_expect_eq(wsrv_check(&k[0], x.slots[0].ptr, CHUNK), CHUNK);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0, "%s", kvr_client_errmsg(w));
+
+	/* The server confirmed and dropped it: lookups stop before it. */
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_dropped %llu, expected 1",
+		  (unsigned long long)gstat_dropped());
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 1);
+	cr_expect_eq(T_GSTAT(&srv.t, corrupt_unconfirmed), 0u);
+
+	/* It can be stored anew, and then reads back clean. */
+	cr_expect_eq(wsrv_store(w, k, NCHUNK, CHUNK), 1u);
+	cr_expect_eq(wsrv_retrieve_check(w, k, NCHUNK, CHUNK), NCHUNK);
+	kvr_close(w);
+}
+
+Test(checksum, verify_marks_the_slot_when_called_explicitly_and_again)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	uint32_t unchecked = 99;
+
+	make_keys(k, NCHUNK, 2);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 2);
+
+	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
+	/* ON does not verify by itself. */
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_OK);
+	cr_expect_eq(kvr_verify_retrieve(w, &x, &unchecked), 1);
+	cr_expect_eq(unchecked, 0u);
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK);
+	/* Second verify: the same answer, the slot stays corrupt. */
+	cr_expect_eq(kvr_verify_retrieve(w, &x, NULL), 1);
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_CORRUPT);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_dropped %llu", (unsigned long long)gstat_dropped());
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 2);
+	kvr_close(w);
+}
+
+Test(checksum, lease_retrieve_is_verified_when_redeemed)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_VERIFY);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	uint64_t lease = 0;
+
+	make_keys(k, NCHUNK, 3);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 0);
+	cr_assert_eq(kvr_lookup(w, k, NCHUNK, &lease), NCHUNK);
+	cr_assert_eq(kvr_prepare_retrieve_lease(w, lease, &x), 0);
+	cr_assert_eq(x.nslots, NCHUNK);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(x.slots[1].status, KVR_SLOT_OK);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)));
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 0);
+	kvr_close(w);
+}
+
+Test(checksum, nothing_is_summed_or_verified_when_checksums_are_off)
+{
+	struct kvr_client *off = connect_sum(0); /* the default */
+	struct kvr_client *on = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	uint32_t unchecked = 0;
+
+	make_keys(k, NCHUNK, 4);
+	cr_assert_eq(wsrv_store(off, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 1);
+
+	/* Off: the slot looks fine, and verify says there is nothing. */
+	cr_assert_eq(kvr_prepare_retrieve(off, k, NCHUNK, &x), 0);
+	cr_expect_eq(x.slots[1].status, KVR_SLOT_OK);
+	cr_expect_eq(kvr_verify_retrieve(off, &x, NULL), -ENODATA);
+	cr_expect_neq(strstr(kvr_client_errmsg(off), "no checksums"), NULL,
+		      "%s", kvr_client_errmsg(off));
+	cr_assert_eq(kvr_commit_retrieve(off, &x), 0);
+
+	/* The off client sent no sums: a checksumming reader can check
+	 * nothing, and says so. */
+	cr_assert_eq(kvr_prepare_retrieve(on, k, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_verify_retrieve(on, &x, &unchecked), 0);
+	cr_expect_eq(unchecked, NCHUNK);
+	cr_assert_eq(kvr_commit_retrieve(on, &x), 0);
+	cr_expect_eq(gstat_dropped(), 0u);
+	cr_expect_eq(kvr_lookup(off, k, NCHUNK, NULL), NCHUNK);
+	kvr_close(on);
+	kvr_close(off);
+}
+
+/* A raw worker in the same namespace as the libkvring clients. */
+static void raw_connect(struct t_raw *r)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	int rc = t_raw_connect_ns(srv.sock, 0, &o.ns, r);
+
+	cr_assert_eq(rc, 0, "raw connect: %d %s", rc, r->w.reason);
+}
+
+struct ans {
+	struct kvr_resp_hdr h;
+	struct kvr_slot_desc s[NCHUNK];
+	uint64_t sums[NCHUNK];
+};
+
+Test(checksum, commit_is_refused_and_kept_when_the_sum_count_is_wrong)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[2];
+	uint64_t sizes[2] = {4096, 4096}, sums[2];
+	struct ans a;
+	struct t_raw r;
+	uint64_t xfer;
+	int len;
+
+	raw_connect(&r);
+	make_keys(k, 2, 5);
+	len = t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sizes, 2, &a,
+			 sizeof(a));
+	cr_assert_eq(len, (int)kvr_resp_bytes(2));
+	cr_assert_eq(a.h.status, 0);
+	xfer = a.h.handle;
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(a.s[i].status, KVR_SLOT_OK);
+		wsrv_fill(&k[i], (char *)r.pool + a.s[i].off, 4096);
+		sums[i] = XXH3_64bits((char *)r.pool + a.s[i].off, 4096);
+	}
+	/* One sum for two reservations: refused, nothing published. */
+	len = t_raw_call(&r, KVR_OP_COMMIT_STORE, xfer, KVR_REQ_SUMS, NULL,
+			 sums, 1, &a, sizeof(a));
+	cr_assert_eq(len, (int)sizeof(a.h));
+	cr_expect_eq(a.h.status, -EINVAL);
+	cr_expect_eq(kvr_lookup(w, k, 2, NULL), 0);
+	/* The transfer is still open: the right count commits it. */
+	len = t_raw_call(&r, KVR_OP_COMMIT_STORE, xfer, KVR_REQ_SUMS, NULL,
+			 sums, 2, &a, sizeof(a));
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(kvr_lookup(w, k, 2, NULL), 2);
+	/* And its sums are the ones a reader checks against. */
+	cr_expect_eq(wsrv_retrieve_check(w, k, 2, 4096), 2u);
+	t_raw_close(&r);
+	kvr_close(w);
+}
+
+static bool unconfirmed_is_one(void *arg)
+{
+	(void)arg;
+	return T_GSTAT(&srv.t, corrupt_unconfirmed) == 1;
+}
+
+Test(checksum, a_false_report_leaves_the_chunk_when_its_bytes_match)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[NCHUNK];
+	struct ans a;
+	struct t_raw r;
+	uint64_t off;
+	int len;
+
+	make_keys(k, NCHUNK, 6);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	raw_connect(&r);
+	len = t_raw_call(&r, KVR_OP_PREPARE_RETRIEVE, 0, KVR_REQ_SUMS, k, NULL,
+			 NCHUNK, &a, sizeof(a));
+	cr_assert_eq(len, (int)kvr_resp_sums_bytes(NCHUNK));
+	cr_assert_eq(a.h.count, NCHUNK);
+	cr_expect(a.s[1].reserved & KVR_SLOT_F_SUM);
+	cr_expect_eq(a.sums[1],
+		     XXH3_64bits((char *)r.pool + a.s[1].off, CHUNK));
+	/* The lie: chunk 1 is fine, the report calls it corrupt. */
+	off = a.s[1].off;
+	len = t_raw_call(&r, KVR_OP_COMMIT_RETRIEVE, a.h.handle,
+			 KVR_REQ_CORRUPT, NULL, &off, 1, &a, sizeof(a));
+	cr_assert_eq(len, (int)sizeof(a.h));
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(a.h.value, 0u, "objects dropped");
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), NCHUNK);
+	cr_expect_eq(gstat_dropped(), 0u);
+	cr_expect(t_wait_until(unconfirmed_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_unconfirmed %llu, expected 1",
+		  (unsigned long long)T_GSTAT(&srv.t, corrupt_unconfirmed));
+	t_raw_close(&r);
+	kvr_close(w);
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sum.c - libkvring's per-chunk checksums (KVR_CHECKSUM_*, docs/
+ * reliability.md "Checksums"): the mode chosen at connect, the XXH3-64 of
+ * each OK slot computed at commit_store and sent in it, the sums a
+ * retrieve answer carries kept beside the transfer's slots, the check of
+ * a retrieve's bytes against them (kvr_verify_retrieve, and automatically
+ * under KVR_CHECKSUM_VERIFY), and the offsets of corrupt slots sent with
+ * commit_retrieve so that kvringd drops those objects.
+ *
+ * Why the worker sums: kvringd never reads the pool on the hot path
+ * (DESIGN.md), and the bytes are in this process's cache right after it
+ * wrote them. The server keeps each sum as an opaque value; a worker that
+ * lies about it only makes its own chunk fail every later check.
+ * This file does not move requests (pend.c) or match answers (answer.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvring/error.h>
+#include <kvring/sum.h>
+
+#include "client.h"
+
+int kvr__sum_mode(const struct kvr_client_opts *o, char *errbuf, size_t errlen)
+{
+	const char *env = getenv("KVRING_CHECKSUM");
+
+	if (o->checksum >= KVR_CHECKSUM_OFF &&
+	    o->checksum <= KVR_CHECKSUM_VERIFY)
+		return (int)o->checksum;
+	if (o->checksum != 0) {
+		if (errbuf && errlen)
+			snprintf(errbuf, errlen,
+				 "opts.checksum %u: expected 0 (default), "
+				 "KVR_CHECKSUM_OFF, _ON or _VERIFY",
+				 o->checksum);
+		return -EINVAL;
+	}
+	if (!env || !*env || !strcmp(env, "off"))
+		return KVR_CHECKSUM_OFF;
+	if (!strcmp(env, "on"))
+		return KVR_CHECKSUM_ON;
+	if (!strcmp(env, "verify"))
+		return KVR_CHECKSUM_VERIFY;
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen,
+			 "KVRING_CHECKSUM=%s: expected off, on or verify", env);
+	return -EINVAL;
+}
+
+uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c)
+{
+	return c->checksum != KVR_CHECKSUM_OFF ? KVR_REQ_SUMS : 0;
+}
+
+/* Room for n words in c->sum_buf. */
+static int words_reserve(struct kvr_client *c, uint32_t n)
+{
+	uint64_t *b;
+
+	if (n <= c->sum_cap)
+		return 0;
+	b = realloc(c->sum_buf, (size_t)n * sizeof(*b));
+	if (!b)
+		return kvr__client_fail(c, -ENOMEM,
+					"out of memory for %u checksums", n);
+	c->sum_buf = b;
+	c->sum_cap = n;
+	return 0;
+}
+
+int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
+		    struct kvr__submit_req *s)
+{
+	uint32_t n = 0;
+	int rc;
+
+	if (c->checksum == KVR_CHECKSUM_OFF || !x->slots)
+		return 0;
+	if (s->op != KVR_OP_COMMIT_STORE && s->op != KVR_OP_COMMIT_RETRIEVE)
+		return 0;
+	rc = words_reserve(c, x->nslots);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		const struct kvr_slot *sl = &x->slots[i];
+
+		/* One sum per reservation, in slot order: what the server
+		 * holds for this transfer (docs/protocol.md). */
+		if (s->op == KVR_OP_COMMIT_STORE && sl->status == KVR_SLOT_OK)
+			c->sum_buf[n++] = kvr_sum64(sl->ptr, (size_t)sl->len);
+		else if (s->op == KVR_OP_COMMIT_RETRIEVE &&
+			 sl->status == KVR_SLOT_CORRUPT)
+			c->sum_buf[n++] = sl->off;
+	}
+	if (n == 0)
+		return 0; /* nothing to send: a plain commit */
+	s->words = c->sum_buf;
+	s->n = n;
+	s->flags |=
+	    s->op == KVR_OP_COMMIT_STORE ? KVR_REQ_SUMS : KVR_REQ_CORRUPT;
+	return 0;
+}
+
+/*
+ * The sums of a retrieve, one block in x->priv that kvr_xfer_free()
+ * frees: nslots u64 sums, then nslots bytes saying which slot has one.
+ * Only ring-transport xfers get it; the socket transport owns priv.
+ */
+static uint64_t *kept_sums(const struct kvr_xfer *x)
+{
+	return x->priv;
+}
+
+static uint8_t *kept_has(const struct kvr_xfer *x)
+{
+	return (uint8_t *)(kept_sums(x) + x->nslots);
+}
+
+int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
+		  const uint64_t *sums, uint32_t n)
+{
+	uint64_t *ks;
+	uint8_t *has;
+
+	if (x->priv || n != x->nslots)
+		return -EINVAL; /* not a ring-transport retrieve: a bug */
+	ks = malloc((size_t)(n ? n : 1) * (sizeof(*ks) + 1));
+	if (!ks)
+		return -ENOMEM;
+	x->priv = ks;
+	has = kept_has(x);
+	for (uint32_t i = 0; i < n; i++) {
+		/* A slot without the flag was stored without a sum. */
+		ks[i] = sums[i];
+		has[i] = (sd[i].reserved & KVR_SLOT_F_SUM) != 0;
+	}
+	return 0;
+}
+
+long kvr__sum_verify(struct kvr_xfer *x, uint32_t *unchecked)
+{
+	uint32_t bad = 0, none = 0;
+
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		struct kvr_slot *sl = &x->slots[i];
+
+		if (sl->status == KVR_SLOT_CORRUPT) {
+			bad++; /* sticky: a second verify reads nothing */
+			continue;
+		}
+		if (sl->status != KVR_SLOT_OK)
+			continue;
+		if (!x->priv || !kept_has(x)[i]) {
+			none++;
+			continue;
+		}
+		if (kvr_sum64(sl->ptr, (size_t)sl->len) != kept_sums(x)[i]) {
+			sl->status = KVR_SLOT_CORRUPT;
+			bad++;
+		}
+	}
+	if (unchecked)
+		*unchecked = none;
+	return bad;
+}
+
+static long do_verify(struct kvr_client *c, struct kvr_xfer *x,
+		      uint32_t *unchecked)
+{
+	long bad;
+
+	if (x->op != KVR_OP_PREPARE_RETRIEVE)
+		return kvr__client_fail(
+		    c, -EINVAL,
+		    "kvr_verify_retrieve on a %s transfer: only "
+		    "a prepared retrieve can be verified",
+		    kvr_op_name(x->op));
+	if (c->checksum == KVR_CHECKSUM_OFF)
+		return kvr__client_fail(
+		    c, -ENODATA,
+		    "kvr_verify_retrieve: this client has no "
+		    "checksums (connect with opts.checksum "
+		    "KVR_CHECKSUM_ON or $KVRING_CHECKSUM=on; the "
+		    "copy transport never has them)");
+	/* A positive count is a success: the slots say which. */
+	bad = kvr__sum_verify(x, unchecked);
+	return bad;
+}
+
+long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
+			 uint32_t *unchecked)
+{
+	if (!c)
+		return -EINVAL;
+	if (!x)
+		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
+	return KVR_CLIENT_LOCKED(c, do_verify(c, x, unchecked));
+}
