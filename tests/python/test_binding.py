@@ -200,6 +200,43 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.run_child(child_retrieve, self.srv.sock,
                                         list(keys), None), ("ok", 16))
 
+    def test_corrupt_chunk_is_reported_when_a_neighbour_wrote_it(self):
+        # Issue 12 item 10: a process writes into a committed chunk's pool
+        # bytes behind the server's back; checksums catch it.
+        import ctypes
+        with self.connect(checksum="on") as c:
+            keys = c.keys(tokens(40, 3))
+            self.assertEqual(store_all(c, keys), 3)
+            with self.connect(checksum="off") as evil:
+                with evil.retrieve(keys) as tx:
+                    ptr = tx._x.slots[1].ptr
+                # The neighbour's write, after it let go of the slot.
+                b = ctypes.c_char.from_address(ptr + 100)
+                b.value = bytes([b.value[0] ^ 0xFF])
+            with c.retrieve(keys) as tx:
+                self.assertEqual(tx.corrupt, [])  # 'on' checks on request
+                self.assertEqual(tx.verify(), 1)
+                self.assertEqual(tx.verify(), 1)  # a second verify agrees
+                self.assertEqual(tx.corrupt, [1])
+                self.assertEqual(tx.slots[1], (kvring.SlotStatus.CORRUPT,
+                                               None))
+                self.assertEqual(bytes(tx.slots[0][1]), chunk_bytes(keys[0]))
+            # Reported at commit: the server checked and dropped it.
+            deadline = time.time() + 5
+            while c.lookup(keys) != 1 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(c.lookup(keys), 1)
+        with self.connect(checksum="verify") as c:
+            self.assertEqual(store_all(c, keys), 1)  # stored anew
+            with c.retrieve(keys) as tx:
+                self.assertEqual(tx.corrupt, [])
+        with self.assertRaises(ValueError):
+            self.connect(checksum="yes")
+        with self.connect() as c, c.retrieve(keys) as tx:
+            with self.assertRaises(kvring.KvringError) as cm:
+                tx.verify()  # no checksums on this client
+            self.assertIn("no checksums", str(cm.exception))
+
     def test_bytes_match_when_retrieved_through_copy(self):
         with self.connect() as c:
             keys = c.keys(tokens(2, 4))

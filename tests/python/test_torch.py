@@ -100,6 +100,29 @@ class ContextTest(ServerCase):
                 self.assertTrue(torch.equal(v, d))
             self.assertTrue(ctx.commit_retrieve(t, 7))
 
+    def test_retrieve_views_stop_at_a_chunk_that_fails_its_checksum(self):
+        # Issue 12 item 10 through the torch layer: checksum="verify"
+        # checks every retrieve; a neighbour's write into chunk 1 cuts
+        # the usable prefix there, and the chunk is dropped on commit.
+        import ctypes
+        with self.ctx(checksum="verify") as ctx:
+            t = toks(60, 48)  # 3 chunks
+            with ctx.storing(t) as views:
+                for i, v in enumerate(views):
+                    v.fill_(i + 1)
+            with ctx.client.retrieve(ctx.keys(t)) as tx:
+                ptr = tx._x.slots[1].ptr
+            b = ctypes.c_char.from_address(ptr + 64)
+            b.value = bytes([b.value[0] ^ 0x01])  # behind the server's back
+            got = ctx.prepare_retrieve(t)
+            self.assertEqual(len(got), 1)
+            self.assertEqual(got.indices, [0])
+            self.assertTrue(torch.equal(got[0], torch.full(LAYOUT.shape, 1,
+                                                           dtype=torch.half)))
+            del got
+            self.assertTrue(ctx.commit_retrieve(t))
+            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+
     def test_prepare_store_returns_empty_when_everything_is_stored(self):
         with self.ctx() as ctx:
             t = toks(2, 32)

@@ -65,6 +65,8 @@ class SlotStatus(enum.IntEnum):
     NOROOM = 2    # the pool is full of pinned/reserved chunks
     BUSY = 3      # another transfer is storing this key right now
     INVALID = 4   # the size was refused (0, or larger than the pool)
+    QUOTA = 5     # this connection's quota or the per-key limit forbids it
+    CORRUPT = 6   # retrieve: the bytes fail their checksum (do not use)
 
 
 class Transport(enum.IntEnum):
@@ -88,10 +90,12 @@ class Op(enum.IntEnum):
 
 
 # The flat names of version 0.1, kept: they compare equal to the enums.
-SLOT_OK, SLOT_EXISTS, SLOT_NOROOM, SLOT_BUSY, SLOT_INVALID = list(SlotStatus)
+SLOT_OK, SLOT_EXISTS, SLOT_NOROOM, SLOT_BUSY, SLOT_INVALID = list(SlotStatus)[:5]
 TRANSPORT_SHM, TRANSPORT_MEMFD, TRANSPORT_COPY = list(Transport)
 _TRANSPORT_NAMES = {Transport.SHM: "shm", Transport.MEMFD: "memfd",
                     Transport.COPY: "copy"}
+# connect(checksum=...): KVR_CHECKSUM_OFF/_ON/_VERIFY of kvring.h.
+_CHECKSUM_MODES = {"off": 1, "on": 2, "verify": 3}
 
 _LIB: Any = None
 
@@ -237,7 +241,7 @@ class _Tx(object):
         self._filled = True
         for i in range(self._x.nslots):
             s = self._x.slots[i]
-            st = SlotStatus(s.status) if 0 <= s.status <= 4 else s.status
+            st = SlotStatus(s.status) if 0 <= s.status <= 6 else s.status
             if s.status == SlotStatus.OK:
                 base, view = _view(s.ptr, s.len, self._readonly)
                 self._views.append((base, view))
@@ -341,7 +345,46 @@ class RetrieveTx(_Tx):
     the with-block); the views are released then and must not be used."""
 
     def commit(self) -> None:
+        """Unpin; slots found CORRUPT are reported, and kvringd drops
+        those chunks once it has checked their bytes itself."""
         self._finish(_lib_handle().kvr_commit_retrieve)
+
+    def verify(self) -> int:
+        """Check every OK slot against the XXH3-64 its storer sent
+        (kvr_verify_retrieve; the client needs checksum='on' or
+        'verify'). A slot that fails becomes (SlotStatus.CORRUPT, None):
+        do not use its bytes. Returns how many slots are corrupt; calling
+        it again gives the same answer. Under checksum='verify' the
+        library already did it when the retrieve arrived.
+
+        >>> tx = client.retrieve(keys)          # doctest: +SKIP
+        >>> tx.verify(), tx.corrupt             # doctest: +SKIP
+        (1, [2])
+        """
+        if not self._open:
+            raise KvringError(_errno.EINVAL, "verify() after commit(): "
+                              "the slots are no longer pinned")
+        unchecked = ctypes.c_uint32(0)
+        rc = _lib_handle().kvr_verify_retrieve(
+            self._c._handle(), ctypes.byref(self._x), ctypes.byref(unchecked))
+        if rc < 0:
+            _raise(rc, self._c._errmsg())
+        self.unchecked = unchecked.value
+        for i in range(self._x.nslots):
+            if self._x.slots[i].status == SlotStatus.CORRUPT:
+                self.slots[i] = (SlotStatus.CORRUPT, None)
+        return rc
+
+    @property
+    def corrupt(self) -> List[int]:
+        """Indices of the slots found corrupt (by verify(), or on arrival
+        under checksum='verify')."""
+        return [i for i, (st, _) in enumerate(self.slots)
+                if st == SlotStatus.CORRUPT]
+
+    #: slots verify() could not check: stored by a client without
+    #: checksums (set by verify())
+    unchecked: int = 0
 
     def __exit__(self, et, ev, tb) -> bool:
         try:
@@ -689,7 +732,8 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
             transport: Optional[str] = None, timeout_ms: int = 0,
             spin_us: int = 0, connect_wait_ms: int = 0,
             prefault_background: bool = False,
-            trust_server_uid: Optional[int] = None) -> Client:
+            trust_server_uid: Optional[int] = None,
+            checksum: Optional[str] = None) -> Client:
     """Connect to kvringd and register the model layout (the key
     namespace). socket: path, default $KVRING_SOCKET or the per-uid
     default. transport: None/'auto' or 'copy' ($KVRING_TRANSPORT=copy
@@ -702,6 +746,10 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
     trust_server_uid: also accept a kvringd running as this uid (by
     default only this process's uid and root; $KVRING_SERVER_UID does the
     same).
+    checksum: per-chunk XXH3-64 checksums (docs/reliability.md): 'off',
+    'on' (sum every stored chunk; RetrieveTx.verify() checks a retrieve)
+    or 'verify' (also check every retrieve on arrival: a chunk that fails
+    is SlotStatus.CORRUPT). None: $KVRING_CHECKSUM, else 'off'.
     Integers out of range raise ValueError before reaching the library.
     Returns a Client."""
     for name, v in (("model", model), ("layers", layers),
@@ -749,6 +797,11 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
         if not 0 < int(trust_server_uid) < 2**32:
             raise ValueError("trust_server_uid must be a uid above 0")
         o.trust_server_uid = int(trust_server_uid)
+    if checksum is not None:
+        if checksum not in _CHECKSUM_MODES:
+            raise ValueError("checksum is %r: it must be None, 'off', 'on' "
+                             "or 'verify'" % (checksum,))
+        o.checksum = _CHECKSUM_MODES[checksum]
     h = ctypes.c_void_p()
     err = ctypes.create_string_buffer(512)
     rc = lib.kvr_connect_sized(ctypes.byref(o), ctypes.sizeof(o),

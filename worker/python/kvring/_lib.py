@@ -47,6 +47,8 @@ class ClientOpts(ctypes.Structure):
         ("connect_wait_ms", c_u32),
         ("prefault_background", ctypes.c_bool),
         ("trust_server_uid", c_u32),
+        # v0.3: per-chunk checksums (KVR_CHECKSUM_*; 0: $KVRING_CHECKSUM).
+        ("checksum", c_u32),
     ]
 
 
@@ -204,6 +206,7 @@ def _declare(lib):
         "kvr_prepare_retrieve": (ctypes.c_int, [vp, P(Key), c_u32, P(Xfer)]),
         "kvr_prepare_retrieve_lease": (ctypes.c_int, [vp, c_u64, P(Xfer)]),
         "kvr_commit_retrieve": (ctypes.c_int, [vp, P(Xfer)]),
+        "kvr_verify_retrieve": (ctypes.c_long, [vp, P(Xfer), P(c_u32)]),
         "kvr_xfer_free": (None, [P(Xfer)]),
         "kvr_ping": (ctypes.c_int, [vp, P(c_u64)]),
         "kvr_stats": (ctypes.c_int, [vp, P(StatsWire)]),

@@ -212,6 +212,13 @@ class _Transfer(object):
             warnings.simplefilter("ignore", UserWarning)
             for i in range(x.nslots):
                 s = x.slots[i]
+                if s.status == SlotStatus.CORRUPT:
+                    # Failed its checksum: this chunk and every later one
+                    # are no use to a prefix (commit reports it).
+                    log.warning("kvring: chunk %d of transfer %d fails its "
+                                "checksum; %d of %d chunks usable", i,
+                                tx.id, i, x.nslots)
+                    break
                 if s.status != SlotStatus.OK:
                     continue
                 if s.len != layout.chunk_bytes:
