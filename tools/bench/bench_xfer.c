@@ -9,7 +9,13 @@
  *   kvring_copy  kvring's copy transport (payload over the Unix socket);
  *   zeromq       REQ/REP over ipc:// carrying the same bytes, the child
  *                copying each part into (or out of) its own pre-faulted
- *                pool, like the seed's Python path.
+ *                pool, like the seed's Python path;
+ *   kvring_sum   kvring with per-chunk checksums (KVR_CHECKSUM_VERIFY):
+ *                an XXH3-64 of every chunk at commit_store, and every
+ *                retrieved chunk checked against it on arrival. Beside
+ *                "kvring" it is the cost of checksums (issue 12 item 10);
+ *                the retrieve scenario stores through it, so every chunk
+ *                all subjects read carries a sum to check.
  * Grid: --sizes (default 256K,2M,8M,32M) x --chunks (default 1,8,64),
  * each request measured alone (p50/p99 per request) and the subjects
  * interleaved request by request, so a VM placement change hits all of
@@ -49,9 +55,9 @@
 #define MAX_SIZES  8
 #define MAX_CHUNKS 8
 
-enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, NR_SUBJ };
+enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, S_SUM, NR_SUBJ };
 static const char *const subj_name[NR_SUBJ] = {
-    "memcpy", "kvring", "kvring_copy", "zeromq", "memcpy_cold"};
+    "memcpy", "kvring", "kvring_copy", "zeromq", "memcpy_cold", "kvring_sum"};
 
 /*
  * memcpy_cold: the same copy into (or out of) memory this process has not
@@ -84,6 +90,7 @@ struct xfer_ctx {
 	uint64_t pool_bytes, max_req;
 	struct bench_server srv;
 	struct kvr_client *shm, *copy;
+	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
 	struct bench_peer *zmq;
 	unsigned char *src, *dst; /* one chunk each, pre-faulted */
 	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
@@ -409,6 +416,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		 * and zeromq buffers. */
 		rc = kv_store(x, x->shm, b, n, &w);
 		if (rc == 0)
+			rc = kv_store(x, x->sum, b, n, &w);
+		if (rc == 0)
 			rc = kv_store(x, x->copy, b, n, &w);
 		if (rc == 0 && x->zmq)
 			rc =
@@ -427,6 +436,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (rc == 0)
 				rc =
 				    kv_store(x, x->shm, b, n, &ns[S_KVRING][r]);
+			if (rc == 0)
+				rc = kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
 			if (rc == 0)
 				rc = kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
 			if (rc == 0 && x->zmq) {
@@ -460,9 +471,18 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 				rc = kv_retrieve(x, x->shm, b, n, true, &w,
 						 "read back store");
 		}
+		/* A summed store, read back verified (every sum checked). */
+		if (rc == 0) {
+			rc = kv_store(x, x->sum, b, n, &w);
+			if (rc == 0)
+				rc = kv_retrieve(x, x->sum, b, n, true, &w,
+						 "read back summed store");
+		}
 	} else {
-		/* Store the cell's chunks once; every subject reads them. */
-		rc = kv_store(x, x->shm, b, n, &w);
+		/* Store the cell's chunks once, with sums (kvring_sum checks
+		 * them; the other subjects ignore them); every subject reads
+		 * them. */
+		rc = kv_store(x, x->sum, b, n, &w);
 		if (rc == 0 && x->zmq)
 			rc =
 			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
@@ -473,6 +493,9 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		if (rc == 0)
 			rc = kv_retrieve(x, x->copy, b, n, true, &w,
 					 "kvring_copy retrieve");
+		if (rc == 0)
+			rc = kv_retrieve(x, x->sum, b, n, true, &w,
+					 "kvring_sum retrieve");
 		if (rc == 0 && x->zmq)
 			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
 						     n, x->src);
@@ -485,6 +508,10 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 				rc = kv_retrieve(x, x->shm, b, n, false,
 						 &ns[S_KVRING][r],
 						 "kvring retrieve");
+			if (rc == 0)
+				rc = kv_retrieve(x, x->sum, b, n, false,
+						 &ns[S_SUM][r],
+						 "kvring_sum retrieve");
 			if (rc == 0)
 				rc = kv_retrieve(x, x->copy, b, n, false,
 						 &ns[S_COPY][r],
@@ -526,7 +553,8 @@ static void print_header(const struct xfer_ctx *x)
 	if (x->o.json)
 		return;
 	printf("# kvring-bench %s: cpu_client=%d cpu_server=%d pool=%s "
-	       "server_spin_us=%u subjects: memcpy kvring kvring_copy%s\n",
+	       "server_spin_us=%u subjects: memcpy kvring kvring_sum "
+	       "kvring_copy%s\n",
 	       x->scenario, x->o.cpu_client, x->o.cpu_server,
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
 	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
@@ -576,6 +604,10 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (s != S_ZMQ && zq->done)
 				bench_json_f64(&j, "ratio_to_zeromq",
 					       c->gbps / zq->gbps);
+			/* The cost of checksums: same run, interleaved. */
+			if (s == S_SUM && res[S_KVRING].done)
+				bench_json_f64(&j, "ratio_to_kvring",
+					       c->gbps / res[S_KVRING].gbps);
 			bench_json_print(&j, stdout);
 		} else {
 			char rm[16] = "-", rz[16] = "-", rc[16] = "-";
@@ -697,6 +729,24 @@ static void xfer_plot(const struct xfer_ctx *x)
 /* ---- entry ----------------------------------------------------------------
  */
 
+/* The kvring_sum subject's client: x->shm's options plus checksums. */
+static int connect_sum(struct xfer_ctx *x)
+{
+	struct kvr_client_opts co;
+	char err[256] = "";
+	int rc;
+
+	bench_client_opts(&x->srv, &co);
+	co.spin_us = 50;
+	co.checksum = KVR_CHECKSUM_VERIFY;
+	rc = kvr_connect(&co, &x->sum, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr,
+			"kvring-bench: %s: connect with checksums: %s\n",
+			x->scenario, err);
+	return rc;
+}
+
 static int xfer_main(int argc, char **argv, bool retrieve)
 {
 	struct xfer_ctx *x = calloc(1, sizeof(*x));
@@ -802,7 +852,8 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 		0 ||
 	    bench_client_connect(&x->srv, 0, 50, false, &x->shm) < 0 ||
 	    bench_client_connect(&x->srv, KVR_TRANSPORT_COPY, 50, false,
-				 &x->copy) < 0)
+				 &x->copy) < 0 ||
+	    connect_sum(x) < 0)
 		goto out;
 	print_header(x);
 	for (unsigned si = 0; si < x->nsizes; si++) {
@@ -821,6 +872,7 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 	ret = BENCH_EXIT_OK;
 out:
 	kvr_close(x->shm);
+	kvr_close(x->sum);
 	kvr_close(x->copy);
 	bench_server_stop(&x->srv);
 	bench_peer_stop(x->zmq);
