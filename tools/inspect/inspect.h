@@ -284,7 +284,7 @@ struct ins_snap {
 	uint64_t protocol_errors, handshake_refused, requests, leases_expired;
 	uint64_t free_extents, largest_free, frag_ppm, loop_wakeups;
 	uint64_t quota_denied, xfers_expired;
-	uint64_t corrupt_dropped, corrupt_unconfirmed; /* abi 2.1 */
+	uint64_t corrupt_dropped, corrupt_unconfirmed; /* abi 3.1 */
 	/* Per-channel limits from the header (abi 1.1; 0: none). */
 	uint64_t quota_reserved, quota_pinned, max_key_bytes;
 	uint32_t xfer_ms;
