@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <kvring/segment.h>
+#include <kvring/unlink.h>
 
 /* statfs f_type of hugetlbfs (linux/magic.h). */
 #define HUGETLBFS_MAGIC_ 0x958458f6
@@ -194,7 +195,7 @@ static int sweep_one(int dfd, const char *ctl_dir,
 		     struct kvr_sweep_report *r)
 {
 	char ctl[KVR_SEG_NAME_MAX + 1];
-	struct stat was, now;
+	struct stat was;
 
 	if (fstatat(dfd, pool->name, &was, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0; /* gone meanwhile */
@@ -207,14 +208,15 @@ static int sweep_one(int dfd, const char *ctl_dir,
 		r->kept_live++;
 		return 0;
 	}
-	/* A fresh look: still the same regular file of ours. */
-	if (fstatat(dfd, pool->name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !S_ISREG(now.st_mode) || now.st_uid != geteuid() ||
-	    now.st_dev != was.st_dev || now.st_ino != was.st_ino) {
+	/* Still the same regular file of ours (the same-inode unlink). */
+	switch (kvr_unlink_same(dfd, pool->name, &was)) {
+	case 0:
+		break;
+	case -ENOENT:
+	case -ESTALE:
 		r->skipped++;
 		return 0;
-	}
-	if (unlinkat(dfd, pool->name, 0) < 0) {
+	default:
 		r->errors++;
 		return 0;
 	}

@@ -26,6 +26,7 @@
 
 #include <kvring/parse.h>
 #include <kvring/segment.h>
+#include <kvring/unlink.h>
 
 /* Mappings at least this big ask for transparent huge pages. */
 #define THP_MIN_BYTES (2u << 20)
@@ -217,6 +218,8 @@ static int nohuge(struct kvr_err *e, const char *what, size_t bytes, size_t hp)
  * pages of @hp bytes (@bytes already rounded to them). The name checks,
  * O_EXCL and the exact mode are the same for both.
  */
+void (*kvr__seg_create_hook)(const char *path);
+
 static int create_named(const char *dir, const char *name, size_t bytes,
 			mode_t mode, gid_t gid, bool hugetlb, size_t hp,
 			struct kvr_seg *out, struct kvr_err *e)
@@ -263,6 +266,8 @@ static int create_named(const char *dir, const char *name, size_t bytes,
 					   path);
 		return kvr_err_set(e, rc, "create %s: %s", path, strerror(-rc));
 	}
+	if (kvr__seg_create_hook)
+		kvr__seg_create_hook(path);
 	/* The umask may have narrowed mode; fchmod sets exactly it. */
 	if (fchmod(fd, mode) < 0) {
 		rc = kvr_err_set(e, -errno, "create %s: chmod %o: %s", path,
@@ -337,8 +342,11 @@ static int create_named(const char *dir, const char *name, size_t bytes,
 	return 0;
 
 err_unlink:
-	/* We made it with O_EXCL, so this name is ours to remove. */
-	unlink(path);
+	/*
+	 * We made it with O_EXCL, but the name may have been replaced since
+	 * (the directory is shared): remove it only while it is our inode.
+	 */
+	(void)kvr_unlink_same_fd(AT_FDCWD, path, fd);
 	close(fd);
 	return rc;
 }
@@ -666,7 +674,7 @@ static void seg_release(struct kvr_seg *s, bool may_unlink)
 
 	if (!s)
 		return;
-	struct stat mine, now;
+	struct stat mine;
 	bool named = s->owner && s->backend == KVR_SEG_BACKEND_SHM &&
 		     s->name[0] != '\0' && s->dir[0] != '\0';
 	bool have_mine = false;
@@ -685,9 +693,8 @@ static void seg_release(struct kvr_seg *s, bool may_unlink)
 		 * wrongly judged us dead), and its file is not ours to
 		 * remove. ENOENT (swept already) is fine.
 		 */
-		if (have_mine && lstat(path, &now) == 0 &&
-		    now.st_dev == mine.st_dev && now.st_ino == mine.st_ino)
-			unlink(path);
+		if (have_mine)
+			(void)kvr_unlink_same(AT_FDCWD, path, &mine);
 	}
 	/* Last: we are alive (for the sweep) until our names are gone. */
 	if (named && s->live_fd >= 0)

@@ -25,6 +25,7 @@
 
 #include <kvring/proc.h>
 #include <kvring/segment.h>
+#include <kvring/unlink.h>
 
 /* One directory entry kept between readdir and processing. */
 struct entry {
@@ -271,12 +272,8 @@ static int unlink_if_same(int dfd, const char *name, const struct stat *was)
 		return -errno;
 	if (!S_ISREG(now.st_mode) || now.st_uid != geteuid())
 		return -ESTALE;
-	if (was && (now.st_dev != was->st_dev || now.st_ino != was->st_ino))
-		return -ESTALE;
-	/* unlinkat never follows a symlink: at worst it removes a link. */
-	if (unlinkat(dfd, name, 0) < 0)
-		return -errno;
-	return 0;
+	/* The same-inode unlink, against what we judged or just saw. */
+	return kvr_unlink_same(dfd, name, was ? was : &now);
 }
 
 static void count_removal(struct kvr_sweep_report *rep, const char *name,

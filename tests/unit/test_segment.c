@@ -179,6 +179,67 @@ Test(segment, create_returns_eexist_when_name_exists)
 	cr_expect_str_eq(buf, "hello");
 }
 
+/*
+ * Issue 12 item 2: the create-failure path removes the name only while it
+ * is still the inode it created. The hook puts another file at the name
+ * between the O_EXCL create and the step that fails (a pool far bigger
+ * than /dev/shm); that file must survive, contents and all.
+ */
+static struct stat replaced;
+
+static void replace_name(const char *path)
+{
+	char tmp[160];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.other", path);
+	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, "other", 5) == 5 && fstat(fd, &replaced) == 0)
+		(void)rename(tmp, path);
+	close(fd);
+}
+
+Test(segment, create_failure_leaves_name_alone_when_replaced_meanwhile)
+{
+	struct kvr_seg s = {.fd = -7};
+	struct kvr_err e;
+	char buf[16] = {0};
+	struct stat st;
+	int fd, rc;
+
+	memset(&replaced, 0, sizeof(replaced));
+	kvr__seg_create_hook = replace_name;
+	rc = kvr_seg_create_shm(dir, "swapped", (size_t)1 << 50, 0, (gid_t)-1,
+				&s, &e);
+	kvr__seg_create_hook = NULL;
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, e.msg);
+	cr_assert_neq(replaced.st_ino, 0, "the hook did not replace the name");
+	cr_assert_eq(lstat(path_of("swapped"), &st), 0,
+		     "the failure path unlinked the file that replaced ours");
+	cr_expect_eq(st.st_ino, replaced.st_ino);
+	fd = open(path_of("swapped"), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_expect_eq(read(fd, buf, sizeof(buf)), 5);
+	close(fd);
+	cr_expect_str_eq(buf, "other");
+}
+
+/* Without a replacement, the same failure leaves no file behind. */
+Test(segment, create_failure_removes_its_own_name_when_unchanged)
+{
+	struct kvr_seg s = {.fd = -7};
+	struct kvr_err e;
+	struct stat st;
+
+	cr_expect_eq(kvr_seg_create_shm(dir, "mine", (size_t)1 << 50, 0,
+					(gid_t)-1, &s, &e),
+		     -ENOSPC);
+	cr_expect_eq(lstat(path_of("mine"), &st), -1);
+	cr_expect_eq(errno, ENOENT);
+}
+
 Test(segment, create_uses_mode_0600_when_mode_default)
 {
 	struct kvr_seg s;

@@ -233,6 +233,14 @@ int kvr_seg_create_shm(const char *dir, const char *name, size_t bytes,
 		       struct kvr_err *e);
 
 /*
+ * kvr__seg_create_hook - tests only: when set, called with the new file's
+ * path right after a named segment was created (O_EXCL) and before the
+ * steps that can still fail, so a test can replace the name there and
+ * check that the failure path leaves the replacement alone.
+ */
+extern void (*kvr__seg_create_hook)(const char *path);
+
+/*
  * kvr_seg_create_memfd - create an anonymous shared segment.
  * @name: shown in /proc/PID/fd and maps ("memfd:<name>"); any valid name.
  * @bytes: size (> 0). With KVR_SEG_TRY_HUGETLB and enough free huge pages
