@@ -4,7 +4,10 @@
  * (<socket>.lock, flock, O_CLOEXEC) is taken before anything else and
  * decides who may touch the socket path; a socket file is replaced only
  * when nobody answers on it (a dead server's), and at exit only the very
- * file this server bound is unlinked. This file does not accept
+ * file this server bound is unlinked. The lock and the socket are made
+ * relative to a descriptor of their directory, opened and checked once
+ * (kvr_runtime_dir_open), and every unlink is a same-inode one
+ * (<kvring/unlink.h>). This file does not accept
  * connections (loop.c, hello.c).
  */
 #include <errno.h>
@@ -20,21 +23,38 @@
 
 #include <kvring/log.h>
 #include <kvring/paths.h>
+#include <kvring/unlink.h>
 
 #include "listen.h"
 
-/* Path of the lock file that guards a socket path. */
+/* The socket's name inside its directory (s->dir_fd). */
+static const char *sock_base(const struct kvr_srv *s)
+{
+	const char *slash = strrchr(s->cfg.socket_path, '/');
+
+	return slash ? slash + 1 : s->cfg.socket_path;
+}
+
+/* Path of the lock file that guards a socket path (for messages). */
 static void lock_path(const struct kvr_srv *s, char *buf, size_t n)
 {
 	snprintf(buf, n, "%s.lock", s->cfg.socket_path);
 }
 
-/* Whether fd is still the file at path (not unlinked or replaced). */
-static bool lock_is_current(int fd, const char *path)
+/* Name of the lock file inside the socket's directory. */
+static void lock_name(const struct kvr_srv *s, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s.lock", sock_base(s));
+}
+
+/* Whether fd is still the file named @name in @dfd (not unlinked or
+ * replaced). */
+static bool lock_is_current(int fd, int dfd, const char *name)
 {
 	struct stat a, b;
 
-	return fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+	return fstat(fd, &a) == 0 &&
+	       fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
 	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
@@ -45,12 +65,12 @@ static bool lock_is_current(int fd, const char *path)
  * first. A --socket or $KVRING_SOCKET in someone else's or a shared
  * directory is the operator's choice: it is used, with a warning.
  */
-static int check_socket_dir(const struct kvr_srv *s)
+static int open_socket_dir(struct kvr_srv *s)
 {
 	char dir[PATH_MAX], why[512];
 	struct stat st;
 	char *slash;
-	int rc;
+	int fd, rc;
 
 	snprintf(dir, sizeof(dir), "%s", s->cfg.socket_path);
 	slash = strrchr(dir, '/');
@@ -61,21 +81,33 @@ static int check_socket_dir(const struct kvr_srv *s)
 	else
 		*slash = '\0';
 	if (s->cfg.socket_default) {
-		rc = kvr_runtime_dir_prepare(
+		fd = kvr_runtime_dir_open(
 		    dir,
 		    s->cfg.have_group ? (unsigned)s->cfg.gid : (unsigned)-1,
 		    why, sizeof(why));
-		if (rc < 0)
+		if (fd < 0) {
 			kvr_log_err("%s", why);
+			return fd;
+		}
+		s->dir_fd = fd;
+		return 0;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		kvr_log_err("open socket directory %s: %s; create it or pick "
+			    "another --socket",
+			    dir, strerror(-rc));
 		return rc;
 	}
-	if (stat(dir, &st) == 0 && (st.st_mode & 02) && st.st_uid != geteuid())
+	if (fstat(fd, &st) == 0 && (st.st_mode & 02) && st.st_uid != geteuid())
 		kvr_log_warn(
 		    "socket directory %s is writable by other users: "
 		    "one of them can take the socket's or %s.lock's "
 		    "name first and keep kvringd from starting; prefer "
 		    "the default runtime directory (docs/config.md)",
 		    dir, s->cfg.socket_path);
+	s->dir_fd = fd;
 	return 0;
 }
 
@@ -91,16 +123,18 @@ static int check_socket_dir(const struct kvr_srv *s)
  */
 int kvr__listen_lock(struct kvr_srv *s)
 {
-	char path[PATH_MAX], pidbuf[32] = "";
+	char path[PATH_MAX], name[NAME_MAX + 8], pidbuf[32] = "";
 	ssize_t n;
 	int fd, len;
 
-	len = check_socket_dir(s);
+	len = open_socket_dir(s);
 	if (len < 0)
 		return len;
 	lock_path(s, path, sizeof(path));
+	lock_name(s, name, sizeof(name));
 again:
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
 	if (fd < 0) {
 		int rc = -errno;
 
@@ -122,7 +156,7 @@ again:
 		close(fd);
 		return rc;
 	}
-	if (!lock_is_current(fd, path)) {
+	if (!lock_is_current(fd, s->dir_fd, name)) {
 		close(fd); /* the previous holder removed it as it stopped */
 		goto again;
 	}
@@ -152,7 +186,7 @@ static bool socket_live(const struct sockaddr_un *sa)
 int kvr__listen_open(struct kvr_srv *s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	const char *path = s->cfg.socket_path;
+	const char *path = s->cfg.socket_path, *base = sock_base(s);
 	mode_t old_mask;
 	struct stat st;
 	int fd, rc;
@@ -163,8 +197,16 @@ int kvr__listen_open(struct kvr_srv *s)
 			    path, sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	strcpy(sa.sun_path, path);
-	if (lstat(path, &st) == 0) {
+	/* Bound and probed through the directory we checked, never through
+	 * a path someone could redirect since (kvr_runtime_dir_open). */
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
+		     s->dir_fd, base) >= (int)sizeof(sa.sun_path)) {
+		kvr_log_err("socket name %s: too long to bind through "
+			    "/proc/self/fd; pick a shorter --socket",
+			    base);
+		return -ENAMETOOLONG;
+	}
+	if (fstatat(s->dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			kvr_log_err(
 			    "socket path %s exists and is not a socket; "
@@ -185,8 +227,15 @@ int kvr__listen_open(struct kvr_srv *s)
 			return -EADDRINUSE;
 		}
 		/* We hold the lock and nobody answers: a dead server's. */
-		if (unlink(path) < 0 && errno != ENOENT) {
-			rc = -errno;
+		rc = kvr_unlink_same(s->dir_fd, base, &st);
+		if (rc == -ESTALE) {
+			kvr_log_err("socket path %s changed while kvringd "
+				    "looked at it; someone else is using it: "
+				    "find out who, or pick another --socket",
+				    path);
+			return -EADDRINUSE;
+		}
+		if (rc < 0 && rc != -ENOENT) {
 			kvr_log_err("remove stale socket %s: %s", path,
 				    strerror(-rc));
 			return rc;
@@ -212,12 +261,14 @@ int kvr__listen_open(struct kvr_srv *s)
 	s->have_socket = true;
 	s->listen_fd = fd;
 	/* Remember which file we bound, to unlink only that one at exit. */
-	if (lstat(path, &st) == 0) {
+	if (fstatat(s->dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		s->sock_ino = st.st_ino;
 		s->sock_dev = st.st_dev;
 	}
 	if (s->cfg.have_group &&
-	    (chown(path, (uid_t)-1, s->cfg.gid) < 0 || chmod(path, 0660) < 0)) {
+	    (fchownat(s->dir_fd, base, (uid_t)-1, s->cfg.gid,
+		      AT_SYMLINK_NOFOLLOW) < 0 ||
+	     fchmodat(s->dir_fd, base, 0660, 0) < 0)) {
 		rc = -errno;
 		kvr_log_err("share socket %s with group %s: %s", path,
 			    s->cfg.group, strerror(-rc));
@@ -234,13 +285,14 @@ int kvr__listen_open(struct kvr_srv *s)
 /* Unlink our socket path, but only if it still is the socket we bound. */
 void kvr__listen_remove(struct kvr_srv *s)
 {
-	struct stat st;
+	struct stat mine = {.st_mode = S_IFSOCK};
 
 	if (!s->have_socket)
 		return;
-	if (lstat(s->cfg.socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    st.st_ino == s->sock_ino && st.st_dev == s->sock_dev &&
-	    unlink(s->cfg.socket_path) == 0)
+	mine.st_ino = s->sock_ino;
+	mine.st_dev = s->sock_dev;
+	if (s->dir_fd >= 0 &&
+	    kvr_unlink_same(s->dir_fd, sock_base(s), &mine) == 0)
 		kvr_log_info("removed socket %s", s->cfg.socket_path);
 	s->have_socket = false;
 }
@@ -252,14 +304,20 @@ void kvr__listen_remove(struct kvr_srv *s)
  */
 void kvr__listen_unlock(struct kvr_srv *s)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], name[NAME_MAX + 8];
+	int rc;
 
-	if (s->lock_fd < 0)
-		return;
-	lock_path(s, path, sizeof(path));
-	if (lock_is_current(s->lock_fd, path) && unlink(path) < 0 &&
-	    errno != ENOENT)
-		kvr_log_warn("remove lock file %s: %s", path, strerror(errno));
-	close(s->lock_fd);
-	s->lock_fd = -1;
+	if (s->lock_fd >= 0) {
+		lock_path(s, path, sizeof(path));
+		lock_name(s, name, sizeof(name));
+		rc = kvr_unlink_same_fd(s->dir_fd, name, s->lock_fd);
+		if (rc < 0 && rc != -ENOENT && rc != -ESTALE)
+			kvr_log_warn("remove lock file %s: %s", path,
+				     strerror(-rc));
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
+	s->dir_fd = -1;
 }

@@ -732,7 +732,7 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
-	s->lock_fd = s->listen_fd = s->sig_fd = s->timer_fd = -1;
+	s->dir_fd = s->lock_fd = s->listen_fd = s->sig_fd = s->timer_fd = -1;
 	s->ctl.fd = s->pool.fd = -1;
 	s->ctl_ro_fd = -1;
 	s->uid = geteuid();

@@ -249,6 +249,7 @@ struct kvr_gcount {
  */
 struct kvr_srv {
 	struct kvr_config cfg;
+	int dir_fd; /* the socket's directory: lock and socket are made in it */
 	int lock_fd;
 	int listen_fd;
 	int sig_fd;

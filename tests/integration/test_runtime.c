@@ -11,10 +11,12 @@
  * taking the flock on <socket>.lock in /tmp. The tests that need another
  * uid need root and are skipped otherwise.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,43 @@ TestSuite(runtime, .init = setup, .fini = teardown, .timeout = 60);
 static bool log_says_ready(void *arg)
 {
 	return t_server_log_has(arg, "kvringd ready");
+}
+
+/* Whether directory @d has no entries (a missing one counts as empty). */
+static bool dir_is_empty(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *de;
+	bool empty = true;
+
+	if (!dp)
+		return true;
+	while ((de = readdir(dp)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(dp);
+	return empty;
+}
+
+/* Started, or exited (a zombie waiting for t_server_wait_exit). */
+static bool log_says_ready_or_no(void *arg)
+{
+	const struct kvrd *t = arg;
+	char path[64], buf[256], *rp;
+	FILE *f;
+	size_t n;
+
+	if (t_server_log_has(t, "kvringd ready"))
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] == 'Z';
 }
 
 /* kvringd with @extra after --name and a small pool, no --socket. */
@@ -150,6 +189,91 @@ Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 	srv.pid = 0;
 	cr_expect_eq(st, 1, "started in another uid's runtime dir: %d", st);
 	cr_expect(t_server_log_has(&srv, "owned by uid 65534"));
+}
+
+/*
+ * Issue 12 item 4: a symlink planted where the runtime directory goes
+ * (pointing at a directory the planter controls) is refused, and the
+ * sentence names the path, what is there (owner, mode) and what to do.
+ * Nothing is created in the symlink's target.
+ */
+Test(runtime,
+     symlink_in_place_of_the_runtime_dir_is_refused_with_owner_and_mode)
+{
+	char dir[128], evil[128], msg[256];
+	struct stat st;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
+	snprintf(evil, sizeof(evil), "%s/evil", xdg);
+	cr_assert_eq(mkdir(evil, 0700), 0);
+	cr_assert_eq(symlink(evil, dir), 0);
+	cr_assert_eq(lstat(dir, &st), 0);
+	srv.pid = spawn_default(NULL);
+	rc = t_server_wait_exit(srv.pid, t_timeout_ms(10000));
+	srv.pid = 0;
+	cr_expect_eq(rc, 1, "started through a symlinked runtime dir: %d", rc);
+	snprintf(msg, sizeof(msg),
+		 "runtime directory %s is a symlink owned by uid %u with mode "
+		 "%04o",
+		 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	cr_expect(t_server_log_has(&srv, msg), "log lacks \"%s\"", msg);
+	cr_expect(t_server_log_has(&srv, "remove it"));
+	cr_expect_eq(dir_is_empty(evil), true, "%s got files", evil);
+}
+
+/*
+ * The check-then-use race (issue 12 item 4): a process swaps the runtime
+ * directory with a symlink to its own directory, again and again, while
+ * kvringd starts. kvringd checked the directory by path and then created
+ * its lock and socket by path, so a swap between the two put them in the
+ * swapper's directory. Now everything goes through the descriptor it
+ * checked: it either refuses the symlink or works in the real directory,
+ * and the swapper's directory stays empty.
+ */
+Test(runtime, runtime_dir_swapped_for_a_symlink_during_start_gets_nothing)
+{
+	char dir[128], evil[128], link[128];
+	int ready = 0, refused = 0;
+	pid_t swapper;
+
+	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
+	snprintf(evil, sizeof(evil), "%s/evil", xdg);
+	snprintf(link, sizeof(link), "%s/kvring.link", xdg);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	cr_assert_eq(mkdir(evil, 0700), 0);
+	cr_assert_eq(symlink(evil, link), 0);
+	fflush(NULL);
+	swapper = fork();
+	cr_assert_geq(swapper, 0);
+	if (swapper == 0) {
+		for (;;)
+			(void)renameat2(AT_FDCWD, dir, AT_FDCWD, link,
+					RENAME_EXCHANGE);
+	}
+	for (int i = 0; i < 12 && dir_is_empty(evil); i++) {
+		int rc;
+
+		(void)!truncate(srv.log_path, 0);
+		srv.pid = spawn_default(NULL);
+		if (t_wait_until(log_says_ready_or_no, &srv, 10000) &&
+		    t_server_log_has(&srv, "kvringd ready")) {
+			ready++;
+			rc = t_server_stop(&srv);
+		} else {
+			refused++;
+			rc = t_server_wait_exit(srv.pid, t_timeout_ms(10000));
+		}
+		srv.pid = 0;
+		(void)rc;
+	}
+	kill(swapper, SIGKILL);
+	waitpid(swapper, NULL, 0);
+	cr_expect_eq(dir_is_empty(evil), true,
+		     "kvringd created files in the swapped-in directory %s "
+		     "(%d ready, %d refused)",
+		     evil, ready, refused);
+	cr_log_info("%d starts ready, %d refused", ready, refused);
 }
 
 /*

@@ -53,6 +53,22 @@ int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
 			    size_t why_len);
 
 /*
+ * kvr_runtime_dir_open - kvr_runtime_dir_prepare() without the race: the
+ * directory is created with mkdirat() under its parent, opened with
+ * O_DIRECTORY | O_NOFOLLOW, and every check (a directory, owned by our
+ * effective uid, no group or other write) and the mode fix-up are made on
+ * that descriptor (fstat, fchmod, fchown). The caller creates the socket
+ * and the lock relative to it (openat, unlinkat, bind through
+ * /proc/self/fd/N), so a symlink or another directory swapped in at the
+ * name after the check is never used. A symlink at the name is refused
+ * (-ENOTDIR) with its owner and mode in @why.
+ * Return: the directory's fd (O_CLOEXEC, the caller closes it), or -errno
+ * as for kvr_runtime_dir_prepare().
+ */
+int kvr_runtime_dir_open(const char *dir, unsigned gid, char *why,
+			 size_t why_len);
+
+/*
  * kvr_find_kvringd - the kvringd a tool (kvring-stress, kvring-bench)
  * starts when not told which: "kvringd" in the directory of the running
  * program first (an installed tree: <prefix>/bin), then
