@@ -8,8 +8,11 @@
  * makes it fall back to unnamed segments, with a clear log line, instead
  * of refusing to start. Observed on main: any local user could keep
  * kvringd from starting by creating /dev/shm/<name>.ctl first or by
- * taking the flock on <socket>.lock in /tmp. The tests that need another
- * uid need root and are skipped otherwise.
+ * taking the flock on <socket>.lock in /tmp. The directory is checked on
+ * a descriptor (a symlink planted or swapped in at its name gets
+ * nothing), and the socket and lock are removed only while they are
+ * still the server's files. The tests that need another uid need root
+ * and are skipped otherwise.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -274,6 +277,39 @@ Test(runtime, runtime_dir_swapped_for_a_symlink_during_start_gets_nothing)
 		     "(%d ready, %d refused)",
 		     evil, ready, refused);
 	cr_log_info("%d starts ready, %d refused", ready, refused);
+}
+
+/*
+ * Same-inode unlinks for the socket and the lock (issue 12 item 2): files
+ * that replaced them while the server ran are left alone when it stops.
+ */
+Test(runtime, stopping_server_leaves_files_that_replaced_its_socket_and_lock)
+{
+	char dir[128], sock[160], lock[170], tmp[180];
+	struct stat a, b, st;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
+	snprintf(sock, sizeof(sock), "%s/kvringd.sock", dir);
+	snprintf(lock, sizeof(lock), "%s.lock", sock);
+	srv.pid = spawn_default(NULL);
+	cr_assert(t_wait_until(log_says_ready, &srv, 10000), "not started");
+	snprintf(tmp, sizeof(tmp), "%s/other", dir);
+	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &a), 0);
+	close(fd);
+	cr_assert_eq(rename(tmp, sock), 0);
+	fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &b), 0);
+	close(fd);
+	cr_assert_eq(rename(tmp, lock), 0);
+	cr_expect_eq(t_server_stop(&srv), 0);
+	cr_expect_eq(lstat(sock, &st), 0, "the replacing socket file is gone");
+	cr_expect_eq(st.st_ino, a.st_ino);
+	cr_expect_eq(lstat(lock, &st), 0, "the replacing lock file is gone");
+	cr_expect_eq(st.st_ino, b.st_ino);
 }
 
 /*
