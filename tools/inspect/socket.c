@@ -7,7 +7,10 @@
  * never to cause. So the answer comes from /proc: the kernel's table of
  * Unix sockets gives the inode of the listening socket bound to PATH, and
  * the segment whose live creator holds that inode among its fds is the
- * one. This file only finds the file name; attach.c maps and validates
+ * one. kvringd binds its socket through its checked directory's
+ * descriptor, so the kernel's name for it is "/proc/self/fd/N/<base>":
+ * such a name counts when the server's fd N is the asked path's
+ * directory. This file only finds the file name; attach.c maps and validates
  * it. It needs the right to read the server's /proc/<pid>/fd (same uid or
  * root) and sees only this network and pid namespace.
  */
@@ -15,6 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,26 +32,63 @@
 #define SO_ACCEPTCON_FLAG 0x10000ul
 
 /*
- * Inodes of the listening Unix sockets bound to @path, at most @max of
+ * A listening socket that may be the one at the path asked about: its
+ * inode, and for a name kvringd bound through its checked directory
+ * ("/proc/self/fd/<dirfd>/<base>", docs/config.md) the directory
+ * descriptor that must, in the server's /proc/<pid>/fd, lead to the
+ * asked path's directory (-1 for a name that matched as it is).
+ */
+struct cand {
+	unsigned long ino;
+	int dirfd;
+};
+
+/* Directory and last component of @path after realpath() of the
+ * directory (the socket itself need not resolve). False if unusable. */
+static bool split_want(const char *path, char *dir, size_t dn,
+		       const char **base)
+{
+	char tmp[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+
+	if (!slash) {
+		*base = path;
+		return getcwd(dir, dn) != NULL;
+	}
+	*base = slash + 1;
+	if (slash == path)
+		snprintf(tmp, sizeof(tmp), "/");
+	else
+		snprintf(tmp, sizeof(tmp), "%.*s", (int)(slash - path), path);
+	return realpath(tmp, dir) != NULL && strlen(dir) < dn;
+}
+
+/*
+ * Listening Unix sockets that may be bound to @path, at most @max of
  * them. A socket's bound name is compared as given, and both names are
- * also compared after realpath(), so "./x.sock" finds "/tmp/x.sock".
+ * also compared after realpath(), so "./x.sock" finds "/tmp/x.sock". A
+ * name of the form "/proc/self/fd/N/<base>" with @path's last component
+ * is a candidate too; pid_holds_socket() decides by the server's fd N.
  * Return: the number found (>= 0), or -errno if /proc/net/unix is
  * unreadable.
  */
-static int listening_inodes(const char *path, unsigned long *ino, int max)
+static int listening_inodes(const char *path, struct cand *c, int max)
 {
-	char line[4096 + 128], rp[PATH_MAX], want[PATH_MAX];
+	char line[4096 + 128], rp[PATH_MAX], want[PATH_MAX], wdir[PATH_MAX];
 	FILE *f = fopen("/proc/net/unix", "r");
+	const char *wbase = NULL;
+	bool have_dir;
 	int n = 0;
 
 	if (!f)
 		return -errno;
 	if (!realpath(path, want))
 		snprintf(want, sizeof(want), "%s", path);
+	have_dir = split_want(path, wdir, sizeof(wdir), &wbase);
 	while (n < max && fgets(line, sizeof(line), f)) {
 		unsigned long refc, proto, flags, type, st, inode;
 		char p[4096];
-		int off = 0;
+		int off = 0, dfd = -1, end = 0;
 
 		/* "Num: RefCount Protocol Flags Type St Inode Path"; the
 		 * header line and unbound sockets (no path) are skipped. */
@@ -59,16 +101,38 @@ static int listening_inodes(const char *path, unsigned long *ino, int max)
 		if (sscanf(line + off, "%4095s", p) != 1)
 			continue;
 		if (strcmp(p, path) == 0 || strcmp(p, want) == 0 ||
-		    (realpath(p, rp) && strcmp(rp, want) == 0))
-			ino[n++] = inode;
+		    (realpath(p, rp) && strcmp(rp, want) == 0)) {
+			c[n++] = (struct cand){.ino = inode, .dirfd = -1};
+			continue;
+		}
+		if (have_dir &&
+		    sscanf(p, "/proc/self/fd/%d/%n", &dfd, &end) == 1 &&
+		    end > 0 && dfd >= 0 && strcmp(p + end, wbase) == 0)
+			c[n++] = (struct cand){.ino = inode, .dirfd = dfd};
 	}
 	fclose(f);
 	return n;
 }
 
-/* Whether process @pid holds one of the @n socket inodes among its fds
- * (each fd's link reads "socket:[<inode>]"). Unreadable: false. */
-static bool pid_holds_socket(pid_t pid, const unsigned long *ino, int n)
+/* Whether process @pid's fd @fd is the directory @dir. */
+static bool pid_fd_is_dir(pid_t pid, int fd, const char *dir)
+{
+	char lpath[64], link[PATH_MAX];
+	ssize_t len;
+
+	snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%d", (int)pid, fd);
+	len = readlink(lpath, link, sizeof(link) - 1);
+	if (len <= 0)
+		return false;
+	link[len] = '\0';
+	return strcmp(link, dir) == 0;
+}
+
+/* Whether process @pid holds one of the @n candidate sockets among its
+ * fds (each fd's link reads "socket:[<inode>]"), and for a name bound
+ * through a directory fd, holds that fd on @wdir. Unreadable: false. */
+static bool pid_holds_socket(pid_t pid, const struct cand *c, int n,
+			     const char *wdir)
 {
 	char dpath[64], lpath[320], link[64];
 	struct dirent *de;
@@ -90,8 +154,10 @@ static bool pid_holds_socket(pid_t pid, const unsigned long *ino, int n)
 		link[len] = '\0';
 		if (sscanf(link, "socket:[%lu]", &v) != 1)
 			continue;
-		for (int i = 0; i < n; i++)
-			found = found || v == ino[i];
+		for (int i = 0; i < n && !found; i++)
+			found = v == c[i].ino &&
+				(c[i].dirfd < 0 ||
+				 pid_fd_is_dir(pid, c[i].dirfd, wdir));
 	}
 	closedir(d);
 	return found;
@@ -105,7 +171,8 @@ static bool pid_holds_socket(pid_t pid, const unsigned long *ino, int n)
  * by the attach). Liveness is checked by (pid, start time) first, so a
  * dead server's pid reused by another process is not asked about.
  */
-static bool segment_owns_socket(const char *p, const unsigned long *ino, int n)
+static bool segment_owns_socket(const char *p, const struct cand *c, int n,
+				const char *wdir)
 {
 	struct kvr_seg_hdr_shm h;
 	bool owns;
@@ -117,7 +184,7 @@ static bool segment_owns_socket(const char *p, const unsigned long *ino, int n)
 	owns = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 	       h.magic == KVR_SEG_MAGIC &&
 	       kvr_proc_alive(h.creator_pid, h.creator_start) &&
-	       pid_holds_socket(h.creator_pid, ino, n);
+	       pid_holds_socket(h.creator_pid, c, n, wdir);
 	close(fd);
 	return owns;
 }
@@ -133,12 +200,16 @@ int ins_target_from_socket(struct ins_target *t, const char *dir,
 			   const char *path)
 {
 	const char *d_name = dir ? dir : KVR_SEG_DEFAULT_DIR;
-	unsigned long ino[8];
+	char wdir[PATH_MAX] = "";
+	const char *wbase;
+	struct cand c[8];
 	struct dirent *de;
 	int n, found = 0;
 	DIR *d;
 
-	n = listening_inodes(path, ino, 8);
+	if (!split_want(path, wdir, sizeof(wdir), &wbase))
+		wdir[0] = '\0';
+	n = listening_inodes(path, c, 8);
 	if (n <= 0) {
 		ins_err("socket %s: no listening Unix socket bound to that "
 			"path (is kvringd running?)",
@@ -160,7 +231,7 @@ int ins_target_from_socket(struct ins_target *t, const char *dir,
 		    !kvr_seg_name_valid(de->d_name))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", d_name, de->d_name);
-		if (segment_owns_socket(p, ino, n)) {
+		if (segment_owns_socket(p, c, n, wdir)) {
 			ins_target_set(t, dir, de->d_name);
 			found = 1;
 		}
