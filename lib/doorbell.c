@@ -5,7 +5,8 @@
  * creation and a poll(2) wait. It owns no memory: the block is in the
  * caller's shared segment and the eventfd belongs to the caller. It does not
  * know about rings (the caller publishes and re-checks) and does not use
- * io_uring (see uwait.c). The proof that no wake-up is lost is in
+ * io_uring (the server's loop does; tests/support/t_uwait.c for the tests).
+ * The proof that no wake-up is lost is in
  * <kvring/doorbell.h> and docs/doorbell.md; the fences are labelled F1/F2.
  */
 #include <kvring/doorbell.h>

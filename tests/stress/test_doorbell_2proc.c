@@ -26,7 +26,6 @@
  */
 #include <kvring/clock.h>
 #include <kvring/doorbell.h>
-#include <kvring/uwait.h>
 
 #include <criterion/criterion.h>
 
@@ -45,6 +44,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "t_uwait.h"
 
 #define NSLOTS 64u /* stamp array; a burst never exceeds it */
 
@@ -187,13 +188,13 @@ static bool spin_for_work(struct st_shm *sh, uint64_t c, unsigned spin_us)
 }
 
 /* Wait on the eventfd. Return: 1 signalled, 0 timed out, -errno. */
-static int wait_bell(struct kvr_uwait *w, int efd, int timeout_ms)
+static int wait_bell(struct t_uwait *w, int efd, int timeout_ms)
 {
 	uint64_t tag;
 	int rc;
 
 	if (w)
-		rc = kvr_uwait_wait(w, timeout_ms, &tag, 1);
+		rc = t_uwait_wait(w, timeout_ms, &tag, 1);
 	else
 		rc = kvr_bell_wait_fd(efd, timeout_ms);
 	if (rc == -ETIMEDOUT)
@@ -207,19 +208,19 @@ static void consumer(struct st_run *run)
 {
 	struct st_shm *sh = run->sh;
 	const struct st_cfg *cfg = run->cfg;
-	struct kvr_uwait *w = NULL;
+	struct t_uwait *w = NULL;
 	uint64_t seed = (cfg->seed ^ 0xc0ffee) | 1;
 	bool dawdle = cfg->dawdle_us > 0;
 	uint64_t c = 0;
 	int rc;
 
 	if (cfg->use_uwait) {
-		rc = kvr_uwait_create(8, &w);
+		rc = t_uwait_create(8, &w);
 		if (rc == 0)
-			rc = kvr_uwait_add(w, run->efd, 1);
+			rc = t_uwait_add(w, run->efd, 1);
 		if (rc < 0) {
 			st_fail(sh, "consumer: uwait setup: %s", strerror(-rc));
-			kvr_uwait_destroy(w);
+			t_uwait_destroy(w);
 			return;
 		}
 	}
@@ -332,7 +333,7 @@ static void consumer(struct st_run *run)
 			bump(&sh->empty_wakes);
 	}
 out:
-	kvr_uwait_destroy(w);
+	t_uwait_destroy(w);
 }
 
 /* ==== producer ==== */

@@ -8,7 +8,6 @@
  * timeouts are only checked for their return code.
  */
 #include <kvring/doorbell.h>
-#include <kvring/uwait.h>
 
 #include <criterion/criterion.h>
 
@@ -22,6 +21,8 @@
 #include <sys/eventfd.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+#include "t_uwait.h"
 
 /* ==== helpers ==== */
 
@@ -299,17 +300,17 @@ Test(bell, wait_fd_returns_eintr_when_signal_arrives)
 
 /* ==== uwait ==== */
 
-static struct kvr_uwait *uw;
+static struct t_uwait *uw;
 
 static void uw_setup(void)
 {
 	bell_setup();
-	cr_assert_eq(kvr_uwait_create(8, &uw), 0);
+	cr_assert_eq(t_uwait_create(8, &uw), 0);
 }
 
 static void uw_teardown(void)
 {
-	kvr_uwait_destroy(uw);
+	t_uwait_destroy(uw);
 	uw = NULL;
 	bell_teardown();
 }
@@ -318,25 +319,25 @@ TestSuite(uwait, .init = uw_setup, .fini = uw_teardown, .timeout = 20);
 
 Test(uwait, create_returns_einval_and_leaves_out_when_args_bad)
 {
-	struct kvr_uwait *w = (struct kvr_uwait *)&bell;
+	struct t_uwait *w = (struct t_uwait *)&bell;
 
-	cr_expect_eq(kvr_uwait_create(0, &w), -EINVAL);
-	cr_expect_eq(w, (struct kvr_uwait *)&bell, "out untouched on error");
-	cr_expect_eq(kvr_uwait_create(8, NULL), -EINVAL);
+	cr_expect_eq(t_uwait_create(0, &w), -EINVAL);
+	cr_expect_eq(w, (struct t_uwait *)&bell, "out untouched on error");
+	cr_expect_eq(t_uwait_create(8, NULL), -EINVAL);
 }
 
 Test(uwait, destroy_accepts_null_when_called)
 {
-	kvr_uwait_destroy(NULL);
+	t_uwait_destroy(NULL);
 }
 
 Test(uwait, wait_returns_tag_and_drains_when_eventfd_written)
 {
 	uint64_t tag = 0;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 42), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 42), 0);
 	ring_raw(efd);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	cr_expect_eq(tag, 42);
 	cr_expect_eq(take(efd), 0, "wait must drain the eventfd");
 }
@@ -345,9 +346,9 @@ Test(uwait, wait_returns_etimedout_when_nothing_written)
 {
 	uint64_t tag = 0;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 1), 0);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
-	cr_expect_eq(kvr_uwait_wait(uw, 20, &tag, 1), -ETIMEDOUT);
+	cr_assert_eq(t_uwait_add(uw, efd, 1), 0);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
+	cr_expect_eq(t_uwait_wait(uw, 20, &tag, 1), -ETIMEDOUT);
 }
 
 Test(uwait, wait_reports_write_when_made_before_add)
@@ -355,8 +356,8 @@ Test(uwait, wait_reports_write_when_made_before_add)
 	uint64_t tag = 0;
 
 	ring_raw(efd);
-	cr_assert_eq(kvr_uwait_add(uw, efd, 7), 0);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_assert_eq(t_uwait_add(uw, efd, 7), 0);
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	cr_expect_eq(tag, 7);
 }
 
@@ -367,14 +368,14 @@ Test(uwait, wait_reports_distinct_tags_when_two_eventfds_fire)
 	int efd2;
 
 	cr_assert_eq(kvr_bell_open(&efd2), 0);
-	cr_assert_eq(kvr_uwait_add(uw, efd, 11), 0);
-	cr_assert_eq(kvr_uwait_add(uw, efd2, 22), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 11), 0);
+	cr_assert_eq(t_uwait_add(uw, efd2, 22), 0);
 
 	ring_raw(efd);
 	ring_raw(efd2);
 	/* Both may come in one call or in two; each exactly once. */
 	while (!(seen11 && seen22)) {
-		int n = kvr_uwait_wait(uw, 5000, tags, 4);
+		int n = t_uwait_wait(uw, 5000, tags, 4);
 
 		cr_assert_gt(n, 0, "wait: %d", n);
 		for (int i = 0; i < n; i++) {
@@ -388,10 +389,10 @@ Test(uwait, wait_reports_distinct_tags_when_two_eventfds_fire)
 			*s = true;
 		}
 	}
-	cr_expect_eq(kvr_uwait_wait(uw, 0, tags, 4), -ETIMEDOUT);
+	cr_expect_eq(t_uwait_wait(uw, 0, tags, 4), -ETIMEDOUT);
 
 	ring_raw(efd2);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, tags, 4), 1);
+	cr_expect_eq(t_uwait_wait(uw, 5000, tags, 4), 1);
 	cr_expect_eq(tags[0], 22, "only the second doorbell rang");
 	close(efd2);
 }
@@ -404,18 +405,18 @@ Test(uwait, wait_keeps_unreported_tags_when_max_tags_is_small)
 
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(kvr_bell_open(&fds[i]), 0);
-		cr_assert_eq(kvr_uwait_add(uw, fds[i], (uint64_t)i), 0);
+		cr_assert_eq(t_uwait_add(uw, fds[i], (uint64_t)i), 0);
 		ring_raw(fds[i]);
 	}
 	for (int k = 0; k < 3; k++) {
-		cr_assert_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+		cr_assert_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 		cr_assert_lt(tag, 3);
 		cr_expect_eq(seen & (1u << tag), 0, "tag %llu twice",
 			     (unsigned long long)tag);
 		seen |= 1u << tag;
 	}
 	cr_expect_eq(seen, 7);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
 }
@@ -424,15 +425,15 @@ Test(uwait, wait_does_not_wake_when_eventfd_drained_by_someone_else)
 {
 	uint64_t tag;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 5), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 5), 0);
 	/* The write posts a CQE; draining it elsewhere (as
 	 * kvr_bell_woken(b, efd) would) leaves that CQE stale. */
 	ring_raw(efd);
 	cr_assert_eq(take(efd), 1);
-	cr_expect_eq(kvr_uwait_wait(uw, 20, &tag, 1), -ETIMEDOUT,
+	cr_expect_eq(t_uwait_wait(uw, 20, &tag, 1), -ETIMEDOUT,
 		     "a stale CQE must not be reported as a wake-up");
 	ring_raw(efd);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1,
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1,
 		     "and the poll must still be armed");
 }
 
@@ -440,15 +441,15 @@ Test(uwait, wait_catches_write_when_it_lands_between_drain_and_next_wait)
 {
 	uint64_t tag;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 9), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 9), 0);
 	ring_raw(efd);
-	cr_assert_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_assert_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	/* Drained; the caller is "between waits" now. */
 	ring_raw(efd);
 	ring_raw(efd);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	cr_expect_eq(tag, 9);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT,
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT,
 		     "two writes before one wait are one wake-up");
 }
 
@@ -456,15 +457,14 @@ Test(uwait, wait_keeps_working_when_cycled_10000_times)
 {
 	uint64_t tag;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 3), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 3), 0);
 	for (unsigned i = 0; i < 10000; i++) {
 		ring_raw(efd);
-		cr_assert_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1, "cycle %u",
-			     i);
+		cr_assert_eq(t_uwait_wait(uw, 5000, &tag, 1), 1, "cycle %u", i);
 		cr_assert_eq(tag, 3);
 	}
 	cr_expect_eq(take(efd), 0);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
 }
 
 Test(uwait, wait_rearms_polls_when_completion_queue_overflows)
@@ -473,14 +473,14 @@ Test(uwait, wait_rearms_polls_when_completion_queue_overflows)
 	 * eventfds post far more CQEs than that, so the kernel ends
 	 * multishot polls (a final CQE without IORING_CQE_F_MORE) and the
 	 * waiter must re-arm them to keep hearing those doorbells. */
-	struct kvr_uwait *w;
+	struct t_uwait *w;
 	int fds[8];
 	uint64_t tags[8];
 
-	cr_assert_eq(kvr_uwait_create(1, &w), 0);
+	cr_assert_eq(t_uwait_create(1, &w), 0);
 	for (int i = 0; i < 8; i++) {
 		cr_assert_eq(kvr_bell_open(&fds[i]), 0);
-		cr_assert_eq(kvr_uwait_add(w, fds[i], (uint64_t)i), 0);
+		cr_assert_eq(t_uwait_add(w, fds[i], (uint64_t)i), 0);
 	}
 	for (int round = 0; round < 50; round++) {
 		unsigned seen = 0;
@@ -489,7 +489,7 @@ Test(uwait, wait_rearms_polls_when_completion_queue_overflows)
 			for (int k = 0; k < 5; k++)
 				ring_raw(fds[i]);
 		while (seen != 0xff) {
-			int n = kvr_uwait_wait(w, 5000, tags, 8);
+			int n = t_uwait_wait(w, 5000, tags, 8);
 
 			cr_assert_gt(n, 0, "round %d: wait %d, seen 0x%x",
 				     round, n, seen);
@@ -501,13 +501,13 @@ Test(uwait, wait_rearms_polls_when_completion_queue_overflows)
 				seen |= 1u << tags[j];
 			}
 		}
-		cr_assert_eq(kvr_uwait_wait(w, 0, tags, 8), -ETIMEDOUT,
+		cr_assert_eq(t_uwait_wait(w, 0, tags, 8), -ETIMEDOUT,
 			     "round %d: spurious wake after all drained",
 			     round);
 	}
-	uint64_t rearms = kvr_uwait_rearms(w);
+	uint64_t rearms = t_uwait_rearms(w);
 
-	kvr_uwait_destroy(w);
+	t_uwait_destroy(w);
 	for (int i = 0; i < 8; i++)
 		close(fds[i]);
 	if (rearms == 0)
@@ -519,11 +519,11 @@ Test(uwait, add_returns_ebadf_when_fd_invalid)
 {
 	int fd;
 
-	cr_expect_eq(kvr_uwait_add(uw, -1, 0), -EBADF);
+	cr_expect_eq(t_uwait_add(uw, -1, 0), -EBADF);
 	cr_assert_eq(kvr_bell_open(&fd), 0);
 	close(fd);
-	cr_expect_eq(kvr_uwait_add(uw, fd, 0), -EBADF);
-	cr_expect_eq(kvr_uwait_add(NULL, efd, 0), -EINVAL);
+	cr_expect_eq(t_uwait_add(uw, fd, 0), -EBADF);
+	cr_expect_eq(t_uwait_add(NULL, efd, 0), -EINVAL);
 }
 
 Test(uwait, add_returns_einval_when_fd_blocking_or_not_eventfd)
@@ -532,9 +532,9 @@ Test(uwait, add_returns_einval_when_fd_blocking_or_not_eventfd)
 	int p[2];
 
 	cr_assert_geq(blocking, 0);
-	cr_expect_eq(kvr_uwait_add(uw, blocking, 0), -EINVAL);
+	cr_expect_eq(t_uwait_add(uw, blocking, 0), -EINVAL);
 	cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
-	cr_expect_eq(kvr_uwait_add(uw, p[0], 0), -EINVAL);
+	cr_expect_eq(t_uwait_add(uw, p[0], 0), -EINVAL);
 	close(blocking);
 	close(p[0]);
 	close(p[1]);
@@ -544,12 +544,12 @@ Test(uwait, wait_returns_einval_when_arguments_bad)
 {
 	uint64_t tag;
 
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -EINVAL,
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -EINVAL,
 		     "nothing added yet");
-	cr_assert_eq(kvr_uwait_add(uw, efd, 0), 0);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, NULL, 1), -EINVAL);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 0), -EINVAL);
-	cr_expect_eq(kvr_uwait_wait(NULL, 0, &tag, 1), -EINVAL);
+	cr_assert_eq(t_uwait_add(uw, efd, 0), 0);
+	cr_expect_eq(t_uwait_wait(uw, 0, NULL, 1), -EINVAL);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 0), -EINVAL);
+	cr_expect_eq(t_uwait_wait(NULL, 0, &tag, 1), -EINVAL);
 }
 
 Test(uwait, wait_returns_ebadf_when_eventfd_closed_after_add)
@@ -558,22 +558,22 @@ Test(uwait, wait_returns_ebadf_when_eventfd_closed_after_add)
 	int fd;
 
 	cr_assert_eq(kvr_bell_open(&fd), 0);
-	cr_assert_eq(kvr_uwait_add(uw, fd, 1), 0);
+	cr_assert_eq(t_uwait_add(uw, fd, 1), 0);
 	ring_raw(fd);
 	close(fd); /* breaks the contract: fds must outlive the waiter */
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), -EBADF);
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -EBADF, "sticky");
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), -EBADF);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -EBADF, "sticky");
 }
 
 Test(uwait, wait_returns_eintr_and_recovers_when_signal_arrives)
 {
 	uint64_t tag;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 4), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 4), 0);
 	alarm_in_ms(50);
-	cr_expect_eq(kvr_uwait_wait(uw, 10000, &tag, 1), -EINTR);
+	cr_expect_eq(t_uwait_wait(uw, 10000, &tag, 1), -EINTR);
 	ring_raw(efd);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	cr_expect_eq(tag, 4);
 }
 
@@ -581,11 +581,11 @@ Test(uwait, handshake_wakes_waiter_when_consumer_sleeps)
 {
 	uint64_t tag;
 
-	cr_assert_eq(kvr_uwait_add(uw, efd, 1), 0);
+	cr_assert_eq(t_uwait_add(uw, efd, 1), 0);
 	kvr_bell_prepare_sleep(&bell);
 	cr_assert_eq(kvr_bell_notify(&bell, efd), 1);
-	cr_expect_eq(kvr_uwait_wait(uw, 5000, &tag, 1), 1);
+	cr_expect_eq(t_uwait_wait(uw, 5000, &tag, 1), 1);
 	cr_expect_eq(kvr_bell_woken(&bell, -1), 0);
 	cr_expect_eq(kvr_bell_notify(&bell, efd), 0, "awake: suppressed");
-	cr_expect_eq(kvr_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
+	cr_expect_eq(t_uwait_wait(uw, 0, &tag, 1), -ETIMEDOUT);
 }

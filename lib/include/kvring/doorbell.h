@@ -10,7 +10,8 @@
  * to its queue before kvr_bell_notify() and re-checks its queue between
  * kvr_bell_prepare_sleep() and blocking. Blocking itself is done either with
  * kvr_bell_wait_fd() (poll(2), for simple callers) or through io_uring
- * (<kvring/uwait.h>, or the server's own loop). The full argument is in
+ * (the server's own loop; tests/support/t_uwait.h in the tests). The full
+ * argument is in
  * docs/doorbell.md.
  *
  * The handshake (labels F1/F2 are used in the code and docs/memory-order.md):
@@ -116,7 +117,7 @@ void kvr_bell_init(struct kvr_bell_shm *b);
  * kvr_bell_open - create the eventfd behind a doorbell.
  * The fd is non-blocking (drains must never block), close-on-exec, counter 0,
  * not EFD_SEMAPHORE (one read empties it). The caller owns it and close(2)s
- * it; kvr_uwait and kvr_bell_wait_fd only borrow it.
+ * it; kvr_bell_wait_fd (and the tests' t_uwait) only borrow it.
  * Return: 0 and *efd_out set, or -errno from eventfd(2) (-EMFILE, -ENFILE,
  * -ENOMEM); on failure *efd_out is untouched. -EINVAL if efd_out is NULL.
  */
@@ -158,10 +159,10 @@ void kvr_bell_cancel_sleep(struct kvr_bell_shm *b);
  * kvr_bell_woken - the consumer is awake again after blocking.
  * Consumer side. Clears the flag, counts a sleep and drains the eventfd with
  * one non-blocking read (empty is fine). Pass efd = -1 to skip the read when
- * the waiter already drained it (kvr_uwait_wait() does). The caller must then
- * look at its queue again: a wake-up only says "look", never "how much".
- * Return: 0, or -errno from read(2) other than EAGAIN (-EBADF); the flag is
- * cleared and the sleep counted either way.
+ * the waiter already drained it (the tests' t_uwait_wait() does). The caller
+ * must then look at its queue again: a wake-up only says "look", never "how
+ * much". Return: 0, or -errno from read(2) other than EAGAIN (-EBADF); the flag
+ * is cleared and the sleep counted either way.
  */
 int kvr_bell_woken(struct kvr_bell_shm *b, int efd);
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uwait.h - wait for any of several doorbell eventfds through io_uring.
+ * t_uwait.h - test helper: wait for any of several doorbell eventfds
+ * through io_uring (why it is a test helper: t_uwait.c).
  *
- * A kvr_uwait is a private io_uring with one multishot POLL_ADD (POLLIN) per
+ * A t_uwait is a private io_uring with one multishot POLL_ADD (POLLIN) per
  * registered eventfd. It owns the ring and nothing else: the eventfds are
- * borrowed and must stay open until kvr_uwait_destroy(). It is the waiting
+ * borrowed and must stay open until t_uwait_destroy(). It is the waiting
  * half of the doorbell handshake in <kvring/doorbell.h>; the flag protocol
  * (prepare_sleep, re-check, wait, woken) stays with the caller.
  *
@@ -21,19 +22,19 @@
  *     consumed by an earlier drain) is stale: it is dropped and the wait goes
  *     on, so the caller never sees a wake with nothing behind it and never
  *     spins on one.
- * Single-threaded: one thread uses a given kvr_uwait at a time. Create it in
+ * Single-threaded: one thread uses a given t_uwait at a time. Create it in
  * the process that uses it (not before fork()).
  */
-#ifndef KVRING_UWAIT_H
-#define KVRING_UWAIT_H
+#ifndef KVR_T_UWAIT_H
+#define KVR_T_UWAIT_H
 
 #include <stdint.h>
 
-/* Opaque; created by kvr_uwait_create(), freed by kvr_uwait_destroy(). */
-struct kvr_uwait;
+/* Opaque; created by t_uwait_create(), freed by t_uwait_destroy(). */
+struct t_uwait;
 
 /*
- * kvr_uwait_create - set up an io_uring for doorbell waiting.
+ * t_uwait_create - set up an io_uring for doorbell waiting.
  * entries is the submission queue size (a power of two is not required;
  * io_uring rounds up); 8 is plenty, since the only submissions are the
  * (re-)arms of the polls. Any number of eventfds may be added regardless.
@@ -41,12 +42,12 @@ struct kvr_uwait;
  * entries is 0 or too large; -ENOSYS/-EPERM when io_uring is unavailable or
  * forbidden); on failure *out is untouched.
  */
-int kvr_uwait_create(unsigned entries, struct kvr_uwait **out);
+int t_uwait_create(unsigned entries, struct t_uwait **out);
 
 /*
- * kvr_uwait_add - watch one doorbell eventfd; tag is what wait reports.
+ * t_uwait_add - watch one doorbell eventfd; tag is what wait reports.
  * The fd must be an open, non-blocking, non-semaphore eventfd (as made by
- * kvr_bell_open()) and must stay open until kvr_uwait_destroy(). The poll is
+ * kvr_bell_open()) and must stay open until t_uwait_destroy(). The poll is
  * armed and submitted before this returns, so a write made after the call
  * is never missed, and one made before it (counter already non-zero) is
  * reported by the first wait. Tags need not be unique.
@@ -54,10 +55,10 @@ int kvr_uwait_create(unsigned entries, struct kvr_uwait **out);
  * an eventfd), -ENOMEM, or -errno from io_uring_submit(); on failure the
  * waiter is unchanged.
  */
-int kvr_uwait_add(struct kvr_uwait *w, int efd, uint64_t tag);
+int t_uwait_add(struct t_uwait *w, int efd, uint64_t tag);
 
 /*
- * kvr_uwait_wait - block until at least one doorbell fired, or timeout.
+ * t_uwait_wait - block until at least one doorbell fired, or timeout.
  * Writes the tags of fired doorbells to tags[0..n) and drains each of those
  * eventfds (so pass efd = -1 to kvr_bell_woken()). A doorbell that fired but
  * did not fit in max_tags is neither drained nor forgotten: the next call
@@ -69,20 +70,20 @@ int kvr_uwait_add(struct kvr_uwait *w, int efd, uint64_t tag);
  * in the kernel. After an error other than -ETIMEDOUT/-EINTR the waiter is
  * broken and keeps returning that error: destroy it.
  */
-int kvr_uwait_wait(struct kvr_uwait *w, int timeout_ms, uint64_t *tags,
-		   unsigned max_tags);
+int t_uwait_wait(struct t_uwait *w, int timeout_ms, uint64_t *tags,
+		 unsigned max_tags);
 
 /*
- * kvr_uwait_rearms - how many times a finished multishot poll was re-armed.
+ * t_uwait_rearms - how many times a finished multishot poll was re-armed.
  * Statistics and tests; 0 in the usual case, where the kernel keeps each
  * multishot poll alive forever.
  */
-uint64_t kvr_uwait_rearms(const struct kvr_uwait *w);
+uint64_t t_uwait_rearms(const struct t_uwait *w);
 
 /*
- * kvr_uwait_destroy - tear down the ring (cancelling the polls). The borrowed
+ * t_uwait_destroy - tear down the ring (cancelling the polls). The borrowed
  * eventfds stay open. Accepts NULL.
  */
-void kvr_uwait_destroy(struct kvr_uwait *w);
+void t_uwait_destroy(struct t_uwait *w);
 
-#endif /* KVRING_UWAIT_H */
+#endif /* KVR_T_UWAIT_H */

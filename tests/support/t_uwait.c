@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uwait.c - waiting for doorbell eventfds with io_uring multishot polls.
+ * t_uwait.c - test helper: waiting for doorbell eventfds with io_uring
+ * multishot polls.
  *
  * This file owns a private io_uring and a small table of (eventfd, tag)
  * entries; the table index is the SQE/CQE user_data. It arms one multishot
  * POLL_ADD(POLLIN) per eventfd, re-arms a poll the kernel has finished, and
  * drains the eventfds that fired. It does not own the eventfds, does not
  * touch the sleeping flag (doorbell.c), and is not the server's loop (the
- * server runs the same pattern inside its own ring).
+ * server runs the same pattern inside its own ring, server/loop.c).
+ *
+ * It lived in lib/ as kvr_uwait, but only the tests used it: kvringd waits
+ * on every doorbell in the one io_uring that also carries its sockets,
+ * pidfds, timer and signals, so a second ring per wait would cost it a
+ * system call and an fd for nothing, and workers block in poll(2)
+ * (kvr_bell_wait_fd). The tests keep it to drive the doorbell handshake
+ * through io_uring the way the server does (test_doorbell, uwait suite,
+ * and test_doorbell_2proc).
  *
  * Entry states: armed (a multishot poll is live in the kernel or queued in
  * the SQ), fired (a CQE said "readable" and the eventfd was not drained
@@ -15,9 +24,6 @@
  * wait call or the next one: a poll that is armed late still sees a write
  * made while it was unarmed, because arming checks readiness first.
  */
-#include <kvring/clock.h>
-#include <kvring/uwait.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -29,7 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One watched eventfd. Owned by the kvr_uwait table. */
+#include <kvring/clock.h>
+
+#include "t_uwait.h"
+
+/* One watched eventfd. Owned by the t_uwait table. */
 struct uw_ent {
 	int fd;
 	bool armed;
@@ -38,10 +48,10 @@ struct uw_ent {
 };
 
 /*
- * struct kvr_uwait - process-local; created by kvr_uwait_create(), dies in
- * kvr_uwait_destroy(). Used by one thread at a time.
+ * struct t_uwait - process-local; created by t_uwait_create(), dies in
+ * t_uwait_destroy(). Used by one thread at a time.
  */
-struct kvr_uwait {
+struct t_uwait {
 	struct io_uring ring;
 	struct uw_ent *ents;
 	unsigned nr;
@@ -54,9 +64,9 @@ struct kvr_uwait {
 	uint64_t rearms;
 };
 
-int kvr_uwait_create(unsigned entries, struct kvr_uwait **out)
+int t_uwait_create(unsigned entries, struct t_uwait **out)
 {
-	struct kvr_uwait *w;
+	struct t_uwait *w;
 	int rc;
 
 	if (!out || entries == 0)
@@ -74,7 +84,7 @@ err_free:
 	return rc;
 }
 
-void kvr_uwait_destroy(struct kvr_uwait *w)
+void t_uwait_destroy(struct t_uwait *w)
 {
 	if (!w)
 		return;
@@ -84,7 +94,7 @@ void kvr_uwait_destroy(struct kvr_uwait *w)
 	free(w);
 }
 
-uint64_t kvr_uwait_rearms(const struct kvr_uwait *w)
+uint64_t t_uwait_rearms(const struct t_uwait *w)
 {
 	return w ? w->rearms : 0;
 }
@@ -93,7 +103,7 @@ uint64_t kvr_uwait_rearms(const struct kvr_uwait *w)
  * Queue a multishot poll for entry idx. Not submitted here. On error (the SQ
  * is full and submitting it fails) nothing is queued for idx.
  */
-static int arm(struct kvr_uwait *w, unsigned idx)
+static int arm(struct t_uwait *w, unsigned idx)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
 	int rc;
@@ -130,7 +140,7 @@ static bool looks_like_eventfd(int fd)
 	return strcmp(target, "anon_inode:[eventfd]") == 0;
 }
 
-int kvr_uwait_add(struct kvr_uwait *w, int efd, uint64_t tag)
+int t_uwait_add(struct t_uwait *w, int efd, uint64_t tag)
 {
 	unsigned idx;
 	int fl, rc;
@@ -182,7 +192,7 @@ int kvr_uwait_add(struct kvr_uwait *w, int efd, uint64_t tag)
  * Move every available CQE into the entries' fired flags, and queue a
  * re-arm for each poll the kernel finished. Never blocks.
  */
-static void reap(struct kvr_uwait *w)
+static void reap(struct t_uwait *w)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, seen = 0;
@@ -231,7 +241,7 @@ static void reap(struct kvr_uwait *w)
  * already empty had its write consumed by an earlier drain (its CQE was
  * stale): drop it silently. Return: tags written (>= 0) or a sticky -errno.
  */
-static int collect(struct kvr_uwait *w, uint64_t *tags, unsigned max)
+static int collect(struct t_uwait *w, uint64_t *tags, unsigned max)
 {
 	unsigned n = 0;
 
@@ -263,8 +273,8 @@ static int collect(struct kvr_uwait *w, uint64_t *tags, unsigned max)
 	return w->err;
 }
 
-int kvr_uwait_wait(struct kvr_uwait *w, int timeout_ms, uint64_t *tags,
-		   unsigned max_tags)
+int t_uwait_wait(struct t_uwait *w, int timeout_ms, uint64_t *tags,
+		 unsigned max_tags)
 {
 	uint64_t deadline = 0;
 	int rc;
