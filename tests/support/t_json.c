@@ -226,18 +226,3 @@ long t_json_count(const struct t_json *j, const char *path)
 		return -1;
 	return strtol(n->val, NULL, 10);
 }
-
-long t_json_find(const struct t_json *j, const char *path, const char *key,
-		 long long val)
-{
-	long n = t_json_count(j, path);
-	char p[256];
-
-	for (long i = 0; i < n; i++) {
-		snprintf(p, sizeof(p), "%s%s%ld.%s", path, *path ? "." : "", i,
-			 key);
-		if (t_json_int(j, p, val - 1) == val && t_json_has(j, p))
-			return i;
-	}
-	return -1;
-}

@@ -48,9 +48,4 @@ bool t_json_true(const struct t_json *j, const char *path);
  * absent or a scalar. */
 long t_json_count(const struct t_json *j, const char *path);
 
-/* Index of the first element of array @path whose member @key is the
- * integer @val, or -1. ("channels", "index", 3) finds channel 3. */
-long t_json_find(const struct t_json *j, const char *path, const char *key,
-		 long long val);
-
 #endif /* KVR_T_JSON_H */

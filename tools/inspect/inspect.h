@@ -314,8 +314,6 @@ bool ins_chan_shown(const struct ins_chan_snap *c, bool all);
 /* Copies the observability region and the channels' blocks into @s; called
  * by ins_snap_take() inside its SIGBUS guard. */
 void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s);
-/* Name of histogram op slot @k ("lookup", ..., "l2_write", "l2_read"). */
-const char *ins_obs_op_name(unsigned k);
 /* Overview additions: server-wide objects, the --watch rates, and the
  * per-channel objects (@pc: the same channel one frame earlier or NULL). */
 void ins_obs_emit_server(struct ins_em *e, const struct ins_snap *s,

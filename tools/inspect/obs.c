@@ -25,7 +25,8 @@
 static const double quantiles[] = {0.5, 0.99, 0.999};
 static const char *const q_keys[] = {"p50_ns", "p99_ns", "p999_ns"};
 
-const char *ins_obs_op_name(unsigned k)
+/* Name of histogram op slot @k ("lookup", ..., "l2_write", "l2_read"). */
+static const char *op_name(unsigned k)
 {
 	if (k < KVR_HIST_OPS)
 		return kvr_op_name(k + 1);
@@ -196,7 +197,7 @@ static void emit_lat(struct ins_em *e, const char *k,
 
 		if (!h[i].count)
 			continue;
-		ins_em_obj(e, ins_obs_op_name(i));
+		ins_em_obj(e, op_name(i));
 		emit_quantiles(e, &h[i]);
 		if (prev && kvr_hist_diff(&h[i], &prev[i], &d)) {
 			ins_em_obj(e, "interval");
@@ -293,7 +294,7 @@ static void table_rows(FILE *f, const char *side, const struct kvr_hist_snap *h,
 		if (!h[i].count)
 			continue;
 		fprintf(f, "%-7s %-17s %12" PRIu64 " %9s %9s %9s %9s\n", side,
-			ins_obs_op_name(i), h[i].count,
+			op_name(i), h[i].count,
 			fmt_ns(b[0], 24, kvr_hist_quantile(&h[i], 0.5)),
 			fmt_ns(b[1], 24, kvr_hist_quantile(&h[i], 0.99)),
 			fmt_ns(b[2], 24, kvr_hist_quantile(&h[i], 0.999)),
@@ -599,8 +600,7 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 		/* The L2 slots only once the tier exists and writes them. */
 		if (k >= KVR_HIST_OPS && !s->lat[k].count)
 			continue;
-		snprintf(labels, sizeof(labels), "op=\"%s\",",
-			 ins_obs_op_name(k));
+		snprintf(labels, sizeof(labels), "op=\"%s\",", op_name(k));
 		prom_hist(f, "kvring_op_latency_seconds", labels, &s->lat[k]);
 	}
 	/* Per channel, only the ops the worker used: a histogram is 32
@@ -614,7 +614,7 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 			if (!s->ch[i].srv[k].count)
 				continue;
 			chan_labels(labels, sizeof(labels), &s->ch[i],
-				    ins_obs_op_name(k));
+				    op_name(k));
 			prom_hist(f, "kvring_channel_op_latency_seconds",
 				  labels, &s->ch[i].srv[k]);
 		}
@@ -629,7 +629,7 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 			if (!s->ch[i].wrk[k].count)
 				continue;
 			chan_labels(labels, sizeof(labels), &s->ch[i],
-				    ins_obs_op_name(k));
+				    op_name(k));
 			prom_hist(f, "kvring_channel_rtt_seconds", labels,
 				  &s->ch[i].wrk[k]);
 		}
