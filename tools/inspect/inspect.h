@@ -331,6 +331,9 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s);
 /* prom.c helpers shared with obs.c. */
 void ins_prom_head(FILE *f, const char *name, const char *type,
 		   const char *help);
+/* A family with a single unlabelled sample (also l2.c's). */
+void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
+		  uint64_t v);
 void ins_prom_lv(FILE *f, const char *v);
 void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c);
 /* serve.c: --serve ADDR:PORT, /metrics over HTTP until SIGINT/SIGTERM. */

@@ -7,6 +7,7 @@
  * are printed (the section is server-written, but the file is shared).
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "inspect.h"
@@ -118,75 +119,83 @@ void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l)
 	ins_em_end(e);
 }
 
-static void head(FILE *f, const char *name, const char *type, const char *help)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void one(FILE *f, const char *name, const char *type, const char *help,
-		uint64_t v)
-{
-	head(f, name, type, help);
-	fprintf(f, "%s %" PRIu64 "\n", name, v);
-}
-
 /* A counter with a direction label: up (to Redis) and down (from it). */
 static void dir(FILE *f, const char *name, const char *help, uint64_t up,
 		uint64_t down)
 {
-	head(f, name, "counter", help);
+	ins_prom_head(f, name, "counter", help);
 	fprintf(f, "%s{direction=\"up\"} %" PRIu64 "\n", name, up);
 	fprintf(f, "%s{direction=\"down\"} %" PRIu64 "\n", name, down);
 }
 
+/* The unlabelled counters after the two direction families, in order. */
+static const struct {
+	const char *name, *help;
+	size_t off; /* of the uint64_t in struct ins_l2_snap */
+} counters[] = {
+    {"kvring_l2_upload_skipped_total",
+     "Uploads skipped: EXISTS said the chunk is in L2.",
+     offsetof(struct ins_l2_snap, up_exists)},
+    {"kvring_l2_upload_failed_total",
+     "Uploads that failed (node down, -OOM, I/O).",
+     offsetof(struct ins_l2_snap, up_failed)},
+    {"kvring_l2_hits_total", "Read-through keys found in L2.",
+     offsetof(struct ins_l2_snap, hits)},
+    {"kvring_l2_misses_total", "Read-throughs that ended on a key L2 lacks.",
+     offsetof(struct ins_l2_snap, misses)},
+    {"kvring_l2_holes_total",
+     "Read-throughs that ended on a hole (L2 had later keys).",
+     offsetof(struct ins_l2_snap, holes)},
+    {"kvring_l2_corrupt_total",
+     "Values that failed a check (never served; deleted).",
+     offsetof(struct ins_l2_snap, corrupt)},
+    {"kvring_l2_read_through_total", "Lookups that waited on L2.",
+     offsetof(struct ins_l2_snap, rt_lookups)},
+    {"kvring_l2_deadline_total",
+     "Read-through lookups answered at the deadline (ask again).",
+     offsetof(struct ins_l2_snap, rt_deadline)},
+};
+
 void ins_l2_prom(FILE *f, const struct ins_l2_snap *l)
 {
-	one(f, "kvring_l2_enabled", "gauge",
+	ins_prom_u64(
+	    f, "kvring_l2_enabled", "gauge",
 	    "1 if kvringd runs with --l2 (mode: 1 redis, 2 unix, 3 cluster).",
 	    l->mode != 0);
 	if (!l->mode)
 		return;
-	one(f, "kvring_l2_mode", "gauge", "1 redis, 2 unix, 3 cluster.",
-	    l->mode);
-	one(f, "kvring_l2_queue_depth", "gauge", "L2 jobs queued or running.",
-	    l->queue_depth);
-	one(f, "kvring_l2_drops_total", "counter",
-	    "Chunks not uploaded because the upload queue was full.", l->drops);
+	ins_prom_u64(f, "kvring_l2_mode", "gauge",
+		     "1 redis, 2 unix, 3 cluster.", l->mode);
+	ins_prom_u64(f, "kvring_l2_queue_depth", "gauge",
+		     "L2 jobs queued or running.", l->queue_depth);
+	ins_prom_u64(f, "kvring_l2_drops_total", "counter",
+		     "Chunks not uploaded because the upload queue was full.",
+		     l->drops);
 	dir(f, "kvring_l2_chunks_total",
 	    "Chunks uploaded (up) and loaded and verified (down).",
 	    l->up_chunks, l->down_chunks);
 	dir(f, "kvring_l2_bytes_total", "Payload bytes per direction.",
 	    l->up_bytes, l->down_bytes);
-	one(f, "kvring_l2_upload_skipped_total", "counter",
-	    "Uploads skipped: EXISTS said the chunk is in L2.", l->up_exists);
-	one(f, "kvring_l2_upload_failed_total", "counter",
-	    "Uploads that failed (node down, -OOM, I/O).", l->up_failed);
-	one(f, "kvring_l2_hits_total", "counter",
-	    "Read-through keys found in L2.", l->hits);
-	one(f, "kvring_l2_misses_total", "counter",
-	    "Read-throughs that ended on a key L2 lacks.", l->misses);
-	one(f, "kvring_l2_holes_total", "counter",
-	    "Read-throughs that ended on a hole (L2 had later keys).",
-	    l->holes);
-	one(f, "kvring_l2_corrupt_total", "counter",
-	    "Values that failed a check (never served; deleted).", l->corrupt);
-	one(f, "kvring_l2_read_through_total", "counter",
-	    "Lookups that waited on L2.", l->rt_lookups);
-	one(f, "kvring_l2_deadline_total", "counter",
-	    "Read-through lookups answered at the deadline (ask again).",
-	    l->rt_deadline);
-	head(f, "kvring_l2_redirects_total", "counter",
-	     "Redis Cluster redirects followed, by kind.");
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)l + counters[i].off, sizeof(v));
+		ins_prom_u64(f, counters[i].name, "counter", counters[i].help,
+			     v);
+	}
+	ins_prom_head(f, "kvring_l2_redirects_total", "counter",
+		      "Redis Cluster redirects followed, by kind.");
 	fprintf(f, "kvring_l2_redirects_total{kind=\"moved\"} %" PRIu64 "\n",
 		l->moved);
 	fprintf(f, "kvring_l2_redirects_total{kind=\"ask\"} %" PRIu64 "\n",
 		l->ask);
-	head(f, "kvring_l2_errors_total", "counter", "L2 errors by kind.");
+	ins_prom_head(f, "kvring_l2_errors_total", "counter",
+		      "L2 errors by kind.");
 	for (int i = 0; i < INS_L2_ERRS; i++)
 		fprintf(f, "kvring_l2_errors_total{kind=\"%s\"} %" PRIu64 "\n",
 			err_names[i], l->errors[i]);
-	head(f, "kvring_l2_node_up", "gauge",
-	     "1 if the node is up, 0 if down (first 4 nodes).");
+	ins_prom_head(f, "kvring_l2_node_up", "gauge",
+		      "1 if the node is up, 0 if down (first 4 nodes).");
 	for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++)
 		if (l->node[i].addr[0])
 			fprintf(f, "kvring_l2_node_up{node=\"%s\"} %d\n",

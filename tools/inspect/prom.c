@@ -77,6 +77,12 @@ void ins_prom_head(FILE *f, const char *name, const char *type,
 	prom_head(f, name, type, help);
 }
 
+void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
+		  uint64_t v)
+{
+	prom_u64(f, name, type, help, v);
+}
+
 void ins_prom_lv(FILE *f, const char *v)
 {
 	prom_lv(f, v);
