@@ -13,58 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <kvring/store.h>
-
-#define U  64u
-#define MS 1000000ull /* ns per ms */
-
-static struct kvr_store *s;
-
-static void teardown(void)
-{
-	kvr_store_destroy(s);
-	s = NULL;
-}
+#include "store_suite.h"
 
 TestSuite(store, .fini = teardown, .timeout = 60);
 
 static void mk(uint64_t units)
 {
-	struct kvr_store_config c = {
-	    .pool_bytes = units * U,
-	    .align = U,
-	    .lease_ms = 100,
-	    .max_channels = 4,
-	    .max_keys = 16,
-	    .max_xfers_per_chan = 4,
-	    .max_leases_per_chan = 4,
-	    .hash_seed = 0x5eed,
-	};
+	struct kvr_store_config c = store_config(units);
 
-	cr_assert_eq(kvr_store_create(&c, &s), 0);
-}
-
-static struct kvr_key K(uint64_t i) {
-	struct kvr_key k = {i * 0x9E3779B97F4A7C15ull + 1, i ^ 0xabcdef};
-
-	return k;
-}
-
-static void
-audit(void)
-{
-	char msg[256];
-	int rc = kvr_store_audit(s, msg, sizeof(msg));
-
-	cr_assert_eq(rc, 0, "audit: %s", msg);
-}
-
-static struct kvr_store_stats stats(void)
-{
-	struct kvr_store_stats st;
-
-	kvr_store_stats(s, &st);
-	return st;
+	store_create(&c);
 }
 
 /* Prepare one key; return its slot, xfer in *xfer. */

@@ -13,66 +13,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <kvring/store.h>
-
 #include "store_id.h"
-
-#define U  64u
-#define MS 1000000ull /* ns per ms */
-
-static struct kvr_store *s;
-
-static void teardown(void)
-{
-	kvr_store_destroy(s);
-	s = NULL;
-}
+#include "store_suite.h"
 
 TestSuite(store_isolation, .fini = teardown, .timeout = 30);
 
 /* A pool of @units * U bytes with the given per-channel limits (bytes). */
 static void mk(uint64_t units, uint64_t q_res, uint64_t q_pin, uint64_t maxk)
 {
-	struct kvr_store_config c = {
-	    .pool_bytes = units * U,
-	    .align = U,
-	    .lease_ms = 100,
-	    .max_channels = 4,
-	    .max_keys = 16,
-	    .max_xfers_per_chan = 8,
-	    .max_leases_per_chan = 8,
-	    .hash_seed = 0x5eed,
-	    .quota_reserved_bytes = q_res,
-	    .quota_pinned_bytes = q_pin,
-	    .max_key_bytes = maxk,
-	    .xfer_ms = 50,
-	    .max_ns = 8,
-	};
+	struct kvr_store_config c = store_config(units);
 
-	cr_assert_eq(kvr_store_create(&c, &s), 0);
-}
-
-static struct kvr_key K(uint64_t i) {
-	struct kvr_key k = {i * 0x9E3779B97F4A7C15ull + 7, i ^ 0x1234};
-
-	return k;
-}
-
-static void
-audit(void)
-{
-	char msg[256];
-	int rc = kvr_store_audit(s, msg, sizeof(msg));
-
-	cr_assert_eq(rc, 0, "audit: %s", msg);
-}
-
-static struct kvr_store_stats stats(void)
-{
-	struct kvr_store_stats st;
-
-	kvr_store_stats(s, &st);
-	return st;
+	c.max_xfers_per_chan = 8;
+	c.max_leases_per_chan = 8;
+	c.quota_reserved_bytes = q_res;
+	c.quota_pinned_bytes = q_pin;
+	c.max_key_bytes = maxk;
+	c.xfer_ms = 50;
+	c.max_ns = 8;
+	store_create(&c);
 }
 
 static struct kvr_store_chan_stats cstats(uint32_t ch)
