@@ -21,21 +21,16 @@
 
 #include <kvring/kvring.h>
 
-#include "t_redis.h"
-#include "worker_srv.h"
+#include "l2_srv.h"
 
 #define CHUNK (64u << 10)
-
-#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
 
 static struct t_redis rds;
 static struct wsrv s1, s2;
 
 static void setup(void)
 {
-	if (!t_redis_available())
-		cr_skip_test("redis-server/redis-cli not installed "
-			     "(scripts/setup.sh deps installs them)");
+	l2t_need_redis();
 }
 
 static void teardown(void)
@@ -60,48 +55,12 @@ static void teardown(void)
 
 TestSuite(l2, .init = setup, .fini = teardown, .timeout = 60);
 
-/* Start kvringd @s with --l2 at @url and extra options (NULL-ended). */
-static void start_l2(struct wsrv *s, const char *url, const char *const *more)
-{
-	/* Quotas lifted: these tests fill most of a small pool on purpose. */
-	const char *args[40] = {"--pool-size",	  "64M",  "--allow-root",
-				"--heartbeat-ms", "50",	  "--log-level",
-				"info",		  "--l2", url};
-	int n = 9;
-
-	args[n++] = "--quota-reserved";
-	args[n++] = "100%";
-	args[n++] = "--quota-pinned";
-	args[n++] = "100%";
-	args[n++] = "--max-key-bytes";
-	args[n++] = "100%";
-
-	wsrv_init(s, "64M");
-	for (int i = 0; more && more[i] && n < 38; i++)
-		args[n++] = more[i];
-	args[n] = NULL;
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
-}
-
 static char url[128];
 
 static void redis_up(const char *extra)
 {
 	t_redis_start(&rds, extra);
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
-}
-
-static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
-{
-	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
-	struct kvr_key *k = calloc(n, sizeof(*k));
-
-	cr_assert(t && k);
-	wsrv_tokens(r, t, (size_t)n * 16);
-	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
-	free(t);
-	return k;
 }
 
 struct l2cond {
@@ -150,7 +109,7 @@ static void redis_key_of(const struct kvr_key *k, char *out, size_t n)
 static struct kvr_key *store_on_s1(uint32_t r, uint32_t n)
 {
 	struct kvr_client *c = wsrv_connect(&s1, 0, 5000);
-	struct kvr_key *k = keys_for(c, r, n);
+	struct kvr_key *k = l2t_keys_for(c, r, n);
 
 	cr_assert_eq(wsrv_store(c, k, n, CHUNK), n);
 	wait_uploaded(&s1, n);
@@ -164,7 +123,7 @@ Test(l2, uploads_every_committed_chunk_with_a_header)
 	char key[160], out[256];
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
+	l2t_start(&s1, url, NULL);
 	k = store_on_s1(1, 8);
 	cr_expect_eq(t_redis_int(&rds, "DBSIZE"), 8,
 		     "dbsize %ld, up %llu exists %llu failed %llu",
@@ -206,7 +165,7 @@ Test(l2, inspector_and_prometheus_show_the_tier)
 	struct kvr_key *k;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
+	l2t_start(&s1, url, NULL);
 	k = store_on_s1(30, 3);
 	cr_expect(inspect_has(&s1, "", "l2.mode=redis"));
 	cr_expect(inspect_has(&s1, "", "l2.upload_chunks=3"));
@@ -231,8 +190,8 @@ Test(l2, second_server_reads_every_chunk_through_l2)
 	long hits;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(2, 16);
 	c = wsrv_connect(&s2, 0, 5000);
 	cr_expect_eq(kvr_lookup(c, k, 16, NULL), 0, "plain lookup: L1 only");
@@ -260,8 +219,8 @@ Test(l2, corrupt_value_is_a_miss_counted_and_deleted)
 	char key[160], out[64];
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(3, 6);
 	redis_key_of(&k[4], key, sizeof(key));
 	/* One payload byte flipped: the header is intact, the sum is not. */
@@ -284,8 +243,8 @@ Test(l2, bad_header_is_a_miss_counted_and_deleted)
 	char key[160], out[64];
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(4, 3);
 	redis_key_of(&k[0], key, sizeof(key));
 	t_redis_cli(&rds, out, sizeof(out), "SET %s garbage", key);
@@ -304,8 +263,8 @@ Test(l2, hole_in_l2_ends_the_prefix)
 	char key[160];
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(5, 8);
 	redis_key_of(&k[3], key, sizeof(key));
 	cr_assert_eq(t_redis_int(&rds, "DEL %s", key), 1);
@@ -331,8 +290,8 @@ Test(l2, chunk_already_in_l2_is_not_sent_again)
 	struct kvr_key *k;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(6, 5);
 	c = wsrv_connect(&s2, 0, 5000);
 	cr_assert_eq(wsrv_store(c, k, 5, CHUNK), 5);
@@ -352,15 +311,15 @@ Test(l2, redis_down_serves_l1_and_reconnects_when_back)
 	uint32_t r = 100;
 
 	redis_up(NULL);
-	start_l2(&s1, url, more);
+	l2t_start(&s1, url, more);
 	k = store_on_s1(7, 2);
 	t_redis_kill(&rds);
 	c = wsrv_connect(&s1, 0, 5000);
-	k2 = keys_for(c, 8, 4);
+	k2 = l2t_keys_for(c, 8, 4);
 	cr_assert_eq(wsrv_store(c, k2, 4, CHUNK), 4);
 	/* L1 keeps serving; the read-through of a miss fails fast. */
 	cr_expect_eq(kvr_lookup_l2(c, k2, 4, NULL, NULL), 4);
-	k3 = keys_for(c, 9, 2);
+	k3 = l2t_keys_for(c, 9, 2);
 	cr_expect_eq(kvr_lookup_l2(c, k3, 2, NULL, NULL), 0);
 	for (int i = 0; i < 100 && T_L2(&s1.t, queue_depth); i++)
 		wsrv_sleep_ms(20);
@@ -374,7 +333,7 @@ Test(l2, redis_down_serves_l1_and_reconnects_when_back)
 	before = T_L2(&s1.t, up_chunks);
 	/* New commits upload again once the backoff has run out. */
 	for (int i = 0; i < 50 && T_L2(&s1.t, up_chunks) == before; i++) {
-		struct kvr_key *kn = keys_for(c, r++, 1);
+		struct kvr_key *kn = l2t_keys_for(c, r++, 1);
 
 		cr_assert_eq(wsrv_store(c, kn, 1, CHUNK), 1);
 		free(kn);
@@ -396,9 +355,9 @@ Test(l2, uploads_fail_counted_when_redis_is_full_with_noeviction)
 	struct kvr_key *k;
 
 	redis_up("--maxmemory 2mb --maxmemory-policy noeviction");
-	start_l2(&s1, url, NULL);
+	l2t_start(&s1, url, NULL);
 	c = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c, 20, 64);
+	k = l2t_keys_for(c, 20, 64);
 	for (uint32_t i = 0; i < 64; i += 8)
 		cr_assert_eq(wsrv_store(c, k + i, 8, CHUNK), 8);
 	wait_uploaded(&s1, 0);
@@ -443,8 +402,8 @@ Test(l2, deadline_answers_l1_prefix_and_says_ask_again)
 	long hits;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, more);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, more);
 	k = store_on_s1(21, 4);
 	c = wsrv_connect(&s2, 0, 5000);
 	kill(rds.pid, SIGSTOP); /* Redis stalls: the read-through waits */
@@ -469,8 +428,8 @@ Test(l2, async_lookup_through_l2_completes_with_flags)
 	struct kvr_completion e;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	k = store_on_s1(22, 5);
 	c = wsrv_connect(&s2, 0, 5000);
 	cr_assert_eq(kvr_submit_lookup_l2(c, k, 5, true, (void *)0x5), 0);
@@ -495,8 +454,8 @@ Test(l2, worker_killed_while_lookup_waits_on_l2_leaks_nothing)
 	int st;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, more);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, more);
 	k = store_on_s1(23, 6);
 	kill(rds.pid, SIGSTOP);
 	child = fork();
@@ -531,8 +490,8 @@ Test(l2, demo_second_host_gets_every_chunk_through_l2)
 	int st;
 
 	redis_up(NULL);
-	start_l2(&s1, url, NULL);
-	start_l2(&s2, url, NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
 	/* 16 chunks x 256 tokens: a 4k-token request, 2 layers. */
 	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-demo -s %s -P %s -l 2 2>&1",
 		 KVR_BIN_DIR, s1.sock, s2.sock);
@@ -564,9 +523,9 @@ Test(l2, upload_pins_outlive_the_transfer_deadline_when_redis_stalls)
 	struct kvr_key *k;
 
 	redis_up(NULL);
-	start_l2(&s1, url, more);
+	l2t_start(&s1, url, more);
 	c = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c, 24, 4);
+	k = l2t_keys_for(c, 24, 4);
 	kill(rds.pid, SIGSTOP); /* the upload stalls in the lane */
 	cr_assert_eq(wsrv_store(c, k, 4, CHUNK), 4);
 	wsrv_sleep_ms(400); /* 4 x --xfer-ms; heartbeats run the expiry */

@@ -19,12 +19,9 @@
 
 #include <kvring/kvring.h>
 
-#include "t_redis.h"
-#include "worker_srv.h"
+#include "l2_srv.h"
 
 #define CHUNK (32u << 10)
-
-#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
 
 static struct t_cluster cl;
 static bool cl_up;
@@ -32,9 +29,7 @@ static struct wsrv s1, s2, s3;
 
 static void setup(void)
 {
-	if (!t_redis_available())
-		cr_skip_test("redis-server/redis-cli not installed "
-			     "(scripts/setup.sh deps installs them)");
+	l2t_need_redis();
 	t_cluster_start(&cl);
 	cl_up = true;
 }
@@ -54,40 +49,18 @@ static void teardown(void)
 
 TestSuite(l2_cluster, .init = setup, .fini = teardown, .timeout = 90);
 
+/* An L2 server on the cluster, with a 500 ms I/O timeout, then @more. */
 static void start_l2(struct wsrv *s, const char *const *more)
 {
-	/* Quotas lifted: these tests fill most of a small pool on purpose. */
-	const char *args[40] = {"--pool-size",	  "64M",  "--allow-root",
-				"--heartbeat-ms", "50",	  "--log-level",
-				"info",		  "--l2", cl.url,
-				"--l2-io-ms",	  "500"};
-	int n = 11;
+	const char *args[32] = {"--l2-io-ms", "500"};
+	int n = 2;
 
-	args[n++] = "--quota-reserved";
-	args[n++] = "100%";
-	args[n++] = "--quota-pinned";
-	args[n++] = "100%";
-	args[n++] = "--max-key-bytes";
-	args[n++] = "100%";
-
-	wsrv_init(s, "64M");
-	for (int i = 0; more && more[i] && n < 38; i++)
+	for (int i = 0; more && more[i]; i++) {
+		cr_assert_lt(n, 31, "too many kvringd options");
 		args[n++] = more[i];
+	}
 	args[n] = NULL;
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
-}
-
-static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
-{
-	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
-	struct kvr_key *k = calloc(n, sizeof(*k));
-
-	cr_assert(t && k);
-	wsrv_tokens(r, t, (size_t)n * 16);
-	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
-	free(t);
-	return k;
+	l2t_start(s, cl.url, args);
 }
 
 static void wait_uploaded(struct wsrv *s, uint64_t n)
@@ -136,7 +109,7 @@ Test(l2_cluster, two_hosts_share_a_4k_token_request_through_the_cluster)
 	start_l2(&s1, NULL);
 	start_l2(&s2, NULL);
 	c1 = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c1, 1, n);
+	k = l2t_keys_for(c1, 1, n);
 	for (uint32_t i = 0; i < n; i += 64)
 		cr_assert_eq(wsrv_store(c1, k + i, 64, CHUNK), 64);
 	wait_uploaded(&s1, n);
@@ -193,13 +166,13 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 
 	start_l2(&s1, NULL);
 	c = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c, 2, 32);
+	k = l2t_keys_for(c, 2, 32);
 	cr_assert_eq(wsrv_store(c, k, 32, CHUNK), 32);
 	wait_uploaded(&s1, 32);
 	t_redis_kill(&cl.node[1]);
 	/* Traffic goes on: L1 serves, uploads to the dead master fail. */
 	for (uint32_t i = 0; i < 4; i++) {
-		struct kvr_key *kn = keys_for(c, 10 + i, 16);
+		struct kvr_key *kn = l2t_keys_for(c, 10 + i, 16);
 
 		cr_assert_eq(wsrv_store(c, kn, 16, CHUNK), 16);
 		cr_expect_eq(kvr_lookup(c, kn, 16, NULL), 16);
@@ -219,7 +192,7 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 	/* Once its backoff runs out the node is used again: new commits
 	 * upload without a failure. */
 	for (int i = 0; i < 60; i++) {
-		struct kvr_key *kn = keys_for(c, r++, 8);
+		struct kvr_key *kn = l2t_keys_for(c, r++, 8);
 		uint64_t f0 = T_L2(&s1.t, up_failed);
 
 		cr_assert_eq(wsrv_store(c, kn, 8, CHUNK), 8);
@@ -258,11 +231,11 @@ Test(l2_cluster, slot_migrated_mid_run_is_followed_by_ask_then_moved)
 	c1 = wsrv_connect(&s1, 0, 5000);
 	c2 = wsrv_connect(&s2, 0, 5000);
 	c3 = wsrv_connect(&s3, 0, 5000);
-	k = keys_for(c1, 3, 8);
+	k = l2t_keys_for(c1, 3, 8);
 	cr_assert_eq(wsrv_store(c1, k, 8, CHUNK), 8);
 	wait_uploaded(&s1, 8);
 	/* s2 and s3 load their slot maps now, before the move. */
-	warm = keys_for(c2, 4, 1);
+	warm = l2t_keys_for(c2, 4, 1);
 	cr_expect_eq(kvr_lookup_l2(c2, warm, 1, NULL, NULL), 0);
 	cr_expect_eq(kvr_lookup_l2(c3, warm, 1, NULL, NULL), 0);
 

@@ -16,15 +16,10 @@
 
 #include <kvring/kvring.h>
 
-#include "t_redis.h"
-#include "worker_srv.h"
+#include "l2_srv.h"
 
 #define CHUNK (1u << 20)
 #define BATCH 4u /* chunks per store: a third of the eviction zone */
-
-#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
-#define T_ST(t, f)                                                             \
-	atomic_load_explicit(&(t)->hdr->stats.f, memory_order_relaxed)
 
 static struct t_redis rds;
 static struct wsrv s1, s2;
@@ -32,9 +27,7 @@ static char url[128];
 
 static void setup(void)
 {
-	if (!t_redis_available())
-		cr_skip_test("redis-server/redis-cli not installed "
-			     "(scripts/setup.sh deps installs them)");
+	l2t_need_redis();
 }
 
 static void teardown(void)
@@ -53,40 +46,9 @@ TestSuite(l2_evict, .init = setup, .fini = teardown, .timeout = 90);
 /* kvringd with a 64 MiB pool, L2 at url, upload mode @mode. */
 static void start(struct wsrv *s, const char *mode)
 {
-	const char *args[] = {"--pool-size",
-			      "64M",
-			      "--allow-root",
-			      "--heartbeat-ms",
-			      "50",
-			      "--log-level",
-			      "info",
-			      "--l2",
-			      url,
-			      "--l2-upload",
-			      mode,
-			      "--quota-reserved",
-			      "100%",
-			      "--quota-pinned",
-			      "100%",
-			      "--max-key-bytes",
-			      "100%",
-			      NULL};
+	const char *args[] = {"--l2-upload", mode, NULL};
 
-	wsrv_init(s, "64M");
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
-}
-
-static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
-{
-	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
-	struct kvr_key *k = calloc(n, sizeof(*k));
-
-	cr_assert(t && k);
-	wsrv_tokens(r, t, (size_t)n * 16);
-	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
-	free(t);
-	return k;
+	l2t_start(s, url, args);
 }
 
 static bool queue_empty(void *arg)
@@ -102,7 +64,7 @@ static void fill(struct wsrv *s, struct kvr_client *c, uint32_t r0,
 		 uint32_t batches)
 {
 	for (uint32_t b = 0; b < batches; b++) {
-		struct kvr_key *k = keys_for(c, r0 + b, BATCH);
+		struct kvr_key *k = l2t_keys_for(c, r0 + b, BATCH);
 
 		cr_assert_eq(wsrv_store(c, k, BATCH, CHUNK), BATCH,
 			     "store batch %u: %s", b, kvr_client_errmsg(c));
@@ -122,7 +84,7 @@ Test(l2_evict, uploads_nothing_while_the_pool_has_room)
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
 	start(&s1, "evict");
 	c = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c, 1, 16);
+	k = l2t_keys_for(c, 1, 16);
 	cr_assert_eq(wsrv_store(c, k, 16, CHUNK), 16);
 	/* Several of the loop's 2 ms looks at the pool's fill. */
 	wsrv_sleep_ms(100);
@@ -150,20 +112,20 @@ Test(l2_evict, uploads_cold_chunks_before_evicting_them)
 	start(&s1, "evict");
 	start(&s2, "none");
 	c1 = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c1, 1000, 16);
+	k = l2t_keys_for(c1, 1000, 16);
 	cr_assert_eq(wsrv_store(c1, k, 16, CHUNK), 16);
 	/* 80 MiB more through a 64 MiB pool: request 1000 goes first. */
 	fill(&s1, c1, 2000, 20);
 	cr_assert_eq(kvr_lookup(c1, k, 16, NULL), 0,
 		     "request 1000 should be evicted from server 1");
-	cr_expect_geq(T_ST(&s1.t, evictions), 32);
+	cr_expect_geq(T_GSTAT(&s1.t, evictions), 32);
 	cr_expect_eq(T_L2(&s1.t, drops), 0,
 		     "every evicted chunk was uploaded first");
 	cr_expect_eq(T_L2(&s1.t, up_failed), 0);
 	up = T_L2(&s1.t, up_chunks);
-	cr_expect_geq(up, T_ST(&s1.t, evictions), "uploaded %llu, evicted %llu",
-		      (unsigned long long)up,
-		      (unsigned long long)T_ST(&s1.t, evictions));
+	cr_expect_geq(up, T_GSTAT(&s1.t, evictions),
+		      "uploaded %llu, evicted %llu", (unsigned long long)up,
+		      (unsigned long long)T_GSTAT(&s1.t, evictions));
 	cr_expect_lt(up, 96,
 		     "chunks far from eviction stay local (uploaded %llu)",
 		     (unsigned long long)up);
@@ -186,7 +148,7 @@ static bool drops_match(void *arg)
 {
 	const struct wsrv *s = arg;
 
-	return T_L2(&s->t, drops) == T_ST(&s->t, evictions);
+	return T_L2(&s->t, drops) == T_GSTAT(&s->t, evictions);
 }
 
 Test(l2_evict, chunk_evicted_without_its_copy_is_counted_in_drops)
@@ -200,15 +162,15 @@ Test(l2_evict, chunk_evicted_without_its_copy_is_counted_in_drops)
 	start(&s1, "evict");
 	c = wsrv_connect(&s1, 0, 5000);
 	fill(&s1, c, 3000, 24);
-	cr_expect_geq(T_ST(&s1.t, evictions), 24);
+	cr_expect_geq(T_GSTAT(&s1.t, evictions), 24);
 	/* The loop adds unsaved evictions to drops when it next looks. */
 	cr_expect(t_wait_until(drops_match, &s1, 5000));
 	cr_expect_eq(T_L2(&s1.t, up_chunks), 0);
 	cr_expect_gt(T_L2(&s1.t, up_failed), 0);
-	cr_expect_eq(T_L2(&s1.t, drops), T_ST(&s1.t, evictions),
+	cr_expect_eq(T_L2(&s1.t, drops), T_GSTAT(&s1.t, evictions),
 		     "drops %llu, evictions %llu",
 		     (unsigned long long)T_L2(&s1.t, drops),
-		     (unsigned long long)T_ST(&s1.t, evictions));
+		     (unsigned long long)T_GSTAT(&s1.t, evictions));
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check: no pin left behind");
 }
