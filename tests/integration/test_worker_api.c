@@ -28,14 +28,12 @@ static struct wsrv srv;
 
 static void setup(void)
 {
-	wsrv_init(&srv, "64M");
-	wsrv_start(&srv);
+	wsrv_up(&srv);
 }
 
 static void teardown(void)
 {
-	wsrv_stop(&srv);
-	wsrv_cleanup(&srv);
+	wsrv_down(&srv);
 }
 
 TestSuite(worker_api, .init = setup, .fini = teardown, .timeout = 60);

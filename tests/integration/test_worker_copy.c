@@ -21,14 +21,12 @@ static struct wsrv srv;
 static void setup(void)
 {
 	unsetenv("KVRING_TRANSPORT");
-	wsrv_init(&srv, "64M");
-	wsrv_start(&srv);
+	wsrv_up(&srv);
 }
 
 static void teardown(void)
 {
-	wsrv_stop(&srv);
-	wsrv_cleanup(&srv);
+	wsrv_down(&srv);
 }
 
 TestSuite(worker_copy, .init = setup, .fini = teardown, .timeout = 60);

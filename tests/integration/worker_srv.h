@@ -114,6 +114,20 @@ static inline void wsrv_cleanup(struct wsrv *s)
 	s->pid = 0;
 }
 
+/* The usual per-test server (a suite's .init): a fresh 64 MiB kvringd. */
+static inline void wsrv_up(struct wsrv *s)
+{
+	wsrv_init(s, "64M");
+	wsrv_start(s);
+}
+
+/* Its end (the suite's .fini): SIGTERM, then remove what it left. */
+static inline void wsrv_down(struct wsrv *s)
+{
+	wsrv_stop(s);
+	wsrv_cleanup(s);
+}
+
 /* The small layout the suites use: chunk bytes are chosen per call. */
 static inline struct kvr_client_opts
 wsrv_opts(const struct wsrv *s, int transport, uint32_t timeout_ms)
