@@ -104,6 +104,18 @@ int kvr_proc_start_time(pid_t pid, uint64_t *out)
 	return 0;
 }
 
+int kvr_proc_state(pid_t pid, char *state)
+{
+	uint64_t start;
+	char st;
+	int rc = read_stat(pid, &st, &start);
+
+	if (rc < 0)
+		return rc;
+	*state = st;
+	return 0;
+}
+
 bool kvr_proc_alive(pid_t pid, uint64_t start_time)
 {
 	uint64_t now_start;

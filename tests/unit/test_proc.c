@@ -105,6 +105,7 @@ Test(proc, rejects_pid_when_not_positive)
 	cr_expect_eq(start, 5u);
 	cr_expect(!kvr_proc_alive(0, 0));
 	cr_expect(!kvr_proc_alive(-1, 0));
+	cr_expect_eq(kvr_proc_state(0, &(char){'x'}), -EINVAL);
 }
 
 /* Fork a child that renames itself to comm and waits for SIGKILL. */
@@ -129,6 +130,27 @@ static pid_t spawn_named(const char *comm)
 	cr_assert_eq(read(p[0], &c, 1), 1);
 	close(p[0]);
 	return pid;
+}
+
+Test(proc, reads_state_t_when_child_is_stopped)
+{
+	pid_t pid = spawn_named("st (x) y");
+	char st = 0;
+
+	cr_assert_eq(kvr_proc_state(pid, &st), 0);
+	/* Running to its pause() or already in it: anything but stopped. */
+	cr_expect(st == 'R' || st == 'S', "child not stopped yet reads '%c'",
+		  st);
+	cr_assert_eq(kill(pid, SIGSTOP), 0);
+	/* The stop lands asynchronously; waitpid(WUNTRACED) says it has. */
+	cr_assert_eq(waitpid(pid, NULL, WUNTRACED), pid);
+	cr_assert_eq(kvr_proc_state(pid, &st), 0);
+	cr_expect_eq(st, 'T', "stopped child reads '%c'", st);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	st = 'x';
+	cr_expect_eq(kvr_proc_state(pid, &st), -ENOENT);
+	cr_expect_eq(st, 'x', "untouched on failure");
 }
 
 Test(proc, reads_start_time_when_real_comm_has_parens)

@@ -28,11 +28,12 @@
  * It does not reap victims or fork replacements (fleet.c) and does not
  * start servers itself (server.c).
  */
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <kvring/proc.h>
 
 #include "stress.h"
 
@@ -89,22 +90,9 @@ found:
 /* Whether @pid is in the stopped state ('T' in /proc/<pid>/stat). */
 static bool proc_stopped(pid_t pid)
 {
-	char path[64], buf[256], *p;
-	ssize_t n;
-	int fd;
+	char st;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	/* The state follows the last ')': the name may contain one. */
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] == 'T';
+	return kvr_proc_state(pid, &st) == 0 && st == 'T';
 }
 
 /*

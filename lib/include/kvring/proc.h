@@ -31,6 +31,14 @@
 int kvr_proc_start_time(pid_t pid, uint64_t *out);
 
 /*
+ * kvr_proc_state - the state letter of a process (field 3 of
+ * /proc/PID/stat: 'R', 'S', 'D', 'T' stopped, 'Z' zombie...).
+ * Return: 0 and *state set; the errors of kvr_proc_start_time() (then
+ * *state is untouched).
+ */
+int kvr_proc_state(pid_t pid, char *state);
+
+/*
  * kvr_proc_alive - whether (@pid, @start_time) still names a live process.
  * Alive means: the pid exists (kill(pid, 0) succeeds or fails with EPERM),
  * it is not a zombie, and its start time equals @start_time. A
