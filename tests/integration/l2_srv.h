@@ -67,6 +67,14 @@ static inline void l2t_start(struct wsrv *s, const char *url,
 	s->pid = s->t.pid;
 }
 
+/* A suite's .fini for server @s: SIGTERM it if it runs, remove its files. */
+static inline void l2t_down(struct wsrv *s)
+{
+	if (s->pid)
+		wsrv_stop(s);
+	wsrv_cleanup(s);
+}
+
 /* The keys of @n chunks of request @r (16 tokens each), as client @c
  * derives them. The caller frees the array. */
 static inline struct kvr_key *l2t_keys_for(struct kvr_client *c, uint32_t r,

@@ -36,13 +36,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	struct wsrv *all[] = {&s1, &s2, &s3};
-
-	for (int i = 0; i < 3; i++) {
-		if (all[i]->pid)
-			wsrv_stop(all[i]);
-		wsrv_cleanup(all[i]);
-	}
+	l2t_down(&s1);
+	l2t_down(&s2);
+	l2t_down(&s3);
 	if (cl_up)
 		t_cluster_stop(&cl);
 }

@@ -32,12 +32,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (s1.pid)
-		wsrv_stop(&s1);
-	if (s2.pid)
-		wsrv_stop(&s2);
-	wsrv_cleanup(&s1);
-	wsrv_cleanup(&s2);
+	l2t_down(&s1);
+	l2t_down(&s2);
 	t_redis_stop(&rds);
 }
 
