@@ -21,6 +21,8 @@
  *   client.c        the client object and its sticky error
  *   pend.c          the pending table, the completion queue, xfers
  *   touch.c         the pool pre-fault, in line or in the background
+ *   sum.c           per-chunk checksums: summed at commit, checked at
+ *                   retrieve
  *   kv.c            paged-KV gather/scatter (no client; <kvring/kv.h>)
  *
  * The transport is chosen once, at connect: c->tp is one of two operations
@@ -400,7 +402,7 @@ int kvr__tport_sock_frame(struct kvr_client *c, uint32_t type, const void *rec,
  * -EPROTO). Returns c->broken. */
 int kvr__tport_sock_read_bye(struct kvr_client *c);
 
-/* ==== sum.c: per-chunk checksums (KVR_CHECKSUM_*) ==== */
+/* ---- sum.c: per-chunk checksums (KVR_CHECKSUM_*) ---- */
 
 /* The mode opts ask for ($KVRING_CHECKSUM when opts->checksum is 0):
  * KVR_CHECKSUM_*, or -EINVAL with the sentence in errbuf. */
