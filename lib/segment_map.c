@@ -7,8 +7,9 @@
  *
  * Two rules shape every function here. First, a full filesystem or memory
  * limit must show up as an error at creation, never as a SIGBUS when a
- * page is first touched later: so every page is reserved (fallocate)
- * before the segment is handed out. Second, no descriptor may outlive an
+ * page is first touched later: so every page is reserved before the
+ * segment is handed out (fallocate on tmpfs; on hugetlb the shared mmap
+ * itself, see reserve_file). Second, no descriptor may outlive an
  * attach: attach closes the fd it was given whatever happens. Nothing here
  * prints; every failure returns -errno and explains itself in kvr_err, and
  * outputs stay untouched on failure.
@@ -183,17 +184,25 @@ static int nospace(struct kvr_err *e, const char *path, const char *dir,
 }
 
 /*
- * Reserve every page of a named file: on tmpfs posix_fallocate allocates
- * them; on hugetlbfs fallocate(2) takes whole huge pages out of the free
- * pool (glibc's posix_fallocate would fall back to writing, which hugetlbfs
- * refuses). Either way running out is ENOSPC here, not SIGBUS later.
+ * Reserve every page of a file (named or memfd). On tmpfs posix_fallocate
+ * allocates them, so running out is ENOSPC here, not SIGBUS later.
+ *
+ * On hugetlb only the size is set here: the reservation is the shared
+ * mmap that follows. A MAP_SHARED hugetlb mmap without MAP_NORESERVE
+ * takes every huge page of the range out of the free pool into the
+ * inode's reserve map (HugePages_Rsvd, and the mount's size= limit) or
+ * fails with ENOMEM, and the reserve stays with the file until it is
+ * removed, so no fault by any process that maps it later can SIGBUS.
+ * fallocate would also zero every page, 150 ms to seconds per GiB, and
+ * that must not sit between start and the socket: the zeroing happens at
+ * first touch instead (kvringd's background pre-fault, or a worker's).
  * Returns 0 or a positive errno, as posix_fallocate does.
  */
 static int reserve_file(int fd, size_t bytes, bool hugetlb)
 {
 	if (!hugetlb)
 		return posix_fallocate(fd, 0, (off_t)bytes);
-	return fallocate(fd, 0, 0, (off_t)bytes) == 0 ? 0 : errno;
+	return ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
 }
 
 /* Message for a hugetlb shortage: pages needed, free, and what to do. */
@@ -313,6 +322,11 @@ static int create_named(const char *dir, const char *name, size_t bytes,
 		goto err_unlink;
 	}
 	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED && hugetlb && errno == ENOMEM) {
+		/* The reservation (reserve_file) failed: pages are short. */
+		rc = nohuge(e, path, bytes, hp);
+		goto err_unlink;
+	}
 	if (base == MAP_FAILED) {
 		rc = kvr_err_set(e, -errno, "create %s: mmap %zu bytes: %s",
 				 path, bytes, strerror(errno));
@@ -402,10 +416,11 @@ static int memfd_try(const char *name, size_t bytes, bool hugetlb,
 		return kvr_err_set(e, -errno, "create memfd %s: %s", name,
 				   strerror(errno));
 	/*
-	 * Reserve every page (fallocate extends the size too). For a
-	 * hugetlb memfd this takes the huge pages out of the free pool now.
+	 * Reserve every page (fallocate extends the size too). A hugetlb
+	 * memfd only gets its size here; its mmap below reserves the pages
+	 * (see reserve_file).
 	 */
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
+	rc = reserve_file(fd, bytes, hugetlb);
 	if (rc != 0) {
 		rc = kvr_err_set(e, -rc,
 				 "create memfd %s: reserve %zu bytes%s: %s; "
@@ -429,6 +444,15 @@ static int memfd_try(const char *name, size_t bytes, bool hugetlb,
 		goto err_close;
 	}
 	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED && hugetlb && errno == ENOMEM) {
+		struct stat st;
+
+		/* The reservation failed: the huge pages are short. */
+		rc = nohuge(e, name, bytes,
+			    fstat(fd, &st) == 0 ? (size_t)st.st_blksize
+						: page_size());
+		goto err_close;
+	}
 	if (base == MAP_FAILED) {
 		rc = kvr_err_set(e, -errno,
 				 "create memfd %s: mmap %zu bytes: %s", name,

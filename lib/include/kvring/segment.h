@@ -247,11 +247,11 @@ extern void (*kvr__seg_create_hook)(const char *path);
  *         (HugePages_Free - HugePages_Rsvd) the memfd is MFD_HUGETLB and
  *         out->bytes is @bytes rounded up to the huge page size; otherwise
  *         (or if the hugetlb attempt fails) normal pages are used.
- * Pages are reserved (fallocate), and the fd is sealed with F_SEAL_SHRINK |
- * F_SEAL_GROW | F_SEAL_SEAL, so no process holding it can resize it into a
- * SIGBUS. Keeps the fd open for SCM_RIGHTS.
- * Return: 0; -EINVAL bad arguments; -ENOSPC/-ENOMEM no memory to reserve;
- * other -errno.
+ * Pages are reserved (fallocate; a hugetlb memfd by its shared mmap, which
+ * leaves the zeroing to the first touch), and the fd is sealed with
+ * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, so no process holding it can
+ * resize it into a SIGBUS. Keeps the fd open for SCM_RIGHTS. Return: 0; -EINVAL
+ * bad arguments; -ENOSPC/-ENOMEM no memory to reserve; other -errno.
  */
 int kvr_seg_create_memfd(const char *name, size_t bytes, unsigned flags,
 			 struct kvr_seg *out, struct kvr_err *e);
@@ -463,10 +463,11 @@ int kvr_seg_huge_dir_find(size_t page_bytes, char *buf, size_t n);
  * the same name rules (valid name, O_EXCL | O_NOFOLLOW, exact mode with
  * fchmod, optional gid), so the pool is a named, inspectable file.
  * @bytes is rounded up to the mount's page size (out->bytes says how
- * much), every huge page is reserved with fallocate (so a shortage is
- * -ENOSPC here, never a SIGBUS later), and out->hugetlb is true.
- * The caller should check free pages first (kvr_seg_hugetlb_info): the
- * kernel's answer to a shortage is -ENOSPC after allocating what it can.
+ * much), every huge page is reserved by the shared mmap (so a shortage is
+ * -ENOSPC here, never a SIGBUS later) but not yet zeroed: the kernel
+ * zeroes each page at its first touch (kvringd does that in a background
+ * thread), and out->hugetlb is true.
+ * The caller should check free pages first (kvr_seg_hugetlb_info).
  * Return: 0; -EINVAL bad name/size/mode, or @dir is not hugetlbfs;
  * -EEXIST the name exists; -ENOSPC not enough free huge pages (message
  * says how many are needed and free); other -errno. On failure the file
