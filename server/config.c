@@ -37,6 +37,7 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_ALLOW_ROOT,
 	OPT_NO_PREFAULT,
+	OPT_PREFAULT,
 	OPT_NO_HISTOGRAMS,
 	OPT_TEST_DELAY,
 	OPT_ALIGN,
@@ -70,6 +71,7 @@ static const struct option longopts[] = {
     {"stall-ms", required_argument, NULL, OPT_STALL_MS},
     {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
     {"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+    {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"huge-pages", required_argument, NULL, OPT_HUGE_PAGES},
     {"huge-dir", required_argument, NULL, OPT_HUGE_DIR},
     {"l2", required_argument, NULL, OPT_L2},
@@ -153,6 +155,11 @@ void kvr_config_usage(FILE *f)
 	    "/proc/self/mounts.\n"
 	    "      --no-prefault       do not touch every pool page at "
 	    "start-up (tests).\n"
+	    "      --prefault          touch them (the default; undoes an "
+	    "earlier\n"
+	    "                          --no-prefault). On huge pages in a "
+	    "background\n"
+	    "                          thread, after the socket opens.\n"
 	    "Workers:\n"
 	    "  -w, --max-workers N     channels in the control segment "
 	    "(1-4096).\n"
@@ -492,6 +499,9 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 		return 0;
 	case OPT_NO_PREFAULT:
 		c->no_prefault = true;
+		return 0;
+	case OPT_PREFAULT:
+		c->no_prefault = false;
 		return 0;
 	case OPT_HUGE_PAGES:
 		if (strcmp(a, "auto") == 0)

@@ -35,6 +35,7 @@
 #include "chan.h"
 #include "loop.h"
 #include "notify.h"
+#include "prefault.h"
 
 /* Idle passes between two reads of the clock while spinning. */
 #define CLOCK_EVERY 32u
@@ -117,6 +118,7 @@ static void housekeeping(struct kvr_srv *s)
 	if (n > 0)
 		kvr_log_debug("expired %d leases", n);
 	kvr__hello_timeouts(s, s->now_ns);
+	kvr__prefault_poll(s);
 	for (uint32_t i = s->nactive; i-- > 0;) {
 		struct kvr_conn *c = &s->conns[s->active[i]];
 		bool stuck =

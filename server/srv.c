@@ -34,6 +34,7 @@
 #include "chan.h"
 #include "listen.h"
 #include "notify.h"
+#include "prefault.h"
 #include "srv.h"
 
 /* Log one sweep's outcome. */
@@ -488,9 +489,14 @@ static int create_pool(struct kvr_srv *s)
 			    (unsigned long long)s->cfg.pool_bytes);
 		return rc;
 	}
-	if (!s->cfg.no_prefault) {
-		/* One touch per page of the pool's own size (512 per GiB
-		 * on 2 MiB pages): hugetlb pages were zeroed by fallocate. */
+	/* Huge pages: reserved by the mmap, zeroed at first touch, so the
+	 * touch (the zeroing) runs beside the loop (prefault.c). */
+	if (!s->cfg.no_prefault && s->pool.hugetlb &&
+	    kvr__prefault_start(s) == 0) {
+		kvr__notify_status("pool reserved, pre-fault in the "
+				   "background, opening socket");
+	} else if (!s->cfg.no_prefault) {
+		/* One touch per page of the pool's own size. */
 		prefault_pool(s, &ns);
 		kvr_log_info("pool pre-faulted: %llu bytes in %.1f ms "
 			     "(%.2f GB/s, %zu KiB pages)",
@@ -833,6 +839,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 		close(s->sig_fd);
 	if (s->timer_fd >= 0)
 		close(s->timer_fd);
+	kvr__prefault_stop(s); /* it reads the pool: before unmap */
 	/* Pool first, control segment last (the sweep's pairing rule). */
 	if (s->pool.base) {
 		bool named = s->pool.backend == KVR_SEG_BACKEND_SHM;

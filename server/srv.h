@@ -291,7 +291,8 @@ struct kvr_srv {
 	bool stopping;
 	uint64_t now_ns;
 	struct kvr_gcount g;
-	struct kvr_l2 *l2; /* NULL without --l2 (l2.h) */
+	struct kvr_l2 *l2;	       /* NULL without --l2 (l2.h) */
+	struct kvr_prefault *prefault; /* huge-page pool zeroing, prefault.h */
 	/* Observability (disp.c times, chan.c publishes). */
 	struct kvr_ctl_obs_shm *obs; /* in the control segment */
 	bool hist_on;		     /* ! --no-histograms */

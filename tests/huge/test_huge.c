@@ -119,9 +119,9 @@ static unsigned long long mount_used(void)
 	return (unsigned long long)(sf.f_blocks - sf.f_bfree);
 }
 
-static void start_huge(const char *pool, const char *extra)
+static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 {
-	const char *args[18];
+	const char *args[20];
 	int n = 0;
 
 	/* One worker moves most of a small pool here (the demo stores 64 of
@@ -143,8 +143,15 @@ static void start_huge(const char *pool, const char *extra)
 		args[n++] = "--pool-backend";
 		args[n++] = extra;
 	}
+	if (opt)
+		args[n++] = opt;
 	args[n] = NULL;
 	t_server_start(&srv, args);
+}
+
+static void start_huge(const char *pool, const char *extra)
+{
+	start_huge_opt(pool, extra, NULL);
 }
 
 static struct kvr_client *connect_worker(bool prefault)
@@ -411,6 +418,110 @@ Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
 	memset(p, 1, 4096);
 	cr_expect_eq(page_kb(getpid(), p, NULL), 4);
 	cr_expect_eq(kvr_abort_store(c, &x), 0);
+	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+/*
+ * Huge-page bytes of @pid's mapping whose path contains @needle that are
+ * in its page tables (Shared_Hugetlb + Private_Hugetlb in smaps, kB): how
+ * far that process's own touches got.
+ */
+static unsigned long long mapped_huge_kb(pid_t pid, const char *needle)
+{
+	char path[64], line[512];
+	unsigned long long kb = 0, v;
+	unsigned long lo, hi;
+	bool in = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "re");
+	cr_assert(f, "open %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = strstr(line, needle) != NULL;
+			continue;
+		}
+		if (in && (sscanf(line, "Shared_Hugetlb: %llu kB", &v) == 1 ||
+			   sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1))
+			kb += v;
+	}
+	fclose(f);
+	return kb;
+}
+
+static bool prefault_logged(void *arg)
+{
+	return t_server_log_has(arg, "pool pre-faulted in the background");
+}
+
+/*
+ * The server says ready before its pool is zeroed (the kernel zeroes a
+ * huge page at its first touch, up to seconds per GiB): a worker that
+ * connects at once is served, and its bytes come back exact, while the
+ * server's pre-fault thread has not mapped the whole pool yet. 512 MiB
+ * take at least ~75 ms to zero even at memset speed; the worker's part
+ * below (no pre-fault of its own, four 2 MiB chunks) takes a few ms.
+ */
+Test(huge, serves_exact_bytes_when_background_prefault_still_runs)
+{
+	enum { N = 4, CH = 2 << 20 };
+	const unsigned long long pool_kb = 512ull << 10;
+	struct kvr_key keys[N];
+	uint64_t sizes[N];
+	struct kvr_xfer x = {0}, r = {0};
+	struct kvr_client *c;
+	unsigned long long during, after;
+	char path[256];
+	unsigned char *src;
+
+	huge_dir_or_skip();
+	/* t_server_start() passes --no-prefault: undo it. */
+	start_huge_opt("512M", NULL, "--prefault");
+	snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+	c = connect_worker(false);
+	src = malloc((size_t)N * CH);
+	cr_assert_not_null(src);
+	for (size_t i = 0; i < (size_t)N * CH; i++)
+		src[i] = (unsigned char)(i * 2654435761u >> 13);
+	for (unsigned i = 0; i < N; i++) {
+		keys[i] = (struct kvr_key){0x9e37 + i, 0x79b9 * (i + 1)};
+		sizes[i] = CH;
+	}
+	cr_assert_eq(kvr_prepare_store(c, keys, sizes, N, &x), 0, "%s",
+		     kvr_client_errmsg(c));
+	cr_assert_eq(x.nslots, N);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(x.slots[i].status, KVR_SLOT_OK);
+		memcpy(x.slots[i].ptr, src + (size_t)i * CH, CH);
+	}
+	cr_assert_eq(kvr_commit_store(c, &x), 0);
+	cr_assert_eq(kvr_prepare_retrieve(c, keys, N, &r), 0);
+	cr_assert_eq(r.nslots, N, "retrieved %u of %d chunks", r.nslots, N);
+	for (unsigned i = 0; i < N; i++)
+		cr_expect_eq(memcmp(r.slots[i].ptr, src + (size_t)i * CH, CH),
+			     0, "chunk %u differs from what was stored", i);
+	cr_expect_eq(kvr_commit_retrieve(c, &r), 0);
+	/* Only now look: all of the above ran while the server's thread
+	 * had not mapped the whole pool (an in-line pre-fault has mapped
+	 * all of it before the socket exists). */
+	during = mapped_huge_kb(srv.pid, path);
+	cr_expect_lt(during, pool_kb,
+		     "server had mapped %llu of %llu kB before the first "
+		     "request was answered: its pre-fault was not in the "
+		     "background",
+		     during, pool_kb);
+	cr_expect_not(prefault_logged(&srv),
+		      "pre-fault finished before the first request");
+	/* And it does finish, with the whole pool on huge pages. */
+	cr_expect(t_wait_until(prefault_logged, &srv, t_timeout_ms(30000)),
+		  "no 'pool pre-faulted in the background' line");
+	after = mapped_huge_kb(srv.pid, path);
+	cr_expect_eq(after, pool_kb, "server mapped %llu of %llu kB", after,
+		     pool_kb);
+	free(src);
 	kvr_close(c);
 	cr_expect_eq(t_server_stop(&srv), 0);
 }

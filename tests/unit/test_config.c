@@ -122,6 +122,18 @@ Test(config, every_flag_is_applied_when_valid)
 	cr_expect(c.allow_root && c.no_prefault);
 }
 
+Test(config, prefault_undoes_no_prefault_when_given_after_it)
+{
+	const char *on[] = {"--no-prefault", "--prefault", NULL};
+	const char *off[] = {"--prefault", "--no-prefault", NULL};
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, on), KVR_CONFIG_RUN);
+	cr_expect_not(c.no_prefault, "--prefault after --no-prefault");
+	cr_assert_eq(parse(&c, off), KVR_CONFIG_RUN);
+	cr_expect(c.no_prefault, "--no-prefault after --prefault");
+}
+
 Test(config, group_is_resolved_when_given_by_name_or_number)
 {
 	const char *a1[] = {"--group", "root", NULL};
