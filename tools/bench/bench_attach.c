@@ -16,6 +16,15 @@
  *   steady         store (prepare, copy, commit) and retrieve of 8 x 2 MiB,
  *                  the median of 10 requests, each against memcpy into the
  *                  same slots, interleaved request by request;
+ *   zeroing        huge pages only: kvringd says ready before its pool is
+ *                  zeroed (a background thread touches it, server/
+ *                  prefault.c); fork to the end of that thread, per GiB,
+ *                  for the start and the restart, and, on a third start,
+ *                  a worker that connects at once: its attach per GiB,
+ *                  whether the zeroing still ran when it connected, and
+ *                  its first store against memcpy. A kvringd that
+ *                  pre-faults in line (--kvringd of an older build, the
+ *                  A/B baseline) gives zeroed == start;
  *   background     4 KiB only: a connection with prefault_background, how
  *                  long kvr_connect took, the first store's GB/s while the
  *                  pre-fault thread still ran (and whether it did), and the
@@ -62,6 +71,11 @@ struct cell {
 	uint64_t pool_bytes;
 	double start_ms, srv_prefault_ms, attach_ms;
 	double restart_ms, srv_reprefault_ms; /* the same server again */
+	/* huge only: fork to the end of the background zeroing */
+	double zeroed_ms, rezeroed_ms;
+	/* huge only: a worker connecting right after a third start */
+	bool dur_done, dur_pending;
+	double dur_attach_ms, dur_first_gbps, dur_memcpy_gbps;
 	double first_gbps, first_memcpy_gbps;
 	double store_gbps, retr_gbps, memcpy_gbps;
 	/* background pre-fault, 4 KiB only */
@@ -181,7 +195,8 @@ static double per_gib(double ms, uint64_t bytes)
 	return ms * (double)(1ull << 30) / (double)bytes;
 }
 
-/* The server's "pool pre-faulted: N bytes in X ms" figure, or 0. */
+/* The server's "pool pre-faulted[ in the background]: N bytes in X ms"
+ * figure, or 0. */
 static double log_prefault_ms(const char *path)
 {
 	char line[512];
@@ -192,11 +207,47 @@ static double log_prefault_ms(const char *path)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if ((p = strstr(line, "pool pre-faulted:")) &&
-		    (p = strstr(p, " in ")))
-			ms = strtod(p + 4, NULL);
+		if (((p = strstr(line, "pool pre-faulted:")) ||
+		     (p = strstr(line,
+				 "pool pre-faulted in the background:"))) &&
+		    (p = strstr(p, " bytes in ")))
+			ms = strtod(p + 10, NULL);
 	fclose(f);
 	return ms;
+}
+
+/* Whether the server's log has @needle. */
+static bool log_has(const char *path, const char *needle)
+{
+	char line[512];
+	bool found = false;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+#define BG_DONE "pool pre-faulted in the background:"
+
+/*
+ * Wait (up to 10 minutes) for the end of the server's background zeroing
+ * and return kvr_clock_now_ns() then; a server that pre-faulted in line (an
+ * older kvringd, or 4 KiB pages) returns 0 at once.
+ */
+static uint64_t wait_zeroed(const struct bench_server *s)
+{
+	for (unsigned i = 0; i < 120000; i++) {
+		if (log_has(s->d.log_path, BG_DONE))
+			return kvr_clock_now_ns();
+		if (log_has(s->d.log_path, "pool pre-faulted:"))
+			return 0;
+		usleep(5000);
+	}
+	return 0;
 }
 
 static int connect_opts(const struct bench_server *s, bool background,
@@ -349,6 +400,35 @@ static int run_background(struct att *a, const struct bench_server *s,
 	return rc;
 }
 
+/*
+ * Huge pages: a worker that connects the moment kvringd says ready, while
+ * its background zeroing may still run; then wait for the zeroing.
+ */
+static int run_during(struct att *a, const struct bench_server *s,
+		      struct cell *r)
+{
+	struct kvr_client *c;
+	uint64_t copy_ns, mc_ns, seq;
+	int rc;
+
+	r->dur_pending = !log_has(s->d.log_path, BG_DONE) &&
+			 !log_has(s->d.log_path, "pool pre-faulted:");
+	rc = connect_opts(s, false, &c);
+	if (rc < 0)
+		return rc;
+	r->dur_attach_ms = (double)kvr_client_info(c)->attach_ns / 1e6;
+	rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
+	if (rc == 0) {
+		r->dur_first_gbps = gbps(REQ_BYTES, copy_ns);
+		r->dur_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
+		rc = retrieve_req(a, c, seq, &copy_ns);
+	}
+	kvr_close(c);
+	wait_zeroed(s);
+	r->dur_done = rc == 0;
+	return rc;
+}
+
 /* One cell: a private kvringd with @pool_bytes on @pages. */
 static int run_cell(struct att *a, unsigned si, int pages)
 {
@@ -370,7 +450,9 @@ static int run_cell(struct att *a, unsigned si, int pages)
 	 * whatever the page size; a restart on memory already used once is
 	 * what a kvringd restart on a host with pages reserved at boot sees.
 	 */
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < (pages == P_HUGE ? 3 : 2); k++) {
+		uint64_t tz;
+
 		t0 = kvr_clock_now_ns();
 		rc = bench_server_start_args(
 		    &a->o, r->pool_bytes, 50, 64,
@@ -379,11 +461,25 @@ static int run_cell(struct att *a, unsigned si, int pages)
 			return rc;
 		if (k == 0) {
 			r->start_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
+			tz = wait_zeroed(&s);
+			r->zeroed_ms =
+			    tz ? (double)(tz - t0) / 1e6 : r->start_ms;
 			r->srv_prefault_ms = log_prefault_ms(s.d.log_path);
 			bench_server_stop(&s);
-		} else {
+		} else if (k == 1) {
 			r->restart_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
+			tz = wait_zeroed(&s);
+			r->rezeroed_ms =
+			    tz ? (double)(tz - t0) / 1e6 : r->restart_ms;
 			r->srv_reprefault_ms = log_prefault_ms(s.d.log_path);
+			if (pages == P_HUGE)
+				bench_server_stop(&s);
+		} else {
+			/* Pinned like the other connections. */
+			bench_pin_cpu(a->o.cpu_client);
+			rc = run_during(a, &s, r);
+			if (rc < 0)
+				goto out;
 		}
 	}
 	bench_pin_cpu(a->o.cpu_client);
@@ -475,6 +571,25 @@ static void print_json(const struct att *a)
 				bench_json_f64(&j, "memcpy_gbps",
 					       r->memcpy_gbps);
 			}
+			if (r->done && p == P_HUGE) {
+				bench_json_f64(
+				    &j, "server_zeroed_ms_per_gib",
+				    per_gib(r->zeroed_ms, r->pool_bytes));
+				bench_json_f64(
+				    &j, "server_rezeroed_ms_per_gib",
+				    per_gib(r->rezeroed_ms, r->pool_bytes));
+			}
+			if (r->dur_done) {
+				bench_json_bool(&j, "during_pending",
+						r->dur_pending);
+				bench_json_f64(
+				    &j, "during_attach_ms_per_gib",
+				    per_gib(r->dur_attach_ms, r->pool_bytes));
+				bench_json_f64(&j, "during_first_store_gbps",
+					       r->dur_first_gbps);
+				bench_json_f64(&j, "during_memcpy_gbps",
+					       r->dur_memcpy_gbps);
+			}
 			if (r->bg_done) {
 				bench_json_f64(&j, "bg_connect_ms",
 					       r->bg_connect_ms);
@@ -535,6 +650,30 @@ static void print_table(const struct att *a)
 				    r->srv_prefault_ms, r->srv_reprefault_ms);
 		}
 	printf("\n");
+	printf("\nhuge pages, zeroing after ready (ms per GiB; zeroed: fork "
+	       "to the end of the server's pre-fault) and a worker "
+	       "connecting at once:\n");
+	printf("%-5s %9s %9s %9s %9s %12s %8s %18s\n", "pool", "start",
+	       "zeroed", "restart", "zeroed", "attach ms/G", "pending",
+	       "first GB/s (x mc)");
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		const struct cell *r = &a->res[si][P_HUGE];
+
+		if (!r->done)
+			continue;
+		printf("%-5s %9.1f %9.1f %9.1f %9.1f %12.2f %8s %10.2f "
+		       "(%.2f)\n",
+		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
+		       per_gib(r->start_ms, r->pool_bytes),
+		       per_gib(r->zeroed_ms, r->pool_bytes),
+		       per_gib(r->restart_ms, r->pool_bytes),
+		       per_gib(r->rezeroed_ms, r->pool_bytes),
+		       per_gib(r->dur_attach_ms, r->pool_bytes),
+		       r->dur_pending ? "yes" : "no", r->dur_first_gbps,
+		       r->dur_memcpy_gbps > 0
+			   ? r->dur_first_gbps / r->dur_memcpy_gbps
+			   : 0.0);
+	}
 	printf("\nbackground pre-fault (4 KiB pages, "
 	       "prefault_background=true):\n");
 	printf("%-5s %14s %20s %9s %16s\n", "pool", "connect ms",
