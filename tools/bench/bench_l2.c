@@ -536,6 +536,8 @@ static const struct kvr_l2stats_shm *map_l2(const struct bench_server *s,
 	return &((const struct kvr_ctl_hdr_shm *)*map)->l2;
 }
 
+/* Relaxed: the server's counters, read for a report; each value only
+ * needs to be untorn, and nothing else is read through them. */
 static uint64_t ld(const _Atomic uint64_t *v)
 {
 	return atomic_load_explicit(v, memory_order_relaxed);

@@ -219,18 +219,19 @@ static void child_cacheline(struct bench_peer *p)
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t want = first + i, w[3];
 
-			/* A1: pairs with R1 in cacheline_rtt(). */
+			/* A-BP1: pairs with R-BP1 in cacheline_rtt(). */
 			while (atomic_load_explicit(
 				   &s->a.seq, memory_order_acquire) != want)
 				kvr_clock_relax();
 			for (int k = 0; k < 3; k++)
-				/* Relaxed: ordered by A1 and R2. */
+				/* Relaxed: ordered after R-BP1 by A-BP1. */
 				w[k] = atomic_load_explicit(
 				    &s->a.w[k], memory_order_relaxed);
 			for (int k = 0; k < 3; k++)
+				/* Relaxed: published by R-BP2. */
 				atomic_store_explicit(&s->b.w[k], w[k],
 						      memory_order_relaxed);
-			/* R2: pairs with A2 in cacheline_rtt(). */
+			/* R-BP2: pairs with A-BP2 in cacheline_rtt(). */
 			atomic_store_explicit(&s->b.seq, want,
 					      memory_order_release);
 		}
@@ -261,7 +262,10 @@ static void child_eventfd(struct bench_peer *p)
 		io_uring_cqe_seen(&ring, cqe);
 		if (rc != 8 || val >= EFD_EXIT)
 			_exit(rc == 8 ? 0 : 1);
-		/* The eventfd read ordered the message; echo it back. */
+		/* The eventfd read ordered the message; echo it back.
+		 * Relaxed throughout: the kernel's eventfd write/read pair
+		 * (efd_a here, efd_b back) orders the words both ways, as a
+		 * futex or pipe would; atomics only keep them untorn. */
 		for (int k = 0; k < 3; k++)
 			atomic_store_explicit(
 			    &s->b.w[k],
@@ -578,12 +582,12 @@ static int cacheline_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		msg_words(seq, w);
 		t0 = bench_ticks();
 		for (int k = 0; k < 3; k++)
-			/* Relaxed: ordered by R1. */
+			/* Relaxed: published by R-BP1. */
 			atomic_store_explicit(&s->a.w[k], w[k],
 					      memory_order_relaxed);
-		/* R1: pairs with A1 in child_cacheline(). */
+		/* R-BP1: pairs with A-BP1 in child_cacheline(). */
 		atomic_store_explicit(&s->a.seq, seq, memory_order_release);
-		/* A2: pairs with R2 in child_cacheline(). */
+		/* A-BP2: pairs with R-BP2 in child_cacheline(). */
 		while (atomic_load_explicit(&s->b.seq, memory_order_acquire) !=
 		       seq) {
 			kvr_clock_relax();
@@ -592,6 +596,7 @@ static int cacheline_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		}
 		out[i] = bench_ticks() - t0;
 		for (int k = 0; k < 3; k++)
+			/* Relaxed: ordered after R-BP2 by A-BP2. */
 			if (atomic_load_explicit(&s->b.w[k],
 						 memory_order_relaxed) != w[k])
 				return -EBADMSG;
@@ -615,11 +620,12 @@ static int eventfd_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 			sleep_ns(pause_ns);
 		msg_words(seq, w);
 		t0 = bench_ticks();
+		/* Relaxed: the eventfd write/read pair (efd_a, then efd_b
+		 * back) orders the message both ways, see child_eventfd(). */
 		for (int k = 0; k < 3; k++)
 			atomic_store_explicit(&s->a.w[k], w[k],
 					      memory_order_relaxed);
 		atomic_store_explicit(&s->a.seq, seq, memory_order_relaxed);
-		/* The eventfd write/read pair orders the message both ways. */
 		if (write_full(p->efd_a, &seq, 8) < 0)
 			return -EPIPE;
 		sqe = io_uring_get_sqe(&p->ring);

@@ -90,10 +90,12 @@ static int child_fail(struct bench_ring_ctl_shm *c, int err, uint64_t seq,
 static void child_floor(struct bench_ring_ctl_shm *c, uint64_t count)
 {
 	for (uint64_t i = 0; i < count; i++) {
-		/* Acquire/release: the floor does what a ring hand-off does. */
+		/* The floor does what a ring hand-off does. A-BR3: pairs
+		 * with R-BR3 in bench_ring_floor(). */
 		while (atomic_load_explicit(&c->line, memory_order_acquire) !=
 		       2 * i + 1)
 			kvr_clock_relax();
+		/* R-BR4: pairs with A-BR4 in bench_ring_floor(). */
 		atomic_store_explicit(&c->line, 2 * i + 2,
 				      memory_order_release);
 	}
@@ -105,7 +107,8 @@ static uint64_t msg_copy(_Atomic uint64_t *dst, _Atomic uint64_t *src)
 	uint64_t first = 0;
 
 	for (int k = 0; k < 8; k++) {
-		/* Relaxed: ordered by the flag's acquire/release. */
+		/* Relaxed: ordered by the flag pair around the copy
+		 * (A-BR5 before it, R-BR6 after it). */
 		uint64_t v =
 		    atomic_load_explicit(&src[k], memory_order_relaxed);
 
@@ -119,10 +122,12 @@ static uint64_t msg_copy(_Atomic uint64_t *dst, _Atomic uint64_t *src)
 static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count)
 {
 	for (uint64_t i = 1; i <= count; i++) {
+		/* A-BR5: pairs with R-BR5 in bench_ring_floor2(). */
 		while (atomic_load_explicit(&c->flag_a, memory_order_acquire) !=
 		       i)
 			kvr_clock_relax();
 		msg_copy(c->msg_b, c->msg_a);
+		/* R-BR6: pairs with A-BR6 in bench_ring_floor2(). */
 		atomic_store_explicit(&c->flag_b, i, memory_order_release);
 	}
 	return 0;
@@ -198,7 +203,8 @@ int bench_ring_child_main(struct bench_ring_side *s,
 	if (bench_pin_cpu(o->cpu_c) < 0)
 		return BENCH_EXIT_ERR;
 	for (;;) {
-		/* Acquire: the parameters were written before cmd. */
+		/* A-BR1: the parameters were written before cmd; pairs
+		 * with R-BR1 in bench_ring_phase_start(). */
 		while ((cmd = atomic_load_explicit(
 			    &c->cmd, memory_order_acquire)) == last)
 			kvr_clock_relax();
@@ -220,7 +226,8 @@ int bench_ring_child_main(struct bench_ring_side *s,
 		default:
 			break;
 		}
-		/* Release: results are written before ack. */
+		/* R-BR2: results are written before ack; pairs with A-BR2
+		 * in phase_wait(). */
 		atomic_store_explicit(&c->ack, cmd, memory_order_release);
 		if (c->kind == PH_EXIT || c->err)
 			return c->err ? BENCH_EXIT_ERR : BENCH_EXIT_OK;
@@ -234,11 +241,13 @@ uint32_t bench_ring_phase_start(struct bench_ring_side *s, uint32_t kind,
 				uint32_t bytes, uint64_t count)
 {
 	struct bench_ring_ctl_shm *c = s->ctl;
+	/* Relaxed: only the parent writes cmd. */
 	uint32_t cmd = atomic_load_explicit(&c->cmd, memory_order_relaxed) + 1;
 
 	c->kind = kind;
 	c->bytes = bytes;
 	c->count = count;
+	/* R-BR1: pairs with A-BR1 in bench_ring_child_main(). */
 	atomic_store_explicit(&c->cmd, cmd, memory_order_release);
 	return cmd;
 }
@@ -249,6 +258,8 @@ static int phase_wait(struct bench_ring_side *s, uint32_t cmd)
 	struct bench_ring_ctl_shm *c = s->ctl;
 	unsigned spins = 0;
 
+	/* A-BR2: pairs with R-BR2 in bench_ring_child_main() (then err and the
+	 * results are read). */
 	while (atomic_load_explicit(&c->ack, memory_order_acquire) != cmd) {
 		if (child_gone(s, &spins))
 			return -1;
@@ -273,13 +284,16 @@ int bench_ring_floor(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 	uint32_t cmd;
 	unsigned spins = 0;
 
+	/* Relaxed: published to the child by R-BR1 of the phase start. */
 	atomic_store_explicit(&c->line, 0, memory_order_relaxed);
 	cmd = bench_ring_phase_start(s, PH_FLOOR, 8, warm + n);
 	for (uint64_t i = 0; i < warm + n; i++) {
 		uint64_t t0 = bench_ticks();
 
+		/* R-BR3: pairs with A-BR3 in child_floor(). */
 		atomic_store_explicit(&c->line, 2 * i + 1,
 				      memory_order_release);
+		/* A-BR4: pairs with R-BR4 in child_floor(). */
 		while (atomic_load_explicit(&c->line, memory_order_acquire) !=
 		       2 * i + 2) {
 			kvr_clock_relax();
@@ -300,6 +314,7 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 	uint32_t cmd;
 	unsigned spins = 0;
 
+	/* Relaxed: published to the child by R-BR1 of the phase start. */
 	atomic_store_explicit(&c->flag_a, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->flag_b, 0, memory_order_relaxed);
 	cmd = bench_ring_phase_start(s, PH_FLOOR2, 64, warm + n);
@@ -307,15 +322,19 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		uint64_t t0 = bench_ticks();
 
 		for (int k = 0; k < 8; k++)
+			/* Relaxed: published by R-BR5. */
 			atomic_store_explicit(&c->msg_a[k], i + (uint64_t)k,
 					      memory_order_relaxed);
+		/* R-BR5: pairs with A-BR5 in child_floor2(). */
 		atomic_store_explicit(&c->flag_a, i, memory_order_release);
+		/* A-BR6: pairs with R-BR6 in child_floor2(). */
 		while (atomic_load_explicit(&c->flag_b, memory_order_acquire) !=
 		       i) {
 			kvr_clock_relax();
 			if (child_gone(s, &spins))
 				return -1;
 		}
+		/* Relaxed: ordered after R-BR6 by A-BR6. */
 		if (atomic_load_explicit(&c->msg_b[7], memory_order_relaxed) !=
 		    i + 7) {
 			fprintf(stderr, "kvring-bench: ring: bad floor echo\n");

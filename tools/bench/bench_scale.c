@@ -277,11 +277,15 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	rc = bench_client_connect(&x->srv, 0, 50, true, &c);
 	if (rc < 0) {
 		s->proc[idx].err = rc;
+		/* R-BS1: err before ready; pairs with A-BS1 in
+		 * run_children(). */
 		atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
 		_exit(1);
 	}
+	/* R-BS1: pairs with A-BS1 in run_children(). */
 	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
-	/* Acquire: end_ns was written before go. */
+	/* A-BS2: end_ns was written before go; pairs with R-BS2 in
+	 * run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
 	while (kvr_clock_now_ns() < s->end_ns) {
@@ -299,6 +303,8 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	s->proc[idx].count = n;
 	s->proc[idx].nsamp = n < x->per_proc ? n : x->per_proc;
 	kvr_close(c);
+	/* R-BS3: the results before done. Nothing reads done today: the
+	 * parent reads the results after waitpid(), which orders them. */
 	atomic_fetch_add_explicit(&s->done, 1, memory_order_release);
 	_exit(rc < 0 ? 1 : 0);
 }
@@ -315,11 +321,13 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	bench_pin_cpu(x->o.cpu_client);
 	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
+	/* R-BS1: pairs with A-BS1 in run_children(). */
 	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
 	if (rc < 0) {
 		s->proc[idx].err = rc;
 		_exit(1);
 	}
+	/* A-BS2: pairs with R-BS2 in run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
 	while (kvr_clock_now_ns() < s->end_ns) {
@@ -412,11 +420,13 @@ static void child_pipe(struct scale_ctx *x, unsigned idx)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	bench_pin_cpu(x->o.cpu_client);
 	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
+	/* R-BS1: pairs with A-BS1 in run_children(). */
 	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
 	if (rc < 0) {
 		s->proc[idx].err = rc;
 		_exit(1);
 	}
+	/* A-BS2: pairs with R-BS2 in run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
 	rc = pipeline(c, s->depth, s->op, s->end_ns, &s->proc[idx].count,
@@ -435,6 +445,7 @@ static int run_children(struct scale_ctx *x, unsigned n,
 	pid_t pids[MAX_PROCS];
 	int rc = 0;
 
+	/* Relaxed: no child exists yet; fork() orders these for them. */
 	atomic_store_explicit(&s->ready, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->go, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->done, 0, memory_order_relaxed);
@@ -453,6 +464,7 @@ static int run_children(struct scale_ctx *x, unsigned n,
 	if (rc == 0) {
 		uint64_t t0 = kvr_clock_now_ns();
 
+		/* A-BS1: pairs with R-BS1 in each child. */
 		while (atomic_load_explicit(&s->ready, memory_order_acquire) <
 		       n) {
 			if (kvr_clock_now_ns() - t0 > 60ull * 1000000000ull) {
@@ -463,7 +475,8 @@ static int run_children(struct scale_ctx *x, unsigned n,
 		}
 	}
 	s->end_ns = kvr_clock_now_ns() + run_ns + 2000000ull;
-	/* Release: end_ns and parameters before go. */
+	/* R-BS2: end_ns and parameters before go; pairs with A-BS2 in
+	 * each child. */
 	atomic_store_explicit(&s->go, 1, memory_order_release);
 	for (unsigned i = 0; i < n; i++) {
 		int st = bench_wait_child(pids[i]);

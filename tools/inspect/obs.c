@@ -87,6 +87,7 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 			continue;
 		memcpy(&n->desc, &src->desc, sizeof(n->desc));
 		snap_cache(&src->cache, &n->cache);
+		/* A-OBS1 (second half): the copies before the re-read. */
 		atomic_thread_fence(memory_order_acquire);
 		g2 = LD(src->gen);
 		if (g1 != g2)

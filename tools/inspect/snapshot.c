@@ -94,8 +94,9 @@ static void snap_chan(const struct ins_attach *a, uint32_t i,
 		c->ns_id = d->ns_id;
 		c->transport = d->transport;
 		c->connected_ns = d->connected_ns;
-		/* Orders the copies above before the re-read below, so an
-		 * unchanged (state, generation) brackets all of them. */
+		/* A-INS1 (second half): orders the copies above before the
+		 * re-read below, so an unchanged (state, generation)
+		 * brackets all of them. */
 		atomic_thread_fence(memory_order_acquire);
 		if (st ==
 			atomic_load_explicit(&d->state, memory_order_relaxed) &&

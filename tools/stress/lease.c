@@ -204,7 +204,9 @@ void st_lease_cleanup(struct st_shared_shm *sh, unsigned nworkers,
 	struct st_mailbox_shm *m = &sh->mbox[slot];
 	uint32_t e;
 
-	/* Its own box: a lease of a dead channel is dead too. */
+	/* Its own box: a lease of a dead channel is dead too. S-ST1: every
+	 * access below is seq_cst; see docs/memory-order.md for why relaxed
+	 * would do (waitpid already ordered the dead worker). */
 	e = MB_WRITING;
 	atomic_compare_exchange_strong_explicit(&m->state, &e, MB_EMPTY,
 						memory_order_seq_cst,
