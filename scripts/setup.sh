@@ -161,7 +161,10 @@ run_tests() {
 	run_minimal
 	# KVR_REQUIRE_TORCH / KVR_REQUIRE_REDIS: the torch and L2 tests must
 	# run here, never skip.
-	build "$here/build" -DKVR_REQUIRE_TORCH=ON -DKVR_REQUIRE_REDIS=ON
+	# KVR_BUILD_BENCH: test_cli runs kvring-bench, install_tree installs
+	# it.
+	build "$here/build" -DKVR_REQUIRE_TORCH=ON -DKVR_REQUIRE_REDIS=ON \
+		-DKVR_BUILD_BENCH=ON
 	run_ctest "$here/build"
 	run_asan
 }
@@ -171,7 +174,7 @@ run_asan() {
 	local b=$here/build-asan
 	# The fault-injection run is shorter here: the gcc pass ran the minute.
 	CC=clang build "$b" -DKVR_SANITIZE=address,undefined -DKVR_BUILD_FUZZ=ON \
-		-DKVR_STRESS_SECONDS=20
+		-DKVR_STRESS_SECONDS=20 -DKVR_BUILD_BENCH=ON
 	KVR_TEST_TIMEOUT_MULT=4 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		run_ctest "$b"
@@ -194,7 +197,7 @@ run_stress() {
 run_bench() {
 	local b=$here/build-bench
 	install_deps "${deps[@]}" libzmq3-dev gnuplot-nox
-	cmake -S "$here" -B "$b" -DKVR_BUILD_TESTS=OFF >/dev/null
+	cmake -S "$here" -B "$b" -DKVR_BUILD_TESTS=OFF -DKVR_BUILD_BENCH=ON >/dev/null
 	cmake --build "$b" -j"$jobs" --target kvringd kvring-bench
 	mkdir -p "$b/plots"
 	"$b/tools/kvring-bench" all --plot "$b/plots" "$@"

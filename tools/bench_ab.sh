@@ -18,7 +18,7 @@ set -eu
 if [ $# -lt 2 ]; then
 	echo "usage: $0 OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS] [OUT_FILE]" >&2
 	echo "  each dir must hold tools/kvring-bench and server/kvringd;" >&2
-	echo "  build with -DKVR_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo" >&2
+	echo "  build with -DKVR_BUILD_BENCH=ON -DKVR_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo" >&2
 	exit 2
 fi
 old=$1
@@ -30,7 +30,7 @@ extra=${BENCH_AB_ARGS:-}
 for d in "$old" "$new"; do
 	for f in tools/kvring-bench server/kvringd; do
 		if [ ! -x "$d/$f" ]; then
-			echo "$0: $d/$f is missing or not executable: build that tree first" >&2
+			echo "$0: $d/$f is missing or not executable: build that tree first (cmake -DKVR_BUILD_BENCH=ON)" >&2
 			exit 2
 		fi
 	done

@@ -13,10 +13,11 @@
 #      variable set, and loads the installed libkvring, not the build's;
 #   5. installed tools find the kvringd installed beside them;
 #   6. systemd-analyze verify accepts the installed unit.
-# Usage: test_install.sh BUILD_DIR SOURCE_DIR PYTHON PYTHON_DIR LIBDIR
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR PYTHON PYTHON_DIR LIBDIR [bench|nobench]
+#   (nobench: the tree was configured without KVR_BUILD_BENCH)
 set -euo pipefail
 
-build=$1 src=$2 py=$3 pydir=$4 libdir=$5
+build=$1 src=$2 py=$3 pydir=$4 libdir=$5 bench=${6:-bench}
 scratch=$(mktemp -d /tmp/kvring-install.XXXXXX)
 srv_pid=
 cleanup() {
@@ -35,7 +36,12 @@ cmake --install "$build" --prefix "$p" >"$scratch/install.log" ||
 	fail "cmake --install: $(tail -5 "$scratch/install.log")"
 
 step "1. files where the README says"
-for f in bin/kvringd bin/kvring-inspect bin/kvring-stress bin/kvring-bench \
+bench_files=
+if [ "$bench" = bench ]; then
+	bench_files=bin/kvring-bench
+fi
+# shellcheck disable=SC2086
+for f in bin/kvringd bin/kvring-inspect bin/kvring-stress $bench_files \
 	bin/kvring-demo include/kvring/kvring.h include/kvring/version.h \
 	include/kvring/proto.h include/kvring/keys.h "$libdir/libkvring.so.0" \
 	"$libdir/pkgconfig/kvring.pc" "$pydir/kvring/__init__.py" \

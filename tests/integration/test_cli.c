@@ -63,6 +63,9 @@ static void run(const char *const *argv, const char *env_sock, struct out *o)
 
 TestSuite(cli, .timeout = 60);
 
+/* The bench cases need kvring-bench, built with -DKVR_BUILD_BENCH=ON (the
+ * test command does); without it they are not registered. */
+#ifdef KVR_HAVE_BENCH
 Test(cli, bench_prints_usage_and_exits_2_when_scenario_is_missing)
 {
 	const char *argv[] = {BENCH, NULL};
@@ -115,6 +118,7 @@ Test(cli, bench_refuses_a_base_prefix_when_a_cpu_is_given)
 	run(dec, NULL, &o);
 	cr_expect_eq(o.status, 0, "exit %d: %s", o.status, o.text);
 }
+#endif /* KVR_HAVE_BENCH */
 
 /* kvring-stress's own parse_num refused "10K", which the bench took. */
 Test(cli, stress_takes_binary_multiples_when_a_count_is_suffixed)
