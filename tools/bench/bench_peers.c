@@ -642,6 +642,7 @@ static int eventfd_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		out[i] = bench_ticks() - t0;
 		if (rc != 8 || val != seq)
 			return rc < 0 ? rc : -EBADMSG;
+		/* Relaxed: the efd_b read above ordered the echo. */
 		if (atomic_load_explicit(&s->b.seq, memory_order_relaxed) !=
 		    seq)
 			return -EBADMSG;
