@@ -307,21 +307,21 @@ static void viol_intersect(struct vlist *cur, const struct vlist *prev)
 /* Prints the verdict: the confirmed violations, then the summary. */
 static void print_verdict(const struct ins_opts *o, const struct vlist *l)
 {
-	struct ins_em e;
+	struct kvr_em e;
 
-	ins_em_init(&e, stdout, o->json);
+	kvr_em_init(&e, stdout, o->json);
 	if (o->json) {
-		ins_em_u64(&e, "schema", INS_SCHEMA);
-		ins_em_bool(&e, "ok", l->n == 0);
-		ins_em_arr(&e, "violations");
+		kvr_em_u64(&e, "schema", INS_SCHEMA);
+		kvr_em_bool(&e, "ok", l->n == 0);
+		kvr_em_arr(&e, "violations");
 		for (int i = 0; i < l->n; i++) {
-			ins_em_item(&e, (uint32_t)i);
-			ins_em_str(&e, "code", l->v[i].code);
-			ins_em_str(&e, "message", l->v[i].msg);
-			ins_em_end(&e);
+			kvr_em_item(&e, (uint32_t)i);
+			kvr_em_str(&e, "code", l->v[i].code);
+			kvr_em_str(&e, "message", l->v[i].msg);
+			kvr_em_end(&e);
 		}
-		ins_em_end(&e);
-		ins_em_finish(&e);
+		kvr_em_end(&e);
+		kvr_em_finish(&e);
 	} else {
 		for (int i = 0; i < l->n; i++)
 			printf("violation=%s message=\"%s\"\n", l->v[i].code,

@@ -89,15 +89,15 @@ static void key_hex(char out[40], const struct kvr_key *k)
 
 /* The fields of a request record that parsed. Keys are copied out with
  * memcpy: the record's payload has no alignment guarantee for them. */
-static void dump_req(struct ins_em *e, bool json, const struct kvr_req_view *rv)
+static void dump_req(struct kvr_em *e, bool json, const struct kvr_req_view *rv)
 {
 	char key[40];
 
 	if (json) {
-		ins_em_u64(e, "req_id", rv->hdr.req_id);
-		ins_em_u64(e, "handle", rv->hdr.handle);
-		ins_em_u64(e, "count", rv->hdr.count);
-		ins_em_u64(e, "flags", rv->hdr.flags);
+		kvr_em_u64(e, "req_id", rv->hdr.req_id);
+		kvr_em_u64(e, "handle", rv->hdr.handle);
+		kvr_em_u64(e, "count", rv->hdr.count);
+		kvr_em_u64(e, "flags", rv->hdr.flags);
 	} else {
 		printf(" req_id=%" PRIu64 " handle=%" PRIu64
 		       " count=%u flags=0x%x",
@@ -110,31 +110,31 @@ static void dump_req(struct ins_em *e, bool json, const struct kvr_req_view *rv)
 		memcpy(&k0, rv->keys, sizeof(k0));
 		key_hex(key, &k0);
 		if (json)
-			ins_em_str(e, "first_key", key);
+			kvr_em_str(e, "first_key", key);
 		else
 			printf(" first_key=%s", key);
 	}
 	if (json)
-		ins_em_end(e);
+		kvr_em_end(e);
 	else
 		putchar('\n');
 }
 
 /* The fields of a response record that parsed, then one entry (text: one
  * line) per slot descriptor. */
-static void dump_resp(struct ins_em *e, bool json, const char *ring,
+static void dump_resp(struct kvr_em *e, bool json, const char *ring,
 		      uint64_t off, const struct kvr_resp_hdr *rh,
 		      const struct kvr_slot_desc *slots)
 {
 	if (json) {
-		ins_em_u64(e, "req_id", rh->req_id);
-		ins_em_u64(e, "handle", rh->handle);
-		ins_em_i64(e, "status", rh->status);
-		ins_em_str(e, "status_name",
+		kvr_em_u64(e, "req_id", rh->req_id);
+		kvr_em_u64(e, "handle", rh->handle);
+		kvr_em_i64(e, "status", rh->status);
+		kvr_em_str(e, "status_name",
 			   kvr_err_slot_name(kvr_err_slot(rh->status)));
-		ins_em_u64(e, "count", rh->count);
-		ins_em_u64(e, "value", rh->value);
-		ins_em_arr(e, "slots");
+		kvr_em_u64(e, "count", rh->count);
+		kvr_em_u64(e, "value", rh->value);
+		kvr_em_arr(e, "slots");
 	} else {
 		printf(" req_id=%" PRIu64 " handle=%" PRIu64
 		       " status=%d status_name=%s count=%u value=%" PRIu64 "\n",
@@ -147,12 +147,12 @@ static void dump_resp(struct ins_em *e, bool json, const char *ring,
 
 		memcpy(&sd, &slots[i], sizeof(sd));
 		if (json) {
-			ins_em_item(e, i);
-			ins_em_u64(e, "off", sd.off);
-			ins_em_u64(e, "len", sd.len);
-			ins_em_str(e, "status",
+			kvr_em_item(e, i);
+			kvr_em_u64(e, "off", sd.off);
+			kvr_em_u64(e, "len", sd.len);
+			kvr_em_str(e, "status",
 				   ins_slot_status_name(sd.status));
-			ins_em_end(e);
+			kvr_em_end(e);
 		} else {
 			printf("ring=%s offset=%" PRIu64 " slot=%u off=%" PRIu64
 			       " len=%" PRIu64 " status=%s\n",
@@ -161,8 +161,8 @@ static void dump_resp(struct ins_em *e, bool json, const char *ring,
 		}
 	}
 	if (json) {
-		ins_em_end(e);
-		ins_em_end(e);
+		kvr_em_end(e);
+		kvr_em_end(e);
 	}
 }
 
@@ -174,7 +174,7 @@ static void dump_resp(struct ins_em *e, bool json, const char *ring,
  * record's length (and slots against the pool size), so a hostile record
  * cannot make us read past it.
  */
-static void dump_rec(struct ins_em *e, bool json, const char *ring, bool resp,
+static void dump_rec(struct kvr_em *e, bool json, const char *ring, bool resp,
 		     uint64_t off, const struct kvr_ring_rec *rec,
 		     const struct ins_snap *s, uint32_t nr)
 {
@@ -194,14 +194,14 @@ static void dump_rec(struct ins_em *e, bool json, const char *ring, bool resp,
 				  &rh, &slots)
 		 : kvr_req_parse(rec->type, rec->data, rec->len, max_keys, &rv);
 	if (json) {
-		ins_em_item(e, nr);
-		ins_em_u64(e, "offset", off);
-		ins_em_u64(e, "type", rec->type);
-		ins_em_str(e, "op", kvr_op_name(op));
-		ins_em_u64(e, "len", rec->len);
-		ins_em_bool(e, "valid", rc == 0);
+		kvr_em_item(e, nr);
+		kvr_em_u64(e, "offset", off);
+		kvr_em_u64(e, "type", rec->type);
+		kvr_em_str(e, "op", kvr_op_name(op));
+		kvr_em_u64(e, "len", rec->len);
+		kvr_em_bool(e, "valid", rc == 0);
 		if (rc < 0)
-			ins_em_str(e, "error", kvr_strerror(rc));
+			kvr_em_str(e, "error", kvr_strerror(rc));
 	} else {
 		printf("ring=%s offset=%" PRIu64 " type=0x%x op=%s len=%u",
 		       ring, off, rec->type, kvr_op_name(op), rec->len);
@@ -210,7 +210,7 @@ static void dump_rec(struct ins_em *e, bool json, const char *ring, bool resp,
 	}
 	if (rc < 0) {
 		if (json)
-			ins_em_end(e);
+			kvr_em_end(e);
 		return;
 	}
 	if (resp)
@@ -220,19 +220,19 @@ static void dump_rec(struct ins_em *e, bool json, const char *ring, bool resp,
 }
 
 /* The ring's header line (text) or the opening of its object (JSON). */
-static void dump_ring_head(struct ins_em *e, bool json, const char *name,
+static void dump_ring_head(struct kvr_em *e, bool json, const char *name,
 			   bool resp, uint32_t cap,
 			   const struct kvr_ring_snapshot *snap, int rc)
 {
 	if (json) {
-		ins_em_obj(e, resp ? "resp_ring" : "req_ring");
-		ins_em_u64(e, "capacity", cap);
-		ins_em_u64(e, "head", snap->head);
-		ins_em_u64(e, "tail", snap->tail);
-		ins_em_u64(e, "used_bytes", snap->used_bytes);
-		ins_em_u64(e, "ring_high_water", snap->high_water);
-		ins_em_str(e, "check", rc == 0 ? "ok" : kvr_strerror(rc));
-		ins_em_arr(e, "records");
+		kvr_em_obj(e, resp ? "resp_ring" : "req_ring");
+		kvr_em_u64(e, "capacity", cap);
+		kvr_em_u64(e, "head", snap->head);
+		kvr_em_u64(e, "tail", snap->tail);
+		kvr_em_u64(e, "used_bytes", snap->used_bytes);
+		kvr_em_u64(e, "ring_high_water", snap->high_water);
+		kvr_em_str(e, "check", rc == 0 ? "ok" : kvr_strerror(rc));
+		kvr_em_arr(e, "records");
 	} else {
 		printf("ring=%s capacity=%u head=%" PRIu64 " tail=%" PRIu64
 		       " used_bytes=%" PRIu64 " check=\"%s\"\n",
@@ -247,7 +247,7 @@ static void dump_ring_head(struct ins_em *e, bool json, const char *name,
  * Return: 0; -ENOMEM or -EFAULT (SIGBUS), both printed; or the ring's
  * check or walk error, which is part of the dump, not printed as one.
  */
-static int dump_ring(struct ins_em *e, bool json, const char *name, bool resp,
+static int dump_ring(struct kvr_em *e, bool json, const char *name, bool resp,
 		     const void *mem, uint32_t cap, const struct ins_snap *s)
 {
 	size_t bytes = kvr_ring_shm_bytes(cap);
@@ -296,11 +296,11 @@ static int dump_ring(struct ins_em *e, bool json, const char *name, bool resp,
 	if (prc == -EAGAIN)
 		prc = 0;
 	if (json) {
-		ins_em_end(e);
-		ins_em_u64(e, "nr_records", nr);
+		kvr_em_end(e);
+		kvr_em_u64(e, "nr_records", nr);
 		if (prc < 0)
-			ins_em_str(e, "walk_error", kvr_strerror(prc));
-		ins_em_end(e);
+			kvr_em_str(e, "walk_error", kvr_strerror(prc));
+		kvr_em_end(e);
 	} else if (prc < 0) {
 		printf("ring=%s walk_error=\"%s\"\n", name, kvr_strerror(prc));
 	}
@@ -320,7 +320,7 @@ int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
 {
 	const struct ins_chan_snap *c = &s->ch[o->dump_channel];
 	const char *base;
-	struct ins_em e;
+	struct kvr_em e;
 	int rc1, rc2, brc = -ENOENT;
 
 	/* Its own block, mapped for the generation the snapshot shows. */
@@ -338,13 +338,13 @@ int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
 		return INS_EXIT_RUNTIME;
 	}
 
-	ins_em_init(&e, stdout, o->json);
+	kvr_em_init(&e, stdout, o->json);
 	if (o->json) {
-		ins_em_u64(&e, "schema", INS_SCHEMA);
-		ins_em_u64(&e, "channel", c->idx);
-		ins_em_str(&e, "state", ins_chan_state_name(c->state));
-		ins_em_i64(&e, "pid", c->pid);
-		ins_em_bool(&e, "pid_alive", c->alive);
+		kvr_em_u64(&e, "schema", INS_SCHEMA);
+		kvr_em_u64(&e, "channel", c->idx);
+		kvr_em_str(&e, "state", ins_chan_state_name(c->state));
+		kvr_em_i64(&e, "pid", c->pid);
+		kvr_em_bool(&e, "pid_alive", c->alive);
 	} else {
 		printf("channel=%u state=%s pid=%d pid_alive=%s\n", c->idx,
 		       ins_chan_state_name(c->state), c->pid,
@@ -355,7 +355,7 @@ int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
 	rc2 = dump_ring(&e, o->json, "resp", true, base + a->g.resp_ring_off,
 			a->g.resp_ring_cap, s);
 	if (o->json)
-		ins_em_finish(&e);
+		kvr_em_finish(&e);
 	/* An out-of-memory on the response ring alone still exits 0: a
 	 * long-standing asymmetry, left for a separate behaviour fix. */
 	return rc1 == -EFAULT || rc2 == -EFAULT || rc1 == -ENOMEM

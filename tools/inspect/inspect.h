@@ -35,6 +35,8 @@
 #include <kvring/ring.h>
 #include <kvring/segment.h>
 
+#include "emit.h"
+
 #define INS_PROG   "kvring-inspect"
 #define INS_SCHEMA 1 /* the "schema" of every JSON object we print */
 
@@ -112,37 +114,7 @@ void ins_copy_clean(char *dst, size_t n, const char *src, size_t srcn);
 /* The 16-byte boot id as 32 lowercase hex digits. */
 void ins_hex16(char out[33], const uint8_t id[16]);
 
-/* ==== Output emitter (emit.c) ==== */
-
-#define INS_EM_DEPTH 8
-
-/*
- * One emitter per printed object, on the caller's stack. In JSON mode it
- * writes one line; in text mode every scalar becomes "<path>=<value>\n"
- * where path joins the keys of the enclosing objects with dots
- * (channels.3.req_ring.head=128), so the two modes share one vocabulary
- * and text lines grep well. The fields are the emitter's own.
- */
-struct ins_em {
-	FILE *f;
-	bool json;
-	int depth;
-	bool comma[INS_EM_DEPTH]; /* JSON: a member was written at depth */
-	char close[INS_EM_DEPTH]; /* JSON: '}' or ']' closing depth */
-	char prefix[256];	  /* text: "channels.3.req_ring." */
-};
-
-void ins_em_init(struct ins_em *e, FILE *f, bool json);
-void ins_em_finish(struct ins_em *e);
-void ins_em_obj(struct ins_em *e, const char *k);
-void ins_em_arr(struct ins_em *e, const char *k);
-void ins_em_item(struct ins_em *e, uint32_t idx);
-void ins_em_end(struct ins_em *e);
-void ins_em_u64(struct ins_em *e, const char *k, uint64_t v);
-void ins_em_i64(struct ins_em *e, const char *k, int64_t v);
-void ins_em_dbl(struct ins_em *e, const char *k, double v);
-void ins_em_bool(struct ins_em *e, const char *k, bool v);
-void ins_em_str(struct ins_em *e, const char *k, const char *v);
+/* ==== Output emitter: tools/common/emit.h (struct kvr_em) ==== */
 
 /* ==== Finding and mapping the segment (attach.c, socket.c) ==== */
 
@@ -316,11 +288,11 @@ bool ins_chan_shown(const struct ins_chan_snap *c, bool all);
 void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s);
 /* Overview additions: server-wide objects, the --watch rates, and the
  * per-channel objects (@pc: the same channel one frame earlier or NULL). */
-void ins_obs_emit_server(struct ins_em *e, const struct ins_snap *s,
+void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 			 const struct ins_snap *prev);
-void ins_obs_emit_rates(struct ins_em *e, const struct ins_snap *s,
+void ins_obs_emit_rates(struct kvr_em *e, const struct ins_snap *s,
 			const struct ins_snap *prev);
-void ins_obs_emit_chan(struct ins_em *e, const struct ins_chan_snap *c,
+void ins_obs_emit_chan(struct kvr_em *e, const struct ins_chan_snap *c,
 		       const struct ins_chan_snap *pc);
 /* --latency: a per-op table (or one JSON object), over the interval too
  * when @prev is given (--watch). */
@@ -347,7 +319,7 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 		       const struct ins_snap *s, const struct ins_snap *prev);
 /* l2.c: the L2 section: snapshot, overview object, Prometheus families. */
 void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *out);
-void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l);
+void ins_l2_emit(struct kvr_em *e, const struct ins_l2_snap *l);
 void ins_l2_prom(FILE *f, const struct ins_l2_snap *l);
 /* prom.c: --prometheus. */
 void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,

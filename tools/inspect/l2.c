@@ -75,48 +75,48 @@ static const char *state_name(uint32_t s)
 	return s == 1 ? "up" : s == 2 ? "down" : "unused";
 }
 
-void ins_l2_emit(struct ins_em *e, const struct ins_l2_snap *l)
+void ins_l2_emit(struct kvr_em *e, const struct ins_l2_snap *l)
 {
-	ins_em_obj(e, "l2");
-	ins_em_str(e, "mode", mode_name(l->mode));
+	kvr_em_obj(e, "l2");
+	kvr_em_str(e, "mode", mode_name(l->mode));
 	if (l->mode) {
-		ins_em_u64(e, "queue_depth", l->queue_depth);
-		ins_em_u64(e, "drops", l->drops);
-		ins_em_u64(e, "upload_chunks", l->up_chunks);
-		ins_em_u64(e, "upload_bytes", l->up_bytes);
-		ins_em_u64(e, "upload_skipped_present", l->up_exists);
-		ins_em_u64(e, "upload_failed", l->up_failed);
-		ins_em_u64(e, "load_chunks", l->down_chunks);
-		ins_em_u64(e, "load_bytes", l->down_bytes);
-		ins_em_u64(e, "hits", l->hits);
-		ins_em_u64(e, "misses", l->misses);
-		ins_em_u64(e, "holes", l->holes);
-		ins_em_u64(e, "corrupt", l->corrupt);
-		ins_em_u64(e, "corrupt_deleted", l->deleted);
-		ins_em_u64(e, "read_through_lookups", l->rt_lookups);
-		ins_em_u64(e, "read_through_deadline", l->rt_deadline);
-		ins_em_u64(e, "moved", l->moved);
-		ins_em_u64(e, "ask", l->ask);
-		ins_em_u64(e, "slot_refresh", l->slot_refresh);
-		ins_em_u64(e, "node_state_changes", l->state_changes);
-		ins_em_obj(e, "errors");
+		kvr_em_u64(e, "queue_depth", l->queue_depth);
+		kvr_em_u64(e, "drops", l->drops);
+		kvr_em_u64(e, "upload_chunks", l->up_chunks);
+		kvr_em_u64(e, "upload_bytes", l->up_bytes);
+		kvr_em_u64(e, "upload_skipped_present", l->up_exists);
+		kvr_em_u64(e, "upload_failed", l->up_failed);
+		kvr_em_u64(e, "load_chunks", l->down_chunks);
+		kvr_em_u64(e, "load_bytes", l->down_bytes);
+		kvr_em_u64(e, "hits", l->hits);
+		kvr_em_u64(e, "misses", l->misses);
+		kvr_em_u64(e, "holes", l->holes);
+		kvr_em_u64(e, "corrupt", l->corrupt);
+		kvr_em_u64(e, "corrupt_deleted", l->deleted);
+		kvr_em_u64(e, "read_through_lookups", l->rt_lookups);
+		kvr_em_u64(e, "read_through_deadline", l->rt_deadline);
+		kvr_em_u64(e, "moved", l->moved);
+		kvr_em_u64(e, "ask", l->ask);
+		kvr_em_u64(e, "slot_refresh", l->slot_refresh);
+		kvr_em_u64(e, "node_state_changes", l->state_changes);
+		kvr_em_obj(e, "errors");
 		for (int i = 0; i < INS_L2_ERRS; i++)
-			ins_em_u64(e, err_names[i], l->errors[i]);
-		ins_em_end(e);
-		ins_em_u64(e, "nodes_known", l->nodes);
-		ins_em_arr(e, "nodes");
+			kvr_em_u64(e, err_names[i], l->errors[i]);
+		kvr_em_end(e);
+		kvr_em_u64(e, "nodes_known", l->nodes);
+		kvr_em_arr(e, "nodes");
 		for (uint32_t i = 0; i < KVR_L2_SHM_NODES; i++) {
 			if (!l->node[i].addr[0])
 				continue;
-			ins_em_item(e, i);
-			ins_em_str(e, "addr", l->node[i].addr);
-			ins_em_str(e, "state", state_name(l->node[i].state));
-			ins_em_u64(e, "errors", l->node[i].errors);
-			ins_em_end(e);
+			kvr_em_item(e, i);
+			kvr_em_str(e, "addr", l->node[i].addr);
+			kvr_em_str(e, "state", state_name(l->node[i].state));
+			kvr_em_u64(e, "errors", l->node[i].errors);
+			kvr_em_end(e);
 		}
-		ins_em_end(e);
+		kvr_em_end(e);
 	}
-	ins_em_end(e);
+	kvr_em_end(e);
 }
 
 /* A counter with a direction label: up (to Redis) and down (from it). */

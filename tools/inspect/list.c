@@ -28,7 +28,7 @@ static const char *seg_state_name(enum kvr_seg_state s)
 
 /* What the kvr_seg_list() callback accumulates; on main's stack. */
 struct list_ctx {
-	struct ins_em e; /* JSON only: the "segments" array is open in it */
+	struct kvr_em e; /* JSON only: the "segments" array is open in it */
 	bool json;
 	uint32_t n, stale;
 };
@@ -60,18 +60,18 @@ static int list_cb(void *arg, const struct kvr_seg_info *in)
 		       in->bytes, in->owner_pid, (unsigned)in->uid,
 		       (unsigned)in->mode & 07777, in->has_hdr ? abi : "-");
 	} else {
-		ins_em_item(&l->e, l->n);
-		ins_em_str(&l->e, "name", name);
-		ins_em_str(&l->e, "role", role_name(in->role));
-		ins_em_str(&l->e, "state", seg_state_name(in->state));
-		ins_em_bool(&l->e, "stale", stale);
-		ins_em_u64(&l->e, "bytes", in->bytes);
-		ins_em_i64(&l->e, "owner_pid", in->owner_pid);
-		ins_em_u64(&l->e, "uid", (uint64_t)in->uid);
-		ins_em_u64(&l->e, "mode", (uint64_t)in->mode & 07777);
-		ins_em_bool(&l->e, "ready", in->ready);
-		ins_em_str(&l->e, "abi", abi);
-		ins_em_end(&l->e);
+		kvr_em_item(&l->e, l->n);
+		kvr_em_str(&l->e, "name", name);
+		kvr_em_str(&l->e, "role", role_name(in->role));
+		kvr_em_str(&l->e, "state", seg_state_name(in->state));
+		kvr_em_bool(&l->e, "stale", stale);
+		kvr_em_u64(&l->e, "bytes", in->bytes);
+		kvr_em_i64(&l->e, "owner_pid", in->owner_pid);
+		kvr_em_u64(&l->e, "uid", (uint64_t)in->uid);
+		kvr_em_u64(&l->e, "mode", (uint64_t)in->mode & 07777);
+		kvr_em_bool(&l->e, "ready", in->ready);
+		kvr_em_str(&l->e, "abi", abi);
+		kvr_em_end(&l->e);
 	}
 	l->n++;
 	return 0;
@@ -92,10 +92,10 @@ int ins_list_run(const struct ins_opts *o)
 	int rc;
 
 	if (o->json) {
-		ins_em_init(&l.e, stdout, true);
-		ins_em_u64(&l.e, "schema", INS_SCHEMA);
-		ins_em_str(&l.e, "dir", dir);
-		ins_em_arr(&l.e, "segments");
+		kvr_em_init(&l.e, stdout, true);
+		kvr_em_u64(&l.e, "schema", INS_SCHEMA);
+		kvr_em_str(&l.e, "dir", dir);
+		kvr_em_arr(&l.e, "segments");
 	}
 	rc = kvr_seg_list(dir, KVR_SEG_PREFIX, list_cb, &l);
 	if (rc < 0) {
@@ -105,10 +105,10 @@ int ins_list_run(const struct ins_opts *o)
 		return INS_EXIT_RUNTIME;
 	}
 	if (o->json) {
-		ins_em_end(&l.e);
-		ins_em_u64(&l.e, "nr_segments", l.n);
-		ins_em_u64(&l.e, "nr_stale", l.stale);
-		ins_em_finish(&l.e);
+		kvr_em_end(&l.e);
+		kvr_em_u64(&l.e, "nr_segments", l.n);
+		kvr_em_u64(&l.e, "nr_stale", l.stale);
+		kvr_em_finish(&l.e);
 	} else {
 		printf("segments=%u stale=%u dir=%s\n", l.n, l.stale, dir);
 	}

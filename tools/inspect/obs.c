@@ -150,37 +150,37 @@ static void cache_diff(const struct ins_cache *a, const struct ins_cache *b,
 		d[k] = x[k] >= y[k] ? x[k] - y[k] : 0;
 }
 
-static void emit_cache(struct ins_em *e, const char *k,
+static void emit_cache(struct kvr_em *e, const char *k,
 		       const struct ins_cache *c)
 {
-	ins_em_obj(e, k);
-	ins_em_u64(e, "lookups", c->lookups);
-	ins_em_u64(e, "lookup_keys", c->lookup_keys);
-	ins_em_u64(e, "lookup_hit_keys", c->lookup_hit_keys);
-	ins_em_u64(e, "lookup_hit_bytes", c->lookup_hit_bytes);
-	ins_em_dbl(e, "hit_ratio", ratio(c->lookup_hit_keys, c->lookup_keys));
-	ins_em_u64(e, "retrieves", c->retrieves);
-	ins_em_u64(e, "retrieve_keys", c->retrieve_keys);
-	ins_em_u64(e, "retrieve_hit_keys", c->retrieve_hit_keys);
-	ins_em_u64(e, "retrieve_bytes", c->retrieve_bytes);
-	ins_em_u64(e, "store_keys_new", c->store_keys_new);
-	ins_em_u64(e, "store_bytes_new", c->store_bytes_new);
-	ins_em_u64(e, "store_keys_stored", c->store_keys_stored);
-	ins_em_u64(e, "store_bytes_stored", c->store_bytes_stored);
-	ins_em_u64(e, "store_keys_no_room", c->store_keys_no_room);
-	ins_em_u64(e, "store_keys_busy", c->store_keys_busy);
-	ins_em_dbl(e, "byte_hit_ratio", byte_hit_ratio(c));
-	ins_em_end(e);
+	kvr_em_obj(e, k);
+	kvr_em_u64(e, "lookups", c->lookups);
+	kvr_em_u64(e, "lookup_keys", c->lookup_keys);
+	kvr_em_u64(e, "lookup_hit_keys", c->lookup_hit_keys);
+	kvr_em_u64(e, "lookup_hit_bytes", c->lookup_hit_bytes);
+	kvr_em_dbl(e, "hit_ratio", ratio(c->lookup_hit_keys, c->lookup_keys));
+	kvr_em_u64(e, "retrieves", c->retrieves);
+	kvr_em_u64(e, "retrieve_keys", c->retrieve_keys);
+	kvr_em_u64(e, "retrieve_hit_keys", c->retrieve_hit_keys);
+	kvr_em_u64(e, "retrieve_bytes", c->retrieve_bytes);
+	kvr_em_u64(e, "store_keys_new", c->store_keys_new);
+	kvr_em_u64(e, "store_bytes_new", c->store_bytes_new);
+	kvr_em_u64(e, "store_keys_stored", c->store_keys_stored);
+	kvr_em_u64(e, "store_bytes_stored", c->store_bytes_stored);
+	kvr_em_u64(e, "store_keys_no_room", c->store_keys_no_room);
+	kvr_em_u64(e, "store_keys_busy", c->store_keys_busy);
+	kvr_em_dbl(e, "byte_hit_ratio", byte_hit_ratio(c));
+	kvr_em_end(e);
 }
 
 /* ==== Latency objects ==== */
 
-static void emit_quantiles(struct ins_em *e, const struct kvr_hist_snap *h)
+static void emit_quantiles(struct kvr_em *e, const struct kvr_hist_snap *h)
 {
-	ins_em_u64(e, "count", h->count);
+	kvr_em_u64(e, "count", h->count);
 	for (unsigned q = 0; q < 3; q++)
-		ins_em_u64(e, q_keys[q], kvr_hist_quantile(h, quantiles[q]));
-	ins_em_dbl(e, "mean_ns", kvr_hist_mean(h));
+		kvr_em_u64(e, q_keys[q], kvr_hist_quantile(h, quantiles[q]));
+	kvr_em_dbl(e, "mean_ns", kvr_hist_mean(h));
 }
 
 /*
@@ -188,62 +188,62 @@ static void emit_quantiles(struct ins_em *e, const struct kvr_hist_snap *h)
  * start and, with @prev (same histogram one frame earlier), an "interval"
  * object with the same figures over the frame.
  */
-static void emit_lat(struct ins_em *e, const char *k,
+static void emit_lat(struct kvr_em *e, const char *k,
 		     const struct kvr_hist_snap *h,
 		     const struct kvr_hist_snap *prev, unsigned n)
 {
-	ins_em_obj(e, k);
+	kvr_em_obj(e, k);
 	for (unsigned i = 0; i < n; i++) {
 		struct kvr_hist_snap d;
 
 		if (!h[i].count)
 			continue;
-		ins_em_obj(e, op_name(i));
+		kvr_em_obj(e, op_name(i));
 		emit_quantiles(e, &h[i]);
 		if (prev && kvr_hist_diff(&h[i], &prev[i], &d)) {
-			ins_em_obj(e, "interval");
+			kvr_em_obj(e, "interval");
 			emit_quantiles(e, &d);
-			ins_em_end(e);
+			kvr_em_end(e);
 		}
-		ins_em_end(e);
+		kvr_em_end(e);
 	}
-	ins_em_end(e);
+	kvr_em_end(e);
 }
 
-void ins_obs_emit_server(struct ins_em *e, const struct ins_snap *s,
+void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 			 const struct ins_snap *prev)
 {
 	if (!s->obs_ok)
 		return;
 	emit_cache(e, "cache", &s->cache);
-	ins_em_obj(e, "evictions_by_reason");
+	kvr_em_obj(e, "evictions_by_reason");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		ins_em_u64(e, evict_names[k], s->evictions_by[k]);
-	ins_em_end(e);
-	ins_em_obj(e, "evicted_bytes_by_reason");
+		kvr_em_u64(e, evict_names[k], s->evictions_by[k]);
+	kvr_em_end(e);
+	kvr_em_obj(e, "evicted_bytes_by_reason");
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
-		ins_em_u64(e, evict_names[k], s->evicted_bytes_by[k]);
-	ins_em_end(e);
-	ins_em_bool(e, "server_histograms",
+		kvr_em_u64(e, evict_names[k], s->evicted_bytes_by[k]);
+	kvr_em_end(e);
+	kvr_em_bool(e, "server_histograms",
 		    (s->obs_flags & KVR_OBS_SERVER_HIST) != 0);
 	emit_lat(e, "latency", s->lat, prev && prev->obs_ok ? prev->lat : NULL,
 		 KVR_HIST_GOPS);
-	ins_em_arr(e, "namespaces");
+	kvr_em_arr(e, "namespaces");
 	for (uint32_t i = 0; i < s->nns; i++) {
 		const struct ins_ns_snap *n = &s->ns[i];
 
-		ins_em_item(e, i);
-		ins_em_u64(e, "id", n->id);
-		ins_em_str(e, "model", n->desc.model);
-		ins_em_u64(e, "tp_rank", n->desc.tp_rank);
-		ins_em_u64(e, "tp_size", n->desc.tp_size);
+		kvr_em_item(e, i);
+		kvr_em_u64(e, "id", n->id);
+		kvr_em_str(e, "model", n->desc.model);
+		kvr_em_u64(e, "tp_rank", n->desc.tp_rank);
+		kvr_em_u64(e, "tp_size", n->desc.tp_size);
 		emit_cache(e, "cache", &n->cache);
-		ins_em_end(e);
+		kvr_em_end(e);
 	}
-	ins_em_end(e);
+	kvr_em_end(e);
 }
 
-void ins_obs_emit_rates(struct ins_em *e, const struct ins_snap *s,
+void ins_obs_emit_rates(struct kvr_em *e, const struct ins_snap *s,
 			const struct ins_snap *prev)
 {
 	struct ins_cache d;
@@ -251,14 +251,14 @@ void ins_obs_emit_rates(struct ins_em *e, const struct ins_snap *s,
 	if (!s->obs_ok || !prev->obs_ok)
 		return;
 	cache_diff(&s->cache, &prev->cache, &d);
-	ins_em_dbl(e, "hit_ratio", ratio(d.lookup_hit_keys, d.lookup_keys));
-	ins_em_dbl(e, "byte_hit_ratio", byte_hit_ratio(&d));
-	ins_em_u64(e, "lookup_keys", d.lookup_keys);
-	ins_em_u64(e, "retrieve_bytes", d.retrieve_bytes);
-	ins_em_u64(e, "store_bytes_new", d.store_bytes_new);
+	kvr_em_dbl(e, "hit_ratio", ratio(d.lookup_hit_keys, d.lookup_keys));
+	kvr_em_dbl(e, "byte_hit_ratio", byte_hit_ratio(&d));
+	kvr_em_u64(e, "lookup_keys", d.lookup_keys);
+	kvr_em_u64(e, "retrieve_bytes", d.retrieve_bytes);
+	kvr_em_u64(e, "store_bytes_new", d.store_bytes_new);
 }
 
-void ins_obs_emit_chan(struct ins_em *e, const struct ins_chan_snap *c,
+void ins_obs_emit_chan(struct kvr_em *e, const struct ins_chan_snap *c,
 		       const struct ins_chan_snap *pc)
 {
 	bool same =
@@ -266,7 +266,7 @@ void ins_obs_emit_chan(struct ins_em *e, const struct ins_chan_snap *c,
 
 	emit_cache(e, "cache", &c->cache);
 	emit_lat(e, "latency", c->srv, same ? pc->srv : NULL, KVR_HIST_OPS);
-	ins_em_u64(e, "rtt_sample_every", c->rtt_every);
+	kvr_em_u64(e, "rtt_sample_every", c->rtt_every);
 	emit_lat(e, "rtt", c->wrk, same ? pc->wrk : NULL, KVR_HIST_OPS);
 }
 
@@ -345,7 +345,7 @@ static bool view_diff(const struct lat_view *a, const struct lat_view *b,
 	return ok;
 }
 
-static void json_side(struct ins_em *e, const char *k,
+static void json_side(struct kvr_em *e, const char *k,
 		      const struct kvr_hist_snap *h,
 		      const struct kvr_hist_snap *d, unsigned n)
 {
@@ -376,26 +376,26 @@ void ins_latency_emit(FILE *f, const struct ins_opts *o,
 						  s->ch[o->channel].generation);
 	}
 	if (o->json) {
-		struct ins_em e;
+		struct kvr_em e;
 
-		ins_em_init(&e, f, true);
-		ins_em_u64(&e, "schema", INS_SCHEMA);
-		ins_em_str(&e, "scope", o->have_channel ? "channel" : "server");
+		kvr_em_init(&e, f, true);
+		kvr_em_u64(&e, "schema", INS_SCHEMA);
+		kvr_em_str(&e, "scope", o->have_channel ? "channel" : "server");
 		if (o->have_channel) {
-			ins_em_u64(&e, "channel", o->channel);
-			ins_em_str(
+			kvr_em_u64(&e, "channel", o->channel);
+			kvr_em_str(
 			    &e, "channel_state",
 			    ins_chan_state_name(s->ch[o->channel].state));
-			ins_em_u64(&e, "rtt_sample_every",
+			kvr_em_u64(&e, "rtt_sample_every",
 				   s->ch[o->channel].rtt_every);
 		}
 		if (have_d)
-			ins_em_u64(&e, "interval_ms",
+			kvr_em_u64(&e, "interval_ms",
 				   (s->mono_ns - prev->mono_ns) / 1000000);
 		json_side(&e, "server", v.srv, have_d ? d.srv : NULL, v.nsrv);
 		json_side(&e, "worker", v.wrk, have_d ? d.wrk : NULL,
 			  KVR_HIST_OPS);
-		ins_em_finish(&e);
+		kvr_em_finish(&e);
 		return;
 	}
 	if (o->have_channel)

@@ -3,7 +3,7 @@
  * emit.c - the output emitter: one vocabulary of keys, printed either as
  * a single-line JSON object or as grep-friendly "path=value" lines
  * (STYLE.md 12). Renderers (overview.c, list.c, dump.c, check.c) describe
- * their object once through ins_em_*() and get both formats. This file
+ * their object once through kvr_em_*() and get both formats. This file
  * knows nothing about kvring: it does not choose keys, and it does not
  * clean strings from the segment (names.c does, before they get here);
  * it only escapes JSON strings, because paths from the command line may
@@ -13,10 +13,10 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "inspect.h"
+#include "emit.h"
 
 /* Starts an object on @f; JSON mode opens the brace at once. */
-void ins_em_init(struct ins_em *e, FILE *f, bool json)
+void kvr_em_init(struct kvr_em *e, FILE *f, bool json)
 {
 	memset(e, 0, sizeof(*e));
 	e->f = f;
@@ -30,7 +30,7 @@ void ins_em_init(struct ins_em *e, FILE *f, bool json)
  * frame is exactly one line. Flushes, so a reader at the other end of a
  * pipe sees whole frames, never half of one.
  */
-void ins_em_finish(struct ins_em *e)
+void kvr_em_finish(struct kvr_em *e)
 {
 	if (e->json)
 		fputs("}\n", e->f);
@@ -61,7 +61,7 @@ static void json_str(FILE *f, const char *s)
 
 /* Writes the separator and key of the next member (JSON) or the path. A
  * NULL key is an array element: JSON writes no key for it. */
-static void em_key(struct ins_em *e, const char *k)
+static void em_key(struct kvr_em *e, const char *k)
 {
 	if (e->json) {
 		if (e->comma[e->depth])
@@ -79,10 +79,10 @@ static void em_key(struct ins_em *e, const char *k)
 /*
  * Opens a nested object or array named @k: JSON writes the key and the
  * bracket, text mode appends "k." to the path prefix. Depth is bounded by
- * INS_EM_DEPTH; our output nests at most five levels, and deeper nesting
+ * KVR_EM_DEPTH; our output nests at most five levels, and deeper nesting
  * would only merge levels, never write out of bounds.
  */
-static void em_push(struct ins_em *e, const char *k, char open, char close)
+static void em_push(struct kvr_em *e, const char *k, char open, char close)
 {
 	if (e->json) {
 		em_key(e, k);
@@ -92,18 +92,18 @@ static void em_push(struct ins_em *e, const char *k, char open, char close)
 
 		snprintf(e->prefix + n, sizeof(e->prefix) - n, "%s.", k);
 	}
-	if (e->depth + 1 < INS_EM_DEPTH)
+	if (e->depth + 1 < KVR_EM_DEPTH)
 		e->depth++;
 	e->comma[e->depth] = false;
 	e->close[e->depth] = close;
 }
 
-void ins_em_obj(struct ins_em *e, const char *k)
+void kvr_em_obj(struct kvr_em *e, const char *k)
 {
 	em_push(e, k, '{', '}');
 }
 
-void ins_em_arr(struct ins_em *e, const char *k)
+void kvr_em_arr(struct kvr_em *e, const char *k)
 {
 	em_push(e, k, '[', ']');
 }
@@ -114,7 +114,7 @@ void ins_em_arr(struct ins_em *e, const char *k)
  * (channels are named by their channel number, not their position among
  * the channels shown).
  */
-void ins_em_item(struct ins_em *e, uint32_t idx)
+void kvr_em_item(struct kvr_em *e, uint32_t idx)
 {
 	char k[16];
 
@@ -127,7 +127,7 @@ void ins_em_item(struct ins_em *e, uint32_t idx)
 }
 
 /* Closes the innermost object or array (text: drops its path component). */
-void ins_em_end(struct ins_em *e)
+void kvr_em_end(struct kvr_em *e)
 {
 	if (e->json)
 		fputc(e->close[e->depth], e->f);
@@ -147,26 +147,26 @@ void ins_em_end(struct ins_em *e)
 }
 
 /* Scalars: one member in JSON, one "path.k=value" line in text. */
-void ins_em_u64(struct ins_em *e, const char *k, uint64_t v)
+void kvr_em_u64(struct kvr_em *e, const char *k, uint64_t v)
 {
 	em_key(e, k);
 	fprintf(e->f, "%" PRIu64 "%s", v, e->json ? "" : "\n");
 }
 
-void ins_em_i64(struct ins_em *e, const char *k, int64_t v)
+void kvr_em_i64(struct kvr_em *e, const char *k, int64_t v)
 {
 	em_key(e, k);
 	fprintf(e->f, "%" PRId64 "%s", v, e->json ? "" : "\n");
 }
 
 /* Four decimals in both modes: ratios and rates, never exact counts. */
-void ins_em_dbl(struct ins_em *e, const char *k, double v)
+void kvr_em_dbl(struct kvr_em *e, const char *k, double v)
 {
 	em_key(e, k);
 	fprintf(e->f, "%.4f%s", v, e->json ? "" : "\n");
 }
 
-void ins_em_bool(struct ins_em *e, const char *k, bool v)
+void kvr_em_bool(struct kvr_em *e, const char *k, bool v)
 {
 	em_key(e, k);
 	fprintf(e->f, "%s%s", v ? "true" : "false", e->json ? "" : "\n");
@@ -174,7 +174,7 @@ void ins_em_bool(struct ins_em *e, const char *k, bool v)
 
 /* Text mode prints the string raw: strings from the segment were cleaned
  * by ins_copy_clean(), and the rest come from this program or argv. */
-void ins_em_str(struct ins_em *e, const char *k, const char *v)
+void kvr_em_str(struct kvr_em *e, const char *k, const char *v)
 {
 	em_key(e, k);
 	if (e->json)
