@@ -139,66 +139,48 @@ double bench_median_f64(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Appends formatted text; on overflow the object is cut, print closes it. */
-static void jappend(struct bench_json *j, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (j->len >= sizeof(j->buf) - 2)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(j->buf + j->len, sizeof(j->buf) - 2 - j->len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(j->buf) - 2 - j->len)
-		j->len = sizeof(j->buf) - 2; /* truncated */
-	else
-		j->len += (size_t)n;
-}
-
+/* The bench's JSON lines are the shared emitter's (tools/common/emit.c)
+ * into the object's own buffer, so a line is printed whole or not at
+ * all. */
 void bench_json_begin(struct bench_json *j, const char *scenario,
 		      const char *subject)
 {
-	j->len = 0;
-	jappend(j, "{\"schema\":1,\"scenario\":\"%s\",\"subject\":\"%s\"",
-		scenario, subject);
+	kvr_em_init_buf(&j->em, j->buf, sizeof(j->buf), true);
+	kvr_em_i64(&j->em, "schema", 1);
+	kvr_em_str(&j->em, "scenario", scenario);
+	kvr_em_str(&j->em, "subject", subject);
 }
 
 void bench_json_str(struct bench_json *j, const char *key, const char *val)
 {
-	jappend(j, ",\"%s\":\"%s\"", key, val);
+	kvr_em_str(&j->em, key, val);
 }
 
 void bench_json_u64(struct bench_json *j, const char *key, uint64_t val)
 {
-	jappend(j, ",\"%s\":%llu", key, (unsigned long long)val);
+	kvr_em_u64(&j->em, key, val);
 }
 
 void bench_json_i64(struct bench_json *j, const char *key, int64_t val)
 {
-	jappend(j, ",\"%s\":%lld", key, (long long)val);
+	kvr_em_i64(&j->em, key, val);
 }
 
 void bench_json_f64(struct bench_json *j, const char *key, double val)
 {
-	/* JSON has no NaN or infinity. */
-	if (!isfinite(val))
-		jappend(j, ",\"%s\":null", key);
-	else
-		jappend(j, ",\"%s\":%.6g", key, val);
+	/* Six significant digits; null when not finite (JSON has no NaN). */
+	kvr_em_g(&j->em, key, val);
 }
 
 void bench_json_bool(struct bench_json *j, const char *key, bool val)
 {
-	jappend(j, ",\"%s\":%s", key, val ? "true" : "false");
+	kvr_em_bool(&j->em, key, val);
 }
 
 void bench_json_print(struct bench_json *j, FILE *f)
 {
-	/* Room for "}" is always kept by jappend(). */
-	j->buf[j->len] = '}';
-	j->buf[j->len + 1] = '\0';
-	fprintf(f, "%s\n", j->buf);
+	kvr_em_finish(&j->em); /* "}\n" into the buffer */
+	fputs(j->buf, f);
 	fflush(f);
 }
 

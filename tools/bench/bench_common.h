@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "emit.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 
@@ -116,15 +118,15 @@ double bench_median_f64(double *v, size_t n);
 /* ---- JSON lines ---- */
 
 /*
- * struct bench_json - one JSON object being built on the stack; printed as
- * one line by bench_json_print(). Keys are snake_case and never escaped;
- * string values must not need escaping (scenario and subject names).
- * An object longer than the buffer is cut short (never overflows); the
+ * struct bench_json - one JSON object being built on the stack, through
+ * the tools' emitter (tools/common/emit.h), which escapes every key and
+ * string; printed as one line by bench_json_print(). A member that does
+ * not fit the buffer is dropped whole and the object still closes; the
  * objects written here are far shorter.
  */
 struct bench_json {
-	char buf[1024];
-	size_t len;
+	char buf[2048];
+	struct kvr_em em;
 };
 
 /* Starts {"schema":1,"scenario":@scenario,"subject":@subject. */

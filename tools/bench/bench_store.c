@@ -112,16 +112,22 @@ static void print_result(const struct bench_opts *o,
 	double kps = r->secs > 0 ? (double)r->keys / r->secs : 0;
 
 	if (o->json) {
-		printf("{\"scenario\":\"engine\",\"subject\":\"kvring\","
-		       "\"op\":\"%s\",\"batch\":%u,\"chunk_bytes\":%llu,"
-		       "\"requests\":%llu,\"ops_per_s\":%.0f,"
-		       "\"keys_per_s\":%.0f,\"p50_ns\":%llu,\"p99_ns\":%llu,"
-		       "\"max_ns\":%llu}\n",
-		       r->op, o->batch, (unsigned long long)o->chunk_bytes,
-		       (unsigned long long)r->reqs, ops, kps,
-		       (unsigned long long)r->p50_ns,
-		       (unsigned long long)r->p99_ns,
-		       (unsigned long long)r->max_ns);
+		/* Its own shape (no "schema"), kept as it always was. */
+		struct kvr_em e;
+
+		kvr_em_init(&e, stdout, true);
+		kvr_em_str(&e, "scenario", "engine");
+		kvr_em_str(&e, "subject", "kvring");
+		kvr_em_str(&e, "op", r->op);
+		kvr_em_u64(&e, "batch", o->batch);
+		kvr_em_u64(&e, "chunk_bytes", o->chunk_bytes);
+		kvr_em_u64(&e, "requests", r->reqs);
+		kvr_em_fixed(&e, "ops_per_s", ops, 0);
+		kvr_em_fixed(&e, "keys_per_s", kps, 0);
+		kvr_em_u64(&e, "p50_ns", r->p50_ns);
+		kvr_em_u64(&e, "p99_ns", r->p99_ns);
+		kvr_em_u64(&e, "max_ns", r->max_ns);
+		kvr_em_finish(&e);
 	} else {
 		printf("%-9s %10llu %14.0f %14.0f %9llu %9llu %9llu\n", r->op,
 		       (unsigned long long)r->reqs, ops, kps,

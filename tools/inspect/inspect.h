@@ -5,16 +5,16 @@
  * kvring-inspect is one program split by responsibility: main
  * (tools/kvring-inspect.c) parses options and dispatches; attach.c and
  * socket.c find and map the control segment; snapshot.c copies what is
- * shown out of the mapping; emit.c, overview.c, prom.c, list.c, dump.c and
- * check.c render; watch.c loops; obs.c copies and renders the cache
- * counters and latency histograms (--latency, and its part of the overview
- * and of --prometheus); serve.c serves --prometheus over HTTP (--serve);
- * sys.c holds the process plumbing (errors,
- * clocks, signals) and names.c turns untrusted values into printable text.
- * This header declares what crosses those files and nothing else: helpers
- * used by one file stay static there. Nothing here is a public API; the
- * names carry the ins_ prefix (INS_ for macros) so that they can never
- * collide with libkvr's kvr_ names the tool links against.
+ * shown out of the mapping; overview.c, prom.c, list.c, dump.c and
+ * check.c render (through tools/common/emit.h); watch.c loops; obs.c copies and
+ * renders the cache counters and latency histograms (--latency, and its part of
+ * the overview and of --prometheus); serve.c serves --prometheus over HTTP
+ * (--serve); sys.c holds the process plumbing (errors, clocks, signals) and
+ * names.c turns untrusted values into printable text. This header declares what
+ * crosses those files and nothing else: helpers used by one file stay static
+ * there. Nothing here is a public API; the names carry the ins_ prefix (INS_
+ * for macros) so that they can never collide with libkvr's kvr_ names the tool
+ * links against.
  */
 #ifndef KVR_TOOLS_INSPECT_H
 #define KVR_TOOLS_INSPECT_H

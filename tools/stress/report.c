@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "emit.h"
 #include "stress.h"
 
 /* ops_by_type keys, in enum st_op order. */
@@ -59,20 +60,6 @@ void st_report_progress(const struct st_run *r, bool final)
 		PROG, t.ops_total, el > 0 ? (double)t.ops_total / el : 0.0,
 		t.verified_chunks, t.corrupt, r->kills, r->srv_kills, el,
 		final ? "\n" : "");
-}
-
-/* JSON string output for the few strings we print (no control chars
- * can appear in them except from errno names, which are plain). */
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			putchar('\\');
-		if ((unsigned char)*s >= 0x20)
-			putchar(*s);
-	}
-	putchar('"');
 }
 
 /* What the verdict and both formats need, gathered once, so that the
@@ -136,80 +123,86 @@ static void judge(const struct st_run *r, const struct st_audit *a,
 }
 
 /*
- * The JSON report, one object on one line. Printed field by field rather
- * than built: the values are all numbers, booleans and a few strings we
- * control (errno names, failure texts), so json_str() is the only
- * escaping needed.
+ * The JSON report, one object on one line, through the tools' emitter
+ * (tools/common/emit.c), which escapes every key and string (errno names,
+ * failure texts). The keys and their order are the schema-1 contract.
  */
 static void print_json(const struct st_run *r, const struct st_audit *a,
 		       const struct facts *f)
 {
 	const struct st_opts *o = &r->o;
 	const struct st_totals *t = &f->t;
-	bool first;
+	struct kvr_em e;
 
-	printf("{\"schema\":%d,\"seed\":%" PRIu64 ",\"workers\":%u,"
-	       "\"seconds\":%.3f,\"ops\":%" PRIu64
-	       ",\"ops_per_s\":%.1f,\"ops_by_type\":{",
-	       SCHEMA, o->seed, o->workers, r->elapsed_s, t->ops_total,
-	       r->elapsed_s > 0 ? (double)t->ops_total / r->elapsed_s : 0.0);
+	kvr_em_init(&e, stdout, true);
+	kvr_em_i64(&e, "schema", SCHEMA);
+	kvr_em_u64(&e, "seed", o->seed);
+	kvr_em_u64(&e, "workers", o->workers);
+	kvr_em_fixed(&e, "seconds", r->elapsed_s, 3);
+	kvr_em_u64(&e, "ops", t->ops_total);
+	kvr_em_fixed(
+	    &e, "ops_per_s",
+	    r->elapsed_s > 0 ? (double)t->ops_total / r->elapsed_s : 0.0, 1);
+	kvr_em_obj(&e, "ops_by_type");
 	for (int i = 0; i < OP_N; i++)
-		printf("%s\"%s\":%" PRIu64, i ? "," : "", op_names[i],
-		       t->ops[i]);
-	printf("},\"verified_chunks\":%" PRIu64 ",\"verified_bytes\":%" PRIu64
-	       ",\"corrupt_chunks\":%" PRIu64 ",\"stored_chunks\":%" PRIu64
-	       ",\"stored_bytes\":%" PRIu64 ",\"store_slots\":{",
-	       t->verified_chunks, t->verified_bytes, t->corrupt,
-	       t->stored_chunks, t->stored_bytes);
+		kvr_em_u64(&e, op_names[i], t->ops[i]);
+	kvr_em_end(&e);
+	kvr_em_u64(&e, "verified_chunks", t->verified_chunks);
+	kvr_em_u64(&e, "verified_bytes", t->verified_bytes);
+	kvr_em_u64(&e, "corrupt_chunks", t->corrupt);
+	kvr_em_u64(&e, "stored_chunks", t->stored_chunks);
+	kvr_em_u64(&e, "stored_bytes", t->stored_bytes);
+	kvr_em_obj(&e, "store_slots");
 	for (int i = 0; i < NSLOT_ST; i++)
-		printf("%s\"%s\":%" PRIu64, i ? "," : "", slot_st_names[i],
-		       t->slot_st[i]);
-	printf("},\"kills\":%" PRIu64 ",\"kills_by_phase\":{"
-	       "\"store_prepared\":%" PRIu64 ",\"retrieve_prepared\":%" PRIu64
-	       ",\"other\":%" PRIu64 "},\"server_kills\":%" PRIu64
-	       ",\"server_restarts\":%" PRIu64 ",\"reconnects\":%" PRIu64
-	       ",\"lease_short\":%" PRIu64 ",\"stops\":%" PRIu64
-	       ",\"stops_expired\":%" PRIu64 ",\"errors\":{",
-	       r->kills, r->kills_store, r->kills_retrieve, r->kills_other,
-	       r->srv_kills, r->srv_restarts, t->reconnects, t->lease_short,
-	       t->stops, t->stop_expired);
+		kvr_em_u64(&e, slot_st_names[i], t->slot_st[i]);
+	kvr_em_end(&e);
+	kvr_em_u64(&e, "kills", r->kills);
+	kvr_em_obj(&e, "kills_by_phase");
+	kvr_em_u64(&e, "store_prepared", r->kills_store);
+	kvr_em_u64(&e, "retrieve_prepared", r->kills_retrieve);
+	kvr_em_u64(&e, "other", r->kills_other);
+	kvr_em_end(&e);
+	kvr_em_u64(&e, "server_kills", r->srv_kills);
+	kvr_em_u64(&e, "server_restarts", r->srv_restarts);
+	kvr_em_u64(&e, "reconnects", t->reconnects);
+	kvr_em_u64(&e, "lease_short", t->lease_short);
+	kvr_em_u64(&e, "stops", t->stops);
+	kvr_em_u64(&e, "stops_expired", t->stop_expired);
 	/* Only the errno values that occurred, by name. */
-	first = true;
-	for (int i = 0; i < NERRNO; i++) {
-		if (!t->errors[i])
-			continue;
-		printf("%s", first ? "" : ",");
-		json_str(errno_name(i));
-		printf(":%" PRIu64, t->errors[i]);
-		first = false;
-	}
-	printf("},\"leaked_reserved_bytes\":%" PRIu64
-	       ",\"leaked_pins\":%" PRIu64 ",\"leaked_leases\":%" PRIu64
-	       ",\"leaked_transfers\":%" PRIu64 ",\"pool_accounting_ok\":%s",
-	       f->leaked_res, f->leaked_pins, f->leaked_leases, f->leaked_xfers,
-	       a->have_ctl && a->accounting_ok ? "true" : "false");
+	kvr_em_obj(&e, "errors");
+	for (int i = 0; i < NERRNO; i++)
+		if (t->errors[i])
+			kvr_em_u64(&e, errno_name(i), t->errors[i]);
+	kvr_em_end(&e);
+	kvr_em_u64(&e, "leaked_reserved_bytes", f->leaked_res);
+	kvr_em_u64(&e, "leaked_pins", f->leaked_pins);
+	kvr_em_u64(&e, "leaked_leases", f->leaked_leases);
+	kvr_em_u64(&e, "leaked_transfers", f->leaked_xfers);
+	kvr_em_bool(&e, "pool_accounting_ok", a->have_ctl && a->accounting_ok);
 	/* "pool" is left out when the audit could not map the segment. */
-	if (a->have_ctl)
-		printf(
-		    ",\"pool\":{\"pool_bytes\":%" PRIu64
-		    ",\"used_bytes\":%" PRIu64 ",\"committed_bytes\":%" PRIu64
-		    ",\"objects\":%" PRIu64 ",\"evictions\":%" PRIu64
-		    ",\"no_room\":%" PRIu64 ",\"protocol_errors\":%" PRIu64
-		    ",\"disconnect_cleanups\":%" PRIu64 "}",
-		    a->pool_bytes, ST_AUD(a, used_bytes),
-		    ST_AUD(a, committed_bytes), ST_AUD(a, objects),
-		    ST_AUD(a, evictions), ST_AUD(a, no_room),
-		    ST_AUD(a, protocol_errors), ST_AUD(a, disconnect_cleanups));
-	printf(",\"server_crashed\":%s,\"worker_crashes\":%" PRIu64
-	       ",\"workers_stuck\":%" PRIu64 ",\"server_exit\":%d,"
-	       "\"ok\":%s,\"failures\":[",
-	       r->srv_crashed ? "true" : "false", r->worker_crashes,
-	       r->workers_stuck, r->srv_exit, f->nf ? "false" : "true");
-	for (int i = 0; i < f->nf; i++) {
-		printf("%s", i ? "," : "");
-		json_str(f->fails[i]);
+	if (a->have_ctl) {
+		kvr_em_obj(&e, "pool");
+		kvr_em_u64(&e, "pool_bytes", a->pool_bytes);
+		kvr_em_u64(&e, "used_bytes", ST_AUD(a, used_bytes));
+		kvr_em_u64(&e, "committed_bytes", ST_AUD(a, committed_bytes));
+		kvr_em_u64(&e, "objects", ST_AUD(a, objects));
+		kvr_em_u64(&e, "evictions", ST_AUD(a, evictions));
+		kvr_em_u64(&e, "no_room", ST_AUD(a, no_room));
+		kvr_em_u64(&e, "protocol_errors", ST_AUD(a, protocol_errors));
+		kvr_em_u64(&e, "disconnect_cleanups",
+			   ST_AUD(a, disconnect_cleanups));
+		kvr_em_end(&e);
 	}
-	printf("]}\n");
+	kvr_em_bool(&e, "server_crashed", r->srv_crashed);
+	kvr_em_u64(&e, "worker_crashes", r->worker_crashes);
+	kvr_em_u64(&e, "workers_stuck", r->workers_stuck);
+	kvr_em_i64(&e, "server_exit", r->srv_exit);
+	kvr_em_bool(&e, "ok", f->nf == 0);
+	kvr_em_arr(&e, "failures");
+	for (int i = 0; i < f->nf; i++)
+		kvr_em_str(&e, NULL, f->fails[i]);
+	kvr_em_end(&e);
+	kvr_em_finish(&e);
 }
 
 /*
