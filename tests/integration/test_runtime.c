@@ -172,7 +172,7 @@ Test(runtime, default_socket_and_lock_live_in_a_private_runtime_dir)
 
 Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 {
-	char dir[128];
+	char dir[128], msg[256];
 	int st;
 
 	snprintf(dir, sizeof(dir), "%s/kvring", xdg);
@@ -183,6 +183,14 @@ Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 	srv.pid = 0;
 	cr_expect_eq(st, 1, "started in a world-writable runtime dir: %d", st);
 	cr_expect(t_server_log_has(&srv, "writable by nobody else"));
+	/* The sentence names the path, what was found, what to do. */
+	snprintf(msg, sizeof(msg),
+		 "runtime directory %s is owned by uid %u with mode "
+		 "0777",
+		 dir, (unsigned)geteuid());
+	cr_expect(t_server_log_has(&srv, msg), "log lacks \"%s\"", msg);
+	cr_expect(t_server_log_has(&srv, "remove it, or pick a "
+					 "--socket"));
 	if (geteuid() != 0)
 		return;
 	cr_assert_eq(chmod(dir, 0700), 0);
@@ -191,7 +199,7 @@ Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 	st = t_server_wait_exit(srv.pid, t_timeout_ms(10000));
 	srv.pid = 0;
 	cr_expect_eq(st, 1, "started in another uid's runtime dir: %d", st);
-	cr_expect(t_server_log_has(&srv, "owned by uid 65534"));
+	cr_expect(t_server_log_has(&srv, "owned by uid 65534 with mode 0700"));
 }
 
 /*
