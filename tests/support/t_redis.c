@@ -243,32 +243,91 @@ void t_redis_stop(struct t_redis *r)
 	}
 }
 
-void t_cluster_start(struct t_cluster *c)
+/* Whether node @r (running) says cluster_state:ok. */
+static bool node_ok(const struct t_redis *r)
+{
+	char out[4096];
+
+	t_redis_cli(r, out, sizeof(out), "CLUSTER INFO");
+	return strstr(out, "cluster_state:ok") != NULL;
+}
+
+bool t_cluster_wait_ok(struct t_cluster *c, int ms)
+{
+	struct t_redis *all[2 * T_CLUSTER_N];
+
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		all[i] = &c->node[i];
+		all[T_CLUSTER_N + i] = &c->replica[i];
+	}
+	for (int i = 0; i < 2 * T_CLUSTER_N; i++)
+		for (int k = 0; all[i]->pid && !node_ok(all[i]); k++) {
+			if (k * 10 >= ms)
+				return false;
+			sleep_ms(10);
+		}
+	return true;
+}
+
+/* Create the cluster over node[] (and replica[] when @replicas). */
+static void create(struct t_cluster *c, bool replicas)
 {
 	char cmd[512], out[4096];
 	int at = 0;
 
-	memset(c, 0, sizeof(*c));
-	for (int i = 0; i < T_CLUSTER_N; i++)
-		start(&c->node[i], NULL, true);
 	at = snprintf(cmd, sizeof(cmd), "--cluster create");
 	for (int i = 0; i < T_CLUSTER_N; i++)
 		at += snprintf(cmd + at, sizeof(cmd) - (size_t)at,
 			       " 127.0.0.1:%d", c->node[i].port);
+	for (int i = 0; replicas && i < T_CLUSTER_N; i++)
+		at += snprintf(cmd + at, sizeof(cmd) - (size_t)at,
+			       " 127.0.0.1:%d", c->replica[i].port);
 	snprintf(cmd + at, sizeof(cmd) - (size_t)at,
-		 " --cluster-replicas 0 --cluster-yes");
+		 " --cluster-replicas %d --cluster-yes", replicas ? 1 : 0);
 	if (t_redis_cli(&c->node[0], out, sizeof(out), "%s", cmd) != 0) {
 		fprintf(stderr, "t_redis: cluster create: %s\n", out);
 		abort();
 	}
+	if (!t_cluster_wait_ok(c, 5000))
+		die("cluster not ok within 5 s");
+}
+
+/* ROLE's first word is "master" for @r. */
+static bool is_master(const struct t_redis *r)
+{
+	char out[256];
+
+	t_redis_cli(r, out, sizeof(out), "ROLE");
+	return strncmp(out, "master", 6) == 0;
+}
+
+void t_cluster_start_replicas(struct t_cluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		start(&c->node[i], NULL, true);
+		start(&c->replica[i], NULL, true);
+	}
+	create(c, true);
+	/* redis-cli picks the masters; put them in node[]. */
+	for (int i = 0; i < T_CLUSTER_N; i++)
+		for (int j = 0; !is_master(&c->node[i]) && j < T_CLUSTER_N; j++)
+			if (is_master(&c->replica[j])) {
+				struct t_redis t = c->node[i];
+
+				c->node[i] = c->replica[j];
+				c->replica[j] = t;
+			}
 	for (int i = 0; i < T_CLUSTER_N; i++)
 		for (int k = 0;; k++) {
-			t_redis_cli(&c->node[i], out, sizeof(out),
-				    "CLUSTER INFO");
-			if (strstr(out, "cluster_state:ok"))
+			char out[4096];
+
+			t_redis_cli(&c->replica[i], out, sizeof(out),
+				    "INFO replication");
+			if (strstr(out, "master_link_status:up"))
 				break;
-			if (k == 500)
-				die("cluster not ok within 5 s");
+			if (k == 1000)
+				die("replica not linked within 10 s");
 			sleep_ms(10);
 		}
 	snprintf(c->url, sizeof(c->url),
@@ -276,10 +335,23 @@ void t_cluster_start(struct t_cluster *c)
 		 c->node[0].port, c->node[1].port, c->node[2].port);
 }
 
+void t_cluster_start(struct t_cluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < T_CLUSTER_N; i++)
+		start(&c->node[i], NULL, true);
+	create(c, false);
+	snprintf(c->url, sizeof(c->url),
+		 "redis-cluster://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 c->node[0].port, c->node[1].port, c->node[2].port);
+}
+
 void t_cluster_stop(struct t_cluster *c)
 {
-	for (int i = 0; i < T_CLUSTER_N; i++)
+	for (int i = 0; i < T_CLUSTER_N; i++) {
 		t_redis_stop(&c->node[i]);
+		t_redis_stop(&c->replica[i]);
+	}
 }
 
 int t_cluster_node_of(struct t_cluster *c, const char *key)

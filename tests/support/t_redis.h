@@ -26,8 +26,9 @@ struct t_redis {
 #define T_CLUSTER_N 3
 
 struct t_cluster {
-	struct t_redis node[T_CLUSTER_N];
-	char url[128]; /* redis-cluster://127.0.0.1:p1,... */
+	struct t_redis node[T_CLUSTER_N];    /* the masters */
+	struct t_redis replica[T_CLUSTER_N]; /* t_cluster_start_replicas */
+	char url[128]; /* redis-cluster://127.0.0.1:p1,... (masters) */
 };
 
 /* Whether redis-server and redis-cli are installed (else cr_skip). */
@@ -60,6 +61,17 @@ long t_redis_int(const struct t_redis *r, const char *fmt, ...)
 /* t_cluster_start - 3 masters, slots spread by redis-cli --cluster create,
  * every node agreeing that the cluster is ok on return. */
 void t_cluster_start(struct t_cluster *c);
+
+/* t_cluster_start_replicas - the same with one replica per master
+ * (redis-cli --cluster create --cluster-replicas 1): node[] are the
+ * masters, replica[] the replicas (in no particular pairing), every node
+ * agreeing that the cluster is ok and every replica linked on return. */
+void t_cluster_start_replicas(struct t_cluster *c);
+
+/* t_cluster_wait_ok - wait until every running node says cluster_state:ok
+ * (after a failover: a replica took over a killed master's slots).
+ * Returns false after @ms. */
+bool t_cluster_wait_ok(struct t_cluster *c, int ms);
 
 /* t_cluster_stop - stop every node and remove their files. */
 void t_cluster_stop(struct t_cluster *c);
