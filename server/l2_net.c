@@ -813,6 +813,11 @@ static void run_batch(struct kvr_l2_lane *ln, struct cmd *cmds, uint32_t nc)
 			if (!n->nq)
 				continue;
 			rc = ensure_conn(ln, n);
+			/* A cluster node in its backoff may have been replaced
+			 * by a promoted replica: ask the map again (at most 20
+			 * times a second) rather than wait for its retry. */
+			if (rc == -EAGAIN && ln->l2->cfg.kind == KVR_L2_CLUSTER)
+				ln->need_refresh = true;
 			if (rc == 0) {
 				rc = send_node(ln, n);
 				for (; rc == 0 && k < n->nq; k++)
