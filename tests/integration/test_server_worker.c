@@ -359,6 +359,14 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	roundtrip(0);
 }
 
+/* Channel whose pins pins_show() waits for. */
+static uint32_t pins_ch;
+
+static bool pins_show(void *arg)
+{
+	return T_CSTAT((struct kvrd *)arg, pins_ch, pins) > 0;
+}
+
 Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
 {
 	uint64_t used;
@@ -372,6 +380,10 @@ Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
 	used = T_GSTAT(&srv, used_bytes);
 	ch = fork_and_wait_ready(killed_in_retrieve, &pid);
 	cr_assert_lt(ch, 64);
+	/* The channel's counters are published after the answer the worker
+	 * reported ready on: wait for them, as for reservations above. */
+	pins_ch = ch;
+	cr_expect(t_wait_until(pins_show, &srv, 5000));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), NTOK / 128);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
