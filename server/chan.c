@@ -24,7 +24,9 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "loop.h"
+#include "copy.h"
+#include "ns.h"
+#include "uring.h"
 
 /* Relaxed store of a counter: single writer (this thread), see top. */
 static inline void put(_Atomic uint64_t *a, uint64_t v)
@@ -296,7 +298,7 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	if (c->chan >= 0)
 		release_channel(s, c, why, protocol_error);
 	/* After the store let go of its objects' pins and reservations. */
-	kvr__hello_ns_put(s, c->ns_id);
+	kvr__ns_put(s, c->ns_id);
 	c->ns_id = 0;
 	if (c->state == KVR_CONN_HELLO)
 		s->npending--;
@@ -306,15 +308,15 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	 * the close below really closes (the worker sees the hang-up).
 	 * Their completions carry the old generation and are ignored. */
 	if (s->ring_ok) {
-		kvr__loop_cancel(s, kvr_tag_make(KVR_TAG_SOCK, c->idx, gen));
+		kvr__uring_cancel(s, kvr_tag_make(KVR_TAG_SOCK, c->idx, gen));
 		if (c->cp && c->cp->tx_wait)
-			kvr__loop_cancel(
+			kvr__uring_cancel(
 			    s, kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, gen));
 		if (c->pidfd >= 0)
-			kvr__loop_cancel(
+			kvr__uring_cancel(
 			    s, kvr_tag_make(KVR_TAG_PIDFD, c->idx, gen));
 		if (c->req_efd >= 0)
-			kvr__loop_cancel(
+			kvr__uring_cancel(
 			    s, kvr_tag_make(KVR_TAG_BELL, c->idx, gen));
 	}
 	close_fd(&c->sock);
@@ -476,6 +478,25 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&s->obs->evictions[KVR_EVICT_NAMESPACE], st.ns_evictions);
 	put(&s->obs->evicted_bytes[KVR_EVICT_NAMESPACE], st.ns_evicted_bytes);
 	put_ns(s);
+}
+
+void kvr__chan_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
+		     int status)
+{
+	if (op < 16)
+		c->n_req[op]++;
+	c->n_err[kvr_err_slot(status)]++;
+	s->g.requests++;
+}
+
+void kvr__chan_publish(struct kvr_conn *c)
+{
+	kvr_ring_commit(&c->resp);
+	/* Not kvr_ring_used(): as producer our cached view of the worker's
+	 * head may be a lap old and would overstate occupancy. */
+	c->resp_hw = kvr_ring_high_water(&c->resp);
+	/* F1 inside: pairs with the worker's F2 before it sleeps. */
+	(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
 }
 
 void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c)

@@ -27,7 +27,9 @@
 #include <kvring/error.h>
 
 #include "chan.h"
-#include "loop.h"
+#include "copy.h"
+#include "disp.h"
+#include "uring.h"
 
 int kvr__copy_init(struct kvr_srv *s, struct kvr_conn *c)
 {
@@ -133,7 +135,7 @@ static int tx_push(struct kvr_srv *s, struct kvr_conn *c)
 				return -errno;
 			cp->tx_wait = true;
 			cp->tx_since_ns = s->now_ns;
-			kvr__loop_poll(
+			kvr__uring_poll(
 			    s, c->sock, POLLOUT,
 			    kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, c->gen),
 			    false);

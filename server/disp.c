@@ -40,15 +40,8 @@
 #include <kvring/hist.h>
 
 #include "chan.h"
-
-void kvr__disp_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
-		     int status)
-{
-	if (op < 16)
-		c->n_req[op]++;
-	c->n_err[kvr_err_slot(status)]++;
-	s->g.requests++;
-}
+#include "disp.h"
+#include "sum.h"
 
 /* Which kvr_cache_cnt field cache_add() bumps (they are in this order). */
 enum cache_field {
@@ -312,13 +305,13 @@ out:
 			memcpy((char *)r + len, kvr_store_last_sums(s->store),
 			       (size_t)r->count * sizeof(uint64_t));
 		len += (size_t)r->count * sizeof(uint64_t);
-		kvr__disp_count(s, c, v->op, r->status);
+		kvr__chan_count(s, c, v->op, r->status);
 		return len;
 	}
 	for (uint32_t i = 0; i < r->count; i++)
 		slots[i].reserved = 0;
 	len += (size_t)r->count * sizeof(*slots);
-	kvr__disp_count(s, c, v->op, r->status);
+	kvr__chan_count(s, c, v->op, r->status);
 	return len;
 }
 
@@ -391,17 +384,7 @@ static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
  * ring) and wake the worker only if it announced it sleeps. */
 static void publish(struct kvr_conn *c)
 {
-	kvr__disp_publish(c);
-}
-
-void kvr__disp_publish(struct kvr_conn *c)
-{
-	kvr_ring_commit(&c->resp);
-	/* Not kvr_ring_used(): as producer our cached view of the worker's
-	 * head may be a lap old and would overstate occupancy. */
-	c->resp_hw = kvr_ring_high_water(&c->resp);
-	/* F1 inside: pairs with the worker's F2 before it sleeps. */
-	(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
+	kvr__chan_publish(c);
 }
 
 /* Retry the parked answer. Return true when the channel may go on. */

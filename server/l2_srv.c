@@ -370,8 +370,8 @@ static int rt_answer(struct kvr_srv *s, struct kvr_l2_rt *rt, bool pending)
 					  memory_order_relaxed);
 	/* Counters first: a worker that has its answer sees them. */
 	kvr_l2_publish(s);
-	kvr__disp_publish(c);
-	kvr__disp_count(s, c, KVR_OP_LOOKUP, h.status);
+	kvr__chan_publish(c);
+	kvr__chan_count(s, c, KVR_OP_LOOKUP, h.status);
 	rt->answered = true;
 	return 0;
 }

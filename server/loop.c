@@ -33,9 +33,13 @@
 #include <kvring/log.h>
 
 #include "chan.h"
+#include "copy.h"
+#include "disp.h"
+#include "hello.h"
 #include "loop.h"
 #include "notify.h"
 #include "prefault.h"
+#include "uring.h"
 
 /* Idle passes between two reads of the clock while spinning. */
 #define CLOCK_EVERY 32u
@@ -43,42 +47,9 @@
 /* Completions taken per peek. */
 #define REAP_BATCH 64u
 
-/* A free submission entry; submits the queue first when it is full. */
-static struct io_uring_sqe *get_sqe(struct kvr_srv *s)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
-
-	if (!sqe) {
-		io_uring_submit(&s->ring);
-		sqe = io_uring_get_sqe(&s->ring);
-	}
-	kvr_assert(sqe != NULL);
-	return sqe;
-}
-
-void kvr__loop_poll(struct kvr_srv *s, int fd, unsigned mask, uint64_t tag,
-		    bool multishot)
-{
-	struct io_uring_sqe *sqe = get_sqe(s);
-
-	if (multishot)
-		io_uring_prep_poll_multishot(sqe, fd, mask);
-	else
-		io_uring_prep_poll_add(sqe, fd, mask);
-	io_uring_sqe_set_data64(sqe, tag);
-}
-
-void kvr__loop_cancel(struct kvr_srv *s, uint64_t tag)
-{
-	struct io_uring_sqe *sqe = get_sqe(s);
-
-	io_uring_prep_poll_remove(sqe, tag);
-	io_uring_sqe_set_data64(sqe, kvr_tag_make(KVR_TAG_NONE, 0, 0));
-}
-
 static void arm_accept(struct kvr_srv *s)
 {
-	struct io_uring_sqe *sqe = get_sqe(s);
+	struct io_uring_sqe *sqe = kvr__uring_sqe(s);
 
 	io_uring_prep_multishot_accept(sqe, s->listen_fd, NULL, NULL,
 				       SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -183,10 +154,10 @@ static void on_conn_event(struct kvr_srv *s, unsigned kind, uint64_t ud,
 	if (!(flags & IORING_CQE_F_MORE) && c->gen == kvr_tag_gen(ud) &&
 	    c->state != KVR_CONN_FREE && res != -ECANCELED) {
 		if (kind == KVR_TAG_SOCK)
-			kvr__loop_poll(s, c->sock, POLLIN | POLLRDHUP, ud,
-				       true);
+			kvr__uring_poll(s, c->sock, POLLIN | POLLRDHUP, ud,
+					true);
 		else if (kind == KVR_TAG_BELL)
-			kvr__loop_poll(s, c->req_efd, POLLIN, ud, true);
+			kvr__uring_poll(s, c->req_efd, POLLIN, ud, true);
 	}
 }
 
@@ -210,17 +181,17 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 	case KVR_TAG_SIGNAL:
 		on_signal(s);
 		if (!(flags & IORING_CQE_F_MORE))
-			kvr__loop_poll(s, s->sig_fd, POLLIN, ud, true);
+			kvr__uring_poll(s, s->sig_fd, POLLIN, ud, true);
 		return;
 	case KVR_TAG_L2:
 		kvr_l2_bell(s);
 		if (!(flags & IORING_CQE_F_MORE) && s->l2)
-			kvr__loop_poll(s, s->l2->efd, POLLIN, ud, true);
+			kvr__uring_poll(s, s->l2->efd, POLLIN, ud, true);
 		return;
 	case KVR_TAG_TIMER:
 		housekeeping(s);
 		if (!(flags & IORING_CQE_F_MORE))
-			kvr__loop_poll(s, s->timer_fd, POLLIN, ud, true);
+			kvr__uring_poll(s, s->timer_fd, POLLIN, ud, true);
 		return;
 	default:
 		on_conn_event(s, kind, ud, res, flags);
@@ -387,7 +358,7 @@ static void stop(struct kvr_srv *s)
 	atomic_store_explicit(&s->hdr->state, KVR_SERVER_STOPPING,
 			      memory_order_relaxed);
 	s->accepting = false;
-	sqe = get_sqe(s);
+	sqe = kvr__uring_sqe(s);
 	io_uring_prep_cancel64(sqe, kvr_tag_make(KVR_TAG_ACCEPT, 0, 0), 0);
 	io_uring_sqe_set_data64(sqe, kvr_tag_make(KVR_TAG_NONE, 0, 0));
 	s->now_ns = kvr_clock_now_ns();
@@ -413,13 +384,13 @@ int kvr_loop_run(struct kvr_srv *s)
 
 	s->accepting = true;
 	arm_accept(s);
-	kvr__loop_poll(s, s->sig_fd, POLLIN, kvr_tag_make(KVR_TAG_SIGNAL, 0, 0),
-		       true);
-	kvr__loop_poll(s, s->timer_fd, POLLIN,
-		       kvr_tag_make(KVR_TAG_TIMER, 0, 0), true);
+	kvr__uring_poll(s, s->sig_fd, POLLIN,
+			kvr_tag_make(KVR_TAG_SIGNAL, 0, 0), true);
+	kvr__uring_poll(s, s->timer_fd, POLLIN,
+			kvr_tag_make(KVR_TAG_TIMER, 0, 0), true);
 	if (s->l2)
-		kvr__loop_poll(s, s->l2->efd, POLLIN,
-			       kvr_tag_make(KVR_TAG_L2, 0, 0), true);
+		kvr__uring_poll(s, s->l2->efd, POLLIN,
+				kvr_tag_make(KVR_TAG_L2, 0, 0), true);
 	io_uring_submit(&s->ring);
 	/* R-LOOP1: everything start-up wrote to the header (geometry,
 	 * counters) before RUNNING; pairs with A-ST3 in kvring-stress and

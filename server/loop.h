@@ -4,6 +4,7 @@
  * other server files use to queue io_uring operations. The loop owns the
  * ring, the spin-then-sleep policy, housekeeping and the graceful stop;
  * what happens on each event lives in hello.c, chan.c, disp.c and copy.c.
+ * Queueing an operation is uring.h's.
  */
 #ifndef KVR_SERVER_LOOP_H
 #define KVR_SERVER_LOOP_H
@@ -22,15 +23,5 @@
  * io_uring failed.
  */
 int kvr_loop_run(struct kvr_srv *s);
-
-/*
- * kvr__loop_poll - queue a poll on @fd for @mask tagged @tag (multishot
- * or one-shot). kvr__loop_cancel - queue the removal of the poll tagged
- * @tag (its completion, if any, is then ignored by generation). Never
- * fail: when the submission queue is full they submit it first.
- */
-void kvr__loop_poll(struct kvr_srv *s, int fd, unsigned mask, uint64_t tag,
-		    bool multishot);
-void kvr__loop_cancel(struct kvr_srv *s, uint64_t tag);
 
 #endif /* KVR_SERVER_LOOP_H */

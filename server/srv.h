@@ -7,18 +7,20 @@
  * shared memory, and nothing a worker writes is ever stored here without
  * having been validated first.
  *
- * Files of server/ and what each owns:
+ * Files of server/ and what each owns (README.md has who calls whom):
  *   srv.c    start-up and teardown: stale-segment sweep, control and pool
  *            segments, store, io_uring
  *   listen.c the single-instance lock file and the listening socket
  *   loop.c   the event loop: completions, spin-then-sleep, housekeeping,
  *            signals, graceful shutdown
+ *   uring.c  queueing io_uring operations (polls, poll removals)
  *   hello.c  the handshake: hello, credentials, channel claim, welcome+fds
+ *   ns.c     the namespace table (model layouts of connected workers)
  *   chan.c   connections and channels: alloc, active list, cleanup,
- *            counters in the control segment
+ *            counters and answers published to the channel block
  *   disp.c   requests: ring drain, dispatch to the store, answers
  *   copy.c   the copy transport's socket framing
- * The storage engine (store*.c, alloc.c, index.c) is documented in
+ * The storage engine (server/store/, <kvring/store.h>) is documented in
  * docs/storage.md; this layer only calls it.
  */
 #ifndef KVR_SERVER_SRV_H

@@ -21,7 +21,7 @@
 #include <kvring/store.h>
 #include <kvring/sum.h>
 
-#include "chan.h"
+#include "sum.h"
 
 int kvr__sum_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 		   uint32_t n)

@@ -28,7 +28,7 @@
 #include <kvring/proto.h>
 #include <kvring/store.h>
 
-#include "chan.h"
+#include "disp.h"
 #include "srv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

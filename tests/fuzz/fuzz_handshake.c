@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chan.h"
+#include "hello.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
