@@ -24,7 +24,6 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "copy.h"
 #include "ns.h"
 #include "uring.h"
 
@@ -107,7 +106,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	size_t req_bytes = kvr_ring_shm_bytes(g->req_ring_cap);
 	size_t resp_bytes = kvr_ring_shm_bytes(g->resp_ring_cap);
 	char *req_mem, *resp_mem;
-	uint32_t i, gen, transport;
+	uint32_t i, gen;
 	int rc;
 
 	for (i = 0; i < g->max_channels; i++)
@@ -122,9 +121,6 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	gen = ++s->chan_gen;
 	if (gen == 0)
 		gen = ++s->chan_gen;
-	transport = c->copy			   ? KVR_TRANSPORT_COPY
-		    : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
-						   : KVR_TRANSPORT_SHM;
 
 	/* Our own geometry (never the header's) sizes the block. */
 	shm = c->blk.base;
@@ -136,7 +132,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	shm->gid = c->gid;
 	shm->pid_start = c->pid_start;
 	shm->ns_id = c->ns_id;
-	shm->transport = transport;
+	shm->transport = c->transport;
 	shm->connected_ns = s->now_ns;
 	shm->req_ring_off = g->req_ring_off;
 	shm->resp_ring_off = g->resp_ring_off;
@@ -180,7 +176,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	d->gid = c->gid;
 	d->pid_start = c->pid_start;
 	d->ns_id = c->ns_id;
-	d->transport = transport;
+	d->transport = c->transport;
 	d->connected_ns = s->now_ns;
 
 	s->chan_conn[i] = (int32_t)c->idx;
@@ -304,14 +300,14 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 		s->npending--;
 	if (c->state == KVR_CONN_ACTIVE)
 		deactivate(s, c);
+	/* The transport's part: out of the polled list (no later pass
+	 * drains its ring), its own polls removed, its state freed. */
+	c->ops->fini(s, c);
 	/* A poll holds a reference to its file: remove every poll so that
 	 * the close below really closes (the worker sees the hang-up).
 	 * Their completions carry the old generation and are ignored. */
 	if (s->ring_ok) {
 		kvr__uring_cancel(s, kvr_tag_make(KVR_TAG_SOCK, c->idx, gen));
-		if (c->cp && c->cp->tx_wait)
-			kvr__uring_cancel(
-			    s, kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, gen));
 		if (c->pidfd >= 0)
 			kvr__uring_cancel(
 			    s, kvr_tag_make(KVR_TAG_PIDFD, c->idx, gen));
@@ -323,7 +319,6 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	close_fd(&c->pidfd);
 	close_fd(&c->req_efd);
 	close_fd(&c->resp_efd);
-	kvr__copy_fini(c);
 	free(c->pend);
 	c->pend = NULL;
 	c->pend_len = 0;
@@ -332,7 +327,8 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 	c->shm = NULL;
 	c->dir = NULL;
 	c->obs = NULL;
-	c->copy = false;
+	c->ops = NULL;
+	c->transport = 0;
 	c->hlen = 0;
 	c->pid = 0;
 	c->gen++;
@@ -497,32 +493,4 @@ void kvr__chan_publish(struct kvr_conn *c)
 	c->resp_hw = kvr_ring_high_water(&c->resp);
 	/* F1 inside: pairs with the worker's F2 before it sleeps. */
 	(void)kvr_bell_notify(&c->shm->resp_bell, c->resp_efd);
-}
-
-void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c)
-{
-	struct kvr_frame f;
-	ssize_t n;
-
-	if (c->copy) {
-		kvr__copy_readable(s, c);
-		return;
-	}
-	/* Shared-memory transport: after the welcome the socket carries
-	 * nothing but an optional BYE; it is there to report hang-up. */
-	n = recv(c->sock, &f, sizeof(f), MSG_DONTWAIT);
-	if (n == 0) {
-		kvr__chan_close(s, c, "socket hang-up", false);
-	} else if (n < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			kvr__chan_close(s, c, strerror(errno), false);
-	} else if (n == (ssize_t)sizeof(f) && f.type == KVR_FRAME_BYE &&
-		   f.len == 0) {
-		kvr__chan_close(s, c, "worker said bye", false);
-	} else {
-		kvr__chan_proto_error(s, c,
-				      "unexpected %zd bytes on the socket "
-				      "(shared-memory transport)",
-				      n);
-	}
 }

@@ -45,9 +45,6 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c);
 /* Publish the global counters to the control header. */
 void kvr__chan_gstats(struct kvr_srv *s);
 
-/* The socket of an ACTIVE connection is readable or hung up. */
-void kvr__chan_sock_event(struct kvr_srv *s, struct kvr_conn *c);
-
 /* Count one answer of @c for its op and status (local mirrors). */
 void kvr__chan_count(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
 		     int status);

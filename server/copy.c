@@ -31,7 +31,9 @@
 #include "disp.h"
 #include "uring.h"
 
-int kvr__copy_init(struct kvr_srv *s, struct kvr_conn *c)
+static void copy_fini(struct kvr_srv *s, struct kvr_conn *c);
+
+static int copy_init(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_copy *cp = calloc(1, sizeof(*cp));
 
@@ -47,18 +49,22 @@ int kvr__copy_init(struct kvr_srv *s, struct kvr_conn *c)
 	cp->xf = calloc(cp->nxf, sizeof(*cp->xf));
 	c->cp = cp;
 	if (!cp->body || !cp->tx || !cp->iov || !cp->xf) {
-		kvr__copy_fini(c);
+		copy_fini(s, c);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void kvr__copy_fini(struct kvr_conn *c)
+/* Its POLLOUT (if armed) removed, its buffers and transfers freed. */
+static void copy_fini(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_copy *cp = c->cp;
 
 	if (!cp)
 		return;
+	if (cp->tx_wait && s->ring_ok)
+		kvr__uring_cancel(
+		    s, kvr_tag_make(KVR_TAG_SOCK_OUT, c->idx, c->gen));
 	for (uint32_t i = 0; cp->xf && i < cp->nxf; i++)
 		free(cp->xf[i].slots);
 	free(cp->xf);
@@ -376,7 +382,7 @@ static int on_payload(struct kvr_srv *s, struct kvr_conn *c)
  * queued and cannot be sent yet, or the connection is gone. The generation
  * check ends the loop when a handler closed (and maybe reused) the slot.
  */
-void kvr__copy_readable(struct kvr_srv *s, struct kvr_conn *c)
+static void copy_readable(struct kvr_srv *s, struct kvr_conn *c)
 {
 	struct kvr_copy *cp = c->cp;
 	uint32_t gen = c->gen;
@@ -416,7 +422,7 @@ void kvr__copy_readable(struct kvr_srv *s, struct kvr_conn *c)
 	}
 }
 
-void kvr__copy_writable(struct kvr_srv *s, struct kvr_conn *c)
+static void copy_writable(struct kvr_srv *s, struct kvr_conn *c)
 {
 	int rc;
 
@@ -427,5 +433,37 @@ void kvr__copy_writable(struct kvr_srv *s, struct kvr_conn *c)
 		return;
 	}
 	if (rc > 0)
-		kvr__copy_readable(s, c); /* data may wait without a wake-up */
+		copy_readable(s, c); /* data may wait without a wake-up */
 }
+
+/* Nothing to do once active: the socket's POLLIN is armed since accept. */
+static void copy_start(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+}
+
+/* A send has waited for room in the socket for too long. */
+static bool copy_stalled(const struct kvr_conn *c, uint64_t now_ns,
+			 uint64_t stall_ns)
+{
+	return c->cp->tx_wait && now_ns - c->cp->tx_since_ns > stall_ns;
+}
+
+/* Nothing is queued: every frame is answered as it is read. */
+static void copy_shutdown(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+}
+
+const struct kvr_conn_ops kvr__copy_ops = {
+    .init = copy_init,
+    .start = copy_start,
+    .readable = copy_readable,
+    .writable = copy_writable,
+    .stalled = copy_stalled,
+    .shutdown = copy_shutdown,
+    .fini = copy_fini,
+    .late_answers = false,
+};

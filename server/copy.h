@@ -11,13 +11,12 @@
 
 #include "srv.h"
 
-int kvr__copy_init(struct kvr_srv *s, struct kvr_conn *c);
-void kvr__copy_fini(struct kvr_conn *c);
-
-/* The copy connection's socket is readable: read and run frames. */
-void kvr__copy_readable(struct kvr_srv *s, struct kvr_conn *c);
-
-/* The copy connection's socket is writable: continue the send queue. */
-void kvr__copy_writable(struct kvr_srv *s, struct kvr_conn *c);
+/*
+ * kvr__copy_ops - the copy transport, for a worker that asked for it or a
+ * server-private pool: requests, answers and payload are frames on the
+ * socket (readable runs them, writable continues the send queue); the
+ * server copies payload between the socket and its pool.
+ */
+extern const struct kvr_conn_ops kvr__copy_ops;
 
 #endif /* KVR_SERVER_COPY_H */

@@ -27,11 +27,15 @@
  * to just after the publish: exact for a batch of one, an upper bound for
  * the later records of a longer batch. docs/inspect.md says so too.
  *
- * This file does not move bytes over the socket (copy.c).
+ * The ring transport's table of operations (kvr__disp_ring_ops, chosen at
+ * the handshake) is at the end: the loop drains the rings of the
+ * connections it serves. This file moves no payload over the socket
+ * (copy.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <kvring/clock.h>
@@ -524,11 +528,89 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	return handled;
 }
 
-void kvr__disp_shutdown(struct kvr_srv *s, struct kvr_conn *c)
+/* ---- The ring transport's operations (struct kvr_conn_ops) ---- */
+
+/* Nothing to set up: the channel block holds the rings (chan.c). */
+static int ring_init(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+	return 0;
+}
+
+/* Join the channels the loop drains (loop.c drain_all, sleep_once). */
+static void ring_start(struct kvr_srv *s, struct kvr_conn *c)
+{
+	c->polled_pos = s->npolled;
+	s->polled[s->npolled++] = c->idx;
+}
+
+/* Leave that list in O(1) (the last entry moves in); idempotent. */
+static void ring_fini(struct kvr_srv *s, struct kvr_conn *c)
+{
+	uint32_t pos = c->polled_pos, last;
+
+	if (pos >= s->npolled || s->polled[pos] != c->idx)
+		return;
+	last = s->polled[--s->npolled];
+	s->polled[pos] = last;
+	s->conns[last].polled_pos = pos;
+}
+
+/* After the welcome the socket carries nothing but an optional BYE; it
+ * is there to report hang-up. */
+static void ring_readable(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_frame f;
+	ssize_t n;
+
+	n = recv(c->sock, &f, sizeof(f), MSG_DONTWAIT);
+	if (n == 0) {
+		kvr__chan_close(s, c, "socket hang-up", false);
+	} else if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			kvr__chan_close(s, c, strerror(errno), false);
+	} else if (n == (ssize_t)sizeof(f) && f.type == KVR_FRAME_BYE &&
+		   f.len == 0) {
+		kvr__chan_close(s, c, "worker said bye", false);
+	} else {
+		kvr__chan_proto_error(s, c,
+				      "unexpected %zd bytes on the socket "
+				      "(shared-memory transport)",
+				      n);
+	}
+}
+
+/* The ring transport never arms a POLLOUT. */
+static void ring_writable(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+}
+
+/* Its response ring stayed full (an answer parked) for too long. */
+static bool ring_stalled(const struct kvr_conn *c, uint64_t now_ns,
+			 uint64_t stall_ns)
+{
+	return c->blocked && now_ns - c->blocked_since_ns > stall_ns;
+}
+
+static void ring_shutdown(struct kvr_srv *s, struct kvr_conn *c)
 {
 	/* s->stopping makes every answer -ESHUTDOWN. Bounded: a full
 	 * response ring or a worker that keeps writing stops the loop. */
-	for (int i = 0; i < 64 && c->state == KVR_CONN_ACTIVE && !c->copy; i++)
+	for (int i = 0; i < 64 && c->state == KVR_CONN_ACTIVE; i++)
 		if (kvr__disp_drain(s, c) == 0)
 			break;
 }
+
+const struct kvr_conn_ops kvr__disp_ring_ops = {
+    .init = ring_init,
+    .start = ring_start,
+    .readable = ring_readable,
+    .writable = ring_writable,
+    .stalled = ring_stalled,
+    .shutdown = ring_shutdown,
+    .fini = ring_fini,
+    .late_answers = true,
+};

@@ -28,7 +28,12 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
  */
 unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c);
 
-/* Answer every request left in @c's ring with -ESHUTDOWN (graceful stop). */
-void kvr__disp_shutdown(struct kvr_srv *s, struct kvr_conn *c);
+/*
+ * kvr__disp_ring_ops - the shared-memory ring transport: the loop drains
+ * the request ring (kvr__disp_drain) of every connection it started;
+ * the socket only reports hang-up or BYE; a graceful stop answers what is
+ * left in the ring with -ESHUTDOWN.
+ */
+extern const struct kvr_conn_ops kvr__disp_ring_ops;
 
 #endif /* KVR_SERVER_DISP_H */

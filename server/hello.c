@@ -28,6 +28,7 @@
 
 #include "chan.h"
 #include "copy.h"
+#include "disp.h"
 #include "hello.h"
 #include "ns.h"
 #include "uring.h"
@@ -215,6 +216,7 @@ void kvr__hello_accepted(struct kvr_srv *s, int fd)
 	c->deadline_ns = s->now_ns + (uint64_t)s->cfg.handshake_ms * 1000000u;
 	c->accepted_ns = s->now_ns;
 	c->ns_id = 0;
+	c->ops = &kvr__hello_ops;
 	c->state = KVR_CONN_HELLO;
 	s->npending++;
 	kvr__uring_poll(s, fd, POLLIN | POLLRDHUP,
@@ -269,12 +271,16 @@ static int open_pidfd(pid_t pid)
 #endif
 }
 
-static const char *transport_name(const struct kvr_srv *s,
-				  const struct kvr_conn *c)
+static const char *transport_name(uint32_t transport)
 {
-	if (c->copy)
+	switch (transport) {
+	case KVR_TRANSPORT_COPY:
 		return "copy";
-	return s->backend == KVR_POOL_MEMFD ? "memfd" : "shm";
+	case KVR_TRANSPORT_MEMFD:
+		return "memfd";
+	default:
+		return "shm";
+	}
 }
 
 /* Everything after a valid hello from an allowed peer. */
@@ -284,6 +290,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	struct kvr_welcome w;
 	int fds[5], rc;
 	unsigned nfds = 4;
+	bool copy;
 
 	c->ns_id = kvr__ns_register(s, &h->ns);
 	if (!c->ns_id) {
@@ -294,15 +301,21 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		       KVR_SRV_NS_MAX);
 		return;
 	}
-	c->copy =
+	/* The one place the transport is decided (DESIGN rule 4): from
+	 * here on the connection is served through c->ops. */
+	copy =
 	    (h->flags & KVR_HELLO_WANT_COPY) || s->backend == KVR_POOL_PRIVATE;
+	c->ops = copy ? &kvr__copy_ops : &kvr__disp_ring_ops;
+	c->transport = copy			      ? KVR_TRANSPORT_COPY
+		       : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
+						      : KVR_TRANSPORT_SHM;
 	if (kvr_proc_start_time(c->pid, &c->pid_start) < 0)
 		c->pid_start = 0;
 	rc = kvr_bell_open(&c->req_efd);
 	if (rc == 0)
 		rc = kvr_bell_open(&c->resp_efd);
-	if (rc == 0 && c->copy)
-		rc = kvr__copy_init(s, c);
+	if (rc == 0)
+		rc = c->ops->init(s, c);
 	if (rc < 0) {
 		refuse(s, c, rc, "server out of resources (%s)",
 		       kvr_strerror(rc));
@@ -348,7 +361,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	w.resp_ring_cap = s->geom.resp_ring_cap;
 	w.heartbeat_ms = s->cfg.heartbeat_ms;
 	w.lease_ms = s->cfg.lease_ms;
-	if (s->backend == KVR_POOL_SHM && !c->copy)
+	if (s->backend == KVR_POOL_SHM && !copy)
 		snprintf(w.pool_name, sizeof(w.pool_name), "%s", s->pool.name);
 	/* The control segment read-only, the doorbells, this channel's own
 	 * block, and the pool (docs/protocol.md, "Welcome"). */
@@ -356,7 +369,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	fds[1] = c->req_efd;
 	fds[2] = c->resp_efd;
 	fds[3] = kvr_seg_fd(&c->blk);
-	if (!c->copy)
+	if (!copy)
 		fds[nfds++] = kvr_seg_fd(&s->pool);
 	rc = send_frame(c->sock, KVR_FRAME_WELCOME, &w, sizeof(w), fds, nfds);
 	if (rc < 0) {
@@ -365,6 +378,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	}
 	s->npending--;
 	kvr__chan_activate(s, c);
+	c->ops->start(s, c);
 	kvr__uring_poll(s, c->req_efd, POLLIN,
 			kvr_tag_make(KVR_TAG_BELL, c->idx, c->gen), true);
 	if (c->pidfd >= 0)
@@ -374,12 +388,12 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	kvr_log_info("worker connected: channel %d pid %d uid %u model '%s' "
 		     "(namespace %u), transport %s, pool %s (%llu bytes)",
 		     c->chan, (int)c->pid, (unsigned)c->uid, h->ns.model,
-		     c->ns_id, transport_name(s, c),
+		     c->ns_id, transport_name(c->transport),
 		     s->backend == KVR_POOL_SHM	    ? s->pool.name
 		     : s->backend == KVR_POOL_MEMFD ? "memfd"
 						    : "private",
 		     (unsigned long long)s->cfg.pool_bytes);
-	if (c->copy)
+	if (copy)
 		kvr_log_warn("channel %d (pid %d) uses the COPY transport: "
 			     "payload travels over the socket into the "
 			     "server's %s pool of %llu bytes; expect much "
@@ -515,3 +529,40 @@ void kvr__hello_timeouts(struct kvr_srv *s, uint64_t now_ns)
 		kvr__chan_close(s, c, "handshake timeout", false);
 	}
 }
+
+/* ---- Operations of a connection in the handshake ---- */
+
+/* Never called: a HELLO connection is not admitted, active or polled. */
+static int hello_init(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+	return 0;
+}
+
+static void hello_nop(struct kvr_srv *s, struct kvr_conn *c)
+{
+	(void)s;
+	(void)c;
+}
+
+/* Its deadline is kvr__hello_timeouts()'s, not a stall. */
+static bool hello_stalled(const struct kvr_conn *c, uint64_t now_ns,
+			  uint64_t stall_ns)
+{
+	(void)c;
+	(void)now_ns;
+	(void)stall_ns;
+	return false;
+}
+
+const struct kvr_conn_ops kvr__hello_ops = {
+    .init = hello_init,
+    .start = hello_nop,
+    .readable = kvr__hello_readable,
+    .writable = hello_nop,
+    .stalled = hello_stalled,
+    .shutdown = hello_nop,
+    .fini = hello_nop,
+    .late_answers = false,
+};

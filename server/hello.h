@@ -18,6 +18,10 @@ void kvr__hello_accepted(struct kvr_srv *s, int fd);
 /* A HELLO connection's socket is readable. */
 void kvr__hello_readable(struct kvr_srv *s, struct kvr_conn *c);
 
+/* How a connection in the handshake is served (its socket's events go to
+ * kvr__hello_readable); admission replaces it with the transport's. */
+extern const struct kvr_conn_ops kvr__hello_ops;
+
 /*
  * kvr__hello_victim - the pending handshake (state HELLO) to drop before
  * one more of @uid is admitted: @uid's oldest when it has

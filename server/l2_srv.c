@@ -402,7 +402,7 @@ bool kvr_l2_lookup(struct kvr_srv *s, struct kvr_conn *c,
 	struct kvr_l2_job *j;
 	int hits;
 
-	if (c->copy || n == 0 || l2->rt_busy == l2->nrt)
+	if (!c->ops->late_answers || n == 0 || l2->rt_busy == l2->nrt)
 		return false;
 	hits = kvr_store_lookup(s->store, ch, c->ns_id, s->keys, n, false,
 				s->now_ns, NULL);

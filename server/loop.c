@@ -33,7 +33,6 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "copy.h"
 #include "disp.h"
 #include "hello.h"
 #include "loop.h"
@@ -92,13 +91,8 @@ static void housekeeping(struct kvr_srv *s)
 	kvr__prefault_poll(s);
 	for (uint32_t i = s->nactive; i-- > 0;) {
 		struct kvr_conn *c = &s->conns[s->active[i]];
-		bool stuck =
-		    c->blocked && s->now_ns - c->blocked_since_ns > stall_ns;
 
-		if (c->cp && c->cp->tx_wait &&
-		    s->now_ns - c->cp->tx_since_ns > stall_ns)
-			stuck = true;
-		if (stuck)
+		if (c->ops->stalled(c, s->now_ns, stall_ns))
 			kvr__chan_proto_error(s, c,
 					      "unresponsive: answers not read "
 					      "for %u ms",
@@ -123,15 +117,11 @@ static void on_conn_event(struct kvr_srv *s, unsigned kind, uint64_t ud,
 		return; /* for a previous user of the slot */
 	switch (kind) {
 	case KVR_TAG_SOCK:
-		if (c->state == KVR_CONN_HELLO)
-			kvr__hello_readable(s, c);
-		else
-			kvr__chan_sock_event(s, c);
+		c->ops->readable(s, c);
 		break;
 	case KVR_TAG_SOCK_OUT:
-		if (c->cp)
-			kvr__copy_writable(s, c);
-		return; /* one-shot; tx_push re-arms when needed */
+		c->ops->writable(s, c);
+		return; /* one-shot; the transport re-arms when needed */
 	case KVR_TAG_PIDFD:
 		if (res >= 0)
 			kvr__chan_close(s, c, "process exited", false);
@@ -223,7 +213,7 @@ static unsigned reap(struct kvr_srv *s)
 	return n;
 }
 
-/* One pass over the active shared-memory channels. */
+/* One pass over the channels of the ring transport (s->polled). */
 static unsigned drain_all(struct kvr_srv *s)
 {
 	bool full = s->full_scan || ++s->pass % KVR_SRV_COLD_EVERY == 0;
@@ -232,11 +222,9 @@ static unsigned drain_all(struct kvr_srv *s)
 	s->full_scan = false;
 	/* Backwards: a channel closed during its drain is replaced by the
 	 * last entry, which this pass has already visited. */
-	for (uint32_t i = s->nactive; i-- > 0;) {
-		struct kvr_conn *c = &s->conns[s->active[i]];
+	for (uint32_t i = s->npolled; i-- > 0;) {
+		struct kvr_conn *c = &s->conns[s->polled[i]];
 
-		if (c->copy)
-			continue;
 		/* Cold channels wait for a full pass: at most
 		 * KVR_SRV_COLD_EVERY passes (a few microseconds) for the
 		 * first request of a burst, then they are hot. */
@@ -268,20 +256,18 @@ static void sleep_once(struct kvr_srv *s)
 	bool found = false, blocked = false;
 
 	kvr__chan_gstats(s);
-	for (uint32_t i = 0; i < s->nactive; i++) {
-		struct kvr_conn *c = &s->conns[s->active[i]];
+	for (uint32_t i = 0; i < s->npolled; i++) {
+		struct kvr_conn *c = &s->conns[s->polled[i]];
 
-		if (c->copy)
-			continue;
 		if (c->blocked)
 			blocked = true;
 		/* F2 inside: pairs with F1 in the worker's notify. */
 		kvr_bell_prepare_sleep(&c->shm->req_bell);
 	}
-	for (uint32_t i = 0; i < s->nactive && !found; i++) {
-		struct kvr_conn *c = &s->conns[s->active[i]];
+	for (uint32_t i = 0; i < s->npolled && !found; i++) {
+		struct kvr_conn *c = &s->conns[s->polled[i]];
 
-		if (!c->copy && !c->blocked && !kvr_ring_empty(&c->req))
+		if (!c->blocked && !kvr_ring_empty(&c->req))
 			found = true;
 	}
 	if (kvr_l2_waiting(s))
@@ -296,11 +282,9 @@ static void sleep_once(struct kvr_srv *s)
 			io_uring_submit_and_wait(&s->ring, 1);
 		s->g.loop_wakeups++;
 	}
-	for (uint32_t i = 0; i < s->nactive; i++) {
-		struct kvr_conn *c = &s->conns[s->active[i]];
+	for (uint32_t i = 0; i < s->npolled; i++) {
+		struct kvr_conn *c = &s->conns[s->polled[i]];
 
-		if (c->copy)
-			continue;
 		if (found)
 			kvr_bell_cancel_sleep(&c->shm->req_bell);
 		else
@@ -362,8 +346,11 @@ static void stop(struct kvr_srv *s)
 	io_uring_prep_cancel64(sqe, kvr_tag_make(KVR_TAG_ACCEPT, 0, 0), 0);
 	io_uring_sqe_set_data64(sqe, kvr_tag_make(KVR_TAG_NONE, 0, 0));
 	s->now_ns = kvr_clock_now_ns();
-	for (uint32_t i = s->nactive; i-- > 0;)
-		kvr__disp_shutdown(s, &s->conns[s->active[i]]);
+	for (uint32_t i = s->nactive; i-- > 0;) {
+		struct kvr_conn *c = &s->conns[s->active[i]];
+
+		c->ops->shutdown(s, c);
+	}
 	for (uint32_t i = 0; i < s->nconns; i++)
 		kvr__chan_close(s, &s->conns[i], "server stopping", false);
 	kvr_l2_stop(s); /* its pins and reservations end before the check */

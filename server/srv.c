@@ -678,6 +678,7 @@ static int alloc_tables(struct kvr_srv *s)
 	s->conns = calloc(s->nconns, sizeof(*s->conns));
 	s->chan_conn = malloc(nch * sizeof(*s->chan_conn));
 	s->active = calloc(s->nconns, sizeof(*s->active));
+	s->polled = calloc(s->nconns, sizeof(*s->polled));
 	s->ns = calloc(KVR_SRV_NS_MAX, sizeof(*s->ns));
 	s->keys = calloc(s->max_keys, sizeof(*s->keys));
 	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
@@ -687,8 +688,8 @@ static int alloc_tables(struct kvr_srv *s)
 		s->ans_cap =
 		    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire);
 	s->ans = malloc(s->ans_cap);
-	if (!s->conns || !s->chan_conn || !s->active || !s->ns || !s->keys ||
-	    !s->sizes || !s->ans)
+	if (!s->conns || !s->chan_conn || !s->active || !s->polled || !s->ns ||
+	    !s->keys || !s->sizes || !s->ans)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nch; i++)
 		s->chan_conn[i] = -1;
@@ -864,6 +865,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 	free(s->conns);
 	free(s->chan_conn);
 	free(s->active);
+	free(s->polled);
 	free(s->ns);
 	free(s->keys);
 	free(s->sizes);

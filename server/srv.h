@@ -167,6 +167,45 @@ struct kvr_copy {
 	uint64_t tx_since_ns;	/* when the socket last filled up */
 };
 
+struct kvr_srv;
+struct kvr_conn;
+
+/*
+ * struct kvr_conn_ops - how a connection is served: the handshake
+ * (kvr__hello_ops, hello.c) until it is admitted, then the transport the
+ * handshake chose, once: the shared-memory ring (kvr__disp_ring_ops,
+ * disp.c) or the copy transport over the socket (kvr__copy_ops, copy.c).
+ * Every place where the transport matters calls through c->ops, so no
+ * path after the handshake asks which transport a connection uses
+ * (DESIGN rule 4). The tables are constant; a transport's per-connection
+ * state lives in struct kvr_conn (c->cp for copy), which is also where
+ * further per-channel state belongs. Every member is set in every table.
+ */
+struct kvr_conn_ops {
+	/* At admission, before the welcome: set up the transport's state.
+	 * Return 0 or -errno (the handshake is then refused). */
+	int (*init)(struct kvr_srv *s, struct kvr_conn *c);
+	/* The connection just became ACTIVE (the welcome was sent). */
+	void (*start)(struct kvr_srv *s, struct kvr_conn *c);
+	/* Its socket is readable or hung up (multishot POLLIN|POLLRDHUP). */
+	void (*readable)(struct kvr_srv *s, struct kvr_conn *c);
+	/* Its socket is writable (a one-shot POLLOUT the transport armed). */
+	void (*writable)(struct kvr_srv *s, struct kvr_conn *c);
+	/* True when its worker has left answers untaken for over @stall_ns
+	 * (housekeeping disconnects it). */
+	bool (*stalled)(const struct kvr_conn *c, uint64_t now_ns,
+			uint64_t stall_ns);
+	/* Graceful stop: answer what the worker queued with -ESHUTDOWN. */
+	void (*shutdown)(struct kvr_srv *s, struct kvr_conn *c);
+	/* Cleanup (kvr__chan_close), after the store released the channel
+	 * and before the fds close: leave the loop's lists, remove the
+	 * transport's polls, free its state. Safe to call twice. */
+	void (*fini)(struct kvr_srv *s, struct kvr_conn *c);
+	/* An answer may be written after kvr__disp_exec() returned without
+	 * one (an L2 read-through, l2_srv.c): the ring can take it later. */
+	bool late_answers;
+};
+
 /*
  * struct kvr_conn - one accepted socket and, once the handshake succeeded,
  * the channel it owns. Lives in kvr_srv.conns[]; a slot is reused after
@@ -183,6 +222,7 @@ struct kvr_conn {
 	int resp_efd;	     /* response doorbell (the server rings it) */
 	int32_t chan;	     /* channel index, -1 until claimed */
 	uint32_t active_pos; /* position in kvr_srv.active */
+	uint32_t polled_pos; /* position in kvr_srv.polled (ring only) */
 	pid_t pid;	     /* SO_PEERCRED */
 	uid_t uid;
 	gid_t gid;
@@ -192,8 +232,9 @@ struct kvr_conn {
 	uint8_t hbuf[sizeof(struct kvr_frame) + KVR_SRV_HELLO_MAX];
 	size_t hlen; /* hello bytes received */
 	uint32_t ns_id;
-	bool copy;		     /* copy transport */
-	struct kvr_channel_shm *shm; /* the channel block (untrusted) */
+	const struct kvr_conn_ops *ops; /* how it is served (see above) */
+	uint32_t transport;		/* KVR_TRANSPORT_*, set at admission */
+	struct kvr_channel_shm *shm;	/* the channel block (untrusted) */
 	struct kvr_seg blk; /* its memfd, this claim's alone (abi 3.0) */
 	struct kvr_chan_dir_shm *dir; /* its directory entry (ours only) */
 	struct kvr_ring req;	      /* consumer view */
@@ -278,6 +319,9 @@ struct kvr_srv {
 	int32_t *chan_conn; /* per channel: owning conn index or -1 */
 	uint32_t *active;   /* conn indices of ACTIVE connections */
 	uint32_t nactive;
+	uint32_t *polled; /* the ACTIVE ones whose request ring the loop
+			   * drains: the ring transport's (disp.c) */
+	uint32_t npolled;
 	uint32_t pass;	   /* loop passes, for the cold-channel cadence */
 	bool full_scan;	   /* poll every channel on the next pass */
 	uint32_t npending; /* connections in HELLO */
