@@ -199,22 +199,26 @@ static void run(struct kvr_srv *s, struct kvr_conn *c,
 		const struct kvr_req_view *v)
 {
 	struct kvr_copy *cp = c->cp;
-	struct kvr_resp_hdr *r = (struct kvr_resp_hdr *)s->ans;
+	const struct kvr_resp_hdr *r = (const struct kvr_resp_hdr *)s->ans;
 	uint32_t type;
 	size_t len = kvr__disp_exec(s, c, v, &type);
 	int xrc;
 
 	if (v->op == KVR_OP_PREPARE_STORE && r->status == 0 && r->handle &&
-	    (xrc = xf_add(cp, r->handle, (const void *)(r + 1), r->count)) <
+	    (xrc = xf_add(cp, r->handle, kvr_resp_slots_at(s->ans), r->count)) <
 		0) {
 		/* Cannot track where its payload goes: give it back, and say
 		 * why (-EBUSY: too many open stores, -ENOMEM: no memory). */
+		struct kvr_resp_view rv = {.op = v->op, .hdr = *r};
+
 		(void)kvr_store_abort_store(s->store, (uint32_t)c->chan,
 					    r->handle, s->now_ns);
-		r->status = xrc;
-		r->handle = 0;
-		r->count = 0;
-		len = sizeof(*r);
+		rv.hdr.status = xrc;
+		rv.hdr.handle = 0;
+		rv.hdr.count = 0;
+		xrc = kvr_resp_encode(&rv, s->ans, s->ans_cap);
+		kvr_assert(xrc > 0); /* a header-only answer always fits */
+		len = (size_t)xrc;
 	}
 	if ((v->op == KVR_OP_COMMIT_STORE || v->op == KVR_OP_ABORT_STORE) &&
 	    (r->status == 0 || r->status == -ENOENT ||

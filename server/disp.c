@@ -190,14 +190,15 @@ static void fill_stats(struct kvr_srv *s, struct kvr_conn *c,
 size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		      const struct kvr_req_view *v, uint32_t *type_out)
 {
-	struct kvr_resp_hdr *r = (struct kvr_resp_hdr *)s->ans;
-	struct kvr_slot_desc *slots = (struct kvr_slot_desc *)(r + 1);
+	/* The store writes slots in place, where the encoder expects them. */
+	struct kvr_slot_desc *slots = kvr_resp_slots_at(s->ans);
+	struct kvr_resp_view rv = {.op = v->op, .slots = slots};
+	struct kvr_resp_hdr *r = &rv.hdr;
+	struct kvr_stats_wire stats;
 	uint32_t n = v->hdr.count, ch = (uint32_t)c->chan, ns = c->ns_id;
 	uint64_t id = 0, now = s->now_ns;
-	size_t len = sizeof(*r);
-	int rc = 0;
+	int rc = 0, len;
 
-	memset(r, 0, sizeof(*r));
 	r->req_id = v->hdr.req_id;
 	*type_out = KVR_RESP_BIT | v->op;
 	/* Private copies: the worker may rewrite the ring under us. */
@@ -290,8 +291,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		r->value = now;
 		break;
 	case KVR_OP_STATS:
-		fill_stats(s, c, (struct kvr_stats_wire *)(r + 1));
-		len += sizeof(struct kvr_stats_wire);
+		fill_stats(s, c, &stats);
+		rv.stats = &stats;
 		break;
 	default:
 		rc = -EBADMSG; /* unreachable: kvr_req_parse checked op */
@@ -301,22 +302,18 @@ out:
 	r->status = rc < 0 ? rc : 0;
 	if (rc < 0)
 		r->count = 0;
-	if (v->op == KVR_OP_PREPARE_RETRIEVE && (v->hdr.flags & KVR_REQ_SUMS)) {
-		/* Asked for sums: slot flags say which have one, and the
-		 * sums follow the slots (docs/protocol.md). */
-		len += (size_t)r->count * sizeof(*slots);
-		if (r->count)
-			memcpy((char *)r + len, kvr_store_last_sums(s->store),
-			       (size_t)r->count * sizeof(uint64_t));
-		len += (size_t)r->count * sizeof(uint64_t);
-		kvr__chan_count(s, c, v->op, r->status);
-		return len;
-	}
-	for (uint32_t i = 0; i < r->count; i++)
-		slots[i].reserved = 0;
-	len += (size_t)r->count * sizeof(*slots);
+	/* Asked for sums: slot flags say which have one, and the sums
+	 * follow the slots (docs/protocol.md). */
+	if (v->op == KVR_OP_PREPARE_RETRIEVE && (v->hdr.flags & KVR_REQ_SUMS) &&
+	    r->count)
+		rv.sums = kvr_store_last_sums(s->store);
+	/* A stats answer always has its body (zeros on error), as
+	 * kvr_resp_parse() requires. s->ans holds the largest answer, and
+	 * the store only writes valid slot statuses: encoding cannot fail. */
+	len = kvr_resp_encode(&rv, s->ans, s->ans_cap);
+	kvr_assert(len > 0);
 	kvr__chan_count(s, c, v->op, r->status);
-	return len;
+	return (size_t)len;
 }
 
 /* What a consumer-side ring error says about the worker's writes. */

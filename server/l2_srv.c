@@ -364,7 +364,10 @@ static int rt_answer(struct kvr_srv *s, struct kvr_l2_rt *rt, bool pending)
 			h.value |= KVR_LOOKUP_L2_PENDING;
 		h.handle = lease;
 	}
-	memcpy(p, &h, sizeof(h));
+	rc = kvr_resp_encode(
+	    &(struct kvr_resp_view){.op = KVR_OP_LOOKUP, .hdr = h}, p,
+	    sizeof(h));
+	kvr_assert(rc == (int)sizeof(h)); /* a lookup answer has no slots */
 	if (pending)
 		atomic_fetch_add_explicit(&s->l2->st.rt_deadline, 1,
 					  memory_order_relaxed);

@@ -683,10 +683,8 @@ static int alloc_tables(struct kvr_srv *s)
 	s->keys = calloc(s->max_keys, sizeof(*s->keys));
 	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
 	s->ans_cap = kvr_resp_sums_bytes(s->max_keys); /* the largest */
-	if (s->ans_cap <
-	    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire))
-		s->ans_cap =
-		    sizeof(struct kvr_resp_hdr) + sizeof(struct kvr_stats_wire);
+	if (s->ans_cap < kvr_resp_record_bytes(KVR_OP_STATS, 0))
+		s->ans_cap = kvr_resp_record_bytes(KVR_OP_STATS, 0);
 	s->ans = malloc(s->ans_cap);
 	if (!s->conns || !s->chan_conn || !s->active || !s->polled || !s->ns ||
 	    !s->keys || !s->sizes || !s->ans)
