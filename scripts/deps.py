@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""deps.py - who includes and calls whom among the C files of one folder.
+
+usage: scripts/deps.py DIR [--types HEADER]... [--short] [--check]
+
+A unit is a header and the .c files behind it: foo.c and foo.h are unit
+"foo", and foo_bar.c joins unit "foo" when foo.h exists and foo_bar.h does
+not (server/l2_*.c share l2.h). Unit X depends on unit Y when a file of X
+includes Y's header ("y.h") or names a function or object that a .c file
+of Y defines with external linkage (kvr_* or kvr__*). A --types header is
+the folder's shared type header: including it adds no edge (every file
+does, for the structs), but calls into its unit still count.
+
+Prints one line per unit, "unit: deps (what it uses)", bottom-up (--short:
+the unit names only), then "cycles: none" or each cycle. --check exits 1
+when there is a cycle.
+"""
+import os
+import re
+import sys
+
+DEF_RE = re.compile(
+    r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b(kvr_{1,2}\w+)\s*(\(|=|\[)", re.M)
+INC_RE = re.compile(r'^#include "([\w./-]+)\.h"', re.M)
+NAME_RE = re.compile(r"\bkvr_{1,2}\w+\b")
+COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING_RE = re.compile(r'"(?:\\.|[^"\\\n])*"')
+
+
+def strip(text):
+    """Source without comments and string literals (names in them are
+    not uses)."""
+    text = COMMENT_RE.sub(" ", text)
+    return STRING_RE.sub('""', text)
+
+
+def unit_of(base, headers):
+    """foo_bar -> foo when foo.h exists and foo_bar.h does not."""
+    if base in headers:
+        return base
+    parts = base.split("_")
+    for i in range(len(parts) - 1, 0, -1):
+        if "_".join(parts[:i]) in headers:
+            return "_".join(parts[:i])
+    return base
+
+
+def graph(folder, types):
+    names = sorted(f for f in os.listdir(folder)
+                   if f.endswith((".c", ".h")) and
+                   os.path.isfile(os.path.join(folder, f)))
+    headers = {f[:-2] for f in names if f.endswith(".h")}
+    src = {}
+    for f in names:
+        with open(os.path.join(folder, f), encoding="utf-8") as fh:
+            src[f] = fh.read()
+    defined = {}  # name -> unit
+    for f in names:
+        if f.endswith(".c"):
+            for m in DEF_RE.finditer(strip(src[f])):
+                defined.setdefault(m.group(1), unit_of(f[:-2], headers))
+    units = sorted({unit_of(f[:-2], headers) for f in names})
+    deps = {u: {} for u in units}
+    for f in names:
+        u = unit_of(f[:-2], headers)
+        code = strip(src[f])
+        for m in INC_RE.finditer(src[f]):
+            h = m.group(1)
+            if h in headers and h + ".h" not in types:
+                v = unit_of(h, headers)
+                if v != u:
+                    deps[u].setdefault(v, set()).add(h + ".h")
+        if f.endswith(".c"):
+            for n in set(NAME_RE.findall(code)):
+                v = defined.get(n)
+                if v and v != u:
+                    deps[u].setdefault(v, set()).add(n)
+    return units, deps
+
+
+def cycles(units, deps):
+    """Strongly connected components of more than one unit (Tarjan)."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(u):
+        index[u] = low[u] = counter[0]
+        counter[0] += 1
+        stack.append(u)
+        on.add(u)
+        for v in sorted(deps[u]):
+            if v not in index:
+                visit(v)
+                low[u] = min(low[u], low[v])
+            elif v in on:
+                low[u] = min(low[u], index[v])
+        if low[u] == index[u]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == u:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for u in units:
+        if u not in index:
+            visit(u)
+    return out
+
+
+def order(units, deps):
+    """Bottom-up: a unit after everything it uses (cycles broken by name)."""
+    done, seq = set(), []
+
+    def visit(u, path):
+        if u in done or u in path:
+            return
+        path.add(u)
+        for v in sorted(deps[u]):
+            visit(v, path)
+        path.discard(u)
+        done.add(u)
+        seq.append(u)
+
+    for u in units:
+        visit(u, set())
+    return seq
+
+
+def main(argv):
+    args, types, check, short = [], set(), False, False
+    it = iter(argv[1:])
+    for a in it:
+        if a == "--check":
+            check = True
+        elif a == "--short":
+            short = True
+        elif a == "--types":
+            types.add(next(it, ""))
+        elif a.startswith("-"):
+            print(f"deps.py: unknown option {a!r}; usage: deps.py DIR "
+                  "[--types HEADER]... [--short] [--check]", file=sys.stderr)
+            return 2
+        else:
+            args.append(a)
+    if len(args) != 1 or not os.path.isdir(args[0]):
+        print("deps.py: give one folder of C files, e.g. "
+              "scripts/deps.py server --types srv.h --check",
+              file=sys.stderr)
+        return 2
+    units, deps = graph(args[0], types)
+    for u in order(units, deps):
+        uses = ", ".join(v if short else
+                         f"{v} ({' '.join(sorted(deps[u][v]))})"
+                         for v in sorted(deps[u]))
+        print(f"{u}: {uses or '-'}")
+    found = cycles(units, deps)
+    if not found:
+        print("cycles: none")
+        return 0
+    for comp in found:
+        print("cycle: " + " <-> ".join(comp))
+    return 1 if check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
