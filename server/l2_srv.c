@@ -225,6 +225,9 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	}
 	l2->up_jobs++;
 	submit(l2, l2->up, j);
+	/* Before the answer: a worker that saw its commit sees the upload
+	 * it queued (a wait for an empty queue includes it). */
+	kvr_l2_publish(s);
 	return rc;
 }
 
@@ -247,11 +250,13 @@ static void cold_upload(struct kvr_srv *s)
 {
 	struct kvr_l2 *l2 = s->l2;
 	struct kvr_store_stats st;
+	uint32_t queued;
 
 	if (!l2->up)
 		return; /* stopping: the lanes are gone */
 	l2->cold_ns = s->now_ns;
 	kvr_store_stats(s->store, &st);
+	queued = l2->up_jobs;
 	if (st.l2_unsaved_evictions > l2->unsaved_seen) {
 		atomic_fetch_add_explicit(
 		    &l2->st.drops, st.l2_unsaved_evictions - l2->unsaved_seen,
@@ -271,13 +276,13 @@ static void cold_upload(struct kvr_srv *s)
 					  &pin);
 
 		if (n <= 0)
-			return; /* the cold end is saved, or no room to pin */
+			break; /* the cold end is saved, or no room to pin */
 		j = job_new(KVR_L2_JOB_PUT, (uint32_t)n);
 		if (!j) {
 			memset(l2->keep, 0, (size_t)n);
 			(void)kvr_store_l2_saved(s->store, l2->chan, pin,
 						 l2->keep, (uint32_t)n);
-			return;
+			break;
 		}
 		j->ns = ns;
 		j->ns_fp = ns_fp(s, ns);
@@ -293,6 +298,10 @@ static void cold_upload(struct kvr_srv *s)
 		l2->up_jobs++;
 		submit(l2, l2->up, j);
 	}
+	/* As at commit: what was queued is counted before the loop answers
+	 * the commit that started it. */
+	if (l2->up_jobs != queued)
+		kvr_l2_publish(s);
 }
 
 /* An evict-mode upload came back: mark what is in L2 now, unpin. */

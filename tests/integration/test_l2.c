@@ -139,6 +139,37 @@ Test(l2, uploads_every_committed_chunk_with_a_header)
 }
 
 /* Whether `kvring-inspect --name NAME @mode` prints a line holding @s. */
+/* What a worker sees once its commit is answered: the upload it queued is
+ * already counted (queued, or done), so a caller that waits for an empty
+ * queue waits for that upload too. The counters used to be published only
+ * every 20 ms, and a test could see the queue empty before its own upload. */
+Test(l2, commit_answer_comes_after_its_upload_is_counted)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+
+	redis_up(NULL);
+	l2t_start(&s1, url, NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = l2t_keys_for(c, 7, 8);
+	for (uint32_t i = 0; i < 8; i++) {
+		uint64_t seen;
+
+		cr_assert_eq(wsrv_store(c, &k[i], 1, CHUNK), 1, "store %u", i);
+		seen = T_L2(&s1.t, queue_depth) + T_L2(&s1.t, up_chunks) +
+		       T_L2(&s1.t, up_exists) + T_L2(&s1.t, up_failed) +
+		       T_L2(&s1.t, drops);
+		cr_expect_geq(seen, i + 1,
+			      "after commit %u: queue %llu, done %llu", i,
+			      (unsigned long long)T_L2(&s1.t, queue_depth),
+			      (unsigned long long)T_L2(&s1.t, up_chunks));
+	}
+	wait_uploaded(&s1, 8);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
 static bool inspect_has(struct wsrv *s, const char *mode, const char *needle)
 {
 	char cmd[512], line[512];
