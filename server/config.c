@@ -93,7 +93,8 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-void kvr_config_usage(FILE *f)
+/* The --help text. */
+static void usage(FILE *f)
 {
 	fprintf(
 	    f,
@@ -569,7 +570,7 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 			continue;
 		}
 		if (ch == 'h') {
-			kvr_config_usage(out);
+			usage(out);
 			return KVR_CONFIG_HELP;
 		}
 		if (ch == 'V') {

@@ -100,7 +100,4 @@ enum kvr_huge_mode {
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		     FILE *err);
 
-/* kvr_config_usage - the --help text. */
-void kvr_config_usage(FILE *f);
-
 #endif /* KVR_SERVER_CONFIG_H */

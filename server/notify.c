@@ -31,20 +31,10 @@ static void send_state(const char *state)
 	if (rc < 0)
 		kvr_log_debug("sd_notify: %d", rc);
 }
-
-bool kvr__notify_built(void)
-{
-	return true;
-}
 #else
 static void send_state(const char *state)
 {
 	(void)state;
-}
-
-bool kvr__notify_built(void)
-{
-	return false;
 }
 #endif
 

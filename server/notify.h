@@ -10,11 +10,6 @@
 #ifndef KVR_SERVER_NOTIFY_H
 #define KVR_SERVER_NOTIFY_H
 
-#include <stdbool.h>
-
-/* Whether this kvringd was built with sd_notify support. */
-bool kvr__notify_built(void);
-
 /* STATUS=<text>: shown by systemctl status. Printf format. */
 void kvr__notify_status(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
