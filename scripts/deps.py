@@ -3,6 +3,7 @@
 """deps.py - who includes and calls whom among the C files of one folder.
 
 usage: scripts/deps.py DIR [--types HEADER]... [--short] [--check]
+                        [--names] [--readme README]
 
 A unit is a header and the .c files behind it: foo.c and foo.h are unit
 "foo", and foo_bar.c joins unit "foo" when foo.h exists and foo_bar.h does
@@ -15,6 +16,14 @@ does, for the structs), but calls into its unit still count.
 Prints one line per unit, "unit: deps (what it uses)", bottom-up (--short:
 the unit names only), then "cycles: none" or each cycle. --check exits 1
 when there is a cycle.
+
+--names also fails when a .c file defines a kvr__ name (the folder's
+internal, non-static functions) that does not say its file: foo.c may
+define kvr__foo and kvr__foo_<verb>, as STYLE.md asks. --readme fails when
+the listing between the two "<!-- deps -->" lines of README (inside a
+``` block) is not the --short listing printed, so a folder README cannot
+go stale. Calls through function pointers (an operations table) are not
+seen: the README says where they go.
 """
 import os
 import re
@@ -76,7 +85,40 @@ def graph(folder, types):
                 v = defined.get(n)
                 if v and v != u:
                     deps[u].setdefault(v, set()).add(n)
-    return units, deps
+    return units, deps, defined_in(folder, names, src)
+
+
+def defined_in(folder, names, src):
+    """name -> the .c file (without .c) that defines it."""
+    out = {}
+    for f in names:
+        if f.endswith(".c"):
+            for m in DEF_RE.finditer(strip(src[f])):
+                out.setdefault(m.group(1), f[:-2])
+    return out
+
+
+def misnamed(files):
+    """Sentences for kvr__ names that do not say their file."""
+    bad = []
+    for name, f in sorted(files.items()):
+        if name.startswith("kvr__") and name != "kvr__" + f and \
+                not name.startswith("kvr__" + f + "_"):
+            bad.append(f"{f}.c defines {name}, which does not say its "
+                       f"file: rename it kvr__{f}_... or make it static")
+    return bad
+
+
+def readme_listing(path):
+    """The lines between the two <!-- deps --> markers, fences dropped;
+    None when README has no such pair."""
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    marks = [i for i, ln in enumerate(lines) if ln.strip() == "<!-- deps -->"]
+    if len(marks) != 2:
+        return None
+    return [ln for ln in lines[marks[0] + 1:marks[1]]
+            if ln.strip() and not ln.startswith("```")]
 
 
 def cycles(units, deps):
@@ -131,19 +173,31 @@ def order(units, deps):
     return seq
 
 
+USAGE = ("usage: deps.py DIR [--types HEADER]... [--short] [--check] "
+         "[--names] [--readme README]")
+
+
 def main(argv):
-    args, types, check, short = [], set(), False, False
+    args, types, check, short, names = [], set(), False, False, False
+    readme = None
     it = iter(argv[1:])
     for a in it:
         if a == "--check":
             check = True
         elif a == "--short":
             short = True
+        elif a == "--names":
+            names = True
         elif a == "--types":
             types.add(next(it, ""))
+        elif a == "--readme":
+            readme = next(it, "")
+            if not os.path.isfile(readme):
+                print(f"deps.py: --readme {readme!r} is not a file; give "
+                      "the folder's README.md", file=sys.stderr)
+                return 2
         elif a.startswith("-"):
-            print(f"deps.py: unknown option {a!r}; usage: deps.py DIR "
-                  "[--types HEADER]... [--short] [--check]", file=sys.stderr)
+            print(f"deps.py: unknown option {a!r}; {USAGE}", file=sys.stderr)
             return 2
         else:
             args.append(a)
@@ -152,19 +206,39 @@ def main(argv):
               "scripts/deps.py server --types srv.h --check",
               file=sys.stderr)
         return 2
-    units, deps = graph(args[0], types)
+    units, deps, files = graph(args[0], types)
+    listing = []
     for u in order(units, deps):
         uses = ", ".join(v if short else
                          f"{v} ({' '.join(sorted(deps[u][v]))})"
                          for v in sorted(deps[u]))
         print(f"{u}: {uses or '-'}")
+        listing.append(f"{u}: {', '.join(sorted(deps[u])) or '-'}")
+    rc = 0
     found = cycles(units, deps)
     if not found:
         print("cycles: none")
-        return 0
     for comp in found:
         print("cycle: " + " <-> ".join(comp))
-    return 1 if check else 0
+        rc = 1 if check else 0
+    if names:
+        for sentence in misnamed(files):
+            print(f"deps.py: {sentence}", file=sys.stderr)
+            rc = 1
+    if readme:
+        have = readme_listing(readme)
+        if have is None:
+            print(f"deps.py: {readme} has no listing between two "
+                  "'<!-- deps -->' lines; add one with the --short "
+                  "listing", file=sys.stderr)
+            rc = 1
+        elif have != listing:
+            print(f"deps.py: {readme}'s listing is stale; replace the "
+                  "lines between its '<!-- deps -->' markers with:",
+                  file=sys.stderr)
+            print("\n".join(listing), file=sys.stderr)
+            rc = 1
+    return rc
 
 
 if __name__ == "__main__":
