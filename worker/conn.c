@@ -32,6 +32,7 @@
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/keys.h>
+#include <kvring/parse.h>
 #include <kvring/paths.h>
 
 #include "client.h"
@@ -307,9 +308,8 @@ static int check_server_uid(int sock, const struct kvr_client_opts *o,
 	socklen_t cl = sizeof(cred);
 	uid_t me = geteuid();
 	const char *env = getenv("KVRING_SERVER_UID");
-	unsigned long trusted_env = 0;
+	uint32_t trusted_env = 0;
 	bool have_env = false;
-	char *end;
 
 	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return cfail(errbuf, errlen, -EACCES,
@@ -317,12 +317,10 @@ static int check_server_uid(int sock, const struct kvr_client_opts *o,
 			     "(SO_PEERCRED: %s); refusing to send it chunks",
 			     strerror(errno));
 	if (env && *env) {
-		/* strtoul takes "-N" as 2^64 - N and skips blanks: only
-		 * digits, or "-18446744073709486082" would trust uid 65534. */
-		errno = 0;
-		trusted_env = strtoul(env, &end, 10);
-		have_env = env[0] >= '0' && env[0] <= '9' && !errno &&
-			   *end == '\0' && trusted_env <= UINT32_MAX;
+		/* lib/parse.c's grammar: digits first, so
+		 * "-18446744073709486082" (strtoul's 65534) is refused, not
+		 * trusted. */
+		have_env = kvr_parse_u32(env, 0, UINT32_MAX, &trusted_env) == 0;
 		if (!have_env)
 			return cfail(
 			    errbuf, errlen, -EINVAL,
@@ -478,14 +476,11 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 static int rtt_sample_env(char *errbuf, size_t errlen)
 {
 	const char *env = getenv("KVRING_RTT_SAMPLE");
-	unsigned long v;
-	char *end;
+	uint32_t v;
 
 	if (!env || !*env)
 		return KVR_RTT_SAMPLE_DEF;
-	errno = 0;
-	v = strtoul(env, &end, 10);
-	if (errno || *end || env[0] == '-' || v > 1000000)
+	if (kvr_parse_u32(env, 0, 1000000, &v) < 0)
 		return cfail(errbuf, errlen, -EINVAL,
 			     "KVRING_RTT_SAMPLE=%s: expected a number of ops "
 			     "0-1000000 (1 = time every op, 0 = none)",

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include <kvring/error.h>
+#include <kvring/parse.h>
 
 #include "client.h"
 
@@ -37,20 +38,21 @@ int kvr_version_number(void)
 	return KVR_VERSION_NUMBER;
 }
 
-/* $KVRING_CONNECT_WAIT_MS, or 0 when unset or not a plain number. */
-static uint32_t env_wait_ms(void)
+/* $KVRING_CONNECT_WAIT_MS into *ms (0 when unset). Return 0, or -EINVAL
+ * with the reason in errbuf: a typo must not silently mean "no wait". */
+static int env_wait_ms(uint32_t *ms, char *errbuf, size_t errlen)
 {
 	const char *e = getenv("KVRING_CONNECT_WAIT_MS");
-	char *end;
-	unsigned long v;
 
-	if (!e || !*e)
+	*ms = 0;
+	if (!e || !*e || kvr_parse_u32(e, 0, UINT32_MAX, ms) == 0)
 		return 0;
-	errno = 0;
-	v = strtoul(e, &end, 10);
-	if (errno || *end || e[0] == '-' || v > UINT32_MAX)
-		return 0;
-	return (uint32_t)v;
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen,
+			 "$KVRING_CONNECT_WAIT_MS '%s' is not a number of "
+			 "milliseconds; set it to 0-%u or unset it",
+			 e, UINT32_MAX);
+	return -EINVAL;
 }
 
 static void sleep_ms(uint32_t ms)
@@ -130,7 +132,9 @@ int kvr_connect_sized(const struct kvr_client_opts *o, size_t opts_size,
 			return -E2BIG;
 		}
 	}
-	wait_ms = mine.connect_wait_ms ? mine.connect_wait_ms : env_wait_ms();
+	wait_ms = mine.connect_wait_ms;
+	if (!wait_ms && env_wait_ms(&wait_ms, errbuf, errlen) < 0)
+		return -EINVAL;
 	return connect_waiting(&mine, wait_ms, out, errbuf, errlen);
 }
 

@@ -156,6 +156,35 @@ Test(worker_api, connect_fails_at_once_when_no_server_and_no_wait)
 	cr_expect_eq(strstr(err, "waited"), NULL, "%s", err);
 }
 
+/* A typo in the wait must not silently mean "no wait": it is refused,
+ * and the sentence names the variable and what it takes. */
+Test(worker_api, connect_refuses_a_connect_wait_that_is_not_a_number)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	const char *bad[] = {"10s", "-1", " 5", "99999999999"};
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("KVRING_CONNECT_WAIT_MS", bad[i], 1);
+		cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL,
+			     "'%s' accepted", bad[i]);
+		cr_expect_neq(strstr(err, "$KVRING_CONNECT_WAIT_MS"), NULL,
+			      "'%s': %s", bad[i], err);
+		cr_expect_null(c);
+	}
+	/* A plain number, and the option over the variable, still work. */
+	setenv("KVRING_CONNECT_WAIT_MS", "100", 1);
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	kvr_close(c);
+	c = NULL;
+	setenv("KVRING_CONNECT_WAIT_MS", "10s", 1);
+	o.connect_wait_ms = 100;
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	unsetenv("KVRING_CONNECT_WAIT_MS");
+	kvr_close(c);
+}
+
 Test(worker_api, connect_says_how_long_it_waited_when_no_server_comes)
 {
 	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
