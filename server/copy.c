@@ -7,10 +7,13 @@
  * prepare_retrieve pinned. Used when the pool cannot be shared (private
  * backend) or when a worker asks for it; slow by design, logged loudly.
  *
- * Framing (docs/protocol.md): a COMMIT_STORE frame is the 32-byte request
+ * Framing (docs/protocol.md): a COMMIT_STORE frame is the request record
+ * (the 32-byte header, then with KVR_REQ_SUMS one u64 sum per OK slot)
  * followed by the payload of each KVR_SLOT_OK slot of that transfer, in
- * order; its length must equal exactly what prepare_store reserved, or the
- * worker is cut off. A PREPARE_RETRIEVE answer frame is the answer record
+ * order; its payload must equal exactly what prepare_store reserved, or
+ * the worker is cut off. The sums are the worker's, of its own buffers,
+ * and go to the store exactly as over the ring (sum.c); kvringd does not
+ * hash what it receives. A PREPARE_RETRIEVE answer frame is the answer record
  * followed by the bytes of each OK slot.
  *
  * One message is sent at a time per connection, with non-blocking sendmsg
@@ -249,6 +252,30 @@ static int rx(struct kvr_srv *s, struct kvr_conn *c, void *buf, size_t want,
 	return 1;
 }
 
+/*
+ * The request record's length within the current frame: the whole frame,
+ * except for a commit_store, whose payload follows its record. That one
+ * is its 32-byte header and, once the header is in and names KVR_REQ_SUMS,
+ * the count words it announces. A count the frame (or max_keys) cannot
+ * hold leaves the record at 32 bytes, which kvr_req_parse() then refuses,
+ * so a lying header never makes us read past its frame.
+ */
+static size_t body_bytes(const struct kvr_srv *s, const struct kvr_copy *cp)
+{
+	struct kvr_req_hdr h;
+	size_t b;
+
+	if (cp->fr.type != KVR_OP_COMMIT_STORE)
+		return cp->fr.len;
+	if (cp->got < sizeof(h))
+		return sizeof(h);
+	memcpy(&h, cp->body, sizeof(h));
+	if (!(h.flags & KVR_REQ_SUMS) || h.count == 0 || h.count > s->max_keys)
+		return sizeof(h);
+	b = kvr_req_bytes(KVR_OP_COMMIT_STORE, h.count);
+	return b <= cp->fr.len ? b : sizeof(h);
+}
+
 /* A frame header arrived: check it and pick the body length. */
 static int on_frame(struct kvr_srv *s, struct kvr_conn *c)
 {
@@ -371,9 +398,10 @@ static int on_payload(struct kvr_srv *s, struct kvr_conn *c)
 		cp->pslot++;
 		cp->poff = 0;
 	}
-	/* All bytes are in: the record (private buffer) was valid. */
-	if (kvr_req_parse(KVR_OP_COMMIT_STORE, cp->body,
-			  sizeof(struct kvr_req_hdr), s->max_keys, &v) < 0)
+	/* All bytes are in: the record (private buffer, cp->got bytes of
+	 * it as on_body() parsed it) was valid. */
+	if (kvr_req_parse(KVR_OP_COMMIT_STORE, cp->body, body_bytes(s, cp),
+			  s->max_keys, &v) < 0)
 		return -1;
 	run(s, c, &v);
 	cp->rx = KVR_CP_RX_FRAME;
@@ -402,10 +430,12 @@ static void copy_readable(struct kvr_srv *s, struct kvr_conn *c)
 				rc = on_frame(s, c) < 0 ? -1 : 1;
 			break;
 		case KVR_CP_RX_BODY:
-			blen = cp->fr.type == KVR_OP_COMMIT_STORE
-				   ? sizeof(struct kvr_req_hdr)
-				   : cp->fr.len;
+			blen = body_bytes(s, cp);
 			rc = rx(s, c, cp->body, blen, &cp->got);
+			/* A commit_store's header may name sums: read them
+			 * before the record is complete. */
+			if (rc > 0 && body_bytes(s, cp) != blen)
+				break;
 			if (rc > 0)
 				rc = on_body(s, c, blen) < 0 ? -1 : 1;
 			break;

@@ -246,9 +246,10 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 			x->id = 0;
 			rc = sr;
 		}
-		/* Checksums (ring transport only, so x->priv is free):
-		 * kept beside the slots, and under KVR_CHECKSUM_VERIFY
-		 * checked before the caller sees a byte. */
+		/* Checksums (either transport; the socket's slots() left
+		 * room for them in x->priv): kept beside the slots, and
+		 * under KVR_CHECKSUM_VERIFY checked before the caller sees
+		 * a byte. */
 		if (rc == 0 && x && sums) {
 			rc = kvr__sum_keep(x, sd, sums, h.count);
 			if (rc == 0 && c->checksum == KVR_CHECKSUM_VERIFY)

@@ -134,8 +134,8 @@ struct kvr_client {
 	uint32_t spin_us;
 	uint32_t timeout_ms;
 
-	/* KVR_CHECKSUM_* in effect (sum.c): decided once at connect, OFF
-	 * under the socket transport. sum_buf holds one commit's words. */
+	/* KVR_CHECKSUM_* in effect (sum.c): decided once at connect, the
+	 * same under both transports. sum_buf holds one commit's words. */
 	uint32_t checksum;
 	uint64_t *sum_buf;
 	uint32_t sum_cap;
@@ -414,10 +414,15 @@ uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c);
  * Return 0 or -ENOMEM (message set). */
 int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 		    struct kvr__submit_req *s);
-/* Keep a retrieve answer's sums (count of @sd) in x->priv: only under
- * the ring transport, whose xfers have no other private data (the socket
- * transport keeps its buffers there, and never sums). Return 0 or
- * -ENOMEM (then x keeps no sums). */
+/* Bytes a retrieve of @n slots keeps its sums in, at the start of
+ * x->priv (a multiple of 64; 0 when @c does not sum or @op is not
+ * PREPARE_RETRIEVE). The socket transport reserves them in front of its
+ * buffers; under the ring transport x->priv is the sums alone. */
+size_t kvr__sum_room(const struct kvr_client *c, uint32_t op, uint32_t n);
+/* Keep a retrieve answer's sums (count of @sd) at the start of x->priv:
+ * in the kvr__sum_room() bytes the transport reserved there, or (x->priv
+ * NULL, the ring transport) in a block of their own. Return 0 or -ENOMEM
+ * (then x keeps no sums). */
 int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
 		  const uint64_t *sums, uint32_t n);
 /* Check x's OK slots against the sums kept in x->priv (only call it for

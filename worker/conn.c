@@ -542,11 +542,10 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 		rc = connect_once(o, true, out, &pool_failed, errbuf, errlen);
 	if (rc == 0) {
 		rtt_start(*out, (uint32_t)every);
-		/* No shared pool under copy: nothing a neighbour could
-		 * corrupt, and nothing summed (docs/reliability.md). */
-		(*out)->checksum = (*out)->tp == &kvr__tport_sock
-				       ? KVR_CHECKSUM_OFF
-				       : (uint32_t)sum;
+		/* The same under both transports: over the socket the sums
+		 * cover our private buffers, and the server's pool may
+		 * still be shared with ring workers (docs/reliability.md). */
+		(*out)->checksum = (uint32_t)sum;
 	}
 	return rc;
 }

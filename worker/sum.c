@@ -106,9 +106,10 @@ int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 }
 
 /*
- * The sums of a retrieve, one block in x->priv that kvr_xfer_free()
- * frees: nslots u64 sums, then nslots bytes saying which slot has one.
- * Only ring-transport xfers get it; the socket transport owns priv.
+ * The sums of a retrieve, at the start of x->priv (which kvr_xfer_free()
+ * frees): nslots u64 sums, then nslots bytes saying which slot has one.
+ * Under the ring transport that is the whole block; the socket transport
+ * reserves kvr__sum_room() bytes for them in front of its slot buffers.
  */
 static uint64_t *kept_sums(const struct kvr_xfer *x)
 {
@@ -120,18 +121,31 @@ static uint8_t *kept_has(const struct kvr_xfer *x)
 	return (uint8_t *)(kept_sums(x) + x->nslots);
 }
 
+size_t kvr__sum_room(const struct kvr_client *c, uint32_t op, uint32_t n)
+{
+	if (c->checksum == KVR_CHECKSUM_OFF || op != KVR_OP_PREPARE_RETRIEVE ||
+	    n == 0)
+		return 0;
+	return ((size_t)n * (sizeof(uint64_t) + 1) + 63) & ~(size_t)63;
+}
+
 int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
 		  const uint64_t *sums, uint32_t n)
 {
 	uint64_t *ks;
 	uint8_t *has;
 
-	if (x->priv || n != x->nslots)
-		return -EINVAL; /* not a ring-transport retrieve: a bug */
-	ks = malloc((size_t)(n ? n : 1) * (sizeof(*ks) + 1));
-	if (!ks)
-		return -ENOMEM;
-	x->priv = ks;
+	if (n != x->nslots)
+		return -EINVAL; /* not this retrieve's answer: a bug */
+	/* The socket transport reserved the room (kvr__sum_room); the
+	 * ring transport has nothing else in priv. */
+	ks = x->priv;
+	if (!ks) {
+		ks = malloc((size_t)(n ? n : 1) * (sizeof(*ks) + 1));
+		if (!ks)
+			return -ENOMEM;
+		x->priv = ks;
+	}
 	has = kept_has(x);
 	for (uint32_t i = 0; i < n; i++) {
 		/* A slot without the flag was stored without a sum. */
@@ -184,8 +198,7 @@ static long do_verify(struct kvr_client *c, struct kvr_xfer *x,
 		    c, -ENODATA,
 		    "kvr_verify_retrieve: this client has no "
 		    "checksums (connect with opts.checksum "
-		    "KVR_CHECKSUM_ON or $KVRING_CHECKSUM=on; the "
-		    "copy transport never has them)");
+		    "KVR_CHECKSUM_ON or $KVRING_CHECKSUM=on)");
 	/* A positive count is a success: the slots say which. */
 	bad = kvr__sum_verify(x, unchecked);
 	return bad;

@@ -45,12 +45,13 @@ static uint64_t ok_bytes(const struct kvr_xfer *x)
 	return sum;
 }
 
-/* One arena for every OK slot of @x, each 64-byte aligned; it becomes
- * x->priv, which kvr_xfer_free() frees (NULL when no slot is OK or has
- * bytes). Return 0 or -ENOMEM (@x untouched). */
-static int arena_alloc(struct kvr_xfer *x)
+/* One arena for every OK slot of @x, each 64-byte aligned, behind @room
+ * bytes kept for a retrieve's checksums (kvr__sum_room); it becomes
+ * x->priv, which kvr_xfer_free() frees (NULL when there is no room and no
+ * slot is OK or has bytes). Return 0 or -ENOMEM (@x untouched). */
+static int arena_alloc(struct kvr_xfer *x, size_t room)
 {
-	uint64_t total = 0, off = 0;
+	uint64_t total = room, off = room;
 	char *arena = NULL;
 
 	for (uint32_t i = 0; i < x->nslots; i++)
@@ -218,6 +219,32 @@ static int read_full(struct kvr_client *c, void *buf, size_t n)
 	return 0;
 }
 
+/* Grow the scratch buffer to @need bytes, keeping what it holds. */
+static int scratch_grow(struct kvr_client *c, size_t need)
+{
+	void *s;
+
+	if (need <= c->scratch_bytes)
+		return 0;
+	s = realloc(c->scratch, need);
+	if (!s)
+		return kvr__client_break(c, -ENOMEM, "out of memory");
+	c->scratch = s;
+	c->scratch_bytes = need;
+	return 0;
+}
+
+/* Read the @more bytes of sums that follow a retrieve answer's slots into
+ * the scratch buffer, behind the @rec bytes of record already there. */
+static int read_sums(struct kvr_client *c, size_t rec, size_t more)
+{
+	int rc = scratch_grow(c, rec + more);
+
+	if (rc < 0)
+		return rc;
+	return read_full(c, (char *)c->scratch + rec, more);
+}
+
 /* Read one answer frame's record into the scratch buffer and hand it to
  * kvr__answer, which reads the payload that follows (retrieve) itself. */
 static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
@@ -253,14 +280,9 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 					 f->len, rec);
 	/* One answer at a time in the client's scratch buffer, which only
 	 * grows (a frame is read whole before the next). */
-	if (rec > c->scratch_bytes) {
-		void *s = realloc(c->scratch, rec);
-
-		if (!s)
-			return kvr__client_break(c, -ENOMEM, "out of memory");
-		c->scratch = s;
-		c->scratch_bytes = rec;
-	}
+	rc = scratch_grow(c, rec);
+	if (rc < 0)
+		return rc;
 	memcpy(c->scratch, &h, sizeof(h));
 	rc = read_full(c, (char *)c->scratch + sizeof(h), rec - sizeof(h));
 	if (rc < 0)
@@ -272,6 +294,18 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 		for (uint32_t i = 0; i < h.count; i++)
 			if (sd[i].status == KVR_SLOT_OK)
 				payload += sd[i].len;
+		/* Asked with KVR_REQ_SUMS, the record goes on with one u64
+		 * sum per slot (the frame's length says so); kvr__answer
+		 * checks that we asked for them. */
+		if (h.count && payload <= UINT32_MAX &&
+		    f->len == kvr_resp_sums_bytes(h.count) + payload) {
+			size_t more = kvr_resp_sums_bytes(h.count) - rec;
+
+			rc = read_sums(c, rec, more);
+			if (rc < 0)
+				return rc;
+			rec += more;
+		}
 	}
 	/* What follows the record must be exactly the OK slots' bytes, or
 	 * the stream is out of step before kvr__answer reads the payload. */
@@ -467,7 +501,7 @@ static int sock_slots(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 		      const struct kvr_resp_hdr *h,
 		      const struct kvr_slot_desc *sd)
 {
-	int rc = x ? arena_alloc(x) : 0;
+	int rc = x ? arena_alloc(x, kvr__sum_room(c, op, h->count)) : 0;
 	int rr;
 
 	if (op != KVR_OP_PREPARE_RETRIEVE)

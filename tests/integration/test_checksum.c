@@ -9,7 +9,10 @@
  * counts it. Also: the explicit verify and its second call, the lease
  * path, a client without checksums (nothing summed, nothing verified), a
  * commit whose sum count is wrong (refused, nothing lost) and a report
- * that lies about a good chunk (the chunk stays).
+ * that lies about a good chunk (the chunk stays). The same guarantees
+ * over the copy transport (payload on the socket), whose worker sums its
+ * private buffers while the server's pool is still shared with ring
+ * workers that can write into it, and across transports.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -46,9 +49,9 @@ static void teardown(void)
 
 TestSuite(checksum, .init = setup, .fini = teardown, .timeout = 60);
 
-static struct kvr_client *connect_sum(uint32_t mode)
+static struct kvr_client *connect_tp(uint32_t mode, int transport)
 {
-	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client_opts o = wsrv_opts(&srv, transport, 5000);
 	struct kvr_client *c = NULL;
 	char err[256];
 	int rc;
@@ -56,7 +59,14 @@ static struct kvr_client *connect_sum(uint32_t mode)
 	o.checksum = mode;
 	rc = kvr_connect(&o, &c, err, sizeof(err));
 	cr_assert_eq(rc, 0, "connect: %d %s", rc, err);
+	cr_assert_eq(kvr_client_info(c)->transport,
+		     transport ? transport : KVR_TRANSPORT_SHM);
 	return c;
+}
+
+static struct kvr_client *connect_sum(uint32_t mode)
+{
+	return connect_tp(mode, 0);
 }
 
 static void make_keys(struct kvr_key *k, uint32_t n, uint64_t salt)
@@ -318,4 +328,119 @@ Test(checksum, a_false_report_leaves_the_chunk_when_its_bytes_match)
 		  (unsigned long long)T_GSTAT(&srv.t, corrupt_unconfirmed));
 	t_raw_close(&r);
 	kvr_close(w);
+}
+
+/* ---- the copy transport (payload over the socket) ---- */
+
+Test(checksum, copy_retrieve_reports_corrupt_when_a_neighbour_wrote_the_chunk)
+{
+	struct kvr_client *w =
+	    connect_tp(KVR_CHECKSUM_VERIFY, KVR_TRANSPORT_COPY);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+
+	/* Stored over the socket with its sums; a ring neighbour flips a
+	 * byte of chunk 1 in the shared pool. */
+	make_keys(k, NCHUNK, 11);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 1);
+
+	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0, "%s",
+		     kvr_client_errmsg(w));
+	cr_assert_eq(x.nslots, NCHUNK);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK);
+	cr_expect_eq(x.slots[1].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_OK);
+	cr_expect_eq(wsrv_check(&k[2], x.slots[2].ptr, CHUNK), CHUNK);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0, "%s", kvr_client_errmsg(w));
+
+	/* Reported over the socket, confirmed and dropped by the server. */
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_dropped %llu, expected 1",
+		  (unsigned long long)gstat_dropped());
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 1);
+	cr_expect_eq(T_GSTAT(&srv.t, corrupt_unconfirmed), 0u);
+	cr_expect_eq(wsrv_store(w, k, NCHUNK, CHUNK), 1u);
+	cr_expect_eq(wsrv_retrieve_check(w, k, NCHUNK, CHUNK), NCHUNK);
+	kvr_close(w);
+}
+
+Test(checksum, copy_verify_marks_the_slot_when_called_explicitly)
+{
+	struct kvr_client *w = connect_tp(KVR_CHECKSUM_ON, KVR_TRANSPORT_COPY);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	uint32_t unchecked = 99;
+
+	make_keys(k, NCHUNK, 12);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 0);
+
+	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK, "ON verifies on request");
+	cr_expect_eq(kvr_verify_retrieve(w, &x, &unchecked), 1, "%s",
+		     kvr_client_errmsg(w));
+	cr_expect_eq(unchecked, 0u);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(kvr_verify_retrieve(w, &x, NULL), 1);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_dropped %llu", (unsigned long long)gstat_dropped());
+	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 0);
+	kvr_close(w);
+}
+
+Test(checksum, sums_cross_transports_when_stored_by_one_and_read_by_the_other)
+{
+	struct kvr_client *cp = connect_tp(KVR_CHECKSUM_ON, KVR_TRANSPORT_COPY);
+	struct kvr_client *sh = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key a[NCHUNK], b[NCHUNK];
+	struct kvr_xfer x;
+	uint32_t unchecked = 99;
+
+	/* Sums sent over the socket are checked by a ring reader... */
+	make_keys(a, NCHUNK, 130);
+	cr_assert_eq(wsrv_store(cp, a, NCHUNK, CHUNK), NCHUNK);
+	cr_assert_eq(kvr_prepare_retrieve(sh, a, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_verify_retrieve(sh, &x, &unchecked), 0);
+	cr_expect_eq(unchecked, 0u, "copy-stored chunks carry their sums");
+	cr_assert_eq(kvr_commit_retrieve(sh, &x), 0);
+
+	/* ... and ring sums by a socket reader, which gets the bytes of
+	 * its buffers checked. */
+	make_keys(b, NCHUNK, 140);
+	cr_assert_eq(wsrv_store(sh, b, NCHUNK, CHUNK), NCHUNK);
+	unchecked = 99;
+	cr_assert_eq(kvr_prepare_retrieve(cp, b, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_verify_retrieve(cp, &x, &unchecked), 0);
+	cr_expect_eq(unchecked, 0u);
+	for (uint32_t i = 0; i < NCHUNK; i++)
+		cr_expect_eq(wsrv_check(&b[i], x.slots[i].ptr, CHUNK), CHUNK);
+	cr_assert_eq(kvr_commit_retrieve(cp, &x), 0);
+	cr_expect_eq(gstat_dropped(), 0u);
+	kvr_close(sh);
+	kvr_close(cp);
+}
+
+Test(checksum, copy_client_without_sums_reads_what_it_did_before)
+{
+	struct kvr_client *cp = connect_tp(0, KVR_TRANSPORT_COPY);
+	struct kvr_client *on = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	uint32_t unchecked = 0;
+
+	make_keys(k, NCHUNK, 15);
+	cr_assert_eq(wsrv_store(cp, k, NCHUNK, CHUNK), NCHUNK);
+	cr_expect_eq(wsrv_retrieve_check(cp, k, NCHUNK, CHUNK), NCHUNK);
+	cr_assert_eq(kvr_prepare_retrieve(cp, k, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_verify_retrieve(cp, &x, NULL), -ENODATA);
+	cr_assert_eq(kvr_commit_retrieve(cp, &x), 0);
+	/* Nothing was summed on the way in. */
+	cr_assert_eq(kvr_prepare_retrieve(on, k, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_verify_retrieve(on, &x, &unchecked), 0);
+	cr_expect_eq(unchecked, NCHUNK);
+	cr_assert_eq(kvr_commit_retrieve(on, &x), 0);
+	kvr_close(on);
+	kvr_close(cp);
 }

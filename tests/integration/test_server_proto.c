@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include <criterion/criterion.h>
+#include <xxhash.h>
 
 #include <kvring/doorbell.h>
 
@@ -566,6 +567,95 @@ Test(server_proto, copy_worker_is_cut_off_when_commit_length_is_wrong)
 	(void)!send(r.sock, pay, sizeof(pay), MSG_NOSIGNAL);
 	cr_expect(t_raw_wait_hangup(&r, t_timeout_ms(5000)));
 	cr_expect(t_server_log_has(&srv, "carries 10 payload bytes"));
+	cr_expect(t_wait_until(workers_zero, &srv, 5000));
+	cr_expect_eq(T_GSTAT(&srv, reserved_bytes), 0,
+		     "the reservation must be freed");
+	t_raw_close(&r);
+}
+
+/* A copy-transport prepare_store of one 1000-byte chunk; its transfer. */
+static uint64_t copy_reserve(struct t_raw *r, struct kvr_key *k)
+{
+	uint64_t sz = 1000;
+	struct kvr_req_view v = {.op = KVR_OP_PREPARE_STORE,
+				 .hdr = {.req_id = 1, .count = 1},
+				 .keys = k,
+				 .sizes = &sz};
+	struct kvr_frame fr = {0};
+	union ans a;
+
+	copy_call(r->sock, &v, NULL, 0, &fr, &a);
+	cr_assert_eq(a.h.status, 0);
+	cr_assert_eq(slots_of(&a)[0].status, KVR_SLOT_OK);
+	return a.h.handle;
+}
+
+Test(server_proto, copy_commit_carries_sums_between_record_and_payload)
+{
+	struct kvr_key k = key_of(21);
+	char pay[1000];
+	uint64_t sum;
+	struct kvr_req_view v;
+	struct kvr_frame fr = {0};
+	union ans a;
+	struct t_raw r;
+	const uint64_t *sums;
+
+	for (size_t i = 0; i < sizeof(pay); i++)
+		pay[i] = (char)(i * 13 + 1);
+	sum = XXH3_64bits(pay, sizeof(pay));
+	t_server_start(&srv, NULL);
+	cr_assert_eq(t_raw_connect(srv.sock, KVR_HELLO_WANT_COPY, &r), 0);
+	v = (struct kvr_req_view){.op = KVR_OP_COMMIT_STORE,
+				  .hdr = {.req_id = 2,
+					  .handle = copy_reserve(&r, &k),
+					  .count = 1,
+					  .flags = KVR_REQ_SUMS},
+				  .words = &sum};
+	copy_call(r.sock, &v, pay, sizeof(pay), &fr, &a);
+	cr_assert_eq(a.h.status, 0);
+	/* The server kept the worker's sum and answers it, ahead of the
+	 * payload, to a retrieve that asks for sums. */
+	v = (struct kvr_req_view){
+	    .op = KVR_OP_PREPARE_RETRIEVE,
+	    .hdr = {.req_id = 3, .count = 1, .flags = KVR_REQ_SUMS},
+	    .keys = &k};
+	copy_call(r.sock, &v, NULL, 0, &fr, &a);
+	cr_assert_eq(a.h.status, 0);
+	cr_assert_eq(a.h.count, 1);
+	cr_assert_eq(fr.len, kvr_resp_sums_bytes(1) + sizeof(pay));
+	read_full(r.sock, (char *)&a + kvr_resp_bytes(1), sizeof(uint64_t));
+	sums = (const uint64_t *)((const char *)&a + kvr_resp_bytes(1));
+	cr_expect(slots_of(&a)[0].reserved & KVR_SLOT_F_SUM);
+	cr_expect_eq(sums[0], sum, "sum %llx, sent %llx",
+		     (unsigned long long)sums[0], (unsigned long long)sum);
+	t_raw_close(&r);
+}
+
+Test(server_proto, copy_worker_is_cut_off_when_commit_sums_overrun_the_frame)
+{
+	struct kvr_key k = key_of(22);
+	uint64_t xfer;
+	struct kvr_req_hdr h = {
+	    .req_id = 2, .count = 200, .flags = KVR_REQ_SUMS};
+	struct kvr_frame fr = {.type = KVR_OP_COMMIT_STORE};
+	char pay[1000] = {0};
+	struct t_raw r;
+
+	t_server_start(&srv, NULL);
+	cr_assert_eq(t_raw_connect(srv.sock, KVR_HELLO_WANT_COPY, &r), 0);
+	xfer = copy_reserve(&r, &k);
+	/* 200 sums (1600 bytes) announced in a frame of 1032: the header
+	 * is all the record there can be, and it does not parse. (A count
+	 * the frame can hold eats into the payload, which then falls short
+	 * of the reservation: cut off as well.) */
+	h.handle = xfer;
+	fr.len = sizeof(h) + sizeof(pay);
+	cr_assert_eq(send(r.sock, &fr, sizeof(fr), 0), (ssize_t)sizeof(fr));
+	cr_assert_eq(send(r.sock, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	(void)!send(r.sock, pay, sizeof(pay), MSG_NOSIGNAL);
+	cr_expect(t_raw_wait_hangup(&r, t_timeout_ms(5000)));
+	cr_expect(t_server_log_has(&srv, "malformed commit_store request"));
 	cr_expect(t_wait_until(workers_zero, &srv, 5000));
 	cr_expect_eq(T_GSTAT(&srv, reserved_bytes), 0,
 		     "the reservation must be freed");

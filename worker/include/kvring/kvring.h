@@ -98,9 +98,11 @@ struct kvr_client_opts {
  * bytes against it. VERIFY also runs that check on every retrieve answer
  * before the caller sees the slots. A slot that fails gets the status
  * KVR_SLOT_CORRUPT; kvr_commit_retrieve() reports it and kvringd, after
- * checking the bytes itself, drops the object and counts it. Under the
- * copy transport the pool is the server's private memory, which no worker
- * can write: the option has no effect there (nothing is summed).
+ * checking the bytes itself, drops the object and counts it. The same
+ * holds under the copy transport (protocol 5): the sums are of the
+ * worker's private buffers and travel in the commit frame, and the bytes
+ * read back into them are checked (the server's pool may still be shared
+ * with ring workers that can write it).
  */
 #define KVR_CHECKSUM_OFF    1u /* explicitly off ($KVRING_CHECKSUM ignored) */
 #define KVR_CHECKSUM_ON	    2u /* sum at commit; verify on request */
@@ -330,7 +332,7 @@ KVR_API int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x);
  * has already run it when the retrieve answer arrived.
  * Return: the number of corrupt slots (>= 0), or -EINVAL (NULL args, not
  * a retrieve transfer), -ENODATA (this client was connected without
- * checksums, or under the copy transport: no sums to check against).
+ * checksums: no sums to check against).
  */
 KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 				 uint32_t *unchecked);
