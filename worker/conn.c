@@ -546,6 +546,7 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 		 * cover our private buffers, and the server's pool may
 		 * still be shared with ring workers (docs/reliability.md). */
 		(*out)->checksum = (uint32_t)sum;
+		(*out)->info.checksum = (uint32_t)sum;
 	}
 	return rc;
 }

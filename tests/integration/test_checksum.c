@@ -60,7 +60,9 @@ static struct kvr_client *connect_tp(uint32_t mode, int transport)
 	rc = kvr_connect(&o, &c, err, sizeof(err));
 	cr_assert_eq(rc, 0, "connect: %d %s", rc, err);
 	cr_assert_eq(kvr_client_info(c)->transport,
-		     transport ? transport : KVR_TRANSPORT_SHM);
+		     (uint32_t)(transport ? transport : KVR_TRANSPORT_SHM));
+	cr_assert_eq(kvr_client_info(c)->checksum,
+		     mode ? mode : KVR_CHECKSUM_OFF);
 	return c;
 }
 

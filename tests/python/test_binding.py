@@ -156,6 +156,21 @@ def child_retrieve(sock, keys, transport, q):
         q.put(("error", repr(e)))
 
 
+def child_flip(sock, keys, chunk, q):
+    """Runs in another process, without checksums: find chunk's slot, let
+    go of it, flip one byte of it in the pool behind the server's back."""
+    import ctypes
+    try:
+        with kvring.connect(socket=sock, checksum="off", **LAYOUT) as c:
+            with c.retrieve(keys) as tx:
+                ptr = tx._x.slots[chunk].ptr
+            b = ctypes.c_char.from_address(ptr + 100)
+            b.value = bytes([b.value[0] ^ 0x44])
+        q.put("ok")
+    except Exception as e:
+        q.put(repr(e))
+
+
 def child_redeem(sock, lease, keys, q):
     try:
         with kvring.connect(socket=sock, **LAYOUT) as c:
@@ -236,6 +251,33 @@ class BindingTest(unittest.TestCase):
             with self.assertRaises(kvring.KvringError) as cm:
                 tx.verify()  # no checksums on this client
             self.assertIn("no checksums", str(cm.exception))
+
+    def test_corrupt_chunk_is_reported_over_the_copy_transport(self):
+        # The copy transport sums too: a copy client's stored chunk, damaged
+        # in the shared pool by another process, fails verify() in the
+        # bytes the socket brought back; 'verify' marks it on arrival.
+        with self.connect(transport="copy", checksum="on") as c:
+            self.assertEqual((c.transport, c.checksum), ("copy", "on"))
+            keys = c.keys(tokens(41, 3))
+            self.assertEqual(store_all(c, keys), 3)
+            self.assertEqual(self.run_child(child_flip, self.srv.sock,
+                                            list(keys), 2), "ok")
+            with c.retrieve(keys) as tx:
+                self.assertEqual(tx.corrupt, [])  # 'on' checks on request
+                self.assertEqual(tx.verify(), 1)
+                self.assertEqual(tx.unchecked, 0)
+                self.assertEqual(tx.corrupt, [2])
+                self.assertEqual(bytes(tx.slots[0][1]), chunk_bytes(keys[0]))
+        with self.connect(transport="copy", checksum="verify") as c:
+            deadline = time.time() + 5
+            while c.lookup(keys) != 2 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(c.lookup(keys), 2, "the server dropped it")
+            self.assertEqual(store_all(c, keys), 1)
+            self.assertEqual(self.run_child(child_flip, self.srv.sock,
+                                            list(keys), 0), "ok")
+            with c.retrieve(keys) as tx:
+                self.assertEqual(tx.corrupt, [0])
 
     def test_bytes_match_when_retrieved_through_copy(self):
         with self.connect() as c:

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
 import torch  # noqa: E402
 
+import kvring  # noqa: E402
 from kvring.kv import PagedKV  # noqa: E402
 from kvring.torch import ChunkLayout, KvringContext  # noqa: E402
 
@@ -39,6 +40,33 @@ LAYOUT = ChunkLayout(layers=2, kv_heads=2, head_size=64, dtype="fp16",
 
 def toks(r, n):
     return [(r * 7919 + j * 104729) % 50000 for j in range(n)]
+
+
+def flip_in_child(case, sock, layout, model, keys, chunk):
+    """A second process, connected without checksums in @model's namespace,
+    finds chunk @chunk's slot, lets go of it, and flips one byte of it in
+    the pool behind the server's back (the pool is shared memory)."""
+    import ctypes
+    import multiprocessing
+
+    def child(q):
+        try:
+            with layout.connect(model, socket=sock, checksum="off") as c:
+                with c.retrieve(keys) as tx:
+                    ptr = tx._x.slots[chunk].ptr
+                b = ctypes.c_char.from_address(ptr + 256)
+                b.value = bytes([b.value[0] ^ 0x10])
+            q.put("ok")
+        except Exception as e:  # reported, not swallowed
+            q.put(repr(e))
+
+    mp = multiprocessing.get_context("fork")
+    q = mp.Queue()
+    p = mp.Process(target=child, args=(q,))
+    p.start()
+    res = q.get(timeout=30)
+    p.join(30)
+    case.assertEqual(res, "ok")
 
 
 class ServerCase(unittest.TestCase):
@@ -122,6 +150,82 @@ class ContextTest(ServerCase):
             del got
             self.assertTrue(ctx.commit_retrieve(t))
             self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+
+    def flip_in_child(self, keys, chunk):
+        flip_in_child(self, self.srv.sock, LAYOUT, "torch-test", keys, chunk)
+
+    def test_verify_retrieve_cuts_the_views_when_checksum_is_on(self):
+        # 'on' sums every store and verifies when asked, as in C: the
+        # views are handed out unchecked, verify_retrieve() checks them
+        # and cuts the list at the first corrupt chunk, in place.
+        with self.ctx(checksum="on") as ctx:
+            self.assertEqual(ctx.client.checksum, "on")
+            t = toks(61, 48)  # 3 chunks
+            with ctx.storing(t) as views:
+                for i, v in enumerate(views):
+                    v.fill_(i + 1)
+            self.flip_in_child(list(ctx.keys(t)), 1)
+            got = ctx.prepare_retrieve(t)
+            self.assertEqual(len(got), 3)  # not checked yet
+            cut = got[2]
+            self.assertEqual(ctx.verify_retrieve(t), 1)
+            self.assertEqual(len(got), 1)
+            self.assertEqual(got.indices, [0])
+            self.assertEqual(cut.numel(), 0, "a cut view must be emptied")
+            self.assertTrue(torch.equal(got[0], torch.full(LAYOUT.shape, 1,
+                                                           dtype=torch.half)))
+            self.assertEqual(ctx.verify_retrieve(chunks=got), 1)  # again
+            del got, cut
+            self.assertTrue(ctx.commit_retrieve(t))
+            # Reported at commit: kvringd re-checked and dropped chunk 1.
+            deadline = time.time() + 5
+            while ctx.client.lookup(ctx.keys(t)) != 1 and \
+                    time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            # A clean retrieve: nothing cut.
+            with ctx.storing(t) as views:
+                for v in views:
+                    v.fill_(7)
+            got = ctx.prepare_retrieve(t)
+            self.assertEqual(ctx.verify_retrieve(t), 0)
+            self.assertEqual(len(got), 3)
+            del got
+            self.assertTrue(ctx.commit_retrieve(t))
+            with self.assertRaises(ValueError):
+                ctx.verify_retrieve(t)  # nothing prepared
+
+    def test_verify_retrieve_raises_when_checksums_are_off(self):
+        with self.ctx(checksum="off") as ctx:
+            self.assertEqual(ctx.client.checksum, "off")
+            t = toks(62, 16)
+            with ctx.storing(t) as views:
+                views[0].fill_(1)
+            got = ctx.prepare_retrieve(t)
+            with self.assertRaises(kvring.KvringError) as cm:
+                ctx.verify_retrieve(t)
+            self.assertIn("no checksums", str(cm.exception))
+            self.assertEqual(len(got), 1)
+            del got
+            self.assertTrue(ctx.commit_retrieve(t))
+
+    def test_retrieve_views_stop_when_a_second_process_flipped_a_byte(self):
+        # 'verify' mode, the byte flipped by another process, by lease.
+        with self.ctx(checksum="verify") as ctx:
+            self.assertEqual(ctx.client.checksum, "verify")
+            t = toks(63, 48)
+            with ctx.storing(t) as views:
+                for i, v in enumerate(views):
+                    v.fill_(i + 1)
+            self.flip_in_child(list(ctx.keys(t)), 2)
+            hits, lease = ctx.client.lookup(ctx.keys(t), pin=True)
+            self.assertEqual(hits, 3)
+            got = ctx.prepare_retrieve(None, lease=lease)
+            self.assertEqual(got.indices, [0, 1])
+            self.assertEqual(ctx.verify_retrieve(None, lease=lease), 1)
+            self.assertEqual(len(got), 2)
+            del got
+            self.assertTrue(ctx.commit_retrieve(None, lease=lease))
 
     def test_prepare_store_returns_empty_when_everything_is_stored(self):
         with self.ctx() as ctx:
@@ -401,6 +505,46 @@ class ConnectorTest(ServerCase):
 
     def test_mla_cache_loads_bit_exact_when_model_is_mla(self):
         self.roundtrip(mla=True, head_size=96)
+
+    def test_corrupt_chunk_is_recomputed_when_checksum_is_on(self):
+        # KVRING_CHECKSUM=on for the whole deployment: stores are summed,
+        # and the connector verifies what it loads (with 'on' nothing
+        # else would). A second process flips a byte of chunk 1: the
+        # load is cut there, vLLM recomputes, and the KV is right.
+        from kvring.torch import salted_keys
+        from kvring.vllm import _layout
+        old = os.environ.get("KVRING_CHECKSUM")
+        os.environ["KVRING_CHECKSUM"] = "on"
+        try:
+            spec1 = self.spec()
+            p1 = self.prompt(9, 2 * 64 + 40)
+            e1 = engine.Engine(spec1)
+            try:
+                self.assertEqual(e1.run("req-1", p1)["errors"], [])
+            finally:
+                e1.stop()
+            lt = _layout(spec1.vllm_config(), spec1.chunk_tokens)
+            with lt.connect(spec1.model, socket=self.srv.sock,
+                            checksum="off") as c:
+                keys = list(salted_keys(c, p1[:128], 64, None))
+            self.assertEqual(len(keys), 2)
+            flip_in_child(self, self.srv.sock, lt, spec1.model, keys, 1)
+            spec2 = self.spec(block_offset=29)
+            e2 = engine.Engine(spec2)
+            try:
+                r2 = e2.run("req-2", p1)
+                self.assertEqual(r2["external_tokens"], 128)
+                self.assertNotEqual(r2["errors"], [],
+                                    "a corrupt chunk was loaded")
+                self.assertGreater(r2["recomputed"], 0)
+                self.check_loaded(e2, spec2, r2, p1, 128)
+            finally:
+                e2.stop()
+        finally:
+            if old is None:
+                del os.environ["KVRING_CHECKSUM"]
+            else:
+                os.environ["KVRING_CHECKSUM"] = old
 
     def test_partial_last_chunk_is_not_stored(self):
         spec = self.spec()

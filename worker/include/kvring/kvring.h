@@ -126,6 +126,11 @@ struct kvr_client_info {
 	 * kvring-0.pool 1073741824 bytes, channel 2, attach 85.1 ms (prefault
 	 * 84.7 ms), kvringd pid 4242". The library never prints it. */
 	char debug[256];
+	/* Additions (v0.3): KVR_CHECKSUM_OFF, _ON or _VERIFY, the mode in
+	 * effect (opts.checksum, else $KVRING_CHECKSUM), so that a layer on
+	 * top (the Python torch context, the vLLM connector) can verify
+	 * under _ON without parsing the environment again. */
+	uint32_t checksum;
 };
 
 /*

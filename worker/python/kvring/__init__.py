@@ -96,6 +96,7 @@ _TRANSPORT_NAMES = {Transport.SHM: "shm", Transport.MEMFD: "memfd",
                     Transport.COPY: "copy"}
 # connect(checksum=...): KVR_CHECKSUM_OFF/_ON/_VERIFY of kvring.h.
 _CHECKSUM_MODES = {"off": 1, "on": 2, "verify": 3}
+_CHECKSUM_NAMES = {v: k for k, v in _CHECKSUM_MODES.items()}
 
 _LIB: Any = None
 
@@ -429,6 +430,8 @@ class Client(object):
 
     Attributes: transport ('shm', 'memfd' or 'copy'), channel, pool_bytes,
     pool_name, max_keys, attach_ms, server_pid, debug (one log line),
+    checksum ('off', 'on' or 'verify': the mode in effect, from
+    connect(checksum=...) or $KVRING_CHECKSUM),
     chunk_bytes (one chunk of the registered layout: 2 x layers x
     chunk_tokens x kv_heads x head_size x dtype_bytes)."""
 
@@ -444,6 +447,7 @@ class Client(object):
         self.attach_ms: float = info.attach_ns / 1e6
         self.server_pid: int = info.server_pid
         self.debug: str = info.debug.decode()
+        self.checksum: str = _CHECKSUM_NAMES.get(info.checksum, "off")
         self.chunk_bytes: int = chunk_bytes
         self._async: Dict[int, Tuple[Any, Optional[_Tx]]] = {}
         self._tokens = itertools.count(1)

@@ -67,6 +67,7 @@ class ClientInfo(ctypes.Structure):
         ("heartbeat_ms", c_u32),
         ("prefault_ns", c_u64),
         ("debug", ctypes.c_char * 256),
+        ("checksum", c_u32),  # v0.3: KVR_CHECKSUM_* in effect
     ]
 
 

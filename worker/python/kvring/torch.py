@@ -242,6 +242,30 @@ class _Transfer(object):
                 self.views.indices.append(i)  # slot i is chunk i
                 del mv, arr
 
+    def verify(self) -> int:
+        """RetrieveTx.verify() (kvr_verify_retrieve), then cut the views
+        at the first corrupt chunk, as checksum='verify' does on arrival:
+        that chunk and every later one are no use to a prefix. The views
+        cut off are emptied in place and leave self.views (the very list
+        the caller holds). Returns the number of corrupt chunks."""
+        bad = self.tx.verify()
+        first = next((i for i, (st, _) in enumerate(self.tx.slots)
+                      if st == SlotStatus.CORRUPT), None)
+        if first is None:
+            return bad
+        keep = sum(1 for i in self.views.indices if i < first)
+        if keep == len(self.views):
+            return bad  # cut already (on arrival, or an earlier verify)
+        log.warning("kvring: chunk %d of transfer %d fails its checksum; "
+                    "%d of %d chunks usable", first, self.tx.id, first,
+                    len(self.tx.slots))
+        for t in self.views[keep:]:
+            t.set_(torch.empty(0, dtype=t.dtype))
+        del self.views[keep:]
+        del self.views.indices[keep:]
+        del self._versions[keep:]
+        return bad
+
     def end(self) -> bool:
         """Empty every tensor handed out; True if no derived tensor still
         holds the slot memory (safe to unpin now)."""
@@ -363,16 +387,23 @@ class KvringContext(object):
         self._stores[tid] = t
         return t.views
 
-    def _take(self, table: Dict, key: Any, instance_id: Any,
-              chunks: Any = None, salt: Optional[str] = None
-              ) -> Optional[_Transfer]:
+    def _find(self, table: Dict, key: Any, instance_id: Any,
+              chunks: Any = None, salt: Optional[str] = None) -> Any:
+        """The table id of a pending transfer, or None."""
         if isinstance(chunks, ChunkViews) and chunks.transfer_id:
             for tid, t in table.items():
                 if t.tx.id == chunks.transfer_id:
-                    return table.pop(tid)
+                    return tid
         if key is None or self.client is None:
             return None
-        return table.pop((instance_id, _key_id(self.keys(key, salt))), None)
+        tid = (instance_id, _key_id(self.keys(key, salt)))
+        return tid if tid in table else None
+
+    def _take(self, table: Dict, key: Any, instance_id: Any,
+              chunks: Any = None, salt: Optional[str] = None
+              ) -> Optional[_Transfer]:
+        tid = self._find(table, key, instance_id, chunks, salt)
+        return table.pop(tid) if tid is not None else None
 
     def commit_store(self, key: Any, instance_id: Any = 0,
                      chunks: Any = None, salt: Optional[str] = None) -> bool:
@@ -444,6 +475,36 @@ class KvringContext(object):
         tx.slots = [(st, None) for st, _ in tx.slots]
         self._retrieves[tid] = t
         return t.views
+
+    def verify_retrieve(self, key: Any = None, instance_id: Any = 0,
+                        chunks: Any = None, lease: Optional[int] = None,
+                        salt: Optional[str] = None) -> int:
+        """Check a prepared retrieve's chunks against the XXH3-64 their
+        storer sent (the client needs checksum='on' or 'verify'; 'verify'
+        already did it when the retrieve arrived). The views are cut in
+        place at the first corrupt chunk, exactly as under 'verify': the
+        ChunkViews list shrinks, the tensors cut off are emptied, and
+        commit_retrieve reports the corrupt chunks so that kvringd drops
+        them. Returns the number of corrupt chunks (0: every view is
+        good). The transfer is found as by commit_retrieve. Raises
+        KvringError(ENODATA) on a client without checksums, ValueError
+        when no such retrieve is prepared.
+
+        >>> views = ctx.prepare_retrieve(tokens)     # doctest: +SKIP
+        >>> ctx.verify_retrieve(tokens), len(views)  # doctest: +SKIP
+        (1, 2)
+        """
+        if key is None and lease is not None and not isinstance(chunks,
+                                                                ChunkViews):
+            tid: Any = (instance_id, ("lease", lease))
+            tid = tid if tid in self._retrieves else None
+        else:
+            tid = self._find(self._retrieves, key, instance_id, chunks, salt)
+        if tid is None:
+            raise ValueError("verify_retrieve: no retrieve of this key for "
+                             "instance %r is prepared (call prepare_retrieve "
+                             "first)" % (instance_id,))
+        return self._retrieves[tid].verify()
 
     def commit_retrieve(self, key: Any = None, instance_id: Any = 0,
                         chunks: Any = None, lease: Optional[int] = None,

@@ -377,8 +377,19 @@ class KvringConnector(KVConnectorBase_V1):
             log.warning("kvring load of %s failed: the cache is "
                         "unavailable; vLLM recomputes", ld.req_id)
             return False
-        ok = len(views) >= ld.nchunks
+        ok = False
         try:
+            # checksum='on' sums at commit and verifies on request: this
+            # is where the chunks are used, so ask ('verify' did it on
+            # arrival). A corrupt chunk cuts the views; the load then
+            # falls short and vLLM recomputes, as for an evicted chunk.
+            if len(views) and ctx.client is not None and \
+                    ctx.client.checksum == "on":
+                if use_lease:
+                    ctx.verify_retrieve(None, iid, lease=ld.lease)
+                else:
+                    ctx.verify_retrieve(ld.tokens, iid, salt=ld.salt)
+            ok = len(views) >= ld.nchunks
             if ok:
                 kv.scatter(ld.block_ids, views[:ld.nchunks],
                            skip_blocks=ld.skip_blocks)
@@ -386,7 +397,7 @@ class KvringConnector(KVConnectorBase_V1):
                 log.warning("kvring load of %s: %d of %d chunks left (evicted"
                             "?); vLLM recomputes", ld.req_id, len(views),
                             ld.nchunks)
-        except ValueError as e:
+        except (kvring.KvringError, ValueError) as e:
             log.warning("kvring load of %s failed: %s", ld.req_id, e)
             ok = False
         finally:
