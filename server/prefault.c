@@ -8,14 +8,16 @@
  * socket. Here one thread touches the pool, one read per huge page, while
  * the loop already accepts and serves.
  *
- * What that costs others: a worker that attaches meanwhile touches every
- * huge page too (worker/touch.c) and zeroes those the thread has not
- * reached yet, so its attach takes part of what is left, never more than
- * an in-line start would have made it wait; both then fault disjoint
- * pages (the kernel serialises each page's first fault), so on two CPUs
- * the rest goes about twice as fast. A store into a page nobody touched
- * yet faults it in itself; it is correct, only slower (kvring-bench attach
- * measures both).
+ * What that costs others: nothing on a worker's critical path. The
+ * thread goes from offset 0 up and publishes how far it got in the
+ * control header (pool_zeroed_bytes, abi 3.2); a worker that attaches
+ * meanwhile pre-touches only the pages below that line, which the
+ * kernel merely maps, and follows the line in a thread of its own for
+ * the rest (worker/touch.c), so it never zeroes a page for us. The
+ * allocator hands out a fresh pool from offset 0 up (lowest offset
+ * first, alloc.c), i.e. the zeroed pages first. A store into a page
+ * nobody touched yet faults it in itself; it is correct, only slower
+ * (kvring-bench attach measures both).
  *
  * The thread reads one word per page and writes nothing, touches nothing
  * but the pool mapping and shares only the atomics below with the loop.
@@ -35,9 +37,10 @@
 #include "prefault.h"
 #include "srv.h"
 
-/* Bytes touched between looks at the stop flag: 256 MiB, at most ~1 s
- * of zeroing on a cold VM, so a stop waits about that long. */
-#define SLICE (256ull << 20)
+/* Bytes touched between looks at the stop flag and publications of the
+ * progress: 16 MiB (8 huge pages, 2-80 ms of zeroing here), so a worker
+ * waits at most about that long for the next pages it may touch. */
+#define SLICE (16ull << 20)
 
 /* At most one STATUS= line a second. */
 #define STATUS_NS 1000000000ull
@@ -49,7 +52,8 @@
  */
 struct kvr_prefault {
 	pthread_t thread;
-	unsigned char *base; /* the pool mapping (borrowed) */
+	unsigned char *base;	     /* the pool mapping (borrowed) */
+	struct kvr_ctl_hdr_shm *hdr; /* progress for workers (borrowed) */
 	size_t bytes, page_bytes;
 	uint64_t t0_ns;
 	uint64_t elapsed_ns;	     /* thread writes, before R-PF1 */
@@ -76,6 +80,12 @@ static void *prefault_main(void *arg)
 		/* Relaxed: progress for a STATUS line, nothing more. */
 		atomic_store_explicit(&p->done_bytes, off + n,
 				      memory_order_relaxed);
+		/* Relaxed: a hint, no data rides on it. A worker that reads
+		 * an older value touches later, one that touched above it
+		 * anyway only zeroes that page itself; the kernel's page
+		 * cache, not this word, makes every touch correct. */
+		atomic_store_explicit(&p->hdr->pool_zeroed_bytes, off + n,
+				      memory_order_relaxed);
 	}
 	p->elapsed_ns = kvr_clock_now_ns() - p->t0_ns;
 	/* R-PF1: elapsed_ns before finished; pairs with A-PF1 in
@@ -95,6 +105,9 @@ int kvr__prefault_start(struct kvr_srv *s)
 	if (!p)
 		return -ENOMEM;
 	p->base = s->pool.base;
+	/* The control segment exists before the pool (srv.c), and
+	 * format_ctl() leaves pool_zeroed_bytes alone. */
+	p->hdr = s->ctl.base;
 	p->bytes = s->pool.bytes;
 	p->page_bytes = s->pool.page_bytes;
 	p->t0_ns = kvr_clock_now_ns();

@@ -558,6 +558,10 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->state, KVR_SERVER_STARTING,
 			      memory_order_relaxed);
+	/* Workers follow pool_zeroed_bytes, which the thread (started by
+	 * create_pool, before this) already writes, only when this says
+	 * so; published by R-SEG1 like the geometry. */
+	h->pool_zeroing = kvr__prefault_running(s) ? 1u : 0u;
 	atomic_store_explicit(&h->stats.workers, 0, memory_order_relaxed);
 	/* The observability region's geometry, also published by R-SEG1. */
 	s->obs = kvr_ctl_obs(h);

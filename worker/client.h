@@ -195,6 +195,7 @@ struct kvr_client {
 		_Atomic bool stop; /* teardown asks it to end early */
 		_Atomic bool done; /* R-TOUCH1: ns below is valid */
 		uint64_t ns;	   /* its duration, written before done */
+		size_t from;	   /* follower: where it starts (touch.c) */
 	} touch;
 };
 
@@ -252,8 +253,10 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 
 /* Start the pre-fault of c->pool: in line (returns when every page is
  * touched, c->info.prefault_ns set) or, with @background and 4 KiB pages,
- * in a thread. Returns 0 or -errno (the thread could not start: then it
- * ran in line instead, and returns 0). */
+ * in a thread; a huge-page pool the server still zeroes is touched in
+ * line up to the server's zeroed line and behind it by a thread. Returns
+ * 0 or -errno (the thread could not start: then it ran in line instead,
+ * and returns 0). Needs c->hdr mapped. */
 int kvr__touch_start(struct kvr_client *c, bool background);
 /* Stop and join a background pre-fault; before the pool is unmapped. A
  * forked child (no such thread there) only forgets it. */

@@ -12,11 +12,20 @@
  * unmapped; a forked child, which has no such thread, only forgets it.
  * A store into a page the thread has not reached yet takes that page
  * fault itself: correct, only slower (kvring-bench attach measures it).
+ *
+ * A huge-page pool that kvringd still zeroes in the background (the
+ * control header's pool_zeroing, abi 3.2) is touched in line only below
+ * the server's published pool_zeroed_bytes, where a touch merely maps a
+ * page; a thread then follows that line up to the end (follow_main), so
+ * the worker never zeroes a page on the server's behalf and kvr_connect
+ * does not wait for the zeroing. Older servers leave pool_zeroing 0: the
+ * whole pool is touched in line, as before.
  * This file does not map anything (conn.c does).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -48,6 +57,87 @@ static void *touch_main(void *arg)
 	return NULL;
 }
 
+/* How long the follower sleeps when the server has zeroed nothing new
+ * (it publishes every 16 MiB, 2-80 ms of zeroing here). */
+#define FOLLOW_SLEEP_NS 1000000L
+
+/* The server's zeroed line, rounded down to whole pages of ours. */
+static size_t zeroed_line(const struct kvr_client *c, size_t page)
+{
+	/* Relaxed: a hint for speed, no data rides on it (see
+	 * docs/memory-order.md, "Background pool pre-fault"). */
+	uint64_t z = atomic_load_explicit(&c->hdr->pool_zeroed_bytes,
+					  memory_order_relaxed);
+
+	if (z >= c->pool.bytes)
+		return c->pool.bytes;
+	return (size_t)z & ~(page - 1);
+}
+
+/*
+ * The follower: touch the pages the server has zeroed since we looked,
+ * up to the end of the pool, never above its line. Ends early on a stop
+ * request or when the server stops (its thread then stops too, and the
+ * line would not move again); what is left is faulted in by the stores
+ * that reach it.
+ */
+static void *follow_main(void *arg)
+{
+	struct kvr_client *c = arg;
+	size_t page = c->pool.page_bytes, from = c->touch.from;
+	unsigned char *p = c->pool.base;
+	uint64_t t0 = kvr_clock_now_ns();
+
+	while (from < c->pool.bytes) {
+		struct timespec ts = {0, FOLLOW_SLEEP_NS};
+		size_t to = zeroed_line(c, page);
+
+		/* Relaxed: a request to stop early, no data rides on it. */
+		if (atomic_load_explicit(&c->touch.stop, memory_order_relaxed))
+			break;
+		if (to > from) {
+			(void)kvr_seg_prefault_pages(p + from, to - from, page,
+						     true, NULL);
+			from = to;
+			continue;
+		}
+		/* Relaxed: the server's run state, a hint as above. */
+		if (atomic_load_explicit(&c->hdr->state,
+					 memory_order_relaxed) ==
+		    KVR_SERVER_STOPPING)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	c->touch.ns = c->info.prefault_ns + (kvr_clock_now_ns() - t0);
+	/* R-TOUCH1: publish ns; pairs with A-TOUCH1 in kvr_prefault_status. */
+	atomic_store_explicit(&c->touch.done, true, memory_order_release);
+	return NULL;
+}
+
+/*
+ * A huge-page pool the server is still zeroing: touch in line what is
+ * zeroed, leave the rest to follow_main. Return true when the follower
+ * runs; false when the caller should touch the whole pool in line (an
+ * older server, the zeroing already over, or no thread).
+ */
+static bool touch_behind_server(struct kvr_client *c, size_t page)
+{
+	size_t line;
+
+	if (!c->pool.hugetlb || !c->hdr || c->hdr->pool_zeroing != 1u)
+		return false;
+	line = zeroed_line(c, page);
+	if (line >= c->pool.bytes)
+		return false; /* all zeroed: the in-line touch only maps */
+	(void)kvr_seg_prefault_pages(c->pool.base, line, page, true,
+				     &c->info.prefault_ns);
+	c->touch.from = line;
+	if (pthread_create(&c->touch.thread, NULL, follow_main, c) != 0)
+		return false; /* no thread (limits): the rest in line */
+	c->touch.started = true;
+	return true;
+}
+
 /* Whether the caller asked for the background pre-fault. */
 static bool want_background(bool background)
 {
@@ -65,6 +155,8 @@ int kvr__touch_start(struct kvr_client *c, bool background)
 
 	atomic_init(&c->touch.stop, false);
 	atomic_init(&c->touch.done, false);
+	if (touch_behind_server(c, page))
+		return 0;
 	/* Huge pages attach in a few ms per GiB: no thread worth having. */
 	if (want_background(background) && !c->pool.hugetlb) {
 		if (pthread_create(&c->touch.thread, NULL, touch_main, c) ==

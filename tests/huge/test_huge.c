@@ -11,7 +11,9 @@
  * commit leaves no reservation; a SIGKILLed server's huge pool is swept
  * by the next server and its pages return to the free pool; require fails
  * with the reservation command when pages are short, and auto falls back
- * to 4 KiB pages with one line saying how many to reserve.
+ * to 4 KiB pages with one line saying how many to reserve; a worker that
+ * connects while the server still zeroes the pool maps only what the
+ * server has zeroed (never zeroes a page itself) and gets exact bytes.
  * Every test skips, with the runner's reason, when the kernel refused the
  * reservation ($KVR_TEST_HUGE_SKIP).
  */
@@ -521,6 +523,99 @@ Test(huge, serves_exact_bytes_when_background_prefault_still_runs)
 	after = mapped_huge_kb(srv.pid, path);
 	cr_expect_eq(after, pool_kb, "server mapped %llu of %llu kB", after,
 		     pool_kb);
+	free(src);
+	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+/* The server's published zeroed line (control header, abi 3.2). */
+static uint64_t zeroed_line(void)
+{
+	return atomic_load_explicit(&srv.hdr->pool_zeroed_bytes,
+				    memory_order_relaxed);
+}
+
+/*
+ * A worker that connects while the server still zeroes its huge pages
+ * must not zero them for it (issue 13 item 2): its attach pre-touches
+ * only the pages below the line the server publishes (pool_zeroed_bytes)
+ * and a thread follows that line. So when kvr_connect returns, the worker
+ * has mapped no more of the pool than that line; before, its attach
+ * touched every page, zeroing those the server had not reached, and
+ * returned only when the whole pool was mapped. Read the worker first:
+ * the line only grows. The check needs the zeroing to be still running
+ * when it is made (512 MiB take ~100 ms here, a connect a few ms); a
+ * start whose zeroing was over is tried again, at most 5 times. Then
+ * the bytes come back exact, and once the zeroing is over the follower
+ * has mapped the whole pool.
+ */
+Test(huge, worker_attach_does_not_zero_pages_when_server_still_zeroes)
+{
+	enum { N = 4, CH = 2 << 20 };
+	const unsigned long long pool_kb = 512ull << 10;
+	struct kvr_key keys[N];
+	uint64_t sizes[N], ns = 0, line = 0;
+	struct kvr_xfer x = {0}, r = {0};
+	struct kvr_client *c = NULL;
+	unsigned long long worker_kb = 0;
+	int tries;
+	char path[256];
+	unsigned char *src;
+
+	huge_dir_or_skip();
+	for (tries = 0; tries < 5; tries++) {
+		start_huge_opt("512M", NULL, "--prefault");
+		cr_assert_eq(srv.hdr->pool_zeroing, 1u,
+			     "the server does not say it zeroes in the "
+			     "background");
+		snprintf(path, sizeof(path), "%s/%s.pool", hdir, srv.name);
+		c = connect_worker(true);
+		worker_kb = mapped_huge_kb(getpid(), path);
+		line = zeroed_line();
+		if (line < pool_kb << 10)
+			break; /* still zeroing: the check below means it */
+		kvr_close(c);
+		cr_assert_eq(t_server_stop(&srv), 0);
+	}
+	cr_assert_lt(tries, 5,
+		     "the server's zeroing was over before the check in 5 "
+		     "starts: this machine zeroes 512 MiB faster than a "
+		     "connect");
+	cr_expect_leq(worker_kb, line >> 10,
+		      "kvr_connect returned with %llu kB of the pool mapped "
+		      "while the server had zeroed %llu kB: the worker "
+		      "zeroed pages itself",
+		      worker_kb, (unsigned long long)(line >> 10));
+	src = malloc((size_t)N * CH);
+	cr_assert_not_null(src);
+	for (size_t i = 0; i < (size_t)N * CH; i++)
+		src[i] = (unsigned char)(i * 2654435761u >> 11);
+	for (unsigned i = 0; i < N; i++) {
+		keys[i] = (struct kvr_key){0x51ed + i, 0x2701 * (i + 1)};
+		sizes[i] = CH;
+	}
+	cr_assert_eq(kvr_prepare_store(c, keys, sizes, N, &x), 0, "%s",
+		     kvr_client_errmsg(c));
+	cr_assert_eq(x.nslots, N);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(x.slots[i].status, KVR_SLOT_OK);
+		memcpy(x.slots[i].ptr, src + (size_t)i * CH, CH);
+	}
+	cr_assert_eq(kvr_commit_store(c, &x), 0);
+	cr_assert_eq(kvr_prepare_retrieve(c, keys, N, &r), 0);
+	cr_assert_eq(r.nslots, N, "retrieved %u of %d chunks", r.nslots, N);
+	for (unsigned i = 0; i < N; i++)
+		cr_expect_eq(memcmp(r.slots[i].ptr, src + (size_t)i * CH, CH),
+			     0, "chunk %u differs from what was stored", i);
+	cr_expect_eq(kvr_commit_retrieve(c, &r), 0);
+	/* The follower ends once the server's line reaches the end. */
+	cr_expect(t_wait_until(prefault_logged, &srv, t_timeout_ms(30000)),
+		  "no 'pool pre-faulted in the background' line");
+	cr_expect_eq(kvr_prefault_status(c, true, &ns), 0);
+	worker_kb = mapped_huge_kb(getpid(), path);
+	cr_expect_eq(worker_kb, pool_kb,
+		     "after the zeroing the worker mapped %llu of %llu kB",
+		     worker_kb, pool_kb);
 	free(src);
 	kvr_close(c);
 	cr_expect_eq(t_server_stop(&srv), 0);

@@ -167,14 +167,25 @@ struct kvr_ctl_hdr_shm {
 	/* Live (768): on their own cache lines, server-written. */
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, every heartbeat_ms */
 	_Atomic uint32_t state;	       /* enum kvr_server_state */
-	uint32_t pad1;
-	uint8_t pad2[112];
+	/* Background zeroing of a huge-page pool (abi 3.2, server/
+	 * prefault.c): pool_zeroing is 1 when it was started (set once,
+	 * before seg.ready; 0 from older servers, or when the pool was
+	 * pre-faulted in line or not at all), and pool_zeroed_bytes then
+	 * says how much of the pool, from offset 0, is zeroed and mapped:
+	 * a touch below it only maps a page, one above it zeroes the page
+	 * itself. It grows to the mapping's size. A hint only: any page may
+	 * be touched by anyone at any time, at most slower. */
+	uint32_t pool_zeroing;		    /* 780 */
+	_Atomic uint64_t pool_zeroed_bytes; /* 784 */
+	uint8_t pad2[104];
 	struct kvr_gstats_shm stats; /* 896 */
 	uint8_t pad3[384];	     /* 1152 .. 1536 */
 	struct kvr_l2stats_shm l2;   /* 1536 .. 2048: the L2 tier */
 };
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, heartbeat_ns) == 768, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_zeroed_bytes) == 784,
+	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,

@@ -33,7 +33,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shm atomics must be lock-free");
 /* "KVRNGCT1" read as a big-endian u64 (stored little-endian on x86). */
 #define KVR_SEG_MAGIC 0x4b56524e47435431ULL
 #define KVR_ABI_MAJOR 3 /* 3: a memfd per channel, read-only control */
-#define KVR_ABI_MINOR 1 /* 1: gstats corrupt_dropped/_unconfirmed */
+#define KVR_ABI_MINOR 2 /* 2: pool_zeroing, pool_zeroed_bytes */
 #define KVR_ABI	      ((uint32_t)(KVR_ABI_MAJOR << 16 | KVR_ABI_MINOR))
 /* Value of kvr_seg_hdr_shm.ready once the creator published the segment. */
 #define KVR_SEG_READY 1u

@@ -80,7 +80,8 @@ struct kvr_client_opts {
 	 * at once, and stores into pages not yet touched take their page
 	 * faults themselves meanwhile ($KVRING_PREFAULT=background sets
 	 * it too; docs/config.md). No effect on huge pages: their attach
-	 * is short, so it stays synchronous. */
+	 * is short, so it stays synchronous (except below a server that
+	 * still zeroes its pool: then a thread follows its zeroing). */
 	bool prefault_background;
 	uint32_t trust_server_uid; /* also accept a kvringd running as this
 				      uid (0: only our own uid and root);
@@ -135,7 +136,8 @@ struct kvr_client_info {
 
 /*
  * kvr_prefault_status - whether the pool pre-fault has finished. With
- * @wait, blocks until it has (a background pre-fault only: otherwise it
+ * @wait, blocks until it has (a background pre-fault, or the thread that
+ * follows a huge-page pool the server is still zeroing; otherwise it
  * finished inside kvr_connect). *@prefault_ns (may be NULL) gets its time.
  * Return: 0 finished (or never ran: copy transport, no_prefault);
  * -EINPROGRESS still running (only without @wait); -EINVAL NULL client.
