@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * l2.h - kvringd's L2 tier: chunks shared between hosts through Redis or
- * Redis Cluster (docs/l2.md). Private to server/; one section per file.
+ * Redis Cluster (docs/l2.md). Private to server/. This header is what
+ * every L2 file shares, one section per file behind it:
  *
  *   l2_conf.c  the --l2* options, the URL grammar, the auth secret
  *   l2_fmt.c   the L2 key (namespace fingerprint + chunk key), the value
  *              header (encode and check, XXH3-64), CRC16 hash slots
  *   l2_resp.c  the small RESP decoder (reply lines, reply spans, CLUSTER
  *              SLOTS); pure, fuzzed (tests/fuzz/fuzz_l2_resp.c)
- *   l2_net.c   an L2 lane: one thread with its own connections, slot map
- *              and job queue; pipelines, redirects, reconnect with backoff
- *   l2_srv.c   the event-loop side: write-behind after commit, the
- *              read-through state machine, completions, counters
+ *   l2_tier.c  the tier both sides share: node table, done queue
+ *
+ * and the jobs and the tier's struct. Two files have their own header,
+ * on top of this one, so that who calls whom points one way
+ * (l2_srv -> l2_net -> l2; scripts/deps.py):
+ *
+ *   l2_net.h   l2_net.c, an L2 lane: one thread with its own connections,
+ *              slot map and job queue; pipelines, redirects, reconnects
+ *   l2_srv.h   l2_srv.c, the event-loop side: write-behind after commit,
+ *              the read-through state machine, completions, counters
  *
  * Threading (DESIGN rule 3): the store belongs to the loop thread. A lane
  * thread never calls the store; it gets jobs that name pool spans the loop
@@ -258,7 +265,7 @@ struct kvr_l2_stats {
 	_Atomic uint64_t state_changes;
 };
 
-/* ==== l2_net.c: lanes ==== */
+/* ==== Jobs: l2_srv.c makes them, a lane (l2_net.c) runs them ==== */
 
 #define KVR_L2_MAX_NODES 32u
 
@@ -305,30 +312,9 @@ struct kvr_l2_job {
 	struct kvr_l2_item it[];
 };
 
-struct kvr_l2;
 struct kvr_l2_lane;
 
-/*
- * kvr__l2_lane_create - a lane thread with its own connections to the
- * configured nodes. Connects lazily. Return: 0 and *out, or -errno.
- */
-int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
-			struct kvr_l2_lane **out);
-
-/* Queue a job (never blocks: the loop bounded the count already). */
-void kvr__l2_lane_submit(struct kvr_l2_lane *ln, struct kvr_l2_job *j);
-
-/*
- * kvr__l2_lane_destroy - stop the thread after the job it is running (a
- * bounded socket timeout at worst), then hand every job still queued to
- * the done queue unrun (items KVR_L2_RES_FAIL), close its sockets.
- */
-void kvr__l2_lane_destroy(struct kvr_l2_lane *ln);
-
-/* Put a finished job on the done queue and wake the loop (lanes call it). */
-void kvr__l2_done(struct kvr_l2 *l2, struct kvr_l2_job *j);
-
-/* ==== l2_srv.c: the loop side (see srv.h for the server) ==== */
+/* ==== l2_tier.c: the tier, which the lanes and the loop share ==== */
 
 /* A node as the inspector shows it (one table for all lanes). */
 struct kvr_l2_node_pub {
@@ -372,6 +358,9 @@ struct kvr_l2 {
 	uint8_t *keep;
 };
 
+/* Put a finished job on the done queue and wake the loop (lanes call it). */
+void kvr__l2_done(struct kvr_l2 *l2, struct kvr_l2_job *j);
+
 /* kvr__l2_node_id - the node table index of an address (added when new);
  * -ENOSPC when the table is full. Any thread. */
 int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a);
@@ -380,56 +369,5 @@ int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a);
  * change once per change. */
 void kvr__l2_node_state(struct kvr_l2 *l2, int id, uint32_t state,
 			const char *why);
-
-/* ==== l2_srv.c: the event loop's side (loop thread only) ==== */
-
-struct kvr_srv;
-struct kvr_conn;
-struct kvr_req_view;
-
-/*
- * kvr_l2_start - when --l2 is given: read the secret, start both lanes,
- * log once what is used. Return: 0 (also when L2 is off), or -errno with
- * the reason logged.
- */
-int kvr_l2_start(struct kvr_srv *s);
-
-/*
- * kvr_l2_stop - at shutdown, before the self-check: stop the lanes and end
- * every owner their jobs held (uploads unpinned, loads freed unpublished).
- */
-void kvr_l2_stop(struct kvr_srv *s);
-
-/* kvr_l2_destroy - free the tier; NULL-safe. */
-void kvr_l2_destroy(struct kvr_l2 *l2);
-
-/* kvr_l2_poll - each loop pass: finished jobs, deadlines, late answers.
- * Return: work done (0 when idle). */
-unsigned kvr_l2_poll(struct kvr_srv *s);
-
-/* kvr_l2_waiting - a read-through is waiting (the loop sleeps short). */
-bool kvr_l2_waiting(const struct kvr_srv *s);
-
-/* kvr_l2_bell - the done-queue eventfd became readable. */
-void kvr_l2_bell(struct kvr_srv *s);
-
-/*
- * kvr_l2_lookup - a lookup flagged KVR_REQ_L2 with keys in s->keys: if
- * part of the prefix may be in L2, start a read-through and return true
- * (the answer comes later); false: answer now as a plain lookup.
- */
-bool kvr_l2_lookup(struct kvr_srv *s, struct kvr_conn *c,
-		   const struct kvr_req_view *v);
-
-/*
- * kvr_l2_commit_store - commit_store with write-behind: the transfer's
- * keys are read, it is committed, and its chunks are pinned under an L2
- * owner and queued for upload (or dropped, counted, if the queue is
- * full). Return: what kvr_store_commit_store() returned.
- */
-int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
-
-/* kvr_l2_publish - copy the counters into the control segment. */
-void kvr_l2_publish(struct kvr_srv *s);
 
 #endif /* KVR_SERVER_L2_H */

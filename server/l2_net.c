@@ -42,7 +42,7 @@
 #include <kvring/clock.h>
 #include <kvring/log.h>
 
-#include "l2.h"
+#include "l2_net.h"
 
 #define RB_INIT	       (256u << 10)
 #define RB_MAX	       (16u << 20)

@@ -2,10 +2,10 @@
 /*
  * l2_srv.c - the L2 tier on the event loop's side (docs/l2.md): start-up
  * and shutdown of the lanes, write-behind after a worker's commit, the
- * read-through state machine of a lookup flagged KVR_REQ_L2, the done
- * queue the lanes fill, the node table and the counters the inspector
- * reads. Everything here runs on the loop thread, which owns the store;
- * the lanes (l2_net.c) only move bytes of spans this file pinned or
+ * read-through state machine of a lookup flagged KVR_REQ_L2, draining
+ * the done queue the lanes fill (l2_tier.c) and the counters the
+ * inspector reads. Everything here runs on the loop thread, which owns the
+ * store; the lanes (l2_net.c) only move bytes of spans this file pinned or
  * reserved for them, under owners of the store channel s->l2->chan.
  *
  * Read-through, per lookup: L1 hits h; PROBE keys[h..n) (GETRANGE of the
@@ -31,7 +31,8 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "l2.h"
+#include "l2_net.h"
+#include "l2_srv.h"
 
 #define RT_MAX	   16u /* read-throughs in flight */
 #define PUBLISH_NS 20000000ull
@@ -60,76 +61,6 @@ struct kvr_l2_rt {
 };
 
 static uint64_t last_pub_ns;
-
-/* ---- node table (any thread, under l2->lock) ---- */
-
-int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a)
-{
-	char addr[272];
-	int id = -ENOSPC;
-
-	if (a->path[0])
-		snprintf(addr, sizeof(addr), "%s", a->path);
-	else
-		snprintf(addr, sizeof(addr), "%s:%u", a->host, a->port);
-	pthread_mutex_lock(&l2->lock);
-	for (uint32_t i = 0; i < l2->nnodes; i++)
-		if (strcmp(l2->nodes[i].addr, addr) == 0)
-			id = (int)i;
-	if (id < 0 && l2->nnodes < KVR_L2_MAX_NODES) {
-		id = (int)l2->nnodes++;
-		strcpy(l2->nodes[id].addr, addr);
-	}
-	pthread_mutex_unlock(&l2->lock);
-	return id;
-}
-
-void kvr__l2_node_state(struct kvr_l2 *l2, int id, uint32_t state,
-			const char *why)
-{
-	struct kvr_l2_node_pub *n = &l2->nodes[id];
-	/* Relaxed exchange: it only decides who logs the transition. Both
-	 * lanes may report the same change; the first one logs it. */
-	uint32_t old =
-	    atomic_exchange_explicit(&n->state, state, memory_order_relaxed);
-
-	if (state == 2)
-		atomic_fetch_add_explicit(&n->errors, 1, memory_order_relaxed);
-	if (old == state)
-		return;
-	atomic_fetch_add_explicit(&l2->st.state_changes, 1,
-				  memory_order_relaxed);
-	if (state == 1)
-		kvr_log_info("l2: node %s up", n->addr);
-	else
-		kvr_log_warn("l2: node %s down (%s): serving from L1 only for "
-			     "its keys, retrying with backoff",
-			     n->addr, why);
-}
-
-/* ---- done queue ---- */
-
-void kvr__l2_done(struct kvr_l2 *l2, struct kvr_l2_job *j)
-{
-	uint64_t one = 1;
-
-	j->next = NULL;
-	pthread_mutex_lock(&l2->lock);
-	if (l2->done_tail)
-		l2->done_tail->next = j;
-	else
-		l2->done_head = j;
-	l2->done_tail = j;
-	/* R-L2D: the job's results before the count; pairs with A-L2D in
-	 * kvr_l2_poll (the mutex orders them too; the count lets the loop
-	 * skip the lock on an idle pass). */
-	atomic_fetch_add_explicit(&l2->done_n, 1, memory_order_release);
-	pthread_mutex_unlock(&l2->lock);
-	if (write(l2->efd, &one, sizeof(one)) < 0) {
-		/* The counter overflowing is the only failure: the loop has
-		 * a wake-up pending anyway. */
-	}
-}
 
 void kvr_l2_bell(struct kvr_srv *s)
 {

@@ -42,7 +42,7 @@
 #include <kvring/store.h>
 
 #include "config.h"
-#include "l2.h"
+#include "l2_srv.h"
 
 /* Sockets allowed in the handshake at once (beyond max_workers); when
  * full, a new socket makes the oldest pending one go (hello.c). */
@@ -337,7 +337,7 @@ struct kvr_srv {
 	bool stopping;
 	uint64_t now_ns;
 	struct kvr_gcount g;
-	struct kvr_l2 *l2;	       /* NULL without --l2 (l2.h) */
+	struct kvr_l2 *l2;	       /* NULL without --l2 (l2_srv.h) */
 	struct kvr_prefault *prefault; /* huge-page pool zeroing, prefault.h */
 	/* Observability (disp.c times, chan.c publishes). */
 	struct kvr_ctl_obs_shm *obs; /* in the control segment */

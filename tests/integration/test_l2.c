@@ -21,7 +21,7 @@
 
 #include <kvring/kvring.h>
 
-#include "l2_srv.h"
+#include "l2_suite.h"
 
 #define CHUNK (64u << 10)
 

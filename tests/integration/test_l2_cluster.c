@@ -19,7 +19,7 @@
 
 #include <kvring/kvring.h>
 
-#include "l2_srv.h"
+#include "l2_suite.h"
 
 #define CHUNK (32u << 10)
 

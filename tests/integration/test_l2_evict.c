@@ -16,7 +16,7 @@
 
 #include <kvring/kvring.h>
 
-#include "l2_srv.h"
+#include "l2_suite.h"
 
 #define CHUNK (1u << 20)
 #define BATCH 4u /* chunks per store: a third of the eviction zone */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * l2_srv.h - what the L2 suites share (tests/integration/test_l2.c,
+ * l2_suite.h - what the L2 suites share (tests/integration/test_l2.c,
  * test_l2_cluster.c, test_l2_evict.c), on top of worker_srv.h and
  * t_redis.h: the skip when Redis is not installed, a kvringd started with
  * --l2 and the options every L2 test needs, the chunk keys of a request,
@@ -8,8 +8,8 @@
  * test. Header-only with static functions, so each suite stays one file
  * for the CMake glob.
  */
-#ifndef KVR_L2_SRV_H
-#define KVR_L2_SRV_H
+#ifndef KVR_L2_SUITE_H
+#define KVR_L2_SUITE_H
 
 #include <stdlib.h>
 
@@ -90,4 +90,4 @@ static inline struct kvr_key *l2t_keys_for(struct kvr_client *c, uint32_t r,
 	return k;
 }
 
-#endif /* KVR_L2_SRV_H */
+#endif /* KVR_L2_SUITE_H */
