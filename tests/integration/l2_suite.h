@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * l2_suite.h - what the L2 suites share (tests/integration/test_l2.c,
- * test_l2_cluster.c, test_l2_evict.c), on top of worker_srv.h and
- * t_redis.h: the skip when Redis is not installed, a kvringd started with
- * --l2 and the options every L2 test needs, the chunk keys of a request,
- * and the L2 counters of the control header. Set-up failures fail the
+ * test_l2_cluster.c, test_l2_evict.c, test_l2_failover.c), on top of
+ * worker_srv.h and t_redis.h: the skip when Redis is not installed, a
+ * kvringd started with --l2 and the options every L2 test needs, the chunk
+ * keys of a request, the L2 counters of the control header and the wait
+ * for a server's uploads to end. Set-up failures fail the
  * test. Header-only with static functions, so each suite stays one file
  * for the CMake glob.
  */
@@ -88,6 +89,46 @@ static inline struct kvr_key *l2t_keys_for(struct kvr_client *c, uint32_t r,
 	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
 	free(t);
 	return k;
+}
+
+/* Uploads of server @s that ended: stored, found present, or failed. */
+static inline uint64_t l2t_up_ended(const struct wsrv *s)
+{
+	return T_L2(&s->t, up_chunks) + T_L2(&s->t, up_exists) +
+	       T_L2(&s->t, up_failed);
+}
+
+struct l2t_upwait {
+	const struct wsrv *s;
+	uint64_t want;
+};
+
+static inline bool l2t_settled(void *arg)
+{
+	const struct l2t_upwait *w = arg;
+
+	return l2t_up_ended(w->s) >= w->want &&
+	       T_L2(&w->s->t, queue_depth) == 0;
+}
+
+/*
+ * Wait (10 s at most, else the test fails saying where the counters
+ * stand) until @want uploads of @s have ended, failed ones included, and
+ * its queue is empty. The server publishes counters after it answers, so
+ * a test reads them only through a wait like this one.
+ */
+static inline void l2t_wait_ended(const struct wsrv *s, uint64_t want)
+{
+	struct l2t_upwait w = {s, want};
+
+	cr_assert(t_wait_until(l2t_settled, &w, 10000),
+		  "uploads: %llu done, %llu existed, %llu failed, queue %llu "
+		  "(want %llu ended)",
+		  (unsigned long long)T_L2(&s->t, up_chunks),
+		  (unsigned long long)T_L2(&s->t, up_exists),
+		  (unsigned long long)T_L2(&s->t, up_failed),
+		  (unsigned long long)T_L2(&s->t, queue_depth),
+		  (unsigned long long)want);
 }
 
 #endif /* KVR_L2_SUITE_H */

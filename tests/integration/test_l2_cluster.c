@@ -59,22 +59,6 @@ static void start_l2(struct wsrv *s, const char *const *more)
 	l2t_start(s, cl.url, args);
 }
 
-static void wait_uploaded(struct wsrv *s, uint64_t n)
-{
-	for (int i = 0; i < 500; i++) {
-		if (T_L2(&s->t, up_chunks) + T_L2(&s->t, up_exists) +
-			    T_L2(&s->t, up_failed) >=
-			n &&
-		    T_L2(&s->t, queue_depth) == 0)
-			return;
-		wsrv_sleep_ms(10);
-	}
-	cr_assert_fail("uploads: %llu done, %llu failed (want %llu)",
-		       (unsigned long long)T_L2(&s->t, up_chunks),
-		       (unsigned long long)T_L2(&s->t, up_failed),
-		       (unsigned long long)n);
-}
-
 /* The Redis key of chunk key @k (found by its hex, fingerprint opaque). */
 static void redis_key_of(const struct kvr_key *k, char *out, size_t n)
 {
@@ -108,7 +92,7 @@ Test(l2_cluster, two_hosts_share_a_4k_token_request_through_the_cluster)
 	k = l2t_keys_for(c1, 1, n);
 	for (uint32_t i = 0; i < n; i += 64)
 		cr_assert_eq(wsrv_store(c1, k + i, 64, CHUNK), 64);
-	wait_uploaded(&s1, n);
+	l2t_wait_ended(&s1, n);
 	cr_expect_eq(T_L2(&s1.t, up_chunks), n, "failed %llu",
 		     (unsigned long long)T_L2(&s1.t, up_failed));
 	for (int i = 0; i < T_CLUSTER_N; i++) {
@@ -164,7 +148,7 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 	c = wsrv_connect(&s1, 0, 5000);
 	k = l2t_keys_for(c, 2, 32);
 	cr_assert_eq(wsrv_store(c, k, 32, CHUNK), 32);
-	wait_uploaded(&s1, 32);
+	l2t_wait_ended(&s1, 32);
 	t_redis_kill(&cl.node[1]);
 	/* Traffic goes on: L1 serves, uploads to the dead master fail. */
 	for (uint32_t i = 0; i < 4; i++) {
@@ -174,7 +158,7 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 		cr_expect_eq(kvr_lookup(c, kn, 16, NULL), 16);
 		free(kn);
 	}
-	wait_uploaded(&s1, 32 + 64);
+	l2t_wait_ended(&s1, 32 + 64);
 	cr_expect_gt(T_L2(&s1.t, up_failed), 0);
 	cr_expect_gt(T_L2(&s1.t, up_chunks), 32,
 		     "the live masters still "
@@ -193,7 +177,7 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 
 		cr_assert_eq(wsrv_store(c, kn, 8, CHUNK), 8);
 		free(kn);
-		wait_uploaded(&s1, 0);
+		l2t_wait_ended(&s1, 0);
 		if (node_state(&s1, cl.node[1].port) == 1 &&
 		    T_L2(&s1.t, up_failed) == f0)
 			break;
@@ -229,7 +213,7 @@ Test(l2_cluster, slot_migrated_mid_run_is_followed_by_ask_then_moved)
 	c3 = wsrv_connect(&s3, 0, 5000);
 	k = l2t_keys_for(c1, 3, 8);
 	cr_assert_eq(wsrv_store(c1, k, 8, CHUNK), 8);
-	wait_uploaded(&s1, 8);
+	l2t_wait_ended(&s1, 8);
 	/* s2 and s3 load their slot maps now, before the move. */
 	warm = l2t_keys_for(c2, 4, 1);
 	cr_expect_eq(kvr_lookup_l2(c2, warm, 1, NULL, NULL), 0);

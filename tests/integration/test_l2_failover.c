@@ -16,13 +16,10 @@
 
 #include <kvring/kvring.h>
 
-#include "t_redis.h"
-#include "worker_srv.h"
+#include "l2_suite.h"
 
 #define CHUNK (32u << 10)
 #define N     32u
-
-#define T_L2(t, f) atomic_load_explicit(&(t)->hdr->l2.f, memory_order_relaxed)
 
 static struct t_cluster cl;
 static bool cl_up;
@@ -30,79 +27,27 @@ static struct wsrv s1, s2;
 
 static void setup(void)
 {
-	if (!t_redis_available())
-		cr_skip_test("redis-server/redis-cli not installed "
-			     "(scripts/setup.sh deps installs them)");
+	l2t_need_redis();
 	t_cluster_start_replicas(&cl);
 	cl_up = true;
 }
 
 static void teardown(void)
 {
-	if (s1.pid)
-		wsrv_stop(&s1);
-	if (s2.pid)
-		wsrv_stop(&s2);
-	wsrv_cleanup(&s1);
-	wsrv_cleanup(&s2);
+	l2t_down(&s1);
+	l2t_down(&s2);
 	if (cl_up)
 		t_cluster_stop(&cl);
 }
 
 TestSuite(l2_failover, .init = setup, .fini = teardown, .timeout = 120);
 
+/* An L2 server on the cluster, with a 500 ms I/O timeout. */
 static void start(struct wsrv *s)
 {
-	const char *args[] = {"--pool-size",  "64M",
-			      "--allow-root", "--heartbeat-ms",
-			      "50",	      "--log-level",
-			      "info",	      "--l2",
-			      cl.url,	      "--l2-io-ms",
-			      "500",	      "--quota-reserved",
-			      "100%",	      "--quota-pinned",
-			      "100%",	      "--max-key-bytes",
-			      "100%",	      NULL};
+	const char *args[] = {"--l2-io-ms", "500", NULL};
 
-	wsrv_init(s, "64M");
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
-}
-
-static struct kvr_key *keys_for(struct kvr_client *c, uint32_t r, uint32_t n)
-{
-	uint32_t *t = malloc((size_t)n * 16 * sizeof(*t));
-	struct kvr_key *k = calloc(n, sizeof(*k));
-
-	cr_assert(t && k);
-	wsrv_tokens(r, t, (size_t)n * 16);
-	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
-	free(t);
-	return k;
-}
-
-static struct wsrv *up_s;
-static uint64_t up_want;
-
-/* Uploads ended (stored, present or failed) reach up_want. */
-static uint64_t up_ended(const struct wsrv *s)
-{
-	return T_L2(&s->t, up_chunks) + T_L2(&s->t, up_exists) +
-	       T_L2(&s->t, up_failed);
-}
-
-static bool settled(void *arg)
-{
-	(void)arg;
-	return up_ended(up_s) >= up_want && T_L2(&up_s->t, queue_depth) == 0;
-}
-
-static void wait_uploaded(struct wsrv *s, uint64_t want)
-{
-	up_s = s;
-	up_want = want;
-	cr_assert(t_wait_until(settled, NULL, 10000),
-		  "uploads ended %llu of %llu", (unsigned long long)up_ended(s),
-		  (unsigned long long)want);
+	l2t_start(s, cl.url, args);
 }
 
 /* The master holding chunk key @k's value (found by its hex). */
@@ -133,9 +78,9 @@ Test(l2_failover, promoted_replica_serves_and_takes_uploads)
 	start(&s1);
 	start(&s2);
 	c1 = wsrv_connect(&s1, 0, 5000);
-	k = keys_for(c1, 1, N);
+	k = l2t_keys_for(c1, 1, N);
 	cr_assert_eq(wsrv_store(c1, k, N, CHUNK), N);
-	wait_uploaded(&s1, N);
+	l2t_wait_ended(&s1, N);
 	cr_assert_eq(T_L2(&s1.t, up_chunks), N, "failed %llu",
 		     (unsigned long long)T_L2(&s1.t, up_failed));
 	/* Every master's writes reached its replica before the kill. */
@@ -164,11 +109,11 @@ Test(l2_failover, promoted_replica_serves_and_takes_uploads)
 	/* Writes: server 1 had the old master in its map; new commits
 	 * upload without a failure once it follows the promotion. */
 	for (uint32_t r = 100; r < 250 && !clean; r++) {
-		struct kvr_key *kn = keys_for(c1, r, 16);
-		uint64_t f0 = T_L2(&s1.t, up_failed), e0 = up_ended(&s1);
+		struct kvr_key *kn = l2t_keys_for(c1, r, 16);
+		uint64_t f0 = T_L2(&s1.t, up_failed), e0 = l2t_up_ended(&s1);
 
 		cr_assert_eq(wsrv_store(c1, kn, 16, CHUNK), 16);
-		wait_uploaded(&s1, e0 + 16);
+		l2t_wait_ended(&s1, e0 + 16);
 		clean = T_L2(&s1.t, up_failed) == f0;
 		free(kn);
 		if (!clean)
