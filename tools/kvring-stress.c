@@ -80,6 +80,7 @@ enum {
 	OPT_STOP_EVERY,
 	OPT_STOP_MS,
 	OPT_LATENCY_PLOT,
+	OPT_CHECKSUM,
 };
 
 /* Every flag the tool has; docs/reliability.md lists them too. */
@@ -94,6 +95,7 @@ static const struct option longopts[] = {
     {"kill-server-every", required_argument, NULL, OPT_KILL_SERVER_EVERY},
     {"target-pct", required_argument, NULL, OPT_TARGET_PCT},
     {"inject-corrupt", required_argument, NULL, OPT_INJECT_CORRUPT},
+    {"checksum", required_argument, NULL, OPT_CHECKSUM},
     {"stop-every", required_argument, NULL, OPT_STOP_EVERY},
     {"stop-ms", required_argument, NULL, OPT_STOP_MS},
     {"pool-size", required_argument, NULL, 'p'},
@@ -177,8 +179,16 @@ static void usage(FILE *f)
 	    "attach\n"
 	    "      --inject-corrupt N   self-test: worker 0 flips a byte in "
 	    "every Nth\n"
-	    "                           store it commits (the run must then "
-	    "fail)\n"
+	    "                           store it commits, right after the "
+	    "commit\n"
+	    "                           (the run must then fail)\n"
+	    "      --checksum MODE      per-chunk checksums of the workers: "
+	    "off, on\n"
+	    "                           (sum, verify explicitly), verify "
+	    "(automatic)\n"
+	    "                           or mixed (worker slots cycle verify, "
+	    "on, off,\n"
+	    "                           verify). Default: mixed\n"
 	    "      --stop-every N       one lingering prepared store or "
 	    "verified\n"
 	    "                           retrieve in N SIGSTOPs its worker; we "
@@ -251,6 +261,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	o->seed = 1;
 	o->target_pct = 50;
 	o->stop_ms = 2500;
+	o->checksum = ST_SUM_MIXED;
 	while ((c = getopt_long(argc, argv, "s:n:w:t:o:k:p:S:jqhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
@@ -344,6 +355,20 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case OPT_COPY:
 			o->copy = true;
+			break;
+		case OPT_CHECKSUM:
+			if (!strcmp(optarg, "off"))
+				o->checksum = KVR_CHECKSUM_OFF;
+			else if (!strcmp(optarg, "on"))
+				o->checksum = KVR_CHECKSUM_ON;
+			else if (!strcmp(optarg, "verify"))
+				o->checksum = KVR_CHECKSUM_VERIFY;
+			else if (!strcmp(optarg, "mixed"))
+				o->checksum = ST_SUM_MIXED;
+			else
+				die_usage("--checksum must be off, on, verify "
+					  "or mixed, got \"%s\"",
+					  optarg);
 			break;
 		case OPT_NO_PREFAULT:
 			o->no_prefault = true;

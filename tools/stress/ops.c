@@ -116,7 +116,8 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	struct kvr_key k[MAX_CHUNKS];
 	uint64_t sz[MAX_CHUNKS], base, pos, nok = 0, bytes = 0;
 	struct kvr_xfer x = {0};
-	bool linger = false;
+	bool linger = false, inject, shared;
+	unsigned char *victim = NULL;
 	uint32_t n;
 	int rc;
 
@@ -169,18 +170,27 @@ int st_op_store(struct st_worker *w, bool abort_it)
 				st_keys_fill(x.slots[i].ptr, x.slots[i].len,
 					     base + i);
 	}
-	/* Self-test of the checker: commit a damaged chunk on purpose. */
-	if (w->o->inject_corrupt && w->slot == 0 &&
-	    ++w->stores % w->o->inject_corrupt == 0)
-		for (uint32_t i = 0; i < x.nslots; i++)
-			if (x.slots[i].status == KVR_SLOT_OK) {
-				((unsigned char *)x.slots[i]
-				     .ptr)[x.slots[i].len / 2] ^= 1;
-				break;
-			}
+	/*
+	 * Self-test of the checkers (--inject-corrupt): damage one chunk on
+	 * purpose. In the shared pool the byte is flipped right after the
+	 * commit, as a neighbour writing into the pool would: every
+	 * reader's hash must catch it, and a checksumming reader's library
+	 * too (the sum is of the good bytes). Under the copy transport the
+	 * slot is our private buffer, freed by the commit, so the byte is
+	 * flipped before it: only the readers' hash can see that one.
+	 */
+	inject = w->o->inject_corrupt && w->slot == 0 &&
+		 ++w->stores % w->o->inject_corrupt == 0;
+	shared = kvr_client_info(w->c)->transport != KVR_TRANSPORT_COPY;
 	/* Counted before the commit: it frees the slot array. */
 	for (uint32_t i = 0; i < x.nslots; i++)
 		if (x.slots[i].status == KVR_SLOT_OK) {
+			if (!nok && inject) {
+				victim = (unsigned char *)x.slots[i].ptr +
+					 x.slots[i].len / 2;
+				if (!shared)
+					*victim ^= 1;
+			}
 			nok++;
 			bytes += x.slots[i].len;
 		}
@@ -188,6 +198,8 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	st_worker_set_phase(w, PH_OTHER);
 	if (rc < 0)
 		return rc;
+	if (victim && shared)
+		*victim ^= 1; /* the pool mapping outlives the transfer */
 	st_bump(&w->res->stored_chunks, nok);
 	st_bump(&w->res->stored_bytes, bytes);
 	/* Relaxed: the ring is a hint list of windows worth retrieving; a
@@ -211,14 +223,32 @@ int st_op_store(struct st_worker *w, bool abort_it)
 int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 			  uint64_t base, uint32_t n, const char *how)
 {
+	uint32_t unchecked = UINT32_MAX, bad = 0;
+
 	st_worker_set_phase(w, PH_RETRIEVE_PREPARED);
 	if (x->nslots > n) {
 		fprintf(stderr, PROG ": CORRUPT %s: %u slots for %u keys\n",
 			how, x->nslots, n);
 		st_bump(&w->res->corrupt_chunks, 1);
 	}
+	/* Checksums on: the explicit check, before anything is used (under
+	 * VERIFY the library ran it when the answer came). */
+	if (w->sum == KVR_CHECKSUM_ON && x->nslots) {
+		long v = kvr_verify_retrieve(w->c, x, &unchecked);
+
+		/* It fails only on a bug (a retrieve of a summing client);
+		 * counted by errno, and the transfer is still committed. */
+		if (v < 0) {
+			st_worker_count_err(w, (int)v);
+			unchecked = UINT32_MAX;
+		} else {
+			st_bump(&w->res->sum_unchecked, unchecked);
+		}
+	}
 	for (uint32_t i = 0; i < x->nslots && i < n; i++)
-		st_verify_slot(w, &x->slots[i], base + i, how);
+		bad +=
+		    st_verify_slot(w, &x->slots[i], base + i, how) == ST_V_BAD;
+	st_verify_missed(w, x, bad, unchecked, how);
 	maybe_linger(w);
 	if (x->id == 0) {
 		/* Nothing pinned, nothing to commit. */

@@ -29,6 +29,21 @@ static const char *const slot_st_names[NSLOT_ST] = {
     "ok", "exists", "noroom", "busy", "invalid",
 };
 
+/* --checksum names, by KVR_CHECKSUM_* (ST_SUM_MIXED last). */
+static const char *sum_name(unsigned m)
+{
+	switch (m) {
+	case KVR_CHECKSUM_OFF:
+		return "off";
+	case KVR_CHECKSUM_ON:
+		return "on";
+	case KVR_CHECKSUM_VERIFY:
+		return "verify";
+	default:
+		return "mixed";
+	}
+}
+
 /* At most this many failures are listed (the first ones, in the order
  * the checks run below); the exit status does not depend on the cap. */
 #define MAX_FAILS 8
@@ -109,6 +124,14 @@ static void judge(const struct st_run *r, const struct st_audit *a,
 	if (r->workers_stuck)
 		FAIL("%" PRIu64 " workers did not stop within 15 s",
 		     r->workers_stuck);
+	if (f->t.sum_false)
+		FAIL("%" PRIu64 " chunks marked corrupt by their checksum "
+		     "held the right bytes",
+		     f->t.sum_false);
+	if (f->t.sum_missed)
+		FAIL("%" PRIu64 " chunks with wrong bytes passed the checksum "
+		     "check",
+		     f->t.sum_missed);
 	if (f->t.stop_not_expired)
 		FAIL("%" PRIu64 " transfers held by a stopped worker were not "
 		     "reclaimed by their deadline",
@@ -150,6 +173,17 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	kvr_em_u64(&e, "verified_chunks", t->verified_chunks);
 	kvr_em_u64(&e, "verified_bytes", t->verified_bytes);
 	kvr_em_u64(&e, "corrupt_chunks", t->corrupt);
+	kvr_em_str(&e, "checksum", sum_name(o->checksum));
+	kvr_em_u64(&e, "checksum_verified", t->sum_verified);
+	kvr_em_u64(&e, "checksum_caught", t->sum_caught);
+	kvr_em_u64(&e, "checksum_false", t->sum_false);
+	kvr_em_u64(&e, "checksum_missed", t->sum_missed);
+	kvr_em_u64(&e, "checksum_unchecked", t->sum_unchecked);
+	/* The final server's counters (0 without an audit). */
+	kvr_em_u64(&e, "corrupt_dropped",
+		   a->have_ctl ? ST_AUD(a, corrupt_dropped) : 0);
+	kvr_em_u64(&e, "corrupt_unconfirmed",
+		   a->have_ctl ? ST_AUD(a, corrupt_unconfirmed) : 0);
 	kvr_em_u64(&e, "stored_chunks", t->stored_chunks);
 	kvr_em_u64(&e, "stored_bytes", t->stored_bytes);
 	kvr_em_obj(&e, "store_slots");
@@ -226,6 +260,14 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	       "\ncorrupt_chunks=%" PRIu64 "\nstored_chunks=%" PRIu64 "\n",
 	       t->verified_chunks, t->verified_bytes, t->corrupt,
 	       t->stored_chunks);
+	printf("checksum=%s\nchecksum_verified=%" PRIu64
+	       "\nchecksum_caught=%" PRIu64 "\nchecksum_false=%" PRIu64
+	       "\nchecksum_missed=%" PRIu64 "\ncorrupt_dropped=%" PRIu64
+	       "\ncorrupt_unconfirmed=%" PRIu64 "\n",
+	       sum_name(o->checksum), t->sum_verified, t->sum_caught,
+	       t->sum_false, t->sum_missed,
+	       a->have_ctl ? ST_AUD(a, corrupt_dropped) : 0,
+	       a->have_ctl ? ST_AUD(a, corrupt_unconfirmed) : 0);
 	for (int i = 0; i < NSLOT_ST; i++)
 		printf("store_slots_%s=%" PRIu64 "\n", slot_st_names[i],
 		       t->slot_st[i]);

@@ -126,7 +126,18 @@ struct st_wres_shm {
 	_Atomic uint64_t stops;
 	_Atomic uint64_t stop_expired;
 	_Atomic uint64_t stop_not_expired;
-	uint8_t pad[24];
+	/* --checksum (verify.c): slots the library marked KVR_SLOT_CORRUPT
+	 * whose bytes really were wrong (caught) or were right (false: a
+	 * bug); chunks with wrong bytes that passed a check with every slot
+	 * summed (missed: a bug); slots an explicit verify could not check
+	 * (stored without a sum); and chunks a checksumming worker read and
+	 * the checker matched. */
+	_Atomic uint64_t sum_caught;
+	_Atomic uint64_t sum_false;
+	_Atomic uint64_t sum_missed;
+	_Atomic uint64_t sum_unchecked;
+	_Atomic uint64_t sum_verified;
+	uint8_t pad[16];
 };
 
 /*
@@ -162,6 +173,11 @@ struct st_shared_shm {
 	struct st_wres_shm res[MAX_WORKERS];
 };
 
+/* --checksum: KVR_CHECKSUM_OFF/_ON/_VERIFY for every worker, or MIXED
+ * (the default): the worker slots cycle verify, on, off, verify, so that
+ * checksumming readers meet chunks stored with and without sums. */
+#define ST_SUM_MIXED 4u
+
 /* Parsed command line; lives in the parent's struct st_run for the whole
  * run, and every forked worker inherits a copy. */
 struct st_opts {
@@ -187,6 +203,7 @@ struct st_opts {
 	unsigned stop_every;	  /* 1 in N prepared transfers SIGSTOPs */
 	unsigned stop_ms;	  /* how long the parent leaves it stopped */
 	unsigned xfer_ms;	  /* --xfer-ms given to our server */
+	unsigned checksum;	  /* KVR_CHECKSUM_* or ST_SUM_MIXED */
 	const char *latency_plot; /* --latency-plot DIR (latplot.c) */
 };
 
@@ -233,6 +250,7 @@ struct st_worker {
 	unsigned char *scratch; /* chunk_max bytes, for expected hashes */
 	struct kvr_client *c;
 	uint64_t stores; /* committed by this process */
+	uint32_t sum;	 /* this slot's KVR_CHECKSUM_* (st_worker_sum) */
 };
 
 /* Per-run totals: the sum of every slot's struct st_wres_shm. */
@@ -241,6 +259,7 @@ struct st_totals {
 	uint64_t verified_chunks, verified_bytes, corrupt, stored_chunks,
 	    stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
 	    lease_short, stops, stop_expired, stop_not_expired;
+	uint64_t sum_caught, sum_false, sum_missed, sum_unchecked, sum_verified;
 };
 
 /* What the leak audit saw (audit.c fills it, report.c judges it). */
@@ -313,10 +332,25 @@ void st_keys_client_opts(struct kvr_client_opts *co, const char *socket);
 
 /* ---- verify.c: checking what the server hands out ---- */
 
+/* What st_verify_slot() found. */
+enum st_vres {
+	ST_V_OK,     /* the right bytes, and the library agreed */
+	ST_V_BAD,    /* wrong bytes (or status, length), library said OK */
+	ST_V_CAUGHT, /* wrong bytes, and the library said CORRUPT */
+	ST_V_FALSE,  /* the library said CORRUPT, the bytes are right */
+};
 /* Check slot @s, which must hold key @id, in place; count it verified or
- * corrupt (printing the mismatch). @how names the operation. */
-void st_verify_slot(struct st_worker *w, const struct kvr_slot *s, uint64_t id,
-		    const char *how);
+ * corrupt (printing the mismatch). @how names the operation. A slot the
+ * library marked KVR_SLOT_CORRUPT (checksums) is hashed all the same, to
+ * tell a caught damage from a false alarm. */
+enum st_vres st_verify_slot(struct st_worker *w, const struct kvr_slot *s,
+			    uint64_t id, const char *how);
+/* After the slots of a retrieve were checked: @bad of them had wrong
+ * bytes the library did not flag. With checksums on and every slot of
+ * the transfer summed (@unchecked 0; UINT32_MAX: not known yet, ask the
+ * library), that is a missed damage: counted, and printed. */
+void st_verify_missed(struct st_worker *w, struct kvr_xfer *x, uint32_t bad,
+		      uint32_t unchecked, const char *how);
 
 /* ---- ops.c: the plain operations (0 done and counted, or -errno) ---- */
 
@@ -350,6 +384,8 @@ _Noreturn void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 void st_worker_set_phase(struct st_worker *w, enum st_phase ph);
 /* Count a failed call by errno in our results. */
 void st_worker_count_err(struct st_worker *w, int rc);
+/* The KVR_CHECKSUM_* mode of worker slot @slot under @o->checksum. */
+uint32_t st_worker_sum(const struct st_opts *o, unsigned slot);
 
 /* ---- results.c: the shared mapping and its totals ---- */
 

@@ -40,6 +40,15 @@ void st_worker_count_err(struct st_worker *w, int rc)
 	st_bump(&w->res->errors[e < NERRNO ? e : 0], 1);
 }
 
+uint32_t st_worker_sum(const struct st_opts *o, unsigned slot)
+{
+	static const uint32_t cycle[4] = {KVR_CHECKSUM_VERIFY, KVR_CHECKSUM_ON,
+					  KVR_CHECKSUM_OFF,
+					  KVR_CHECKSUM_VERIFY};
+
+	return o->checksum == ST_SUM_MIXED ? cycle[slot % 4] : o->checksum;
+}
+
 /* Errors after which this client is broken: reconnect. Anything else is a
  * per-request answer (no room, unknown lease, ...) on a healthy channel. */
 static bool conn_fatal(int rc)
@@ -75,6 +84,7 @@ static int worker_connect(struct st_worker *w)
 	st_keys_client_opts(&co, w->o->socket);
 	co.transport = w->o->copy ? KVR_TRANSPORT_COPY : 0;
 	co.no_prefault = w->o->no_prefault;
+	co.checksum = w->sum;
 	/* Relaxed: stop is a plain flag, see should_stop(). */
 	while (!atomic_load_explicit(&w->sh->stop, memory_order_relaxed)) {
 		rc = kvr_connect(&co, &w->c, err, sizeof(err));
@@ -116,7 +126,8 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 			      .o = o,
 			      .slot = slot,
 			      .rng = seed,
-			      .nkeys = nkeys};
+			      .nkeys = nkeys,
+			      .sum = st_worker_sum(o, slot)};
 	int rc;
 
 	signal(SIGINT, SIG_IGN); /* the parent decides when we stop */
