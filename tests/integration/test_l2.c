@@ -138,7 +138,6 @@ Test(l2, uploads_every_committed_chunk_with_a_header)
 	free(k);
 }
 
-/* Whether `kvring-inspect --name NAME @mode` prints a line holding @s. */
 /* What a worker sees once its commit is answered: the upload it queued is
  * already counted (queued, or done), so a caller that waits for an empty
  * queue waits for that upload too. The counters used to be published only
@@ -170,6 +169,7 @@ Test(l2, commit_answer_comes_after_its_upload_is_counted)
 	free(k);
 }
 
+/* Whether `kvring-inspect --name NAME @mode` prints a line holding @s. */
 static bool inspect_has(struct wsrv *s, const char *mode, const char *needle)
 {
 	char cmd[512], line[512];
