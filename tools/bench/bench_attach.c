@@ -21,8 +21,11 @@
  *                  prefault.c); fork to the end of that thread, per GiB,
  *                  for the start and the restart, and, on a third start,
  *                  a worker that connects at once: its attach per GiB,
- *                  whether the zeroing still ran when it connected, and
- *                  its first store against memcpy. A kvringd that
+ *                  whether the zeroing still ran when it connected,
+ *                  whether its pre-fault then followed the server's
+ *                  zeroing in a thread (abi 3.2, worker/touch.c) and
+ *                  how long that thread took, and its first store
+ *                  against memcpy. A kvringd that
  *                  pre-faults in line (--kvringd of an older build, the
  *                  A/B baseline) gives zeroed == start;
  *   background     4 KiB only: a connection with prefault_background, how
@@ -74,8 +77,9 @@ struct cell {
 	/* huge only: fork to the end of the background zeroing */
 	double zeroed_ms, rezeroed_ms;
 	/* huge only: a worker connecting right after a third start */
-	bool dur_done, dur_pending;
+	bool dur_done, dur_pending, dur_follow;
 	double dur_attach_ms, dur_first_gbps, dur_memcpy_gbps;
+	double dur_follow_ms; /* connect to the end of the follower */
 	double first_gbps, first_memcpy_gbps;
 	double store_gbps, retr_gbps, memcpy_gbps;
 	/* background pre-fault, 4 KiB only */
@@ -408,20 +412,27 @@ static int run_during(struct att *a, const struct bench_server *s,
 		      struct cell *r)
 {
 	struct kvr_client *c;
-	uint64_t copy_ns, mc_ns, seq;
+	uint64_t copy_ns, mc_ns, seq, t0, ns = 0;
 	int rc;
 
 	r->dur_pending = !log_has(s->d.log_path, BG_DONE) &&
 			 !log_has(s->d.log_path, "pool pre-faulted:");
+	t0 = kvr_clock_now_ns();
 	rc = connect_opts(s, false, &c);
 	if (rc < 0)
 		return rc;
 	r->dur_attach_ms = (double)kvr_client_info(c)->attach_ns / 1e6;
+	/* The pre-touch of the rest follows the server's zeroing. */
+	r->dur_follow = kvr_prefault_status(c, false, NULL) == -EINPROGRESS;
 	rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
 	if (rc == 0) {
 		r->dur_first_gbps = gbps(REQ_BYTES, copy_ns);
 		r->dur_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
 		rc = retrieve_req(a, c, seq, &copy_ns);
+	}
+	if (rc == 0) {
+		kvr_prefault_status(c, true, &ns);
+		r->dur_follow_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
 	}
 	kvr_close(c);
 	wait_zeroed(s);
@@ -582,6 +593,10 @@ static void print_json(const struct att *a)
 			if (r->dur_done) {
 				bench_json_bool(&j, "during_pending",
 						r->dur_pending);
+				bench_json_bool(&j, "during_follow",
+						r->dur_follow);
+				bench_json_f64(&j, "during_follow_ms",
+					       r->dur_follow_ms);
 				bench_json_f64(
 				    &j, "during_attach_ms_per_gib",
 				    per_gib(r->dur_attach_ms, r->pool_bytes));
@@ -653,23 +668,25 @@ static void print_table(const struct att *a)
 	printf("\nhuge pages, zeroing after ready (ms per GiB; zeroed: fork "
 	       "to the end of the server's pre-fault) and a worker "
 	       "connecting at once:\n");
-	printf("%-5s %9s %9s %9s %9s %12s %8s %18s\n", "pool", "start",
+	printf("%-5s %9s %9s %9s %9s %12s %8s %7s %10s %18s\n", "pool", "start",
 	       "zeroed", "restart", "zeroed", "attach ms/G", "pending",
-	       "first GB/s (x mc)");
+	       "follow", "follow ms", "first GB/s (x mc)");
 	for (unsigned si = 0; si < a->nsizes; si++) {
 		const struct cell *r = &a->res[si][P_HUGE];
 
 		if (!r->done)
 			continue;
-		printf("%-5s %9.1f %9.1f %9.1f %9.1f %12.2f %8s %10.2f "
-		       "(%.2f)\n",
+		printf("%-5s %9.1f %9.1f %9.1f %9.1f %12.2f %8s %7s %10.1f "
+		       "%10.2f (%.2f)\n",
 		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
 		       per_gib(r->start_ms, r->pool_bytes),
 		       per_gib(r->zeroed_ms, r->pool_bytes),
 		       per_gib(r->restart_ms, r->pool_bytes),
 		       per_gib(r->rezeroed_ms, r->pool_bytes),
 		       per_gib(r->dur_attach_ms, r->pool_bytes),
-		       r->dur_pending ? "yes" : "no", r->dur_first_gbps,
+		       r->dur_pending ? "yes" : "no",
+		       r->dur_follow ? "yes" : "no", r->dur_follow_ms,
+		       r->dur_first_gbps,
 		       r->dur_memcpy_gbps > 0
 			   ? r->dur_first_gbps / r->dur_memcpy_gbps
 			   : 0.0);
@@ -701,14 +718,15 @@ static void plot(const struct att *a)
 {
 	double x[NR_PAGES][MAX_SIZES], ya[NR_PAGES][MAX_SIZES],
 	    ys[NR_PAGES][MAX_SIZES], yr[NR_PAGES][MAX_SIZES];
-	struct bench_plot_line l[3 * NR_PAGES];
+	double xd[MAX_SIZES], yd[MAX_SIZES];
+	struct bench_plot_line l[3 * NR_PAGES + 1];
 	static const char *const t_att[NR_PAGES] = {"worker attach, 4 KiB",
 						    "worker attach, huge"};
 	static const char *const t_srv[NR_PAGES] = {"server start, 4 KiB",
 						    "server start, huge"};
 	static const char *const t_rst[NR_PAGES] = {"server restart, 4 KiB",
 						    "server restart, huge"};
-	size_t n[NR_PAGES] = {0};
+	size_t n[NR_PAGES] = {0}, nd = 0;
 
 	for (int p = 0; p < NR_PAGES; p++)
 		for (unsigned si = 0; si < a->nsizes; si++) {
@@ -721,6 +739,11 @@ static void plot(const struct att *a)
 			ys[p][n[p]] = per_gib(r->start_ms, r->pool_bytes);
 			yr[p][n[p]] = per_gib(r->restart_ms, r->pool_bytes);
 			n[p]++;
+			if (r->dur_done) {
+				xd[nd] = (double)r->pool_bytes;
+				yd[nd++] =
+				    per_gib(r->dur_attach_ms, r->pool_bytes);
+			}
 		}
 	for (int p = 0; p < NR_PAGES; p++) {
 		l[p] = (struct bench_plot_line){t_att[p], x[p], ya[p], n[p],
@@ -730,13 +753,16 @@ static void plot(const struct att *a)
 		l[2 * NR_PAGES + p] =
 		    (struct bench_plot_line){t_rst[p], x[p], yr[p], n[p], true};
 	}
+	l[3 * NR_PAGES] = (struct bench_plot_line){
+	    "worker attach, huge, during the server's zeroing", xd, yd, nd,
+	    false};
 	bench_plot_lines_xtics(a->o.plot_dir, "attach",
 			       "Pool attach and server start per GiB",
 			       "pool size", "ms per GiB (log)",
 			       "('512M' 536870912, '1G' 1073741824, '2G' "
 			       "2147483648, '4G' 4294967296, '8G' 8589934592, "
 			       "'16G' 17179869184, '32G' 34359738368)",
-			       true, l, 3 * NR_PAGES);
+			       true, l, 3 * NR_PAGES + 1);
 }
 
 /* Best of 3 memsets of 256 MiB already mapped, in ms per GiB. */
