@@ -21,7 +21,10 @@
  * interleaved request by request, so a VM placement change hits all of
  * them alike. The store scenario also measures the FIRST store of a fresh
  * connection (slots its mapping never touched, after the attach
- * pre-fault, which is reported separately) against a warm one.
+ * pre-fault, which is reported separately) against a warm one, and
+ * splits each timed kvring store into its phases (prepare round trip,
+ * copy, commit round trip; p50 of each) so that what a store costs
+ * beyond memcpy is named in every run.
  *
  * Every chunk is a copy of one source pattern stamped with its key (first
  * and last word). Retrieves check every stamp, and one request per cell
@@ -75,6 +78,9 @@ struct cell {
 	double p50, p99, p999; /* ns per request */
 	double gbps, ops;
 	double ratio_med; /* median per-request memcpy_ns / ns */
+	/* store, kvring only: p50 ns of prepare, copy and commit */
+	bool phases;
+	double phase_p50[3];
 	/* store only: the first store of a fresh connection */
 	bool first;
 	double first_gbps, first_warm_gbps, attach_ms, prefault_ms;
@@ -152,13 +158,14 @@ static int wake(struct xfer_ctx *x, struct kvr_client *c)
 
 /*
  * A kvring store of @n fresh chunks of @b bytes through client @c; saves
- * the slot addresses in x->ptrs and the keys in x->keys. *ns: the request.
+ * the slot addresses in x->ptrs and the keys in x->keys. *ns: the request;
+ * @ph (may be NULL): its prepare, copy and commit, in that order.
  */
-static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		    uint32_t n, uint64_t *ns)
+static int kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
+		       uint32_t n, uint64_t *ns, uint64_t *ph)
 {
 	struct kvr_xfer xf;
-	uint64_t t0;
+	uint64_t t0, t1, t2;
 	int rc;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -172,6 +179,7 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 	rc = kvr_prepare_store(c, x->keys, x->sizesv, n, &xf);
 	if (rc < 0)
 		return fail(x, c, "prepare_store", rc);
+	t1 = kvr_clock_now_ns();
 	for (uint32_t i = 0; i < xf.nslots; i++) {
 		struct kvr_slot *s = &xf.slots[i];
 
@@ -192,11 +200,23 @@ static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			x->pkeys[i] = x->keys[i];
 		}
 	}
+	t2 = kvr_clock_now_ns();
 	rc = kvr_commit_store(c, &xf);
 	*ns = kvr_clock_now_ns() - t0;
+	if (ph) {
+		ph[0] = t1 - t0;
+		ph[1] = t2 - t1;
+		ph[2] = t0 + *ns - t2;
+	}
 	if (rc < 0)
 		return fail(x, c, "commit_store", rc);
 	return 0;
+}
+
+static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
+		    uint32_t n, uint64_t *ns)
+{
+	return kv_store_ph(x, c, b, n, ns, NULL);
 }
 
 /* The ceiling: the same bytes into the last kvring request's slots. */
@@ -399,7 +419,7 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 {
 	uint64_t b = x->sizes[si], req;
 	uint32_t n = x->chunks[ci];
-	uint64_t reps, *ns[NR_SUBJ], w;
+	uint64_t reps, *ns[NR_SUBJ], w, *ph = NULL;
 	struct cell *res = x->res[si][ci];
 	int rc = -ENOMEM;
 
@@ -410,6 +430,10 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 	for (int s = 0; s < NR_SUBJ; s++)
 		if (!ns[s])
 			goto out;
+	/* The kvring stores' phases, 3 per request. */
+	ph = calloc(reps * 3, sizeof(uint64_t));
+	if (!ph)
+		goto out;
 
 	if (!x->retrieve) {
 		/* Warm-up: slots for memcpy, and the first copy-transport
@@ -434,8 +458,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (rc == 0)
 				rc = mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
 			if (rc == 0)
-				rc =
-				    kv_store(x, x->shm, b, n, &ns[S_KVRING][r]);
+				rc = kv_store_ph(x, x->shm, b, n,
+						 &ns[S_KVRING][r], &ph[3 * r]);
 			if (rc == 0)
 				rc = kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
 			if (rc == 0)
@@ -532,6 +556,18 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 	for (int s = 0; s < NR_SUBJ; s++)
 		if (s != S_ZMQ || x->zmq)
 			summarize(&res[s], ns[s], reps, req, ns[S_MEMCPY]);
+	if (!x->retrieve) {
+		/* Each phase's p50 on its own (they need not add up to the
+		 * request's p50). ns[S_MEMCPY] is free for reuse now. */
+		for (int k = 0; k < 3; k++) {
+			for (uint64_t r = 0; r < reps; r++)
+				ns[S_MEMCPY][r] = ph[3 * r + (uint64_t)k];
+			bench_sort_u64(ns[S_MEMCPY], reps);
+			res[S_KVRING].phase_p50[k] =
+			    (double)bench_percentile(ns[S_MEMCPY], reps, 50);
+		}
+		res[S_KVRING].phases = true;
+	}
 	/* Fresh connections for the first-touch store (8-ish chunks). */
 	if (!x->retrieve && ci == x->nchunks / 2)
 		rc = first_touch(x, b, n, &res[S_KVRING]);
@@ -541,6 +577,7 @@ out:
 			x->scenario);
 	for (int s = 0; s < NR_SUBJ; s++)
 		free(ns[s]);
+	free(ph);
 	return rc;
 }
 
@@ -604,6 +641,14 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (s != S_ZMQ && zq->done)
 				bench_json_f64(&j, "ratio_to_zeromq",
 					       c->gbps / zq->gbps);
+			if (c->phases && s == S_KVRING) {
+				bench_json_f64(&j, "prepare_p50_ns",
+					       c->phase_p50[0]);
+				bench_json_f64(&j, "copy_p50_ns",
+					       c->phase_p50[1]);
+				bench_json_f64(&j, "commit_p50_ns",
+					       c->phase_p50[2]);
+			}
 			/* The cost of checksums: same run, interleaved. */
 			if (s == S_SUM && res[S_KVRING].done)
 				bench_json_f64(&j, "ratio_to_kvring",
@@ -627,6 +672,16 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			       subj_name[s], c->reps, c->p50 / 1e3,
 			       c->p99 / 1e3, c->gbps, rm, rc, rz);
 		}
+	}
+	if (res[S_KVRING].phases && !x->o.json) {
+		const struct cell *c = &res[S_KVRING];
+
+		printf("%-6s %6u %-12s  p50 us: prepare %.2f + copy %.1f + "
+		       "commit %.2f (memcpy %.1f, memcpy_cold %.1f)\n",
+		       bench_fmt_bytes(b, bs, sizeof(bs)), n, "kvring_phases",
+		       c->phase_p50[0] / 1e3, c->phase_p50[1] / 1e3,
+		       c->phase_p50[2] / 1e3, mc->p50 / 1e3,
+		       mcc->done ? mcc->p50 / 1e3 : 0.0);
 	}
 	if (res[S_KVRING].first) {
 		const struct cell *c = &res[S_KVRING];
