@@ -3,8 +3,8 @@
  * chanmap.c - the mappings that confine a worker to its own channel
  * (<kvring/chanmap.h>): the read-only descriptor of the control segment
  * the server hands out, the worker's check of its two control mappings
- * against the welcome, and the inspector's read-only way into a channel
- * block through the server's descriptor table.
+ * against the welcome, and the inspector's read-only way into the channel
+ * directory and a channel block through the server's descriptor table.
  *
  * Why a descriptor and not a mapping flag: a worker that got a writable
  * descriptor, or a read-only mapping of one, could mprotect() or mmap()
@@ -105,7 +105,6 @@ int kvr_chanmap_check(const struct kvr_welcome *w, const void *ctl,
 {
 	const struct kvr_ctl_hdr_shm *h = ctl;
 	const struct kvr_channel_shm *ch = blk;
-	const struct kvr_chan_dir_shm *d;
 	struct kvr_ctl_geom mine;
 	char want[33], got[33];
 	uint32_t st, gen;
@@ -120,14 +119,11 @@ int kvr_chanmap_check(const struct kvr_welcome *w, const void *ctl,
 				   "rings %u/%u)",
 				   w->channel, w->req_ring_cap,
 				   w->resp_ring_cap);
-	if (w->ctl_bytes != ctl_bytes ||
-	    ctl_bytes < mine.dir_off + (uint64_t)(w->channel + 1) *
-					   sizeof(struct kvr_chan_dir_shm))
+	if (w->ctl_bytes != ctl_bytes || ctl_bytes != mine.ctl_bytes)
 		return kvr_err_set(e, -EPROTO,
 				   "welcome: control segment of %" PRIu64
-				   " bytes (%zu mapped) cannot hold the "
-				   "directory entry of channel %u",
-				   w->ctl_bytes, ctl_bytes, w->channel);
+				   " bytes (%zu mapped), expected %" PRIu64,
+				   w->ctl_bytes, ctl_bytes, mine.ctl_bytes);
 	if (w->channel_bytes != mine.channel_bytes ||
 	    blk_bytes != mine.channel_bytes)
 		return kvr_err_set(e, -EPROTO,
@@ -163,32 +159,25 @@ int kvr_chanmap_check(const struct kvr_welcome *w, const void *ctl,
 				   "welcome says %u/%u",
 				   h->req_ring_cap, h->resp_ring_cap,
 				   w->req_ring_cap, w->resp_ring_cap);
-	if (h->max_channels <= w->channel || h->dir_off != mine.dir_off ||
+	if (h->max_channels <= w->channel ||
 	    h->channel_bytes != mine.channel_bytes)
 		return kvr_err_set(e, -EPROTO,
-				   "control segment: %u channels, directory "
-				   "at %" PRIu64 ", blocks of %u bytes; "
-				   "expected channel %u, %" PRIu64 ", %u",
-				   h->max_channels, h->dir_off,
-				   h->channel_bytes, w->channel, mine.dir_off,
-				   mine.channel_bytes);
-	/* The directory (read-only for us) says whose the channel is; the
-	 * block must carry the same generation. A-DIR1 pairs with the
-	 * server's R-DIR1: the generation is stored before the state. */
-	d = kvr_ctl_dir((void *)(uintptr_t)ctl, &mine, w->channel);
-	st = atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&d->state,
+				   "control segment: %u channels, blocks of "
+				   "%u bytes; expected channel %u, %u",
+				   h->max_channels, h->channel_bytes,
+				   w->channel, mine.channel_bytes);
+	/* The directory is not ours to see (abi 4.0): the block the server
+	 * made for this claim says it is claimed, under a generation. R-CH1
+	 * (server/chan.c) stores state last, with release; the block is
+	 * ours alone, so a worker that rewrites it misleads only itself. */
+	st = atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&ch->state,
 				  memory_order_acquire);
-	gen =
-	    atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&d->generation,
-				 memory_order_relaxed);
-	if ((st != KVR_CHAN_HANDSHAKE && st != KVR_CHAN_ACTIVE) || gen == 0 ||
-	    ch->generation != gen)
+	gen = ch->generation;
+	if ((st != KVR_CHAN_HANDSHAKE && st != KVR_CHAN_ACTIVE) || gen == 0)
 		return kvr_err_set(e, -EPROTO,
-				   "channel %u: directory state %u "
-				   "generation %u, block generation %u; "
-				   "expected a claimed channel of one "
-				   "generation",
-				   w->channel, st, gen, ch->generation);
+				   "channel %u: block state %u generation "
+				   "%u; expected a claimed channel",
+				   w->channel, st, gen);
 	if (ch->req_ring_off != mine.req_ring_off ||
 	    ch->resp_ring_off != mine.resp_ring_off)
 		return kvr_err_set(e, -EPROTO,
@@ -202,25 +191,38 @@ int kvr_chanmap_check(const struct kvr_welcome *w, const void *ctl,
 	return 0;
 }
 
-int kvr_chanmap_open_block(pid_t server_pid, int fd, size_t bytes,
-			   struct kvr_seg *out, struct kvr_err *e)
+/* Maps read-only what @server_pid holds as @fd; @what names it. */
+static int open_server_fd(const char *what, pid_t server_pid, int fd,
+			  size_t bytes, struct kvr_seg *out, struct kvr_err *e)
 {
 	char path[64];
 	int bfd;
 
 	if (server_pid <= 0 || fd < 0 || bytes == 0)
 		return kvr_err_set(e, -EINVAL,
-				   "open channel block: pid %d fd %d, %zu "
-				   "bytes",
+				   "open %s: pid %d fd %d, %zu bytes", what,
 				   (int)server_pid, fd, bytes);
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)server_pid, fd);
 	bfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (bfd < 0)
-		return kvr_err_set(e, -errno, "open channel block %s: %s%s",
-				   path, strerror(errno),
+		return kvr_err_set(e, -errno, "open %s %s: %s%s", what, path,
+				   strerror(errno),
 				   errno == EACCES || errno == EPERM
 				       ? " (run as root or as kvringd's uid)"
 				       : "");
 	/* Takes bfd: closed whatever happens. */
 	return kvr_seg_attach_fd(bfd, bytes, PROT_READ, out, e);
+}
+
+int kvr_chanmap_open_block(pid_t server_pid, int fd, size_t bytes,
+			   struct kvr_seg *out, struct kvr_err *e)
+{
+	return open_server_fd("channel block", server_pid, fd, bytes, out, e);
+}
+
+int kvr_chanmap_open_dir(pid_t server_pid, int fd, size_t bytes,
+			 struct kvr_seg *out, struct kvr_err *e)
+{
+	return open_server_fd("channel directory", server_pid, fd, bytes, out,
+			      e);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Control-segment geometry and the layout hash. Owns the arithmetic that
- * places the channel directory, and the rings inside a channel block; does not
+ * sizes the control segment and the channel directory, and places the
+ * rings inside a channel block; does not
  * own the structs' contents
  * (<kvring/layout.h>) or the ring format (rings/).
  */
@@ -49,12 +50,12 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	g.req_ring_cap = req_ring_cap;
 	g.resp_ring_cap = resp_ring_cap;
 	g.channel_bytes = (uint32_t)stride;
-	/* The header, the global observability region, the directory. */
-	g.dir_off =
+	/* The header and the global observability region; the directory is
+	 * a segment of its own (abi 4.0), never given to workers. */
+	g.ctl_bytes =
 	    round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm), PAGE);
-	g.ctl_bytes = round_up(g.dir_off + (uint64_t)max_channels *
-					       sizeof(struct kvr_chan_dir_shm),
-			       PAGE);
+	g.dir_bytes = (uint32_t)round_up(
+	    (uint64_t)max_channels * sizeof(struct kvr_chan_dir_shm), PAGE);
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
 	*out = g;
@@ -100,7 +101,8 @@ uint64_t kvr_layout_hash(void)
 	    sizeof(struct kvr_chan_dir_shm),
 	    offsetof(struct kvr_chan_dir_shm, fd),
 	    offsetof(struct kvr_chan_dir_shm, connected_ns),
-	    offsetof(struct kvr_ctl_hdr_shm, dir_off),
+	    offsetof(struct kvr_ctl_hdr_shm, dir_fd),
+	    offsetof(struct kvr_ctl_hdr_shm, dir_bytes),
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));

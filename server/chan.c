@@ -93,8 +93,8 @@ static int blk_create(struct kvr_srv *s, uint32_t i, struct kvr_seg *out)
  * WELCOME, which is sent after this returns, and the ring's own magic
  * store (R0) publishes each ring. A previous owner of channel i keeps at
  * most its old block, which nobody else maps any more. Identity lives in
- * the directory entry, in the read-only control segment; the copy in the
- * block is for the worker and never read back.
+ * the directory entry, in a memfd no worker is given (abi 4.0); the copy
+ * in the block is the worker's own and never read back.
  * On error the channel stays FREE and nothing else changed.
  */
 int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
@@ -164,9 +164,9 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	}
 	memcpy(&shm->ns, &s->ns[c->ns_id - 1].desc, sizeof(shm->ns));
 
-	/* The directory entry: what the inspector and the worker trust.
+	/* The directory entry: what the inspector trusts.
 	 * Still HANDSHAKE; kvr__chan_activate() publishes it (R-DIR1). */
-	d = kvr_ctl_dir(s->ctl.base, g, i);
+	d = kvr_chan_dir(s->chan_dir.base, i);
 	atomic_store_explicit(&d->state, KVR_CHAN_HANDSHAKE,
 			      memory_order_relaxed);
 	atomic_store_explicit(&d->generation, gen, memory_order_relaxed);
@@ -203,7 +203,7 @@ void kvr__chan_activate(struct kvr_srv *s, struct kvr_conn *c)
 	atomic_store_explicit(&c->shm->state, KVR_CHAN_ACTIVE,
 			      memory_order_release);
 	/* R-DIR1: the directory entry's fields (kvr__chan_claim) before
-	 * its state; pairs with A-DIR1 in kvring-inspect and the worker. */
+	 * its state; pairs with A-DIR1 in kvring-inspect. */
 	atomic_store_explicit(&c->dir->state, KVR_CHAN_ACTIVE,
 			      memory_order_release);
 	s->g.connects++;

@@ -233,6 +233,34 @@ static int make_ctl_ro(struct kvr_srv *s)
 	return 0;
 }
 
+/*
+ * The channel directory (abi 4.0): who holds each channel, and the fd of
+ * its block. A memfd of its own that no worker is ever given, so that a
+ * worker sees nothing of other channels; the inspector reaches it through
+ * /proc/<pid>/fd/<dir_fd> (root or our uid). Without write bits, so not
+ * even our uid can reopen it for writing. Every entry starts free.
+ */
+static int create_dir(struct kvr_srv *s)
+{
+	struct kvr_err e = {0};
+	int rc;
+
+	rc = kvr_seg_create_memfd("kvring-dir", s->geom.dir_bytes, 0,
+				  &s->chan_dir, &e);
+	if (rc < 0) {
+		kvr_log_err("create channel directory (memfd, %u bytes): %s",
+			    s->geom.dir_bytes, kvr_err_str(&e, rc));
+		return rc;
+	}
+	if (fchmod(s->chan_dir.fd, 0400) < 0)
+		kvr_log_warn("channel directory: chmod 0400: %s",
+			     strerror(errno));
+	kvr_seg_prefault(s->chan_dir.base, s->chan_dir.bytes, true, NULL);
+	for (uint32_t i = 0; i < s->geom.max_channels; i++)
+		kvr_chan_dir(s->chan_dir.base, i)->fd = -1;
+	return 0;
+}
+
 /* Names as the options and the logs spell them. */
 static const char *backend_name(int b)
 {
@@ -538,10 +566,9 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 			 s->pool.name);
 	h->max_channels = s->geom.max_channels;
 	h->channel_bytes = s->geom.channel_bytes;
-	h->dir_off = s->geom.dir_off;
-	/* Every directory entry starts free, without a block descriptor. */
-	for (uint32_t i = 0; i < s->geom.max_channels; i++)
-		kvr_ctl_dir(h, &s->geom, i)->fd = -1;
+	/* Only a number: meaningful to whoever may open our fds. */
+	h->dir_fd = s->chan_dir.fd;
+	h->dir_bytes = s->geom.dir_bytes;
 	h->req_ring_cap = s->geom.req_ring_cap;
 	h->resp_ring_cap = s->geom.resp_ring_cap;
 	h->max_keys = s->max_keys;
@@ -742,7 +769,7 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->dir_fd = s->lock_fd = s->listen_fd = s->sig_fd = s->timer_fd = -1;
-	s->ctl.fd = s->pool.fd = -1;
+	s->ctl.fd = s->pool.fd = s->chan_dir.fd = -1;
 	s->ctl_ro_fd = -1;
 	s->uid = geteuid();
 	/* From here on SIGTERM/SIGINT wait in the signalfd: one that arrives
@@ -780,6 +807,9 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	if (rc < 0)
 		goto fail;
 	rc = create_pool(s);
+	if (rc < 0)
+		goto fail;
+	rc = create_dir(s);
 	if (rc < 0)
 		goto fail;
 	kvr_seg_prefault(s->ctl.base, s->ctl.bytes, true, NULL);
@@ -862,6 +892,8 @@ void kvr_srv_destroy(struct kvr_srv *s)
 				     KVR_SEG_DEFAULT_DIR, s->ctl.name);
 		kvr_seg_destroy(&s->ctl);
 	}
+	if (s->chan_dir.base)
+		kvr_seg_destroy(&s->chan_dir);
 	kvr_store_destroy(s->store);
 	kvr__listen_unlock(s);
 	free(s->conns);

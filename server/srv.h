@@ -303,8 +303,10 @@ struct kvr_srv {
 	ino_t sock_ino;	  /* the socket file we bound */
 	dev_t sock_dev;
 	struct kvr_seg ctl;
-	int ctl_ro_fd;	   /* ctl reopened O_RDONLY: what workers get */
-	uint32_t chan_gen; /* last channel generation handed out */
+	int ctl_ro_fd;		 /* ctl reopened O_RDONLY: what workers get */
+	struct kvr_seg chan_dir; /* the channel directory (abi 4.0): a
+				    memfd never sent to anyone */
+	uint32_t chan_gen;	 /* last channel generation handed out */
 	struct kvr_seg pool;
 	int backend; /* enum kvr_pool_backend actually in use */
 	struct kvr_ctl_hdr_shm *hdr;

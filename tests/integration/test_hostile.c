@@ -37,6 +37,7 @@
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/kvring.h>
+#include <kvring/proc.h>
 
 #include "t_raw.h"
 #include "t_server.h"
@@ -1512,5 +1513,119 @@ Test(hostile, regress_12_control_descriptor_cannot_be_made_writable)
 	close(fd);
 	expect_good_progress(20, "after the attempts");
 	expect_no_leak("after the attempts");
+	finish();
+}
+
+/* ---- what a worker can read ---- */
+
+/* One shared mapping of this process, from /proc/self/maps. */
+struct shmap {
+	uintptr_t lo, hi;
+	char name[128];
+};
+
+/* Every shared mapping this process holds now; returns how many. */
+static int shared_maps(struct shmap *out, int max)
+{
+	char line[512], perms[8];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0;
+
+	cr_assert_not_null(f, "open /proc/self/maps: %s", strerror(errno));
+	while (n < max && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		int off = 0;
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms,
+			   &off) < 3 ||
+		    perms[3] != 's' || perms[0] != 'r')
+			continue;
+		out[n].lo = lo;
+		out[n].hi = hi;
+		snprintf(out[n].name, sizeof(out[n].name), "%s",
+			 off ? line + off : "");
+		out[n].name[strcspn(out[n].name, "\n")] = '\0';
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* Offset of the first @len-byte, @align-aligned copy of @pat in [lo, hi),
+ * or -1. */
+static long find_pattern(uintptr_t lo, uintptr_t hi, const void *pat,
+			 size_t len, size_t align)
+{
+	for (uintptr_t p = lo; p + len <= hi; p += align)
+		if (memcmp((const void *)p, pat, len) == 0)
+			return (long)(p - lo);
+	return -1;
+}
+
+/*
+ * Observed on main: every worker could read the whole channel directory
+ * in its read-only control mapping: every other channel's pid, uid,
+ * pid start time, namespace and transport. The rule is that a worker
+ * never sees what is not its own. A worker connected with libkvring
+ * scans every shared mapping kvr_connect gave it (control segment, its
+ * block, the pool) for the good worker's (pid, uid) pair and its start
+ * time, and finds neither; its own pair, in its own block, it does find
+ * (so the scan can see a pair at all).
+ */
+Test(hostile, regress_12_worker_cannot_read_another_channels_identity)
+{
+	struct shmap before[256], after[256];
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	int32_t theirs[2] = {(int32_t)good_pid, (int32_t)getuid()};
+	int32_t mine[2] = {(int32_t)getpid(), (int32_t)getuid()};
+	uint64_t their_start = 0;
+	char err[256] = "";
+	int nb, na, scanned = 0;
+	bool own_found = false;
+
+	expect_good_progress(10, "before");
+	cr_assert_eq(kvr_proc_start_time(good_pid, &their_start), 0);
+	/* Only what kvr_connect maps counts: the test's own harness maps
+	 * the directory and other blocks on purpose (t_server_chan). */
+	nb = shared_maps(before, 256);
+	o.socket_path = srv.sock;
+	t_ns_default(&o.ns);
+	o.no_prefault = true;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	na = shared_maps(after, 256);
+	for (int i = 0; i < na; i++) {
+		bool old = false;
+		long at;
+
+		for (int j = 0; j < nb && !old; j++)
+			old = before[j].lo == after[i].lo &&
+			      before[j].hi == after[i].hi;
+		if (old)
+			continue;
+		scanned++;
+		at = find_pattern(after[i].lo, after[i].hi, theirs,
+				  sizeof(theirs), 4);
+		cr_expect_eq(at, -1,
+			     "the good worker's pid %d and uid %d are readable "
+			     "at +%ld of %s",
+			     theirs[0], theirs[1], at, after[i].name);
+		at = find_pattern(after[i].lo, after[i].hi, &their_start,
+				  sizeof(their_start), 8);
+		cr_expect_eq(at, -1,
+			     "the good worker's start time %llu is readable at "
+			     "+%ld of %s",
+			     (unsigned long long)their_start, at,
+			     after[i].name);
+		if (find_pattern(after[i].lo, after[i].hi, mine, sizeof(mine),
+				 4) >= 0)
+			own_found = true;
+	}
+	cr_expect_geq(scanned, 2, "kvr_connect mapped %d new shared regions",
+		      scanned);
+	cr_expect(own_found, "the scan did not find our own pid and uid");
+	kvr_close(c);
+	expect_good_progress(20, "after the scan");
+	expect_no_leak("after the scan");
 	finish();
 }

@@ -444,6 +444,7 @@ static uint8_t fake_boot0 = 0xb0;
 struct fake {
 	struct kvr_seg seg;
 	struct kvr_seg blk[4]; /* FAKE_CHANNELS blocks: memfds held here */
+	struct kvr_seg dir;    /* the channel directory, a memfd too */
 	struct kvr_ctl_hdr_shm *h;
 	struct kvr_ctl_geom g;
 	char name[64];
@@ -524,7 +525,10 @@ static void fake_create(struct fake *f, const char *name, uint32_t abi)
 	snprintf(f->h->pool_name, sizeof(f->h->pool_name), "fake.pool");
 	f->h->max_channels = FAKE_CHANNELS;
 	f->h->channel_bytes = f->g.channel_bytes;
-	f->h->dir_off = f->g.dir_off;
+	rc = kvr_seg_create_memfd("fake-dir", f->g.dir_bytes, 0, &f->dir, &e);
+	cr_assert_eq(rc, 0, "directory: %s", e.msg);
+	f->h->dir_fd = f->dir.fd;
+	f->h->dir_bytes = f->g.dir_bytes;
 	f->h->req_ring_cap = FAKE_RING;
 	f->h->resp_ring_cap = FAKE_RING;
 	f->h->max_keys = 1024;
@@ -555,7 +559,7 @@ static void fake_create(struct fake *f, const char *name, uint32_t abi)
 					  &f->blk[i], &e);
 		cr_assert_eq(rc, 0, "block %u: %s", i, e.msg);
 		/* Free channels too: their directory names no block. */
-		kvr_ctl_dir(f->h, &f->g, i)->fd = -1;
+		kvr_chan_dir(f->dir.base, i)->fd = -1;
 		c = fake_chan(f, i);
 		c->req_ring_off = f->g.req_ring_off;
 		c->resp_ring_off = f->g.resp_ring_off;
@@ -628,7 +632,7 @@ static void fake_create(struct fake *f, const char *name, uint32_t abi)
 	 * directory entry the inspector trusts. */
 	atomic_store_explicit(&c->state, KVR_CHAN_ACTIVE, memory_order_release);
 	{
-		struct kvr_chan_dir_shm *d = kvr_ctl_dir(f->h, &f->g, 1);
+		struct kvr_chan_dir_shm *d = kvr_chan_dir(f->dir.base, 1);
 
 		atomic_store_explicit(&d->generation, 1, RLX);
 		d->fd = f->blk[1].fd;
@@ -647,6 +651,7 @@ static void fake_close(struct fake *f)
 {
 	for (uint32_t i = 0; i < FAKE_CHANNELS; i++)
 		kvr_seg_destroy(&f->blk[i]);
+	kvr_seg_destroy(&f->dir);
 	kvr_seg_detach(&f->seg);
 }
 
@@ -941,12 +946,13 @@ Test(inspect, check_passes_when_segment_healthy)
 }
 
 /*
- * abi 3.0: channel blocks are reached through /proc/<server>/fd, which the
- * kernel opens only for root and the server's uid. Another uid that can
- * read the control file (a --group member) sees the directory but not
- * the blocks, and --check says so instead of judging zeros.
+ * abi 4.0: the channel directory and the channel blocks are reached
+ * through /proc/<server>/fd, which the kernel opens only for root and the
+ * server's uid. Another uid that can read the control file (a --group
+ * member) sees the header and the global counters, no channel at all,
+ * and --check says so instead of judging zeros.
  */
-Test(inspect, check_says_a_block_is_unreadable_when_run_as_another_uid)
+Test(inspect, check_says_the_directory_is_unreadable_when_run_as_another_uid)
 {
 	struct fake f;
 	struct run r;
@@ -958,10 +964,16 @@ Test(inspect, check_says_a_block_is_unreadable_when_run_as_another_uid)
 	cr_assert_eq(chmod(f.path, 0444), 0);
 	spawn_uid = 65534;
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check");
-	spawn_uid = 0;
 	cr_expect_eq(r.status, 3, "status %d: %s %s", r.status, r.out, r.err);
-	cr_expect(strstr(r.out, "violation=chan:1"), "%s", r.out);
-	cr_expect(strstr(r.out, "block cannot be read"), "%s", r.out);
+	cr_expect(strstr(r.out, "violation=directory"), "%s", r.out);
+	cr_expect(strstr(r.out, "directory cannot be read"), "%s", r.out);
+	cr_expect(strstr(r.err, "channels not shown"), "%s", r.err);
+	run_free(&r);
+	/* Without --check: the header is shown, no channel's pid. */
+	r = RUN("--dir", tmpdir, "--name", "kvring-t");
+	spawn_uid = 0;
+	cr_expect_eq(r.status, 0, "status %d: %s %s", r.status, r.out, r.err);
+	cr_expect(!strstr(r.out, "channels.1."), "%s", r.out);
 	run_free(&r);
 	/* As this process's uid (the creator's), the block is there. */
 	fake_beat(&f);

@@ -142,12 +142,12 @@ const struct kvr_channel_shm *t_server_chan(const struct kvrd *t, uint32_t i)
 	const struct kvr_chan_dir_shm *d;
 	uint32_t st, gen;
 
-	if (!t->hdr || i >= T_CHAN_CACHE ||
+	if (!t->hdr || !t->dir || i >= T_CHAN_CACHE ||
 	    kvr_ctl_geom_compute(t->hdr->max_channels, t->hdr->req_ring_cap,
 				 t->hdr->resp_ring_cap, &g) < 0 ||
 	    i >= g.max_channels)
 		return &chan_zero.ch;
-	d = kvr_ctl_dir((void *)t->ctl, &g, i);
+	d = kvr_chan_dir(t->dir, i);
 	st = atomic_load_explicit(&d->state, memory_order_acquire);
 	gen = atomic_load_explicit(&d->generation, memory_order_relaxed);
 	if (st == KVR_CHAN_FREE || d->fd < 0)

@@ -143,7 +143,6 @@ struct set {
 static void set_make(struct set *t)
 {
 	const uint8_t boot[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1};
-	struct kvr_chan_dir_shm *d;
 
 	memset(t, 0, sizeof(*t));
 	cr_assert_eq(kvr_ctl_geom_compute(8, RINGS, RINGS, &t->g), 0);
@@ -157,12 +156,11 @@ static void set_make(struct set *t)
 	t->h->pool_bytes = 1u << 26;
 	t->h->max_channels = 8;
 	t->h->channel_bytes = t->g.channel_bytes;
-	t->h->dir_off = t->g.dir_off;
+	t->h->dir_fd = 3;
+	t->h->dir_bytes = t->g.dir_bytes;
 	t->h->req_ring_cap = t->h->resp_ring_cap = RINGS;
-	d = kvr_ctl_dir(t->h, &t->g, CH);
-	atomic_store(&d->generation, GEN);
-	atomic_store(&d->state, KVR_CHAN_ACTIVE);
 	kvr_seg_hdr_publish(&t->h->seg);
+	atomic_store(&t->ch->state, KVR_CHAN_ACTIVE);
 	t->ch->generation = GEN;
 	t->ch->req_ring_off = t->g.req_ring_off;
 	t->ch->resp_ring_off = t->g.resp_ring_off;
@@ -202,7 +200,7 @@ Test(chanmap, check_accepts_a_consistent_set_when_nothing_differs)
 		     0, "%s", e.msg);
 	cr_expect_eq(gen, GEN);
 	cr_expect_eq(g.req_ring_off, t.g.req_ring_off);
-	cr_expect_eq(g.dir_off, t.g.dir_off);
+	cr_expect_eq(g.ctl_bytes, t.g.ctl_bytes);
 	set_free(&t);
 }
 
@@ -233,15 +231,15 @@ Test(chanmap, check_refuses_each_mismatch_with_its_name)
 	set_free(&t);
 
 	set_make(&t);
-	t.ch->generation = GEN + 1; /* a block of another claim */
+	t.ch->generation = 0; /* a block no claim made */
 	cr_expect_eq(set_check(&t, &e), -EPROTO);
-	cr_expect(strstr(e.msg, "generation"), "%s", e.msg);
+	cr_expect(strstr(e.msg, "generation 0"), "%s", e.msg);
 	set_free(&t);
 
 	set_make(&t);
-	atomic_store(&kvr_ctl_dir(t.h, &t.g, CH)->state, KVR_CHAN_FREE);
+	atomic_store(&t.ch->state, KVR_CHAN_FREE);
 	cr_expect_eq(set_check(&t, &e), -EPROTO);
-	cr_expect(strstr(e.msg, "directory state 0"), "%s", e.msg);
+	cr_expect(strstr(e.msg, "block state 0"), "%s", e.msg);
 	set_free(&t);
 
 	set_make(&t);
@@ -282,4 +280,7 @@ Test(chanmap, open_block_is_refused_when_the_fd_is_not_there)
 	cr_expect_eq(kvr_chanmap_open_block(getpid(), 999999, 4096, &s, &e),
 		     -ENOENT, "%s", e.msg);
 	cr_expect_eq(kvr_chanmap_open_block(0, 3, 4096, &s, &e), -EINVAL);
+	cr_expect_eq(kvr_chanmap_open_dir(getpid(), 999999, 4096, &s, &e),
+		     -ENOENT, "%s", e.msg);
+	cr_expect(strstr(e.msg, "channel directory"), "%s", e.msg);
 }

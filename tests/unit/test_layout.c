@@ -16,7 +16,7 @@ Test(layout, geom_places_rings_inside_block_when_valid)
 	struct kvr_ctl_geom g;
 
 	cr_assert_eq(kvr_ctl_geom_compute(64, 65536, 65536, &g), 0);
-	cr_expect_eq(g.dir_off % 4096, 0);
+	cr_expect_eq(g.ctl_bytes % 4096, 0);
 	cr_expect_eq(g.channel_bytes % 4096, 0);
 	cr_expect_geq(g.req_ring_off, sizeof(struct kvr_channel_shm));
 	cr_expect_eq(g.req_ring_off % 128, 0);
@@ -25,9 +25,9 @@ Test(layout, geom_places_rings_inside_block_when_valid)
 		      g.req_ring_off + kvr_ring_shm_bytes(65536));
 	cr_expect_leq(g.resp_ring_off + kvr_ring_shm_bytes(65536),
 		      g.channel_bytes);
-	/* abi 3.0: the control segment holds a 64-byte directory entry per
-	 * channel, not the blocks (each is a memfd of its own). */
-	cr_expect_eq(g.ctl_bytes, g.dir_off + 4096, "64 entries, one page");
+	/* abi 4.0: the directory is a segment of its own, a 64-byte entry
+	 * per channel; the control segment does not grow with channels. */
+	cr_expect_eq(g.dir_bytes, 4096, "64 entries, one page");
 }
 
 Test(layout, geom_refuses_bad_capacity_when_not_power_of_two)
@@ -43,15 +43,19 @@ Test(layout, geom_refuses_bad_capacity_when_not_power_of_two)
 
 Test(layout, directory_entries_do_not_overlap_when_indexed)
 {
-	struct kvr_ctl_geom g;
+	struct kvr_ctl_geom g, one;
 	char *base = (char *)0x100000;
 
 	cr_assert_eq(kvr_ctl_geom_compute(4096, 4096, 8192, &g), 0);
+	cr_assert_eq(kvr_ctl_geom_compute(1, 4096, 8192, &one), 0);
+	cr_expect_eq(g.ctl_bytes, one.ctl_bytes,
+		     "the control segment grew with channels");
+	cr_expect_eq(g.dir_bytes, 4096u * 64u);
 	for (uint32_t i = 0; i < 4096; i += 1365) {
-		char *c = (char *)kvr_ctl_dir(base, &g, i);
+		char *c = (char *)kvr_chan_dir(base, i);
 
-		cr_expect_eq(c, base + g.dir_off + i * 64ull);
-		cr_expect_leq(c + 64, base + g.ctl_bytes, "entry %u", i);
+		cr_expect_eq(c, base + i * 64ull);
+		cr_expect_leq(c + 64, base + g.dir_bytes, "entry %u", i);
 	}
 }
 
@@ -75,9 +79,9 @@ Test(layout, geom_leaves_room_for_observability_when_computed)
 	struct kvr_ctl_geom g;
 
 	cr_assert_eq(kvr_ctl_geom_compute(4, 65536, 65536, &g), 0);
-	cr_expect_geq(g.dir_off,
+	cr_expect_geq(g.ctl_bytes,
 		      KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm));
-	cr_expect_eq(g.dir_off, 94208, "docs/layout.md says 94208");
+	cr_expect_eq(g.ctl_bytes, 94208, "docs/layout.md says 94208");
 	cr_expect_eq(g.req_ring_off, sizeof(struct kvr_channel_shm) +
 					 sizeof(struct kvr_chan_obs_shm));
 	cr_expect_eq(g.req_ring_off % 128, 0);

@@ -3,8 +3,9 @@
  * attach.c - naming and mapping the control segment: turning --name (or
  * the default) into a path, mapping that file read-only, and deciding
  * whether its header is one this build can interpret. It owns the
- * struct ins_attach lifetime, and maps each channel's block, read-only,
- * from the server's descriptor table (ins_chan_block). It does not read
+ * struct ins_attach lifetime, and maps the channel directory and each
+ * channel's block, read-only, from the server's descriptor table
+ * (open_dir, ins_chan_block). It does not read
  * channels or counters (snapshot.c copies those) and does not resolve
  * --socket (socket.c).
  *
@@ -103,19 +104,41 @@ static void check_geometry(struct ins_attach *a,
 			 "%u/%u bytes",
 			 h->max_channels, h->req_ring_cap, h->resp_ring_cap);
 		a->geom_ok = false;
-	} else if (g.dir_off != h->dir_off ||
+	} else if (g.dir_bytes != h->dir_bytes ||
 		   g.channel_bytes != h->channel_bytes ||
 		   g.ctl_bytes > a->seg.bytes) {
 		snprintf(a->geom_err, sizeof(a->geom_err),
-			 "header geometry inconsistent: dir_off %" PRIu64
-			 " (expected %" PRIu64 "), channel_bytes %u "
+			 "header geometry inconsistent: dir_bytes %u "
+			 "(expected %u), channel_bytes %u "
 			 "(expected %u), needs %" PRIu64 " bytes, file has %zu",
-			 h->dir_off, g.dir_off, h->channel_bytes,
+			 h->dir_bytes, g.dir_bytes, h->channel_bytes,
 			 g.channel_bytes, g.ctl_bytes, a->seg.bytes);
 		a->geom_ok = false;
 	}
 	if (a->geom_ok)
 		a->g = g;
+}
+
+/*
+ * The channel directory (abi 4.0) is a memfd the server gives to nobody:
+ * we open it through /proc/<creator_pid>/fd/<dir_fd>, as the blocks, and
+ * map it PROT_READ. Not being allowed (not root nor the server's uid) is
+ * not an error of the attach: the header and the global counters are
+ * still shown, the channels are not, and dir_rc says why (one warning).
+ */
+static void open_dir(struct ins_attach *a)
+{
+	struct kvr_err e = {0};
+
+	a->dir.fd = a->dir.live_fd = -1;
+	a->dir_rc = kvr_chanmap_open_dir(a->h->seg.creator_pid, a->h->dir_fd,
+					 a->g.dir_bytes, &a->dir, &e);
+	if (a->dir_rc < 0) {
+		memset(&a->dir, 0, sizeof(a->dir));
+		a->dir.fd = a->dir.live_fd = -1;
+		ins_err("warning: channels not shown: %s",
+			kvr_err_str(&e, a->dir_rc));
+	}
 }
 
 /*
@@ -184,13 +207,15 @@ retry:
 		}
 		for (uint32_t i = 0; i < a->g.max_channels; i++)
 			a->blk[i].seg.fd = a->blk[i].seg.live_fd = -1;
+		open_dir(a);
 	}
 	return 0;
 }
 
 /*
  * Each channel block is a memfd the server holds (abi 3.0), named in the
- * read-only directory by the server's fd number. We open it through
+ * directory (itself opened the same way, abi 4.0) by the server's fd
+ * number. We open it through
  * /proc/<creator_pid>/fd/<fd>, which the kernel allows only to root and
  * to the server's uid, and map it PROT_READ. The fd number may be reused
  * for the next claim between our read of the directory and the open, so
@@ -217,7 +242,9 @@ const struct kvr_channel_shm *ins_chan_block(const struct ins_attach *a,
 		return b->seg.base;
 	}
 	kvr_seg_detach(&b->seg);
-	d = kvr_ctl_dir(a->h, &a->g, i);
+	if (!a->dir.base)
+		return NULL;
+	d = kvr_chan_dir(a->dir.base, i);
 	fd = d->fd;
 	if (fd < 0)
 		return NULL;
@@ -249,6 +276,8 @@ void ins_attach_close(struct ins_attach *a)
 		kvr_seg_detach(&a->blk[i].seg);
 	free(a->blk);
 	a->blk = NULL;
+	if (a->dir.base)
+		kvr_seg_detach(&a->dir);
 	kvr_seg_detach(&a->seg);
 	a->h = NULL;
 }

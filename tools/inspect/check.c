@@ -248,6 +248,15 @@ static void check_snap(const struct ins_attach *a, const struct ins_snap *s,
 		viol(l, "geometry", "%s", a->geom_err);
 		return;
 	}
+	if (s->dir_rc < 0) {
+		/* No channel to judge (abi 4.0: the directory is a memfd
+		 * only root and the server's uid may open). */
+		viol(l, "directory",
+		     "the channel directory cannot be read (%s); run "
+		     "kvring-inspect as root or as kvringd's uid",
+		     kvr_strerror(s->dir_rc));
+		return;
+	}
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];
 		const struct ins_chan_snap *bc =

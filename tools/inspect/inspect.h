@@ -143,6 +143,10 @@ struct ins_attach {
 	struct kvr_seg seg;
 	struct kvr_ctl_hdr_shm *h; /* seg.base: never written (PROT_READ) */
 	struct ins_blk *blk;	   /* max_channels entries, or NULL */
+	struct kvr_seg dir;	   /* the channel directory (abi 4.0),
+				      PROT_READ; base NULL if not opened */
+	int dir_rc;		   /* why not: -EACCES not root nor the
+				      server's uid, -ENOENT server gone */
 	struct kvr_ctl_geom g;	   /* recomputed privately from the caps */
 	dev_t dev;		   /* identity of the file we mapped, so */
 	ino_t ino;		   /* --watch can tell a restart */
@@ -260,7 +264,9 @@ struct ins_snap {
 	/* Per-channel limits from the header (abi 1.1; 0: none). */
 	uint64_t quota_reserved, quota_pinned, max_key_bytes;
 	uint32_t xfer_ms;
-	uint32_t nchan; /* entries in ch (max_channels when geometry ok) */
+	uint32_t nchan; /* entries in ch (max_channels when geometry ok
+			   and the directory could be opened) */
+	int dir_rc;	/* 0, or why the channel directory is unreadable */
 	struct ins_chan_snap *ch;
 	/* Observability region (obs.c). obs_ok: its geometry matched. */
 	bool obs_ok;

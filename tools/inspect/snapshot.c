@@ -57,7 +57,8 @@ static void snap_ring(struct ins_ring_snap *r, const void *mem, uint32_t cap)
 
 /*
  * Copies channel @i. The identity comes from the channel's directory
- * entry, in the control segment that only the server writes (abi 3.0):
+ * entry, in a memfd that only the server writes (abi 4.0; workers never
+ * get it):
  * plain data the server writes while claiming the channel and publishes
  * with its release store of state (R-DIR1). So it is copied between two
  * reads of (state, generation) and copied again if either changed: a
@@ -71,7 +72,7 @@ static void snap_ring(struct ins_ring_snap *r, const void *mem, uint32_t cap)
 static void snap_chan(const struct ins_attach *a, uint32_t i,
 		      struct ins_chan_snap *c)
 {
-	struct kvr_chan_dir_shm *d = kvr_ctl_dir(a->h, &a->g, i);
+	struct kvr_chan_dir_shm *d = kvr_chan_dir(a->dir.base, i);
 	const struct kvr_channel_shm *ch;
 	const char *base;
 	uint32_t st, gen;
@@ -249,7 +250,8 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	s->state = LD(h->state);
 	snap_gstats(s, &h->stats);
 	ins_l2_snap(h, &s->l2);
-	if (a->geom_ok) {
+	s->dir_rc = a->geom_ok ? a->dir_rc : 0;
+	if (a->geom_ok && a->dir.base) {
 		s->nchan = a->g.max_channels;
 		for (uint32_t i = 0; i < s->nchan; i++)
 			snap_chan(a, i, &s->ch[i]);

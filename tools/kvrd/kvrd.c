@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kvring/chanmap.h>
 #include <kvring/clock.h>
 #include <kvring/paths.h>
 #include <kvring/segment.h>
@@ -137,8 +138,10 @@ void kvrd_unmap(struct kvrd *d)
 {
 	if (d->ctl)
 		munmap(d->ctl, d->ctl_bytes);
-	d->ctl = NULL;
-	d->ctl_bytes = 0;
+	if (d->dir)
+		munmap(d->dir, d->dir_bytes);
+	d->ctl = d->dir = NULL;
+	d->ctl_bytes = d->dir_bytes = 0;
 	d->hdr = NULL;
 }
 
@@ -174,6 +177,13 @@ int kvrd_map(struct kvrd *d, pid_t creator)
 		 KVR_SERVER_RUNNING)) {
 		kvrd_unmap(d);
 		return -EAGAIN;
+	}
+	/* The channel directory, through the server's fd table as the
+	 * inspector does; without it (not our uid) channels read as free. */
+	if (kvr_chanmap_open_dir(d->hdr->seg.creator_pid, d->hdr->dir_fd,
+				 d->hdr->dir_bytes, &seg, NULL) == 0) {
+		d->dir = seg.base;
+		d->dir_bytes = seg.bytes;
 	}
 	return 0;
 }

@@ -78,8 +78,10 @@ struct kvrd {
 	void *ctl;	    /* read-only mapping of the control segment */
 	size_t ctl_bytes;
 	const struct kvr_ctl_hdr_shm *hdr; /* == ctl, NULL if unmapped */
-	struct kvrd_opts o;		   /* as given to kvrd_init() */
-	char bin[4096];			   /* the binary to exec */
+	void *dir; /* read-only channel directory (abi 4.0), or NULL */
+	size_t dir_bytes;
+	struct kvrd_opts o; /* as given to kvrd_init() */
+	char bin[4096];	    /* the binary to exec */
 	long log_off; /* log size at the last start: where "ready" is sought */
 };
 

@@ -3,13 +3,14 @@
  * chanmap.h - how a worker reaches exactly its own channel (abi 3.0).
  *
  * A worker maps two control things besides the pool: the control segment
- * (header, counters, channel directory) read-only, through a descriptor
+ * (header, counters) read-only, through a descriptor
  * that cannot be turned into a writable mapping, and its own channel block
  * read-write, a memfd the server created for this claim alone. This header
  * owns the three steps around those mappings: the server making the
  * read-only descriptor, the worker checking what it mapped against the
- * welcome (pure, fuzzed), and the inspector opening a channel block from
- * the server's descriptor table. It does not own the layout (layout.h),
+ * welcome (pure, fuzzed), and the inspector opening the channel directory
+ * (abi 4.0: a memfd no worker is given) and a channel block from the
+ * server's descriptor table. It does not own the layout (layout.h),
  * the segment backends (segment.h) or the handshake (proto.h).
  * docs/layout.md ("Mappings") and docs/reliability.md ("Threat model")
  * explain the choice.
@@ -47,16 +48,26 @@ int kvr_chanmap_ro_fd(struct kvr_seg *ctl, bool *sealed, struct kvr_err *e);
  * here comes from the server and is also validated as untrusted input:
  * the ring geometry, the mapping sizes, the segment header (magic, ABI,
  * layout hash, ready), each header field the welcome repeats (a mismatch
- * names the field), and the channel's directory entry (claimed, and the
- * generation the block carries). On success *g receives the geometry
- * (from the welcome's capacities) and *generation the channel's.
- * Return: 0; -EAGAIN header not ready; -EPROTO any mismatch (message in
+ * names the field), and the block's own state (claimed) and generation
+ * (not 0). The channel directory is not consulted: a worker has none. On
+ * success *g receives the geometry (from the welcome's capacities) and
+ * *generation the channel's. Return: 0; -EAGAIN header not ready; -EPROTO any
+ * mismatch (message in
  * @e). Nothing is written through @ctl or @blk.
  */
 int kvr_chanmap_check(const struct kvr_welcome *w, const void *ctl,
 		      size_t ctl_bytes, const void *blk, size_t blk_bytes,
 		      struct kvr_ctl_geom *g, uint32_t *generation,
 		      struct kvr_err *e);
+
+/*
+ * kvr_chanmap_open_dir - map read-only the channel directory that process
+ * @server_pid holds as descriptor @fd (the header's dir_fd), @bytes long
+ * (the header's dir_bytes), through /proc/<pid>/fd/<fd>; the same rules
+ * and errors as kvr_chanmap_open_block().
+ */
+int kvr_chanmap_open_dir(pid_t server_pid, int fd, size_t bytes,
+			 struct kvr_seg *out, struct kvr_err *e);
 
 /*
  * kvr_chanmap_open_block - map read-only the channel block that process

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control layout: one control segment (segment identity, pool
- * geometry, heartbeat, global counters, then the channel directory) that
- * every worker maps read-only, and one channel block per connected worker
+ * geometry, heartbeat, global counters) that every worker maps read-only,
+ * one channel directory (who holds each channel) that only the server and
+ * the inspector map (abi 4.0), and one channel block per connected worker
  * (its counters, two doorbell blocks and its two rings), each a memfd of
  * its own that only that worker and the server map (abi 3.0). Everything
  * here is an ABI shared by kvringd, libkvring and kvring-inspect;
@@ -11,7 +12,8 @@
  * Who writes what (everything a worker can write is untrusted input to the
  * server, which never reads back its own counters to decide anything):
  *   control segment   server only (workers and the inspector read)
- *   channel directory server only: identity, generation, state, block fd
+ *   channel directory server only: identity, generation, state, block fd;
+ *                     a memfd of its own that no worker is given
  *   channel counters  server only (in the worker's own block: a worker
  *                     can mislead the inspector about itself, no more)
  *   req ring          worker produces (tail), server consumes (head)
@@ -148,7 +150,9 @@ struct kvr_ctl_hdr_shm {
 	char pool_name[64];	    /* 272: "" unless KVR_POOL_SHM */
 	uint32_t max_channels;	    /* 336 */
 	uint32_t channel_bytes;	    /* 340: size of each channel block */
-	uint64_t dir_off;	    /* 344: the channel directory */
+	int32_t dir_fd;		    /* 344: server's fd of the directory
+				       memfd (abi 4.0; was dir_off) */
+	uint32_t dir_bytes;	    /* 348: its size, page-rounded */
 	uint32_t req_ring_cap;	    /* 352 */
 	uint32_t resp_ring_cap;	    /* 356 */
 	uint32_t max_keys;	    /* 360 */
@@ -188,6 +192,7 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_zeroed_bytes) == 784,
 	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, dir_fd) == 344, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,
 	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_gstats_shm, quota_denied) == 192, "ABI");
@@ -387,12 +392,14 @@ static inline struct kvr_chan_obs_shm *kvr_chan_obs(struct kvr_channel_shm *ch)
 }
 
 /*
- * The channel directory (abi 3.0): one 64-byte entry per channel in the
- * control segment, at dir_off. The control segment is read-only for every
- * worker, so this is where the server publishes what it established about
- * each channel: who holds it, under which generation, and which of the
- * server's descriptors holds its block (the inspector opens
- * /proc/<creator_pid>/fd/<fd>; docs/inspect.md). The channel block itself
+ * The channel directory (abi 4.0): one 64-byte entry per channel, in a
+ * memfd of its own that the server creates and never sends to anyone
+ * (until abi 3.1 it sat in the control segment, where every worker could
+ * read every other channel's pid, uid and namespace). The header names it
+ * only by the server's descriptor number, dir_fd: the inspector opens
+ * /proc/<creator_pid>/fd/<dir_fd>, which the kernel allows to root and to
+ * the server's uid (docs/inspect.md), maps it read-only, and finds in each
+ * entry the server's fd of that channel's block. The channel block itself
  * is a memfd of its own per claim, mapped read-write by its one worker and
  * by nobody else; the server never reads identity back from it.
  * Written by the server's loop thread only. R-DIR1: every field before
@@ -423,9 +430,10 @@ struct kvr_ctl_geom {
 	uint32_t req_ring_cap;
 	uint32_t resp_ring_cap;
 	uint32_t channel_bytes; /* page-rounded size of one channel block */
-	uint64_t dir_off;	/* page-rounded header + observability */
-	uint64_t ctl_bytes;	/* header + directory, page-rounded */
-	uint32_t req_ring_off;	/* within a channel block */
+	uint32_t dir_bytes;	/* the directory memfd, page-rounded */
+	uint32_t pad;
+	uint64_t ctl_bytes;    /* header + observability, page-rounded */
+	uint32_t req_ring_off; /* within a channel block */
 	uint32_t resp_ring_off;
 };
 
@@ -441,14 +449,12 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
  * recorded in the segment header and checked at attach. */
 uint64_t kvr_layout_hash(void);
 
-/* Directory entry i (no bounds check: callers validated i < max_channels
- * against their own private copy of the geometry, never the header's). */
-static inline struct kvr_chan_dir_shm *
-kvr_ctl_dir(void *ctl_base, const struct kvr_ctl_geom *g, uint32_t i)
+/* Directory entry i of the directory mapped at @dir_base (no bounds
+ * check: callers validated i < max_channels against their own private
+ * copy of the geometry, never the header's). */
+static inline struct kvr_chan_dir_shm *kvr_chan_dir(void *dir_base, uint32_t i)
 {
-	return (struct kvr_chan_dir_shm *)((char *)ctl_base + g->dir_off +
-					   (uint64_t)i *
-					       sizeof(struct kvr_chan_dir_shm));
+	return (struct kvr_chan_dir_shm *)dir_base + i;
 }
 
 /* Errors-by-code bucket for an error (0..KVR_ERR_SLOTS-1); the inspector
