@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <kvring/ring.h>
 
@@ -94,6 +95,10 @@ int kvr_ring_format_at(void *mem, size_t mem_bytes, uint32_t capacity,
 	atomic_store_explicit(&shm->high_water, 0, memory_order_relaxed);
 	atomic_store_explicit(&shm->tail, start_pos, memory_order_relaxed);
 	atomic_store_explicit(&shm->head, start_pos, memory_order_relaxed);
+	/* Free space is all zero: the consumer takes a non-zero header
+	 * word at its cursor for a record (docs/ring.md). Published by R0
+	 * like the rest. */
+	memset(shm->data, 0, capacity);
 	/* R0: publish the header; pairs with A0 in attach() and check(). */
 	atomic_store_explicit(&shm->magic, KVR_RING_MAGIC,
 			      memory_order_release);
@@ -149,6 +154,7 @@ static int attach(struct kvr_ring *r, void *mem, size_t mem_bytes,
 	/* Relaxed: informational; only a producer writes it afterwards. */
 	r->hw = atomic_load_explicit(&shm->high_water, memory_order_relaxed);
 	r->err = 0;
+	r->first = 0;
 	if (role == KVR_RING_ROLE_PRODUCER) {
 		r->pos = tail;
 		r->own = tail;
@@ -182,6 +188,9 @@ uint64_t kvr_ring_used(const struct kvr_ring *r)
 {
 	if (r->role == KVR_RING_ROLE_PRODUCER)
 		return r->pos - r->peer;
+	/* Records found by their header may run ahead of the cached tail. */
+	if ((int64_t)(r->pos - r->peer) > 0)
+		return r->pos - r->own;
 	return r->peer - r->own;
 }
 
@@ -236,6 +245,21 @@ static inline uint64_t free_bytes(const struct kvr_ring *r)
 }
 
 /*
+ * Writes the header word @w of the record claimed at @off. The first
+ * record claimed since the last commit keeps its word in r->first, for
+ * the commit to store with release (R3): that word is what the consumer
+ * polls. Relaxed for the others: published by R3 with the batch.
+ */
+static inline void put_hdr(struct kvr_ring *r, uint64_t off, uint64_t w)
+{
+	if (r->pos == r->own)
+		r->first = w;
+	else
+		atomic_store_explicit(kvr__ring_hdr(r->data, off), w,
+				      memory_order_relaxed);
+}
+
+/*
  * Claims the rest of data[] after pos as a padding record. The caller has
  * checked that those bytes are free. A padding header is written with the
  * same atomic word as any other, so its len always says "to the end".
@@ -245,10 +269,7 @@ static void claim_pad(struct kvr_ring *r, uint64_t to_end)
 	uint64_t off = r->pos & r->mask;
 	uint32_t len = (uint32_t)(to_end - KVR_RING_HDR_BYTES);
 
-	/* Relaxed: published with the batch by R1 (kvr_ring_commit). */
-	atomic_store_explicit(kvr__ring_hdr(r->data, off),
-			      kvr_ring_rec_word(KVR_RING_TYPE_PAD, len),
-			      memory_order_relaxed);
+	put_hdr(r, off, kvr_ring_rec_word(KVR_RING_TYPE_PAD, len));
 	r->pos += to_end;
 }
 
@@ -298,10 +319,7 @@ int kvr__ring_claim_slow(struct kvr_ring *r, uint32_t type, uint32_t len,
 		claim_pad(r, pad);
 		off = 0;
 	}
-	/* Relaxed: published with the batch by R1 (kvr_ring_commit). */
-	atomic_store_explicit(kvr__ring_hdr(r->data, off),
-			      kvr_ring_rec_word(type, len),
-			      memory_order_relaxed);
+	put_hdr(r, off, kvr_ring_rec_word(type, len));
 	*out = r->data + off + KVR_RING_HDR_BYTES;
 	r->pos += need;
 	return 0;
@@ -325,7 +343,12 @@ static int consumer_refresh(struct kvr_ring *r)
 	t = atomic_load_explicit(&r->shm->tail, memory_order_acquire);
 	if ((int64_t)(t - r->peer) < 0)
 		return r->err = -EPROTO;
-	if (t - r->own > r->cap)
+	/*
+	 * Signed: the tail may still be behind what we read and released.
+	 * The producer stores it just after the first record's header (R3
+	 * then R1), and we find records by that header.
+	 */
+	if ((int64_t)(t - r->own) > (int64_t)r->cap)
 		return r->err = -ERANGE;
 	if (t & (KVR_RING_ALIGN - 1))
 		return r->err = -EILSEQ;
@@ -370,13 +393,14 @@ static int64_t rec_validate(uint64_t w, uint64_t off, uint64_t avail,
 
 /*
  * Everything the inline fast path of kvr_ring_peek() does not handle:
- * refreshing the tail when the cached copy says empty, padding records,
- * errors and damage. It re-reads the header itself.
+ * an empty ring (the header word at the cursor is zero: re-read the tail
+ * to tell "nothing yet" from damage), padding records, errors and
+ * damage. It re-reads the header itself.
  */
 int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 {
 	uint32_t type, len;
-	uint64_t off, w;
+	uint64_t off, w, avail;
 	int64_t bytes;
 	int rc, pass;
 
@@ -385,28 +409,47 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	if (r->role != KVR_RING_ROLE_CONSUMER)
 		return -EINVAL;
 	/*
-	 * At most: refresh, skip one padding record, refresh, read a record.
-	 * A padding record is always followed by offset 0, where no padding
-	 * record is valid, so two passes bound the loop whatever the
-	 * producer writes.
+	 * At most: skip one padding record, read a record. A padding
+	 * record is always followed by offset 0, where no padding record is
+	 * valid, so two passes bound the loop whatever the producer writes.
 	 */
 	for (pass = 0; pass < 2; pass++) {
-		if (r->pos == r->peer) {
-			rc = consumer_refresh(r);
-			if (rc < 0)
-				return rc;
-			if (r->pos == r->peer)
-				return -EAGAIN;
-		}
 		off = r->pos & r->mask;
-		/*
-		 * Relaxed: A1 (or an earlier A1 that covered this position)
-		 * ordered the producer's header store before this load.
-		 */
-		w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-					 memory_order_relaxed);
-		bytes =
-		    rec_validate(w, off, r->peer - r->pos, r->cap, &type, &len);
+		if ((int64_t)(r->peer - r->pos) > 0) {
+			/*
+			 * Relaxed: A1 (or an earlier A1 that covered this
+			 * position) ordered the producer's header store
+			 * before this load.
+			 */
+			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
+						 memory_order_relaxed);
+			avail = r->peer - r->pos;
+		} else {
+			/* A5: pairs with R3 in kvr_ring_commit(). */
+			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
+						 memory_order_acquire);
+			/* The producer cannot have written past the ring's
+			 * capacity from our released head; with all of it
+			 * peeked, the word is our own first record's. */
+			avail = r->own + r->cap - r->pos;
+			if (w == 0 || avail == 0) {
+				rc = consumer_refresh(r);
+				if (rc < 0)
+					return rc;
+				if ((int64_t)(r->peer - r->pos) <= 0)
+					return -EAGAIN;
+				/*
+				 * The tail says published, so a zero word
+				 * is damage (judged below). Relaxed:
+				 * ordered by A1 in the refresh.
+				 */
+				w = atomic_load_explicit(
+				    kvr__ring_hdr(r->data, off),
+				    memory_order_relaxed);
+				avail = r->peer - r->pos;
+			}
+		}
+		bytes = rec_validate(w, off, avail, r->cap, &type, &len);
 		if (bytes < 0)
 			return r->err = (int)bytes;
 		r->pos += (uint64_t)bytes;
@@ -421,15 +464,35 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	return r->err = -EBADMSG;
 }
 
+void kvr__ring_wipe(struct kvr_ring *r)
+{
+	uint64_t off = r->own & r->mask, n = r->pos - r->own;
+	uint64_t first = n < r->cap - off ? n : r->cap - off;
+
+	/*
+	 * Plain stores: the producer writes these bytes again only after it
+	 * acquired (A2) the head we release next (R2). A header word read
+	 * here later is one the producer stored after that.
+	 */
+	memset(r->data + off, 0, first);
+	memset(r->data, 0, n - first);
+}
+
 bool kvr_ring_empty(struct kvr_ring *r)
 {
 	if (r->err || r->role != KVR_RING_ROLE_CONSUMER)
 		return false;
-	if (r->pos != r->peer)
+	if ((int64_t)(r->peer - r->pos) > 0)
+		return false;
+	/* A5: the producer stores this word (R3) before its tail (R1);
+	 * either one published before the caller's fence is seen. */
+	if (r->pos - r->own < r->cap &&
+	    atomic_load_explicit(kvr__ring_hdr(r->data, r->pos & r->mask),
+				 memory_order_acquire) != 0)
 		return false;
 	if (consumer_refresh(r) < 0)
 		return false;
-	return r->pos == r->peer;
+	return (int64_t)(r->peer - r->pos) <= 0;
 }
 
 /* ---- inspector -------------------------------------------------------- */
@@ -464,7 +527,10 @@ int kvr_ring_check(const void *mem, size_t mem_bytes, uint32_t capacity,
 		head = atomic_load_explicit(&shm->head, memory_order_acquire);
 		t2 = atomic_load_explicit(&shm->tail, memory_order_acquire);
 		h2 = atomic_load_explicit(&shm->head, memory_order_acquire);
-		if (tail != t2 || head != h2)
+		/* A head past the tail: the consumer took a record by its
+		 * header before the producer's tail store (just after it)
+		 * reached us. Moving, not damage: read again. */
+		if (tail != t2 || head != h2 || (int64_t)(tail - head) < 0)
 			continue;
 		s.retries = attempt;
 		s.head = head;

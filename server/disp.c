@@ -503,12 +503,12 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		answered++;
 		nop[v.op]++; /* v.op < KVR_OP__MAX: kvr_req_parse checked */
 	}
-	/* One release for the whole batch (R2 in the ring). */
-	kvr_ring_release(&c->req);
 	/* Answers first: the channel counters (some thirty stores and a
 	 * store-stats call) are for the inspector and must not sit on every
 	 * round trip's critical path. A worker that reads its answer may
-	 * see counters a batch old for a moment; nothing decides on them. */
+	 * see counters a batch old for a moment; nothing decides on them.
+	 * The release below zeroes the requests' bytes, stores that would
+	 * otherwise be ahead of the answer's in the store buffer. */
 	if (answered) {
 		publish(c);
 		if (s->hist_on) {
@@ -520,6 +520,8 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 						    s->lat_mark_ns);
 		}
 	}
+	/* One release for the whole batch (R2 in the ring). */
+	kvr_ring_release(&c->req);
 	if (handled)
 		kvr__chan_counters(s, c);
 	return handled;

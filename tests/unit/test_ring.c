@@ -352,6 +352,130 @@ Test(ring, head_moves_once_when_batch_is_released)
 	cr_expect_eq(kvr_ring_used(&cons), 0);
 }
 
+/* ---- the consumer polls the next record's header ---------------------- */
+
+Test(ring, format_zeroes_data_when_memory_held_garbage)
+{
+	struct kvr_ring_rec rec;
+
+	memset(mem, 0xab, sizeof(mem));
+	shm = (struct kvr_ring_shm *)(void *)mem;
+	cr_assert_eq(kvr_ring_format(mem, sizeof(mem), 256), 0);
+	for (uint32_t i = 0; i < 256; i++)
+		cr_assert_eq(shm->data[i], 0, "data[%u] not zeroed", i);
+	cr_assert_eq(kvr_ring_attach_consumer(&cons, mem, sizeof(mem), 256), 0);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+	cr_expect(kvr_ring_empty(&cons));
+	cr_expect_not(kvr_ring_maybe_data(&cons));
+}
+
+Test(ring, release_zeroes_the_records_when_they_wrap_the_end)
+{
+	setup(256);
+	/* Four 56-byte records, then one that pads the last 32 bytes and
+	 * lands at offset 0: every byte of data[] is written once. */
+	for (int i = 0; i < 4; i++)
+		put_commit(1, 48, (uint8_t)(i + 1));
+	for (int i = 0; i < 4; i++)
+		get_expect(1, 48, (uint8_t)(i + 1));
+	kvr_ring_release(&cons);
+	for (uint32_t i = 0; i < 224; i++)
+		cr_assert_eq(shm->data[i], 0, "data[%u] after release", i);
+	put_commit(2, 48, 9);
+	get_expect(2, 48, 9);
+	kvr_ring_release(&cons);
+	for (uint32_t i = 0; i < 256; i++)
+		cr_assert_eq(shm->data[i], 0, "data[%u] after the wrap", i);
+	cr_expect_eq(atomic_load(&shm->head), 256 + 56);
+}
+
+Test(ring, peek_finds_record_by_header_when_tail_store_is_not_seen_yet)
+{
+	struct kvr_ring_rec rec;
+	struct kvr_ring_snapshot sn;
+
+	setup(256);
+	put_commit(1, 8, 3);
+	put_commit(2, 8, 4);
+	/* As if the producer's tail store (just after the header) had not
+	 * reached us: the records are found by their header words. */
+	set_tail(0);
+	cr_expect(kvr_ring_maybe_data(&cons));
+	cr_expect_not(kvr_ring_empty(&cons));
+	get_expect(1, 8, 3);
+	get_expect(2, 8, 4);
+	cr_expect_eq(kvr_ring_used(&cons), 32);
+	kvr_ring_release(&cons);
+	/* A head past the tail is a ring in motion, not damage. */
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+	cr_expect_eq(kvr_ring_error(&cons), 0);
+	cr_expect(kvr_ring_empty(&cons));
+	cr_expect_eq(kvr_ring_check(mem, sizeof(mem), 256, &sn), -EBUSY);
+	set_tail(32);
+	cr_expect_eq(kvr_ring_check(mem, sizeof(mem), 256, &sn), 0);
+	cr_expect_eq(sn.used_bytes, 0);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+}
+
+Test(ring, only_the_first_header_of_a_batch_is_stored_by_commit)
+{
+	uint64_t w;
+
+	setup(256);
+	cr_assert_eq(put(1, 8, 1), 0);
+	cr_assert_eq(put(2, 8, 2), 0);
+	memcpy(&w, shm->data, sizeof(w));
+	cr_expect_eq(w, 0, "the polled word is stored by the commit only");
+	memcpy(&w, shm->data + 16, sizeof(w));
+	cr_expect_eq(w, kvr_ring_rec_word(2, 8), "later headers at claim");
+	cr_expect_not(kvr_ring_maybe_data(&cons));
+	kvr_ring_commit(&prod);
+	memcpy(&w, shm->data, sizeof(w));
+	cr_expect_eq(w, kvr_ring_rec_word(1, 8));
+	cr_expect(kvr_ring_maybe_data(&cons));
+}
+
+Test(ring, peek_returns_eagain_when_every_byte_is_peeked_but_not_released)
+{
+	struct kvr_ring_rec rec;
+
+	setup(64);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(put(1, 0, 0), 0);
+	kvr_ring_commit(&prod);
+	set_tail(0); /* only the headers tell the consumer */
+	for (int i = 0; i < 8; i++)
+		get_expect(1, 0, 0);
+	/* The word at the cursor is the first record's, not a new one. */
+	cr_expect_not(kvr_ring_maybe_data(&cons));
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+	cr_expect_eq(kvr_ring_error(&cons), 0);
+	kvr_ring_release(&cons);
+	cr_expect_eq(atomic_load(&shm->head), 64);
+}
+
+Test(ring, peek_fails_eoverflow_when_header_runs_past_capacity_from_head)
+{
+	struct kvr_ring_rec rec;
+
+	setup(256);
+	/* No tail: 8 + 256 bytes from head 0 can't be in a 256-byte ring. */
+	poke_hdr(0, kvr_ring_rec_word(1, 256));
+	cr_expect(kvr_ring_maybe_data(&cons));
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EOVERFLOW);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EOVERFLOW, "latched");
+}
+
+Test(ring, peek_fails_ebadmsg_when_header_past_tail_is_garbage)
+{
+	struct kvr_ring_rec rec;
+
+	setup(256);
+	poke_hdr(0, 0x0123456789abcdefull); /* tail stays 0 */
+	cr_expect_not(kvr_ring_empty(&cons), "a word there is not empty");
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EBADMSG);
+}
+
 /* ---- a hostile producer, seen by the consumer ------------------------- */
 
 Test(ring, peek_fails_eproto_when_tail_moves_backwards)
@@ -363,6 +487,9 @@ Test(ring, peek_fails_eproto_when_tail_moves_backwards)
 	put_commit(1, 8, 0);
 	get_expect(1, 8, 0);
 	get_expect(1, 8, 0);
+	/* Records are found by their headers; the tail is read (32) when
+	 * the word at the cursor is zero. */
+	cr_assert(kvr_ring_empty(&cons));
 	set_tail(16);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EPROTO);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EPROTO, "latched");
@@ -385,8 +512,7 @@ Test(ring, peek_fails_eilseq_when_tail_is_misaligned)
 	struct kvr_ring_rec rec;
 
 	setup(256);
-	poke_hdr(0, kvr_ring_rec_word(1, 0));
-	set_tail(12);
+	set_tail(12); /* read because the word at the cursor is zero */
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EILSEQ);
 }
 
@@ -395,8 +521,11 @@ Test(ring, peek_fails_eoverflow_when_len_overruns_published_bytes)
 	struct kvr_ring_rec rec;
 
 	setup(256);
-	poke_hdr(0, kvr_ring_rec_word(1, 100));
 	set_tail(16);
+	/* The consumer reads tail 16 while the word at its cursor is zero;
+	 * then a header longer than those 16 bytes appears. */
+	cr_assert_not(kvr_ring_empty(&cons));
+	poke_hdr(0, kvr_ring_rec_word(1, 100));
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EOVERFLOW);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EOVERFLOW, "latched");
 }
@@ -478,7 +607,7 @@ Test(ring, peek_fails_ebadmsg_when_header_below_cached_tail_is_corrupt)
 	setup(256);
 	for (int i = 0; i < 3; i++)
 		put_commit(1, 8, (uint8_t)i);
-	get_expect(1, 8, 0); /* the consumer now caches tail 48 */
+	get_expect(1, 8, 0); /* the bad word sends it to the tail: 48 */
 	poke_hdr(16, kvr_ring_rec_word(1, 8) ^ (1ull << 40));
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EBADMSG);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EBADMSG, "latched");

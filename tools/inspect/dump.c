@@ -78,6 +78,17 @@ static int ring_copy(const void *mem, uint32_t cap, unsigned char *buf,
 	 * enough, no other thread ever sees this memory. */
 	atomic_store_explicit(&cp->head, h2, memory_order_relaxed);
 	atomic_store_explicit(&cp->tail, snap->tail, memory_order_relaxed);
+	/* The consumer takes a non-zero header word past the tail for a
+	 * record (docs/ring.md): zero the copy's free space, so the walk
+	 * stops at the tail we saw and not in a record copied half-made. */
+	if (snap->tail - h2 <= cap) {
+		uint64_t off = snap->tail & (cap - 1),
+			 n = cap - (snap->tail - h2);
+		uint64_t first = n < cap - off ? n : cap - off;
+
+		memset(cp->data + off, 0, first);
+		memset(cp->data, 0, n - first);
+	}
 	return rc;
 }
 

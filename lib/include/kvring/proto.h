@@ -35,9 +35,11 @@ extern "C" {
 
 /* Version 3: channel block fd (abi 3.0); 4: per-chunk checksums (SUMS,
  * CORRUPT, KVR_SLOT_F_SUM); 5: checksums over the copy transport too (a
- * COMMIT_STORE frame's sums sit between its header and its payload). */
+ * COMMIT_STORE frame's sums sit between its header and its payload); 6:
+ * ring consumers poll the next record's header word and zero what they
+ * release (docs/ring.md). */
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
-#define KVR_PROTO_VERSION 5u
+#define KVR_PROTO_VERSION 6u
 
 /* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
 struct kvr_key {

@@ -104,11 +104,13 @@ struct kvr_ring {
 	uint32_t cap;	     /* data bytes, from the caller */
 	uint32_t role;	     /* KVR_RING_ROLE_PRODUCER or _CONSUMER */
 	/* Private. */
-	uint64_t pos;  /* producer: claimed end; consumer: read cursor */
-	uint64_t own;  /* producer: published tail; consumer: released */
-	uint64_t peer; /* cached peer position (head or tail) */
-	uint64_t hw;   /* producer: last value stored in shm->high_water */
-	int err;       /* latched error, 0 while healthy */
+	uint64_t pos;	/* producer: claimed end; consumer: read cursor */
+	uint64_t own;	/* producer: published tail; consumer: released */
+	uint64_t peer;	/* cached peer position (head or tail) */
+	uint64_t hw;	/* producer: last value stored in shm->high_water */
+	uint64_t first; /* producer: header word of the first record claimed
+			   since the last commit, stored by the commit (R3) */
+	int err;	/* latched error, 0 while healthy */
 };
 
 /*
@@ -142,8 +144,9 @@ size_t kvr_ring_shm_bytes(uint32_t capacity);
 
 /*
  * kvr_ring_format - initialise an empty ring in @mem: head = tail = 0,
- * high_water 0, capacity recorded, magic stored last with release (R0).
- * Call once, before either side attaches. data[] is left as it is.
+ * high_water 0, capacity recorded, data[] zeroed (the consumer finds the
+ * next record by its non-zero header word, docs/ring.md), magic stored
+ * last with release (R0). Call once, before either side attaches.
  * Return: 0, or -EINVAL if @mem is NULL or not 8-byte aligned, @capacity
  * is not a power of two in [KVR_RING_MIN_CAP, KVR_RING_MAX_CAP], or
  * @mem_bytes < kvr_ring_shm_bytes(@capacity). On error @mem is unchanged.
@@ -200,7 +203,8 @@ static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
 
 /*
  * kvr_ring_commit - producer: publish every record claimed since the last
- * commit with one release store of tail (R1). Cheap no-op when nothing is
+ * commit with a release store of the first claimed record's header (R3),
+ * which the consumer polls, then of tail (R1). Cheap no-op when nothing is
  * claimed, and on a view that is not a producer. Publishes what was
  * claimed even after an error was latched (those claims were made before
  * it). Cannot fail.
@@ -214,7 +218,9 @@ static inline void kvr_ring_commit(struct kvr_ring *r);
  * until kvr_ring_release(). Padding records are skipped silently, but the
  * bytes they occupy are freed only by kvr_ring_release(), so call release
  * after a batch even when the batch ended with -EAGAIN.
- * The tail is re-read (A1) only when the cached copy says empty.
+ * Past the cached tail the next record is found by its header word (A5,
+ * zero until the producer's commit); the tail is re-read (A1) only when
+ * that word is zero or not a valid record.
  * Return: 0; -EAGAIN nothing to read. Damage done by the producer, all
  * latched (every later call returns the same error): -EPROTO the tail moved
  * backwards; -ERANGE the tail is more than capacity ahead of the head;
@@ -222,16 +228,19 @@ static inline void kvr_ring_commit(struct kvr_ring *r);
  * match (garbage) or a padding record does not end at the end of data[]
  * (or sits at offset 0);
  * -ENOMSG a well-formed header of reserved type 0; -EOVERFLOW a record
- * runs past the published tail or past the end of data[]. -EINVAL if @r is
+ * runs past the tail read (when one was), past capacity bytes from the
+ * released head, or past the end of data[]. -EINVAL if @r is
  * not a consumer. On error *@rec is unchanged.
  */
 static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec);
 
 /*
  * kvr_ring_release - consumer: give back to the producer every byte peeked
- * so far, with one release store of head (R2). The data pointers of those
- * records must not be used afterwards. No-op when nothing was peeked, and
- * on a view that is not a consumer. Cannot fail.
+ * so far: zero them (free space is all zero, so a header word left from an
+ * earlier lap is never taken for a new record), then one release store of
+ * head (R2). The data pointers of those records must not be used
+ * afterwards. No-op when nothing was peeked, and on a view that is not a
+ * consumer. Cannot fail.
  */
 static inline void kvr_ring_release(struct kvr_ring *r);
 
@@ -263,9 +272,11 @@ bool kvr_ring_empty(struct kvr_ring *r);
 /*
  * kvr_ring_maybe_data - consumer: a cheap hint that a record may wait, for
  * a poller that watches many rings. True when unread bytes are already
- * known or the shared tail differs from the cached one. It validates
- * nothing and orders nothing: act on it only through kvr_ring_peek(),
- * whose acquire (A1) orders the record's bytes. A stale "no" only delays
+ * known, the header word at the read cursor is not zero (the line the
+ * record itself arrives in, not the tail's) or an error is latched. A tail
+ * published without its header is seen only by peek and kvr_ring_empty(). It
+ * validates nothing and orders nothing: act on it only through kvr_ring_peek(),
+ * whose acquire (A5) orders the record's bytes. A stale "no" only delays
  * the record to the next poll; it is not the doorbell re-check (that is
  * kvr_ring_empty()). Inline, no function call, one relaxed load.
  */
@@ -305,6 +316,7 @@ int kvr_ring_check(const void *mem, size_t mem_bytes, uint32_t capacity,
 int kvr__ring_claim_slow(struct kvr_ring *r, uint32_t type, uint32_t len,
 			 void **out);
 int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec);
+void kvr__ring_wipe(struct kvr_ring *r);
 
 /* Internal: the header word at data offset @off (8-aligned). */
 static inline _Atomic uint64_t *kvr__ring_hdr(unsigned char *data, uint64_t off)
@@ -328,10 +340,16 @@ static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
 	if (r->err == 0 && r->role == KVR_RING_ROLE_PRODUCER &&
 	    type - 1u < KVR_RING_TYPE_MAX && need <= r->cap - off &&
 	    r->pos + need - r->peer <= r->cap) {
-		/* Relaxed: published with the batch by R1 in commit. */
-		atomic_store_explicit(kvr__ring_hdr(r->data, off),
-				      kvr_ring_rec_word(type, len),
-				      memory_order_relaxed);
+		uint64_t w = kvr_ring_rec_word(type, len);
+
+		/* The first record's header is the consumer's signal: the
+		 * commit stores it (R3). Relaxed for the others: the
+		 * consumer reads them only after it acquired the first. */
+		if (r->pos == r->own)
+			r->first = w;
+		else
+			atomic_store_explicit(kvr__ring_hdr(r->data, off), w,
+					      memory_order_relaxed);
 		*out = r->data + off + KVR_RING_HDR_BYTES;
 		r->pos += need;
 		return 0;
@@ -344,6 +362,14 @@ static inline void kvr_ring_commit(struct kvr_ring *r)
 	if (r->pos == r->own || r->role != KVR_RING_ROLE_PRODUCER)
 		return;
 	/*
+	 * R3: the first claimed record's header, after every other header
+	 * and payload byte of the batch; pairs with A5 (the consumer polls
+	 * this word, kvr_ring_peek), so a round trip moves the record's
+	 * line and not also the tail's.
+	 */
+	atomic_store_explicit(kvr__ring_hdr(r->data, r->own & r->mask),
+			      r->first, memory_order_release);
+	/*
 	 * R1: publish every header and payload byte claimed since the last
 	 * commit; pairs with A1 (consumer's tail load in ring.c), A3 (attach)
 	 * and A4 (kvr_ring_check).
@@ -355,24 +381,32 @@ static inline void kvr_ring_commit(struct kvr_ring *r)
 static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
 {
 	/*
-	 * Fast path: unread bytes below the cached tail and a header that
-	 * passes every check. The word is loaded once; the slow path loads
-	 * it again and judges that copy, never mixing the two.
+	 * Fast path: a header that passes every check, within the bytes
+	 * the cached tail says are published or, past it, within the
+	 * ring's capacity from the released head (the producer can never
+	 * have written further). The word is loaded once; the slow path
+	 * loads it again and judges that copy, never mixing the two.
 	 */
-	if (r->pos != r->peer && r->err == 0 &&
-	    r->role == KVR_RING_ROLE_CONSUMER) {
+	if (r->err == 0 && r->role == KVR_RING_ROLE_CONSUMER) {
 		uint64_t off = r->pos & r->mask;
-		/* Relaxed: ordered after the producer's store by A1. */
+		/*
+		 * A5: pairs with R3 in kvr_ring_commit() (the first record
+		 * of a batch) and orders the rest of the batch after it;
+		 * below the cached tail A1 ordered it already.
+		 */
 		uint64_t w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-						  memory_order_relaxed);
+						  memory_order_acquire);
 		uint32_t len = (uint32_t)w;
 		uint32_t type = (uint32_t)(w >> 32) & 0xffffu;
 		uint64_t bytes =
 		    KVR_RING_HDR_BYTES + (((uint64_t)len + 7) & ~7ull);
+		uint64_t avail = (int64_t)(r->peer - r->pos) > 0
+				     ? r->peer - r->pos
+				     : r->own + r->cap - r->pos;
 
 		if ((uint32_t)(w >> 48) == kvr_ring_rec_check(type, len) &&
-		    type - 1u < KVR_RING_TYPE_MAX &&
-		    bytes <= r->peer - r->pos && bytes <= r->cap - off) {
+		    type - 1u < KVR_RING_TYPE_MAX && bytes <= avail &&
+		    bytes <= r->cap - off) {
 			rec->data = r->data + off + KVR_RING_HDR_BYTES;
 			rec->len = len;
 			rec->type = (uint16_t)type;
@@ -387,10 +421,11 @@ static inline void kvr_ring_release(struct kvr_ring *r)
 {
 	if (r->pos == r->own || r->role != KVR_RING_ROLE_CONSUMER)
 		return;
+	kvr__ring_wipe(r); /* zero [own, pos): free space stays zero */
 	/*
-	 * R2: every read of the bytes below pos is done; pairs with A2 (the
-	 * producer's head load in ring.c), A3 and A4, so the producer's
-	 * reuse of these bytes cannot overtake our reads of them.
+	 * R2: every read and the zeroing of the bytes below pos are done;
+	 * pairs with A2 (the producer's head load in ring.c), A3 and A4, so
+	 * the producer's reuse of these bytes cannot overtake them.
 	 */
 	atomic_store_explicit(&r->shm->head, r->pos, memory_order_release);
 	r->own = r->pos;
@@ -402,10 +437,12 @@ static inline void kvr_ring_release(struct kvr_ring *r)
 
 static inline bool kvr_ring_maybe_data(const struct kvr_ring *r)
 {
-	/* Relaxed: a hint (see the declaration); peek re-reads with A1. */
-	return r->pos != r->peer ||
-	       atomic_load_explicit(&r->shm->tail, memory_order_relaxed) !=
-		   r->peer;
+	/* Relaxed: a hint (see the declaration); peek re-reads with A5. A
+	 * latched error says yes, so that the caller's peek reports it. */
+	return r->err != 0 || (int64_t)(r->peer - r->pos) > 0 ||
+	       (r->pos - r->own < r->cap &&
+		atomic_load_explicit(kvr__ring_hdr(r->data, r->pos & r->mask),
+				     memory_order_relaxed) != 0);
 }
 
 #endif /* KVRING_RING_H */
