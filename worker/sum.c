@@ -72,6 +72,10 @@ static int words_reserve(struct kvr_client *c, uint32_t n)
 	return 0;
 }
 
+/* Forward: the block in x->priv (below). */
+static uint64_t *kept_sums(const struct kvr_xfer *x);
+static uint8_t *kept_has(const struct kvr_xfer *x);
+
 int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 		    struct kvr__submit_req *s)
 {
@@ -90,8 +94,12 @@ int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 
 		/* One sum per reservation, in slot order: what the server
 		 * holds for this transfer (docs/protocol.md). */
+		/* A slot kvr_store_fill() wrote has its sum already. */
 		if (s->op == KVR_OP_COMMIT_STORE && sl->status == KVR_SLOT_OK)
-			c->sum_buf[n++] = kvr_sum64(sl->ptr, (size_t)sl->len);
+			c->sum_buf[n++] =
+			    x->priv && kept_has(x)[i]
+				? kept_sums(x)[i]
+				: kvr_sum64(sl->ptr, (size_t)sl->len);
 		else if (s->op == KVR_OP_COMMIT_RETRIEVE &&
 			 sl->status == KVR_SLOT_CORRUPT)
 			c->sum_buf[n++] = sl->off;
@@ -106,10 +114,11 @@ int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 }
 
 /*
- * The sums of a retrieve, at the start of x->priv (which kvr_xfer_free()
- * frees): nslots u64 sums, then nslots bytes saying which slot has one.
- * Under the ring transport that is the whole block; the socket transport
- * reserves kvr__sum_room() bytes for them in front of its slot buffers.
+ * The sums of a retrieve (or of a store's slots kvr_store_fill() wrote),
+ * at the start of x->priv (which kvr_xfer_free() frees): nslots u64
+ * sums, then nslots bytes saying which slot has one. Under the ring
+ * transport that is the whole block; the socket transport reserves
+ * kvr__sum_room() bytes for them in front of its slot buffers, zeroed.
  */
 static uint64_t *kept_sums(const struct kvr_xfer *x)
 {
@@ -123,8 +132,8 @@ static uint8_t *kept_has(const struct kvr_xfer *x)
 
 size_t kvr__sum_room(const struct kvr_client *c, uint32_t op, uint32_t n)
 {
-	if (c->checksum == KVR_CHECKSUM_OFF || op != KVR_OP_PREPARE_RETRIEVE ||
-	    n == 0)
+	if (c->checksum == KVR_CHECKSUM_OFF || n == 0 ||
+	    (op != KVR_OP_PREPARE_RETRIEVE && op != KVR_OP_PREPARE_STORE))
 		return 0;
 	return ((size_t)n * (sizeof(uint64_t) + 1) + 63) & ~(size_t)63;
 }
@@ -212,4 +221,50 @@ long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 	if (!x)
 		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
 	return KVR_CLIENT_LOCKED(c, do_verify(c, x, unchecked));
+}
+
+static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		   const void *src)
+{
+	struct kvr_slot *sl;
+
+	if (x->op != KVR_OP_PREPARE_STORE || !x->slots || i >= x->nslots)
+		return kvr__client_fail(c, -EINVAL,
+					"kvr_store_fill: slot %u of a %s "
+					"transfer of %u slots: only a prepared "
+					"store's slots can be filled",
+					i, kvr_op_name(x->op), x->nslots);
+	sl = &x->slots[i];
+	if (sl->status != KVR_SLOT_OK)
+		return kvr__client_fail(c, -EINVAL,
+					"kvr_store_fill: slot %u has status "
+					"%d, not OK: nothing to write there",
+					i, sl->status);
+	if (c->checksum == KVR_CHECKSUM_OFF) {
+		memcpy(sl->ptr, src, (size_t)sl->len);
+		return 0;
+	}
+	/* The ring transport's store has no block yet; the socket's
+	 * reserved (and zeroed) its room in front of the buffers. */
+	if (!x->priv) {
+		x->priv = calloc(x->nslots, sizeof(uint64_t) + 1);
+		if (!x->priv)
+			return kvr__client_fail(c, -ENOMEM,
+						"out of memory for %u "
+						"checksums",
+						x->nslots);
+	}
+	kept_sums(x)[i] = kvr_sum64_copy(sl->ptr, src, (size_t)sl->len);
+	kept_has(x)[i] = 1;
+	return 0;
+}
+
+int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		   const void *src)
+{
+	if (!c)
+		return -EINVAL;
+	if (!x || !src)
+		return KVR_CLIENT_ARG_FAIL(c, "xfer and src are required");
+	return KVR_CLIENT_LOCKED(c, do_fill(c, x, i, src));
 }

@@ -73,6 +73,9 @@ static int arena_alloc(struct kvr_xfer *x, size_t room)
 		off += (x->slots[i].len + SLOT_ALIGN - 1) &
 		       ~(uint64_t)(SLOT_ALIGN - 1);
 	}
+	/* The sums' room starts zeroed: no slot has a kept sum yet. */
+	if (room)
+		memset(arena, 0, room);
 	x->priv = arena;
 	return 0;
 }

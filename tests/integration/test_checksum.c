@@ -446,3 +446,112 @@ Test(checksum, copy_client_without_sums_reads_what_it_did_before)
 	kvr_close(on);
 	kvr_close(cp);
 }
+
+/* ---- kvr_store_fill: the copy that sums as it goes ---- */
+
+/* Prepare NCHUNK chunks of @k through @c and fill each with
+ * kvr_store_fill() from a private buffer holding its key's bytes. */
+static void store_by_fill(struct kvr_client *c, const struct kvr_key *k,
+			  struct kvr_xfer *x)
+{
+	uint64_t sizes[NCHUNK];
+	char *buf = malloc(CHUNK);
+
+	cr_assert(buf);
+	for (uint32_t i = 0; i < NCHUNK; i++)
+		sizes[i] = CHUNK;
+	cr_assert_eq(kvr_prepare_store(c, k, sizes, NCHUNK, x), 0, "%s",
+		     kvr_client_errmsg(c));
+	cr_assert_eq(x->nslots, NCHUNK);
+	for (uint32_t i = 0; i < NCHUNK; i++) {
+		cr_assert_eq(x->slots[i].status, KVR_SLOT_OK);
+		wsrv_fill(&k[i], buf, CHUNK);
+		cr_assert_eq(kvr_store_fill(c, x, i, buf), 0, "%s",
+			     kvr_client_errmsg(c));
+	}
+	free(buf);
+}
+
+Test(checksum, filled_slots_carry_the_sum_of_their_bytes_over_both_transports)
+{
+	int tps[2] = {0, KVR_TRANSPORT_COPY};
+
+	for (int t = 0; t < 2; t++) {
+		struct kvr_client *w = connect_tp(KVR_CHECKSUM_ON, tps[t]);
+		struct kvr_client *r = connect_sum(KVR_CHECKSUM_ON);
+		struct kvr_key k[NCHUNK];
+		struct kvr_xfer x;
+		uint32_t unchecked = 99;
+
+		make_keys(k, NCHUNK, 200 + 10 * (uint64_t)t);
+		store_by_fill(w, k, &x);
+		cr_assert_eq(kvr_commit_store(w, &x), 0, "%s",
+			     kvr_client_errmsg(w));
+		/* A reader checks them against the sums fill computed. */
+		cr_assert_eq(kvr_prepare_retrieve(r, k, NCHUNK, &x), 0);
+		cr_expect_eq(kvr_verify_retrieve(r, &x, &unchecked), 0,
+			     "transport %d", tps[t]);
+		cr_expect_eq(unchecked, 0u);
+		for (uint32_t i = 0; i < NCHUNK; i++)
+			cr_expect_eq(wsrv_check(&k[i], x.slots[i].ptr, CHUNK),
+				     CHUNK);
+		cr_assert_eq(kvr_commit_retrieve(r, &x), 0);
+		kvr_close(r);
+		kvr_close(w);
+	}
+}
+
+Test(checksum, commit_sends_the_fill_sum_when_the_slot_changed_after_it)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_client *r = connect_sum(KVR_CHECKSUM_VERIFY);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+
+	/* The contract's other side: commit does not hash a filled slot
+	 * again, so a write after the fill makes the chunk fail. */
+	make_keys(k, NCHUNK, 300);
+	store_by_fill(w, k, &x);
+	((unsigned char *)x.slots[1].ptr)[7] ^= 0x01;
+	cr_assert_eq(kvr_commit_store(w, &x), 0);
+	cr_assert_eq(kvr_prepare_retrieve(r, k, NCHUNK, &x), 0);
+	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK);
+	cr_expect_eq(x.slots[1].status, KVR_SLOT_CORRUPT);
+	cr_expect_eq(x.slots[2].status, KVR_SLOT_OK);
+	cr_assert_eq(kvr_commit_retrieve(r, &x), 0);
+	kvr_close(r);
+	kvr_close(w);
+}
+
+Test(checksum, fill_is_refused_when_the_slot_is_not_a_prepared_ok_store)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k[NCHUNK + 1];
+	struct kvr_xfer x;
+	char buf[64] = {0};
+
+	make_keys(k, NCHUNK + 1, 400);
+	cr_assert_eq(wsrv_store(w, k, 1, CHUNK), 1u);
+	store_by_fill(w, &k[1], &x); /* fills slots of k[1..3]: fine */
+	cr_expect_eq(kvr_store_fill(w, &x, NCHUNK, buf), -EINVAL);
+	cr_expect_neq(strstr(kvr_client_errmsg(w), "kvr_store_fill"), NULL,
+		      "%s", kvr_client_errmsg(w));
+	cr_expect_eq(kvr_store_fill(w, NULL, 0, buf), -EINVAL);
+	cr_assert_eq(kvr_commit_store(w, &x), 0);
+	/* A retrieve's slots are not for writing. */
+	cr_assert_eq(kvr_prepare_retrieve(w, k, 1, &x), 0);
+	cr_expect_eq(kvr_store_fill(w, &x, 0, buf), -EINVAL);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+	/* A key already stored answers EXISTS: no slot to fill. */
+	{
+		uint64_t sz = CHUNK;
+
+		cr_assert_eq(kvr_prepare_store(w, k, &sz, 1, &x), 0);
+		cr_assert_eq(x.slots[0].status, KVR_SLOT_EXISTS);
+		cr_expect_eq(kvr_store_fill(w, &x, 0, buf), -EINVAL);
+		cr_expect_neq(strstr(kvr_client_errmsg(w), "not OK"), NULL,
+			      "%s", kvr_client_errmsg(w));
+		cr_assert_eq(kvr_commit_store(w, &x), 0);
+	}
+	kvr_close(w);
+}

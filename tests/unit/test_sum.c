@@ -5,6 +5,7 @@
  * internal boundaries, so a worker and a server built either way agree.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include <criterion/criterion.h>
@@ -34,4 +35,34 @@ Test(sum, equals_xxh3_64_when_sizes_cross_its_boundaries)
 		cr_expect_neq(kvr_sum64(b, 1u << 21), before);
 	}
 	free(b);
+}
+
+Test(sum, copy_gives_the_bytes_and_their_sum_when_sizes_cross_its_pieces)
+{
+	static const size_t sizes[] = {0,
+				       1,
+				       241,
+				       KVR_SUM_PIECE - 1,
+				       KVR_SUM_PIECE,
+				       KVR_SUM_PIECE + 1,
+				       2 * KVR_SUM_PIECE + 7,
+				       (1u << 21) + 64};
+	size_t max = (1u << 21) + 128;
+	unsigned char *src = malloc(max), *dst = malloc(max);
+
+	cr_assert(src && dst);
+	for (size_t i = 0; i < max; i++)
+		src[i] = (unsigned char)(i * 2654435761u >> 11);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+
+		memset(dst, 0x5a, max);
+		cr_expect_eq(kvr_sum64_copy(dst, src, n), XXH3_64bits(src, n),
+			     "%zu bytes", n);
+		cr_expect_eq(memcmp(dst, src, n), 0, "%zu bytes copied", n);
+		cr_expect_eq(dst[n], 0x5a, "%zu bytes: one written too many",
+			     n);
+	}
+	free(src);
+	free(dst);
 }

@@ -15,7 +15,11 @@
  *                retrieved chunk checked against it on arrival. Beside
  *                "kvring" it is the cost of checksums (issue 12 item 10);
  *                the retrieve scenario stores through it, so every chunk
- *                all subjects read carries a sum to check.
+ *                all subjects read carries a sum to check;
+ *   kvring_sum_fill (store only) kvring_sum filling each slot with
+ *                kvr_store_fill(), which sums while it copies, in pieces
+ *                that stay in cache, instead of memcpy and a hash pass
+ *                at commit: the A/B of that way, in the same run.
  * Grid: --sizes (default 256K,2M,8M,32M) x --chunks (default 1,8,64),
  * each request measured alone (p50/p99 per request) and the subjects
  * interleaved request by request, so a VM placement change hits all of
@@ -58,9 +62,10 @@
 #define MAX_SIZES  8
 #define MAX_CHUNKS 8
 
-enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, S_SUM, NR_SUBJ };
+enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, S_SUM, S_SUMF, NR_SUBJ };
 static const char *const subj_name[NR_SUBJ] = {
-    "memcpy", "kvring", "kvring_copy", "zeromq", "memcpy_cold", "kvring_sum"};
+    "memcpy",	   "kvring",	 "kvring_copy",	   "zeromq",
+    "memcpy_cold", "kvring_sum", "kvring_sum_fill"};
 
 /*
  * memcpy_cold: the same copy into (or out of) memory this process has not
@@ -97,6 +102,7 @@ struct xfer_ctx {
 	struct bench_server srv;
 	struct kvr_client *shm, *copy;
 	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
+	bool fill; /* kv_store fills with kvr_store_fill (kvring_sum_fill) */
 	struct bench_peer *zmq;
 	unsigned char *src, *dst; /* one chunk each, pre-faulted */
 	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
@@ -192,8 +198,19 @@ static int kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			kvr_abort_store(c, &xf);
 			return -ENOSPC;
 		}
-		memcpy(s->ptr, x->src, b);
-		bench_stamp(s->ptr, b, x->keys[i]);
+		if (x->fill) {
+			/* The stamp goes into the source: a filled slot is
+			 * not written again (its sum is already made). */
+			bench_stamp(x->src, b, x->keys[i]);
+			rc = kvr_store_fill(c, &xf, i, x->src);
+			if (rc < 0) {
+				kvr_abort_store(c, &xf);
+				return fail(x, c, "store_fill", rc);
+			}
+		} else {
+			memcpy(s->ptr, x->src, b);
+			bench_stamp(s->ptr, b, x->keys[i]);
+		}
 		/* Pool addresses only: copy-transport buffers die at commit. */
 		if (c == x->shm) {
 			x->ptrs[i] = s->ptr;
@@ -462,6 +479,11 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 						 &ns[S_KVRING][r], &ph[3 * r]);
 			if (rc == 0)
 				rc = kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
+			if (rc == 0) {
+				x->fill = true;
+				rc = kv_store(x, x->sum, b, n, &ns[S_SUMF][r]);
+				x->fill = false;
+			}
 			if (rc == 0)
 				rc = kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
 			if (rc == 0 && x->zmq) {
@@ -495,12 +517,21 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 				rc = kv_retrieve(x, x->shm, b, n, true, &w,
 						 "read back store");
 		}
-		/* A summed store, read back verified (every sum checked). */
+		/* A summed store, read back verified (every sum checked),
+		 * both ways of filling it. */
 		if (rc == 0) {
 			rc = kv_store(x, x->sum, b, n, &w);
 			if (rc == 0)
 				rc = kv_retrieve(x, x->sum, b, n, true, &w,
 						 "read back summed store");
+		}
+		if (rc == 0) {
+			x->fill = true;
+			rc = kv_store(x, x->sum, b, n, &w);
+			x->fill = false;
+			if (rc == 0)
+				rc = kv_retrieve(x, x->sum, b, n, true, &w,
+						 "read back filled store");
 		}
 	} else {
 		/* Store the cell's chunks once, with sums (kvring_sum checks
@@ -554,7 +585,7 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 	if (rc < 0)
 		goto out;
 	for (int s = 0; s < NR_SUBJ; s++)
-		if (s != S_ZMQ || x->zmq)
+		if ((s != S_ZMQ || x->zmq) && (s != S_SUMF || !x->retrieve))
 			summarize(&res[s], ns[s], reps, req, ns[S_MEMCPY]);
 	if (!x->retrieve) {
 		/* Each phase's p50 on its own (they need not add up to the
@@ -590,10 +621,11 @@ static void print_header(const struct xfer_ctx *x)
 	if (x->o.json)
 		return;
 	printf("# kvring-bench %s: cpu_client=%d cpu_server=%d pool=%s "
-	       "server_spin_us=%u subjects: memcpy kvring kvring_sum "
+	       "server_spin_us=%u subjects: memcpy kvring kvring_sum%s "
 	       "kvring_copy%s\n",
 	       x->scenario, x->o.cpu_client, x->o.cpu_server,
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
+	       x->retrieve ? "" : " kvring_sum_fill",
 	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
 	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
 	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
@@ -650,7 +682,7 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 					       c->phase_p50[2]);
 			}
 			/* The cost of checksums: same run, interleaved. */
-			if (s == S_SUM && res[S_KVRING].done)
+			if ((s == S_SUM || s == S_SUMF) && res[S_KVRING].done)
 				bench_json_f64(&j, "ratio_to_kvring",
 					       c->gbps / res[S_KVRING].gbps);
 			bench_json_print(&j, stdout);
@@ -731,7 +763,7 @@ static void xfer_plot(const struct xfer_ctx *x)
 
 	/* Every subject at the middle chunk count... */
 	for (int s = 0; s < NR_SUBJ; s++) {
-		if (s == S_ZMQ && !x->zmq)
+		if ((s == S_ZMQ && !x->zmq) || (s == S_SUMF && x->retrieve))
 			continue;
 		for (unsigned i = 0; i < x->nsizes; i++) {
 			xs[nl][i] = (double)x->sizes[i];

@@ -139,10 +139,21 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			continue;
 		/* Poison first when this store will be aborted or may be
 		 * killed while it lingers: published poison is corruption. */
-		if (abort_it || linger)
+		if (abort_it || linger) {
 			memset(s->ptr, 0xa5, s->len);
-		else
+		} else if (w->sum != KVR_CHECKSUM_OFF && ((base + i) & 1)) {
+			/* Odd keys of a summing worker: kvr_store_fill(),
+			 * whose sum is made while copying (its own path to
+			 * the commit, judged by every reader). */
+			st_keys_fill(w->scratch, s->len, base + i);
+			rc = kvr_store_fill(w->c, &x, i, w->scratch);
+			if (rc < 0) {
+				(void)kvr_abort_store(w->c, &x);
+				return rc;
+			}
+		} else {
 			st_keys_fill(s->ptr, s->len, base + i);
+		}
 	}
 	if (abort_it) {
 		maybe_linger(w);

@@ -18,4 +18,16 @@
  */
 uint64_t kvr_sum64(const void *p, size_t len);
 
+/* kvr_sum64_copy works in pieces of this many bytes: small enough to stay
+ * in a core's L2 between the copy and the hash of a piece. */
+#define KVR_SUM_PIECE (128u << 10)
+
+/*
+ * kvr_sum64_copy - memcpy(dst, src, len) and return kvr_sum64(dst, len),
+ * hashing each KVR_SUM_PIECE piece right after copying it, while it is
+ * in cache (one pass over memory instead of two). The ranges must not
+ * overlap. Never fails.
+ */
+uint64_t kvr_sum64_copy(void *dst, const void *src, size_t len);
+
 #endif /* KVRING_SUM_H */

@@ -344,6 +344,21 @@ KVR_API int kvr_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x);
 KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 				 uint32_t *unchecked);
 
+/*
+ * kvr_store_fill - copy slot @i's len bytes from @src into it (a prepared
+ * store's KVR_SLOT_OK slot), the way to fill a whole slot from one
+ * buffer. With checksums on, the XXH3-64 is computed while copying, in
+ * cache-sized pieces (one pass over memory instead of a copy and then a
+ * hash at commit), and kvr_commit_store() sends it without reading the
+ * slot again: do not write the slot after filling it, or its sum is of
+ * the old bytes and every checking reader finds the chunk corrupt. With
+ * checksums off it is a memcpy. @src must not overlap the slot.
+ * Return: 0, or -EINVAL (NULL args, not a prepared store, @i out of
+ * range or not an OK slot; nothing written).
+ */
+KVR_API int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+			   const void *src);
+
 /* Frees what a kvr_xfer holds without talking to the server (after
  * commit/abort it is already freed; safe to call twice). */
 KVR_API void kvr_xfer_free(struct kvr_xfer *x);
