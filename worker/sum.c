@@ -268,3 +268,46 @@ int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 		return KVR_CLIENT_ARG_FAIL(c, "xfer and src are required");
 	return KVR_CLIENT_LOCKED(c, do_fill(c, x, i, src));
 }
+
+static int do_copy(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		   void *dst)
+{
+	struct kvr_slot *sl;
+
+	if (x->op != KVR_OP_PREPARE_RETRIEVE || !x->slots || i >= x->nslots)
+		return kvr__client_fail(c, -EINVAL,
+					"kvr_retrieve_copy: slot %u of a %s "
+					"transfer of %u slots: only a prepared "
+					"retrieve's slots can be copied out",
+					i, kvr_op_name(x->op), x->nslots);
+	sl = &x->slots[i];
+	if (sl->status != KVR_SLOT_OK)
+		return kvr__client_fail(c, -EINVAL,
+					"kvr_retrieve_copy: slot %u has status "
+					"%d, not OK%s",
+					i, sl->status,
+					sl->status == KVR_SLOT_CORRUPT
+					    ? ": it failed its checksum, do "
+					      "not use its bytes"
+					    : "");
+	/* VERIFY checked it on arrival; off and unsummed slots have
+	 * nothing to check against. */
+	if (c->checksum != KVR_CHECKSUM_ON || !x->priv || !kept_has(x)[i]) {
+		memcpy(dst, sl->ptr, (size_t)sl->len);
+		return 0;
+	}
+	if (kvr_sum64_copy(dst, sl->ptr, (size_t)sl->len) == kept_sums(x)[i])
+		return 0;
+	sl->status = KVR_SLOT_CORRUPT;
+	return 1;
+}
+
+int kvr_retrieve_copy(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		      void *dst)
+{
+	if (!c)
+		return -EINVAL;
+	if (!x || !dst)
+		return KVR_CLIENT_ARG_FAIL(c, "xfer and dst are required");
+	return KVR_CLIENT_LOCKED(c, do_copy(c, x, i, dst));
+}

@@ -555,3 +555,81 @@ Test(checksum, fill_is_refused_when_the_slot_is_not_a_prepared_ok_store)
 	}
 	kvr_close(w);
 }
+
+/* ---- kvr_retrieve_copy: the copy that checks as it goes ---- */
+
+/* The counter passed *(uint64_t *)arg. */
+static bool dropped_reaches(void *arg)
+{
+	return gstat_dropped() > *(const uint64_t *)arg;
+}
+
+Test(checksum, retrieve_copy_marks_the_slot_when_its_bytes_fail_their_sum)
+{
+	int tps[2] = {0, KVR_TRANSPORT_COPY};
+
+	for (int t = 0; t < 2; t++) {
+		struct kvr_client *w = connect_tp(KVR_CHECKSUM_ON, tps[t]);
+		struct kvr_key k[NCHUNK];
+		struct kvr_xfer x;
+		char *dst = malloc(CHUNK);
+		uint64_t before = gstat_dropped();
+
+		cr_assert(dst);
+		make_keys(k, NCHUNK, 500 + 10 * (uint64_t)t);
+		cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+		corrupt_in_child(k, 1);
+		cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
+		cr_expect_eq(kvr_retrieve_copy(w, &x, 0, dst), 0, "%s",
+			     kvr_client_errmsg(w));
+		cr_expect_eq(wsrv_check(&k[0], dst, CHUNK), CHUNK);
+		cr_expect_eq(kvr_retrieve_copy(w, &x, 1, dst), 1,
+			     "transport %d: the flipped chunk", tps[t]);
+		cr_expect_eq(x.slots[1].status, KVR_SLOT_CORRUPT);
+		/* Marked: not copied again, and said why. */
+		cr_expect_eq(kvr_retrieve_copy(w, &x, 1, dst), -EINVAL);
+		cr_expect_neq(strstr(kvr_client_errmsg(w), "checksum"), NULL,
+			      "%s", kvr_client_errmsg(w));
+		cr_expect_eq(kvr_retrieve_copy(w, &x, 2, dst), 0);
+		cr_expect_eq(kvr_retrieve_copy(w, &x, NCHUNK, dst), -EINVAL);
+		/* verify() agrees, and the commit reports it. */
+		cr_expect_eq(kvr_verify_retrieve(w, &x, NULL), 1);
+		cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+		cr_expect(
+		    t_wait_until(dropped_reaches, &before, t_timeout_ms(2000)),
+		    "corrupt_dropped %llu, expected %llu",
+		    (unsigned long long)gstat_dropped(),
+		    (unsigned long long)before + 1);
+		cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 1);
+		free(dst);
+		kvr_close(w);
+	}
+}
+
+Test(checksum, retrieve_copy_is_a_memcpy_when_verify_already_checked)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_VERIFY);
+	struct kvr_client *off = connect_sum(KVR_CHECKSUM_OFF);
+	struct kvr_key k[NCHUNK];
+	struct kvr_xfer x;
+	char *dst = malloc(CHUNK);
+
+	cr_assert(dst);
+	make_keys(k, NCHUNK, 600);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, 2);
+	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
+	cr_expect_eq(kvr_retrieve_copy(w, &x, 0, dst), 0);
+	cr_expect_eq(wsrv_check(&k[0], dst, CHUNK), CHUNK);
+	/* Found on arrival: not handed out. */
+	cr_expect_eq(kvr_retrieve_copy(w, &x, 2, dst), -EINVAL);
+	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
+	/* Without checksums it copies what is there. */
+	cr_assert_eq(kvr_prepare_retrieve(off, k, 2, &x), 0);
+	cr_expect_eq(kvr_retrieve_copy(off, &x, 1, dst), 0);
+	cr_expect_eq(wsrv_check(&k[1], dst, CHUNK), CHUNK);
+	cr_assert_eq(kvr_commit_retrieve(off, &x), 0);
+	free(dst);
+	kvr_close(off);
+	kvr_close(w);
+}

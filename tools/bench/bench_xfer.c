@@ -19,7 +19,11 @@
  *   kvring_sum_fill (store only) kvring_sum filling each slot with
  *                kvr_store_fill(), which sums while it copies, in pieces
  *                that stay in cache, instead of memcpy and a hash pass
- *                at commit: the A/B of that way, in the same run.
+ *                at commit: the A/B of that way, in the same run;
+ *   kvring_sum_copy (retrieve only) a KVR_CHECKSUM_ON client reading
+ *                each slot out with kvr_retrieve_copy(), which checks
+ *                the sum while it copies, instead of a check pass on
+ *                arrival (kvring_sum) and then the copy.
  * Grid: --sizes (default 256K,2M,8M,32M) x --chunks (default 1,8,64),
  * each request measured alone (p50/p99 per request) and the subjects
  * interleaved request by request, so a VM placement change hits all of
@@ -62,10 +66,26 @@
 #define MAX_SIZES  8
 #define MAX_CHUNKS 8
 
-enum { S_MEMCPY, S_KVRING, S_COPY, S_ZMQ, S_MCOLD, S_SUM, S_SUMF, NR_SUBJ };
+enum {
+	S_MEMCPY,
+	S_KVRING,
+	S_COPY,
+	S_ZMQ,
+	S_MCOLD,
+	S_SUM,
+	S_SUMF,
+	S_SUMC,
+	NR_SUBJ
+};
 static const char *const subj_name[NR_SUBJ] = {
-    "memcpy",	   "kvring",	 "kvring_copy",	   "zeromq",
-    "memcpy_cold", "kvring_sum", "kvring_sum_fill"};
+    "memcpy",	   "kvring",	 "kvring_copy",	    "zeromq",
+    "memcpy_cold", "kvring_sum", "kvring_sum_fill", "kvring_sum_copy"};
+
+/* Subjects of one scenario only. */
+static bool subj_in(bool retrieve, int s)
+{
+	return retrieve ? s != S_SUMF : s != S_SUMC;
+}
 
 /*
  * memcpy_cold: the same copy into (or out of) memory this process has not
@@ -103,6 +123,7 @@ struct xfer_ctx {
 	struct kvr_client *shm, *copy;
 	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
 	bool fill; /* kv_store fills with kvr_store_fill (kvring_sum_fill) */
+	struct kvr_client *sum_on; /* KVR_CHECKSUM_ON: kvring_sum_copy */
 	struct bench_peer *zmq;
 	unsigned char *src, *dst; /* one chunk each, pre-faulted */
 	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
@@ -332,7 +353,19 @@ static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			bad = -EBADMSG;
 			break;
 		}
-		memcpy(x->dst, s->ptr, b);
+		if (c == x->sum_on) {
+			/* Checked while copied; 1: it failed its sum. */
+			if (kvr_retrieve_copy(c, &xf, i, x->dst) != 0) {
+				fprintf(stderr,
+					"kvring-bench: %s: %s: chunk %u "
+					"fails its checksum\n",
+					x->scenario, what, i);
+				bad = -EBADMSG;
+				break;
+			}
+		} else {
+			memcpy(x->dst, s->ptr, b);
+		}
 		if (c == x->shm)
 			x->ptrs[i] = s->ptr;
 		if (!bad)
@@ -551,6 +584,9 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		if (rc == 0)
 			rc = kv_retrieve(x, x->sum, b, n, true, &w,
 					 "kvring_sum retrieve");
+		if (rc == 0)
+			rc = kv_retrieve(x, x->sum_on, b, n, true, &w,
+					 "kvring_sum_copy retrieve");
 		if (rc == 0 && x->zmq)
 			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
 						     n, x->src);
@@ -567,6 +603,10 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 				rc = kv_retrieve(x, x->sum, b, n, false,
 						 &ns[S_SUM][r],
 						 "kvring_sum retrieve");
+			if (rc == 0)
+				rc = kv_retrieve(x, x->sum_on, b, n, false,
+						 &ns[S_SUMC][r],
+						 "kvring_sum_copy retrieve");
 			if (rc == 0)
 				rc = kv_retrieve(x, x->copy, b, n, false,
 						 &ns[S_COPY][r],
@@ -585,7 +625,7 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 	if (rc < 0)
 		goto out;
 	for (int s = 0; s < NR_SUBJ; s++)
-		if ((s != S_ZMQ || x->zmq) && (s != S_SUMF || !x->retrieve))
+		if ((s != S_ZMQ || x->zmq) && subj_in(x->retrieve, s))
 			summarize(&res[s], ns[s], reps, req, ns[S_MEMCPY]);
 	if (!x->retrieve) {
 		/* Each phase's p50 on its own (they need not add up to the
@@ -625,7 +665,7 @@ static void print_header(const struct xfer_ctx *x)
 	       "kvring_copy%s\n",
 	       x->scenario, x->o.cpu_client, x->o.cpu_server,
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
-	       x->retrieve ? "" : " kvring_sum_fill",
+	       x->retrieve ? " kvring_sum_copy" : " kvring_sum_fill",
 	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
 	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
 	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
@@ -682,7 +722,8 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 					       c->phase_p50[2]);
 			}
 			/* The cost of checksums: same run, interleaved. */
-			if ((s == S_SUM || s == S_SUMF) && res[S_KVRING].done)
+			if ((s == S_SUM || s == S_SUMF || s == S_SUMC) &&
+			    res[S_KVRING].done)
 				bench_json_f64(&j, "ratio_to_kvring",
 					       c->gbps / res[S_KVRING].gbps);
 			bench_json_print(&j, stdout);
@@ -763,7 +804,7 @@ static void xfer_plot(const struct xfer_ctx *x)
 
 	/* Every subject at the middle chunk count... */
 	for (int s = 0; s < NR_SUBJ; s++) {
-		if ((s == S_ZMQ && !x->zmq) || (s == S_SUMF && x->retrieve))
+		if ((s == S_ZMQ && !x->zmq) || !subj_in(x->retrieve, s))
 			continue;
 		for (unsigned i = 0; i < x->nsizes; i++) {
 			xs[nl][i] = (double)x->sizes[i];
@@ -827,6 +868,9 @@ static int connect_sum(struct xfer_ctx *x)
 	co.spin_us = 50;
 	co.checksum = KVR_CHECKSUM_VERIFY;
 	rc = kvr_connect(&co, &x->sum, err, sizeof(err));
+	co.checksum = KVR_CHECKSUM_ON;
+	if (rc == 0)
+		rc = kvr_connect(&co, &x->sum_on, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr,
 			"kvring-bench: %s: connect with checksums: %s\n",
@@ -960,6 +1004,7 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 out:
 	kvr_close(x->shm);
 	kvr_close(x->sum);
+	kvr_close(x->sum_on);
 	kvr_close(x->copy);
 	bench_server_stop(&x->srv);
 	bench_peer_stop(x->zmq);

@@ -359,6 +359,23 @@ KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 KVR_API int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 			   const void *src);
 
+/*
+ * kvr_retrieve_copy - copy slot @i of a prepared retrieve (len bytes) to
+ * @dst, the way to read a whole slot out. Under KVR_CHECKSUM_ON it checks
+ * the slot's sum while copying, in cache-sized pieces (one pass over
+ * memory instead of a kvr_verify_retrieve() pass and then the copy): a
+ * slot whose bytes differ becomes KVR_SLOT_CORRUPT, exactly as verify
+ * would mark it (do not use @dst then; kvr_commit_retrieve() reports it).
+ * Under KVR_CHECKSUM_VERIFY the slot was checked on arrival, and with
+ * checksums off there is nothing to check: a memcpy either way. A slot
+ * stored without a sum is copied unchecked. @dst must not overlap it.
+ * Return: 0 (copied; checked when it had a sum), 1 (copied, and found
+ * corrupt now), or -EINVAL (NULL args, not a prepared retrieve, @i out
+ * of range, or the slot is already KVR_SLOT_CORRUPT; nothing copied).
+ */
+KVR_API int kvr_retrieve_copy(struct kvr_client *c, struct kvr_xfer *x,
+			      uint32_t i, void *dst);
+
 /* Frees what a kvr_xfer holds without talking to the server (after
  * commit/abort it is already freed; safe to call twice). */
 KVR_API void kvr_xfer_free(struct kvr_xfer *x);
