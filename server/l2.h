@@ -289,7 +289,11 @@ struct kvr_l2_item {
 	uint64_t off; /* put/load: span in the pool */
 	uint64_t len; /* put/load: its length; probe: out, payload bytes */
 	int32_t res;  /* enum kvr_l2_res */
-	uint32_t pad;
+	/* put: in, the storer's sum of the chunk (docs/l2.md, "Checksums"),
+	 * sent as the header's sum without hashing the bytes again; load:
+	 * out, the verified payload sum, which becomes the L1 object's. */
+	uint32_t has_sum;
+	uint64_t sum;
 };
 
 /*

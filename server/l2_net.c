@@ -624,6 +624,16 @@ static int set_hdr(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 	const uint8_t *p = ln->pool + c->it->off;
 	size_t len = c->it->len;
 
+	if (c->it->has_sum) {
+		/* The storer's sum (a worker with checksums): the value is
+		 * checked on read against the bytes as the worker summed
+		 * them, so a chunk damaged in the pool after its commit
+		 * fails there instead of being uploaded as valid. */
+		kvr_l2_hdr_make(c->hdr.ns_fp, &c->it->key, len, c->it->sum,
+				&c->hdr);
+		c->hdr_ready = true;
+		return 0;
+	}
 	kvr_l2_sum_reset(ln->sum);
 	for (size_t at = 0; at < len;) {
 		size_t step = len - at < PIECE ? len - at : PIECE;
@@ -1028,6 +1038,8 @@ static void run_load(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 			it->res = KVR_L2_RES_CORRUPT;
 			continue;
 		}
+		it->sum = c->sum;
+		it->has_sum = 1;
 		n++;
 		bytes += it->len;
 	}

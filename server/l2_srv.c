@@ -112,6 +112,7 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	struct kvr_l2 *l2 = s->l2;
 	uint32_t ch = (uint32_t)c->chan, ns = 0;
 	struct kvr_l2_job *j;
+	const uint64_t *sums;
 	uint64_t pin = 0;
 	int nk, rc, hits;
 
@@ -149,10 +150,17 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	j->ns = ns;
 	j->ns_fp = ns_fp(s, ns);
 	j->owner = pin;
+	sums = kvr_store_last_sums(s->store);
 	for (int i = 0; i < hits; i++) {
 		j->it[i].key = l2->keys[i];
 		j->it[i].off = l2->slots[i].off;
 		j->it[i].len = l2->slots[i].len;
+		/* Stored with a sum (a worker with checksums): the upload
+		 * sends it rather than hashing the chunk again. */
+		if (l2->slots[i].reserved & KVR_SLOT_F_SUM) {
+			j->it[i].has_sum = 1;
+			j->it[i].sum = sums[i];
+		}
 	}
 	l2->up_jobs++;
 	submit(l2, l2->up, j);
@@ -453,13 +461,24 @@ static void on_load(struct kvr_srv *s, struct kvr_l2_job *j)
 {
 	struct kvr_l2 *l2 = s->l2;
 	struct kvr_l2_rt *rt = rt_get(l2, j);
+	int rc;
 
 	for (uint32_t i = 0; i < j->n; i++) {
 		l2->keep[i] = j->it[i].res == KVR_L2_RES_OK;
+		/* The verified header's sum is the XXH3-64 of the bytes in
+		 * the slot, the sum a worker with checksums computes: the L1
+		 * object gets it, so a VERIFY worker can check the chunk. */
+		l2->sizes[i] = j->it[i].has_sum ? j->it[i].sum : 0;
 		if (j->it[i].res == KVR_L2_RES_CORRUPT)
 			atomic_fetch_add_explicit(&l2->st.corrupt, 1,
 						  memory_order_relaxed);
 	}
+	/* Every item is one reservation of the transfer, in order; only
+	 * the verified ones are published (the others' sums mean nothing). */
+	rc = kvr_store_set_sums(s->store, l2->chan, j->owner, l2->sizes, j->n);
+	if (rc < 0)
+		kvr_log_debug("l2: sums of a load: %s (published without)",
+			      kvr_strerror(rc));
 	(void)kvr_store_commit_store_mask(s->store, l2->chan, j->owner,
 					  l2->keep, j->n, s->now_ns);
 	if (rt)

@@ -565,3 +565,92 @@ Test(l2, upload_pins_outlive_the_transfer_deadline_when_redis_stalls)
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 	free(k);
 }
+
+/* A worker of @s with per-chunk checksums (KVR_CHECKSUM_ON). */
+static struct kvr_client *connect_summing(const struct wsrv *s)
+{
+	struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+	int rc;
+
+	o.checksum = KVR_CHECKSUM_ON;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_assert_eq(rc, 0, "connect %s: %d %s", s->sock, rc, err);
+	return c;
+}
+
+Test(l2, chunk_loaded_from_l2_carries_its_sum_for_verify_workers)
+{
+	/* The L2 header's payload sum is verified against the bytes as they
+	 * land, and it is the same XXH3-64 a worker computes: the L1 object
+	 * gets it, so a worker with checksums can check what L2 brought. */
+	struct kvr_client *c;
+	struct kvr_key *k;
+	struct kvr_xfer x;
+	uint32_t unchecked = 99;
+
+	redis_up(NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
+	k = store_on_s1(30, 8); /* a worker without checksums stored them */
+	c = connect_summing(&s2);
+	cr_assert_eq(kvr_lookup_l2(c, k, 8, NULL, NULL), 8, "lookup_l2: %s",
+		     kvr_client_errmsg(c));
+	cr_assert_eq(kvr_prepare_retrieve(c, k, 8, &x), 0);
+	cr_assert_eq(x.nslots, 8);
+	cr_expect_eq(kvr_verify_retrieve(c, &x, &unchecked), 0,
+		     "no slot fails its sum");
+	cr_expect_eq(unchecked, 0, "%u of 8 slots had no sum to check",
+		     unchecked);
+	cr_expect_eq(kvr_commit_retrieve(c, &x), 0);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 8, CHUNK), 8);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+Test(l2, chunk_damaged_in_the_pool_after_commit_is_never_served_from_l2)
+{
+	/* A worker with checksums summed chunk 1 at commit; then its bytes
+	 * change in the pool (memory damage, a stray write) before the
+	 * upload reads them. The upload sends the worker's sum, not one of
+	 * the damaged bytes, so the second host finds the value corrupt: a
+	 * miss, counted and deleted, never the damaged bytes. */
+	uint64_t sizes[4] = {CHUNK, CHUNK, CHUNK, CHUNK};
+	struct kvr_client *c1, *c2;
+	unsigned char *slot1;
+	struct kvr_key *k;
+	struct kvr_xfer x;
+
+	redis_up(NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
+	c1 = connect_summing(&s1);
+	k = l2t_keys_for(c1, 31, 4);
+	cr_assert_eq(kvr_prepare_store(c1, k, sizes, 4, &x), 0);
+	cr_assert_eq(x.nslots, 4);
+	for (uint32_t i = 0; i < 4; i++) {
+		cr_assert_eq(x.slots[i].status, KVR_SLOT_OK);
+		wsrv_fill(&k[i], x.slots[i].ptr, CHUNK);
+	}
+	slot1 = x.slots[1].ptr;
+	kill(rds.pid, SIGSTOP); /* the upload waits until the damage */
+	cr_assert_eq(kvr_commit_store(c1, &x), 0, "%s", kvr_client_errmsg(c1));
+	slot1[1000] ^= 0x5a;
+	kill(rds.pid, SIGCONT);
+	wait_uploaded(&s1, 4);
+
+	c2 = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup_l2(c2, k, 4, NULL, NULL), 1,
+		     "the prefix ends at the damaged chunk");
+	cr_expect_eq(T_L2(&s2.t, corrupt), 1);
+	cr_expect_eq(T_L2(&s2.t, deleted), 1);
+	cr_expect_eq(wsrv_retrieve_check(c2, k, 4, CHUNK), 1);
+	kvr_close(c2);
+	kvr_close(c1);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
