@@ -173,22 +173,6 @@ void kvr_l2_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,
 int kvr_l2_hdr_check(const struct kvr_l2_hdr *h, uint64_t ns_fp,
 		     const struct kvr_key *k);
 
-/* kvr_l2_sum - XXH3-64 of a payload. */
-uint64_t kvr_l2_sum(const void *p, size_t len);
-
-/*
- * The same sum fed in pieces (a payload hashed while it is sent or as it
- * lands, each piece still in cache): reset, update any number of times,
- * digest. The digest equals kvr_l2_sum() of the pieces concatenated.
- * kvr_l2_sum_create returns NULL when out of memory; destroy is NULL-safe.
- */
-struct kvr_l2_sumst;
-struct kvr_l2_sumst *kvr_l2_sum_create(void);
-void kvr_l2_sum_destroy(struct kvr_l2_sumst *st);
-void kvr_l2_sum_reset(struct kvr_l2_sumst *st);
-void kvr_l2_sum_update(struct kvr_l2_sumst *st, const void *p, size_t len);
-uint64_t kvr_l2_sum_digest(const struct kvr_l2_sumst *st);
-
 /* kvr_l2_slot - Redis Cluster hash slot: CRC16 (XMODEM) of the key, or of
  * the first non-empty {hash tag}, mod 16384. */
 uint32_t kvr_l2_slot(const char *key, size_t len);

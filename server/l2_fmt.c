@@ -4,33 +4,19 @@
  * namespace fingerprint, the key string, the value header with its
  * checks, and the Redis Cluster hash slot of a key. Pure functions: no
  * I/O, no allocation, no state; the encoder and the checker sit side by
- * side and test_l2_fmt round-trips them. The one allocation is the
- * streaming state of a payload sum, which a lane creates once.
+ * side and test_l2_fmt round-trips them.
  *
- * Payload sums use xxHash's x86 dispatch entry points when the library
- * has them (Debian's libxxhash does): the same XXH3-64 values, computed
- * with AVX2 or AVX-512 where the CPU has them instead of the SSE2 the
- * plain entry points are built for, measured 6.6 against 10.8 GB/s here.
- * Uploads and read-through hash every payload byte, so this is L2
- * throughput (docs/l2.md, "Measured").
+ * Payload sums are kvr_sum64's (<kvring/sum.h>, lib/sum.c), the chunk
+ * checksum workers compute too, through xxHash's x86 dispatch (AVX2 or
+ * AVX-512: 10.8 against 6.6 GB/s for the plain entry points here); the
+ * lanes feed it in pieces. The small fixed-size hashes here (fingerprint,
+ * header) use the plain entry point: same values, nothing to gain.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <xxhash.h>
-#if defined(__x86_64__) && defined(__has_include)
-#if __has_include(<xxh_x86dispatch.h>)
-#define XXH_DISPATCH_DISABLE_REPLACE 1
-#include <xxh_x86dispatch.h>
-#define SUM_ONE	   XXH3_64bits_dispatch
-#define SUM_UPDATE XXH3_64bits_update_dispatch
-#endif
-#endif
-#ifndef SUM_ONE
-#define SUM_ONE	   XXH3_64bits
-#define SUM_UPDATE XXH3_64bits_update
-#endif
 
 #include "l2.h"
 
@@ -78,38 +64,6 @@ int kvr_l2_key(const char *prefix, uint64_t ns_fp, const struct kvr_key *k,
 	if (len < 0 || (size_t)len >= n)
 		return -ENAMETOOLONG;
 	return len;
-}
-
-uint64_t kvr_l2_sum(const void *p, size_t len)
-{
-	return SUM_ONE(p, len);
-}
-
-/* The state is xxHash's own, behind our name: callers never see it. */
-struct kvr_l2_sumst *kvr_l2_sum_create(void)
-{
-	return (struct kvr_l2_sumst *)XXH3_createState();
-}
-
-void kvr_l2_sum_destroy(struct kvr_l2_sumst *st)
-{
-	if (st)
-		XXH3_freeState((XXH3_state_t *)st);
-}
-
-void kvr_l2_sum_reset(struct kvr_l2_sumst *st)
-{
-	(void)XXH3_64bits_reset((XXH3_state_t *)st);
-}
-
-void kvr_l2_sum_update(struct kvr_l2_sumst *st, const void *p, size_t len)
-{
-	(void)SUM_UPDATE((XXH3_state_t *)st, p, len);
-}
-
-uint64_t kvr_l2_sum_digest(const struct kvr_l2_sumst *st)
-{
-	return XXH3_64bits_digest((const XXH3_state_t *)st);
 }
 
 void kvr_l2_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,

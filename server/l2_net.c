@@ -41,6 +41,7 @@
 
 #include <kvring/clock.h>
 #include <kvring/log.h>
+#include <kvring/sum.h>
 
 #include "l2_net.h"
 
@@ -111,7 +112,7 @@ struct kvr_l2_lane {
 	char *keys; /* KVR_L2_KEY_MAX per command */
 	struct iovec *iov;
 	uint32_t iov_cap;
-	struct kvr_l2_sumst *sum; /* payload sums in pieces */
+	struct kvr_sum_state *sum; /* payload sums in pieces */
 };
 
 static void count_err(struct kvr_l2_lane *ln, int kind)
@@ -342,9 +343,9 @@ static int rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
 	struct rbuf *rb = &n->rb;
 	size_t have = rb->w - rb->r, take = have < len ? have : len;
 
-	kvr_l2_sum_reset(ln->sum);
+	kvr_sum_reset(ln->sum);
 	memcpy(dst, rb->b + rb->r, take);
-	kvr_l2_sum_update(ln->sum, dst, take);
+	kvr_sum_update(ln->sum, dst, take);
 	rb->r += take;
 	for (size_t at = take; at < len;) {
 		size_t want = len - at < PIECE ? len - at : PIECE;
@@ -357,10 +358,10 @@ static int rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
 				continue;
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
-		kvr_l2_sum_update(ln->sum, dst + at, (size_t)got);
+		kvr_sum_update(ln->sum, dst + at, (size_t)got);
 		at += (size_t)got;
 	}
-	*sum = kvr_l2_sum_digest(ln->sum);
+	*sum = kvr_sum_digest(ln->sum);
 	return 0;
 }
 
@@ -634,19 +635,19 @@ static int set_hdr(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 		c->hdr_ready = true;
 		return 0;
 	}
-	kvr_l2_sum_reset(ln->sum);
+	kvr_sum_reset(ln->sum);
 	for (size_t at = 0; at < len;) {
 		size_t step = len - at < PIECE ? len - at : PIECE;
 		int rc;
 
-		kvr_l2_sum_update(ln->sum, p + at, step);
+		kvr_sum_update(ln->sum, p + at, step);
 		at += step;
 		rc = at < len ? outq_pump(n->fd, q) : 0;
 		if (rc < 0)
 			return rc;
 	}
-	kvr_l2_hdr_make(c->hdr.ns_fp, &c->it->key, len,
-			kvr_l2_sum_digest(ln->sum), &c->hdr);
+	kvr_l2_hdr_make(c->hdr.ns_fp, &c->it->key, len, kvr_sum_digest(ln->sum),
+			&c->hdr);
 	c->hdr_ready = true;
 	return 0;
 }
@@ -1109,7 +1110,7 @@ int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
 		ln->slot_node[s] = -1;
 	pthread_mutex_init(&ln->lock, NULL);
 	pthread_cond_init(&ln->cv, NULL);
-	ln->sum = kvr_l2_sum_create();
+	ln->sum = kvr_sum_create();
 	rc = ln->sum ? reserve(ln, 64) : -ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < l2->cfg.nseeds; i++)
 		if (lane_node(ln, &l2->cfg.seeds[i]) < 0)
@@ -1168,6 +1169,6 @@ void kvr__l2_lane_destroy(struct kvr_l2_lane *ln)
 	free(ln->cmds);
 	free(ln->keys);
 	free(ln->iov);
-	kvr_l2_sum_destroy(ln->sum);
+	kvr_sum_destroy(ln->sum);
 	free(ln);
 }

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <xxhash.h>
 
 #include "l2.h"
 
@@ -78,56 +77,6 @@ Test(l2_fmt, header_round_trips_and_every_field_is_checked)
 		cr_expect_eq(kvr_l2_hdr_check(&bad, 42, &k), -EBADMSG,
 			     "byte %zu flipped", i);
 	}
-}
-
-/* Sizes around XXH3's internal boundaries (240-byte short path, 1 KiB
- * stripes block, the 256-byte streaming buffer) and a few MiB. */
-static const size_t sum_sizes[] = {
-    0, 1, 17, 240, 241, 1023, 1024, 1025, 65537, 1u << 20, (3u << 20) + 7};
-
-Test(l2_fmt, sum_is_xxh3_64_of_the_payload_at_every_size)
-{
-	size_t max = (3u << 20) + 7;
-	unsigned char *b = malloc(max);
-
-	cr_assert(b);
-	for (size_t i = 0; i < max; i++)
-		b[i] = (unsigned char)(i * 131u + (i >> 9));
-	for (size_t i = 0; i < sizeof(sum_sizes) / sizeof(sum_sizes[0]); i++)
-		cr_expect_eq(kvr_l2_sum(b, sum_sizes[i]),
-			     XXH3_64bits(b, sum_sizes[i]),
-			     "%zu bytes: kvr_l2_sum differs from XXH3_64bits",
-			     sum_sizes[i]);
-	free(b);
-}
-
-Test(l2_fmt, sum_in_pieces_equals_sum_in_one_call)
-{
-	static const size_t pieces[] = {1, 63, 256, 4096, 262144};
-	size_t max = (3u << 20) + 7;
-	unsigned char *b = malloc(max);
-	struct kvr_l2_sumst *st = kvr_l2_sum_create();
-
-	cr_assert(b && st);
-	for (size_t i = 0; i < max; i++)
-		b[i] = (unsigned char)(i * 7u + (i >> 11));
-	for (size_t i = 0; i < sizeof(sum_sizes) / sizeof(sum_sizes[0]); i++)
-		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]);
-		     p++) {
-			size_t n = sum_sizes[i], step = pieces[p];
-
-			if (n > (1u << 16) && step < 4096)
-				continue; /* byte-sized pieces of MiB: slow */
-			kvr_l2_sum_reset(st);
-			for (size_t at = 0; at < n; at += step)
-				kvr_l2_sum_update(
-				    st, b + at, n - at < step ? n - at : step);
-			cr_expect_eq(kvr_l2_sum_digest(st), kvr_l2_sum(b, n),
-				     "%zu bytes in pieces of %zu", n, step);
-		}
-	kvr_l2_sum_destroy(st);
-	kvr_l2_sum_destroy(NULL);
-	free(b);
 }
 
 Test(l2_fmt, crc16_and_slots_match_the_cluster_spec)

@@ -2,7 +2,8 @@
 /*
  * Tests for lib/sum.c: kvr_sum64() is XXH3_64bits with seed 0, whichever
  * entry point (plain or x86 dispatch) computes it, at sizes around XXH3's
- * internal boundaries, so a worker and a server built either way agree.
+ * internal boundaries, so a worker and a server built either way agree;
+ * and the sum in pieces (kvr_sum_update, kvringd's L2 lanes) equals it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -65,4 +66,39 @@ Test(sum, copy_gives_the_bytes_and_their_sum_when_sizes_cross_its_pieces)
 	}
 	free(src);
 	free(dst);
+}
+
+Test(sum, in_pieces_equals_one_call_when_pieces_cross_its_boundaries)
+{
+	/* Sizes around XXH3's 240-byte short path, 1 KiB stripe block and
+	 * 256-byte streaming buffer, and a few MiB; pieces as small as a
+	 * byte and as large as the lanes' 256 KiB. */
+	static const size_t sizes[] = {
+	    0,	  1,	17,    240,	 241,		1023,
+	    1024, 1025, 65537, 1u << 20, (3u << 20) + 7};
+	static const size_t pieces[] = {1, 63, 256, 4096, 262144};
+	size_t max = (3u << 20) + 7;
+	unsigned char *b = malloc(max);
+	struct kvr_sum_state *st = kvr_sum_create();
+
+	cr_assert(b && st);
+	for (size_t i = 0; i < max; i++)
+		b[i] = (unsigned char)(i * 7u + (i >> 11));
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]);
+		     p++) {
+			size_t n = sizes[i], step = pieces[p];
+
+			if (n > (1u << 16) && step < 4096)
+				continue; /* byte-sized pieces of MiB: slow */
+			kvr_sum_reset(st);
+			for (size_t at = 0; at < n; at += step)
+				kvr_sum_update(st, b + at,
+					       n - at < step ? n - at : step);
+			cr_expect_eq(kvr_sum_digest(st), XXH3_64bits(b, n),
+				     "%zu bytes in pieces of %zu", n, step);
+		}
+	kvr_sum_destroy(st);
+	kvr_sum_destroy(NULL);
+	free(b);
 }

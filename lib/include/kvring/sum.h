@@ -30,4 +30,19 @@ uint64_t kvr_sum64(const void *p, size_t len);
  */
 uint64_t kvr_sum64_copy(void *dst, const void *src, size_t len);
 
+/*
+ * The same sum fed in pieces, for bytes hashed while they are sent or as
+ * they land (kvringd's L2 lanes: each piece is hashed while it is still
+ * in cache): reset, update any number of times, digest. The digest equals
+ * kvr_sum64() of the pieces concatenated, through the same dispatch.
+ * kvr_sum_create returns NULL when out of memory; destroy is NULL-safe.
+ * One state per thread (it is not shared).
+ */
+struct kvr_sum_state;
+struct kvr_sum_state *kvr_sum_create(void);
+void kvr_sum_destroy(struct kvr_sum_state *st);
+void kvr_sum_reset(struct kvr_sum_state *st);
+void kvr_sum_update(struct kvr_sum_state *st, const void *p, size_t len);
+uint64_t kvr_sum_digest(const struct kvr_sum_state *st);
+
 #endif /* KVRING_SUM_H */
