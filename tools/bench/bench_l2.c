@@ -617,6 +617,7 @@ struct env {
 	struct redis rd[CLUSTER_N];
 	struct bench_server a, b;
 	struct kvr_client *ca, *cb, *cping;
+	struct kvr_client *csum; /* on server A, with per-chunk checksums */
 	const struct kvr_l2stats_shm *la, *lb;
 	void *ma, *mb;
 	size_t na, nb;
@@ -639,14 +640,18 @@ static void wait_uploaded(struct env *e, uint64_t target)
 }
 
 /* One throughput cell as a JSON line: @subject ("upload" or
- * "read_through") beside the plain client of the same rounds. */
-static void json_cell(const struct env *e, const char *subject, uint64_t bytes,
-		      uint32_t n, int rounds, double gb_s, double plain_gb_s)
+ * "read_through") beside the plain client of the same rounds; @sums says
+ * who computed the payload sums ("server": the lane hashes; "worker": a
+ * worker with checksums sent them with its commit). */
+static void json_cell(const struct env *e, const char *subject,
+		      const char *sums, uint64_t bytes, uint32_t n, int rounds,
+		      double gb_s, double plain_gb_s)
 {
 	struct bench_json j;
 
 	bench_json_begin(&j, "l2", subject);
 	bench_json_str(&j, "target", e->target);
+	bench_json_str(&j, "sums", sums);
 	bench_json_u64(&j, "chunk_bytes", bytes);
 	bench_json_u64(&j, "chunks", n);
 	bench_json_i64(&j, "rounds", rounds);
@@ -663,7 +668,7 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 	struct kvr_key *keys = calloc(n, sizeof(*keys));
 	char(*rk)[KVR_L2_KEY_MAX] = calloc(n, KVR_L2_KEY_MAX);
 	char *buf = malloc((size_t)n * bytes);
-	double up[8], upp[8], rt[8], rtp[8];
+	double up[8], upp[8], rt[8], rtp[8], ups[8];
 	char sz[16];
 	int ret = 1;
 
@@ -740,16 +745,39 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		if (pclient_get(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+
+		/* kvring upload of chunks a worker with checksums stored: the
+		 * lane sends the worker's sums instead of hashing (docs/l2.md,
+		 * "Checksums"). Timed from the commit's answer, since the
+		 * worker hashes its chunks before it sends the commit. */
+		base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+		       ld(&e->la->up_failed);
+		for (uint32_t i = 0; i < n; i++)
+			keys[i] = bench_key(e->seq++);
+		if (prepare_fill(e->csum, keys, n, bytes, &x) < 0 ||
+		    kvr_commit_store(e->csum, &x) < 0) {
+			fprintf(stderr, "kvring-bench l2: store with sums "
+					"failed\n");
+			goto out;
+		}
+		t0 = now_s();
+		wait_uploaded(e, base + n);
+		ups[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
 		pclient_flush(&e->pl);
 	}
 	bench_fmt_bytes(bytes, sz, sizeof(sz));
 	{
 		double u = median(up, rounds), pu = median(upp, rounds);
 		double t = median(rt, rounds), pt = median(rtp, rounds);
+		double us = median(ups, rounds);
 
 		if (e->o.json) {
-			json_cell(e, "upload", bytes, n, rounds, u, pu);
-			json_cell(e, "read_through", bytes, n, rounds, t, pt);
+			json_cell(e, "upload", "server", bytes, n, rounds, u,
+				  pu);
+			json_cell(e, "upload", "worker", bytes, n, rounds, us,
+				  pu);
+			json_cell(e, "read_through", "server", bytes, n, rounds,
+				  t, pt);
 		} else {
 			printf(
 			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
@@ -757,6 +785,9 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			    "%6.2f GB/s  ratio %.2f\n",
 			    sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
 			    pt > 0 ? t / pt : 0);
+			printf("%-6s x%-4u upload with the worker's sums %6.2f "
+			       "GB/s  ratio %.2f\n",
+			       sz, n, us, pu > 0 ? us / pu : 0);
 		}
 	}
 	ret = 0;
@@ -914,6 +945,26 @@ static int run_lookup16(struct env *e, uint64_t bytes)
 	return 0;
 }
 
+/* A worker of @s with per-chunk checksums (KVR_CHECKSUM_ON). */
+static int connect_summing(const struct bench_server *s,
+			   struct kvr_client **out)
+{
+	struct kvr_client_opts co;
+	char err[256] = "";
+	int rc;
+
+	bench_client_opts(s, &co);
+	co.spin_us = 50;
+	co.checksum = KVR_CHECKSUM_ON;
+	rc = kvr_connect(&co, out, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr,
+			"kvring-bench l2: connect %s with checksums: "
+			"%s (%s)\n",
+			s->d.sock, err, strerror(-rc));
+	return rc;
+}
+
 /* Both kvringd, their clients and the plain client against @url, then
  * every subject; all of it stopped again. */
 static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
@@ -948,7 +999,8 @@ static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 		    e->o.cpu_server);
 	if (bench_client_connect(&e->a, 0, 50, false, &e->ca) < 0 ||
 	    bench_client_connect(&e->b, 0, 50, false, &e->cb) < 0 ||
-	    bench_client_connect(&e->a, 0, 50, true, &e->cping) < 0)
+	    bench_client_connect(&e->a, 0, 50, true, &e->cping) < 0 ||
+	    connect_summing(&e->a, &e->csum) < 0)
 		goto out;
 	e->la = map_l2(&e->a, &e->ma, &e->na);
 	e->lb = map_l2(&e->b, &e->mb, &e->nb);
@@ -974,7 +1026,8 @@ out:
 	kvr_close(e->ca);
 	kvr_close(e->cb);
 	kvr_close(e->cping);
-	e->ca = e->cb = e->cping = NULL;
+	kvr_close(e->csum);
+	e->ca = e->cb = e->cping = e->csum = NULL;
 	if (e->ma)
 		munmap(e->ma, e->na);
 	if (e->mb)
