@@ -28,6 +28,7 @@
  * never do. The machine is shared and has 2 cores: read the figures as
  * same-run ratios, not absolutes.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -639,14 +640,84 @@ static void wait_uploaded(struct env *e, uint64_t target)
 	}
 }
 
+/*
+ * CPU time (ns) every thread of process @pid has run, from the first
+ * field of /proc/PID/task/TID/schedstat (nanoseconds on a CPU, exact, not
+ * ticks); 0 if unreadable. The throughput cells add it up per side
+ * (kvringd, redis-server, the plain client's thread), so where the time
+ * goes shows even when the shared machine's load moves the GB/s.
+ */
+static uint64_t proc_cpu_ns(pid_t pid)
+{
+	char dir[64], path[384];
+	struct dirent *d;
+	uint64_t sum = 0;
+	DIR *dp;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	dp = opendir(dir);
+	if (!dp)
+		return 0;
+	while ((d = readdir(dp))) {
+		unsigned long long run = 0;
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/schedstat", dir, d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &run) == 1)
+			sum += run;
+		fclose(f);
+	}
+	closedir(dp);
+	return sum;
+}
+
+/* CPU time of the calling thread (the plain client). */
+static uint64_t self_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU of every redis-server of the run (one, or the cluster's masters). */
+static uint64_t redis_cpu_ns(const struct env *e)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < CLUSTER_N; i++)
+		if (e->rd[i].pid > 0)
+			sum += proc_cpu_ns(e->rd[i].pid);
+	return sum;
+}
+
+/* @ns of CPU per GB moved, in ms. */
+static double ms_gb(uint64_t ns, double gb)
+{
+	return (double)ns / 1e6 / gb;
+}
+
+/* CPU spent per side over a cell's rounds, in ns. */
+struct cpu_acc {
+	uint64_t own, redis; /* kvringd's or the plain client's; Redis's */
+};
+
 /* One throughput cell as a JSON line: @subject ("upload" or
  * "read_through") beside the plain client of the same rounds; @sums says
  * who computed the payload sums ("server": the lane hashes; "worker": a
  * worker with checksums sent them with its commit). */
 static void json_cell(const struct env *e, const char *subject,
 		      const char *sums, uint64_t bytes, uint32_t n, int rounds,
-		      double gb_s, double plain_gb_s)
+		      double gb_s, double plain_gb_s, const struct cpu_acc *k,
+		      const struct cpu_acc *p)
 {
+	/* CPU ms per GB moved, over all rounds. */
+	double gb = (double)rounds * n * (double)bytes / 1e9;
 	struct bench_json j;
 
 	bench_json_begin(&j, "l2", subject);
@@ -659,6 +730,12 @@ static void json_cell(const struct env *e, const char *subject,
 	bench_json_f64(&j, "plain_client_gb_s", plain_gb_s);
 	bench_json_f64(&j, "ratio_to_plain_client",
 		       plain_gb_s > 0 ? gb_s / plain_gb_s : 0);
+	bench_json_f64(&j, "kvringd_cpu_ms_per_gb", (double)k->own / 1e6 / gb);
+	bench_json_f64(&j, "redis_cpu_ms_per_gb", (double)k->redis / 1e6 / gb);
+	bench_json_f64(&j, "plain_client_cpu_ms_per_gb",
+		       (double)p->own / 1e6 / gb);
+	bench_json_f64(&j, "plain_redis_cpu_ms_per_gb",
+		       (double)p->redis / 1e6 / gb);
 	bench_json_print(&j, stdout);
 }
 
@@ -669,6 +746,9 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 	char(*rk)[KVR_L2_KEY_MAX] = calloc(n, KVR_L2_KEY_MAX);
 	char *buf = malloc((size_t)n * bytes);
 	double up[8], upp[8], rt[8], rtp[8], ups[8];
+	/* upload, plain upload, read-through, plain read, upload with sums */
+	struct cpu_acc cpu[5] = {{0, 0}};
+	uint64_t c0, r0;
 	char sz[16];
 	int ret = 1;
 
@@ -695,10 +775,14 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			goto out;
 		}
 		t0 = now_s();
+		c0 = proc_cpu_ns(e->a.d.pid);
+		r0 = redis_cpu_ns(e);
 		if (kvr_commit_store(e->ca, &x) < 0)
 			goto out;
 		wait_uploaded(e, base + n);
 		t1 = now_s();
+		cpu[0].own += proc_cpu_ns(e->a.d.pid) - c0;
+		cpu[0].redis += redis_cpu_ns(e) - r0;
 		up[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
 		/* Plain client: the same bytes, same pipeline shape. */
 		for (uint32_t i = 0; i < n;
@@ -706,14 +790,22 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			fill(&keys[i], (unsigned char *)buf + (size_t)i * bytes,
 			     bytes);
 		t0 = now_s();
+		c0 = self_cpu_ns();
+		r0 = redis_cpu_ns(e);
 		if (pclient_put(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		upp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+		cpu[1].own += self_cpu_ns() - c0;
+		cpu[1].redis += redis_cpu_ns(e) - r0;
 
 		/* Read-through on server B, verified. */
 		t0 = now_s();
+		c0 = proc_cpu_ns(e->b.d.pid);
+		r0 = redis_cpu_ns(e);
 		hits = kvr_lookup_l2(e->cb, keys, n, NULL, &pending);
 		t1 = now_s();
+		cpu[2].own += proc_cpu_ns(e->b.d.pid) - c0;
+		cpu[2].redis += redis_cpu_ns(e) - r0;
 		if (hits != (long)n) {
 			fprintf(stderr,
 				"kvring-bench l2: read-through found %ld of %u "
@@ -742,9 +834,13 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			kvr_commit_retrieve(e->cb, &rx);
 		}
 		t0 = now_s();
+		c0 = self_cpu_ns();
+		r0 = redis_cpu_ns(e);
 		if (pclient_get(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+		cpu[3].own += self_cpu_ns() - c0;
+		cpu[3].redis += redis_cpu_ns(e) - r0;
 
 		/* kvring upload of chunks a worker with checksums stored: the
 		 * lane sends the worker's sums instead of hashing (docs/l2.md,
@@ -761,8 +857,12 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			goto out;
 		}
 		t0 = now_s();
+		c0 = proc_cpu_ns(e->a.d.pid);
+		r0 = redis_cpu_ns(e);
 		wait_uploaded(e, base + n);
 		ups[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
+		cpu[4].own += proc_cpu_ns(e->a.d.pid) - c0;
+		cpu[4].redis += redis_cpu_ns(e) - r0;
 		pclient_flush(&e->pl);
 	}
 	bench_fmt_bytes(bytes, sz, sizeof(sz));
@@ -773,11 +873,11 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 
 		if (e->o.json) {
 			json_cell(e, "upload", "server", bytes, n, rounds, u,
-				  pu);
+				  pu, &cpu[0], &cpu[1]);
 			json_cell(e, "upload", "worker", bytes, n, rounds, us,
-				  pu);
+				  pu, &cpu[4], &cpu[1]);
 			json_cell(e, "read_through", "server", bytes, n, rounds,
-				  t, pt);
+				  t, pt, &cpu[2], &cpu[3]);
 		} else {
 			printf(
 			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
@@ -785,9 +885,20 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			    "%6.2f GB/s  ratio %.2f\n",
 			    sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
 			    pt > 0 ? t / pt : 0);
+			double gb = (double)rounds * n * (double)bytes / 1e9;
+
 			printf("%-6s x%-4u upload with the worker's sums %6.2f "
 			       "GB/s  ratio %.2f\n",
 			       sz, n, us, pu > 0 ? us / pu : 0);
+			printf(
+			    "%-6s CPU ms/GB kvringd+redis vs plain+redis: "
+			    "upload %.0f+%.0f vs %.0f+%.0f, with sums "
+			    "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
+			    sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
+			    ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
+			    ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
+			    ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
+			    ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
 		}
 	}
 	ret = 0;
