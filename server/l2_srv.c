@@ -569,9 +569,29 @@ unsigned kvr_l2_poll(struct kvr_srv *s)
 	return work;
 }
 
-bool kvr_l2_waiting(const struct kvr_srv *s)
+uint64_t kvr_l2_sleep_ns(const struct kvr_srv *s)
 {
-	return s->l2 && s->l2->rt_busy > 0;
+	const struct kvr_l2 *l2 = s->l2;
+	uint64_t first = UINT64_MAX;
+
+	if (!l2 || !l2->rt_busy)
+		return UINT64_MAX;
+	/* Lane completions ring the done eventfd, which wakes the loop by
+	 * itself: only a deadline (or an answer waiting for room in a full
+	 * response ring, deadline 1) needs a timed wake-up. Waking every
+	 * millisecond instead cost a read-through ~0.07 CPU-s per GB moved
+	 * (each wake-up is followed by --spin-us of spinning). */
+	for (uint32_t i = 0; i < l2->nrt; i++) {
+		const struct kvr_l2_rt *rt = &l2->rt[i];
+
+		if (rt->used && !rt->answered && rt->deadline_ns < first)
+			first = rt->deadline_ns;
+	}
+	if (first == UINT64_MAX)
+		return UINT64_MAX;
+	if (first <= s->now_ns + KVR_L2_SLEEP_MIN_NS)
+		return KVR_L2_SLEEP_MIN_NS;
+	return first - s->now_ns;
 }
 
 /* ---- counters ---- */

@@ -37,8 +37,17 @@ void kvr_l2_destroy(struct kvr_l2 *l2);
  * Return: work done (0 when idle). */
 unsigned kvr_l2_poll(struct kvr_srv *s);
 
-/* kvr_l2_waiting - a read-through is waiting (the loop sleeps short). */
-bool kvr_l2_waiting(const struct kvr_srv *s);
+/* The shortest sleep kvr_l2_sleep_ns() asks for: deadlines are kept to
+ * within a millisecond. */
+#define KVR_L2_SLEEP_MIN_NS 1000000ull
+
+/*
+ * kvr_l2_sleep_ns - how long the loop may sleep for the L2 tier's sake:
+ * UINT64_MAX when no read-through waits for a deadline, else the time
+ * until the nearest one (at least KVR_L2_SLEEP_MIN_NS). Lane completions
+ * wake the loop through the done eventfd, whatever this says.
+ */
+uint64_t kvr_l2_sleep_ns(const struct kvr_srv *s);
 
 /* kvr_l2_bell - the done-queue eventfd became readable. */
 void kvr_l2_bell(struct kvr_srv *s);

@@ -254,6 +254,7 @@ static void sleep_once(struct kvr_srv *s)
 	struct __kernel_timespec ts = {.tv_nsec = 1000000};
 	struct io_uring_cqe *cqe;
 	bool found = false, blocked = false;
+	uint64_t l2_ns = kvr_l2_sleep_ns(s);
 
 	kvr__chan_gstats(s);
 	for (uint32_t i = 0; i < s->npolled; i++) {
@@ -270,8 +271,12 @@ static void sleep_once(struct kvr_srv *s)
 		if (!c->blocked && !kvr_ring_empty(&c->req))
 			found = true;
 	}
-	if (kvr_l2_waiting(s))
-		blocked = true; /* a read-through deadline: wake within 1 ms */
+	if (!blocked && l2_ns != UINT64_MAX) {
+		/* A read-through deadline: wake for it, not before. */
+		blocked = true;
+		ts.tv_sec = (long long)(l2_ns / 1000000000u);
+		ts.tv_nsec = (long long)(l2_ns % 1000000000u);
+	}
 	if (!found && io_uring_cq_ready(&s->ring))
 		found = true; /* a completion arrived: handle it first */
 	if (!found) {

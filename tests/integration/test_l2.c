@@ -654,3 +654,37 @@ Test(l2, chunk_damaged_in_the_pool_after_commit_is_never_served_from_l2)
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 	free(k);
 }
+
+Test(l2, read_through_waiting_on_l2_sleeps_until_its_deadline)
+{
+	/* While a read-through waits on a stalled Redis, the loop has
+	 * nothing to do until the lane answers (the done eventfd wakes it)
+	 * or the deadline comes. It used to wake every millisecond, and
+	 * spin --spin-us after each wake-up, for the whole wait. */
+	const char *more[] = {"--l2-deadline-ms", "600", "--l2-io-ms", "5000",
+			      NULL};
+	struct kvr_client *c;
+	struct kvr_key *k;
+	bool pending = false;
+	uint64_t w0, woke;
+
+	redis_up(NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, more);
+	k = store_on_s1(32, 4);
+	c = wsrv_connect(&s2, 0, 5000);
+	kill(rds.pid, SIGSTOP); /* Redis stalls: the read-through waits */
+	w0 = T_GSTAT(&s2.t, loop_wakeups);
+	cr_expect_eq(kvr_lookup_l2(c, k, 4, NULL, &pending), 0);
+	woke = T_GSTAT(&s2.t, loop_wakeups) - w0;
+	kill(rds.pid, SIGCONT);
+	cr_expect(pending, "answered at the deadline");
+	/* 600 ms: 12 heartbeats of 50 ms, the request, the deadline; one
+	 * wake-up per millisecond would be ~600. */
+	cr_expect_lt(woke, 150, "the loop woke %llu times in a 600 ms wait",
+		     (unsigned long long)woke);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
