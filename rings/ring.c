@@ -393,16 +393,15 @@ static int64_t rec_validate(uint64_t w, uint64_t off, uint64_t avail,
 
 /*
  * Everything the inline fast path of kvr_ring_peek() does not handle:
- * an empty ring (the header word at the cursor is zero: re-read the tail
- * to tell "nothing yet" from damage), padding records, errors and
- * damage. It re-reads the header itself.
+ * an empty ring (the header word at the cursor is zero), padding records,
+ * errors and damage. It re-reads the header itself.
  */
 int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 {
 	uint32_t type, len;
 	uint64_t off, w, avail;
 	int64_t bytes;
-	int rc, pass;
+	int pass;
 
 	if (r->err)
 		return r->err;
@@ -432,22 +431,17 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 			 * capacity from our released head; with all of it
 			 * peeked, the word is our own first record's. */
 			avail = r->own + r->cap - r->pos;
-			if (w == 0 || avail == 0) {
-				rc = consumer_refresh(r);
-				if (rc < 0)
-					return rc;
-				if ((int64_t)(r->peer - r->pos) <= 0)
-					return -EAGAIN;
-				/*
-				 * The tail says published, so a zero word
-				 * is damage (judged below). Relaxed:
-				 * ordered by A1 in the refresh.
-				 */
-				w = atomic_load_explicit(
-				    kvr__ring_hdr(r->data, off),
-				    memory_order_relaxed);
-				avail = r->peer - r->pos;
-			}
+			/*
+			 * Nothing yet. The tail is not read here: its line
+			 * is the producer's, and a load of it would cost a
+			 * cross-core transfer on every batch's last peek
+			 * (for kvringd, between a request and its answer's
+			 * publish). A tail published without its header is
+			 * damage that kvr_ring_empty() finds, the re-check
+			 * every sleeper makes.
+			 */
+			if (w == 0 || avail == 0)
+				return -EAGAIN;
 		}
 		bytes = rec_validate(w, off, avail, r->cap, &type, &len);
 		if (bytes < 0)

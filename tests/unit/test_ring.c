@@ -491,6 +491,7 @@ Test(ring, peek_fails_eproto_when_tail_moves_backwards)
 	 * the word at the cursor is zero. */
 	cr_assert(kvr_ring_empty(&cons));
 	set_tail(16);
+	cr_expect_not(kvr_ring_empty(&cons), "the tail is judged here");
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EPROTO);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EPROTO, "latched");
 	cr_expect_eq(kvr_ring_error(&cons), -EPROTO);
@@ -503,6 +504,8 @@ Test(ring, peek_fails_erange_when_tail_is_more_than_capacity_ahead)
 
 	setup(256);
 	set_tail(256 + 8);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN, "peek reads no tail");
+	cr_expect_not(kvr_ring_empty(&cons), "the tail is judged here");
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -ERANGE);
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -ERANGE, "latched");
 }
@@ -512,7 +515,8 @@ Test(ring, peek_fails_eilseq_when_tail_is_misaligned)
 	struct kvr_ring_rec rec;
 
 	setup(256);
-	set_tail(12); /* read because the word at the cursor is zero */
+	set_tail(12);
+	cr_expect_not(kvr_ring_empty(&cons), "the tail is judged here");
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EILSEQ);
 }
 
@@ -577,6 +581,7 @@ Test(ring, peek_fails_ebadmsg_when_header_is_zero)
 
 	setup(256);
 	set_tail(64); /* published bytes the producer never wrote */
+	cr_expect_not(kvr_ring_empty(&cons), "the tail is read here");
 	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EBADMSG);
 }
 

@@ -219,12 +219,14 @@ static inline void kvr_ring_commit(struct kvr_ring *r);
  * bytes they occupy are freed only by kvr_ring_release(), so call release
  * after a batch even when the batch ended with -EAGAIN.
  * Past the cached tail the next record is found by its header word (A5,
- * zero until the producer's commit); the tail is re-read (A1) only when
- * that word is zero or not a valid record.
+ * zero until the producer's commit). Peek never reads the tail (a line
+ * the producer writes): a zero word is -EAGAIN, and a tail published
+ * without its header is found by kvr_ring_empty(), which reads it.
  * Return: 0; -EAGAIN nothing to read. Damage done by the producer, all
  * latched (every later call returns the same error): -EPROTO the tail moved
  * backwards; -ERANGE the tail is more than capacity ahead of the head;
- * -EILSEQ the tail is not 8-aligned; -EBADMSG a header's check does not
+ * -EILSEQ the tail is not 8-aligned (these three once kvr_ring_empty()
+ * read the tail); -EBADMSG a header's check does not
  * match (garbage) or a padding record does not end at the end of data[]
  * (or sits at offset 0);
  * -ENOMSG a well-formed header of reserved type 0; -EOVERFLOW a record
@@ -262,8 +264,10 @@ uint64_t kvr_ring_high_water(const struct kvr_ring *r);
 
 /*
  * kvr_ring_empty - consumer: true if no unread record is published. It
- * re-reads tail (A1) unless unread bytes are already known, so it is the
- * re-check of the doorbell handshake (after the sleeper's seq_cst fence).
+ * loads the header word at the cursor (A5) and, when that is zero, the
+ * tail (A1), unless unread bytes are already known, so it is the re-check
+ * of the doorbell handshake (after the sleeper's seq_cst fence) and the
+ * one place a tail published without its header is judged.
  * Returns false when an error is latched or detected, so that the caller's next
  * peek reports it instead of sleeping.
  */
