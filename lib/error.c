@@ -64,8 +64,9 @@ static const char *kvr_wording(int code)
 		return "the transfer expired: kvringd reclaimed it at its "
 		       "deadline (--xfer-ms); prepare it again";
 	case EDQUOT:
-		return "the channel's quota is used up: commit or release "
-		       "what it holds (kvringd --quota-pinned)";
+		return "the channel's or its uid's quota is used up: commit "
+		       "or release what it holds (kvringd --quota-pinned, "
+		       "--quota-uid-pinned)";
 	/* The ring's own damage codes (docs/ring.md). */
 	case EILSEQ:
 		return "ring position not 8-byte aligned (corrupt ring)";

@@ -54,8 +54,11 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	 * a segment of its own (abi 4.0), never given to workers. */
 	g.ctl_bytes =
 	    round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm), PAGE);
+	/* The channel entries, then the per-uid table (abi 4.1). */
+	g.uid_off = max_channels * (uint32_t)sizeof(struct kvr_chan_dir_shm);
 	g.dir_bytes = (uint32_t)round_up(
-	    (uint64_t)max_channels * sizeof(struct kvr_chan_dir_shm), PAGE);
+	    g.uid_off + (uint64_t)max_channels * sizeof(struct kvr_uid_use_shm),
+	    PAGE);
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
 	*out = g;
@@ -103,6 +106,8 @@ uint64_t kvr_layout_hash(void)
 	    offsetof(struct kvr_chan_dir_shm, connected_ns),
 	    offsetof(struct kvr_ctl_hdr_shm, dir_fd),
 	    offsetof(struct kvr_ctl_hdr_shm, dir_bytes),
+	    offsetof(struct kvr_ctl_hdr_shm, quota_uid_reserved_bytes),
+	    sizeof(struct kvr_uid_use_shm),
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));

@@ -230,20 +230,42 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* A uid's aggregate into its entry of the per-uid table (abi 4.1), in
+ * the directory memfd no worker maps. Relaxed: display only. */
+static void uid_put(struct kvr_srv *s, const struct kvr_store_uid_stats *us)
+{
+	struct kvr_uid_use_shm *u;
+
+	if (!s->chan_dir.base || us->slot >= s->geom.max_channels)
+		return;
+	u = kvr_uid_use(s->chan_dir.base, &s->geom, us->slot);
+	atomic_store_explicit(&u->uid, us->uid, memory_order_relaxed);
+	put(&u->reserved_bytes, us->reserved_bytes);
+	put(&u->pinned_bytes, us->pinned_bytes);
+	put(&u->quota_denied, us->quota_denied);
+	atomic_store_explicit(&u->channels, us->channels, memory_order_relaxed);
+}
+
 /* Release the store's state of the channel and log what it held. */
 static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 			    const char *why, bool protocol_error)
 {
 	struct kvr_store_released rel = {0};
 	struct kvr_channel_shm *shm = c->shm;
+	struct kvr_store_uid_stats us;
+	bool had_uid;
 	int rc;
 
 	atomic_store_explicit(&shm->state, KVR_CHAN_CLOSING,
 			      memory_order_relaxed);
 	atomic_store_explicit(&c->dir->state, KVR_CHAN_CLOSING,
 			      memory_order_relaxed);
+	had_uid = kvr_store_uid_stats(s->store, (uint32_t)c->chan, &us) == 0;
 	rc = kvr_store_channel_close(s->store, (uint32_t)c->chan, s->now_ns,
 				     &rel);
+	/* Its uid now holds less, or (its last channel) the entry is free. */
+	if (had_uid && kvr_store_uid_slot_stats(s->store, us.slot, &us) == 0)
+		uid_put(s, &us);
 	kvr_log(protocol_error ? KVR_LOG_WARN : KVR_LOG_INFO,
 		"worker disconnected: channel %d pid %d (%s)%s; released %llu "
 		"store transfers (%llu reservations, %llu bytes), %llu "
@@ -356,6 +378,7 @@ void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
  * costs O(1) (plain counters of the store). */
 void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 {
+	struct kvr_store_uid_stats us;
 	struct kvr_cstats_shm *st;
 	struct kvr_store_chan_stats cs = {0};
 
@@ -381,6 +404,8 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 	put(&st->oldest_ns, cs.oldest_ns);
 	put(&st->quota_denied, cs.quota_denied);
 	put(&st->xfers_expired, cs.xfers_expired);
+	if (kvr_store_uid_stats(s->store, (uint32_t)c->chan, &us) == 0)
+		uid_put(s, &us);
 	if (c->cache_dirty && c->obs) {
 		put_cache(&c->obs->cache, &c->cache);
 		c->cache_dirty = false;

@@ -50,6 +50,8 @@ enum {
 	OPT_QUOTA_RESERVED,
 	OPT_QUOTA_PINNED,
 	OPT_MAX_KEY_BYTES,
+	OPT_QUOTA_UID_RESERVED,
+	OPT_QUOTA_UID_PINNED,
 	OPT_XFER_MS,
 };
 
@@ -85,6 +87,8 @@ static const struct option longopts[] = {
     {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
     {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
     {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},
+    {"quota-uid-reserved", required_argument, NULL, OPT_QUOTA_UID_RESERVED},
+    {"quota-uid-pinned", required_argument, NULL, OPT_QUOTA_UID_PINNED},
     {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
     {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
     {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
@@ -195,6 +199,13 @@ static void usage(FILE *f)
 	    "      --max-key-bytes Q   largest single chunk; above it "
 	    "\"quota\".\n"
 	    "                          Default: 12.5%%.\n"
+	    "      --quota-uid-reserved Q  bytes all channels of one uid may "
+	    "hold\n"
+	    "                          reserved together (\"quota\" above it). "
+	    "Default: 50%%.\n"
+	    "      --quota-uid-pinned Q    bytes all channels of one uid may "
+	    "hold\n"
+	    "                          pinned together. Default: 75%%.\n"
 	    "      --xfer-ms N         an open store or retrieve transfer is "
 	    "reclaimed\n"
 	    "                          N ms after it was prepared (a stopped "
@@ -304,6 +315,8 @@ static void set_defaults(struct kvr_config *c)
 	c->quota_bp[0] = KVR_CONFIG_DEF_QUOTA_RESERVED_BP;
 	c->quota_bp[1] = KVR_CONFIG_DEF_QUOTA_PINNED_BP;
 	c->quota_bp[2] = KVR_CONFIG_DEF_MAX_KEY_BP;
+	c->quota_bp[3] = KVR_CONFIG_DEF_QUOTA_UID_RESERVED_BP;
+	c->quota_bp[4] = KVR_CONFIG_DEF_QUOTA_UID_PINNED_BP;
 	c->xfer_ms = KVR_CONFIG_DEF_XFER_MS;
 	c->log_level = KVR_LOG_INFO;
 	kvr_l2_conf_defaults(&c->l2);
@@ -494,6 +507,19 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 				   "use a size of at least 64 (e.g. 64M) or a "
 				   "share of the pool from 0.01% to 100%");
 		return 0;
+	case OPT_QUOTA_UID_RESERVED:
+		if (parse_share(a, &c->quota_bp[3],
+				&c->quota_uid_reserved_bytes))
+			return bad(err, "--quota-uid-reserved", a,
+				   "use a size of at least 64 (e.g. 512M) or a "
+				   "share of the pool from 0.01% to 100%");
+		return 0;
+	case OPT_QUOTA_UID_PINNED:
+		if (parse_share(a, &c->quota_bp[4], &c->quota_uid_pinned_bytes))
+			return bad(err, "--quota-uid-pinned", a,
+				   "use a size of at least 64 (e.g. 768M) or a "
+				   "share of the pool from 0.01% to 100%");
+		return 0;
 	case OPT_XFER_MS:
 		if (parse_u32(a, 10, 86400000, &c->xfer_ms) < 0)
 			return bad(err, "--xfer-ms", a, "use 10-86400000");
@@ -622,6 +648,10 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	resolve_share(cfg->quota_bp[1], cfg->pool_bytes,
 		      &cfg->quota_pinned_bytes);
 	resolve_share(cfg->quota_bp[2], cfg->pool_bytes, &cfg->max_key_bytes);
+	resolve_share(cfg->quota_bp[3], cfg->pool_bytes,
+		      &cfg->quota_uid_reserved_bytes);
+	resolve_share(cfg->quota_bp[4], cfg->pool_bytes,
+		      &cfg->quota_uid_pinned_bytes);
 
 	/* Names not given on the command line come from the environment or
 	 * from the uid (so two users never collide). */

@@ -35,7 +35,10 @@
 #define KVR_CONFIG_DEF_QUOTA_RESERVED_BP 2500u /* 25% */
 #define KVR_CONFIG_DEF_QUOTA_PINNED_BP	 5000u /* 50% */
 #define KVR_CONFIG_DEF_MAX_KEY_BP	 1250u /* 12.5% */
-#define KVR_CONFIG_DEF_XFER_MS		 30000u
+/* Per uid, across all its channels (what about two channels may hold). */
+#define KVR_CONFIG_DEF_QUOTA_UID_RESERVED_BP 5000u /* 50% */
+#define KVR_CONFIG_DEF_QUOTA_UID_PINNED_BP   7500u /* 75% */
+#define KVR_CONFIG_DEF_XFER_MS		     30000u
 
 /*
  * struct kvr_config - the parsed options. Owned by main.c (on its stack);
@@ -72,9 +75,12 @@ struct kvr_config {
 	uint64_t quota_reserved_bytes; /* --quota-reserved */
 	uint64_t quota_pinned_bytes;   /* --quota-pinned */
 	uint64_t max_key_bytes;	       /* --max-key-bytes */
-	uint32_t quota_bp[3];	       /* parse-time: basis points, or 0 */
-	uint32_t xfer_ms;	       /* --xfer-ms */
-	bool socket_default;	       /* socket_path is the runtime default */
+	/* Per-uid aggregates over all of a uid's channels. */
+	uint64_t quota_uid_reserved_bytes; /* --quota-uid-reserved */
+	uint64_t quota_uid_pinned_bytes;   /* --quota-uid-pinned */
+	uint32_t quota_bp[5];		   /* parse-time: basis points, or 0 */
+	uint32_t xfer_ms;		   /* --xfer-ms */
+	bool socket_default; /* socket_path is the runtime default */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */

@@ -578,6 +578,8 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	h->quota_reserved_bytes = s->cfg.quota_reserved_bytes;
 	h->quota_pinned_bytes = s->cfg.quota_pinned_bytes;
 	h->max_key_bytes = s->cfg.max_key_bytes;
+	h->quota_uid_reserved_bytes = s->cfg.quota_uid_reserved_bytes;
+	h->quota_uid_pinned_bytes = s->cfg.quota_uid_pinned_bytes;
 	h->xfer_ms = s->cfg.xfer_ms;
 	h->start_realtime_ns = kvr_clock_wall_ns();
 	/* Relaxed: published by the release in kvr_seg_hdr_publish(). */
@@ -626,6 +628,8 @@ static int create_store(struct kvr_srv *s)
 	sc.quota_reserved_bytes = s->cfg.quota_reserved_bytes;
 	sc.quota_pinned_bytes = s->cfg.quota_pinned_bytes;
 	sc.max_key_bytes = s->cfg.max_key_bytes;
+	sc.quota_uid_reserved_bytes = s->cfg.quota_uid_reserved_bytes;
+	sc.quota_uid_pinned_bytes = s->cfg.quota_uid_pinned_bytes;
 	sc.xfer_ms = s->cfg.xfer_ms;
 	sc.max_ns = KVR_SRV_NS_MAX + 1; /* ids 1..KVR_SRV_NS_MAX */
 	if (getrandom(&sc.hash_seed, sizeof(sc.hash_seed), 0) < 0)

@@ -136,10 +136,12 @@ int kvr__errmsg_answer(struct kvr_client *c, const struct kvr__submit_req *s,
 	case -EDQUOT:
 		return kvr__client_fail(
 		    c, st,
-		    "%s: this connection would hold more pinned "
-		    "bytes than kvringd's --quota-pinned allows, "
-		    "even for the first chunk; commit retrieves "
-		    "or release leases first (or raise the quota)",
+		    "%s: this connection (or all connections of "
+		    "its uid) would hold more pinned bytes than "
+		    "kvringd's --quota-pinned (--quota-uid-pinned) "
+		    "allows, even for the first chunk; commit "
+		    "retrieves or release leases first (or raise "
+		    "the quota)",
 		    op);
 	case KVR_ERR_EXPIRED:
 		return kvr__client_fail(

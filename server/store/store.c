@@ -74,15 +74,29 @@ static uint32_t find_prefix(struct kvr_store *s, uint32_t ns,
 static uint32_t pin_cut(struct kvr_store *s, uint32_t ch, uint32_t hits)
 {
 	uint64_t quota = s->cfg.quota_pinned_bytes, sum;
+	uint64_t uquota = s->cfg.quota_uid_pinned_bytes, usum;
+	struct uacct *u = kvr__store_ua(s, ch);
 
-	if (!quota || s->chan[ch].trusted)
+	if (s->chan[ch].trusted)
+		return hits;
+	if (!quota)
+		quota = UINT64_MAX;
+	if (!uquota || !s->chan[ch].uidx)
+		uquota = UINT64_MAX;
+	if (quota == UINT64_MAX && uquota == UINT64_MAX)
 		return hits;
 	sum = s->chan[ch].pinned_bytes;
+	usum = u->pinned_bytes;
 	for (uint32_t i = 0; i < hits; i++) {
-		sum += obj_bytes(s, &s->obj[s->scratch[i]]);
-		if (sum > quota) {
+		uint64_t b = obj_bytes(s, &s->obj[s->scratch[i]]);
+
+		sum += b;
+		usum += b;
+		if (sum > quota || usum > uquota) {
 			s->chan[ch].quota_denied++;
 			s->st.quota_denied++;
+			if (usum > uquota)
+				u->quota_denied++;
 			return i;
 		}
 	}
@@ -222,10 +236,11 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 {
 	if (s)
 		OWNER_ONLY(s);
-	uint64_t total, quota, max_key;
+	uint64_t total, quota, uquota, max_key;
 	uint32_t o, i;
 	struct owner *w;
 	struct chan *c;
+	struct uacct *u;
 	int rc = check_keys(s, ch, ns, keys, n);
 
 	if (rc < 0)
@@ -276,6 +291,14 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	quota = s->cfg.quota_reserved_bytes && !c->trusted
 		    ? s->cfg.quota_reserved_bytes
 		    : UINT64_MAX;
+	/* The uid's aggregate binds opened channels only (entry 0 is the
+	 * sink of channels never opened). The same invariant as for quota:
+	 * u->reserved_bytes + w->bytes <= uquota, since only this test lets
+	 * a uid's reservations grow. */
+	u = kvr__store_ua(s, ch);
+	uquota = s->cfg.quota_uid_reserved_bytes && !c->trusted && c->uidx
+		     ? s->cfg.quota_uid_reserved_bytes
+		     : UINT64_MAX;
 	max_key = s->cfg.max_key_bytes ? s->cfg.max_key_bytes : total;
 	for (i = 0; i < n; i++) {
 		struct kvr_slot_desc d = {0, 0, KVR_SLOT_OK, 0};
@@ -306,6 +329,14 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			d.status = KVR_SLOT_QUOTA;
 			s->st.quota_denied++;
 			c->quota_denied++;
+		} else if (kvr_alloc_round(&s->alloc, len) >
+			   uquota - u->reserved_bytes - w->bytes) {
+			/* The uid's channels together: the same answer, and
+			 * nothing evicted for it either. */
+			d.status = KVR_SLOT_QUOTA;
+			s->st.quota_denied++;
+			c->quota_denied++;
+			u->quota_denied++;
 		} else if (place(s, len, &d.off) < 0) {
 			d.status = KVR_SLOT_NOROOM;
 			s->st.no_room++;
@@ -346,6 +377,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	s->st.reserved_bytes += w->bytes;
 	c->reserved_objects += w->nr;
 	c->reserved_bytes += w->bytes;
+	kvr__store_ua(s, ch)->reserved_bytes += w->bytes;
 	*xfer_out = w->id;
 	return (int)w->nr;
 }
@@ -387,6 +419,7 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	s->st.reserved_bytes -= w->bytes;
 	c->reserved_objects -= w->nr;
 	c->reserved_bytes -= w->bytes;
+	kvr__store_ua(s, ch)->reserved_bytes -= w->bytes;
 	s->st.commits++;
 	kvr__store_owner_free(s, o);
 	return 0;
@@ -507,6 +540,9 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 		s->st.quota_denied++;
 		return -EDQUOT;
 	}
+	/* A lease is redeemed by its own uid (lease_visible), whose
+	 * aggregate already holds these pins; only another entry (a channel
+	 * never opened) could grow, and that one binds no quota. */
 	kvr__store_owner_redeem(s, o, ch, now_ns);
 	s->st.leases_redeemed++;
 	s->st.retrieves++;
@@ -586,7 +622,9 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 		}
 	}
 	s->st.channel_closes++;
-	/* The next worker on this channel is someone else. */
+	/* The next worker on this channel is someone else; it holds nothing
+	 * now, so its uid's aggregate loses nothing more by the unbind. */
+	kvr__store_uid_unbind(s, ch);
 	c->ns = c->uid = 0;
 	memset(c->expired_ids, 0, sizeof(c->expired_ids));
 	c->expired_pos = 0;
@@ -605,6 +643,7 @@ int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		return -EINVAL;
 	s->chan[ch].ns = ns;
 	s->chan[ch].uid = uid;
+	kvr__store_uid_bind(s, ch, uid);
 	return 0;
 }
 

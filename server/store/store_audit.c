@@ -224,6 +224,34 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 			     (unsigned long long)got->reserved_bytes,
 			     (unsigned long long)rec->reserved_bytes);
 	}
+	/* Each uid aggregate is the sum of its channels (store_uid.c):
+	 * O(channels^2), fine for an audit. Entry 0 is the sink of channels
+	 * never opened and is not checked. */
+	for (uint32_t u = 1; u <= s->cfg.max_channels; u++) {
+		uint64_t res = 0, pin = 0;
+		uint32_t n = 0;
+
+		for (uint32_t c = 0; c < s->cfg.max_channels; c++) {
+			if (s->chan[c].uidx != u)
+				continue;
+			n++;
+			res += s->chan[c].reserved_bytes;
+			pin += s->chan[c].pinned_bytes;
+			if (s->chan[c].uid != s->uacct[u].uid)
+				FAIL("ch %u of uid %u bound to the entry of "
+				     "uid %u",
+				     c, s->chan[c].uid, s->uacct[u].uid);
+		}
+		if (n != s->uacct[u].chans ||
+		    res != s->uacct[u].reserved_bytes ||
+		    pin != s->uacct[u].pinned_bytes)
+			FAIL("uid entry %u: channels %u/%u reserved %llu/%llu "
+			     "pinned %llu/%llu (walked/recorded)",
+			     u, n, s->uacct[u].chans, (unsigned long long)res,
+			     (unsigned long long)s->uacct[u].reserved_bytes,
+			     (unsigned long long)pin,
+			     (unsigned long long)s->uacct[u].pinned_bytes);
+	}
 	/* Every live owner was on some list, and only those have ids. */
 	if (owners != s->own_live || owners != kvr_index_u64_count(&s->ids))
 		FAIL("owners: %llu on channel lists, %u live, %llu ids",

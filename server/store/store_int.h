@@ -114,12 +114,27 @@ struct chan {
 	uint64_t pins;
 	uint64_t pinned_bytes; /* rounded bytes of its pins (quota) */
 	uint32_t ns, uid;      /* kvr_store_channel_open() */
+	uint32_t uidx;	       /* its uid's entry in s->uacct; 0: none */
 	bool trusted;	       /* kvr_store_channel_trust(): the server's own
 				  (L2) channel: no quota, no deadline */
 	uint64_t quota_denied, xfers_expired;
 	/* Ids its deadline reclaimed, newest at expired_pos - 1. */
 	uint64_t expired_ids[KVR_STORE_EXPIRED_MEMORY];
 	uint32_t expired_pos;
+};
+
+/*
+ * What all opened channels of one uid hold (store_uid.c). Entry 0 of
+ * s->uacct is a sink for channels never opened (unit tests) and is never
+ * checked against a quota; entries 1..max_channels are uids in use (a uid
+ * has at least one channel, so they never run out).
+ */
+struct uacct {
+	uint32_t uid;
+	uint32_t chans; /* opened channels bound to it; 0: entry unused */
+	uint64_t reserved_bytes;
+	uint64_t pinned_bytes;
+	uint64_t quota_denied;
 };
 
 /*
@@ -141,7 +156,8 @@ struct kvr_store {
 	struct owner *own;
 	uint32_t own_cap, own_spare, own_live;
 	struct chan *chan;
-	uint32_t *heap; /* leases, min-heap on deadline_ns */
+	struct uacct *uacct; /* max_channels + 1 entries (store_uid.c) */
+	uint32_t *heap;	     /* leases, min-heap on deadline_ns */
 	uint32_t heap_nr, heap_cap;
 	uint32_t lru_head, lru_tail; /* head = most recently used */
 	uint32_t *scratch;	     /* max_keys object numbers, per request */
@@ -187,6 +203,20 @@ struct kvr_store {
  */
 int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
 			   uint32_t owner_objs);
+
+/* ==== store_uid.c: per-uid aggregates ==== */
+
+/* The aggregate channel @ch is charged to (entry 0 if never opened). */
+static inline struct uacct *kvr__store_ua(struct kvr_store *s, uint32_t ch)
+{
+	return &s->uacct[s->chan[ch].uidx];
+}
+
+/* Bind @ch to @uid's entry (taking a free one for a new uid). */
+void kvr__store_uid_bind(struct kvr_store *s, uint32_t ch, uint32_t uid);
+
+/* Unbind @ch, which holds nothing any more; frees an entry left unused. */
+void kvr__store_uid_unbind(struct kvr_store *s, uint32_t ch);
 
 /* ==== store_owner.c: owners, pins and the lease heap ==== */
 

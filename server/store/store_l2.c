@@ -118,6 +118,7 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	s->st.reserved_bytes -= kept_bytes + gone_bytes;
 	c->reserved_objects -= kept + gone;
 	c->reserved_bytes -= kept_bytes + gone_bytes;
+	kvr__store_ua(s, ch)->reserved_bytes -= kept_bytes + gone_bytes;
 	if (kept)
 		s->st.commits++;
 	else

@@ -233,10 +233,12 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 		goto err_index;
 	rc = -ENOMEM;
 	s->chan = calloc(s->cfg.max_channels, sizeof(*s->chan));
+	s->uacct = calloc((size_t)s->cfg.max_channels + 1, sizeof(*s->uacct));
 	s->scratch = calloc(s->cfg.max_keys, sizeof(*s->scratch));
 	s->ns_objs = calloc(s->cfg.max_ns, sizeof(*s->ns_objs));
 	s->last_sums = calloc(s->cfg.max_keys, sizeof(*s->last_sums));
-	if (!s->chan || !s->scratch || !s->ns_objs || !s->last_sums)
+	if (!s->chan || !s->uacct || !s->scratch || !s->ns_objs ||
+	    !s->last_sums)
 		goto err_arrays;
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
 		s->chan[c].head = s->chan[c].tail = NIL;
@@ -249,6 +251,7 @@ err_arrays:
 	free(s->obj);
 	free(s->ns_objs);
 	free(s->chan);
+	free(s->uacct);
 	free(s->scratch);
 	free(s->last_sums);
 	kvr_index_u64_fini(&s->ids);
@@ -275,6 +278,7 @@ void kvr_store_destroy(struct kvr_store *s)
 	free(s->obj);
 	free(s->ns_objs);
 	free(s->chan);
+	free(s->uacct);
 	free(s->heap);
 	free(s->scratch);
 	free(s->last_sums);

@@ -285,6 +285,7 @@ uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
 		pin(s, o, x);
 	}
 	s->chan[ch].pinned_bytes += s->own[o].bytes;
+	kvr__store_ua(s, ch)->pinned_bytes += s->own[o].bytes;
 	s->own[o].ns = s->chan[ch].ns;
 	s->own[o].uid = s->chan[ch].uid;
 	kvr__store_owner_publish(s, o, now_ns);
@@ -321,6 +322,7 @@ static uint64_t unpin_all(struct kvr_store *s, uint32_t o, bool cold)
 	s->st.pins -= w->nr;
 	s->chan[w->ch].pins -= w->nr;
 	s->chan[w->ch].pinned_bytes -= w->bytes;
+	kvr__store_ua(s, w->ch)->pinned_bytes -= w->bytes;
 	w->bytes = 0;
 	return w->nr;
 }
@@ -367,6 +369,7 @@ uint64_t kvr__store_owner_abort(struct kvr_store *s, uint32_t o,
 	s->st.reserved_bytes -= w->bytes;
 	c->reserved_objects -= n;
 	c->reserved_bytes -= w->bytes;
+	kvr__store_ua(s, w->ch)->reserved_bytes -= w->bytes;
 	*bytes = w->bytes;
 	kvr__store_owner_free(s, o);
 	return n;
@@ -389,9 +392,11 @@ void kvr__store_owner_redeem(struct kvr_store *s, uint32_t o, uint32_t ch,
 	owner_unpublish(s, o);
 	s->chan[w->ch].pins -= w->nr;
 	s->chan[w->ch].pinned_bytes -= w->bytes;
+	kvr__store_ua(s, w->ch)->pinned_bytes -= w->bytes;
 	w->kind = OWN_RETRIEVE;
 	w->ch = ch;
 	s->chan[ch].pins += w->nr;
 	s->chan[ch].pinned_bytes += w->bytes;
+	kvr__store_ua(s, ch)->pinned_bytes += w->bytes;
 	kvr__store_owner_publish(s, o, now_ns);
 }

@@ -123,7 +123,7 @@ static unsigned long long mount_used(void)
 
 static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 {
-	const char *args[20];
+	const char *args[24];
 	int n = 0;
 
 	/* One worker moves most of a small pool here (the demo stores 64 of
@@ -134,6 +134,10 @@ static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 	args[n++] = "--max-key-bytes";
 	args[n++] = "100%";
 	args[n++] = "--quota-pinned";
+	args[n++] = "100%";
+	args[n++] = "--quota-uid-reserved";
+	args[n++] = "100%";
+	args[n++] = "--quota-uid-pinned";
 	args[n++] = "100%";
 	args[n++] = "--huge-pages";
 	args[n++] = "require";

@@ -64,6 +64,9 @@ struct good_shm {
 static struct kvrd srv;
 static struct good_shm *good;
 static pid_t good_pid;
+/* The uid the good worker runs as (0: the test's own); a test that sets
+ * it restarts the server under --group with that gid. */
+static uid_t good_uid;
 
 #define GOOD_CHUNKS 4
 #define GOOD_BYTES  16384u
@@ -190,6 +193,17 @@ static void good_main(void)
 	o.socket_path = srv.sock;
 	t_ns_default(&o.ns);
 	o.no_prefault = true;
+	if (good_uid) {
+		gid_t g = (gid_t)good_uid;
+
+		if (setgroups(1, &g) < 0 || setgid(g) < 0 ||
+		    setuid(good_uid) < 0) {
+			snprintf(good->err, sizeof(good->err),
+				 "become uid %u: %s", (unsigned)good_uid,
+				 strerror(errno));
+			_exit(1);
+		}
+	}
 	if (kvr_connect(&o, &c, err, sizeof(err)) < 0) {
 		snprintf(good->err, sizeof(good->err), "connect: %s", err);
 		_exit(1);
@@ -1646,5 +1660,100 @@ Test(hostile, regress_12_worker_cannot_read_another_channels_identity)
 	kvr_close(c);
 	expect_good_progress(20, "after the scan");
 	expect_no_leak("after the scan");
+	finish();
+}
+
+/* kvring-inspect's text output shows @key=@want for some line. */
+static bool inspector_shows(const char *key, unsigned long long want)
+{
+	char cmd[512], line[512];
+	bool found = false;
+	size_t n = strlen(key);
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s 2>&1",
+		 KVR_BIN_DIR, srv.name);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long v;
+
+		if (strncmp(line, key, n) == 0 && line[n] == '=' &&
+		    sscanf(line + n + 1, "%llu", &v) == 1 && v == want)
+			found = true;
+	}
+	pclose(p);
+	return found;
+}
+
+/*
+ * Observed on main: quotas were per channel only, so one uid multiplied
+ * its caps by opening channels. Here one uid opens three channels; each
+ * asks for a quarter of the pool (two keys of an eighth: within its
+ * channel's 25%), together three quarters, past the uid's default 50%.
+ * The third gets "quota" for both keys and evicts nobody, while a good
+ * worker of another uid (65534, admitted by --group) keeps storing and
+ * verifying its bytes; the inspector shows the uid's use against its cap.
+ */
+Test(hostile, regress_12_uid_quota_binds_all_channels_of_one_uid)
+{
+	static const char *const extra[] = {"--group", "65534", NULL};
+	union ans *a = malloc(sizeof(*a));
+	uint64_t handle[3] = {0}, sz[2], ev, pool, uquota;
+	uint32_t ok[3] = {0}, quota[3] = {0};
+	struct t_raw r[3];
+
+	cr_assert_not_null(a);
+	if (geteuid() != 0)
+		cr_skip("needs root to run the good worker as another uid");
+	good_uid = 65534;
+	restart_with(extra);
+	expect_good_progress(10, "before");
+	ev = T_GSTAT(&srv, evictions);
+	for (int c = 0; c < 3; c++) {
+		struct kvr_key k[2] = {bad_key(7000 + 10 * (uint64_t)c),
+				       bad_key(7001 + 10 * (uint64_t)c)};
+
+		cr_assert_eq(t_raw_connect(srv.sock, 0, &r[c]), 0, "%s",
+			     r[c].w.reason);
+		sz[0] = sz[1] = r[c].w.pool_bytes / 8;
+		t_raw_call(&r[c], KVR_OP_PREPARE_STORE, 0, 0, k, sz, 2, a,
+			   sizeof(*a));
+		cr_assert_eq(a->h.status, 0, "channel %d: status %d", c,
+			     a->h.status);
+		handle[c] = a->h.handle;
+		for (uint32_t i = 0; i < a->h.count; i++) {
+			ok[c] += ans_slots(a)[i].status == KVR_SLOT_OK;
+			quota[c] += ans_slots(a)[i].status == KVR_SLOT_QUOTA;
+		}
+	}
+	pool = r[0].w.pool_bytes;
+	uquota = srv.hdr->quota_uid_reserved_bytes;
+	cr_expect_eq(ok[0] + ok[1], 4u, "the first two channels: %u + %u OK",
+		     ok[0], ok[1]);
+	cr_expect_eq(quota[2], 2u,
+		     "the third channel of one uid got %u OK and %u quota "
+		     "(uid quota %llu of a %llu-byte pool)",
+		     ok[2], quota[2], (unsigned long long)uquota,
+		     (unsigned long long)pool);
+	cr_expect_eq(T_GSTAT(&srv, evictions), ev,
+		     "objects were evicted for the refused keys");
+	expect_good_progress(20, "while one uid holds its uid quota");
+	cr_expect(inspector_shows("uids.0.channels", 3),
+		  "kvring-inspect does not show 3 channels for uid 0");
+	cr_expect(inspector_shows("uids.0.reserved_bytes", pool / 4 * 2),
+		  "kvring-inspect does not show uid 0's reserved bytes");
+	cr_expect(inspector_shows("uids.0.reserved_quota_bytes", uquota),
+		  "kvring-inspect does not show the uid quota");
+	cr_expect(inspector_shows("uids.65534.channels", 1),
+		  "kvring-inspect does not show the good worker's uid");
+	for (int c = 0; c < 3; c++) {
+		if (handle[c])
+			t_raw_call(&r[c], KVR_OP_ABORT_STORE, handle[c], 0,
+				   NULL, NULL, 0, a, sizeof(*a));
+		t_raw_close(&r[c]);
+	}
+	free(a);
+	expect_no_leak("after the uid quota test");
 	finish();
 }

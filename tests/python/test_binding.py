@@ -606,7 +606,9 @@ class ReadmeQuickStartTest(unittest.TestCase):
         # pool per channel, an eighth per chunk) allow it on the default
         # 1 GiB pool.
         srv.extra = ["--quota-reserved", "100%", "--quota-pinned", "100%",
-                     "--max-key-bytes", "100%"]
+                     "--max-key-bytes", "100%",
+                     "--quota-uid-reserved", "100%",
+                     "--quota-uid-pinned", "100%"]
         srv.start()
         try:
             code = readme_python_block()

@@ -277,7 +277,27 @@ Test(config, quotas_default_to_shares_of_the_pool_when_not_given)
 	cr_expect_eq(c.quota_reserved_bytes, 256ull << 20);
 	cr_expect_eq(c.quota_pinned_bytes, 512ull << 20);
 	cr_expect_eq(c.max_key_bytes, 128ull << 20);
+	cr_expect_eq(c.quota_uid_reserved_bytes, 512ull << 20);
+	cr_expect_eq(c.quota_uid_pinned_bytes, 768ull << 20);
 	cr_expect_eq(c.xfer_ms, 30000u);
+}
+
+Test(config, uid_quotas_take_sizes_or_percentages_when_given)
+{
+	const char *a[] = {"--pool-size",
+			   "64M",
+			   "--quota-uid-reserved",
+			   "50%",
+			   "--quota-uid-pinned",
+			   "32M",
+			   NULL};
+	const char *bad[] = {"--quota-uid-pinned", "0%", NULL};
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
+	cr_expect_eq(c.quota_uid_reserved_bytes, 32ull << 20);
+	cr_expect_eq(c.quota_uid_pinned_bytes, 32ull << 20);
+	cr_expect_neq(parse(&c, bad), KVR_CONFIG_RUN);
 }
 
 Test(config, quotas_take_sizes_or_percentages_when_given)

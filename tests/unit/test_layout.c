@@ -27,7 +27,9 @@ Test(layout, geom_places_rings_inside_block_when_valid)
 		      g.channel_bytes);
 	/* abi 4.0: the directory is a segment of its own, a 64-byte entry
 	 * per channel; the control segment does not grow with channels. */
-	cr_expect_eq(g.dir_bytes, 4096, "64 entries, one page");
+	cr_expect_eq(g.dir_bytes, 8192,
+		     "64 entries and 64 uid entries (abi 4.1), two pages");
+	cr_expect_eq(g.uid_off, 64u * 64u);
 }
 
 Test(layout, geom_refuses_bad_capacity_when_not_power_of_two)
@@ -50,7 +52,7 @@ Test(layout, directory_entries_do_not_overlap_when_indexed)
 	cr_assert_eq(kvr_ctl_geom_compute(1, 4096, 8192, &one), 0);
 	cr_expect_eq(g.ctl_bytes, one.ctl_bytes,
 		     "the control segment grew with channels");
-	cr_expect_eq(g.dir_bytes, 4096u * 64u);
+	cr_expect_eq(g.dir_bytes, 4096u * 128u);
 	for (uint32_t i = 0; i < 4096; i += 1365) {
 		char *c = (char *)kvr_chan_dir(base, i);
 

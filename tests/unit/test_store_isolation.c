@@ -338,3 +338,108 @@ Test(store_isolation, namespace_counts_follow_objects_and_evict_frees_unpinned)
 		     -EINVAL);
 	audit();
 }
+
+/* What the uid of @ch holds over all its channels. */
+static struct kvr_store_uid_stats ustats(uint32_t ch)
+{
+	struct kvr_store_uid_stats us;
+
+	cr_assert_eq(kvr_store_uid_stats(s, ch, &us), 0);
+	return us;
+}
+
+/* A pool of 16 units, per-channel quotas of 6 units reserved and pinned,
+ * per-uid quotas of 8: channels 0-2 are uid 1000, channel 3 uid 2000,
+ * channel 4 never opened. */
+static void mk_uids(void)
+{
+	struct kvr_store_config c = store_config(16);
+
+	c.max_xfers_per_chan = 8;
+	c.max_leases_per_chan = 8;
+	c.quota_reserved_bytes = 6 * U;
+	c.quota_pinned_bytes = 6 * U;
+	c.quota_uid_reserved_bytes = 8 * U;
+	c.quota_uid_pinned_bytes = 8 * U;
+	c.max_channels = 5; /* 4: never opened, bound by no uid */
+	c.xfer_ms = 50;
+	c.max_ns = 8;
+	store_create(&c);
+	for (uint32_t ch = 0; ch < 3; ch++)
+		cr_assert_eq(kvr_store_channel_open(s, ch, 0, 1000), 0);
+	cr_assert_eq(kvr_store_channel_open(s, 3, 0, 2000), 0);
+}
+
+Test(store_isolation,
+     prepare_answers_quota_when_a_uids_channels_together_pass_its_quota)
+{
+	struct kvr_key k[3] = {K(200), K(201), K(202)};
+	uint64_t sz[3] = {4 * U, 4 * U, 4 * U}, x0, x1, x2 = 1, x3;
+	struct kvr_slot_desc d[3];
+
+	mk_uids();
+	/* Each channel is within its own 6 units; the uid's 8 are full
+	 * after two of them. */
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 0, 0, &k[0], &sz[0], 1, 0, d, &x0), 1);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k[1], &sz[1], 1, 0, d, &x1), 1);
+	cr_expect_eq(ustats(0).reserved_bytes, 8 * U);
+	cr_expect_eq(ustats(2).channels, 3u);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 2, 0, &k[2], &sz[2], 1, 0, d, &x2), 0);
+	cr_expect_eq(d[0].status, KVR_SLOT_QUOTA, "status %d", d[0].status);
+	cr_expect_eq(x2, 0u);
+	cr_expect_eq(ustats(2).quota_denied, 1u);
+	cr_expect_eq(cstats(2).quota_denied, 1u);
+	audit();
+	/* Another uid has its own aggregate: its 4 units fit. */
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 3, 0, &k[2], &sz[2], 1, 0, d, &x3), 1);
+	cr_expect_eq(ustats(3).reserved_bytes, 4 * U);
+	cr_expect_eq(ustats(3).quota_denied, 0u);
+	/* A commit frees the uid's quota as it frees the channel's. */
+	cr_assert_eq(kvr_store_commit_store(s, 0, x0, 0), 0);
+	cr_expect_eq(ustats(1).reserved_bytes, 4 * U);
+	cr_assert_eq(kvr_store_abort_store(s, 3, x3, 0), 0);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 2, 0, &k[2], &sz[2], 1, 0, d, &x2), 1);
+	audit();
+	/* Closing a channel releases its share, and the last channel of a
+	 * uid frees the uid's entry. */
+	cr_assert_eq(kvr_store_channel_close(s, 1, 0, NULL), 0);
+	cr_expect_eq(ustats(0).reserved_bytes, 4 * U);
+	cr_expect_eq(ustats(0).channels, 2u);
+	cr_assert_eq(kvr_store_channel_close(s, 3, 0, NULL), 0);
+	cr_expect_eq(
+	    kvr_store_uid_stats(s, 3, &(struct kvr_store_uid_stats){0}),
+	    -ENOENT);
+	audit();
+}
+
+Test(store_isolation, pins_stop_at_uid_pin_quota_when_its_channels_pin)
+{
+	struct kvr_key k[4] = {K(0), K(1), K(2), K(3)};
+	struct kvr_slot_desc d[4];
+	uint64_t lease = 0, rx = 0;
+
+	mk_uids();
+	store_n(4, 0, 2, 2 * U, 0);
+	store_n(4, 2, 2, 2 * U, 0);
+	/* Channel 0 pins 6 units (its own quota), channel 1 then only the
+	 * 2 the uid has left, channel 2 none; channel 3 (another uid) 6. */
+	cr_expect_eq(kvr_store_lookup(s, 0, 0, k, 4, true, 0, &lease), 3);
+	cr_expect_eq(kvr_store_prepare_retrieve(s, 1, 0, k, 4, 0, d, &rx), 1);
+	cr_expect_eq(ustats(1).pinned_bytes, 8 * U);
+	cr_expect_eq(kvr_store_prepare_retrieve(s, 2, 0, k, 4, 0, d, &rx),
+		     -EDQUOT);
+	cr_expect_geq(ustats(2).quota_denied, 2u);
+	cr_expect_eq(kvr_store_prepare_retrieve(s, 3, 0, k, 4, 0, d, &rx), 3);
+	cr_expect_eq(ustats(3).pinned_bytes, 6 * U);
+	audit();
+	/* Redeeming within the uid moves pins, not the uid's total. */
+	cr_expect_eq(
+	    kvr_store_prepare_retrieve_lease(s, 2, lease, 0, d, 4, &rx), 3);
+	cr_expect_eq(ustats(2).pinned_bytes, 8 * U);
+	audit();
+}

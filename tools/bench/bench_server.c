@@ -215,7 +215,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
  * them lifted; an older kvringd, named for an A/B run, must not be given
  * options it does not know.
  */
-static bool kvringd_has_quotas(const char *bin)
+static bool kvringd_has_opt(const char *bin, const char *opt)
 {
 	char cmd[PATH_MAX + 32], line[256];
 	bool yes = false;
@@ -226,7 +226,7 @@ static bool kvringd_has_quotas(const char *bin)
 	if (!p)
 		return false;
 	while (fgets(line, sizeof(line), p))
-		if (strstr(line, "--quota-reserved"))
+		if (strstr(line, opt))
 			yes = true;
 	pclose(p);
 	return yes;
@@ -284,7 +284,7 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 	    .start_timeout_ms = 120000,
 	};
 	char pool[32], spin[16], workers[16], all[] = "100%";
-	const char *argv[40];
+	const char *argv[44];
 	int na = 0, rc;
 
 	memset(s, 0, sizeof(*s));
@@ -306,7 +306,7 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 	argv[na++] = workers;
 	argv[na++] = "--log-level";
 	argv[na++] = "info";
-	if (kvringd_has_quotas(s->d.bin)) {
+	if (kvringd_has_opt(s->d.bin, "--quota-reserved")) {
 		argv[na++] = "--quota-reserved";
 		argv[na++] = all;
 		argv[na++] = "--quota-pinned";
@@ -314,7 +314,14 @@ int bench_server_start_args(const struct bench_run_opts *o, uint64_t pool_bytes,
 		argv[na++] = "--max-key-bytes";
 		argv[na++] = all;
 	}
-	for (int i = 0; extra && extra[i] && na < 37; i++)
+	/* The per-uid ones too (ABI 4.1): a multi-worker cell is one uid. */
+	if (kvringd_has_opt(s->d.bin, "--quota-uid-reserved")) {
+		argv[na++] = "--quota-uid-reserved";
+		argv[na++] = all;
+		argv[na++] = "--quota-uid-pinned";
+		argv[na++] = all;
+	}
+	for (int i = 0; extra && extra[i] && na < 41; i++)
 		argv[na++] = extra[i];
 	/* The histogram switch (bench_hist.c runs both sides). */
 	if (o->no_histograms)

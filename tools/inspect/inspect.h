@@ -174,6 +174,13 @@ const struct kvr_channel_shm *ins_chan_block(const struct ins_attach *a,
 
 /* ==== Snapshot: a private copy of everything rendered (snapshot.c) ==== */
 
+/* One uid's aggregate over its channels (abi 4.1, the directory's table). */
+struct ins_uid_snap {
+	uint32_t uid, channels;
+	uint64_t reserved_bytes, pinned_bytes, quota_denied;
+};
+#define INS_UIDS_MAX 256 /* shown; more are counted in uids_omitted */
+
 /* One ring as kvr_ring_check() saw it. */
 struct ins_ring_snap {
 	int rc; /* kvr_ring_check() result */
@@ -267,6 +274,10 @@ struct ins_snap {
 	uint32_t nchan; /* entries in ch (max_channels when geometry ok
 			   and the directory could be opened) */
 	int dir_rc;	/* 0, or why the channel directory is unreadable */
+	/* Per-uid aggregates and their limits (abi 4.1; 0: none). */
+	uint64_t quota_uid_reserved, quota_uid_pinned;
+	uint32_t nuid, uids_omitted;
+	struct ins_uid_snap uids[INS_UIDS_MAX];
 	struct ins_chan_snap *ch;
 	/* Observability region (obs.c). obs_ok: its geometry matched. */
 	bool obs_ok;

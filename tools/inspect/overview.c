@@ -225,11 +225,35 @@ static void emit_server(struct kvr_em *e, const struct ins_target *t,
 	kvr_em_u64(e, "quota_reserved_bytes", s->quota_reserved);
 	kvr_em_u64(e, "quota_pinned_bytes", s->quota_pinned);
 	kvr_em_u64(e, "max_key_bytes", s->max_key_bytes);
+	kvr_em_u64(e, "quota_uid_reserved_bytes", s->quota_uid_reserved);
+	kvr_em_u64(e, "quota_uid_pinned_bytes", s->quota_uid_pinned);
 	kvr_em_u64(e, "quota_denied", s->quota_denied);
 	kvr_em_u64(e, "xfers_expired", s->xfers_expired);
 	kvr_em_u64(e, "corrupt_dropped", s->corrupt_dropped);
 	kvr_em_u64(e, "corrupt_unconfirmed", s->corrupt_unconfirmed);
 	kvr_em_u64(e, "max_keys", s->max_keys);
+}
+
+/* Each uid's use of the pool against the uid quotas (issue 12): all its
+ * channels together. */
+static void emit_uids(struct kvr_em *e, const struct ins_snap *s)
+{
+	kvr_em_u64(e, "uids_omitted", s->uids_omitted);
+	kvr_em_arr(e, "uids");
+	for (uint32_t i = 0; i < s->nuid; i++) {
+		const struct ins_uid_snap *u = &s->uids[i];
+
+		kvr_em_item(e, u->uid);
+		kvr_em_u64(e, "uid", u->uid);
+		kvr_em_u64(e, "channels", u->channels);
+		kvr_em_u64(e, "reserved_bytes", u->reserved_bytes);
+		kvr_em_u64(e, "reserved_quota_bytes", s->quota_uid_reserved);
+		kvr_em_u64(e, "pinned_bytes", u->pinned_bytes);
+		kvr_em_u64(e, "pinned_quota_bytes", s->quota_uid_pinned);
+		kvr_em_u64(e, "quota_denied", u->quota_denied);
+		kvr_em_end(e);
+	}
+	kvr_em_end(e);
 }
 
 /*
@@ -248,6 +272,7 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 	ins_obs_emit_server(&e, s, prev);
 	emit_rates(&e, s, prev);
 	ins_l2_emit(&e, &s->l2);
+	emit_uids(&e, s);
 	kvr_em_arr(&e, "channels");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];

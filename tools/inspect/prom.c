@@ -377,6 +377,44 @@ static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
  * twice. Channels are included as in the overview (in use, or all with
  * @all). Flushes, so a scraper reading a pipe gets the whole text.
  */
+/* Each uid's use against the uid quotas (abi 4.1): all its channels. */
+static void prom_uids(FILE *f, const struct ins_snap *s)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"kvring_uid_channels", "gauge", "Channels open by the uid."},
+	    {"kvring_uid_reserved_bytes", "gauge",
+	     "Bytes all channels of the uid hold reserved."},
+	    {"kvring_uid_pinned_bytes", "gauge",
+	     "Bytes all channels of the uid hold pinned."},
+	    {"kvring_uid_quota_denied_total", "counter",
+	     "Keys and pins the uid quotas refused (while the uid stays)."},
+	};
+
+	prom_u64(f, "kvring_quota_uid_reserved_bytes", "gauge",
+		 "Reserved bytes one uid may hold over all its channels "
+		 "(--quota-uid-reserved; 0: none).",
+		 s->quota_uid_reserved);
+	prom_u64(f, "kvring_quota_uid_pinned_bytes", "gauge",
+		 "Pinned bytes one uid may hold over all its channels "
+		 "(--quota-uid-pinned; 0: none).",
+		 s->quota_uid_pinned);
+	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
+		prom_head(f, fam[m].name, fam[m].type, fam[m].help);
+		for (uint32_t i = 0; i < s->nuid; i++) {
+			const struct ins_uid_snap *u = &s->uids[i];
+			uint64_t v = m == 0   ? u->channels
+				     : m == 1 ? u->reserved_bytes
+				     : m == 2 ? u->pinned_bytes
+					      : u->quota_denied;
+
+			fprintf(f, "%s{uid=\"%" PRIu32 "\"} %" PRIu64 "\n",
+				fam[m].name, u->uid, v);
+		}
+	}
+}
+
 void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 		   const struct ins_snap *s)
 {
@@ -384,6 +422,7 @@ void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 	prom_server(f, s);
 	ins_l2_prom(f, &s->l2);
 	prom_channels(f, s, all);
+	prom_uids(f, s);
 	prom_ops(f, s, all);
 	prom_rings(f, s, all, "kvring_channel_ring_capacity_bytes", "gauge",
 		   "Ring data capacity.", RV_CAP);

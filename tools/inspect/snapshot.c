@@ -194,6 +194,30 @@ static void snap_gstats(struct ins_snap *s, struct kvr_gstats_shm *g)
 	s->loop_wakeups = LD(g->loop_wakeups);
 }
 
+/* The uids in use, from the directory's per-uid table (relaxed: each
+ * value is only displayed; the server stores channels last). */
+static void snap_uids(const struct ins_attach *a, struct ins_snap *s)
+{
+	for (uint32_t i = 0; i < a->g.max_channels; i++) {
+		struct kvr_uid_use_shm *u = kvr_uid_use(a->dir.base, &a->g, i);
+		struct ins_uid_snap *o;
+		uint32_t n = LD(u->channels);
+
+		if (!n)
+			continue;
+		if (s->nuid == INS_UIDS_MAX) {
+			s->uids_omitted++;
+			continue;
+		}
+		o = &s->uids[s->nuid++];
+		o->channels = n;
+		o->uid = LD(u->uid);
+		o->reserved_bytes = LD(u->reserved_bytes);
+		o->pinned_bytes = LD(u->pinned_bytes);
+		o->quota_denied = LD(u->quota_denied);
+	}
+}
+
 /*
  * Fills *s from the mapping. s->ch must have room for max_channels
  * entries (ins_chan_alloc()); it is kept, everything else is overwritten.
@@ -243,6 +267,8 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	s->quota_reserved = h->quota_reserved_bytes;
 	s->quota_pinned = h->quota_pinned_bytes;
 	s->max_key_bytes = h->max_key_bytes;
+	s->quota_uid_reserved = h->quota_uid_reserved_bytes;
+	s->quota_uid_pinned = h->quota_uid_pinned_bytes;
 	s->xfer_ms = h->xfer_ms;
 	s->uid = h->server_uid;
 	s->start_real_ns = h->start_realtime_ns;
@@ -255,6 +281,7 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 		s->nchan = a->g.max_channels;
 		for (uint32_t i = 0; i < s->nchan; i++)
 			snap_chan(a, i, &s->ch[i]);
+		snap_uids(a, s);
 	}
 	ins_obs_snap(a, s);
 	ins_bus_armed = 0;

@@ -166,7 +166,10 @@ struct kvr_ctl_hdr_shm {
 	uint64_t max_key_bytes;	       /* 400: --max-key-bytes */
 	uint32_t xfer_ms;	       /* 408: --xfer-ms */
 	uint32_t pad_q;		       /* 412 */
-	uint8_t pad0[352];	       /* 416 .. 768 */
+	/* Per-uid aggregate limits (abi 4.1; 0 = none). */
+	uint64_t quota_uid_reserved_bytes; /* 416: --quota-uid-reserved */
+	uint64_t quota_uid_pinned_bytes;   /* 424: --quota-uid-pinned */
+	uint8_t pad0[336];		   /* 432 .. 768 */
 
 	/* Live (768): on their own cache lines, server-written. */
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, every heartbeat_ms */
@@ -193,6 +196,9 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_zeroed_bytes) == 784,
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, dir_fd) == 344, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_uid_reserved_bytes) ==
+		   416,
+	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_reserved_bytes) == 384,
 	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_gstats_shm, quota_denied) == 192, "ABI");
@@ -424,6 +430,25 @@ _Static_assert(offsetof(struct kvr_chan_dir_shm, pid_start) == 24, "ABI");
 _Static_assert(offsetof(struct kvr_chan_dir_shm, connected_ns) == 40, "ABI");
 _Static_assert(sizeof(struct kvr_chan_dir_shm) == 64, "ABI: docs/layout.md");
 
+/*
+ * The per-uid table (abi 4.1): max_channels 64-byte entries in the
+ * directory memfd at uid_off, right after the channel entries, so that
+ * only the server and the inspector see which uids hold what. Entry i is
+ * the store's uid slot i. Written by the server's loop thread only, with
+ * relaxed stores: each value stands alone and is only displayed. An
+ * entry with channels 0 is unused; a reused entry may show one frame
+ * mixing two uids.
+ */
+struct kvr_uid_use_shm {
+	_Atomic uint32_t channels;	 /* 0: channels of this uid; 0 unused */
+	_Atomic uint32_t uid;		 /* 4 */
+	_Atomic uint64_t reserved_bytes; /* 8: rounded, all its channels */
+	_Atomic uint64_t pinned_bytes;	 /* 16 */
+	_Atomic uint64_t quota_denied;	 /* 24: the uid quotas refused */
+	uint8_t pad[32];		 /* 32 .. 64 */
+};
+_Static_assert(sizeof(struct kvr_uid_use_shm) == 64, "ABI: docs/layout.md");
+
 /* Geometry computed from the ring capacities (both powers of two). */
 struct kvr_ctl_geom {
 	uint32_t max_channels;
@@ -431,9 +456,9 @@ struct kvr_ctl_geom {
 	uint32_t resp_ring_cap;
 	uint32_t channel_bytes; /* page-rounded size of one channel block */
 	uint32_t dir_bytes;	/* the directory memfd, page-rounded */
-	uint32_t pad;
-	uint64_t ctl_bytes;    /* header + observability, page-rounded */
-	uint32_t req_ring_off; /* within a channel block */
+	uint32_t uid_off;	/* its per-uid table (abi 4.1) */
+	uint64_t ctl_bytes;	/* header + observability, page-rounded */
+	uint32_t req_ring_off;	/* within a channel block */
 	uint32_t resp_ring_off;
 };
 
@@ -455,6 +480,13 @@ uint64_t kvr_layout_hash(void);
 static inline struct kvr_chan_dir_shm *kvr_chan_dir(void *dir_base, uint32_t i)
 {
 	return (struct kvr_chan_dir_shm *)dir_base + i;
+}
+
+/* Per-uid entry i of the directory at @dir_base (same rule as above). */
+static inline struct kvr_uid_use_shm *
+kvr_uid_use(void *dir_base, const struct kvr_ctl_geom *g, uint32_t i)
+{
+	return (struct kvr_uid_use_shm *)((char *)dir_base + g->uid_off) + i;
 }
 
 /* Errors-by-code bucket for an error (0..KVR_ERR_SLOTS-1); the inspector

@@ -68,10 +68,14 @@ struct kvr_store_config {
 	uint64_t quota_reserved_bytes; /* per channel, rounded; 0 = none */
 	uint64_t quota_pinned_bytes;   /* per channel, rounded; 0 = none */
 	uint64_t max_key_bytes;	       /* per key; 0 = the pool */
-	uint32_t xfer_ms;	       /* open transfer's lifetime */
-	uint32_t max_ns;	       /* namespace ids are < max_ns */
-	uint32_t id_key[4];	       /* id cipher key (getrandom); 0 =
-					  derived from hash_seed (tests) */
+	/* Per uid, summed over every opened channel of that uid (channels
+	 * never opened, and trusted ones, are exempt); 0 = none. */
+	uint64_t quota_uid_reserved_bytes;
+	uint64_t quota_uid_pinned_bytes;
+	uint32_t xfer_ms;   /* open transfer's lifetime */
+	uint32_t max_ns;    /* namespace ids are < max_ns */
+	uint32_t id_key[4]; /* id cipher key (getrandom); 0 =
+			       derived from hash_seed (tests) */
 };
 
 /* Global counters; the control segment's stats block mirrors them. */
@@ -131,6 +135,17 @@ struct kvr_store_chan_stats {
 				    transfer or lease; 0 when none */
 	uint64_t quota_denied;	 /* keys and pins its quotas refused */
 	uint64_t xfers_expired;	 /* its transfers reclaimed at deadline */
+};
+
+/* What all channels of one uid hold together (kvr_store_uid_stats). */
+struct kvr_store_uid_stats {
+	uint32_t slot; /* 0..max_channels-1, stable while used */
+	uint32_t uid;
+	uint32_t channels; /* opened channels of this uid; 0: unused */
+	uint32_t pad;
+	uint64_t reserved_bytes; /* rounded, against quota_uid_reserved */
+	uint64_t pinned_bytes;	 /* rounded, against quota_uid_pinned */
+	uint64_t quota_denied;	 /* keys and pins the uid quotas refused */
 };
 
 /* What kvr_store_channel_close() released. */
@@ -307,6 +322,18 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
  */
 int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			   uint32_t uid);
+
+/*
+ * kvr_store_uid_stats - what the uid of channel @ch holds over all its
+ * channels, and its slot; kvr_store_uid_slot_stats - the same by slot
+ * (channels 0: the slot is unused, e.g. after the uid's last channel
+ * closed). O(1); kvringd publishes them after each batch.
+ * Return: 0; -ENOENT @ch was never opened; -EINVAL bad @ch or @slot.
+ */
+int kvr_store_uid_stats(const struct kvr_store *s, uint32_t ch,
+			struct kvr_store_uid_stats *out);
+int kvr_store_uid_slot_stats(const struct kvr_store *s, uint32_t slot,
+			     struct kvr_store_uid_stats *out);
 
 /*
  * kvr_store_expire - drop leases whose deadline is <= now_ns, earliest
