@@ -33,6 +33,7 @@
 
 #include "chan.h"
 #include "listen.h"
+#include "nofile.h"
 #include "notify.h"
 #include "prefault.h"
 #include "srv.h"
@@ -787,6 +788,11 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 	if (getrandom(s->boot_id, sizeof(s->boot_id), 0) < 0)
 		memcpy(s->boot_id, &(uint64_t){kvr_clock_now_ns()}, 8);
 
+	/* Before any descriptor is made: a limit too low for --max-workers
+	 * is a clear refusal now, not EMFILE at some later connect. */
+	rc = kvr__nofile_raise(cfg);
+	if (rc < 0)
+		goto fail;
 	rc = kvr__listen_lock(s);
 	if (rc < 0)
 		goto fail;
