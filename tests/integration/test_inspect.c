@@ -1225,6 +1225,42 @@ Test(inspect, dump_decodes_records_when_rings_hold_messages)
 	fake_close(&f);
 }
 
+/*
+ * A producer stores the batch's first header (R3), then the tail (R1):
+ * the dump must show what the tail it read covers, not a record it finds
+ * by its header past that tail (docs/ring.md, protocol 6).
+ */
+Test(inspect, dump_stops_at_the_tail_when_a_record_is_past_it)
+{
+	struct kvr_key k = {0x3333, 0x4444};
+	struct kvr_req_view req = {
+	    .op = KVR_OP_LOOKUP, .hdr = {.req_id = 79, .count = 1}, .keys = &k};
+	_Alignas(8) char buf[128];
+	struct kvr_ring_shm *rs;
+	struct t_json *j;
+	struct fake f;
+	struct run r;
+	uint64_t tail;
+	int len;
+
+	fake_create(&f, "kvring-t.ctl", 0);
+	rs = fake_ring(&f, 1, false);
+	tail = atomic_load(&rs->tail);
+	len = kvr_req_encode(&req, buf, sizeof(buf));
+	cr_assert_gt(len, 0);
+	ring_put(rs, KVR_OP_LOOKUP, buf, (uint32_t)len);
+	/* As if the tail store had not landed yet. */
+	atomic_store(&rs->tail, tail);
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "1", "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_null(strstr(r.out, "\"req_id\":79"), "%s", r.out);
+	j = jparse_run(&r);
+	cr_expect_eq(JN(j, "req_ring.nr_records"), 1, "%s", r.out);
+	t_json_free(j);
+	run_free(&r);
+	fake_close(&f);
+}
+
 Test(inspect, dump_reports_bad_record_when_payload_is_malformed)
 {
 	struct fake f;
