@@ -971,9 +971,14 @@ Test(inspect, check_says_the_directory_is_unreadable_when_run_as_another_uid)
 	run_free(&r);
 	/* Without --check: the header is shown, no channel's pid. */
 	r = RUN("--dir", tmpdir, "--name", "kvring-t");
-	spawn_uid = 0;
 	cr_expect_eq(r.status, 0, "status %d: %s %s", r.status, r.out, r.err);
 	cr_expect(!strstr(r.out, "channels.1."), "%s", r.out);
+	run_free(&r);
+	/* --dump says why, not "channel is free". */
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--dump", "1");
+	spawn_uid = 0;
+	cr_expect_eq(r.status, 1, "status %d: %s %s", r.status, r.out, r.err);
+	cr_expect(strstr(r.err, "directory cannot be read"), "%s", r.err);
 	run_free(&r);
 	/* As this process's uid (the creator's), the block is there. */
 	fake_beat(&f);

@@ -334,6 +334,14 @@ int ins_dump_run(const struct ins_opts *o, const struct ins_attach *a,
 	struct kvr_em e;
 	int rc1, rc2, brc = -ENOENT;
 
+	/* No directory (abi 4.0: not root nor kvringd's uid): no channel
+	 * is known, which must not read as "free". */
+	if (s->dir_rc < 0) {
+		ins_err("dump channel %u: the channel directory cannot be read "
+			"(%s); run kvring-inspect as root or as kvringd's uid",
+			o->dump_channel, kvr_strerror(s->dir_rc));
+		return INS_EXIT_RUNTIME;
+	}
 	/* Its own block, mapped for the generation the snapshot shows. */
 	base = c->state == KVR_CHAN_FREE
 		   ? NULL
