@@ -189,6 +189,7 @@ static void cold_upload(struct kvr_srv *s)
 {
 	struct kvr_l2 *l2 = s->l2;
 	struct kvr_store_stats st;
+	const uint64_t *sums;
 	uint32_t queued;
 
 	if (!l2->up)
@@ -227,10 +228,16 @@ static void cold_upload(struct kvr_srv *s)
 		j->ns_fp = ns_fp(s, ns);
 		j->owner = pin;
 		j->evict = 1;
+		sums = kvr_store_last_sums(s->store);
 		for (int i = 0; i < n; i++) {
 			j->it[i].key = l2->keys[i];
 			j->it[i].off = l2->slots[i].off;
 			j->it[i].len = l2->slots[i].len;
+			/* As at commit: the storer's sum, not a new hash. */
+			if (l2->slots[i].reserved & KVR_SLOT_F_SUM) {
+				j->it[i].has_sum = 1;
+				j->it[i].sum = sums[i];
+			}
 			bytes += l2->slots[i].len;
 		}
 		l2->cold_bytes += bytes;

@@ -173,11 +173,14 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 	w = &s->own[o];
 	for (uint32_t i = 0; i < w->nr; i++) {
 		const struct obj *b = &s->obj[w->objs[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK, 0};
+		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		keys[i].lo = b->lo;
 		keys[i].hi = b->hi;
 		slots[i] = d;
+		s->last_sums[i] =
+		    b->sum; /* kvr_store_last_sums(); max <= max_keys */
 	}
 	*ns_out = ns;
 	*xfer_out = w->id;

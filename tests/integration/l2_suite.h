@@ -91,6 +91,20 @@ static inline struct kvr_key *l2t_keys_for(struct kvr_client *c, uint32_t r,
 	return k;
 }
 
+/* A worker of @s with per-chunk checksums (KVR_CHECKSUM_ON). */
+static inline struct kvr_client *l2t_connect_summing(const struct wsrv *s)
+{
+	struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256];
+	int rc;
+
+	o.checksum = KVR_CHECKSUM_ON;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	cr_assert_eq(rc, 0, "connect %s: %d %s", s->sock, rc, err);
+	return c;
+}
+
 /* Uploads of server @s that ended: stored, found present, or failed. */
 static inline uint64_t l2t_up_ended(const struct wsrv *s)
 {

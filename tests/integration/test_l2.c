@@ -566,20 +566,6 @@ Test(l2, upload_pins_outlive_the_transfer_deadline_when_redis_stalls)
 	free(k);
 }
 
-/* A worker of @s with per-chunk checksums (KVR_CHECKSUM_ON). */
-static struct kvr_client *connect_summing(const struct wsrv *s)
-{
-	struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
-	struct kvr_client *c = NULL;
-	char err[256];
-	int rc;
-
-	o.checksum = KVR_CHECKSUM_ON;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "connect %s: %d %s", s->sock, rc, err);
-	return c;
-}
-
 Test(l2, chunk_loaded_from_l2_carries_its_sum_for_verify_workers)
 {
 	/* The L2 header's payload sum is verified against the bytes as they
@@ -594,7 +580,7 @@ Test(l2, chunk_loaded_from_l2_carries_its_sum_for_verify_workers)
 	l2t_start(&s1, url, NULL);
 	l2t_start(&s2, url, NULL);
 	k = store_on_s1(30, 8); /* a worker without checksums stored them */
-	c = connect_summing(&s2);
+	c = l2t_connect_summing(&s2);
 	cr_assert_eq(kvr_lookup_l2(c, k, 8, NULL, NULL), 8, "lookup_l2: %s",
 		     kvr_client_errmsg(c));
 	cr_assert_eq(kvr_prepare_retrieve(c, k, 8, &x), 0);
@@ -627,7 +613,7 @@ Test(l2, chunk_damaged_in_the_pool_after_commit_is_never_served_from_l2)
 	redis_up(NULL);
 	l2t_start(&s1, url, NULL);
 	l2t_start(&s2, url, NULL);
-	c1 = connect_summing(&s1);
+	c1 = l2t_connect_summing(&s1);
 	k = l2t_keys_for(c1, 31, 4);
 	cr_assert_eq(kvr_prepare_store(c1, k, sizes, 4, &x), 0);
 	cr_assert_eq(x.nslots, 4);

@@ -140,6 +140,50 @@ Test(l2_evict, uploads_cold_chunks_before_evicting_them)
 	free(k);
 }
 
+Test(l2_evict, chunk_damaged_in_the_pool_is_uploaded_with_its_storers_sum)
+{
+	/* As test_l2's commit-mode case: a worker with checksums stored
+	 * request 4000, then one of its chunks changes in the pool. It is
+	 * uploaded only when it nears eviction, with the sum the worker sent,
+	 * so the other host finds it corrupt instead of serving it. */
+	uint64_t sizes[BATCH] = {CHUNK, CHUNK, CHUNK, CHUNK};
+	struct kvr_client *c1, *cs, *c2;
+	unsigned char *slot2;
+	struct kvr_key *k;
+	struct kvr_xfer x;
+
+	t_redis_start(&rds, NULL);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
+	start(&s1, "evict");
+	start(&s2, "none");
+	cs = l2t_connect_summing(&s1);
+	k = l2t_keys_for(cs, 4000, BATCH);
+	cr_assert_eq(kvr_prepare_store(cs, k, sizes, BATCH, &x), 0);
+	for (uint32_t i = 0; i < BATCH; i++) {
+		cr_assert_eq(x.slots[i].status, KVR_SLOT_OK);
+		wsrv_fill(&k[i], x.slots[i].ptr, CHUNK);
+	}
+	slot2 = x.slots[2].ptr; /* the pool stays mapped after the commit */
+	cr_assert_eq(kvr_commit_store(cs, &x), 0, "%s", kvr_client_errmsg(cs));
+	slot2[4096] ^= 0x5a;
+	/* 80 MiB more through the 64 MiB pool: request 4000 goes first. */
+	c1 = wsrv_connect(&s1, 0, 5000);
+	fill(&s1, c1, 5000, 20);
+	cr_assert_eq(kvr_lookup(c1, k, BATCH, NULL), 0,
+		     "request 4000 should be evicted from server 1");
+	c2 = wsrv_connect(&s2, 0, 5000);
+	cr_expect_eq(kvr_lookup_l2(c2, k, BATCH, NULL, NULL), 2,
+		     "the prefix ends at the damaged chunk");
+	cr_expect_eq(T_L2(&s2.t, corrupt), 1);
+	cr_expect_eq(wsrv_retrieve_check(c2, k, BATCH, CHUNK), 2);
+	kvr_close(c2);
+	kvr_close(c1);
+	kvr_close(cs);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
 static bool drops_match(void *arg)
 {
 	const struct wsrv *s = arg;

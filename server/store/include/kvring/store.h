@@ -433,9 +433,11 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
  * up the coldest @zone_bytes of the LRU (the next to be evicted). All are
  * of one namespace (the coldest one's). Their recency is not touched. keys[i]
  * and slots[i] describe the i-th pinned object (the order kvr_store_l2_saved
- * expects). Return: how many were pinned (0: none without a copy in reach, and
- * *xfer_out is 0), or -EINVAL (bad ch, NULL outputs, max 0), -EBUSY (the
- * channel's transfer limit), -ENOMEM (nothing changed).
+ * expects); an object stored with a sum has KVR_SLOT_F_SUM in
+ * slots[i].reserved and its sum in kvr_store_last_sums()[i]. Return: how many
+ * were pinned (0: none without a copy in reach, and *xfer_out is 0), or -EINVAL
+ * (bad ch, NULL outputs, max 0), -EBUSY (the channel's transfer limit), -ENOMEM
+ * (nothing changed).
  */
 int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 		      uint64_t zone_bytes, uint64_t now_ns,
@@ -471,8 +473,8 @@ int kvr_store_set_sums(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 /*
  * kvr_store_last_sums - the sums of the slots the last successful
- * kvr_store_prepare_retrieve(_lease) wrote, one per slot (a slot whose
- * object has no sum carries 0, and its out[].reserved lacks
+ * kvr_store_prepare_retrieve(_lease) or kvr_store_l2_cold wrote, one per slot
+ * (a slot whose object has no sum carries 0, and its out[].reserved lacks
  * KVR_SLOT_F_SUM). Valid until the next call into the store.
  */
 const uint64_t *kvr_store_last_sums(const struct kvr_store *s);
