@@ -32,7 +32,14 @@
  * pre-fault, which is reported separately) against a warm one, and
  * splits each timed kvring store into its phases (prepare round trip,
  * copy, commit round trip; p50 of each) so that what a store costs
- * beyond memcpy is named in every run.
+ * beyond memcpy is named in every run. Then "kvring_stream": kvring
+ * stores and memcpy_cold (the same copy into memory not touched for a
+ * long time, as a fresh slot is) alternate back to back, without the
+ * other subjects and pauses between them, as a worker streaming stores
+ * would run; it shows what the protocol costs when neither side's caches
+ * were emptied by the other subjects meanwhile. (memcpy into the slots
+ * the store just wrote would be no baseline here: they are still in the
+ * cache, and that copy runs several times faster than any store.)
  *
  * Every chunk is a copy of one source pattern stamped with its key (first
  * and last word). Retrieves check every stamp, and one request per cell
@@ -106,6 +113,10 @@ struct cell {
 	/* store, kvring only: p50 ns of prepare, copy and commit */
 	bool phases;
 	double phase_p50[3];
+	/* store, kvring only: the back-to-back run (kvring_stream) */
+	bool stream;
+	uint64_t stream_reps;
+	double stream_p50, stream_mc_p50, stream_ratio_med, stream_ph[3];
 	/* store only: the first store of a fresh connection */
 	bool first;
 	double first_gbps, first_warm_gbps, attach_ms, prefault_ms;
@@ -454,6 +465,49 @@ static int first_touch(struct xfer_ctx *x, uint64_t b, uint32_t n,
 	return 0;
 }
 
+/* p50 of the @k-th of every 3 entries of @ph, sorted into @tmp. */
+static double phase_p50(const uint64_t *ph, int k, uint64_t reps, uint64_t *tmp)
+{
+	for (uint64_t r = 0; r < reps; r++)
+		tmp[r] = ph[3 * r + (uint64_t)k];
+	bench_sort_u64(tmp, reps);
+	return (double)bench_percentile(tmp, reps, 50);
+}
+
+/*
+ * kvring_stream: @reps pairs of memcpy_cold and a kvring store, back to
+ * back (the wake ping before each store stays, untimed). @kv, @mc and @ph
+ * are scratch of reps (3 x reps) entries.
+ */
+static int run_stream(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t reps,
+		      struct cell *c, uint64_t *kv, uint64_t *mc, uint64_t *ph)
+{
+	double *r = calloc(reps, sizeof(*r));
+	uint64_t w;
+	int rc = r ? kv_store(x, x->shm, b, n, &w) : -ENOMEM;
+
+	for (uint64_t i = 0; rc == 0 && i < reps; i++) {
+		rc = mc_cold_store(x, b, n, &mc[i]);
+		if (rc == 0)
+			rc = kv_store_ph(x, x->shm, b, n, &kv[i], &ph[3 * i]);
+		if (rc == 0)
+			r[i] = kv[i] ? (double)mc[i] / (double)kv[i] : 0;
+	}
+	if (rc == 0) {
+		bench_sort_u64(kv, reps);
+		c->stream_p50 = (double)bench_percentile(kv, reps, 50);
+		c->stream_ratio_med = bench_median_f64(r, reps);
+		for (int k = 0; k < 3; k++)
+			c->stream_ph[k] = phase_p50(ph, k, reps, kv);
+		bench_sort_u64(mc, reps);
+		c->stream_mc_p50 = (double)bench_percentile(mc, reps, 50);
+		c->stream_reps = reps;
+		c->stream = true;
+	}
+	free(r);
+	return rc;
+}
+
 static uint64_t reps_for(const struct xfer_ctx *x, uint64_t req)
 {
 	uint64_t target = x->o.quick ? (64ull << 20) : (1ull << 30);
@@ -629,15 +683,15 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			summarize(&res[s], ns[s], reps, req, ns[S_MEMCPY]);
 	if (!x->retrieve) {
 		/* Each phase's p50 on its own (they need not add up to the
-		 * request's p50). ns[S_MEMCPY] is free for reuse now. */
-		for (int k = 0; k < 3; k++) {
-			for (uint64_t r = 0; r < reps; r++)
-				ns[S_MEMCPY][r] = ph[3 * r + (uint64_t)k];
-			bench_sort_u64(ns[S_MEMCPY], reps);
+		 * request's p50). ns[] are free for reuse now. */
+		for (int k = 0; k < 3; k++)
 			res[S_KVRING].phase_p50[k] =
-			    (double)bench_percentile(ns[S_MEMCPY], reps, 50);
-		}
+			    phase_p50(ph, k, reps, ns[S_MEMCPY]);
 		res[S_KVRING].phases = true;
+		rc = run_stream(x, b, n, reps, &res[S_KVRING], ns[S_KVRING],
+				ns[S_MEMCPY], ph);
+		if (rc < 0)
+			goto out;
 	}
 	/* Fresh connections for the first-touch store (8-ish chunks). */
 	if (!x->retrieve && ci == x->nchunks / 2)
@@ -745,6 +799,37 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			       subj_name[s], c->reps, c->p50 / 1e3,
 			       c->p99 / 1e3, c->gbps, rm, rc, rz);
 		}
+	}
+	if (res[S_KVRING].stream && x->o.json) {
+		const struct cell *c = &res[S_KVRING];
+		struct bench_json j;
+
+		bench_json_begin(&j, x->scenario, "kvring_stream");
+		bench_json_u64(&j, "bytes", b);
+		bench_json_u64(&j, "chunks", n);
+		bench_json_u64(&j, "request_bytes", b * n);
+		bench_json_u64(&j, "reps", c->stream_reps);
+		bench_json_f64(&j, "p50_ns", c->stream_p50);
+		bench_json_f64(&j, "memcpy_cold_p50_ns", c->stream_mc_p50);
+		bench_json_f64(&j, "ratio_to_memcpy_cold_median",
+			       c->stream_ratio_med);
+		bench_json_f64(&j, "prepare_p50_ns", c->stream_ph[0]);
+		bench_json_f64(&j, "copy_p50_ns", c->stream_ph[1]);
+		bench_json_f64(&j, "commit_p50_ns", c->stream_ph[2]);
+		bench_json_print(&j, stdout);
+	}
+	if (res[S_KVRING].stream && !x->o.json) {
+		const struct cell *c = &res[S_KVRING];
+
+		printf(
+		    "%-6s %6u %-12s  p50 us: kvring %.1f, memcpy_cold %.1f "
+		    "(x memcpy_cold %.3f, median of pairs %.3f); prepare %.2f "
+		    "+ copy %.1f + commit %.2f\n",
+		    bench_fmt_bytes(b, bs, sizeof(bs)), n, "kvring_stream",
+		    c->stream_p50 / 1e3, c->stream_mc_p50 / 1e3,
+		    c->stream_p50 > 0 ? c->stream_mc_p50 / c->stream_p50 : 0.0,
+		    c->stream_ratio_med, c->stream_ph[0] / 1e3,
+		    c->stream_ph[1] / 1e3, c->stream_ph[2] / 1e3);
 	}
 	if (res[S_KVRING].phases && !x->o.json) {
 		const struct cell *c = &res[S_KVRING];
