@@ -754,8 +754,7 @@ static void plot(const struct att *a)
 		    (struct bench_plot_line){t_rst[p], x[p], yr[p], n[p], true};
 	}
 	l[3 * NR_PAGES] = (struct bench_plot_line){
-	    "worker attach, huge, during the server's zeroing", xd, yd, nd,
-	    false};
+	    "worker attach, huge, during the zeroing", xd, yd, nd, false};
 	bench_plot_lines_xtics(a->o.plot_dir, "attach",
 			       "Pool attach and server start per GiB",
 			       "pool size", "ms per GiB (log)",
