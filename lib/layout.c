@@ -54,10 +54,13 @@ int kvr_ctl_geom_compute(uint32_t max_channels, uint32_t req_ring_cap,
 	 * a segment of its own (abi 4.0), never given to workers. */
 	g.ctl_bytes =
 	    round_up(KVR_CTL_OBS_OFF + sizeof(struct kvr_ctl_obs_shm), PAGE);
-	/* The channel entries, then the per-uid table (abi 4.1). */
+	/* The channel entries, then the per-uid table (abi 4.1), then the
+	 * namespace slots (abi 5.0). */
 	g.uid_off = max_channels * (uint32_t)sizeof(struct kvr_chan_dir_shm);
+	g.ns_off =
+	    g.uid_off + max_channels * (uint32_t)sizeof(struct kvr_uid_use_shm);
 	g.dir_bytes = (uint32_t)round_up(
-	    g.uid_off + (uint64_t)max_channels * sizeof(struct kvr_uid_use_shm),
+	    g.ns_off + (uint64_t)KVR_NS_OBS_MAX * sizeof(struct kvr_ns_obs_shm),
 	    PAGE);
 	g.req_ring_off = (uint32_t)req_off;
 	g.resp_ring_off = (uint32_t)resp_off;
@@ -97,7 +100,6 @@ uint64_t kvr_layout_hash(void)
 	    sizeof(struct kvr_ctl_obs_shm),
 	    KVR_CTL_OBS_OFF,
 	    offsetof(struct kvr_ctl_obs_shm, lat),
-	    offsetof(struct kvr_ctl_obs_shm, ns),
 	    sizeof(struct kvr_chan_obs_shm),
 	    offsetof(struct kvr_chan_obs_shm, server_lat),
 	    offsetof(struct kvr_chan_obs_shm, worker_rtt),
@@ -108,6 +110,7 @@ uint64_t kvr_layout_hash(void)
 	    offsetof(struct kvr_ctl_hdr_shm, dir_bytes),
 	    offsetof(struct kvr_ctl_hdr_shm, quota_uid_reserved_bytes),
 	    sizeof(struct kvr_uid_use_shm),
+	    KVR_NS_OBS_MAX,
 	};
 
 	return XXH3_64bits(facts, sizeof(facts));

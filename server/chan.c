@@ -413,7 +413,9 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 }
 
 /*
- * The per-namespace counters that changed. A slot is (re)written whole
+ * The per-namespace counters that changed, in the directory memfd (abi
+ * 5.0): a worker sees its own namespace in its own block and no other
+ * tenant's model or counters. A slot is (re)written whole
  * when its namespace is registered, which may be a freed id reused for
  * another model: generation odd, description, counters and id, then the
  * generation even with release (R-OBS1; kvring-inspect retries or skips
@@ -422,12 +424,15 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
  */
 static void put_ns(struct kvr_srv *s)
 {
+	if (!s->chan_dir.base)
+		return;
 	for (uint32_t i = 0; i < KVR_SRV_NS_MAX && i < KVR_NS_OBS_MAX; i++) {
 		struct kvr_ns_ent *ns = &s->ns[i];
-		struct kvr_ns_obs_shm *o = &s->obs->ns[i];
+		struct kvr_ns_obs_shm *o;
 
 		if (!ns->used || (!ns->dirty && ns->published))
 			continue;
+		o = kvr_ns_obs(s->chan_dir.base, &s->geom, i);
 		if (!ns->published) {
 			atomic_store_explicit(&o->gen, ++ns->obs_gen,
 					      memory_order_relaxed);

@@ -94,7 +94,7 @@ uint32_t kvr__ns_register(struct kvr_srv *s, const struct kvr_ns_desc *in)
 	e->used = true;
 	e->refs = 1;
 	/* Its cache counters start from zero, and its slot in the
-	 * control segment is rewritten (chan.c put_ns). */
+	 * directory memfd is rewritten (chan.c put_ns). */
 	memset(&e->cache, 0, sizeof(e->cache));
 	e->published = false;
 	e->dirty = true;

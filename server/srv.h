@@ -274,7 +274,7 @@ struct kvr_ns_ent {
 	bool used;
 	uint64_t last_put_ns; /* when refs last dropped to 0 */
 	bool dirty;	      /* cache changed since it was last published */
-	bool published;	      /* its slot in the obs region is written */
+	bool published;	      /* its slot in the directory is written */
 	uint32_t obs_gen;     /* that slot's generation (even: stable) */
 	struct kvr_cache_cnt cache;
 };

@@ -967,7 +967,9 @@ Test(inspect, check_says_the_directory_is_unreadable_when_run_as_another_uid)
 	cr_expect_eq(r.status, 3, "status %d: %s %s", r.status, r.out, r.err);
 	cr_expect(strstr(r.out, "violation=directory"), "%s", r.out);
 	cr_expect(strstr(r.out, "directory cannot be read"), "%s", r.out);
-	cr_expect(strstr(r.err, "channels not shown"), "%s", r.err);
+	cr_expect(strstr(r.err, "channels, uids and per-namespace counters "
+				"not shown"),
+		  "%s", r.err);
 	run_free(&r);
 	/* Without --check: the header is shown, no channel's pid. */
 	r = RUN("--dir", tmpdir, "--name", "kvring-t");
@@ -984,6 +986,81 @@ Test(inspect, check_says_the_directory_is_unreadable_when_run_as_another_uid)
 	fake_beat(&f);
 	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--check");
 	cr_expect_eq(r.status, 0, "status %d: %s", r.status, r.out);
+	run_free(&r);
+	fake_close(&f);
+}
+
+/*
+ * abi 5.0: the namespace slots (each tenant's model and counters) live in
+ * the channel directory, not in the control segment every worker maps.
+ * The fake publishes one slot there, and global counters in the control
+ * segment. As root the inspector shows both; as another uid that can read
+ * the control file it shows the global counters and no namespace, and
+ * says in one line on stderr what it left out and who may see it.
+ */
+Test(inspect, namespaces_need_the_directory_when_run_as_another_uid)
+{
+	struct kvr_ctl_obs_shm *o;
+	struct kvr_ns_obs_shm *n;
+	struct t_json *j;
+	struct fake f;
+	struct run r;
+	const char *nl;
+
+	if (geteuid() != 0)
+		cr_skip("needs root to run the inspector as another uid");
+	fake_create(&f, "kvring-t.ctl", 0);
+	o = kvr_ctl_obs(f.h);
+	o->hist_ops = KVR_HIST_GOPS;
+	o->hist_buckets = KVR_HIST_BUCKETS;
+	o->ns_slots = KVR_NS_OBS_MAX;
+	atomic_store_explicit(&o->cache.lookup_keys, 41, RLX);
+	n = kvr_ns_obs(f.dir.base, &f.g, 6);
+	snprintf(n->desc.model, sizeof(n->desc.model), "tenant-secret-13b");
+	n->desc.tp_size = 1;
+	atomic_store_explicit(&n->cache.lookup_keys, 17, RLX);
+	atomic_store_explicit(&n->id, 7, RLX);
+	atomic_store_explicit(&n->gen, 2, memory_order_release);
+	cr_assert_eq(chmod(tmpdir, 0755), 0);
+	cr_assert_eq(chmod(f.path, 0444), 0);
+
+	/* As the creator's uid: the slot is there, from the directory. */
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--json");
+	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	j = jparse_run(&r);
+	cr_expect_eq(JN(j, "cache.lookup_keys"), 41, "%s", r.out);
+	cr_assert_eq(t_json_count(j, "namespaces"), 1, "%s", r.out);
+	cr_expect_eq(JN(j, "namespaces.0.id"), 7);
+	cr_expect_str_eq(JS(j, "namespaces.0.model"), "tenant-secret-13b");
+	cr_expect_eq(JN(j, "namespaces.0.cache.lookup_keys"), 17);
+	t_json_free(j);
+	run_free(&r);
+
+	/* As another uid: global counters, no namespace, one note. */
+	spawn_uid = 65534;
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--json");
+	spawn_uid = 0;
+	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	j = jparse_run(&r);
+	cr_expect_eq(JN(j, "cache.lookup_keys"), 41, "%s", r.out);
+	cr_expect_eq(t_json_count(j, "namespaces"), 0, "%s", r.out);
+	cr_expect(!strstr(r.out, "tenant-secret-13b"), "%s", r.out);
+	t_json_free(j);
+	cr_expect(strstr(r.err, "per-namespace counters not shown"), "%s",
+		  r.err);
+	cr_expect(strstr(r.err, "need root or kvringd's uid"), "%s", r.err);
+	nl = strchr(r.err, '\n');
+	cr_expect(nl && !strchr(nl + 1, '\n'), "more than one line: %s", r.err);
+	run_free(&r);
+
+	/* Prometheus too: global families, no namespace series. */
+	spawn_uid = 65534;
+	r = RUN("--dir", tmpdir, "--name", "kvring-t", "--prometheus");
+	spawn_uid = 0;
+	cr_expect_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	cr_expect(strstr(r.out, "\nkvring_lookup_keys_total 41\n"), "%s",
+		  r.out);
+	cr_expect(!strstr(r.out, "tenant-secret-13b"), "%s", r.out);
 	run_free(&r);
 	fake_close(&f);
 }

@@ -124,7 +124,8 @@ static void check_geometry(struct ins_attach *a,
  * we open it through /proc/<creator_pid>/fd/<dir_fd>, as the blocks, and
  * map it PROT_READ. Not being allowed (not root nor the server's uid) is
  * not an error of the attach: the header and the global counters are
- * still shown, the channels are not, and dir_rc says why (one warning).
+ * still shown, the channels, the per-uid table and the namespace slots
+ * (abi 5.0) are not, and dir_rc says why (one warning).
  */
 static void open_dir(struct ins_attach *a)
 {
@@ -136,8 +137,10 @@ static void open_dir(struct ins_attach *a)
 	if (a->dir_rc < 0) {
 		memset(&a->dir, 0, sizeof(a->dir));
 		a->dir.fd = a->dir.live_fd = -1;
-		ins_err("warning: channels not shown: %s",
-			kvr_err_str(&e, a->dir_rc));
+		ins_err("warning: channels, uids and per-namespace counters "
+			"not shown (they need root or kvringd's uid %d; the "
+			"global counters are): %s",
+			(int)a->h->server_uid, kvr_err_str(&e, a->dir_rc));
 	}
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * obs.c - the cache counters and latency histograms: copying them out of
- * the control segment (the global observability region and each channel's
- * block), the hit ratios and quantiles the overview and --watch show, the
+ * the control segment (the global observability region), the channel
+ * directory (the namespace slots, abi 5.0) and each channel's block, the
+ * hit ratios and quantiles the overview and --watch show, the
  * --latency table, and the Prometheus families for them (prom.c calls
  * ins_prom_obs()). Like every renderer it formats a snapshot; only
  * ins_obs_snap() reads the mapping.
@@ -72,9 +73,13 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 	for (unsigned k = 0; k < KVR_HIST_GOPS; k++)
 		kvr_hist_read(&o->lat[k], &s->lat[k]);
 	s->nns = 0;
-	for (unsigned i = 0; i < KVR_NS_OBS_MAX; i++) {
+	/* The namespace slots live in the channel directory (abi 5.0):
+	 * without it (not root nor kvringd's uid; attach said so once)
+	 * there are none to show, only the global counters above. */
+	for (unsigned i = 0; a->geom_ok && a->dir.base && i < KVR_NS_OBS_MAX;
+	     i++) {
 		struct ins_ns_snap *n = &s->ns[s->nns];
-		struct kvr_ns_obs_shm *src = &o->ns[i];
+		struct kvr_ns_obs_shm *src = kvr_ns_obs(a->dir.base, &a->g, i);
 		uint32_t g1, g2, id;
 
 		/* A-OBS1: pairs with R-OBS1 in kvringd's put_ns(). An odd

@@ -2,8 +2,9 @@
 /*
  * The control layout: one control segment (segment identity, pool
  * geometry, heartbeat, global counters) that every worker maps read-only,
- * one channel directory (who holds each channel) that only the server and
- * the inspector map (abi 4.0), and one channel block per connected worker
+ * one channel directory (who holds each channel, each uid's use, each
+ * namespace's description and counters) that only the server and the
+ * inspector map (abi 4.0, 4.1, 5.0), and one channel block per connected worker
  * (its counters, two doorbell blocks and its two rings), each a memfd of
  * its own that only that worker and the server map (abi 3.0). Everything
  * here is an ABI shared by kvringd, libkvring and kvring-inspect;
@@ -12,8 +13,9 @@
  * Who writes what (everything a worker can write is untrusted input to the
  * server, which never reads back its own counters to decide anything):
  *   control segment   server only (workers and the inspector read)
- *   channel directory server only: identity, generation, state, block fd;
- *                     a memfd of its own that no worker is given
+ *   channel directory server only: identity, generation, state, block fd,
+ *                     per-uid use, per-namespace slots; a memfd of its
+ *                     own that no worker is given
  *   channel counters  server only (in the worker's own block: a worker
  *                     can mislead the inspector about itself, no more)
  *   req ring          worker produces (tail), server consumes (head)
@@ -275,12 +277,17 @@ _Static_assert(sizeof(struct kvr_channel_shm) == 1024, "ABI: docs/layout.md");
 
 /* ---- Observability: cache counters and latency histograms ----
  *
- * Two more regions, both written by one process each and read lock-free
+ * Three more regions, each written by one process and read lock-free
  * by kvring-inspect (docs/layout.md names every writer):
  *   struct kvr_ctl_obs_shm   right after the header (offset
  *                            KVR_CTL_OBS_OFF): global cache counters,
- *                            evictions by reason, per-namespace counters
- *                            and the server's global latency histograms.
+ *                            evictions by reason and the server's global
+ *                            latency histograms.
+ *   struct kvr_ns_obs_shm    KVR_NS_OBS_MAX slots in the channel
+ *                            directory memfd at ns_off (abi 5.0; until
+ *                            4.1 in kvr_ctl_obs_shm, where every worker
+ *                            read every tenant's model and counters):
+ *                            each namespace's description and counters.
  *   struct kvr_chan_obs_shm  in each channel block, between the 1024-byte
  *                            struct kvr_channel_shm and the request ring:
  *                            the channel's cache counters and the
@@ -330,8 +337,9 @@ struct kvr_cache_shm {
 };
 _Static_assert(sizeof(struct kvr_cache_shm) == 128, "ABI: docs/layout.md");
 
-/* One namespace's counters. A namespace id freed by kvringd can be given
- * to another model, so the slot is rewritten under a generation: odd
+/* One namespace's counters, in the directory memfd (abi 5.0: only the
+ * server and the inspector map it). A namespace id freed by kvringd can be
+ * given to another model, so the slot is rewritten under a generation: odd
  * while the server rewrites desc and id, even (stored with release,
  * R-OBS1) once it is done; a reader acquires gen, copies, and keeps the
  * copy only if gen is the same even value afterwards (A-OBS1). */
@@ -352,15 +360,15 @@ struct kvr_ctl_obs_shm {
 	uint32_t hist_ops;     /* 192: KVR_HIST_GOPS, once */
 	uint32_t hist_buckets; /* 196: KVR_HIST_BUCKETS, once */
 	uint32_t flags;	       /* 200: KVR_OBS_*, once */
-	uint32_t ns_slots;     /* 204: KVR_NS_OBS_MAX, once */
+	uint32_t ns_slots;     /* 204: KVR_NS_OBS_MAX slots in the
+				  directory (abi 5.0), once */
 	uint8_t pad[48];       /* 208 .. 256 */
-	struct kvr_hist_shm lat[KVR_HIST_GOPS];	  /* 256: by op slot */
-	struct kvr_ns_obs_shm ns[KVR_NS_OBS_MAX]; /* 23488: id - 1 */
+	struct kvr_hist_shm lat[KVR_HIST_GOPS]; /* 256: by op slot */
+	/* 23488: the end (abi 5.0; ns[] moved to the directory memfd) */
 };
 #define KVR_CTL_OBS_OFF ((uint64_t)sizeof(struct kvr_ctl_hdr_shm))
 _Static_assert(offsetof(struct kvr_ctl_obs_shm, lat) == 256, "ABI");
-_Static_assert(offsetof(struct kvr_ctl_obs_shm, ns) == 23488, "ABI");
-_Static_assert(sizeof(struct kvr_ctl_obs_shm) == 89024, "ABI: docs/layout.md");
+_Static_assert(sizeof(struct kvr_ctl_obs_shm) == 23488, "ABI: docs/layout.md");
 
 /* In each channel block at offset sizeof(struct kvr_channel_shm). The
  * server zeroes all of it when it claims the channel, before the worker
@@ -457,8 +465,10 @@ struct kvr_ctl_geom {
 	uint32_t channel_bytes; /* page-rounded size of one channel block */
 	uint32_t dir_bytes;	/* the directory memfd, page-rounded */
 	uint32_t uid_off;	/* its per-uid table (abi 4.1) */
-	uint64_t ctl_bytes;	/* header + observability, page-rounded */
-	uint32_t req_ring_off;	/* within a channel block */
+	uint32_t ns_off;	/* its namespace slots (abi 5.0) */
+	uint32_t pad;
+	uint64_t ctl_bytes;    /* header + observability, page-rounded */
+	uint32_t req_ring_off; /* within a channel block */
 	uint32_t resp_ring_off;
 };
 
@@ -487,6 +497,14 @@ static inline struct kvr_uid_use_shm *
 kvr_uid_use(void *dir_base, const struct kvr_ctl_geom *g, uint32_t i)
 {
 	return (struct kvr_uid_use_shm *)((char *)dir_base + g->uid_off) + i;
+}
+
+/* Namespace slot i (id i + 1, i < KVR_NS_OBS_MAX) of the directory at
+ * @dir_base. */
+static inline struct kvr_ns_obs_shm *
+kvr_ns_obs(void *dir_base, const struct kvr_ctl_geom *g, uint32_t i)
+{
+	return (struct kvr_ns_obs_shm *)((char *)dir_base + g->ns_off) + i;
 }
 
 /* Errors-by-code bucket for an error (0..KVR_ERR_SLOTS-1); the inspector
