@@ -393,10 +393,17 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	h.flags = want_copy ? KVR_HELLO_WANT_COPY : 0;
 	h.pid = (int32_t)getpid();
 	h.ns = o->ns;
+	/* A server that closes before its welcome dropped this handshake
+	 * (its handshake table makes room for newer ones, or the first-byte
+	 * deadline passed): -ECONNABORTED, which kvr_connect tries again. */
 	rc = kvr__tport_sock_frame(c, KVR_FRAME_HELLO, &h, sizeof(h));
 	if (rc < 0) {
-		rc = cfail(errbuf, errlen, rc, "send hello to %s: %s",
-			   sa.sun_path, c->errmsg);
+		rc =
+		    cfail(errbuf, errlen,
+			  rc == -EPIPE || rc == -ECONNRESET || rc == -EOWNERDEAD
+			      ? -ECONNABORTED
+			      : rc,
+			  "send hello to %s: %s", sa.sun_path, c->errmsg);
 		kvr__client_destroy(c);
 		return rc;
 	}
@@ -404,10 +411,12 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	if (rc < 0) {
 		close_fds(fds, nfds);
 		kvr__client_destroy(c);
-		return cfail(errbuf, errlen, rc == -ECONNRESET ? -EPROTO : rc,
-			     "handshake with %s: %s", sa.sun_path,
-			     rc == -ECONNRESET ? "kvringd closed the socket"
-					       : kvr_strerror(rc));
+		return cfail(
+		    errbuf, errlen, rc == -ECONNRESET ? -ECONNABORTED : rc,
+		    "handshake with %s: %s", sa.sun_path,
+		    rc == -ECONNRESET ? "kvringd closed the socket before its "
+					"welcome"
+				      : kvr_strerror(rc));
 	}
 	rc = kvr_welcome_check(&w, (size_t)rc, &e);
 	if (rc == 0 && w.status < 0)

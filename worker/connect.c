@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <kvring/error.h>
 #include <kvring/parse.h>
@@ -27,6 +28,8 @@
 
 /* Pause between attempts while waiting for kvringd's socket to appear. */
 #define WAIT_STEP_MS 20
+/* Attempts for a handshake kvringd dropped before its welcome. */
+#define DROP_TRIES 5u
 
 const char *kvr_version(void)
 {
@@ -68,16 +71,46 @@ static void sleep_ms(uint32_t ms)
  * only once the pool is pre-faulted (docs/config.md), so "no socket" and
  * "refused" mean "not yet" for up to wait_ms. Any other outcome, success
  * or a real refusal, ends the wait at once.
+ *
+ * A handshake the server dropped before its welcome (-ECONNABORTED from
+ * the attempt) is tried again DROP_TRIES times in all, wait or not:
+ * kvringd drops the oldest handshake that has sent nothing when a uid has
+ * KVR_SRV_PENDING_PER_UID pending (docs/reliability.md), which under load
+ * can be a real worker started beside 63 others, descheduled between its
+ * connect and its hello. A retry is the newest handshake, so it is kept.
  */
 static int connect_waiting(const struct kvr_client_opts *o, uint32_t wait_ms,
 			   struct kvr_client **out, char *errbuf, size_t errlen)
 {
 	uint64_t deadline = kvr_clock_now_ns() + (uint64_t)wait_ms * 1000000ull;
+	uint32_t dropped = 0;
 	size_t used;
 	int rc;
 
 	for (;;) {
 		rc = kvr__conn_attempt(o, out, errbuf, errlen);
+		if (rc == -ECONNABORTED && ++dropped < DROP_TRIES) {
+			/* 1, 2, 4, 8 ms, plus up to 1 ms by pid so that
+			 * workers dropped together do not return together. */
+			struct timespec ts = {
+			    0, (long)((1u << (dropped - 1)) * 1000000u +
+				      (unsigned)getpid() % 1000u * 1000u)};
+
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+			continue;
+		}
+		if (rc == -ECONNABORTED) {
+			used = errbuf && errlen ? strlen(errbuf) : errlen;
+			if (used < errlen)
+				snprintf(errbuf + used, errlen - used,
+					 " (dropped in the handshake %u times: "
+					 "kvringd's log says why; a flood of "
+					 "silent sockets from one uid, or its "
+					 "loop stalled)",
+					 dropped);
+			return -EPROTO; /* the code callers always got */
+		}
 		if (rc != -ENOENT && rc != -ECONNREFUSED)
 			return rc;
 		if (wait_ms == 0 || kvr_clock_now_ns() >= deadline)

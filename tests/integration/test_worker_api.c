@@ -13,6 +13,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,6 +197,119 @@ Test(worker_api, connect_says_how_long_it_waited_when_no_server_comes)
 	o.connect_wait_ms = 150;
 	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -ENOENT);
 	cr_expect_neq(strstr(err, "waited 150 ms for kvringd to appear"), NULL,
+		      "%s", err);
+}
+
+/*
+ * A handshake kvringd drops before its welcome (its handshake table makes
+ * room for a newer connection of the same uid, or the first-byte
+ * deadline passed) is tried again: 64 workers started at once on a busy
+ * host used to get -EPROTO "kvringd closed the socket". The front socket
+ * here takes the first connection, reads its hello, moves the real
+ * server's socket onto its own name and hangs up: exactly what a worker
+ * sees when kvringd drops it, and its retry then reaches kvringd.
+ */
+struct front {
+	int lfd;
+	char path[128];
+	const char *real;
+	ssize_t hello;
+};
+
+/* Listen on the server's socket path plus @suffix. */
+static void front_listen(struct front *f, const char *suffix)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(f->path, sizeof(f->path), "%s%s", f->real, suffix);
+
+	cr_assert(n > 0 && (size_t)n < sizeof(sa.sun_path), "path %s", f->path);
+	memcpy(sa.sun_path, f->path, (size_t)n + 1);
+	unlink(f->path);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(f->lfd, 0);
+	cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+		     "bind %s: %s", f->path, strerror(errno));
+	cr_assert_eq(listen(f->lfd, 8), 0);
+}
+
+static void *front_main(void *arg)
+{
+	struct front *f = arg;
+	char b[64];
+	int fd = accept(f->lfd, NULL, NULL);
+
+	if (fd < 0)
+		return NULL;
+	f->hello = recv(fd, b, sizeof(b), 0);
+	if (rename(f->real, f->path) != 0)
+		f->hello = -1;
+	close(fd);
+	return NULL;
+}
+
+Test(worker_api, connect_tries_again_when_kvringd_drops_the_handshake)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct front f = {.real = srv.sock};
+	struct kvr_client *c = NULL;
+	char err[256];
+	pthread_t th;
+	int rc;
+
+	front_listen(&f, ".front");
+	cr_assert_eq(pthread_create(&th, NULL, front_main, &f), 0);
+	o.socket_path = f.path;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	pthread_join(th, NULL);
+	close(f.lfd);
+	cr_expect_gt(f.hello, 0, "the front saw no hello");
+	cr_expect_eq(rc, 0, "connect after a dropped handshake: %d %s", rc,
+		     err);
+	if (rc == 0) {
+		cr_expect_eq(kvr_ping(c, NULL), 0, "%s", kvr_client_errmsg(c));
+		kvr_close(c);
+	}
+	/* Give kvringd its socket's name back for the suite's teardown. */
+	cr_expect_eq(rename(f.path, srv.sock), 0, "%s", strerror(errno));
+}
+
+/* A server that drops every handshake: the error says so, with the code
+ * callers always got (-EPROTO), after a bounded number of tries. */
+static void *drop_all_main(void *arg)
+{
+	struct front *f = arg;
+	char b[64];
+	int fd;
+
+	while ((fd = accept(f->lfd, NULL, NULL)) >= 0) {
+		(void)recv(fd, b, sizeof(b), 0);
+		f->hello++;
+		close(fd);
+	}
+	return NULL;
+}
+
+Test(worker_api, connect_gives_up_when_every_handshake_is_dropped)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct front f = {.real = srv.sock};
+	struct kvr_client *c = NULL;
+	char err[256];
+	pthread_t th;
+	int rc;
+
+	front_listen(&f, ".drop");
+	cr_assert_eq(pthread_create(&th, NULL, drop_all_main, &f), 0);
+	o.socket_path = f.path;
+	rc = kvr_connect(&o, &c, err, sizeof(err));
+	shutdown(f.lfd, SHUT_RDWR); /* ends the accept loop */
+	pthread_join(th, NULL);
+	close(f.lfd);
+	unlink(f.path);
+	cr_expect_eq(rc, -EPROTO, "%d %s", rc, err);
+	cr_expect_null(c);
+	cr_expect_eq(f.hello, 5, "attempts: %zd", f.hello);
+	cr_expect_neq(strstr(err, "dropped in the handshake 5 times"), NULL,
 		      "%s", err);
 }
 
