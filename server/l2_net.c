@@ -11,8 +11,10 @@
  * a SET sends the command prefix, the 64-byte header and the slot's
  * bytes, no copy), then its replies are read in order. A GET's payload is
  * read straight into its reserved pool slot. Payload sums are computed in
- * 256 KiB pieces overlapped with the transfer: a SET's sum while the
- * previous commands are still going out, a GET's as each piece lands. MOVED
+ * 256 KiB pieces overlapped with the transfer: a SET the lane hashes goes
+ * to a temporary key and each piece is hashed right after it is sent, the
+ * header following by SETRANGE, then RENAME and PERSIST (set_tmp_send); a
+ * GET's sum as each piece lands. MOVED
  * updates the slot map (and asks for a CLUSTER SLOTS refresh), ASK resends once
  * with ASKING, each for a bounded number of rounds. A node that fails is closed
  * and marked down; it is retried after a backoff that doubles from 100 ms to 5
@@ -33,6 +35,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -53,6 +56,9 @@
 /* Payload bytes are hashed in pieces this large: each piece is hashed
  * while it is still in cache, and between pieces the socket is fed. */
 #define PIECE (256u << 10)
+/* A value uploaded under its temporary key lives this long (ms) unless
+ * the RENAME and PERSIST behind it make it the real key's value. */
+#define TMP_TTL_MS "60000"
 
 enum cmd_op { C_EXISTS, C_SET, C_GETHDR, C_GET, C_DEL, C_SLOTS };
 
@@ -69,9 +75,14 @@ struct cmd {
 	bool asking;
 	bool done;
 	bool hdr_ready; /* SET: hdr made (hashed once, even if resent) */
+	bool tmp;	/* SET: through the temporary key (upload_tmp) */
 	int res;	/* enum kvr_l2_res once done */
 	int64_t ival;
-	char pre[224]; /* last: cmd_init clears everything before it */
+	size_t tklen, post_len, post2_len;
+	char pre[224]; /* cmd_init clears everything before it */
+	char tkey[KVR_L2_KEY_MAX + 24];
+	char post[320];
+	char post2[704];
 };
 
 /* Buffered reader of one connection. */
@@ -113,6 +124,7 @@ struct kvr_l2_lane {
 	struct iovec *iov;
 	uint32_t iov_cap;
 	struct kvr_sum_state *sum; /* payload sums in pieces */
+	uint64_t tag;		   /* this lane's part of temporary keys */
 };
 
 static void count_err(struct kvr_l2_lane *ln, int kind)
@@ -652,6 +664,74 @@ static int set_hdr(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 	return 0;
 }
 
+/*
+ * A SET through the temporary key (docs/l2.md "The upload sequence"):
+ *   SET {K}:t:<tag> <zeroed header + payload> PX 60000
+ *   SETRANGE {K}:t:<tag> 0 <header>
+ *   RENAME {K}:t:<tag> K
+ *   PERSIST K
+ * The payload goes out before its header is known, so each 256 KiB piece
+ * is hashed right after the kernel copied it into the socket, while it is
+ * still in cache: the chunk is read from memory once instead of twice.
+ * Everything before this command is flushed first; the iovec queue
+ * starts again empty after the payload.
+ */
+static int set_tmp_send(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
+			struct outq *q)
+{
+	static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+	static const uint8_t zero_hdr[KVR_L2_HDR_BYTES];
+	const char *ask = c->asking ? asking : "";
+	uint8_t *p = ln->pool + c->it->off;
+	size_t len = c->it->len;
+	int pl, rc;
+
+	q->iov[q->k++] = (struct iovec){(void *)zero_hdr, sizeof(zero_hdr)};
+	if (!c->hdr_ready) {
+		rc = outq_flush(n->fd, q);
+		if (rc < 0)
+			return rc;
+		kvr_sum_reset(ln->sum);
+		for (size_t at = 0; at < len;) {
+			size_t step = len - at < PIECE ? len - at : PIECE;
+			struct outq one = {q->iov, 0, 1};
+
+			q->iov[0] = (struct iovec){p + at, step};
+			rc = outq_flush(n->fd, &one);
+			if (rc < 0)
+				return rc;
+			kvr_sum_update(ln->sum, p + at, step);
+			at += step;
+		}
+		kvr_l2_hdr_make(c->hdr.ns_fp, &c->it->key, len,
+				kvr_sum_digest(ln->sum), &c->hdr);
+		c->hdr_ready = true;
+		q->at = q->k = 0;
+	} else {
+		q->iov[q->k++] = (struct iovec){p, len};
+	}
+	pl = snprintf(c->post, sizeof(c->post),
+		      "\r\n$2\r\nPX\r\n$%zu\r\n%s\r\n%s*4\r\n$8\r\nSETRANGE"
+		      "\r\n$%zu\r\n%s\r\n$1\r\n0\r\n$%u\r\n",
+		      sizeof(TMP_TTL_MS) - 1, TMP_TTL_MS, ask, c->tklen,
+		      c->tkey, KVR_L2_HDR_BYTES);
+	if (pl < 0 || (size_t)pl >= sizeof(c->post))
+		return -ENAMETOOLONG;
+	c->post_len = (size_t)pl;
+	pl = snprintf(c->post2, sizeof(c->post2),
+		      "\r\n%s*3\r\n$6\r\nRENAME\r\n$%zu\r\n%s\r\n$%zu\r\n%s"
+		      "\r\n%s*2\r\n$7\r\nPERSIST\r\n$%zu\r\n%s\r\n",
+		      ask, c->tklen, c->tkey, c->klen, c->key, ask, c->klen,
+		      c->key);
+	if (pl < 0 || (size_t)pl >= sizeof(c->post2))
+		return -ENAMETOOLONG;
+	c->post2_len = (size_t)pl;
+	q->iov[q->k++] = (struct iovec){c->post, c->post_len};
+	q->iov[q->k++] = (struct iovec){&c->hdr, sizeof(c->hdr)};
+	q->iov[q->k++] = (struct iovec){c->post2, c->post2_len};
+	return 0;
+}
+
 /* Build the iovecs of a node's pipeline and write it. */
 static int send_node(struct kvr_l2_lane *ln, struct node *n)
 {
@@ -666,7 +746,12 @@ static int send_node(struct kvr_l2_lane *ln, struct node *n)
 			q.iov[q.k++] =
 			    (struct iovec){(void *)asking, sizeof(asking) - 1};
 		q.iov[q.k++] = (struct iovec){c->pre, c->pre_len};
-		if (c->op == C_SET) {
+		if (c->op == C_SET && c->tmp) {
+			int rc = set_tmp_send(ln, n, c, &q);
+
+			if (rc < 0)
+				return rc;
+		} else if (c->op == C_SET) {
 			if (!c->hdr_ready) {
 				int rc = set_hdr(ln, n, c, &q);
 
@@ -683,7 +768,7 @@ static int send_node(struct kvr_l2_lane *ln, struct node *n)
 }
 
 /* Read one command's reply. <0: the connection is broken. */
-static int read_reply(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
+static int read_one(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 {
 	struct kvr_l2_rline l;
 	struct kvr_l2_addr to;
@@ -786,6 +871,60 @@ proto:
 }
 
 /*
+ * A command's replies. A SET through the temporary key has four (each
+ * behind an ASKING reply when asked to): the SET's decides a redirect or
+ * an error as for any command; SETRANGE, RENAME and PERSIST must then
+ * answer :64, +OK and :1, else the chunk counts as failed (what was left
+ * is the temporary key, which expires, or K without its header's TTL
+ * removed, which expires too). After a redirected or refused SET the
+ * three others went to the same slot and are skipped.
+ */
+static int read_reply(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
+{
+	static const char want[3] = {':', '+', ':'};
+	bool ask = c->asking, ok;
+	int rc = read_one(ln, n, c);
+
+	if (rc < 0 || c->op != C_SET || !c->tmp)
+		return rc;
+	ok = c->done && c->res == KVR_L2_RES_OK;
+	for (int i = 0; i < 3; i++) {
+		struct kvr_l2_rline l;
+
+		if (ask) {
+			rc = rb_line(n, &l);
+			if (rc == 0)
+				rc = rb_skip_rest(n, &l);
+			if (rc < 0)
+				return rc;
+		}
+		rc = rb_line(n, &l);
+		if (rc < 0)
+			return rc;
+		if (ok && l.type == '-') {
+			count_err(ln,
+				  l.str_len >= 3 && memcmp(l.str, "OOM", 3) == 0
+				      ? KVR_L2_ERR_OOM
+				      : KVR_L2_ERR_SERVER);
+			cmd_fail(c);
+			ok = false;
+		} else if (ok &&
+			   (l.type != want[i] ||
+			    (i == 0 && l.num != (int64_t)(KVR_L2_HDR_BYTES +
+							  c->it->len)) ||
+			    (i == 2 && l.num != 1))) {
+			count_err(ln, KVR_L2_ERR_PROTO);
+			cmd_fail(c);
+			ok = false;
+		}
+		rc = rb_skip_rest(n, &l);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
  * Run cmds[0..nc) to completion: each ends done with a result. Rounds
  * repeat only for redirected commands.
  */
@@ -873,7 +1012,7 @@ static int reserve(struct kvr_l2_lane *ln, uint32_t n)
 	if (!k)
 		return -ENOMEM;
 	ln->keys = k;
-	struct iovec *v = realloc(ln->iov, (size_t)n * 6 * sizeof(*v));
+	struct iovec *v = realloc(ln->iov, (size_t)n * 8 * sizeof(*v));
 
 	if (!v)
 		return -ENOMEM;
@@ -887,6 +1026,26 @@ static int reserve(struct kvr_l2_lane *ln, uint32_t n)
 	}
 	ln->cmd_cap = n;
 	return 0;
+}
+
+/*
+ * The temporary key of a SET: "{K}:t:<lane tag>". The hash tag is K's
+ * whole text (a prefix has no braces, l2_conf.c), so it is in K's cluster
+ * slot and RENAME is never CROSSSLOT; checked anyway, false sends the SET
+ * straight to K. The lane's random tag keeps two servers uploading the
+ * same chunk from writing one temporary key.
+ */
+static bool set_tmp_key(struct kvr_l2_lane *ln, struct cmd *c)
+{
+	int tl = snprintf(c->tkey, sizeof(c->tkey), "{%s}:t:%016llx", c->key,
+			  (unsigned long long)ln->tag);
+
+	if (tl < 0 || (size_t)tl >= sizeof(c->tkey) ||
+	    kvr_l2_slot(c->tkey, (size_t)tl) != kvr_l2_slot(c->key, c->klen))
+		return false;
+	c->tklen = (size_t)tl;
+	c->tmp = true;
+	return true;
 }
 
 /* A command for item @it of job @j. */
@@ -925,8 +1084,18 @@ static void cmd_init(struct kvr_l2_lane *ln, struct cmd *c, int op,
 			      kl, key, KVR_L2_HDR_BYTES - 1);
 		break;
 	case C_SET:
-		/* The header is made when the command is sent (set_hdr). */
+		/* The header is made when the command is sent (set_hdr, or
+		 * set_tmp_send after the payload when the lane hashes). */
 		c->hdr.ns_fp = j->ns_fp;
+		if (!it->has_sum && set_tmp_key(ln, c)) {
+			pl = snprintf(
+			    c->pre, sizeof(c->pre),
+			    "*5\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu"
+			    "\r\n",
+			    c->tklen, c->tkey,
+			    (unsigned long long)(KVR_L2_HDR_BYTES + it->len));
+			break;
+		}
 		pl = snprintf(c->pre, sizeof(c->pre),
 			      "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%llu\r\n", kl,
 			      key,
@@ -1111,6 +1280,9 @@ int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
 	pthread_mutex_init(&ln->lock, NULL);
 	pthread_cond_init(&ln->cv, NULL);
 	ln->sum = kvr_sum_create();
+	if (getrandom(&ln->tag, sizeof(ln->tag), GRND_NONBLOCK) !=
+	    sizeof(ln->tag))
+		ln->tag = kvr_clock_now_ns() ^ ((uint64_t)getpid() << 40) ^ idx;
 	rc = ln->sum ? reserve(ln, 64) : -ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < l2->cfg.nseeds; i++)
 		if (lane_node(ln, &l2->cfg.seeds[i]) < 0)

@@ -674,3 +674,80 @@ Test(l2, read_through_waiting_on_l2_sleeps_until_its_deadline)
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 	free(k);
 }
+
+/* The INFO commandstats calls of Redis command @cmd (0 if never called). */
+static long redis_calls(const char *cmd)
+{
+	char out[8192], pat[64];
+	const char *at;
+
+	t_redis_cli(&rds, out, sizeof(out), "INFO commandstats");
+	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+	at = strstr(out, pat);
+	return at ? strtol(at + strlen(pat), NULL, 10) : 0;
+}
+
+/*
+ * An upload whose lane hashes goes through a temporary key ("{K}:t:<tag>",
+ * SET, SETRANGE of the header, RENAME to K, PERSIST): a second server that
+ * reads the chunks through while they are being uploaded gets each one
+ * either as a miss or byte-exact, never a corrupt value, and once the
+ * uploads ended no temporary key is left and K has no TTL. Chunks of
+ * 1 MiB + 4 KiB: five 256 KiB pieces, the last one short.
+ */
+Test(l2, reader_never_sees_a_temporary_upload_key)
+{
+	const uint64_t big = (1u << 20) + (4u << 10);
+	const uint32_t n = 16;
+	struct kvr_client *c1, *c2;
+	struct kvr_key *k;
+	char key[160], out[4096];
+	long hits = 0, rounds = 0;
+
+	redis_up(NULL);
+	l2t_start(&s1, url, NULL);
+	l2t_start(&s2, url, NULL);
+	c1 = wsrv_connect(&s1, 0, 5000);
+	c2 = wsrv_connect(&s2, 0, 5000);
+	k = l2t_keys_for(c1, 9, n);
+	cr_assert_eq(wsrv_store(c1, k, n, big), n);
+	/* No wait: s2 reads through while s1's lane is still uploading. */
+	while (hits < (long)n && rounds++ < 2000) {
+		uint64_t lease = 0;
+		bool pending = true;
+
+		hits = kvr_lookup_l2(c2, k, n, &lease, &pending);
+		cr_assert_geq(hits, 0, "lookup_l2: %s", kvr_client_errmsg(c2));
+		if (hits > 0) {
+			uint32_t got =
+			    wsrv_retrieve_check(c2, k, (uint32_t)hits, big);
+
+			cr_assert_eq(got, (uint32_t)hits,
+				     "retrieved %u of %ld hits (round %ld)",
+				     got, hits, rounds);
+		}
+		if (lease)
+			cr_expect_eq(kvr_release(c2, lease), 0);
+	}
+	cr_expect_eq(hits, (long)n, "hits %ld after %ld rounds", hits, rounds);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 0, "a reader saw a partial value");
+	l2t_wait_ended(&s1, n);
+	cr_expect_eq(T_L2(&s1.t, up_failed), 0);
+	t_redis_cli(&rds, out, sizeof(out), "--scan --pattern '*}:t:*'");
+	cr_expect_str_eq(out, "", "temporary keys left: %s", out);
+	cr_expect_eq(t_redis_int(&rds, "DBSIZE"), (long)n);
+	redis_key_of(&k[5], key, sizeof(key));
+	cr_expect_eq(t_redis_int(&rds, "TTL %s", key), -1, "K keeps a TTL");
+	cr_expect_eq(t_redis_int(&rds, "STRLEN %s", key), 64 + (long)big);
+	t_redis_cli(&rds, out, sizeof(out), "GETRANGE %s 0 3", key);
+	cr_expect_str_eq(out, "KVL2");
+	/* It went the temporary way: one RENAME and one PERSIST per chunk
+	 * (server 2's uploads of what it loaded are EXISTS hits). */
+	cr_expect_eq(redis_calls("rename"), (long)n);
+	cr_expect_eq(redis_calls("persist"), (long)n);
+	kvr_close(c1);
+	kvr_close(c2);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
