@@ -247,21 +247,32 @@ static void *front_main(void *arg)
 	return NULL;
 }
 
-Test(worker_api, connect_tries_again_when_kvringd_drops_the_handshake)
+/* kvr_connect through a front socket (the server's path + @suffix) served
+ * by @fn on a thread; the front is closed when the connect returns. */
+static int connect_via(struct front *f, const char *suffix, void *(*fn)(void *),
+		       struct kvr_client **c, char *err, size_t errlen)
 {
 	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
-	struct front f = {.real = srv.sock};
-	struct kvr_client *c = NULL;
-	char err[256];
 	pthread_t th;
 	int rc;
 
-	front_listen(&f, ".front");
-	cr_assert_eq(pthread_create(&th, NULL, front_main, &f), 0);
-	o.socket_path = f.path;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
+	front_listen(f, suffix);
+	cr_assert_eq(pthread_create(&th, NULL, fn, f), 0);
+	o.socket_path = f->path;
+	rc = kvr_connect(&o, c, err, errlen);
+	shutdown(f->lfd, SHUT_RDWR); /* ends an accept loop */
 	pthread_join(th, NULL);
-	close(f.lfd);
+	close(f->lfd);
+	return rc;
+}
+
+Test(worker_api, connect_tries_again_when_kvringd_drops_the_handshake)
+{
+	struct front f = {.real = srv.sock};
+	struct kvr_client *c = NULL;
+	char err[256];
+	int rc = connect_via(&f, ".front", front_main, &c, err, sizeof(err));
+
 	cr_expect_gt(f.hello, 0, "the front saw no hello");
 	cr_expect_eq(rc, 0, "connect after a dropped handshake: %d %s", rc,
 		     err);
@@ -291,20 +302,11 @@ static void *drop_all_main(void *arg)
 
 Test(worker_api, connect_gives_up_when_every_handshake_is_dropped)
 {
-	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
 	struct front f = {.real = srv.sock};
 	struct kvr_client *c = NULL;
 	char err[256];
-	pthread_t th;
-	int rc;
+	int rc = connect_via(&f, ".drop", drop_all_main, &c, err, sizeof(err));
 
-	front_listen(&f, ".drop");
-	cr_assert_eq(pthread_create(&th, NULL, drop_all_main, &f), 0);
-	o.socket_path = f.path;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	shutdown(f.lfd, SHUT_RDWR); /* ends the accept loop */
-	pthread_join(th, NULL);
-	close(f.lfd);
 	unlink(f.path);
 	cr_expect_eq(rc, -EPROTO, "%d %s", rc, err);
 	cr_expect_null(c);
