@@ -1584,6 +1584,16 @@ static int shared_maps(struct shmap *out, int max)
 	return n;
 }
 
+/* Whether @m (same range) is among the @nb mappings of @before. */
+static bool mapped_before(const struct shmap *before, int nb,
+			  const struct shmap *m)
+{
+	for (int j = 0; j < nb; j++)
+		if (before[j].lo == m->lo && before[j].hi == m->hi)
+			return true;
+	return false;
+}
+
 /* Offset of the first @len-byte, @align-aligned copy of @pat in [lo, hi),
  * or -1. */
 static long find_pattern(uintptr_t lo, uintptr_t hi, const void *pat,
@@ -1628,13 +1638,9 @@ Test(hostile, regress_12_worker_cannot_read_another_channels_identity)
 	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
 	na = shared_maps(after, 256);
 	for (int i = 0; i < na; i++) {
-		bool old = false;
 		long at;
 
-		for (int j = 0; j < nb && !old; j++)
-			old = before[j].lo == after[i].lo &&
-			      before[j].hi == after[i].hi;
-		if (old)
+		if (mapped_before(before, nb, &after[i]))
 			continue;
 		scanned++;
 		at = find_pattern(after[i].lo, after[i].hi, theirs,
@@ -1722,13 +1728,9 @@ Test(hostile, regress_12_worker_cannot_read_another_namespaces_model)
 	cr_assert_eq(kvr_connect(&o, &a, err, sizeof(err)), 0, "A: %s", err);
 	na = shared_maps(after, 256);
 	for (int i = 0; i < na; i++) {
-		bool old = false;
 		long at;
 
-		for (int j = 0; j < nb && !old; j++)
-			old = before[j].lo == after[i].lo &&
-			      before[j].hi == after[i].hi;
-		if (old)
+		if (mapped_before(before, nb, &after[i]))
 			continue;
 		scanned++;
 		at = find_pattern(after[i].lo, after[i].hi, theirs,
