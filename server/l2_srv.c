@@ -105,6 +105,35 @@ static void submit(struct kvr_l2 *l2, struct kvr_l2_lane *ln,
 
 /* ---- write-behind ---- */
 
+/*
+ * An upload job of the j->n chunks just pinned under @pin (namespace @ns):
+ * keys and slots from l2->keys / l2->slots, and a chunk stored with a sum
+ * (a worker with checksums) carries it, so the lane sends it rather than
+ * hashing the chunk again. Return the job's bytes.
+ */
+static uint64_t put_job_fill(struct kvr_srv *s, struct kvr_l2_job *j,
+			     uint32_t ns, uint64_t pin)
+{
+	const struct kvr_l2 *l2 = s->l2;
+	const uint64_t *sums = kvr_store_last_sums(s->store);
+	uint64_t bytes = 0;
+
+	j->ns = ns;
+	j->ns_fp = ns_fp(s, ns);
+	j->owner = pin;
+	for (uint32_t i = 0; i < j->n; i++) {
+		j->it[i].key = l2->keys[i];
+		j->it[i].off = l2->slots[i].off;
+		j->it[i].len = l2->slots[i].len;
+		if (l2->slots[i].reserved & KVR_SLOT_F_SUM) {
+			j->it[i].has_sum = 1;
+			j->it[i].sum = sums[i];
+		}
+		bytes += l2->slots[i].len;
+	}
+	return bytes;
+}
+
 static void cold_upload(struct kvr_srv *s);
 
 int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
@@ -112,7 +141,6 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	struct kvr_l2 *l2 = s->l2;
 	uint32_t ch = (uint32_t)c->chan, ns = 0;
 	struct kvr_l2_job *j;
-	const uint64_t *sums;
 	uint64_t pin = 0;
 	int nk, rc, hits;
 
@@ -147,21 +175,7 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 					  memory_order_relaxed);
 		return rc;
 	}
-	j->ns = ns;
-	j->ns_fp = ns_fp(s, ns);
-	j->owner = pin;
-	sums = kvr_store_last_sums(s->store);
-	for (int i = 0; i < hits; i++) {
-		j->it[i].key = l2->keys[i];
-		j->it[i].off = l2->slots[i].off;
-		j->it[i].len = l2->slots[i].len;
-		/* Stored with a sum (a worker with checksums): the upload
-		 * sends it rather than hashing the chunk again. */
-		if (l2->slots[i].reserved & KVR_SLOT_F_SUM) {
-			j->it[i].has_sum = 1;
-			j->it[i].sum = sums[i];
-		}
-	}
+	put_job_fill(s, j, ns, pin);
 	l2->up_jobs++;
 	submit(l2, l2->up, j);
 	/* Before the answer: a worker that saw its commit sees the upload
@@ -189,7 +203,6 @@ static void cold_upload(struct kvr_srv *s)
 {
 	struct kvr_l2 *l2 = s->l2;
 	struct kvr_store_stats st;
-	const uint64_t *sums;
 	uint32_t queued;
 
 	if (!l2->up)
@@ -224,22 +237,8 @@ static void cold_upload(struct kvr_srv *s)
 						 l2->keep, (uint32_t)n);
 			break;
 		}
-		j->ns = ns;
-		j->ns_fp = ns_fp(s, ns);
-		j->owner = pin;
 		j->evict = 1;
-		sums = kvr_store_last_sums(s->store);
-		for (int i = 0; i < n; i++) {
-			j->it[i].key = l2->keys[i];
-			j->it[i].off = l2->slots[i].off;
-			j->it[i].len = l2->slots[i].len;
-			/* As at commit: the storer's sum, not a new hash. */
-			if (l2->slots[i].reserved & KVR_SLOT_F_SUM) {
-				j->it[i].has_sum = 1;
-				j->it[i].sum = sums[i];
-			}
-			bytes += l2->slots[i].len;
-		}
+		bytes = put_job_fill(s, j, ns, pin);
 		l2->cold_bytes += bytes;
 		l2->up_jobs++;
 		submit(l2, l2->up, j);
