@@ -106,6 +106,20 @@ static void submit(struct kvr_l2 *l2, struct kvr_l2_lane *ln,
 /* ---- write-behind ---- */
 
 /*
+ * The one counter a worker waits on after a commit, queue_depth, copied
+ * to the header at once; the others follow with kvr_l2_publish() when a
+ * job ends or every PUBLISH_NS. One relaxed store, no lock: it runs at
+ * every commit that queues an upload.
+ */
+static void publish_queue(struct kvr_srv *s)
+{
+	atomic_store_explicit(
+	    &s->hdr->l2.queue_depth,
+	    atomic_load_explicit(&s->l2->st.queue_depth, memory_order_relaxed),
+	    memory_order_relaxed);
+}
+
+/*
  * An upload job of the j->n chunks just pinned under @pin (namespace @ns):
  * keys and slots from l2->keys / l2->slots, and a chunk stored with a sum
  * (a worker with checksums) carries it, so the lane sends it rather than
@@ -180,7 +194,7 @@ int kvr_l2_commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 	submit(l2, l2->up, j);
 	/* Before the answer: a worker that saw its commit sees the upload
 	 * it queued (a wait for an empty queue includes it). */
-	kvr_l2_publish(s);
+	publish_queue(s);
 	return rc;
 }
 
@@ -246,7 +260,7 @@ static void cold_upload(struct kvr_srv *s)
 	/* As at commit: what was queued is counted before the loop answers
 	 * the commit that started it. */
 	if (l2->up_jobs != queued)
-		kvr_l2_publish(s);
+		publish_queue(s);
 }
 
 /* An evict-mode upload came back: mark what is in L2 now, unpin. */
