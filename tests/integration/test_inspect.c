@@ -1033,6 +1033,8 @@ Test(inspect, namespaces_need_the_directory_when_run_as_another_uid)
 	cr_expect_eq(JN(j, "namespaces.0.id"), 7);
 	cr_expect_str_eq(JS(j, "namespaces.0.model"), "tenant-secret-13b");
 	cr_expect_eq(JN(j, "namespaces.0.cache.lookup_keys"), 17);
+	cr_expect(t_json_true(j, "directory_readable"), "%s", r.out);
+	cr_expect(!strstr(r.out, "directory_error"), "%s", r.out);
 	t_json_free(j);
 	run_free(&r);
 
@@ -1045,6 +1047,12 @@ Test(inspect, namespaces_need_the_directory_when_run_as_another_uid)
 	cr_expect_eq(JN(j, "cache.lookup_keys"), 41, "%s", r.out);
 	cr_expect_eq(t_json_count(j, "namespaces"), 0, "%s", r.out);
 	cr_expect(!strstr(r.out, "tenant-secret-13b"), "%s", r.out);
+	/* ... and the JSON itself says they are hidden, not absent. */
+	cr_expect(!t_json_true(j, "directory_readable"), "%s", r.out);
+	cr_expect(JS(j, "directory_error") &&
+		      strstr(JS(j, "directory_error"), "namespaces hidden") &&
+		      strstr(JS(j, "directory_error"), "as root"),
+		  "%s", r.out);
 	t_json_free(j);
 	cr_expect(strstr(r.err, "per-namespace counters not shown"), "%s",
 		  r.err);
@@ -1061,6 +1069,8 @@ Test(inspect, namespaces_need_the_directory_when_run_as_another_uid)
 	cr_expect(strstr(r.out, "\nkvring_lookup_keys_total 41\n"), "%s",
 		  r.out);
 	cr_expect(!strstr(r.out, "tenant-secret-13b"), "%s", r.out);
+	cr_expect(strstr(r.out, "\nkvring_inspect_directory_readable 0\n"),
+		  "%s", r.out);
 	run_free(&r);
 	fake_close(&f);
 }

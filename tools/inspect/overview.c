@@ -169,6 +169,27 @@ static void emit_chan(struct kvr_em *e, const struct ins_snap *s,
 	kvr_em_end(e);
 }
 
+/*
+ * Whether the channel directory could be read. Without it (not root nor
+ * kvringd's uid, abi 4.0/5.0) `channels`, `uids` and `namespaces` are
+ * empty because they are hidden, not because there are none: a reader of
+ * the JSON learns that here, not only from the warning on stderr.
+ */
+static void emit_directory(struct kvr_em *e, const struct ins_snap *s)
+{
+	char why[256];
+
+	kvr_em_bool(e, "directory_readable", s->dir_rc == 0);
+	if (s->dir_rc == 0)
+		return;
+	snprintf(why, sizeof(why),
+		 "channels, uids and namespaces hidden: the channel "
+		 "directory cannot be read (%s); run kvring-inspect as root "
+		 "or as kvringd's uid %d",
+		 kvr_strerror(s->dir_rc), (int)s->uid);
+	kvr_em_str(e, "directory_error", why);
+}
+
 /* The server's identity, the pool and the global counters. */
 static void emit_server(struct kvr_em *e, const struct ins_target *t,
 			const struct ins_snap *s)
@@ -232,6 +253,7 @@ static void emit_server(struct kvr_em *e, const struct ins_target *t,
 	kvr_em_u64(e, "corrupt_dropped", s->corrupt_dropped);
 	kvr_em_u64(e, "corrupt_unconfirmed", s->corrupt_unconfirmed);
 	kvr_em_u64(e, "max_keys", s->max_keys);
+	emit_directory(e, s);
 }
 
 /* Each uid's use of the pool against the uid quotas (issue 12): all its

@@ -278,6 +278,11 @@ static void prom_server(FILE *f, const struct ins_snap *s)
 	prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
 		 "Chunks reported corrupt whose bytes matched their sum.",
 		 s->corrupt_unconfirmed);
+	prom_u64(f, "kvring_inspect_directory_readable", "gauge",
+		 "0 when the channel directory could not be read (run as root "
+		 "or kvringd's uid): channel, uid and namespace series are "
+		 "then missing, not zero.",
+		 s->dir_rc == 0);
 }
 
 /* The per-channel families that are not rings or doorbells. The model
