@@ -118,30 +118,45 @@ static int sock_poll(struct kvr_client *c, short ev, uint64_t deadline,
 	return kvr__wait_alive(c);
 }
 
-static int send_all(struct kvr_client *c, const void *buf, size_t n,
+/*
+ * Move exactly @n bytes: from @out to the socket, or from the socket into
+ * @in (exactly one of them is non-NULL), bounded by the client timeout
+ * (reset by progress) and the server's liveness. @answers: see sock_poll
+ * (sending only). A peer that closes, or any other failure, breaks the
+ * client: the stream would be out of step.
+ */
+static int sock_all(struct kvr_client *c, const void *out, void *in, size_t n,
 		    bool answers)
 {
-	const char *p = buf;
 	uint64_t deadline = deadline_from_now(c);
+	size_t done = 0;
 
-	while (n) {
-		ssize_t r = send(c->sock, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (done < n) {
+		ssize_t r = out ? send(c->sock, (const char *)out + done,
+				       n - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+				: recv(c->sock, (char *)in + done, n - done,
+				       MSG_DONTWAIT);
 
 		if (r > 0) {
-			p += r;
-			n -= (size_t)r;
+			done += (size_t)r;
 			deadline = deadline_from_now(c);
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && errno == EAGAIN) {
-			int rc = sock_poll(c, POLLOUT, deadline, answers);
+			int rc = sock_poll(c, out ? POLLOUT : POLLIN, deadline,
+					   out && answers);
 
 			if (rc < 0)
 				return rc;
 			continue;
 		}
+		if (!out)
+			return kvr__client_break(
+			    c, -EOWNERDEAD,
+			    "kvringd (pid %d) closed the connection",
+			    (int)c->server_pid);
 		return kvr__client_break(
 		    c, -EOWNERDEAD,
 		    "kvringd (pid %d) closed the connection "
@@ -150,6 +165,12 @@ static int send_all(struct kvr_client *c, const void *buf, size_t n,
 		    r < 0 ? kvr_strerror(-errno) : "0 bytes");
 	}
 	return 0;
+}
+
+static int send_all(struct kvr_client *c, const void *buf, size_t n,
+		    bool answers)
+{
+	return sock_all(c, buf, NULL, n, answers);
 }
 
 /* Send one frame: header, rec, then (payload_of non-NULL) the bytes of
@@ -194,32 +215,7 @@ int kvr__tport_sock_frame(struct kvr_client *c, uint32_t type, const void *rec,
 /* Read exactly n bytes (bounded by the client timeout + liveness). */
 static int read_full(struct kvr_client *c, void *buf, size_t n)
 {
-	char *p = buf;
-	uint64_t deadline = deadline_from_now(c);
-
-	while (n) {
-		ssize_t r = recv(c->sock, p, n, MSG_DONTWAIT);
-
-		if (r > 0) {
-			p += r;
-			n -= (size_t)r;
-			deadline = deadline_from_now(c);
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN) {
-			int rc = sock_poll(c, POLLIN, deadline, false);
-
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		return kvr__client_break(
-		    c, -EOWNERDEAD, "kvringd (pid %d) closed the connection",
-		    (int)c->server_pid);
-	}
-	return 0;
+	return sock_all(c, NULL, buf, n, false);
 }
 
 /* Grow the scratch buffer to @need bytes, keeping what it holds. */
