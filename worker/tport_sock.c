@@ -317,10 +317,14 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *f)
 	return kvr__answer(c, f->type, c->scratch, rec);
 }
 
-/* Read and handle one frame: an answer (its payload included) or BYE.
- * Blocks until the whole frame is in, bounded. Return 0 or a fatal -errno
- * (client broken). */
-static int read_frame(struct kvr_client *c)
+/*
+ * Read one frame header and handle it: BYE breaks the client (kvringd is
+ * shutting down); anything else is an answer (its payload included) when
+ * @answers, else a protocol error (under the shm transport only BYE may
+ * come on the socket). Blocks until the whole frame is in, bounded.
+ * Return 0 or a fatal -errno (client broken).
+ */
+static int frame_recv(struct kvr_client *c, bool answers)
 {
 	struct kvr_frame f;
 	int rc;
@@ -336,29 +340,8 @@ static int read_frame(struct kvr_client *c)
 			    "kvringd (pid %d) closed the connection "
 			    "(it is shutting down)",
 			    (int)c->server_pid);
-		else
+		else if (answers)
 			rc = read_answer(c, &f);
-	}
-	c->reading = false;
-	return rc;
-}
-
-int kvr__tport_sock_read_bye(struct kvr_client *c)
-{
-	struct kvr_frame f;
-	int rc;
-
-	if (c->broken)
-		return c->broken;
-	c->reading = true;
-	rc = read_full(c, &f, sizeof(f));
-	if (rc == 0) {
-		if (f.type == KVR_FRAME_BYE)
-			rc = kvr__client_break(
-			    c, -EOWNERDEAD,
-			    "kvringd (pid %d) closed the connection "
-			    "(it is shutting down)",
-			    (int)c->server_pid);
 		else
 			rc = kvr__client_break(
 			    c, -EPROTO,
@@ -368,6 +351,17 @@ int kvr__tport_sock_read_bye(struct kvr_client *c)
 	}
 	c->reading = false;
 	return rc;
+}
+
+/* An answer frame (its payload included) or BYE. */
+static int read_frame(struct kvr_client *c)
+{
+	return frame_recv(c, true);
+}
+
+int kvr__tport_sock_read_bye(struct kvr_client *c)
+{
+	return frame_recv(c, false);
 }
 
 /* Read the payload that follows a retrieve answer into the transfer's
