@@ -279,6 +279,85 @@ class BindingTest(unittest.TestCase):
             with c.retrieve(keys) as tx:
                 self.assertEqual(tx.corrupt, [0])
 
+    def test_fill_sums_while_copying_when_checksum_is_on(self):
+        # StoreTx.fill() is kvr_store_fill(): the sum is taken of the bytes
+        # as they are copied, and commit() sends that sum without reading
+        # the slot again. So a write into the slot after the fill (the
+        # documented misuse) makes the chunk fail every check, which a
+        # plain copy followed by the commit's own hash would not notice.
+        # Both transports: the copy transport sums its private buffers.
+        for transport in (None, "copy"):
+            with self.connect(transport=transport, checksum="on") as c:
+                keys = c.keys(tokens(50 if transport else 51, 2))
+                with c.store(keys, [CHUNK] * 2) as tx:
+                    tx.fill(0, chunk_bytes(keys[0]))
+                    tx.fill(1, bytearray(chunk_bytes(keys[1])))
+                    view = tx.slots[1][1]
+                    view[7] ^= 0x20  # after the fill: the sum is stale
+                    del view
+                with c.retrieve(keys) as tx:
+                    self.assertEqual(tx.verify(), 1, transport)
+                    self.assertEqual(tx.corrupt, [1])
+                    self.assertEqual(bytes(tx.slots[0][1]),
+                                     chunk_bytes(keys[0]))
+
+    def test_copy_out_catches_a_byte_another_process_flipped(self):
+        # RetrieveTx.copy_out() is kvr_retrieve_copy(): under 'on' it
+        # checks while copying and marks the slot CORRUPT; commit reports
+        # it and kvringd drops the chunk.
+        with self.connect(checksum="on") as c:
+            keys = c.keys(tokens(52, 3))
+            self.assertEqual(store_all(c, keys), 3)
+            self.assertEqual(self.run_child(child_flip, self.srv.sock,
+                                            list(keys), 1), "ok")
+            with c.retrieve(keys) as tx:
+                out = bytearray(CHUNK)
+                self.assertTrue(tx.copy_out(0, out))
+                self.assertEqual(bytes(out), chunk_bytes(keys[0]))
+                self.assertFalse(tx.copy_out(1, memoryview(out)))
+                self.assertEqual(tx.corrupt, [1])
+                self.assertEqual(tx.slots[1], (kvring.SlotStatus.CORRUPT,
+                                               None))
+                self.assertFalse(tx.copy_out(1, out))  # sticky
+                self.assertTrue(tx.copy_out(2, out))
+                self.assertEqual(bytes(out), chunk_bytes(keys[2]))
+            deadline = time.time() + 5
+            while c.lookup(keys) != 1 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(c.lookup(keys), 1, "kvringd dropped chunk 1")
+        # Off: nothing to check against, a plain copy.
+        with self.connect(checksum="off") as c, c.retrieve(keys) as tx:
+            out = bytearray(CHUNK)
+            self.assertTrue(tx.copy_out(0, out))
+            self.assertEqual(bytes(out), chunk_bytes(keys[0]))
+
+    def test_fill_and_copy_out_raise_when_arguments_are_bad(self):
+        with self.connect(checksum="on") as c:
+            keys = c.keys(tokens(53, 2))
+            store_all(c, keys[:1])
+            with c.store(keys, [CHUNK] * 2) as tx:
+                self.assertEqual(tx.slots[0][0], kvring.SlotStatus.EXISTS)
+                with self.assertRaisesRegex(ValueError, "EXISTS, not OK"):
+                    tx.fill(0, chunk_bytes(keys[0]))
+                with self.assertRaisesRegex(ValueError, "is 10 bytes, the "
+                                            "slot is %d" % CHUNK):
+                    tx.fill(1, b"0123456789")
+                with self.assertRaisesRegex(ValueError, "slot index is 2"):
+                    tx.fill(2, chunk_bytes(keys[1]))
+                with self.assertRaises(TypeError):
+                    tx.fill(1, "not a buffer")
+                tx.fill(1, chunk_bytes(keys[1]))
+            with self.assertRaisesRegex(ValueError, "transfer is over"):
+                tx.fill(1, chunk_bytes(keys[1]))
+            with c.retrieve(keys) as tx:
+                with self.assertRaisesRegex(TypeError, "writable"):
+                    tx.copy_out(0, bytes(CHUNK))  # read-only
+                with self.assertRaisesRegex(ValueError, "the slot is"):
+                    tx.copy_out(0, bytearray(CHUNK + 1))
+                out = bytearray(CHUNK)
+                self.assertTrue(tx.copy_out(1, out))
+                self.assertEqual(bytes(out), chunk_bytes(keys[1]))
+
     def test_bytes_match_when_retrieved_through_copy(self):
         with self.connect() as c:
             keys = c.keys(tokens(2, 4))

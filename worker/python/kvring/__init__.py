@@ -223,6 +223,58 @@ def _view(ptr: int, n: int, readonly: bool) -> Tuple[memoryview, memoryview]:
     return base, view
 
 
+class _PyBuffer(ctypes.Structure):
+    """Py_buffer (Include/pybuffer.h), for the address of any object that
+    exports a contiguous buffer, read-only ones (bytes) included."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
+                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
+                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p), ("suboffsets", ctypes.c_void_p),
+                ("internal", ctypes.c_void_p)]
+
+
+_GetBuffer = ctypes.pythonapi.PyObject_GetBuffer
+_GetBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
+                       ctypes.c_int]
+_GetBuffer.restype = ctypes.c_int
+_ReleaseBuffer = ctypes.pythonapi.PyBuffer_Release
+_ReleaseBuffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+_ReleaseBuffer.restype = None
+
+
+class _Buffer(object):
+    """with _Buffer(obj, n, writable, what) as ptr: the address of obj's
+    n contiguous bytes, held (the exporter cannot resize or free them)
+    for the length of the block. A wrong length, a non-contiguous or a
+    read-only buffer where one is written raises ValueError or
+    TypeError, before any byte moves."""
+
+    def __init__(self, obj: Any, n: int, writable: bool, what: str) -> None:
+        self._b = _PyBuffer()
+        flags = 1 if writable else 0  # PyBUF_WRITABLE / PyBUF_SIMPLE
+        try:
+            _GetBuffer(obj, ctypes.byref(self._b), flags)
+        except (BufferError, TypeError) as e:
+            raise TypeError(
+                "%s must be a contiguous%s buffer (bytes, bytearray, "
+                "memoryview, array, numpy array), not %s: %s"
+                % (what, " writable" if writable else "",
+                   type(obj).__name__, e)) from None
+        if self._b.len != n:
+            _ReleaseBuffer(ctypes.byref(self._b))
+            raise ValueError("%s is %d bytes, the slot is %d: pass a buffer "
+                             "of exactly the slot's length"
+                             % (what, self._b.len, n))
+
+    def __enter__(self) -> int:
+        return self._b.buf or 0
+
+    def __exit__(self, et, ev, tb) -> bool:
+        _ReleaseBuffer(ctypes.byref(self._b))
+        return False
+
+
 Slot = Tuple[SlotStatus, Optional[memoryview]]
 
 
@@ -262,6 +314,43 @@ class _Tx(object):
 
     def __len__(self) -> int:
         return len(self.slots)
+
+    def _slot_index(self, i: Any) -> int:
+        if not self._open or not self._filled:
+            raise ValueError("the transfer is %s: its slots cannot be "
+                             "copied" % ("over" if not self._open
+                                         else "not answered yet (reap it)"))
+        if not self._x.nslots:
+            raise ValueError("slot %r: the transfer has no slots" % (i,))
+        return _uint("slot index", i, self._x.nslots - 1)
+
+    def _ok_slot(self, i: Any) -> Tuple[int, int]:
+        """(slot index, its length) of OK slot i, else ValueError."""
+        i = self._slot_index(i)
+        s = self._x.slots[i]
+        if s.status != SlotStatus.OK:
+            st = SlotStatus(s.status) if 0 <= s.status <= 6 else s.status
+            raise ValueError("slot %d is %s, not OK: %s" % (
+                i, getattr(st, "name", st),
+                "it failed its checksum, do not use its bytes"
+                if st == SlotStatus.CORRUPT else "there is nothing to copy"))
+        return i, s.len
+
+    def _copy_ptr(self, i: int, ptr: int, out: bool) -> int:
+        """kvr_store_fill (out False) or kvr_retrieve_copy (out True) of
+        OK slot i from/to the len(slot) bytes at ptr, which the caller
+        holds; the library's return code (1: corrupt)."""
+        lib = _lib_handle()
+        fn = lib.kvr_retrieve_copy if out else lib.kvr_store_fill
+        rc = fn(self._c._handle(), ctypes.byref(self._x), i, ptr)
+        if rc < 0:
+            _raise(rc, self._c._errmsg())
+        return rc
+
+    def _fill_or_copy(self, i: Any, buf: Any, out: bool) -> int:
+        i, n = self._ok_slot(i)
+        with _Buffer(buf, n, out, "dst" if out else "src") as ptr:
+            return self._copy_ptr(i, ptr, out)
 
     def _release_views(self) -> None:
         # After this the views raise ValueError on use. A view that is
@@ -324,6 +413,24 @@ class StoreTx(_Tx):
     def abort(self) -> None:
         self._finish(_lib_handle().kvr_abort_store)
 
+    def fill(self, i: int, src: Any) -> None:
+        """Copy src into OK slot i: any object exporting exactly
+        len(slot) contiguous bytes (bytes, bytearray, memoryview, array,
+        numpy array). kvr_store_fill(): with checksums on, the XXH3-64
+        is computed while copying, 128 KiB at a time, and commit() sends
+        it without reading the slot again (one pass over memory instead
+        of a copy and a hash). Do not write the slot after filling it:
+        its sum is of the filled bytes, and every checking reader would
+        find the chunk corrupt. Raises ValueError (slot not OK, wrong
+        length) before any byte moves.
+
+        >>> with client.store(keys, sizes) as tx:     # doctest: +SKIP
+        ...     for i, (st, _) in enumerate(tx.slots):
+        ...         if st == kvring.SlotStatus.OK:
+        ...             tx.fill(i, chunk_bytes[i])
+        """
+        self._fill_or_copy(i, src, False)
+
     @property
     def stored(self) -> int:
         """How many keys need writing (SlotStatus.OK)."""
@@ -375,6 +482,25 @@ class RetrieveTx(_Tx):
             if self._x.slots[i].status == SlotStatus.CORRUPT:
                 self.slots[i] = (SlotStatus.CORRUPT, None)
         return rc
+
+    def copy_out(self, i: int, dst: Any) -> bool:
+        """Copy OK slot i into dst (any object exporting exactly len(slot)
+        writable contiguous bytes: bytearray, memoryview, array, numpy
+        array). kvr_retrieve_copy(): under checksum='on' the slot's
+        XXH3-64 is checked while copying, 128 KiB at a time (one pass
+        instead of verify() and then a copy); under 'verify' it was
+        checked on arrival. Returns True when dst holds the chunk (checked
+        if it had a sum), False when the bytes failed their checksum: the
+        slot becomes (SlotStatus.CORRUPT, None), dst must not be used,
+        and commit() reports it. A slot already CORRUPT gives False again.
+        Raises ValueError (slot not OK, wrong length) before copying."""
+        i = self._slot_index(i)
+        if self._x.slots[i].status == SlotStatus.CORRUPT:
+            return False
+        if self._fill_or_copy(i, dst, True) == 1:
+            self.slots[i] = (SlotStatus.CORRUPT, None)
+            return False
+        return True
 
     @property
     def corrupt(self) -> List[int]:
