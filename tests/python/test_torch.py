@@ -237,10 +237,124 @@ class ContextTest(ServerCase):
             self.assertEqual(again, [])          # a success, nothing to do
             self.assertTrue(ctx.commit_store(t, 0, again))
 
-    def test_prepare_returns_none_when_shared_memory_is_unavailable(self):
-        with self.ctx(transport="copy") as ctx:
-            self.assertIsNone(ctx.prepare_store(toks(3, 16)))
-            self.assertIsNone(ctx.prepare_retrieve(toks(3, 16)))
+    def test_views_work_when_transport_is_copy(self):
+        # No shared pool: the views are the library's private buffers,
+        # sent at commit (store) or filled by the answer (retrieve). The
+        # same calls and return values as over shared memory, and the
+        # bytes are the same whichever transport stored or retrieved.
+        data = [torch.randn(LAYOUT.shape).half() for _ in range(3)]
+        with self.ctx(transport="copy") as cp, self.ctx() as sh:
+            self.assertEqual(cp.client.transport, "copy")
+            t = toks(3, 48)
+            views = cp.prepare_store(t, 1)
+            self.assertEqual(views.indices, [0, 1, 2])
+            for v, d in zip(views, data):
+                v.copy_(d)
+            self.assertTrue(cp.commit_store(t, 1, views))
+            self.assertEqual(cp.prepare_store(t), [])  # stored: a success
+            got = sh.prepare_retrieve(t)
+            self.assertEqual(len(got), 3)
+            for v, d in zip(got, data):
+                self.assertTrue(torch.equal(v, d))
+            del got
+            self.assertTrue(sh.commit_retrieve(t))
+            got = cp.prepare_retrieve(t)
+            for v, d in zip(got, data):
+                self.assertTrue(torch.equal(v, d))
+            del got
+            self.assertTrue(cp.commit_retrieve(t))
+            # Stored over shared memory, redeemed by lease over copy.
+            t2 = toks(30, 32)
+            self.assertEqual(sh.store_chunks(t2, data[:2]), 2)
+            hits, lease = sh.client.lookup(sh.keys(t2), pin=True)
+            out = torch.zeros((2,) + LAYOUT.shape, dtype=torch.half)
+            self.assertEqual(cp.retrieve_chunks(None, out, lease=lease), 2)
+            self.assertTrue(torch.equal(out[1], data[1]))
+            self.assertEqual(cp.client.stats()["chan_pins"], 0)
+
+    def test_fill_sums_while_copying_when_checksum_is_on(self):
+        # ChunkViews.fill() is kvr_store_fill(): the sum is taken as the
+        # chunk is copied in and the commit sends it without reading the
+        # slot again. A write into the view after its fill (the misuse
+        # the docstring warns of) therefore makes the chunk fail every
+        # check; with v.copy_() plus the commit's own hash it would pass.
+        data = [torch.randn(LAYOUT.shape).half() for _ in range(2)]
+        for transport in (None, "copy"):
+            with self.ctx(checksum="on", transport=transport) as ctx:
+                t = toks(70 if transport else 71, 32)
+                views = ctx.prepare_store(t)
+                views.fill(0, data[0])
+                views.fill(1, data[1].view(-1))  # any shape of the size
+                views[1][0, 0, 0] += 1  # after the fill: a stale sum
+                self.assertTrue(ctx.commit_store(t, 0, views))
+                got = ctx.prepare_retrieve(t)
+                self.assertEqual(ctx.verify_retrieve(t), 1, transport)
+                self.assertEqual(got.indices, [0])
+                self.assertTrue(torch.equal(got[0], data[0]))
+                del got
+                self.assertTrue(ctx.commit_retrieve(t))
+
+    def test_retrieve_chunks_stop_at_a_byte_another_process_flipped(self):
+        # retrieve_chunks() copies with kvr_retrieve_copy(): under 'on'
+        # each chunk is checked while it is copied out, so the byte a
+        # second process flipped in chunk 1 ends the copy there, without
+        # a separate verify pass, and kvringd drops the chunk.
+        data = torch.randn((3,) + LAYOUT.shape).half()
+        with self.ctx(checksum="on") as ctx:
+            t = toks(72, 48)
+            self.assertEqual(ctx.store_chunks(t, data), 3)
+            self.assertEqual(ctx.store_chunks(t, data), 0)  # all stored
+            self.flip_in_child(list(ctx.keys(t)), 1)
+            out = torch.zeros_like(data)
+            self.assertEqual(ctx.retrieve_chunks(t, out), 1)
+            self.assertTrue(torch.equal(out[0], data[0]))
+            self.assertEqual(ctx.client.stats()["chan_pins"], 0)
+            deadline = time.time() + 5
+            while ctx.client.lookup(ctx.keys(t)) != 1 and \
+                    time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            # The four-call form: copy_to() cuts the views as verify does.
+            self.assertEqual(ctx.store_chunks(t, data), 1)  # chunk 1 anew
+            self.flip_in_child(list(ctx.keys(t)), 2)
+            views = ctx.prepare_retrieve(t)
+            self.assertTrue(views.copy_to(0, out[0]))
+            self.assertTrue(views.copy_to(1, out[1]))
+            self.assertFalse(views.copy_to(2, out[2]))
+            self.assertEqual(views.indices, [0, 1])
+            self.assertTrue(torch.equal(out[1], data[1]))
+            del views
+            self.assertTrue(ctx.commit_retrieve(t))
+
+    def test_chunk_copies_raise_and_store_nothing_when_tensors_are_bad(self):
+        with self.ctx(checksum="on") as ctx:
+            t = toks(73, 32)
+            good = torch.zeros((2,) + LAYOUT.shape, dtype=torch.half)
+            for bad, what in (
+                    (good.float(), "torch.float32"),
+                    (good[:1], "holds 1 chunks"),
+                    ([good[0], good[1].transpose(1, 2)], "non-contiguous"),
+                    ([good[0], good[1][:, :, :8]], "CPU torch.float16"),
+                    ("nope", "must be a list")):
+                with self.assertRaisesRegex(ValueError, what):
+                    ctx.store_chunks(t, bad)
+                self.assertEqual(ctx.client.lookup(ctx.keys(t)), 0)
+            self.assertEqual(ctx.client.stats()["chan_reserved_bytes"], 0)
+            views = ctx.prepare_store(t)
+            with self.assertRaisesRegex(ValueError, "view index 2"):
+                views.fill(2, good[0])
+            views.fill(0, good[0])
+            views.fill(1, good[1])
+            self.assertTrue(ctx.commit_store(t, 0, views))
+            with self.assertRaisesRegex(ValueError, "transfer is over"):
+                views.fill(0, good[0])
+            got = ctx.prepare_retrieve(t)
+            with self.assertRaisesRegex(ValueError, "retrieve's views"):
+                got.fill(0, good[0])
+            with self.assertRaisesRegex(ValueError, "CPU torch.float16"):
+                got.copy_to(0, torch.zeros(3, dtype=torch.half))
+            del got
+            self.assertTrue(ctx.commit_retrieve(t))
 
     def test_store_is_aborted_when_with_block_raises(self):
         with self.ctx() as ctx:
@@ -505,6 +619,26 @@ class ConnectorTest(ServerCase):
 
     def test_mla_cache_loads_bit_exact_when_model_is_mla(self):
         self.roundtrip(mla=True, head_size=96)
+
+    def test_loads_bit_exact_when_every_connector_uses_copy_transport(self):
+        # No shared pool anywhere ($KVRING_TRANSPORT=copy, inherited by
+        # the worker processes): the connector saves and loads through
+        # the context's private-buffer views, and each scheduler-side
+        # connector says once in its log that it runs on the copy
+        # transport. (Before, prepare_store returned None and the saves
+        # were dropped without a word.)
+        old = os.environ.get("KVRING_TRANSPORT")
+        os.environ["KVRING_TRANSPORT"] = "copy"
+        try:
+            with self.assertLogs("kvring.vllm", "WARNING") as logs:
+                self.roundtrip(dtype="float16")
+        finally:
+            if old is None:
+                del os.environ["KVRING_TRANSPORT"]
+            else:
+                os.environ["KVRING_TRANSPORT"] = old
+        said = [m for m in logs.output if "copy transport" in m]
+        self.assertEqual(len(said), 2, logs.output)  # two engines
 
     def test_corrupt_chunk_is_recomputed_when_checksum_is_on(self):
         # KVRING_CHECKSUM=on for the whole deployment: stores are summed,

@@ -182,17 +182,52 @@ class ChunkViews(list):
     """The views prepare_store/prepare_retrieve return: a list of tensors
     (so code written for the seed's list[torch.Tensor] works unchanged),
     plus .indices, the chunk index of each view in the request (views
-    skip chunks that are already stored), and .transfer_id."""
+    skip chunks that are already stored), and .transfer_id.
+
+    fill(j, src) and copy_to(j, dst) copy a whole chunk between a user
+    tensor and view j with the checksum computed (store) or checked
+    (retrieve) while copying: one pass over memory where v.copy_(src)
+    followed by the commit's hash (or verify_retrieve() and then
+    dst.copy_(v)) takes two."""
 
     def __init__(self, tensors: Sequence[torch.Tensor] = (),
                  indices: Sequence[int] = (), transfer_id: int = 0) -> None:
         super().__init__(tensors)
         self.indices: List[int] = list(indices)
         self.transfer_id = transfer_id
+        self._transfer: Optional[weakref.ref] = None
 
     def items(self) -> List[Tuple[int, torch.Tensor]]:
         """(chunk index, view) pairs."""
         return list(zip(self.indices, self))
+
+    def _live(self, what: str) -> "_Transfer":
+        t = self._transfer() if self._transfer is not None else None
+        if t is None or t.ended:
+            raise ValueError("%s: these views' transfer is over (or they "
+                             "are not a prepared transfer's views)" % what)
+        return t
+
+    def fill(self, j: int, src: torch.Tensor) -> None:
+        """Copy src (a contiguous CPU tensor of the layout's dtype and
+        chunk size, any shape) into store view j (kvr_store_fill). With
+        checksums on the XXH3-64 is computed while copying and the commit
+        sends it without reading the slot again, so do not write view j
+        afterwards: its sum would be of the old bytes and every checking
+        reader would find the chunk corrupt. Raises ValueError before any
+        byte moves when src does not fit."""
+        self._live("fill").fill(j, src)
+
+    def copy_to(self, j: int, dst: torch.Tensor) -> bool:
+        """Copy retrieve view j into dst (a contiguous CPU tensor of the
+        layout's dtype and chunk size, any shape; kvr_retrieve_copy).
+        Under checksum='on' the chunk's sum is checked while copying
+        ('verify' checked it on arrival). True: dst holds the chunk.
+        False: it failed its checksum; dst must not be used, and the
+        views are cut in place at view j exactly as verify_retrieve()
+        cuts them (that chunk and every later one are no use to a
+        prefix); commit_retrieve reports it."""
+        return self._live("copy_to").copy_to(j, dst)
 
 
 class _Transfer(object):
@@ -202,7 +237,10 @@ class _Transfer(object):
                  readonly: bool) -> None:
         self.tx = tx
         self.readonly = readonly
+        self.layout = layout
+        self.ended = False
         self.views = ChunkViews(transfer_id=tx.id)
+        self.views._transfer = weakref.ref(self)
         self._bufs: List[weakref.ref] = []
         self._versions: List[int] = []
         x = tx._x
@@ -249,13 +287,19 @@ class _Transfer(object):
         cut off are emptied in place and leave self.views (the very list
         the caller holds). Returns the number of corrupt chunks."""
         bad = self.tx.verify()
+        self._cut()
+        return bad
+
+    def _cut(self) -> None:
+        """Cut the views at the first slot the library marked CORRUPT:
+        the views cut off are emptied in place and leave self.views."""
         first = next((i for i, (st, _) in enumerate(self.tx.slots)
                       if st == SlotStatus.CORRUPT), None)
         if first is None:
-            return bad
+            return
         keep = sum(1 for i in self.views.indices if i < first)
         if keep == len(self.views):
-            return bad  # cut already (on arrival, or an earlier verify)
+            return  # cut already (on arrival, or an earlier verify)
         log.warning("kvring: chunk %d of transfer %d fails its checksum; "
                     "%d of %d chunks usable", first, self.tx.id, first,
                     len(self.tx.slots))
@@ -264,11 +308,57 @@ class _Transfer(object):
         del self.views[keep:]
         del self.views.indices[keep:]
         del self._versions[keep:]
-        return bad
+
+    def _user_tensor(self, j: Any, t: Any, what: str) -> int:
+        """The slot index of view j, after checking that user tensor t
+        can take or give a whole chunk (ValueError otherwise)."""
+        if isinstance(j, bool) or not isinstance(j, int) or \
+                not 0 <= j < len(self.views):
+            raise ValueError("view index %r is out of range: there are %d "
+                             "views" % (j, len(self.views)))
+        _Transfer._check_tensor(self.layout, t, what)
+        return self.views.indices[j]
+
+    @staticmethod
+    def _check_tensor(lt: ChunkLayout, t: Any, what: str) -> None:
+        if not isinstance(t, torch.Tensor):
+            raise ValueError("%s is a %s, not a tensor"
+                             % (what, type(t).__name__))
+        if t.device.type != "cpu" or not t.is_contiguous() or \
+                t.dtype != lt.torch_dtype or \
+                t.numel() * t.element_size() != lt.chunk_bytes:
+            raise ValueError(
+                "%s is a %s%s tensor of %s on %s; a chunk is a contiguous "
+                "CPU %s tensor of %d elements (shape %s): use "
+                ".contiguous(), .to(dtype) or .cpu() first"
+                % (what, "" if t.is_contiguous() else "non-contiguous ",
+                   t.dtype, tuple(t.shape), t.device, lt.torch_dtype,
+                   lt.chunk_bytes // lt.elem_bytes, list(lt.shape)))
+
+    def fill(self, j: int, src: torch.Tensor) -> None:
+        """ChunkViews.fill()."""
+        if self.readonly:
+            raise ValueError("fill: these are a retrieve's views (read "
+                             "them, or copy_to() a tensor of your own)")
+        i = self._user_tensor(j, src, "src")
+        self.tx._copy_ptr(i, src.data_ptr(), False)
+
+    def copy_to(self, j: int, dst: torch.Tensor) -> bool:
+        """ChunkViews.copy_to()."""
+        if not self.readonly:
+            raise ValueError("copy_to: these are a store's views (fill() "
+                             "them)")
+        i = self._user_tensor(j, dst, "dst")
+        if self.tx._copy_ptr(i, dst.data_ptr(), True) == 0:
+            return True
+        self.tx.slots[i] = (SlotStatus.CORRUPT, None)
+        self._cut()
+        return False
 
     def end(self) -> bool:
         """Empty every tensor handed out; True if no derived tensor still
         holds the slot memory (safe to unpin now)."""
+        self.ended = True
         written = []
         for i, t in enumerate(self.views):
             if self.readonly and t._version != self._versions[i]:
@@ -307,8 +397,8 @@ class KvringContext(object):
     mapping to LMCache's NonGpuContext).
 
     prepare_store(key, instance_id) / prepare_retrieve(key, instance_id)
-    return None when shared memory is unavailable (copy transport, the
-    server gone, or no room for any chunk), [] when there is nothing to do
+    return None when the cache cannot take part (the server gone, or no
+    room for any chunk), [] when there is nothing to do
     (everything already stored: a success; or, for a retrieve, nothing
     stored), else a ChunkViews list of tensors with .indices.
     commit_store, abort_store and commit_retrieve return bool. close() is
@@ -316,6 +406,16 @@ class KvringContext(object):
 
     with ctx.storing(key) as views: ... commits on a clean exit and aborts
     (never publishes) on an exception.
+
+    Under the copy transport (no shared pool could be mapped) the views
+    are over the library's private buffers: a store's bytes travel to
+    kvringd at commit_store, a retrieve's arrived with its answer. The
+    calls and their return values are the same; only the speed differs
+    (docs/tensors.md, "Under the copy transport").
+
+    store_chunks(key, chunks) and retrieve_chunks(key, out) copy whole
+    chunks from and to tensors of the caller's, summing or checking
+    while they copy when checksums are on (ChunkViews.fill/copy_to).
     """
 
     def __init__(self, layout: ChunkLayout, client: Optional[Client] = None,
@@ -334,8 +434,9 @@ class KvringContext(object):
         self._shm = client.transport != "copy"
         log.info("kvring context: %s, chunk %s = %d bytes%s", client.debug,
                  list(layout.shape), layout.chunk_bytes,
-                 "" if self._shm else " (copy transport: prepare_* "
-                 "return None)")
+                 "" if self._shm else " (copy transport: views are private "
+                 "buffers, sent at commit_store; slower than shared "
+                 "memory)")
         self._stores: Dict[Tuple[Any, Tuple[int, int]], _Transfer] = {}
         self._retrieves: Dict[Tuple[Any, Tuple[int, int]], _Transfer] = {}
         self._deferred: List[Tuple[_Transfer, List[Any]]] = []
@@ -352,7 +453,7 @@ class KvringContext(object):
 
     def _usable(self) -> bool:
         self._flush_deferred()
-        return self.client is not None and self._shm
+        return self.client is not None
 
     # -- store --
     def prepare_store(self, key: Any, instance_id: Any = 0,
@@ -442,6 +543,48 @@ class KvringContext(object):
         abort on an exception. views is None or [] as prepare_store."""
         return _StoreBlock(self, key, instance_id, salt)
 
+    def _chunk_list(self, key: Any, chunks: Any, salt: Optional[str],
+                    what: str) -> Keys:
+        keys = self.keys(key, salt)
+        n = len(chunks) if isinstance(chunks, (list, tuple)) else \
+            chunks.shape[0] if isinstance(chunks, torch.Tensor) and \
+            chunks.dim() > len(self.layout.shape) else -1
+        if n < 0:
+            raise ValueError("%s must be a list of chunk tensors or one "
+                             "tensor [n, %s], not %s" % (
+                                 what, ", ".join(map(str, self.layout.shape)),
+                                 type(chunks).__name__))
+        if n < len(keys):
+            raise ValueError("%s holds %d chunks, the key has %d full "
+                             "chunks: give one tensor per full chunk"
+                             % (what, n, len(keys)))
+        return keys
+
+    def store_chunks(self, key: Any, chunks: Any, instance_id: Any = 0,
+                     salt: Optional[str] = None) -> Optional[int]:
+        """Store whole chunks from tensors of the caller's: chunks[i] (a
+        list of tensors, or one tensor [n, *layout.shape]) is chunk i of
+        key. Only chunks not yet stored are copied, with kvr_store_fill
+        (the checksum computed while copying), then committed. Returns
+        how many chunks were written (0: all were stored already), or
+        None as prepare_store (the cache cannot take them); a commit the
+        server refuses gives None too, and nothing is published. Raises
+        ValueError (a tensor that is not a chunk) with nothing stored."""
+        keys = self._chunk_list(key, chunks, salt, "chunks")
+        for i in range(len(keys)):  # all of them, before reserving
+            _Transfer._check_tensor(self.layout, chunks[i], "chunk %d" % i)
+        views = self.prepare_store(keys, instance_id)
+        if not views:
+            return None if views is None else 0
+        try:
+            for j, i in enumerate(views.indices):
+                views.fill(j, chunks[i])
+        except BaseException:
+            self.abort_store(keys, instance_id, views)
+            raise
+        n = len(views)  # the commit empties the list
+        return n if self.commit_store(keys, instance_id, views) else None
+
     # -- retrieve --
     def prepare_retrieve(self, key: Any, instance_id: Any = 0,
                          salt: Optional[str] = None,
@@ -475,6 +618,43 @@ class KvringContext(object):
         tx.slots = [(st, None) for st, _ in tx.slots]
         self._retrieves[tid] = t
         return t.views
+
+    def retrieve_chunks(self, key: Any, out: Any, instance_id: Any = 0,
+                        salt: Optional[str] = None,
+                        lease: Optional[int] = None) -> Optional[int]:
+        """Copy the longest stored prefix of key's chunks into tensors of
+        the caller's, out[i] for chunk i (a list, or one tensor
+        [n, *layout.shape]), then unpin. With kvr_retrieve_copy: under
+        checksum='on' each chunk is checked while it is copied, and the
+        copy stops before the first chunk that fails (out[i] from there
+        on must not be used; kvringd drops the chunk). Returns the number
+        of chunks copied and good, or None as prepare_retrieve (the cache
+        cannot answer). With lease=, key may be None; out must then have
+        room for every chunk the lease pins."""
+        if key is not None:
+            self._chunk_list(key, out, salt, "out")
+        views = self.prepare_retrieve(key, instance_id, salt, lease)
+        if views is None:
+            return None
+        nout = len(out) if isinstance(out, (list, tuple)) else out.shape[0]
+        n = 0
+        try:
+            for j in range(len(views)):
+                if views.indices[j] >= nout:
+                    raise ValueError("out holds %d chunks, the lease pins "
+                                     "%d: give one tensor per pinned chunk"
+                                     % (nout, len(views)))
+                if not views.copy_to(j, out[views.indices[j]]):
+                    break
+                n += 1
+        finally:
+            # [] (nothing stored) is already unpinned; a transfer whose
+            # views were all cut still holds its pins.
+            if views.transfer_id:
+                del views
+                self.commit_retrieve(key, instance_id, lease=lease,
+                                     salt=salt)
+        return n
 
     def verify_retrieve(self, key: Any = None, instance_id: Any = 0,
                         chunks: Any = None, lease: Optional[int] = None,

@@ -163,6 +163,7 @@ class KvringConnector(KVConnectorBase_V1):
         self._ctx: Optional[KvringContext] = None
         self._kv: Optional[PagedKV] = None
         self._load_errors: Set[int] = set()
+        self._said_copy = False
         if role == KVConnectorRole.SCHEDULER:
             # The scheduler looks up with rank 0's namespace; with tensor
             # parallelism every rank stores its own shard under its own
@@ -182,6 +183,14 @@ class KvringConnector(KVConnectorBase_V1):
             log.warning("kvring: cannot connect (%s); the cache is off", e)
             return None
         log.info("kvring %s connector: %s", self.role.name.lower(), c.debug)
+        if c.transport == "copy" and not self._said_copy:
+            # Once per connector: loads and saves still work, through the
+            # library's private buffers and the socket, only slower.
+            self._said_copy = True
+            log.warning("kvring: no shared pool could be mapped, using the "
+                        "copy transport: chunks travel over the socket "
+                        "(slower than shared memory; see kvringd's log "
+                        "for why)")
         return c
 
     # ==============================
@@ -428,7 +437,12 @@ class KvringConnector(KVConnectorBase_V1):
             return
         iid = ("save", sv.req_id)
         views = ctx.prepare_store(sv.tokens, iid, salt=sv.salt)
-        if not views:  # None: unavailable; []: all stored already
+        if views is None:
+            log.warning("kvring save of %s skipped: the server is gone, or "
+                        "no chunk found room (the pool is full of pinned "
+                        "or reserved chunks)", sv.req_id)
+            return
+        if not views:  # []: all stored already
             return
         try:
             ids: List[int] = []
