@@ -2,8 +2,9 @@
 /*
  * connect.c - libkvring's public entry points that do not need a client:
  * kvr_connect() and kvr_connect_sized() (the options struct that can grow,
- * and the wait for a kvringd that is still starting), kvr_version() and
- * the exported kvr_strerror() wording.
+ * the wait for a kvringd that is still starting, and the environment
+ * variables that stand in for options: $KVRING_CONNECT_WAIT_MS,
+ * $KVRING_PREFAULT), kvr_version() and the exported kvr_strerror() wording.
  *
  * Growth rule (docs/compat.md): struct kvr_client_opts only ever gains
  * fields at its end. The caller says how many bytes it has; what lies past
@@ -55,6 +56,34 @@ static int env_wait_ms(uint32_t *ms, char *errbuf, size_t errlen)
 			 "$KVRING_CONNECT_WAIT_MS '%s' is not a number of "
 			 "milliseconds; set it to 0-%u or unset it",
 			 e, UINT32_MAX);
+	return -EINVAL;
+}
+
+/*
+ * $KVRING_PREFAULT into *background: unset or empty leaves it alone,
+ * "background" sets it, "inline" (the default, spelt out) leaves it
+ * alone, so opts.prefault_background = true still wins as with
+ * connect_wait_ms. Return 0, or -EINVAL with the reason in errbuf: a typo
+ * ("backgound", "BACKGROUND") must not silently mean "in line".
+ */
+static int env_prefault(bool *background, char *errbuf, size_t errlen)
+{
+	const char *e = getenv("KVRING_PREFAULT");
+
+	if (!e || !*e || strcmp(e, "inline") == 0)
+		return 0;
+	if (strcmp(e, "background") == 0) {
+		*background = true;
+		return 0;
+	}
+	if (errbuf && errlen)
+		snprintf(
+		    errbuf, errlen,
+		    "$KVRING_PREFAULT '%s' is not a pre-fault mode; set it "
+		    "to 'background' (kvr_connect returns at once, a "
+		    "thread touches the pool) or 'inline' (the default), "
+		    "or unset it",
+		    e);
 	return -EINVAL;
 }
 
@@ -167,6 +196,9 @@ int kvr_connect_sized(const struct kvr_client_opts *o, size_t opts_size,
 	}
 	wait_ms = mine.connect_wait_ms;
 	if (!wait_ms && env_wait_ms(&wait_ms, errbuf, errlen) < 0)
+		return -EINVAL;
+	/* Read once here, so that touch.c sees only the option. */
+	if (env_prefault(&mine.prefault_background, errbuf, errlen) < 0)
 		return -EINVAL;
 	return connect_waiting(&mine, wait_ms, out, errbuf, errlen);
 }

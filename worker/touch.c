@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,16 +137,6 @@ static bool touch_behind_server(struct kvr_client *c, size_t page)
 	return true;
 }
 
-/* Whether the caller asked for the background pre-fault. */
-static bool want_background(bool background)
-{
-	const char *env = getenv("KVRING_PREFAULT");
-
-	if (env && strcmp(env, "background") == 0)
-		return true;
-	return background;
-}
-
 int kvr__touch_start(struct kvr_client *c, bool background)
 {
 	size_t page = c->pool.page_bytes ? c->pool.page_bytes : 4096u;
@@ -158,7 +147,7 @@ int kvr__touch_start(struct kvr_client *c, bool background)
 	if (touch_behind_server(c, page))
 		return 0;
 	/* Huge pages attach in a few ms per GiB: no thread worth having. */
-	if (want_background(background) && !c->pool.hugetlb) {
+	if (background && !c->pool.hugetlb) {
 		if (pthread_create(&c->touch.thread, NULL, touch_main, c) ==
 		    0) {
 			c->touch.started = true;

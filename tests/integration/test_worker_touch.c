@@ -5,8 +5,8 @@
  * touched, stores made meanwhile land byte for byte, kvr_prefault_status
  * reports the run and its time, a close while the thread still runs joins
  * it (nothing touches the unmapped pool), a forked child can close its
- * copy without the parent's thread, and the in-line default reports
- * status 0 at once.
+ * copy without the parent's thread, the in-line default reports
+ * status 0 at once, and $KVRING_PREFAULT takes only the modes it names.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,17 +40,24 @@ static void teardown(void)
 
 TestSuite(worker_touch, .init = setup, .fini = teardown, .timeout = 60);
 
-static struct kvr_client *connect_bg(bool background)
+static struct kvr_client_opts opts_bg(bool background)
 {
 	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
 
 	o.socket_path = srv.sock;
 	t_ns_default(&o.ns);
 	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
 	o.prefault_background = background;
+	return o;
+}
+
+static struct kvr_client *connect_bg(bool background)
+{
+	struct kvr_client_opts o = opts_bg(background);
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+	int rc;
+
 	rc = kvr_connect(&o, &c, err, sizeof(err));
 	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
 	return c;
@@ -130,4 +137,55 @@ Test(worker_touch, status_is_done_at_once_when_prefault_is_in_line)
 	cr_expect_gt(ns, 0);
 	cr_expect_eq(kvr_prefault_status(NULL, false, NULL), -EINVAL);
 	kvr_close(c);
+}
+
+/* A typo in the mode must not silently mean "in line" (the worker would
+ * pay the whole pre-fault in kvr_connect without knowing why): it is
+ * refused, and the sentence names the variable, the value and the modes
+ * it takes. The known modes still connect and do what they say: in line
+ * reports its pre-fault time at connect, background leaves it to the
+ * thread (info.prefault_ns stays 0). */
+Test(worker_touch, connect_refuses_a_prefault_mode_it_does_not_know)
+{
+	static const char *const bad[] = {"backgound", "BACKGROUND", "1",
+					  " background", "inline,background"};
+	static const struct {
+		const char *env;
+		bool in_line;
+	} good[] = {{"background", false}, {"inline", true}, {"", true}};
+	struct kvr_client_opts o = opts_bg(false);
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		c = NULL;
+		err[0] = '\0';
+		setenv("KVRING_PREFAULT", bad[i], 1);
+		cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL,
+			     "'%s' accepted", bad[i]);
+		cr_expect_null(c, "'%s' connected", bad[i]);
+		cr_expect_neq(strstr(err, "$KVRING_PREFAULT"), NULL, "'%s': %s",
+			      bad[i], err);
+		cr_expect_neq(strstr(err, bad[i]), NULL, "'%s': %s", bad[i],
+			      err);
+		cr_expect_neq(strstr(err, "'background'"), NULL, "'%s': %s",
+			      bad[i], err);
+		cr_expect_neq(strstr(err, "'inline'"), NULL, "'%s': %s", bad[i],
+			      err);
+		kvr_close(c);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint64_t ns;
+
+		c = NULL;
+		setenv("KVRING_PREFAULT", good[i].env, 1);
+		cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0,
+			     "'%s': %s", good[i].env, err);
+		ns = kvr_client_info(c)->prefault_ns;
+		cr_expect_eq(ns > 0, good[i].in_line,
+			     "'%s': in-line pre-fault %llu ns at connect",
+			     good[i].env, (unsigned long long)ns);
+		kvr_close(c);
+	}
+	unsetenv("KVRING_PREFAULT");
 }
