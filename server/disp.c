@@ -45,6 +45,7 @@
 
 #include "chan.h"
 #include "disp.h"
+#include "prefault.h"
 #include "sum.h"
 
 /* Which kvr_cache_cnt field cache_add() bumps (they are in this order). */
@@ -239,6 +240,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		rc = kvr_store_release_lease(s->store, ch, v->hdr.handle, now);
 		break;
 	case KVR_OP_PREPARE_STORE:
+		if (s->prefault) /* still zeroing: below its line first */
+			kvr__prefault_place(s);
 		rc = kvr_store_prepare_store(s->store, ch, ns, s->keys,
 					     s->sizes, n, now, slots, &id);
 		if (rc >= 0) {

@@ -15,9 +15,12 @@
  * kernel merely maps, and follows the line in a thread of its own for
  * the rest (worker/touch.c), so it never zeroes a page for us. The
  * allocator hands out a fresh pool from offset 0 up (lowest offset
- * first, alloc.c), i.e. the zeroed pages first. A store into a page
- * nobody touched yet faults it in itself; it is correct, only slower
- * (kvring-bench attach measures both).
+ * first, alloc.c), i.e. the zeroed pages first, and before every
+ * prepare_store the loop gives it the line (kvr__prefault_place), so a
+ * free extent below it is taken before a best fit above it. Only a
+ * store that outruns the zeroing (no room left below the line) gets
+ * pages nobody touched yet; it faults them in itself, correct, only
+ * slower (kvring-bench attach measures both).
  *
  * The thread reads one word per page and writes nothing, touches nothing
  * but the pool mapping and shares only the atomics below with the loop.
@@ -32,6 +35,7 @@
 #include <kvring/clock.h>
 #include <kvring/log.h>
 #include <kvring/segment.h>
+#include <kvring/store.h>
 
 #include "notify.h"
 #include "prefault.h"
@@ -126,6 +130,19 @@ int kvr__prefault_start(struct kvr_srv *s)
 	return 0;
 }
 
+void kvr__prefault_place(struct kvr_srv *s)
+{
+	struct kvr_prefault *p = s->prefault;
+
+	if (!p)
+		return;
+	/* Relaxed: a hint for placement, no data rides on it (as for the
+	 * workers' pool_zeroed_bytes): an older value only places lower. */
+	kvr_store_prefer_below(
+	    s->store,
+	    atomic_load_explicit(&p->done_bytes, memory_order_relaxed));
+}
+
 bool kvr__prefault_running(const struct kvr_srv *s)
 {
 	return s->prefault != NULL;
@@ -164,6 +181,8 @@ void kvr__prefault_poll(struct kvr_srv *s)
 		     p->page_bytes >> 10);
 	kvr__notify_status("serving on %s; pool pre-faulted",
 			   s->cfg.socket_path);
+	/* All zeroed: placement is plain best fit again. */
+	kvr_store_prefer_below(s->store, 0);
 	free(p);
 	s->prefault = NULL;
 }

@@ -27,6 +27,15 @@ int kvr__prefault_start(struct kvr_srv *s);
  */
 void kvr__prefault_poll(struct kvr_srv *s);
 
+/*
+ * kvr__prefault_place - before a prepare_store, while the thread runs:
+ * tell the allocator how far the pool is zeroed, so that new slots go
+ * below that line when there is room (a store there never waits for the
+ * zeroing). The caller tests s->prefault first, so that a finished
+ * zeroing costs a prepare nothing but that test.
+ */
+void kvr__prefault_place(struct kvr_srv *s);
+
 /* Whether the thread is still touching pages. */
 bool kvr__prefault_running(const struct kvr_srv *s);
 

@@ -14,6 +14,8 @@
  *  - a hash map start -> node of the used extents, which is how a put is
  *    validated: an offset that is not the start of a live allocation, or a
  *    length that does not match it, is refused before anything changes.
+ * While a huge-page pool is still being zeroed, a get prefers the free
+ * extents below the zeroed line to a best fit above it (prefer_below).
  * Nodes live in one array (indices, not pointers, so it can grow by
  * realloc) with a free list, so steady-state get/put never call malloc.
  * This file does not know about objects, keys or eviction (store.c).
@@ -201,6 +203,35 @@ static uint32_t treap_lower_bound(const struct kvr_alloc *a, uint64_t units)
 	return best;
 }
 
+/*
+ * Most extents a below-the-line search looks at before it gives up and
+ * keeps the best fit: bounds a prepare's cost while the zeroing runs
+ * (the walk is in address order, and a young pool has few extents below
+ * its zeroed line).
+ */
+#define BELOW_WALK_MAX 4096u
+
+/*
+ * The lowest free extent of at least @units that ends at or below the
+ * preferred line, or @fallback (the best fit) when there is none within
+ * BELOW_WALK_MAX extents of the start.
+ */
+static uint32_t below_fit(const struct kvr_alloc *a, uint64_t units,
+			  uint32_t fallback)
+{
+	const struct kvr_alloc_ext *e = a->ext;
+	unsigned steps = 0;
+
+	for (uint32_t x = a->head; x != NIL && steps < BELOW_WALK_MAX;
+	     x = e[x].next, steps++) {
+		if (e[x].start + units > a->below_units)
+			break; /* every later extent starts higher still */
+		if (e[x].is_free && e[x].units >= units)
+			return x;
+	}
+	return fallback;
+}
+
 /* ==== Public API ==== */
 
 int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align)
@@ -276,6 +307,9 @@ int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out)
 	x = treap_lower_bound(a, units);
 	if (x == NIL)
 		return -ENOSPC;
+	/* While the pool is zeroed: below the line if there is room. */
+	if (a->below_units && a->ext[x].start + units > a->below_units)
+		x = below_fit(a, units, x);
 	/* Everything that can fail happens before the first change. */
 	rc = kvr_alloc_reserve(a, 1);
 	if (rc < 0)
@@ -306,6 +340,13 @@ int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out)
 	(void)kvr_index_u64_insert(&a->used, e[x].start, x);
 	*off_out = e[x].start << a->shift;
 	return 0;
+}
+
+void kvr_alloc_prefer_below(struct kvr_alloc *a, uint64_t bytes)
+{
+	uint64_t u = bytes >> a->shift; /* whole units below the line */
+
+	a->below_units = u >= a->units ? 0 : u;
 }
 
 /* Unlink @x from the address list (its neighbours are already merged). */

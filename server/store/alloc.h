@@ -54,6 +54,7 @@ struct kvr_alloc {
 	uint64_t nr_free;	   /* free extents */
 	uint64_t nr_used;	   /* used extents */
 	struct kvr_index_u64 used; /* start unit -> node of a used extent */
+	uint64_t below_units;	   /* kvr_alloc_prefer_below(); 0: off */
 };
 
 /* Snapshot of an allocator's state; all sizes in bytes. */
@@ -98,6 +99,18 @@ int kvr_alloc_reserve(struct kvr_alloc *a, uint32_t n);
  * *off_out is untouched.
  */
 int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out);
+
+/*
+ * kvr_alloc_prefer_below - while a huge-page pool is still being zeroed
+ * (server/prefault.c), place new extents so that they end at or below
+ * @bytes, the zeroed line, whenever a free extent there is large enough:
+ * kvr_alloc_get() then takes the lowest such extent (first fit in address
+ * order) when its best fit would cross the line, and the best fit
+ * otherwise. 0, or a line at or past the end of the pool, turns it off;
+ * kvr_alloc_get() is then exactly best fit again, with one test of a
+ * field as its only cost. Never fails and changes no extent.
+ */
+void kvr_alloc_prefer_below(struct kvr_alloc *a, uint64_t bytes);
 
 /*
  * kvr_alloc_put - free the extent that kvr_alloc_get() returned at @off for

@@ -801,3 +801,8 @@ uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s)
 {
 	return s->last_hit_bytes;
 }
+
+void kvr_store_prefer_below(struct kvr_store *s, uint64_t zeroed_bytes)
+{
+	kvr_alloc_prefer_below(&s->alloc, zeroed_bytes);
+}

@@ -13,7 +13,9 @@
  * with the reservation command when pages are short, and auto falls back
  * to 4 KiB pages with one line saying how many to reserve; a worker that
  * connects while the server still zeroes the pool maps only what the
- * server has zeroed (never zeroes a page itself) and gets exact bytes.
+ * server has zeroed (never zeroes a page itself) and gets exact bytes;
+ * a store made during the zeroing is placed below the zeroed line when
+ * there is room there, even where the plain best fit lies above it.
  * Every test skips, with the runner's reason, when the kernel refused the
  * reservation ($KVR_TEST_HUGE_SKIP).
  */
@@ -603,5 +605,116 @@ Test(huge, worker_attach_does_not_zero_pages_when_server_still_zeroes)
 		     "after the zeroing the worker mapped %llu of %llu kB",
 		     worker_kb, pool_kb);
 	kvr_close(c);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}
+
+/* Reserve one chunk of @bytes under key @seed; its slot's offset. */
+static uint64_t reserve_one(struct kvr_client *c, uint64_t seed, uint64_t bytes,
+			    struct kvr_xfer *x)
+{
+	struct kvr_key k = {seed, seed * 11 + 3};
+
+	cr_assert_eq(kvr_prepare_store(c, &k, &bytes, 1, x), 0, "%s",
+		     kvr_client_errmsg(c));
+	cr_assert_eq(x->nslots, 1);
+	cr_assert_eq(x->slots[0].status, KVR_SLOT_OK, "no slot of %llu MiB",
+		     (unsigned long long)(bytes >> 20));
+	return x->slots[0].off;
+}
+
+static bool line_passed_a_slice(void *arg)
+{
+	(void)arg;
+	return zeroed_line() >= 16u << 20; /* the thread's first slice */
+}
+
+/*
+ * A store made while the server still zeroes its huge pages goes below
+ * the zeroed line when there is room there (issue 13 item 2): its pages
+ * are then zeroed already and it never waits for the kernel. The pool is
+ * laid out so that the allocator's plain best fit lies above the line:
+ * a 4 MiB hole at offset 0 and an exact 2 MiB hole near the end (H, at
+ * 484 MiB, reserved and aborted), so a 2 MiB chunk's best fit is H. Once
+ * the line has passed its first 16 MiB slice and while it is still below
+ * H, the chunk must land in the low hole; before, it landed in H, which
+ * nobody had zeroed. The check means something only if the line stayed
+ * in [16 MiB, 486 MiB) around that prepare; a start whose zeroing ran
+ * past it is tried again, at most 5 times. The chunk's bytes come back
+ * exact.
+ */
+Test(huge, first_store_lands_below_zeroed_line_when_room_exists_there)
+{
+	enum { MIB = 1 << 20 };
+	struct kvr_xfer a = {0}, g = {0}, h = {0}, k = {0}, s = {0}, r = {0};
+	uint64_t off = 0, before = 0, after = 0, hoff = 0;
+	struct kvr_client *c = NULL;
+	struct kvr_key key = {5, 5 * 11 + 3}; /* reserve_one()'s seed 5 */
+	uint64_t sz = 2 * MIB;
+	unsigned char *src;
+	int tries;
+
+	huge_dir_or_skip();
+	src = malloc(sz);
+	cr_assert_not_null(src);
+	for (size_t i = 0; i < sz; i++)
+		src[i] = (unsigned char)(i * 2246822519u >> 13);
+	for (tries = 0; tries < 5; tries++) {
+		start_huge_opt("512M", NULL, "--prefault");
+		cr_assert_eq(srv.hdr->pool_zeroing, 1u,
+			     "the server does not say it zeroes in the "
+			     "background");
+		c = connect_worker(false);
+		cr_expect_eq(reserve_one(c, 1, 4 * MIB, &a), 0);
+		cr_expect_eq(reserve_one(c, 2, 480 * MIB, &g), 4 * MIB);
+		hoff = reserve_one(c, 3, 2 * MIB, &h);
+		cr_expect_eq(hoff, 484 * MIB);
+		reserve_one(c, 4, 2 * MIB,
+			    &k); /* keeps H apart from the tail */
+		cr_assert_eq(kvr_abort_store(c, &a), 0);
+		cr_assert_eq(kvr_abort_store(c, &h), 0);
+		/* Wait until the thread's first slice is in the line. */
+		t_wait_until(line_passed_a_slice, NULL, t_timeout_ms(10000));
+		before = zeroed_line();
+		off = reserve_one(c, 5, sz, &s);
+		after = zeroed_line();
+		if (before >= 16u * MIB && after < hoff + sz)
+			break; /* the line stayed between the two holes */
+		kvr_abort_store(c, &s);
+		kvr_abort_store(c, &g);
+		kvr_abort_store(c, &k);
+		kvr_close(c);
+		cr_assert_eq(t_server_stop(&srv), 0);
+	}
+	cr_assert_lt(tries, 5,
+		     "in 5 starts the zeroed line never stayed between 16 "
+		     "MiB and %llu MiB around one prepare (last: %llu .. %llu "
+		     "MiB): this machine zeroes 512 MiB faster than a "
+		     "prepare",
+		     (unsigned long long)((hoff + sz) / MIB),
+		     (unsigned long long)(before / MIB),
+		     (unsigned long long)(after / MIB));
+	cr_expect_leq(off + sz, before,
+		      "2 MiB placed at %llu MiB while the server had zeroed "
+		      "%llu MiB and the hole at 0 was free: the store would "
+		      "wait for the zeroing of its own pages",
+		      (unsigned long long)(off / MIB),
+		      (unsigned long long)(before / MIB));
+	cr_log_info("start %d: 2 MiB at %llu MiB, zeroed line %llu .. %llu "
+		    "MiB around the prepare",
+		    tries + 1, (unsigned long long)(off / MIB),
+		    (unsigned long long)(before / MIB),
+		    (unsigned long long)(after / MIB));
+	/* Exact bytes, written while the zeroing still runs. */
+	memcpy(s.slots[0].ptr, src, sz);
+	cr_assert_eq(kvr_commit_store(c, &s), 0);
+	cr_assert_eq(kvr_prepare_retrieve(c, &key, 1, &r), 0);
+	cr_assert_eq(r.nslots, 1, "the stored chunk is not there");
+	cr_expect_eq(memcmp(r.slots[0].ptr, src, sz), 0,
+		     "the chunk stored during the zeroing differs");
+	cr_expect_eq(kvr_commit_retrieve(c, &r), 0);
+	kvr_abort_store(c, &g);
+	kvr_abort_store(c, &k);
+	kvr_close(c);
+	free(src);
 	cr_expect_eq(t_server_stop(&srv), 0);
 }

@@ -357,3 +357,55 @@ Test(alloc, scales_when_pool_is_64gib_with_many_objects)
 	cr_expect_eq(st.free_bytes, pool);
 	free(offs);
 }
+
+/*
+ * The zeroed-line preference (prefer_below): a best fit above the line
+ * gives way to the lowest free extent below it that is large enough; with
+ * no such extent, or with the preference off, the best fit stands.
+ */
+Test(alloc, get_places_below_line_when_best_fit_lies_above_it)
+{
+	uint64_t a0, b, c, d, off;
+
+	cr_assert_eq(kvr_alloc_init(&al, 256 * U, U), 0);
+	cr_assert_eq(kvr_alloc_get(&al, 16 * U, &a0), 0); /* [0, 16) */
+	cr_assert_eq(kvr_alloc_get(&al, U, &b), 0);	  /* [16, 17) */
+	cr_assert_eq(kvr_alloc_get(&al, U, &c), 0);	  /* [17, 18) */
+	cr_assert_eq(kvr_alloc_get(&al, U, &d), 0);	  /* [18, 19) */
+	cr_assert_eq(kvr_alloc_put(&al, a0, 16 * U), 0);
+	cr_assert_eq(kvr_alloc_put(&al, c, U), 0);
+	/* Holes [0, 16) and [17, 18); the exact fit is the one at 17. */
+	kvr_alloc_prefer_below(&al, 10 * U);
+	cr_assert_eq(kvr_alloc_get(&al, U, &off), 0);
+	cr_expect_eq(off, 0, "1 unit at unit %llu, line at 10",
+		     (unsigned long long)(off / U));
+	audit_ok(&al);
+	/* 12 units do not fit below the line: best fit, [1, 13). */
+	cr_assert_eq(kvr_alloc_get(&al, 12 * U, &off), 0);
+	cr_expect_eq(off, U, "12 units at unit %llu",
+		     (unsigned long long)(off / U));
+	/* Off again (0, or a line past the end): exact best fit. */
+	kvr_alloc_prefer_below(&al, 0);
+	cr_assert_eq(kvr_alloc_get(&al, U, &off), 0);
+	cr_expect_eq(off, 17 * U, "1 unit at unit %llu with no line",
+		     (unsigned long long)(off / U));
+	audit_ok(&al);
+}
+
+Test(alloc, get_is_best_fit_when_line_is_past_the_end)
+{
+	uint64_t a0, b, off;
+
+	cr_assert_eq(kvr_alloc_init(&al, 64 * U, U), 0);
+	cr_assert_eq(kvr_alloc_get(&al, 8 * U, &a0), 0);
+	cr_assert_eq(kvr_alloc_get(&al, U, &b), 0);
+	cr_assert_eq(kvr_alloc_put(&al, a0, 8 * U), 0);
+	/* Holes [0, 8) and [9, 64): best fit for 2 units is at 0 anyway;
+	 * for 9 it is the tail, and a line at the end changes neither. */
+	kvr_alloc_prefer_below(&al, 64 * U);
+	cr_assert_eq(kvr_alloc_get(&al, 9 * U, &off), 0);
+	cr_expect_eq(off, 9 * U);
+	cr_assert_eq(kvr_alloc_get(&al, 2 * U, &off), 0);
+	cr_expect_eq(off, 0);
+	audit_ok(&al);
+}

@@ -370,6 +370,13 @@ uint64_t kvr_store_next_expiry(const struct kvr_store *s);
  * successful kvr_store_lookup(); O(1). */
 uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s);
 
+/*
+ * kvr_store_prefer_below - while the pool is still being zeroed, place new
+ * slots below @zeroed_bytes when there is room there (the allocator's
+ * kvr_alloc_prefer_below()); 0 turns it off. O(1).
+ */
+void kvr_store_prefer_below(struct kvr_store *s, uint64_t zeroed_bytes);
+
 /* kvr_store_stats - snapshot of the global counters (O(log n)). */
 void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out);
 
