@@ -25,13 +25,23 @@
  *                  whether its pre-fault then followed the server's
  *                  zeroing in a thread (abi 3.2, worker/touch.c) and
  *                  how long that thread took, and its first store
- *                  against memcpy. A kvringd that
+ *                  against memcpy, with the zeroed line just before it
+ *                  and how many of its bytes lay above that line; then
+ *                  a store into fresh slots once the line has passed
+ *                  room for it, while the zeroing still runs ("room":
+ *                  below the line, kvringd's allocator places it
+ *                  there). A kvringd that
  *                  pre-faults in line (--kvringd of an older build, the
  *                  A/B baseline) gives zeroed == start;
  *   background     4 KiB only: a connection with prefault_background, how
  *                  long kvr_connect took, the first store's GB/s while the
  *                  pre-fault thread still ran (and whether it did), and the
  *                  thread's total time.
+ * Stores made while a pre-fault still runs also report their whole
+ * request (prepare, copy, commit) as "request" GB/s, because the library
+ * may do part of the work inside prepare (worker/touch.c touches a
+ * prepare's slots first while its thread runs); the copy alone would then
+ * flatter it.
  * Huge-page cells need free huge pages: with --reserve-huge (root) the
  * bench raises vm.nr_hugepages for them and restores the old value at
  * exit, on a signal too; otherwise a cell without enough free pages is
@@ -48,10 +58,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <kvring/kvring.h>
+#include <kvring/layout.h>
 #include <kvring/segment.h>
 
 #include "bench_common.h"
@@ -80,11 +93,18 @@ struct cell {
 	bool dur_done, dur_pending, dur_follow;
 	double dur_attach_ms, dur_first_gbps, dur_memcpy_gbps;
 	double dur_follow_ms; /* connect to the end of the follower */
+	double dur_req_gbps;  /* prepare + copy + commit */
+	double dur_line_mib, dur_above_mib; /* zeroed line, bytes above */
+	/* huge only: a store once the line has room for it, still zeroing */
+	bool dur_room_done, dur_room_pending;
+	double dur_room_gbps, dur_room_req_gbps, dur_room_memcpy_gbps;
+	double dur_room_line_mib, dur_room_above_mib;
 	double first_gbps, first_memcpy_gbps;
 	double store_gbps, retr_gbps, memcpy_gbps;
 	/* background pre-fault, 4 KiB only */
 	bool bg_done, bg_pending;
 	double bg_connect_ms, bg_first_gbps, bg_memcpy_gbps, bg_prefault_ms;
+	double bg_req_gbps; /* prepare + copy + commit */
 };
 
 struct att {
@@ -95,6 +115,8 @@ struct att {
 	unsigned nsizes, rounds;
 	unsigned char *src, *dst;
 	uint64_t seq;
+	/* The last store_req(): its whole time and its slots' offsets. */
+	uint64_t req_ns, last_off[NCHUNK];
 	struct cell res[MAX_SIZES][NR_PAGES];
 };
 
@@ -284,11 +306,14 @@ static int store_req(struct att *a, struct kvr_client *c, uint64_t *copy_ns,
 	void *ptr[NCHUNK];
 	int rc;
 
+	uint64_t t_req;
+
 	*first_seq = a->seq;
 	for (unsigned i = 0; i < NCHUNK; i++) {
 		keys[i] = bench_key(a->seq++);
 		sizes[i] = CHUNK_BYTES;
 	}
+	t_req = kvr_clock_now_ns();
 	rc = kvr_prepare_store(c, keys, sizes, NCHUNK, &x);
 	if (rc < 0 || x.nslots != NCHUNK) {
 		fprintf(stderr, "kvring-bench: attach: prepare_store: %d %s\n",
@@ -307,7 +332,10 @@ static int store_req(struct att *a, struct kvr_client *c, uint64_t *copy_ns,
 		memcpy(ptr[i], a->src, CHUNK_BYTES);
 	}
 	*copy_ns = kvr_clock_now_ns() - t0;
+	for (unsigned i = 0; i < NCHUNK; i++)
+		a->last_off[i] = x.slots[i].off;
 	rc = kvr_commit_store(c, &x);
+	a->req_ns = kvr_clock_now_ns() - t_req;
 	if (rc < 0)
 		return rc;
 	/* Same bytes again: the stored chunks do not change. */
@@ -369,6 +397,54 @@ static double median(double *v, unsigned n)
 	return n ? v[n / 2] : 0;
 }
 
+/* Bytes of the last store_req()'s slots that lie at or above @line. */
+static uint64_t above_line(const struct att *a, uint64_t line)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < NCHUNK; i++) {
+		uint64_t lo = a->last_off[i], hi = lo + CHUNK_BYTES;
+
+		if (hi > line)
+			n += hi - (lo > line ? lo : line);
+	}
+	return n;
+}
+
+/* A private server's control header, read-only (its pool_zeroed_bytes
+ * line); NULL when it cannot be mapped. */
+static const struct kvr_ctl_hdr_shm *map_ctl(const struct bench_server *s,
+					     void **map, size_t *len)
+{
+	char path[128];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 ||
+	    (size_t)st.st_size < sizeof(struct kvr_ctl_hdr_shm)) {
+		close(fd);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	return *map == MAP_FAILED ? NULL : *map;
+}
+
+/* Relaxed: the server's zeroed line, a figure for the report. */
+static uint64_t line_of(const struct kvr_ctl_hdr_shm *h)
+{
+	return h ? atomic_load_explicit(&h->pool_zeroed_bytes,
+					memory_order_relaxed)
+		 : 0;
+}
+
+#define MIB_F(b) ((double)(b) / (double)(1u << 20))
+
 /* The background-prefault connection (4 KiB cells). */
 static int run_background(struct att *a, const struct bench_server *s,
 			  struct cell *r)
@@ -395,6 +471,7 @@ static int run_background(struct att *a, const struct bench_server *s,
 	r->bg_pending = kvr_prefault_status(c, false, NULL) == -EINPROGRESS;
 	if (rc == 0) {
 		r->bg_first_gbps = gbps(REQ_BYTES, copy_ns);
+		r->bg_req_gbps = gbps(REQ_BYTES, a->req_ns);
 		r->bg_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
 		kvr_prefault_status(c, true, &ns);
 		r->bg_prefault_ms = (double)ns / 1e6;
@@ -408,28 +485,70 @@ static int run_background(struct att *a, const struct bench_server *s,
  * Huge pages: a worker that connects the moment kvringd says ready, while
  * its background zeroing may still run; then wait for the zeroing.
  */
+/*
+ * Huge pages, still zeroing: once the first store is in, wait (1 ms steps,
+ * at most 10 s) until the zeroed line has room for another request above
+ * the first one's slots, then store into fresh slots. A line that reaches
+ * the end first leaves room_pending false: the zeroing outran us.
+ */
+static int run_room(struct att *a, struct kvr_client *c,
+		    const struct kvr_ctl_hdr_shm *h, struct cell *r)
+{
+	uint64_t hi = 0, line, copy_ns, mc_ns, seq;
+	int rc;
+
+	for (unsigned i = 0; i < NCHUNK; i++)
+		if (a->last_off[i] + CHUNK_BYTES > hi)
+			hi = a->last_off[i] + CHUNK_BYTES;
+	for (unsigned i = 0; i < 10000 && line_of(h) < hi + REQ_BYTES; i++)
+		usleep(1000);
+	line = line_of(h);
+	rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
+	if (rc < 0)
+		return rc;
+	r->dur_room_pending = line < r->pool_bytes;
+	r->dur_room_line_mib = MIB_F(line);
+	r->dur_room_above_mib = MIB_F(above_line(a, line));
+	r->dur_room_gbps = gbps(REQ_BYTES, copy_ns);
+	r->dur_room_req_gbps = gbps(REQ_BYTES, a->req_ns);
+	r->dur_room_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
+	rc = retrieve_req(a, c, seq, &copy_ns);
+	r->dur_room_done = rc == 0;
+	return rc;
+}
+
 static int run_during(struct att *a, const struct bench_server *s,
 		      struct cell *r)
 {
 	struct kvr_client *c;
-	uint64_t copy_ns, mc_ns, seq, t0, ns = 0;
+	uint64_t copy_ns, mc_ns, seq, t0, line, ns = 0;
+	const struct kvr_ctl_hdr_shm *h;
+	void *map = NULL;
+	size_t map_len = 0;
 	int rc;
 
 	r->dur_pending = !log_has(s->d.log_path, BG_DONE) &&
 			 !log_has(s->d.log_path, "pool pre-faulted:");
+	h = map_ctl(s, &map, &map_len);
 	t0 = kvr_clock_now_ns();
 	rc = connect_opts(s, false, &c);
 	if (rc < 0)
-		return rc;
+		goto out;
 	r->dur_attach_ms = (double)kvr_client_info(c)->attach_ns / 1e6;
 	/* The pre-touch of the rest follows the server's zeroing. */
 	r->dur_follow = kvr_prefault_status(c, false, NULL) == -EINPROGRESS;
+	line = line_of(h);
 	rc = store_req(a, c, &copy_ns, &mc_ns, &seq);
 	if (rc == 0) {
 		r->dur_first_gbps = gbps(REQ_BYTES, copy_ns);
+		r->dur_req_gbps = gbps(REQ_BYTES, a->req_ns);
 		r->dur_memcpy_gbps = gbps(REQ_BYTES, mc_ns);
+		r->dur_line_mib = MIB_F(line);
+		r->dur_above_mib = MIB_F(above_line(a, line));
 		rc = retrieve_req(a, c, seq, &copy_ns);
 	}
+	if (rc == 0 && h)
+		rc = run_room(a, c, h, r);
 	if (rc == 0) {
 		kvr_prefault_status(c, true, &ns);
 		r->dur_follow_ms = (double)(kvr_clock_now_ns() - t0) / 1e6;
@@ -437,6 +556,9 @@ static int run_during(struct att *a, const struct bench_server *s,
 	kvr_close(c);
 	wait_zeroed(s);
 	r->dur_done = rc == 0;
+out:
+	if (h)
+		munmap(map, map_len);
 	return rc;
 }
 
@@ -604,6 +726,27 @@ static void print_json(const struct att *a)
 					       r->dur_first_gbps);
 				bench_json_f64(&j, "during_memcpy_gbps",
 					       r->dur_memcpy_gbps);
+				bench_json_f64(&j, "during_first_request_gbps",
+					       r->dur_req_gbps);
+				bench_json_f64(&j, "during_first_zeroed_mib",
+					       r->dur_line_mib);
+				bench_json_f64(&j,
+					       "during_first_above_line_mib",
+					       r->dur_above_mib);
+			}
+			if (r->dur_room_done) {
+				bench_json_bool(&j, "during_room_pending",
+						r->dur_room_pending);
+				bench_json_f64(&j, "during_room_zeroed_mib",
+					       r->dur_room_line_mib);
+				bench_json_f64(&j, "during_room_above_line_mib",
+					       r->dur_room_above_mib);
+				bench_json_f64(&j, "during_room_store_gbps",
+					       r->dur_room_gbps);
+				bench_json_f64(&j, "during_room_request_gbps",
+					       r->dur_room_req_gbps);
+				bench_json_f64(&j, "during_room_memcpy_gbps",
+					       r->dur_room_memcpy_gbps);
 			}
 			if (r->bg_done) {
 				bench_json_f64(&j, "bg_connect_ms",
@@ -614,6 +757,8 @@ static void print_json(const struct att *a)
 					       r->bg_first_gbps);
 				bench_json_f64(&j, "bg_memcpy_gbps",
 					       r->bg_memcpy_gbps);
+				bench_json_f64(&j, "bg_first_request_gbps",
+					       r->bg_req_gbps);
 				bench_json_f64(&j, "bg_prefault_ms",
 					       r->bg_prefault_ms);
 			}
@@ -691,19 +836,49 @@ static void print_table(const struct att *a)
 			   ? r->dur_first_gbps / r->dur_memcpy_gbps
 			   : 0.0);
 	}
+	printf("\nhuge pages, stores during the zeroing (line: MiB zeroed "
+	       "just before the store; above: MiB of its slots above that "
+	       "line; req: prepare + copy + commit):\n");
+	printf("%-5s %-6s %8s %8s %8s %18s %18s\n", "pool", "store", "line",
+	       "above", "zeroing", "copy GB/s (x mc)", "req GB/s (x mc)");
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		const struct cell *r = &a->res[si][P_HUGE];
+
+		if (!r->dur_done)
+			continue;
+		bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
+		printf("%-5s %-6s %8.0f %8.0f %8s %10.2f (%.2f) %10.2f "
+		       "(%.2f)\n",
+		       sz, "first", r->dur_line_mib, r->dur_above_mib,
+		       r->dur_pending ? "yes" : "no", r->dur_first_gbps,
+		       r->dur_first_gbps / r->dur_memcpy_gbps, r->dur_req_gbps,
+		       r->dur_req_gbps / r->dur_memcpy_gbps);
+		if (r->dur_room_done)
+			printf("%-5s %-6s %8.0f %8.0f %8s %10.2f (%.2f) %10.2f "
+			       "(%.2f)\n",
+			       sz, "room", r->dur_room_line_mib,
+			       r->dur_room_above_mib,
+			       r->dur_room_pending ? "yes" : "no",
+			       r->dur_room_gbps,
+			       r->dur_room_gbps / r->dur_room_memcpy_gbps,
+			       r->dur_room_req_gbps,
+			       r->dur_room_req_gbps / r->dur_room_memcpy_gbps);
+	}
 	printf("\nbackground pre-fault (4 KiB pages, "
 	       "prefault_background=true):\n");
-	printf("%-5s %14s %20s %9s %16s\n", "pool", "connect ms",
-	       "first GB/s (x mc)", "pending", "pre-fault ms");
+	printf("%-5s %14s %20s %18s %9s %16s\n", "pool", "connect ms",
+	       "first GB/s (x mc)", "req GB/s (x mc)", "pending",
+	       "pre-fault ms");
 	for (unsigned si = 0; si < a->nsizes; si++) {
 		const struct cell *r = &a->res[si][P_4K];
 
 		if (!r->bg_done)
 			continue;
-		printf("%-5s %14.2f %12.2f (%.2f) %9s %16.1f\n",
+		printf("%-5s %14.2f %12.2f (%.2f) %10.2f (%.2f) %9s %16.1f\n",
 		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
 		       r->bg_connect_ms, r->bg_first_gbps,
-		       r->bg_first_gbps / r->bg_memcpy_gbps,
+		       r->bg_first_gbps / r->bg_memcpy_gbps, r->bg_req_gbps,
+		       r->bg_req_gbps / r->bg_memcpy_gbps,
 		       r->bg_pending ? "yes" : "no", r->bg_prefault_ms);
 	}
 	printf("\nfloor: memset of memory already mapped, %.1f ms per GiB "
