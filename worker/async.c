@@ -4,7 +4,8 @@
  * request and return at once (-EAGAIN when the request ring stays full
  * after one drain of answers), and kvr_reap() collects completions, each
  * carrying the caller's data, waiting for at least min_wait of them with
- * the same bounded wait as the synchronous calls.
+ * the same bounded wait as the synchronous calls. kvr_submit_hold() and
+ * kvr_submit_flush() let a batch of submits be published at once.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -168,6 +169,41 @@ int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
 						     KVR_OP_PREPARE_RETRIEVE, x,
 						     user));
+}
+
+/* ---- held submits: one publish for a batch ---- */
+
+/* A hold changes no request and no answer, only when the server sees a
+ * request: every async submit while it lasts skips the commit and the
+ * doorbell check, and the first wait for answers (or the flush) does
+ * both once for all of them. The fence inside the doorbell check (F1)
+ * was the largest single cost of a pipelined submit (perf, issue 13):
+ * it waits for the record's store, whose line the server last read. */
+int kvr_submit_hold(struct kvr_client *c)
+{
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	c->hold = true;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int kvr_submit_flush(struct kvr_client *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	c->hold = false;
+	/* A broken client publishes nothing: its requests already have
+	 * their completions (the break made them). */
+	rc = c->broken;
+	if (rc == 0)
+		kvr__wait_publish(c);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 /* What kvr_reap() waits for: @want completions queued, or none left in

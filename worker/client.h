@@ -140,6 +140,13 @@ struct kvr_client {
 	uint64_t *sum_buf;
 	uint32_t sum_cap;
 
+	/* kvr_submit_hold() is in effect: async requests are written but
+	 * not published until kvr_submit_flush() or anything that waits for
+	 * answers (kvr__wait_drain). held counts those written since the
+	 * last publish. */
+	bool hold;
+	uint32_t held;
+
 	/* A fatal error latches here: every later call returns it at once. */
 	int broken;
 	char errmsg[256];
@@ -339,9 +346,14 @@ int kvr__errmsg_answer(struct kvr_client *c, const struct kvr__submit_req *s,
 
 /* ---- wait.c: bounded waiting and liveness ---- */
 
-/* Process every answer available now, without blocking (the transport's
- * drain). Return 0 or a fatal -errno. */
+/* Publish held requests (kvr_submit_hold), then process every answer
+ * available now, without blocking (the transport's drain). Whatever
+ * waits for an answer comes through here first, so a held request is
+ * never waited for unpublished. Return 0 or a fatal -errno. */
 int kvr__wait_drain(struct kvr_client *c);
+/* Publish the requests written under kvr_submit_hold() (no-op when none
+ * are held). Never fails. */
+void kvr__wait_publish(struct kvr_client *c);
 /* For a transport's wait: how long one poll(2) may sleep before
  * @deadline_ns, at most KVR_SLICE_MS, or -ETIMEDOUT when it passed. */
 int kvr__wait_slice_ms(uint64_t deadline_ns);
@@ -391,6 +403,10 @@ struct kvr__tport {
 	/* Release what the transport holds (the pool mapping, the send
 	 * buffer). Never fails; runs once, from kvr__client_destroy(). */
 	void (*close)(struct kvr_client *c);
+	/* Publish the requests sent while c->hold was set (ring: one
+	 * commit and one doorbell check for all of them). NULL when send
+	 * always publishes at once (the socket). Never fails. */
+	void (*flush)(struct kvr_client *c);
 };
 
 extern const struct kvr__tport kvr__tport_ring;

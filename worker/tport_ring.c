@@ -114,6 +114,16 @@ static int claim(struct kvr_client *c, const struct kvr__submit_req *s,
 
 /* ---- the operations (struct kvr__tport, client.h) ---- */
 
+/* Publish every record claimed since the last commit (R3 and R1 of the
+ * ring, once for the whole batch), then ring the server only if it
+ * sleeps (F1 inside kvr_bell_notify, once per batch too). A failed write
+ * means the server is gone; the wait's checks report it. */
+static void ring_flush(struct kvr_client *c)
+{
+	kvr_ring_commit(&c->req);
+	(void)kvr_bell_notify(&c->ch->req_bell, c->req_efd);
+}
+
 static int ring_send(struct kvr_client *c, const struct kvr__submit_req *s,
 		     uint64_t deadline_ns, uint64_t *id_out)
 {
@@ -146,12 +156,18 @@ static int ring_send(struct kvr_client *c, const struct kvr__submit_req *s,
 					 "bug: please report it",
 					 kvr_op_name(s->op), kvr_strerror(rc));
 	}
-	kvr_ring_commit(&c->req);
-	/* Rings only if the server sleeps (F1 inside). A failed write means
-	 * the server is gone; the wait's checks report it. */
-	(void)kvr_bell_notify(&c->ch->req_bell, c->req_efd);
 	if (id_out)
 		*id_out = p->req_id;
+	/* Held (kvr_submit_hold): written, published later by ring_flush()
+	 * together with the others, one commit and one F1 for all. The
+	 * server cannot see it before: its header word stays zero (R3). */
+	if (c->hold && s->kind == KVR_SUBMIT_ASYNC) {
+		c->held++;
+		return 0;
+	}
+	/* Anything else publishes now, and with it what was held. */
+	c->held = 0;
+	ring_flush(c);
 	return 0;
 }
 
@@ -302,4 +318,5 @@ const struct kvr__tport kvr__tport_ring = {
     .wait = ring_wait,
     .slots = ring_slots,
     .close = ring_close,
+    .flush = ring_flush,
 };

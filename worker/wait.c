@@ -59,10 +59,21 @@ int kvr__wait_slice_ms(uint64_t deadline_ns)
 	return left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
 }
 
+void kvr__wait_publish(struct kvr_client *c)
+{
+	if (c->held == 0)
+		return;
+	if (c->tp->flush)
+		c->tp->flush(c);
+	c->held = 0;
+}
+
 int kvr__wait_drain(struct kvr_client *c)
 {
 	if (c->broken)
 		return c->broken;
+	/* An answer can only come to a request the server saw. */
+	kvr__wait_publish(c);
 	return c->tp->drain(c);
 }
 

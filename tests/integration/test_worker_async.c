@@ -5,7 +5,9 @@
  * caller's data and matched to the right xfer; a synchronous call made
  * while async requests are in flight leaves their completions queued; and
  * several threads hammering one client (a mutex serialises calls) never
- * mix up answers or bytes. Both transports run the pipeline.
+ * mix up answers or bytes. Both transports run the pipeline. Held submits
+ * (kvr_submit_hold): kvringd sees none of them until a flush, a reap, a
+ * synchronous call or a full request ring publishes them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,8 @@
 #include <criterion/criterion.h>
 
 #include <kvring/kvring.h>
+#include <kvring/layout.h>
+#include <kvring/ring.h>
 
 #include "worker_srv.h"
 
@@ -243,4 +247,185 @@ Test(worker_async, answers_stay_matched_when_threads_share_one_client)
 			     t[i].errors, kvr_client_errmsg(c));
 	}
 	kvr_close(c);
+}
+
+/* ---- held submits (kvr_submit_hold / kvr_submit_flush) ---- */
+
+/* The channel's published ping count, and its request ring's tail, as
+ * kvringd and the ring show them (read-only mappings of the server's). */
+static uint64_t pings_seen(uint32_t ch)
+{
+	return T_CSTAT(&srv.t, ch, requests[KVR_OP_PING]);
+}
+
+static uint64_t req_tail(uint32_t ch)
+{
+	const struct kvr_channel_shm *b = t_server_chan(&srv.t, ch);
+	const struct kvr_ring_shm *r =
+	    (const void *)((const char *)b + b->req_ring_off);
+
+	return atomic_load_explicit(&r->tail, memory_order_relaxed);
+}
+
+static uint32_t held_ch;
+
+static bool pings_answered_4(void *arg)
+{
+	(void)arg;
+	return pings_seen(held_ch) >= 4;
+}
+
+static bool pings_answered_3(void *arg)
+{
+	(void)arg;
+	return pings_seen(held_ch) >= 3;
+}
+
+static bool some_pings_answered(void *arg)
+{
+	(void)arg;
+	return pings_seen(held_ch) > 0;
+}
+
+static struct kvr_client *held_client(int transport)
+{
+	struct kvr_client *c = wsrv_connect(&srv, transport, 5000);
+
+	cr_assert_eq(t_server_map(&srv.t), 0, "map the control segment");
+	held_ch = kvr_client_info(c)->channel;
+	return c;
+}
+
+/* Reap exactly @n pings, each with status 0 and the user data given. */
+static void reap_pings(struct kvr_client *c, int *tags, int n, int min_wait,
+		       int timeout_ms)
+{
+	struct kvr_completion e[8];
+	int got = 0, r;
+
+	while (got < n) {
+		r = kvr_reap(c, e, 8, (unsigned)min_wait, timeout_ms);
+		cr_assert_gt(r, 0, "reap after %d of %d: %d (%s)", got, n, r,
+			     kvr_client_errmsg(c));
+		for (int i = 0; i < r; i++) {
+			cr_expect_eq(e[i].op, KVR_OP_PING);
+			cr_expect_eq(e[i].status, 0);
+			cr_expect_eq(e[i].user, &tags[got + i],
+				     "completion %d in submit order", got + i);
+		}
+		got += r;
+	}
+	cr_expect_eq(got, n);
+}
+
+Test(worker_async, held_requests_stay_unseen_until_flush)
+{
+	struct kvr_client *c = held_client(0);
+	uint64_t tail0 = req_tail(held_ch);
+	int tags[4];
+
+	cr_assert_eq(kvr_submit_hold(c), 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(kvr_submit_ping(c, &tags[i]), 0);
+	cr_expect_eq(kvr_inflight(c), 4);
+	/* kvringd spins on this ring for --spin-us: 50 ms is ample time to
+	 * answer a published request. Nothing was published. */
+	wsrv_sleep_ms(50);
+	cr_expect_eq(req_tail(held_ch), tail0, "tail moved during the hold");
+	cr_expect_eq(pings_seen(held_ch), 0,
+		     "kvringd answered %llu held pings before the flush",
+		     (unsigned long long)pings_seen(held_ch));
+	cr_assert_eq(kvr_submit_flush(c), 0, "%s", kvr_client_errmsg(c));
+	cr_expect(t_wait_until(pings_answered_4, NULL, 5000),
+		  "after the flush kvringd counted %llu of 4 pings",
+		  (unsigned long long)pings_seen(held_ch));
+	cr_expect_gt(req_tail(held_ch), tail0);
+	reap_pings(c, tags, 4, 4, 5000);
+	cr_expect_eq(kvr_inflight(c), 0);
+	kvr_close(c);
+}
+
+Test(worker_async, reap_publishes_held_requests_when_not_flushed)
+{
+	struct kvr_client *c = held_client(0);
+	int tags[6];
+
+	cr_assert_eq(kvr_submit_hold(c), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(kvr_submit_ping(c, &tags[i]), 0);
+	/* No flush: the reap publishes them, or it would wait in vain. */
+	reap_pings(c, tags, 3, 3, 5000);
+	/* The hold lasts: the next ones are held again ... */
+	for (int i = 3; i < 6; i++)
+		cr_assert_eq(kvr_submit_ping(c, &tags[i]), 0);
+	cr_expect(t_wait_until(pings_answered_3, NULL, 5000));
+	wsrv_sleep_ms(30);
+	cr_expect_eq(pings_seen(held_ch), 3, "pings counted: %llu",
+		     (unsigned long long)pings_seen(held_ch));
+	/* ... and a reap that does not wait publishes them too. */
+	cr_expect_eq(kvr_reap(c, NULL, 0, 0, 0), 0);
+	reap_pings(c, tags + 3, 3, 3, 5000);
+	cr_expect_eq(kvr_submit_flush(c), 0);
+	kvr_close(c);
+}
+
+Test(worker_async, sync_call_publishes_held_requests_first)
+{
+	struct kvr_client *c = held_client(0);
+	uint64_t sns = 0;
+	int tags[2];
+
+	cr_assert_eq(kvr_submit_hold(c), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(kvr_submit_ping(c, &tags[i]), 0);
+	cr_assert_eq(kvr_ping(c, &sns), 0, "%s", kvr_client_errmsg(c));
+	cr_expect_gt(sns, 0);
+	/* Answered in order: the held pings' completions are queued. */
+	reap_pings(c, tags, 2, 0, 0);
+	kvr_close(c);
+}
+
+Test(worker_async, full_request_ring_publishes_held_requests)
+{
+	struct kvr_client *c = held_client(0);
+	static int tags[16384];
+	int n = 0, rc = 0;
+
+	cr_assert_eq(kvr_submit_hold(c), 0);
+	/* A ping is 40 bytes of ring: the 128 KiB request ring fills after
+	 * 3276 of them. The held ones must then go out: the submit that
+	 * finds no room publishes them and drains answers once before it
+	 * says -EAGAIN (or goes on, if kvringd was quick enough). */
+	while (n < 16384 && (rc = kvr_submit_ping(c, &tags[n])) == 0)
+		n++;
+	cr_assert(rc == 0 || rc == -EAGAIN, "submit %d: %d (%s)", n, rc,
+		  kvr_client_errmsg(c));
+	cr_expect_geq(n, 3276, "only %d held pings fitted", n);
+	/* No flush, no reap: kvringd must be answering them. */
+	cr_expect(t_wait_until(some_pings_answered, NULL, 5000),
+		  "%d held pings filled the ring, kvringd saw none", n);
+	reap_pings(c, tags, n, 1, 5000);
+	kvr_close(c);
+}
+
+Test(worker_async, hold_changes_nothing_over_copy)
+{
+	struct kvr_client *c = held_client(KVR_TRANSPORT_COPY);
+	int tags[3];
+
+	cr_assert_eq(kvr_submit_hold(c), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(kvr_submit_ping(c, &tags[i]), 0);
+	/* Sent at once: kvringd counts them without a flush or reap. */
+	cr_expect(t_wait_until(some_pings_answered, NULL, 5000),
+		  "the copy transport held a request");
+	reap_pings(c, tags, 3, 3, 5000);
+	cr_expect_eq(kvr_submit_flush(c), 0);
+	kvr_close(c);
+}
+
+Test(worker_async, hold_and_flush_refuse_a_null_client)
+{
+	cr_expect_eq(kvr_submit_hold(NULL), -EINVAL);
+	cr_expect_eq(kvr_submit_flush(NULL), -EINVAL);
 }

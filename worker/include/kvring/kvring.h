@@ -446,6 +446,25 @@ KVR_API int kvr_reap(struct kvr_client *c, struct kvr_completion *out,
 /* Requests submitted and not yet reaped. */
 KVR_API unsigned kvr_inflight(const struct kvr_client *c);
 
+/*
+ * kvr_submit_hold - batch the publishing of async requests. Until
+ * kvr_submit_flush(), each kvr_submit_* call writes its request into the
+ * request ring but does not make it visible to kvringd; the next
+ * kvr_submit_flush(), kvr_reap() or synchronous call (anything that
+ * waits for an answer) publishes every held request at once, with one
+ * release store and at most one doorbell write, and a full request ring
+ * publishes them too. Under the copy transport requests are sent at once
+ * as before. The hold lasts until kvr_submit_flush(). Return 0, or
+ * -EINVAL if @c is NULL.
+ */
+KVR_API int kvr_submit_hold(struct kvr_client *c);
+/*
+ * kvr_submit_flush - publish every held request now and end the hold
+ * (harmless without one). Return 0, -EINVAL if @c is NULL, or the
+ * client's fatal error (its requests then complete with it at reap).
+ */
+KVR_API int kvr_submit_flush(struct kvr_client *c);
+
 #ifdef __cplusplus
 }
 #endif
