@@ -22,8 +22,10 @@
  *   pipelined    one client submitting pings (or 1-key lookups)
  *                asynchronously, up to --depth in flight, reaping
  *                completions in batches: the control operations per
- *                second one server thread answers. Also with two client
- *                processes at once.
+ *                second one server thread answers. Held submits
+ *                (kvr_submit_hold, published once per reap) alternated
+ *                with publishing every submit (the _each rows). Also two
+ *                client processes at once.
  *
  * Every ping answer is checked (status and a forward-moving server clock);
  * a wrong one exits 1, a slow one never does.
@@ -63,7 +65,7 @@ struct scale_shm {
 	uint64_t end_ns;
 	uint64_t depth; /* pipelined */
 	uint32_t op;	/* pipelined: KVR_OP_PING or KVR_OP_LOOKUP */
-	uint32_t pad2;
+	uint32_t hold;	/* pipelined: 1 kvr_submit_hold, 0 publish each */
 	struct {
 		uint64_t count; /* operations completed */
 		uint64_t nsamp; /* samples written */
@@ -100,7 +102,7 @@ static struct lat lat_of(uint64_t *v, size_t n)
 static void emit(const struct scale_ctx *x, const char *mode,
 		 unsigned connected, unsigned active, unsigned round,
 		 const struct lat *l, double ops, double ratio,
-		 double ratio_med)
+		 double ratio_med, double ratio_each)
 {
 	if (x->o.json) {
 		struct bench_json j;
@@ -124,6 +126,8 @@ static void emit(const struct scale_ctx *x, const char *mode,
 		if (ratio_med > 0)
 			bench_json_f64(&j, "ratio_to_1_worker_median",
 				       ratio_med);
+		if (ratio_each > 0)
+			bench_json_f64(&j, "ratio_to_each", ratio_each);
 		bench_json_print(&j, stdout);
 		return;
 	}
@@ -137,11 +141,11 @@ static void emit(const struct scale_ctx *x, const char *mode,
 	if (ops > 0)
 		snprintf(ob, sizeof(ob), "%.4g", ops);
 	if (l)
-		printf("%-16s %5s %9u %6u %9.0f %9.0f %10.0f %12s %8s %8s\n",
+		printf("%-21s %5s %9u %6u %9.0f %9.0f %10.0f %12s %8s %8s\n",
 		       mode, rnd, connected, active, l->p50, l->p99, l->p999,
 		       ob, r1, r2);
 	else
-		printf("%-16s %5s %9u %6u %9s %9s %10s %12s %8s %8s\n", mode,
+		printf("%-21s %5s %9u %6u %9s %9s %10s %12s %8s %8s\n", mode,
 		       rnd, connected, active, "-", "-", "-", ob, r1, r2);
 }
 
@@ -225,7 +229,7 @@ static int one_active(struct scale_ctx *x)
 			l = lat_of(tmp, x->iters);
 			p50[k][r - 1] = l.p50;
 			emit(x, "one_active", connected_set[k], 1, r, &l, 0,
-			     k ? l.p50 / p50[0][r - 1] : 0, 0);
+			     k ? l.p50 / p50[0][r - 1] : 0, 0, 0);
 		}
 	}
 	for (unsigned k = 0; k < nc; k++) {
@@ -242,7 +246,7 @@ static int one_active(struct scale_ctx *x)
 			free(rr);
 		}
 		emit(x, "one_active", connected_set[k], 1, 0, &l, 0,
-		     k ? l.p50 / l1.p50 : 0, med);
+		     k ? l.p50 / l1.p50 : 0, med, 0);
 		if (k == nc - 1 && !x->o.json)
 			printf("# scale: hot p50 with %u connected / with 1: "
 			       "median of rounds %.3f, pooled %.3f (target "
@@ -362,19 +366,27 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	_exit(rc < 0 ? 1 : 0);
 }
 
-/* Pipelined: keep up to depth requests in flight until end_ns. */
+/*
+ * Pipelined: keep up to depth requests in flight until end_ns. With
+ * @hold the submits between two reaps are held (kvr_submit_hold) and
+ * published together by the reap; without, each submit publishes its own
+ * request (and checks the doorbell), the only way before the hold. The count
+ * in flight is kept here, as a pipelining caller would.
+ */
 static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
-		    uint64_t end_ns, uint64_t *count, uint64_t *ns)
+		    bool hold, uint64_t end_ns, uint64_t *count, uint64_t *ns)
 {
 	struct kvr_completion comp[256];
 	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = kvr_clock_now_ns(), done = 0;
+	uint64_t t0 = kvr_clock_now_ns(), done = 0, sent = 0;
 	int rc = 0;
 
+	if (hold && (rc = kvr_submit_hold(c)) < 0)
+		goto err;
 	for (;;) {
 		bool stop = kvr_clock_now_ns() >= end_ns;
 
-		while (!stop && kvr_inflight(c) < depth) {
+		while (!stop && sent - done < depth) {
 			rc = op == KVR_OP_PING
 				 ? kvr_submit_ping(c, NULL)
 				 : kvr_submit_lookup(c, &key, 1, false, NULL);
@@ -382,8 +394,9 @@ static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 				break;
 			if (rc < 0)
 				goto err;
+			sent++;
 		}
-		if (stop && kvr_inflight(c) == 0)
+		if (stop && sent == done)
 			break;
 		rc = kvr_reap(c, comp, 256, 1, -1);
 		if (rc < 0)
@@ -401,6 +414,15 @@ static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
 			}
 		}
 		done += (uint64_t)rc;
+	}
+	if (hold && (rc = kvr_submit_flush(c)) < 0)
+		goto err;
+	if (kvr_inflight(c) != 0) {
+		fprintf(stderr,
+			"kvring-bench: scale: pipelined: %u requests "
+			"still in flight after the last reap\n",
+			kvr_inflight(c));
+		return -EBADMSG;
 	}
 	*count = done;
 	*ns = kvr_clock_now_ns() - t0;
@@ -429,8 +451,8 @@ static void child_pipe(struct scale_ctx *x, unsigned idx)
 	/* A-BS2: pairs with R-BS2 in run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
-	rc = pipeline(c, s->depth, s->op, s->end_ns, &s->proc[idx].count,
-		      &s->proc[idx].ns);
+	rc = pipeline(c, s->depth, s->op, s->hold != 0, s->end_ns,
+		      &s->proc[idx].count, &s->proc[idx].ns);
 	s->proc[idx].err = rc;
 	kvr_close(c);
 	_exit(rc < 0 ? 1 : 0);
@@ -516,49 +538,98 @@ static int all_active(struct scale_ctx *x)
 		}
 		l = lat_of(pool, ns);
 		emit(x, "all_active", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0);
+		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }
 
+/* One pipelined run of @procs clients for @ns; the summed ops/s. */
+static int pipe_run(struct scale_ctx *x, const char *mode, uint32_t op,
+		    unsigned procs, uint32_t hold, uint64_t ns, double *ops)
+{
+	int rc;
+
+	x->shm->depth = x->depth;
+	x->shm->op = op;
+	x->shm->hold = hold;
+	rc = run_children(x, procs, child_pipe, ns);
+	if (rc < 0) {
+		fprintf(stderr, "kvring-bench: scale: %s failed: %s\n", mode,
+			strerror(-rc));
+		return rc;
+	}
+	*ops = 0;
+	for (unsigned i = 0; i < procs; i++)
+		if (x->shm->proc[i].ns)
+			*ops += (double)x->shm->proc[i].count * 1e9 /
+				(double)x->shm->proc[i].ns;
+	return 0;
+}
+
+/*
+ * The one-client cells alternate held submits (kvr_submit_hold, the
+ * pipelined_ping/_lookup rows) with publishing every submit (the _each
+ * rows, the same-run baseline), PIPE_ROUNDS times each for a fifth of the
+ * time, so that a neighbour's load hits both alike; each row is the
+ * median over its rounds, and a held row carries the median of the
+ * per-round ratios to its _each row (ratio_to_each). Two clients at
+ * once run held, once.
+ */
+#define PIPE_ROUNDS 5u
+
 static int pipelined(struct scale_ctx *x)
 {
 	static const struct {
-		const char *mode;
+		const char *mode, *each;
 		uint32_t op;
-		unsigned procs;
-	} runs[] = {
-	    {"pipelined_ping", KVR_OP_PING, 1},
-	    {"pipelined_lookup", KVR_OP_LOOKUP, 1},
-	    {"pipelined_ping", KVR_OP_PING, 2},
+	} cells[] = {
+	    {"pipelined_ping", "pipelined_ping_each", KVR_OP_PING},
+	    {"pipelined_lookup", "pipelined_lookup_each", KVR_OP_LOOKUP},
 	};
+	uint64_t ns = x->active_ns / PIPE_ROUNDS;
 
-	for (unsigned k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
-		uint64_t total = 0;
-		double ops = 0;
+	for (unsigned k = 0; k < sizeof(cells) / sizeof(cells[0]); k++) {
+		double held[PIPE_ROUNDS], each[PIPE_ROUNDS], ratio[PIPE_ROUNDS],
+		    mh, me, mr;
 		int rc;
 
-		x->shm->depth = x->depth;
-		x->shm->op = runs[k].op;
-		rc = run_children(x, runs[k].procs, child_pipe, x->active_ns);
-		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: %s failed: %s\n",
-				runs[k].mode, strerror(-rc));
-			return rc;
+		for (unsigned r = 0; r < PIPE_ROUNDS; r++) {
+			rc = pipe_run(x, cells[k].mode, cells[k].op, 1, 1, ns,
+				      &held[r]);
+			if (rc == 0)
+				rc = pipe_run(x, cells[k].each, cells[k].op, 1,
+					      0, ns, &each[r]);
+			if (rc < 0)
+				return rc;
+			ratio[r] = each[r] > 0 ? held[r] / each[r] : 0;
 		}
-		for (unsigned i = 0; i < runs[k].procs; i++) {
-			total += x->shm->proc[i].count;
-			if (x->shm->proc[i].ns)
-				ops += (double)x->shm->proc[i].count * 1e9 /
-				       (double)x->shm->proc[i].ns;
-		}
-		emit(x, runs[k].mode, runs[k].procs, runs[k].procs, 0, NULL,
-		     ops, 0, 0);
+		mh = bench_median_f64(held, PIPE_ROUNDS);
+		me = bench_median_f64(each, PIPE_ROUNDS);
+		mr = bench_median_f64(ratio, PIPE_ROUNDS);
+		emit(x, cells[k].mode, 1, 1, 0, NULL, mh, 0, 0, mr);
+		emit(x, cells[k].each, 1, 1, 0, NULL, me, 0, 0, 0);
 		if (!x->o.json)
-			printf("# scale: %s with %u client(s), depth %" PRIu64
-			       ": %.3g server ops/s (target >= 5e6)\n",
-			       runs[k].mode, runs[k].procs, x->depth, ops);
-		(void)total;
+			printf("# scale: %s with 1 client, depth %" PRIu64
+			       ": %.3g server ops/s with held submits "
+			       "published per reap, %.3g publishing each "
+			       "submit (median of %u alternated rounds; "
+			       "held/each %.3f; target >= 1e7 lookups)\n",
+			       cells[k].mode, x->depth, mh, me, PIPE_ROUNDS,
+			       mr);
+	}
+	{
+		double ops;
+		int rc = pipe_run(x, "pipelined_ping", KVR_OP_PING, 2, 1,
+				  x->active_ns, &ops);
+
+		if (rc < 0)
+			return rc;
+		emit(x, "pipelined_ping", 2, 2, 0, NULL, ops, 0, 0, 0);
+		if (!x->o.json)
+			printf("# scale: pipelined_ping with 2 clients, depth "
+			       "%" PRIu64 ", held submits: %.3g server "
+			       "ops/s\n",
+			       x->depth, ops);
 	}
 	return 0;
 }
@@ -587,7 +658,7 @@ static int store_pairs(struct scale_ctx *x)
 		}
 		l = lat_of(pool, ns);
 		emit(x, "store_pairs", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0);
+		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }
@@ -638,7 +709,7 @@ int bench_scale_main(int argc, char **argv)
 		       "(all clients on cpu_client)\n",
 		       x.o.cpu_client, x.o.cpu_server, x.rounds, x.iters,
 		       SERVER_SPIN_US);
-		printf("%-16s %5s %9s %6s %9s %9s %10s %12s %8s %8s\n", "mode",
+		printf("%-21s %5s %9s %6s %9s %9s %10s %12s %8s %8s\n", "mode",
 		       "round", "connected", "active", "p50_ns", "p99_ns",
 		       "p999_ns", "ops_per_s", "x_1", "x_1_med");
 	}
