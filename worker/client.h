@@ -448,5 +448,26 @@ int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
  * an xfer of a checksumming client); returns the corrupt count,
  * *unchecked (may be NULL) the slots without a sum. */
 long kvr__sum_verify(struct kvr_xfer *x, uint32_t *unchecked);
+/* Keep @sum as the store sum of slot @i of a prepared store (what
+ * kvr_store_fill() keeps): kvr_commit_store() sends it without reading
+ * the slot. Only for a checksumming client; 0 or -ENOMEM. */
+int kvr__sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		      uint64_t sum);
+/* The sum slot @i of a retrieve answer came with: false when it has none
+ * (stored without one, or a client that does not sum). */
+bool kvr__sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum);
+
+/* ---- kv.c: paged-KV copies (<kvring/kv.h>) ---- */
+
+struct kvr_kv_cache;
+
+/* Every check kvr_kv_scatter() makes before it copies (the descriptor,
+ * nblocks, chunk_bytes, the chunks, the block ids, skip_blocks), copying
+ * nothing: kv_xfer.c runs it once for a scatter it makes in pieces.
+ * Return 0 or -EINVAL with the sentence in errbuf. */
+int kvr__kv_check_args(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		       size_t nblocks, const void *const *chunks,
+		       size_t nchunks, uint64_t chunk_bytes, size_t skip_blocks,
+		       char *errbuf, size_t errlen);
 
 #endif /* KVR_WORKER_CLIENT_H */

@@ -15,6 +15,20 @@
  * other processes later, not by this one), a scatter of 4 MiB or more
  * writes the engine's blocks that way too, and each fences once at the
  * end.
+ *
+ * The _sum and _check variants feed each chunk's XXH3-64 (<kvring/sum.h>,
+ * in pieces) while they copy: the gather computes the sum of each chunk
+ * it writes, the scatter compares each chunk with the sum it was stored
+ * with and stops after the first chunk that differs. Each piece is
+ * hashed from the side the copy read, right after the copy, while it is
+ * still in cache, so the streaming stores stay (and the destination is
+ * never read back). The gather reads the engine's blocks, this process's
+ * own memory. The scatter reads the slot, which other processes could
+ * write: a write before the copy is seen by the copy and the hash alike
+ * (caught), one after the copy only by the hash (a false alarm, never a
+ * miss); only a write undone again within those microseconds could pass,
+ * which no stray write does (docs/tensors.md). worker/kv_xfer.c ties both
+ * to a transfer's slots and sums.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -22,6 +36,9 @@
 #include <string.h>
 
 #include <kvring/kv.h>
+#include <kvring/sum.h>
+
+#include "client.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -272,10 +289,11 @@ copy_run(char *dst, const char *src, size_t n, bool stream)
 	memcpy(dst + body, src + body, n - body);
 }
 
-/* Per (token, head) copies of n bytes (HND). */
+/* Per (token, head) copies of n bytes (HND); st (may be NULL) is fed
+ * each engine-side run in chunk order. */
 static inline __attribute__((always_inline)) void
 heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
-	   bool stream, size_t n)
+	   bool stream, size_t n, struct kvr_sum_state *st)
 {
 	for (uint32_t t = 0; t < kv->block_size; t++) {
 		char *e = eng + t * kv->token_stride;
@@ -285,6 +303,8 @@ heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
 				copy_run(chk, e, n, stream);
 			else
 				copy_run(e, chk, n, stream);
+			if (st)
+				kvr_sum_update(st, e, n);
 			e += kv->head_stride;
 			chk += n;
 		}
@@ -294,10 +314,12 @@ heads_loop(const struct kvr_kv_cache *kv, char *eng, char *chk, bool to_chunk,
 /*
  * Copies one block (block_size tokens of one layer, one of K/V) between
  * the engine at eng and the chunk at chk (block_size dense rows).
- * to_chunk picks the direction.
+ * to_chunk picks the direction. With st (a gather's), the block's bytes
+ * are fed to it in chunk order, read from the engine's side right after
+ * each run moved.
  */
 static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
-		       bool to_chunk, bool stream)
+		       bool to_chunk, bool stream, struct kvr_sum_state *st)
 {
 	uint64_t row = row_bytes(kv);
 
@@ -307,6 +329,8 @@ static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
 			copy_run(chk, eng, row * kv->block_size, stream);
 		else
 			copy_run(eng, chk, row * kv->block_size, stream);
+		if (st)
+			kvr_sum_update(st, eng, row * kv->block_size);
 		return;
 	}
 	/* HND: one head's run per (token, head). The common head sizes get
@@ -314,28 +338,47 @@ static void copy_block(const struct kvr_kv_cache *kv, char *eng, char *chk,
 	 * moves: a libc call per 256 bytes would cost as much as the copy. */
 	switch (kv->head_bytes) {
 	case 128:
-		heads_loop(kv, eng, chk, to_chunk, stream, 128);
+		heads_loop(kv, eng, chk, to_chunk, stream, 128, st);
 		break;
 	case 256:
-		heads_loop(kv, eng, chk, to_chunk, stream, 256);
+		heads_loop(kv, eng, chk, to_chunk, stream, 256, st);
 		break;
 	case 512:
-		heads_loop(kv, eng, chk, to_chunk, stream, 512);
+		heads_loop(kv, eng, chk, to_chunk, stream, 512, st);
 		break;
 	default:
-		heads_loop(kv, eng, chk, to_chunk, stream, kv->head_bytes);
+		heads_loop(kv, eng, chk, to_chunk, stream, kv->head_bytes, st);
 	}
 }
 
-/* Walks chunks in their own order: kv, layer, block (token rows). */
+/*
+ * Sums while copying: st is the piecewise state, sums[] one per chunk.
+ * A gather writes sums[c]; a scatter compares with it and stops after
+ * the first chunk that differs (*first_bad gets its index, else
+ * nchunks). NULL st: plain copies.
+ */
+struct sums {
+	struct kvr_sum_state *st;
+	uint64_t *sums;
+	size_t first_bad;
+};
+
+/*
+ * Walks chunks in their own order: kv, layer, block (token rows). A
+ * skipped block is not copied; with sums it is hashed from the chunk
+ * (the chunk's sum covers it, and nothing of it is handed out).
+ */
 static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		size_t bpc, char *const *chunks, size_t nchunks, size_t skip,
-		bool to_chunk, bool stream)
+		bool to_chunk, bool stream, struct sums *sm)
 {
 	uint64_t row = row_bytes(kv);
 	uint64_t blk = row * kv->block_size;
 	uint64_t per_layer = blk * bpc; /* one layer's tokens in a chunk */
+	struct kvr_sum_state *st = sm ? sm->st : NULL;
 
+	if (sm)
+		sm->first_bad = nchunks;
 	for (size_t c = 0; c < nchunks; c++) {
 		const uint32_t *ids = block_ids + c * bpc;
 		size_t first = 0;
@@ -343,6 +386,8 @@ static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		/* Skipped blocks are the run's first ones. */
 		if (skip > c * bpc)
 			first = skip - c * bpc < bpc ? skip - c * bpc : bpc;
+		if (st)
+			kvr_sum_reset(st);
 		for (uint32_t k = 0; k < kv->nkv; k++)
 			for (uint32_t l = 0; l < kv->layers; l++) {
 				char *eng = kv->base[(uint64_t)l * kv->nkv + k];
@@ -350,12 +395,47 @@ static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 				    chunks[c] +
 				    ((uint64_t)k * kv->layers + l) * per_layer;
 
-				for (size_t j = first; j < bpc; j++)
+				if (st && first)
+					kvr_sum_update(st, chk, first * blk);
+				for (size_t j = first; j < bpc; j++) {
 					copy_block(
 					    kv, eng + ids[j] * kv->block_stride,
-					    chk + j * blk, to_chunk, stream);
+					    chk + j * blk, to_chunk, stream,
+					    to_chunk ? st : NULL);
+					/* A scatter hashes the block it just
+					 * read, dense in the chunk. */
+					if (st && !to_chunk)
+						kvr_sum_update(
+						    st, chk + j * blk, blk);
+				}
 			}
+		if (!st)
+			continue;
+		if (to_chunk) {
+			sm->sums[c] = kvr_sum_digest(st);
+		} else if (kvr_sum_digest(st) != sm->sums[c]) {
+			sm->first_bad = c;
+			return; /* later chunks are no use to a prefix */
+		}
 	}
+}
+
+int kvr__kv_check_args(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		       size_t nblocks, const void *const *chunks,
+		       size_t nchunks, uint64_t chunk_bytes, size_t skip_blocks,
+		       char *errbuf, size_t errlen)
+{
+	size_t bpc;
+	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
+			   errbuf, errlen, &bpc);
+
+	if (rc < 0)
+		return rc;
+	if (skip_blocks > nblocks)
+		return bad(errbuf, errlen,
+			   "skip_blocks %zu is more than the %zu blocks given",
+			   skip_blocks, nblocks);
+	return 0;
 }
 
 int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
@@ -369,7 +449,8 @@ int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	if (rc < 0)
 		return rc;
 	/* Always streamed: this process does not read the chunk again. */
-	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true, true);
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true, true,
+	    NULL);
 	/* Orders the streaming stores before whatever publishes the chunk
 	 * (kvr_commit_store's ring publish). */
 	stream_fence();
@@ -396,8 +477,69 @@ int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	/* Streamed only when bigger than the cache would keep anyway. */
 	stream = (uint64_t)nchunks * chunk_bytes >= SCATTER_STREAM_MIN;
 	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, skip_blocks,
-	    false, stream);
+	    false, stream, NULL);
 	/* The engine (or a GPU copy) reads the blocks after this returns. */
 	stream_fence();
 	return 0;
+}
+
+int kvr_kv_gather_sum(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		      size_t nblocks, void *const *chunks, size_t nchunks,
+		      uint64_t chunk_bytes, uint64_t *sums, char *errbuf,
+		      size_t errlen)
+{
+	struct sums sm = {.sums = sums};
+	size_t bpc;
+	int rc = check_run(kv, block_ids, nblocks, (const void *const *)chunks,
+			   nchunks, chunk_bytes, errbuf, errlen, &bpc);
+
+	if (rc < 0)
+		return rc;
+	if (nchunks && !sums)
+		return bad(errbuf, errlen, "sums is NULL");
+	sm.st = kvr_sum_create();
+	if (!sm.st) {
+		bad(errbuf, errlen, "out of memory for a checksum state");
+		return -ENOMEM;
+	}
+	/* Streamed still: the sum reads the engine's side, in cache. */
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true, true,
+	    &sm);
+	stream_fence();
+	kvr_sum_destroy(sm.st);
+	return 0;
+}
+
+long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
+			  const uint32_t *block_ids, size_t nblocks,
+			  const void *const *chunks, size_t nchunks,
+			  uint64_t chunk_bytes, size_t skip_blocks,
+			  const uint64_t *sums, char *errbuf, size_t errlen)
+{
+	struct sums sm = {.sums = (uint64_t *)sums};
+	size_t bpc;
+	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
+			   errbuf, errlen, &bpc);
+
+	if (rc < 0)
+		return rc;
+	if (skip_blocks > nblocks)
+		return bad(errbuf, errlen,
+			   "skip_blocks %zu is more than the %zu blocks given",
+			   skip_blocks, nblocks);
+	if (nchunks && !sums)
+		return bad(errbuf, errlen, "sums is NULL");
+	sm.st = kvr_sum_create();
+	if (!sm.st) {
+		bad(errbuf, errlen, "out of memory for a checksum state");
+		return -ENOMEM;
+	}
+	/* Streamed as the plain scatter is: the hash reads the chunk's
+	 * block just copied, from the cache. The chunks are only read (sums
+	 * too); run() shares one walker. */
+	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, skip_blocks,
+	    false, (uint64_t)nchunks * chunk_bytes >= SCATTER_STREAM_MIN, &sm);
+	stream_fence();
+	kvr_sum_destroy(sm.st);
+	return (long)sm.first_bad;
 }

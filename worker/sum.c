@@ -244,6 +244,13 @@ static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 		memcpy(sl->ptr, src, (size_t)sl->len);
 		return 0;
 	}
+	return kvr__sum_slot_set(c, x, i,
+				 kvr_sum64_copy(sl->ptr, src, (size_t)sl->len));
+}
+
+int kvr__sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		      uint64_t sum)
+{
 	/* The ring transport's store has no block yet; the socket's
 	 * reserved (and zeroed) its room in front of the buffers. */
 	if (!x->priv) {
@@ -254,9 +261,17 @@ static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 						"checksums",
 						x->nslots);
 	}
-	kept_sums(x)[i] = kvr_sum64_copy(sl->ptr, src, (size_t)sl->len);
+	kept_sums(x)[i] = sum;
 	kept_has(x)[i] = 1;
 	return 0;
+}
+
+bool kvr__sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum)
+{
+	if (!x->priv || i >= x->nslots || !kept_has(x)[i])
+		return false;
+	*sum = kept_sums(x)[i];
+	return true;
 }
 
 int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,

@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include <kvring/kv.h>
+#include <kvring/sum.h>
 
 TestSuite(kv, .timeout = 20);
 
@@ -550,5 +551,180 @@ Test(kv, refuses_chunk_count_when_it_overflows)
 		     -EINVAL);
 	cr_expect(strstr(err, "block ids for"), "errbuf: %s", err);
 	munmap(map, 2 * (size_t)pg);
+	free(ch), free(c.mem);
+}
+
+/*
+ * The summing copies (kvr_kv_gather_sum, kvr_kv_scatter_check): the
+ * gather's sums are kvr_sum64 of the chunks it wrote, whatever the layout
+ * (NHD hashes one run per block, HND one per head), and its bytes are the
+ * plain gather's; the scatter writes what the plain scatter writes when
+ * every sum matches, and stops after the first chunk that does not.
+ */
+static void gather_sum_matches(enum phys p, uint32_t D)
+{
+	struct tcache c;
+	const uint32_t ids[] = {5, 2, 7, 0, 3, 1}; /* 2 chunks of 3 */
+	uint64_t cb, sums[2] = {0, 0};
+	uint8_t *ch[2], *plain[2];
+	char err[256] = "";
+
+	tcache_init(&c, p, 3, 2, D, 8, 4, 12);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	for (int i = 0; i < 2; i++)
+		ch[i] = malloc(cb), plain[i] = malloc(cb);
+	cr_assert_eq(kvr_kv_gather_sum(&c.kv, ids, 6, (void *const *)ch, 2, cb,
+				       sums, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(kvr_kv_gather(&c.kv, ids, 6, (void *const *)plain, 2, cb,
+				   err, sizeof(err)),
+		     0, "%s", err);
+	for (int i = 0; i < 2; i++) {
+		cr_expect_eq(memcmp(ch[i], plain[i], cb), 0,
+			     "phys %d: chunk %d differs from the plain gather",
+			     p, i);
+		cr_expect_eq(sums[i], kvr_sum64(ch[i], cb),
+			     "phys %d D %u: sum of chunk %d is %016llx, the "
+			     "chunk's is %016llx",
+			     p, D, i, (unsigned long long)sums[i],
+			     (unsigned long long)kvr_sum64(ch[i], cb));
+		free(ch[i]), free(plain[i]);
+	}
+	free(c.mem);
+}
+
+Test(kv, gather_sum_is_the_chunks_sum_when_layouts_differ)
+{
+	gather_sum_matches(MERGED_NHD, 8);
+	gather_sum_matches(MERGED_HND, 8);
+	gather_sum_matches(MERGED_HND, 256); /* the fixed-size head copy */
+	gather_sum_matches(SEPARATE_NHD, 8);
+	gather_sum_matches(CROSS_NHD, 8);
+	gather_sum_matches(MLA, 8);
+}
+
+/* Chunks big enough for several 128 KiB pieces of the piecewise sum. */
+Test(kv, gather_sum_is_the_chunks_sum_when_chunks_are_large)
+{
+	struct tcache c;
+	uint32_t ids[32];
+	uint64_t cb, sum = 0;
+	uint8_t *ch;
+	char err[256] = "";
+
+	for (uint32_t i = 0; i < 32; i++)
+		ids[i] = (i * 7) % 32;
+	tcache_init(&c, MERGED_HND, 4, 4, 256, 32, 8, 256);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	cr_assert_gt(cb, 4 * KVR_SUM_PIECE);
+	ch = malloc(cb);
+	cr_assert_eq(kvr_kv_gather_sum(&c.kv, ids, 32, (void *const *)&ch, 1,
+				       cb, &sum, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(sum, kvr_sum64(ch, cb));
+	free(ch), free(c.mem);
+}
+
+static void scatter_check_stops(enum phys p)
+{
+	struct tcache src, dst;
+	const uint32_t from[] = {1, 6, 3, 5, 0, 2}, to[] = {7, 0, 4, 2, 5, 1};
+	uint64_t cb, sums[3];
+	uint8_t *ch[3];
+	char err[256] = "";
+
+	tcache_init(&src, p, 2, 2, 4, 8, 2, 4);
+	tcache_init(&dst, p, 2, 2, 4, 8, 2, 4);
+	memset(dst.mem, 0, dst.mem_bytes);
+	cb = kvr_kv_chunk_bytes(&src.kv);
+	for (int i = 0; i < 3; i++)
+		ch[i] = malloc(cb);
+	cr_assert_eq(kvr_kv_gather_sum(&src.kv, from, 6, (void *const *)ch, 3,
+				       cb, sums, err, sizeof(err)),
+		     0, "%s", err);
+	/* All good: everything copied, as the plain scatter would. */
+	cr_assert_eq(kvr_kv_scatter_check(&dst.kv, to, 6,
+					  (const void *const *)ch, 3, cb, 0,
+					  sums, err, sizeof(err)),
+		     3, "%s", err);
+	for (uint32_t l = 0; l < 2; l++)
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 1, 5, 1, 0, 3)],
+			     src.mem[ref_off(&src, l, 1, 0, 1, 0, 3)]);
+	/* Chunk 1 damaged: chunk 0 copied, 1 failed, 2 untouched. */
+	memset(dst.mem, 0, dst.mem_bytes);
+	ch[1][cb / 2] ^= 0x08;
+	cr_assert_eq(kvr_kv_scatter_check(&dst.kv, to, 6,
+					  (const void *const *)ch, 3, cb, 0,
+					  sums, err, sizeof(err)),
+		     1, "phys %d: the damaged chunk 1 was not caught", p);
+	for (uint32_t l = 0; l < 2; l++) {
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 0, 0, 1, 0, 2)],
+			     src.mem[ref_off(&src, l, 0, 6, 1, 0, 2)],
+			     "chunk 0 not copied");
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 0, 5, 1, 0, 2)], 0,
+			     "chunk 2 copied past a failed chunk");
+	}
+	/* Skipped blocks count in the sum but are not written. */
+	ch[1][cb / 2] ^= 0x08;
+	memset(dst.mem, 0, dst.mem_bytes);
+	cr_assert_eq(kvr_kv_scatter_check(&dst.kv, to, 6,
+					  (const void *const *)ch, 3, cb, 3,
+					  sums, err, sizeof(err)),
+		     3, "%s", err);
+	for (uint32_t l = 0; l < 2; l++) {
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 0, 4, 1, 0, 1)], 0,
+			     "skipped block 4 written");
+		cr_expect_eq(dst.mem[ref_off(&dst, l, 0, 2, 1, 0, 1)],
+			     src.mem[ref_off(&src, l, 0, 5, 1, 0, 1)],
+			     "block 2 after the skipped ones not written");
+	}
+	/* The first chunk's skipped bytes are checked too. */
+	ch[0][1] ^= 0x01;
+	cr_expect_eq(kvr_kv_scatter_check(&dst.kv, to, 6,
+					  (const void *const *)ch, 3, cb, 2,
+					  sums, err, sizeof(err)),
+		     0);
+	cr_expect_eq(kvr_kv_scatter_check(&dst.kv, to, 6,
+					  (const void *const *)ch, 3, cb, 0,
+					  NULL, err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, "sums is NULL"), "%s", err);
+	for (int i = 0; i < 3; i++)
+		free(ch[i]);
+	free(src.mem), free(dst.mem);
+}
+
+Test(kv, scatter_check_stops_after_the_chunk_whose_sum_differs)
+{
+	scatter_check_stops(MERGED_NHD);
+	scatter_check_stops(MERGED_HND);
+	scatter_check_stops(MLA);
+}
+
+Test(kv, summing_copies_refuse_what_the_plain_ones_refuse)
+{
+	struct tcache c;
+	const uint32_t ids[] = {0, 9, 2};
+	uint64_t cb, sum = 0;
+	uint8_t *ch;
+	char err[256] = "";
+
+	tcache_init(&c, MERGED_NHD, 2, 2, 4, 8, 2, 6);
+	cb = kvr_kv_chunk_bytes(&c.kv);
+	ch = calloc(1, cb);
+	cr_expect_eq(kvr_kv_gather_sum(&c.kv, ids, 3, (void *const *)&ch, 1, cb,
+				       &sum, err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, "block id 9"), "%s", err);
+	cr_expect_eq(kvr_kv_scatter_check(&c.kv, ids, 3,
+					  (const void *const *)&ch, 1, cb, 0,
+					  &sum, err, sizeof(err)),
+		     -EINVAL);
+	cr_expect(strstr(err, "block id 9"), "%s", err);
+	cr_expect_eq(kvr_kv_gather_sum(&c.kv, ids, 3, (void *const *)&ch, 1, cb,
+				       NULL, err, sizeof(err)),
+		     -EINVAL);
+	for (size_t i = 0; i < cb; i++)
+		cr_assert_eq(ch[i], 0, "a refused gather wrote byte %zu", i);
 	free(ch), free(c.mem);
 }

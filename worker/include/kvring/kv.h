@@ -112,6 +112,85 @@ KVR_API int kvr_kv_scatter(const struct kvr_kv_cache *kv,
 			   uint64_t chunk_bytes, size_t skip_blocks,
 			   char *errbuf, size_t errlen);
 
+/*
+ * kvr_kv_gather_sum - kvr_kv_gather() that also computes each chunk's
+ * XXH3-64 (kvr_sum64 of its chunk_bytes, <kvring/sum.h>) while copying:
+ * sums[c] gets chunk c's. Each run is hashed from the engine's blocks
+ * right after it is read, while it is in cache, so the sum costs a pass
+ * over the cache, not over memory, and the chunk is still written with
+ * streaming stores. @sums: nchunks entries.
+ * Return: 0, -EINVAL as kvr_kv_gather() (also a NULL sums), -ENOMEM.
+ * Nothing is copied on error.
+ */
+KVR_API int kvr_kv_gather_sum(const struct kvr_kv_cache *kv,
+			      const uint32_t *block_ids, size_t nblocks,
+			      void *const *chunks, size_t nchunks,
+			      uint64_t chunk_bytes, uint64_t *sums,
+			      char *errbuf, size_t errlen);
+
+/*
+ * kvr_kv_scatter_check - kvr_kv_scatter() that checks each chunk against
+ * sums[c] (the XXH3-64 it was stored with) while copying: each block is
+ * hashed from the chunk right after it is copied out, while it is in
+ * cache (a skipped block is hashed without being copied). A write into
+ * the slot by another process before the copy is caught; one after it
+ * can only make a good chunk fail. The copy stops after the first chunk
+ * whose sum differs.
+ * Return: the number of chunks copied and good (nchunks: all). A return
+ * r < nchunks means chunk r failed: its blocks now hold bytes that fail
+ * their check and chunks after it were not touched, so the caller must
+ * treat the blocks of chunks r.. as not loaded (vLLM: report them as
+ * load errors; it recomputes them). -EINVAL as kvr_kv_scatter() (also a
+ * NULL sums), -ENOMEM; nothing is copied on error.
+ */
+KVR_API long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
+				  const uint32_t *block_ids, size_t nblocks,
+				  const void *const *chunks, size_t nchunks,
+				  uint64_t chunk_bytes, size_t skip_blocks,
+				  const uint64_t *sums, char *errbuf,
+				  size_t errlen);
+
+/*
+ * kvr_kv_gather_xfer - kvr_kv_gather() into slots of a prepared store.
+ * @slots: nchunks slot indices of @x, each KVR_SLOT_OK with len
+ *   kvr_kv_chunk_bytes(); chunk c goes to slot slots[c].
+ * With checksums on, each slot's sum is computed while copying
+ * (kvr_kv_gather_sum) and kept for kvr_commit_store(), which sends it
+ * without reading the slot again, as after kvr_store_fill(): do not
+ * write the slots afterwards. With checksums off it is kvr_kv_gather().
+ * Return: 0, or -EINVAL (as kvr_kv_gather(); x not a prepared store; a
+ * slot index out of range, repeated, not OK, or of the wrong length),
+ * -ENOMEM. The sentence is in errbuf and kvr_client_errmsg(). Nothing
+ * is copied on error.
+ */
+KVR_API int kvr_kv_gather_xfer(struct kvr_client *c,
+			       const struct kvr_kv_cache *kv,
+			       const uint32_t *block_ids, size_t nblocks,
+			       struct kvr_xfer *x, const uint32_t *slots,
+			       size_t nchunks, char *errbuf, size_t errlen);
+
+/*
+ * kvr_kv_scatter_xfer - kvr_kv_scatter() from slots of a prepared
+ * retrieve, checking while copying. @slots as for kvr_kv_gather_xfer().
+ * Under KVR_CHECKSUM_ON each chunk is checked as kvr_kv_scatter_check()
+ * does; the first that fails becomes KVR_SLOT_CORRUPT (kvr_commit_retrieve
+ * reports it) and the copy stops there. A slot stored without a sum is
+ * copied unchecked. Under KVR_CHECKSUM_VERIFY the slots were checked on
+ * arrival, and off there is nothing to check: a plain scatter, which
+ * stops before a slot already CORRUPT.
+ * Return: the number of chunks copied and good (nchunks: all); for
+ * r < nchunks the blocks of chunks r.. must be treated as not loaded
+ * (those of chunk r may hold its failed bytes). -EINVAL as for
+ * kvr_kv_gather_xfer() (x not a prepared retrieve), also skip_blocks >
+ * nblocks; -ENOMEM. Nothing is copied on error.
+ */
+KVR_API long kvr_kv_scatter_xfer(struct kvr_client *c,
+				 const struct kvr_kv_cache *kv,
+				 const uint32_t *block_ids, size_t nblocks,
+				 struct kvr_xfer *x, const uint32_t *slots,
+				 size_t nchunks, size_t skip_blocks,
+				 char *errbuf, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
