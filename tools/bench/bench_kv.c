@@ -18,9 +18,19 @@
  * and HND blocks are measured; each figure is the median of --iters runs,
  * subjects interleaved run by run so that a noisy neighbour hits all of them.
  *
+ * With checksums (the cells docs/tensors.md's checksum section quotes):
+ *   gather_sum     kvr_kv_gather_sum, each chunk's XXH3-64 computed while
+ *                  it is gathered;
+ *   scatter_check  kvr_kv_scatter_check, each chunk checked while it is
+ *                  scattered;
+ * each beside its two-pass form (gather then kvr_sum64 of every chunk;
+ * kvr_sum64 of every chunk then scatter) and with ratio_to_plain, the
+ * median same-run ratio to the plain gather (scatter) of that run.
+ *
  * The data is checked: every gathered byte is compared with the cache
- * once, and a scatter into a second cache is gathered back and compared.
- * Wrong data exits 1; slow figures never do.
+ * once, a scatter into a second cache is gathered back and compared, the
+ * gather's sums are compared with kvr_sum64 of the chunks, and the check
+ * must pass every chunk. Wrong data exits 1; slow figures never do.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -31,6 +41,7 @@
 #include <string.h>
 
 #include <kvring/kv.h>
+#include <kvring/sum.h>
 
 #include "bench_common.h"
 
@@ -323,6 +334,118 @@ static bool verify_gather(const struct kvb *b, uint8_t *const *chunks)
 	return true;
 }
 
+/* The checksum cells of one layout: the summing copies, their two-pass
+ * forms and the same run's plain copies, interleaved run by run. */
+static int run_sums(struct kvb *b, const char *lay)
+{
+	uint64_t ns[6][MAX_ITERS], sums[64], t0;
+	double r[6][MAX_ITERS], gb[6][MAX_ITERS];
+	static const char *const names[6] = {
+	    "gather",  "gather_sum",	"gather_then_sum",
+	    "scatter", "scatter_check", "sum_then_scatter"};
+	char err[256] = "";
+	long got;
+
+	if (kvr_kv_gather_sum(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
+			      b->chunks, b->chunk_bytes, sums, err,
+			      sizeof(err)) < 0) {
+		fprintf(stderr, "kvring-bench kv: %s\n", err);
+		return BENCH_EXIT_ERR;
+	}
+	for (uint32_t c = 0; c < b->chunks; c++)
+		if (sums[c] != kvr_sum64(b->chunk_ptr[c], b->chunk_bytes)) {
+			fprintf(stderr,
+				"kvring-bench kv: gather_sum of chunk %u is "
+				"not the chunk's XXH3-64\n",
+				c);
+			return BENCH_EXIT_ERR;
+		}
+	for (uint32_t i = 0; i < b->iters; i++) {
+		t0 = kvr_clock_now_ns();
+		kvr_kv_gather(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
+			      b->chunks, b->chunk_bytes, NULL, 0);
+		ns[0][i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
+		kvr_kv_gather_sum(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
+				  b->chunks, b->chunk_bytes, sums, NULL, 0);
+		ns[1][i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
+		kvr_kv_gather(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
+			      b->chunks, b->chunk_bytes, NULL, 0);
+		for (uint32_t c = 0; c < b->chunks; c++)
+			sums[c] = kvr_sum64(b->chunk_ptr[c], b->chunk_bytes);
+		ns[2][i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
+		kvr_kv_scatter(&b->kv[1], b->ids, b->nblocks,
+			       (const void *const *)b->chunk_ptr, b->chunks,
+			       b->chunk_bytes, 0, NULL, 0);
+		ns[3][i] = kvr_clock_now_ns() - t0;
+		t0 = kvr_clock_now_ns();
+		got = kvr_kv_scatter_check(&b->kv[1], b->ids, b->nblocks,
+					   (const void *const *)b->chunk_ptr,
+					   b->chunks, b->chunk_bytes, 0, sums,
+					   NULL, 0);
+		ns[4][i] = kvr_clock_now_ns() - t0;
+		if (got != (long)b->chunks) {
+			fprintf(stderr,
+				"kvring-bench kv: scatter_check passed %ld of "
+				"%u good chunks\n",
+				got, b->chunks);
+			return BENCH_EXIT_ERR;
+		}
+		t0 = kvr_clock_now_ns();
+		for (uint32_t c = 0; c < b->chunks; c++)
+			if (kvr_sum64(b->chunk_ptr[c], b->chunk_bytes) !=
+			    sums[c])
+				return BENCH_EXIT_ERR;
+		kvr_kv_scatter(&b->kv[1], b->ids, b->nblocks,
+			       (const void *const *)b->chunk_ptr, b->chunks,
+			       b->chunk_bytes, 0, NULL, 0);
+		ns[5][i] = kvr_clock_now_ns() - t0;
+		for (int k = 0; k < 6; k++) {
+			uint64_t plain = ns[k < 3 ? 0 : 3][i];
+
+			gb[k][i] = gbps(b->total, ns[k][i]);
+			/* Same-run pairs: a noisy neighbour hits both. */
+			r[k][i] =
+			    ns[k][i] ? (double)plain / (double)ns[k][i] : 0;
+		}
+	}
+	for (int k = 0; k < 6; k++) {
+		double g = bench_median_f64(gb[k], b->iters);
+		double ratio = bench_median_f64(r[k], b->iters);
+
+		bench_sort_u64(ns[k], b->iters);
+		if (k == 0 || k == 3)
+			continue; /* the plain rows are printed above */
+		if (b->json) {
+			struct bench_json j;
+
+			bench_json_begin(&j, "kv", names[k]);
+			bench_json_str(&j, "layout", lay);
+			bench_json_str(&j, "dtype", "fp16");
+			bench_json_u64(&j, "chunks", b->chunks);
+			bench_json_u64(&j, "bytes", b->total);
+			bench_json_f64(&j, "gbps", g);
+			bench_json_f64(
+			    &j, "p50_ms",
+			    (double)bench_percentile(ns[k], b->iters, 50) /
+				1e6);
+			bench_json_f64(
+			    &j, "p99_ms",
+			    (double)bench_percentile(ns[k], b->iters, 99) /
+				1e6);
+			bench_json_str(&j, "plain", names[k < 3 ? 0 : 3]);
+			bench_json_f64(&j, "ratio_to_plain", ratio);
+			bench_json_print(&j, stdout);
+		} else {
+			printf("  %-16s %6.2f GB/s  %.2fx plain %s\n", names[k],
+			       g, ratio, names[k < 3 ? 0 : 3]);
+		}
+	}
+	return BENCH_EXIT_OK;
+}
+
 static int run_layout(struct kvb *b)
 {
 	uint64_t g_ns[MAX_ITERS], s_ns[MAX_ITERS], m_ns[MAX_ITERS];
@@ -454,7 +577,7 @@ static int run_layout(struct kvb *b)
 				printf("  (torch baseline not run)\n");
 		}
 	}
-	return BENCH_EXIT_OK;
+	return run_sums(b, lay);
 }
 
 int bench_kv_main(int argc, char **argv);
