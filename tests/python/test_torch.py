@@ -453,6 +453,107 @@ class ContextTest(ServerCase):
             self.assertEqual(b.prepare_retrieve(t), [])
 
 
+class PagedSumTest(ServerCase):
+    """PagedKV.gather/scatter straight into and out of a transfer's slots
+    (kvr_kv_gather_xfer / kvr_kv_scatter_xfer): checksums computed and
+    checked while the blocks are copied, against a real kvringd."""
+
+    # LAYOUT's chunk (2 layers, 2 heads of 64, 16 tokens) in blocks of 4.
+    def caches(self, zero=False, hnd=False):
+        mk = torch.zeros if zero else torch.randn
+        cs = [mk(2, 16, 4, 2, 64).half() for _ in range(2)]
+        if hnd:  # physical HND, NHD-shaped view, as vLLM hands them out
+            cs = [c.permute(0, 1, 3, 2, 4).contiguous().permute(0, 1, 3, 2, 4)
+                  for c in cs]
+        return cs, PagedKV.merged(cs, LAYOUT)
+
+    def test_gather_sums_while_copying_when_views_are_a_stores(self):
+        # The sum is taken from the blocks as they are gathered, and the
+        # commit sends it without reading the slots: a write into a view
+        # after the gather makes that chunk fail every check. With a plain
+        # gather and the commit's own hash the write would go unnoticed.
+        for transport, hnd in ((None, False), (None, True), ("copy", False)):
+            caches, kv = self.caches(hnd=hnd)
+            ids = [3, 9, 1, 14, 0, 7, 2, 11]
+            with self.ctx(checksum="on", transport=transport) as ctx:
+                t = toks(80 + hnd + 2 * bool(transport), 32)
+                views = ctx.prepare_store(t)
+                kv.gather(ids, views)
+                ref = [torch.empty(LAYOUT.shape, dtype=torch.half)
+                       for _ in range(2)]
+                kv.gather(ids, ref)  # plain tensors: the plain gather
+                views[1][1, 0, 3, 5] += 1  # after the gather: stale sum
+                self.assertTrue(ctx.commit_store(t, 0, views))
+                got = ctx.prepare_retrieve(t)
+                self.assertEqual(ctx.verify_retrieve(t), 1,
+                                 (transport, hnd))
+                self.assertTrue(torch.equal(got[0], ref[0]))
+                del got
+                self.assertTrue(ctx.commit_retrieve(t))
+
+    def test_scatter_stops_at_a_chunk_another_process_flipped(self):
+        # checksum='on': the scatter checks each chunk as it lands in the
+        # blocks; chunk 1, flipped by a second process, ends the copy
+        # (its blocks are to be recomputed), chunk 2 is not touched, the
+        # views are cut there and kvringd drops chunk 1 at commit.
+        src, kv = self.caches()
+        dst, kv2 = self.caches(zero=True, hnd=True)
+        ids, ids2 = list(range(12)), [15, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7]
+        with self.ctx(checksum="on") as ctx:
+            t = toks(84, 48)
+            views = ctx.prepare_store(t)
+            kv.gather(ids, views)
+            self.assertTrue(ctx.commit_store(t, 0, views))
+            self.flip_in_child(list(ctx.keys(t)), 1)
+            views = ctx.prepare_retrieve(t)
+            self.assertEqual(kv2.scatter(ids2, views, skip_blocks=1), 1)
+            self.assertEqual(views.indices, [0])
+            for s, d in zip(src, dst):
+                for a, b in zip(ids[1:4], ids2[1:4]):
+                    self.assertTrue(torch.equal(d[:, b], s[:, a]))
+                self.assertEqual(float(d[:, ids2[0]].abs().sum()), 0.0,
+                                 "a skipped block was written")
+                for b in ids2[8:]:
+                    self.assertEqual(float(d[:, b].abs().sum()), 0.0,
+                                     "chunk 2 copied past a failed chunk")
+            del views
+            self.assertTrue(ctx.commit_retrieve(t))
+            deadline = time.time() + 5
+            while ctx.client.lookup(ctx.keys(t)) != 1 and \
+                    time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            # Good chunks: everything scattered, bit for bit.
+            views = ctx.prepare_store(t)
+            kv.gather(ids[4:8], views)
+            self.assertTrue(ctx.commit_store(t, 0, views))
+            views = ctx.prepare_retrieve(t)
+            self.assertEqual(kv2.scatter(ids2, views), 3)
+            del views
+            self.assertTrue(ctx.commit_retrieve(t))
+            for s, d in zip(src, dst):
+                for a, b in zip(ids, ids2):
+                    self.assertTrue(torch.equal(d[:, b], s[:, a]))
+
+    def test_bound_views_raise_when_used_the_wrong_way(self):
+        caches, kv = self.caches()
+        with self.ctx(checksum="on") as ctx:
+            t = toks(85, 16)
+            views = ctx.prepare_store(t)
+            with self.assertRaisesRegex(ValueError, "store views passed "
+                                        "to scatter"):
+                kv.scatter([0, 1, 2, 3], views)
+            with self.assertRaisesRegex(ValueError, "out of range"):
+                kv.gather([0, 1, 2, 99], views)
+            kv.gather([0, 1, 2, 3], views[:1])  # a slice stays bound
+            self.assertTrue(ctx.commit_store(t, 0, views))
+            with self.assertRaisesRegex(ValueError, "transfer is over"):
+                kv.gather([0, 1, 2, 3], views)
+
+    def flip_in_child(self, keys, chunk):
+        flip_in_child(self, self.srv.sock, LAYOUT, "torch-test", keys, chunk)
+
+
 class PagedKVTest(unittest.TestCase):
     """kvring.kv against torch's own indexing, and its refusals."""
 

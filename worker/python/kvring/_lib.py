@@ -245,6 +245,18 @@ def _declare(lib):
                                           ctypes.c_size_t, c_u64,
                                           ctypes.c_size_t, ctypes.c_char_p,
                                           ctypes.c_size_t]),
+        # The same into / out of a transfer's slots, summed while copying.
+        "kvr_kv_gather_xfer": (ctypes.c_int, [vp, P(KvCache), P(c_u32),
+                                              ctypes.c_size_t, P(Xfer),
+                                              P(c_u32), ctypes.c_size_t,
+                                              ctypes.c_char_p,
+                                              ctypes.c_size_t]),
+        "kvr_kv_scatter_xfer": (ctypes.c_long, [vp, P(KvCache), P(c_u32),
+                                                ctypes.c_size_t, P(Xfer),
+                                                P(c_u32), ctypes.c_size_t,
+                                                ctypes.c_size_t,
+                                                ctypes.c_char_p,
+                                                ctypes.c_size_t]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

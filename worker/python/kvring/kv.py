@@ -26,8 +26,10 @@ from typing import Any, List, Mapping, Sequence, Tuple, Union
 
 import torch
 
+import kvring
+
 from . import _lib
-from .torch import ChunkLayout
+from .torch import ChunkLayout, ChunkViews
 
 __all__ = ["PagedKV"]
 
@@ -251,33 +253,88 @@ class PagedKV(object):
 
     def gather(self, block_ids: Any, chunks: Sequence[torch.Tensor]) -> None:
         """Copy the blocks (token order) into the chunks (slot views of a
-        store: ChunkViews or any contiguous chunk-sized tensors)."""
+        store: ChunkViews or any contiguous chunk-sized tensors).
+
+        Into a prepared store's ChunkViews, the copy goes straight to the
+        transfer's slots (kvr_kv_gather_xfer): with checksums on, each
+        chunk's XXH3-64 is computed from the blocks while they are copied
+        and commit_store sends it without reading the slots again. Do not
+        write the views afterwards (their sums would be stale)."""
+        t = _bound(chunks, readonly=False)
         arr, n, cp, nc = self._args(block_ids, chunks)
         err = ctypes.create_string_buffer(256)
-        rc = self._lib.kvr_kv_gather(ctypes.byref(self._d), arr, n, cp, nc,
-                                     self.chunk_bytes, err, len(err))
+        if t is not None:
+            slots = (ctypes.c_uint32 * max(nc, 1))(*chunks.indices)
+            rc = self._lib.kvr_kv_gather_xfer(
+                t.tx._c._handle(), ctypes.byref(self._d), arr, n,
+                ctypes.byref(t.tx._x), slots, nc, err, len(err))
+        else:
+            rc = self._lib.kvr_kv_gather(ctypes.byref(self._d), arr, n, cp,
+                                         nc, self.chunk_bytes, err, len(err))
         if rc < 0:
             raise ValueError(err.value.decode())
 
     def scatter(self, block_ids: Any, chunks: Sequence[torch.Tensor],
-                skip_blocks: int = 0) -> None:
+                skip_blocks: int = 0) -> int:
         """Copy the chunks into the blocks; the first skip_blocks blocks
-        (the engine's own prefix-cache hits) are left alone."""
+        (the engine's own prefix-cache hits) are left alone. Returns how
+        many chunks were copied and are good (len(chunks): all).
+
+        From a prepared retrieve's ChunkViews, the copy reads the
+        transfer's slots (kvr_kv_scatter_xfer): under checksum='on' each
+        chunk is checked while it is copied, hashing the bytes as they
+        land in the blocks, and the copy stops after the first chunk that
+        fails. Then the return value r is less than len(chunks): the
+        blocks of chunks r.. must be treated as not loaded (chunk r's hold
+        its failed bytes; vLLM: report them as load errors), the views are
+        cut in place at the failed chunk as verify_retrieve() cuts them,
+        and commit_retrieve reports it so that kvringd drops it."""
+        t = _bound(chunks, readonly=True)
         arr, n, cp, nc = self._args(block_ids, chunks)
         if not isinstance(skip_blocks, int) or not 0 <= skip_blocks <= n:
             raise ValueError("skip_blocks is %r: it must be 0..%d"
                              % (skip_blocks, n))
         err = ctypes.create_string_buffer(256)
-        rc = self._lib.kvr_kv_scatter(ctypes.byref(self._d), arr, n, cp, nc,
-                                      self.chunk_bytes, skip_blocks, err,
-                                      len(err))
+        if t is None:
+            rc = self._lib.kvr_kv_scatter(ctypes.byref(self._d), arr, n, cp,
+                                          nc, self.chunk_bytes, skip_blocks,
+                                          err, len(err))
+            if rc < 0:
+                raise ValueError(err.value.decode())
+            return nc
+        slots = (ctypes.c_uint32 * max(nc, 1))(*chunks.indices)
+        rc = self._lib.kvr_kv_scatter_xfer(
+            t.tx._c._handle(), ctypes.byref(self._d), arr, n,
+            ctypes.byref(t.tx._x), slots, nc, skip_blocks, err, len(err))
         if rc < 0:
             raise ValueError(err.value.decode())
+        if rc < nc:
+            t.tx.slots[chunks.indices[rc]] = (kvring.SlotStatus.CORRUPT,
+                                              None)
+            t._cut()
+        return rc
 
 
 def _lib_handle() -> Any:
-    import kvring
     return kvring._lib_handle()
+
+
+def _bound(chunks: Any, readonly: bool) -> Any:
+    """The live transfer whose slots chunks are the views of (a
+    ChunkViews from prepare_store, or prepare_retrieve when readonly),
+    else None: then chunks are plain tensors."""
+    if not isinstance(chunks, ChunkViews) or chunks._transfer is None:
+        return None
+    t = chunks._transfer()
+    if t is None or t.ended:
+        raise ValueError("these views' transfer is over: prepare a new "
+                         "one")
+    if t.readonly != readonly:
+        raise ValueError("%s views passed to %s: gather into a store's "
+                         "views, scatter from a retrieve's"
+                         % ("retrieve" if t.readonly else "store",
+                            "scatter" if readonly else "gather"))
+    return t
 
 
 def _layers(x: Union[Sequence[torch.Tensor], Mapping[str, torch.Tensor]]

@@ -201,6 +201,16 @@ class ChunkViews(list):
         """(chunk index, view) pairs."""
         return list(zip(self.indices, self))
 
+    def __getitem__(self, i):  # type: ignore[override]
+        # A slice stays bound to the transfer (with its indices), so that
+        # views[:n] can still be gathered into or scattered from.
+        if isinstance(i, slice):
+            out = ChunkViews(list.__getitem__(self, i), self.indices[i],
+                             self.transfer_id)
+            out._transfer = self._transfer
+            return out
+        return list.__getitem__(self, i)
+
     def _live(self, what: str) -> "_Transfer":
         t = self._transfer() if self._transfer is not None else None
         if t is None or t.ended:

@@ -388,20 +388,20 @@ class KvringConnector(KVConnectorBase_V1):
             return False
         ok = False
         try:
-            # checksum='on' sums at commit and verifies on request: this
-            # is where the chunks are used, so ask ('verify' did it on
-            # arrival). A corrupt chunk cuts the views; the load then
-            # falls short and vLLM recomputes, as for an evicted chunk.
-            if len(views) and ctx.client is not None and \
-                    ctx.client.checksum == "on":
-                if use_lease:
-                    ctx.verify_retrieve(None, iid, lease=ld.lease)
-                else:
-                    ctx.verify_retrieve(ld.tokens, iid, salt=ld.salt)
+            # checksum='on': the scatter checks each chunk while it copies
+            # it into the blocks ('verify' checked on arrival). A chunk
+            # that fails ends the copy and cuts the views; the load then
+            # falls short and vLLM recomputes every block of it, the
+            # failed chunk's included, as for an evicted chunk.
             ok = len(views) >= ld.nchunks
             if ok:
-                kv.scatter(ld.block_ids, views[:ld.nchunks],
-                           skip_blocks=ld.skip_blocks)
+                got = kv.scatter(ld.block_ids, views[:ld.nchunks],
+                                 skip_blocks=ld.skip_blocks)
+                if got < ld.nchunks:
+                    log.warning("kvring load of %s: chunk %d of %d fails "
+                                "its checksum; vLLM recomputes", ld.req_id,
+                                got, ld.nchunks)
+                    ok = False
             else:
                 log.warning("kvring load of %s: %d of %d chunks left (evicted"
                             "?); vLLM recomputes", ld.req_id, len(views),
