@@ -248,7 +248,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (!xfer_out || (n && (!sizes || !out)))
 		return -EINVAL;
 	c = &s->chan[ch];
-	if (c->nr_xfers >= s->cfg.max_xfers_per_chan)
+	if (chan_xfers(c) >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
 	if (n == 0) {
 		*xfer_out = 0;
@@ -404,6 +404,10 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (rc < 0)
 		return rc;
 	w = &s->own[o];
+	/* A staged slot's object sits under a placeholder key: only a bind
+	 * (store_stage.c) names it, so it is never published as it is. */
+	if (w->staged)
+		return -EINVAL;
 	c = &s->chan[ch];
 	/* Last to first, so that keys[0] ends up most recently used. */
 	for (uint32_t i = w->nr; i-- > 0;) {
@@ -474,7 +478,7 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		return rc;
 	if (!xfer_out || (n && !out))
 		return -EINVAL;
-	if (s->chan[ch].nr_xfers >= s->cfg.max_xfers_per_chan)
+	if (chan_xfers(&s->chan[ch]) >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
 	rc = kvr__store_mem_reserve(s, 0, n ? n : 1);
 	if (rc < 0)
@@ -531,7 +535,7 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 	w = &s->own[o];
 	if (max < w->nr)
 		return -EINVAL;
-	if (s->chan[ch].nr_xfers >= s->cfg.max_xfers_per_chan)
+	if (chan_xfers(&s->chan[ch]) >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
 	/* The lender's own channel already counts these pins. */
 	if (s->cfg.quota_pinned_bytes && w->ch != ch &&

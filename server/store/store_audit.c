@@ -198,6 +198,15 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 			} else {
 				xfers++;
 				t->chans[c].nr_xfers++;
+				/* A staged slot: a store transfer of one. */
+				if (w->staged) {
+					t->chans[c].nr_staged++;
+					if (w->kind != OWN_STORE || w->nr != 1)
+						FAIL("staged owner %llu kind "
+						     "%u lists %u",
+						     (unsigned long long)w->id,
+						     w->kind, w->nr);
+				}
 				if (w->heap_pos != NIL)
 					FAIL("transfer %llu in lease heap",
 					     (unsigned long long)w->id);
@@ -210,6 +219,9 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 			if (rc < 0)
 				return rc;
 		}
+		if (got->nr_staged != rec->nr_staged)
+			FAIL("ch %u staged %u/%u (walked/recorded)", c,
+			     got->nr_staged, rec->nr_staged);
 		if (got->nr_xfers != rec->nr_xfers ||
 		    got->nr_leases != rec->nr_leases ||
 		    got->pins != rec->pins ||

@@ -97,6 +97,10 @@ struct owner {
 	 * creation order is deadline order and the queue needs no heap). */
 	uint32_t xprev, xnext;
 	uint32_t ns, uid; /* lease: its maker's namespace and uid */
+	/* Store-ahead (store_stage.c): 1 while this store transfer is a
+	 * staged slot, its one object RESERVED under a placeholder key.
+	 * commit_store refuses it; only kvr_store_bind() re-keys it. */
+	uint32_t staged;
 };
 
 /*
@@ -109,6 +113,7 @@ struct chan {
 	uint32_t tail; /* its oldest owner (for the inspector's age) */
 	uint32_t nr_xfers;
 	uint32_t nr_leases;
+	uint32_t nr_staged; /* of nr_xfers, staged slots (store_stage.c) */
 	uint64_t reserved_bytes;
 	uint64_t reserved_objects;
 	uint64_t pins;
@@ -176,6 +181,7 @@ struct kvr_store {
 	uint64_t last_hit_bytes;   /* of the last lookup's hits */
 	uint64_t *last_sums;	   /* max_keys: sums of the slots the last
 				      prepare_retrieve(_lease) wrote */
+	uint64_t stage_seq;	   /* placeholder keys of staged slots */
 };
 
 /*
@@ -283,6 +289,14 @@ int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 static inline uint64_t obj_bytes(const struct kvr_store *s, const struct obj *o)
 {
 	return kvr_alloc_round(&s->alloc, o->len);
+}
+
+/* Open transfers that count against max_xfers_per_chan: staged slots do
+ * not (a worker using store-ahead keeps its full limit); they have their
+ * own, KVR_STORE_MAX_STAGED. */
+static inline uint32_t chan_xfers(const struct chan *c)
+{
+	return c->nr_xfers - c->nr_staged;
 }
 
 /* Take a spare object; kvr__store_mem_reserve() made sure one exists. */
@@ -416,6 +430,7 @@ static inline uint32_t owner_take(struct kvr_store *s, uint32_t kind,
 	w->heap_pos = NIL;
 	w->prev = w->next = NIL;
 	w->xprev = w->xnext = NIL;
+	w->staged = 0;
 	s->own_live++;
 	return o;
 }

@@ -151,7 +151,7 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 	if (!s || ch >= s->cfg.max_channels || !keys || !slots || !ns_out ||
 	    !xfer_out || max == 0 || max > s->cfg.max_keys)
 		return -EINVAL;
-	if (s->chan[ch].nr_xfers >= s->cfg.max_xfers_per_chan)
+	if (chan_xfers(&s->chan[ch]) >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
 	rc = kvr__store_mem_reserve(s, 0, max);
 	if (rc < 0)

@@ -139,6 +139,11 @@ void kvr__store_owner_free(struct kvr_store *s, uint32_t o)
 {
 	struct owner *w = &s->own[o];
 
+	/* A staged slot freed unbound (abort, expiry, close). */
+	if (w->staged) {
+		s->chan[w->ch].nr_staged--;
+		w->staged = 0;
+	}
 	owner_unpublish(s, o);
 	if (w->cap > OWNER_KEEP_CAP) {
 		free(w->objs);

@@ -120,6 +120,10 @@ struct kvr_store_stats {
 	uint64_t store_xfers_expired; /* of which store transfers */
 	uint64_t corrupt_dropped;     /* objects kvr_store_drop_corrupt()
 					 took out of the cache */
+	/* Store-ahead (store_stage.c): slots staged (each also counts in
+	 * stores_reserved), binds that re-keyed one, and binds whose key
+	 * was stored already (the staged slot stayed staged). */
+	uint64_t stages, binds, binds_existing;
 };
 
 /* What one channel holds right now. */
@@ -242,6 +246,54 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
  */
 int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			   uint64_t now_ns);
+
+/* ---- Store-ahead (store_stage.c, docs/storage.md "Store-ahead") ---- */
+
+/* Staged slots one channel may hold at once (kvringd uses two: the
+ * worker's and a spare). They do not count against max_xfers_per_chan. */
+#define KVR_STORE_MAX_STAGED 2u
+
+/*
+ * kvr_store_stage - reserve one slot of @len bytes for @ch before its key
+ * is known: a store transfer whose one object is RESERVED under a
+ * placeholder key. Counted, placed, evicted for and expired exactly as a
+ * one-key prepare_store; commit_store refuses it (-EINVAL) until
+ * kvr_store_bind() names it, and abort_store or channel close free it.
+ * Return: 1 and *out (KVR_SLOT_OK, off, len), *xfer_out its id; 0 when
+ * nothing was staged (*out->status says why: NOROOM, QUOTA, INVALID);
+ * -EBUSY when @ch holds KVR_STORE_MAX_STAGED staged slots already (or its
+ * limit of transfers); or the errors of prepare_store (-ENOMEM, ...). On
+ * 0 or error nothing changed.
+ */
+int kvr_store_stage(struct kvr_store *s, uint32_t ch, uint32_t ns, uint64_t len,
+		    uint64_t now_ns, struct kvr_slot_desc *out,
+		    uint64_t *xfer_out);
+
+/*
+ * kvr_store_bind - give staged slot @xfer of @ch the key @key and the
+ * length @len (at most the staged length, the same once rounded). After
+ * KVR_SLOT_OK the transfer is a plain one-key store transfer: commit it
+ * (kvr_store_commit_store) or abort it.
+ * Return: KVR_SLOT_OK; KVR_SLOT_EXISTS (the key is committed: rule 1, a
+ * no-op, the key is touched) or KVR_SLOT_BUSY (another transfer reserves
+ * it), with the slot still staged and unchanged; -EINVAL (not a staged
+ * transfer, or @len does not fit it), -ENOENT, KVR_ERR_EXPIRED (as
+ * commit_store), -ENOMEM. On anything but KVR_SLOT_OK nothing changed.
+ */
+int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		   const struct kvr_key *key, uint64_t len);
+
+/*
+ * kvr_store_stage_desc - the slot and deadline of staged slot @xfer of
+ * @ch. Return 0, -EINVAL (not staged) or the errors of commit_store.
+ */
+int kvr_store_stage_desc(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			 struct kvr_slot_desc *out, uint64_t *deadline_out);
+
+/* The length of the first object of open store transfer @xfer of @ch,
+ * or 0 (none, or not such a transfer). */
+uint64_t kvr_store_xfer_len(const struct kvr_store *s, uint32_t ch,
+			    uint64_t xfer);
 
 /*
  * kvr_store_check_store - whether @xfer is an open store transfer of @ch,
