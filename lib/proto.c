@@ -23,7 +23,7 @@
 static const uint32_t op_flags[KVR_OP__MAX] = {
     [KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
     [KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE | KVR_REQ_SUMS,
-    [KVR_OP_COMMIT_STORE] = KVR_REQ_SUMS,
+    [KVR_OP_COMMIT_STORE] = KVR_REQ_SUMS | KVR_REQ_BIND | KVR_REQ_STAGE,
     [KVR_OP_COMMIT_RETRIEVE] = KVR_REQ_CORRUPT,
 };
 
@@ -38,7 +38,8 @@ static bool op_has_keys(uint32_t op)
  * count >= 1, and count 0 without the flag. */
 static bool op_has_words(uint32_t op, uint32_t flags)
 {
-	return (op == KVR_OP_COMMIT_STORE && (flags & KVR_REQ_SUMS)) ||
+	return (op == KVR_OP_COMMIT_STORE &&
+		(flags & (KVR_REQ_SUMS | KVR_REQ_BIND))) ||
 	       (op == KVR_OP_COMMIT_RETRIEVE && (flags & KVR_REQ_CORRUPT));
 }
 
@@ -61,6 +62,10 @@ static int req_hdr_check(uint32_t op, const struct kvr_req_hdr *h,
 		return -E2BIG;
 	if (op == KVR_OP_PREPARE_RETRIEVE && (h->flags & KVR_REQ_BY_LEASE) &&
 	    h->count != 0)
+		return -EBADMSG;
+	/* A bind names one key and size, and with SUMS its one sum. */
+	if (op == KVR_OP_COMMIT_STORE && (h->flags & KVR_REQ_BIND) &&
+	    h->count != KVR_BIND_WORDS + ((h->flags & KVR_REQ_SUMS) ? 1u : 0u))
 		return -EBADMSG;
 	return 0;
 }

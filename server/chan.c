@@ -190,6 +190,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	memset(&c->cache, 0, sizeof(c->cache));
 	c->cache_dirty = false;
 	c->false_reports = 0;
+	c->stage_spare = c->stage_len = 0; /* the store freed the spare */
 	return 0;
 }
 

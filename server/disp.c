@@ -188,6 +188,150 @@ static void fill_stats(struct kvr_srv *s, struct kvr_conn *c,
 	w->chan_transfers = cs.transfers_open;
 }
 
+/* A commit_store: sums first (@nsums of them in s->sizes), since a wrong
+ * count changes nothing, not even the transfer, which stays open for a
+ * correct commit; then the commit, and with L2 the queued upload. */
+static int commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
+			uint32_t nsums)
+{
+	int rc;
+
+	if (nsums && (rc = kvr__sum_store(s, c, xfer, nsums)) < 0)
+		return rc;
+	if (s->l2) /* write-behind: commit, then queue the upload */
+		return kvr_l2_commit_store(s, c, xfer);
+	return kvr_store_commit_store(s->store, (uint32_t)c->chan, xfer,
+				      s->now_ns);
+}
+
+/* Put staged slot @id into the answer: count 1, its id, and its lifetime
+ * in ms in value's high word (saturated; a trusted channel's never ends). */
+static void answer_stage(struct kvr_srv *s, struct kvr_resp_view *rv,
+			 uint64_t id, const struct kvr_slot_desc *d,
+			 uint64_t deadline_ns)
+{
+	uint64_t ms =
+	    deadline_ns > s->now_ns ? (deadline_ns - s->now_ns) / 1000000u : 0;
+
+	if (ms > UINT32_MAX)
+		ms = UINT32_MAX;
+	*(struct kvr_slot_desc *)rv->slots = *d;
+	rv->hdr.handle = id;
+	rv->hdr.count = 1;
+	rv->hdr.value |= ms << KVR_COMMIT_STAGE_MS_SHIFT;
+}
+
+/*
+ * Hand the worker a staged slot of @len bytes: the spare staged after an
+ * earlier batch when it is still there and that size (else it is given
+ * back and one is staged in line), and ask for a new spare after the
+ * publish. A channel so holds at most two staged slots: the worker's and
+ * the spare.
+ */
+static void hand_stage(struct kvr_srv *s, struct kvr_conn *c, uint64_t len,
+		       struct kvr_resp_view *rv)
+{
+	uint32_t ch = (uint32_t)c->chan;
+	uint64_t id = c->stage_spare, deadline = 0;
+	struct kvr_slot_desc d;
+
+	c->stage_spare = 0;
+	if (id && (kvr_store_stage_desc(s->store, ch, id, &d, &deadline) < 0 ||
+		   d.len != len)) {
+		/* Reclaimed at its deadline, or another size: not that one
+		 * (an abort of a reclaimed id is a harmless error). */
+		(void)kvr_store_abort_store(s->store, ch, id, s->now_ns);
+		id = 0;
+	}
+	if (!id && (kvr_store_stage(s->store, ch, c->ns_id, len, s->now_ns, &d,
+				    &id) <= 0 ||
+		    kvr_store_stage_desc(s->store, ch, id, &d, &deadline) < 0))
+		id = 0;
+	if (id)
+		answer_stage(s, rv, id, &d, deadline);
+	c->stage_len = len;
+}
+
+/*
+ * Store-ahead (docs/protocol.md): a commit_store that binds a staged slot
+ * (KVR_REQ_BIND) and/or asks for the next one (KVR_REQ_STAGE). Only the
+ * ring transport: the copy transport's payload follows a prepare's slots,
+ * which a staged slot never had. The commit's own outcome is the answer's
+ * status; a slot that could not be staged only leaves count 0.
+ */
+static int commit_ahead(struct kvr_srv *s, struct kvr_conn *c,
+			const struct kvr_req_view *v, struct kvr_resp_view *rv)
+{
+	uint32_t ch = (uint32_t)c->chan, flags = v->hdr.flags;
+	uint64_t xfer = v->hdr.handle, len, deadline = 0;
+	struct kvr_slot_desc d;
+	int rc;
+
+	if (c->ops != &kvr__disp_ring_ops)
+		return -EOPNOTSUPP;
+	if (flags & KVR_REQ_BIND) {
+		/* s->sizes holds the words: key lo, key hi, size (, sum). */
+		struct kvr_key k = {s->sizes[0], s->sizes[1]};
+
+		len = s->sizes[2];
+		rc = kvr_store_bind(s->store, ch, xfer, &k, len);
+		if (rc < 0)
+			return rc;
+		rv->hdr.value = (uint64_t)rc;
+		if (rc != KVR_SLOT_OK) {
+			/* Rule 1: nothing stored; the slot stays staged and
+			 * goes back to the worker for its next store. */
+			cache_add(
+			    s, c, CF_STORE_KEYS_STORED,
+			    (const uint64_t[]){rc == KVR_SLOT_EXISTS,
+					       rc == KVR_SLOT_EXISTS ? len : 0},
+			    2);
+			if (rc == KVR_SLOT_BUSY)
+				cache_add(s, c, CF_STORE_KEYS_BUSY,
+					  (const uint64_t[]){1}, 1);
+			if (kvr_store_stage_desc(s->store, ch, xfer, &d,
+						 &deadline) == 0)
+				answer_stage(s, rv, xfer, &d, deadline);
+			return 0;
+		}
+		if (flags & KVR_REQ_SUMS)
+			s->sizes[0] = s->sizes[KVR_BIND_WORDS];
+		/* Cannot fail on a transfer just bound (one reservation,
+		 * one sum); an error still comes back as the status. */
+		rc = commit_store(s, c, xfer, flags & KVR_REQ_SUMS ? 1 : 0);
+		if (rc < 0)
+			return rc;
+		cache_add(s, c, CF_STORE_KEYS_NEW, (const uint64_t[]){1, len},
+			  2);
+	} else {
+		len = kvr_store_xfer_len(s->store, ch, xfer);
+		rc = commit_store(s, c, xfer, v->words ? v->hdr.count : 0);
+		if (rc < 0)
+			return rc;
+	}
+	if ((flags & KVR_REQ_STAGE) && len)
+		hand_stage(s, c, len, rv);
+	return 0;
+}
+
+/*
+ * After a batch's answers are published: stage the spare that the next
+ * commit asking for a slot hands out, so that its answer waits only for
+ * the bind and the commit. Nothing staged (no room, quota): the next
+ * commit stages in line, or goes without.
+ */
+static void stage_spare(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_slot_desc d;
+	uint64_t id = 0;
+
+	if (!c->stage_spare &&
+	    kvr_store_stage(s->store, (uint32_t)c->chan, c->ns_id, c->stage_len,
+			    s->now_ns, &d, &id) > 0)
+		c->stage_spare = id;
+	c->stage_len = 0;
+}
+
 size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		      const struct kvr_req_view *v, uint32_t *type_out)
 {
@@ -252,16 +396,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		}
 		break;
 	case KVR_OP_COMMIT_STORE:
-		/* Sums first: a wrong count changes nothing, not even the
-		 * transfer, which stays open for a correct commit. */
-		if (v->words &&
-		    (rc = kvr__sum_store(s, c, v->hdr.handle, n)) < 0)
+		if (v->hdr.flags & (KVR_REQ_BIND | KVR_REQ_STAGE)) {
+			rc = commit_ahead(s, c, v, &rv);
 			break;
-		if (s->l2) /* write-behind: commit, then queue the upload */
-			rc = kvr_l2_commit_store(s, c, v->hdr.handle);
-		else
-			rc = kvr_store_commit_store(s->store, ch, v->hdr.handle,
-						    now);
+		}
+		rc = commit_store(s, c, v->hdr.handle, v->words ? n : 0);
 		break;
 	case KVR_OP_ABORT_STORE:
 		rc = kvr_store_abort_store(s->store, ch, v->hdr.handle, now);
@@ -523,6 +662,9 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 						    s->lat_mark_ns);
 		}
 	}
+	/* Store-ahead: the next staged slot, after the answers went out. */
+	if (c->stage_len)
+		stage_spare(s, c);
 	/* One release for the whole batch (R2 in the ring). */
 	kvr_ring_release(&c->req);
 	if (handled)

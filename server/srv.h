@@ -260,6 +260,12 @@ struct kvr_conn {
 	/* Corruption reports of this connection whose bytes matched their
 	 * sum (sum.c): past KVR_SUM_FALSE_MAX its reports are not checked. */
 	uint32_t false_reports;
+	/* Store-ahead (disp.c): a staged slot of this channel not handed
+	 * out yet (0: none), and the size of the one to stage after this
+	 * batch's answers are published (0: none), so that staging is off
+	 * the commit's round trip. The store frees the spare at close. */
+	uint64_t stage_spare;
+	uint64_t stage_len;
 };
 
 /*

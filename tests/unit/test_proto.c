@@ -779,3 +779,61 @@ Test(proto, encode_then_parse_keeps_words_when_a_commit_carries_sums)
 	v.words = NULL;
 	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL);
 }
+
+Test(proto, parse_takes_a_bind_only_with_its_key_size_and_sum)
+{
+	uint8_t buf[256];
+	struct kvr_req_view v;
+	size_t len;
+
+	/* Key lo, key hi, size; and with SUMS the sum after them. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 3, KVR_REQ_BIND);
+	cr_assert_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v), 0);
+	cr_expect_eq(v.words, (const uint64_t *)(buf + 32));
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 4,
+		     KVR_REQ_BIND | KVR_REQ_SUMS | KVR_REQ_STAGE);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v), 0);
+	/* Any other count is malformed, with or without SUMS. */
+	for (uint32_t n = 0; n < 6; n++) {
+		len = mk_req(buf, KVR_OP_COMMIT_STORE, n, KVR_REQ_BIND);
+		cr_expect_eq(
+		    kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v),
+		    n == 3 ? 0 : -EBADMSG, "count %u", n);
+		len = mk_req(buf, KVR_OP_COMMIT_STORE, n,
+			     KVR_REQ_BIND | KVR_REQ_SUMS);
+		cr_expect_eq(
+		    kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v),
+		    n == 4 ? 0 : -EBADMSG, "count %u with sums", n);
+	}
+	/* STAGE alone carries nothing; neither flag goes on another op. */
+	len = mk_req(buf, KVR_OP_COMMIT_STORE, 0, KVR_REQ_STAGE);
+	cr_expect_eq(kvr_req_parse(KVR_OP_COMMIT_STORE, buf, len, 16, &v), 0);
+	cr_expect_null(v.words);
+	len = mk_req(buf, KVR_OP_PREPARE_STORE, 1, KVR_REQ_STAGE);
+	cr_expect_eq(kvr_req_parse(KVR_OP_PREPARE_STORE, buf, len, 16, &v),
+		     -EBADMSG);
+	len = mk_req(buf, KVR_OP_ABORT_STORE, 0, KVR_REQ_BIND);
+	cr_expect_eq(kvr_req_parse(KVR_OP_ABORT_STORE, buf, len, 16, &v),
+		     -EBADMSG);
+}
+
+Test(proto, encode_refuses_a_bind_that_parse_would_refuse)
+{
+	uint8_t buf[256];
+	uint64_t w[4] = {1, 2, 4096, 0xabc};
+	struct kvr_req_view v = {.op = KVR_OP_COMMIT_STORE,
+				 .hdr = {.req_id = 1,
+					 .handle = 5,
+					 .count = 4,
+					 .flags = KVR_REQ_BIND | KVR_REQ_SUMS},
+				 .words = w},
+			    got;
+	int len = kvr_req_encode(&v, buf, sizeof(buf));
+
+	cr_assert_eq(len, (int)kvr_req_bytes(KVR_OP_COMMIT_STORE, 4));
+	cr_assert_eq(
+	    kvr_req_parse(KVR_OP_COMMIT_STORE, buf, (size_t)len, 16, &got), 0);
+	cr_expect_eq(got.words[3], 0xabcu);
+	v.hdr.count = 3; /* the sum left out */
+	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL);
+}

@@ -37,9 +37,10 @@ extern "C" {
  * CORRUPT, KVR_SLOT_F_SUM); 5: checksums over the copy transport too (a
  * COMMIT_STORE frame's sums sit between its header and its payload); 6:
  * ring consumers poll the next record's header word and zero what they
- * release (docs/ring.md). */
+ * release (docs/ring.md); 7: store-ahead, a commit_store that binds a
+ * staged slot (KVR_REQ_BIND) or asks for one (KVR_REQ_STAGE). */
 #define KVR_PROTO_MAGIC	  0x4b565250u /* "KVRP" */
-#define KVR_PROTO_VERSION 6u
+#define KVR_PROTO_VERSION 7u
 
 /* A chunk key: 128 bits of XXH3-128 output, see <kvring/keys.h>. */
 struct kvr_key {
@@ -89,9 +90,31 @@ enum kvr_op {
  */
 #define KVR_REQ_SUMS	0x8u
 #define KVR_REQ_CORRUPT 0x10u
+/*
+ * Store-ahead (docs/protocol.md, "Store-ahead"; ring transport only, the
+ * copy transport answers -EOPNOTSUPP).
+ *   commit_store + STAGE: after the commit, stage one slot for the next
+ *     store (the size of this transfer's first object; with BIND, the
+ *     bound size). The answer then carries it: count 1, the slot OK,
+ *     handle its id, value bits 32..63 its lifetime in ms. No room, a
+ *     quota or too many transfers: count 0, and the commit still stands.
+ *   commit_store + BIND: handle is a staged slot, and the words are
+ *     KVR_BIND_WORDS u64 (key lo, key hi, size), plus the sum with SUMS.
+ *     The server gives the slot that key and size and commits it. Value
+ *     bits 0..7 say what happened: KVR_SLOT_OK (stored), KVR_SLOT_EXISTS
+ *     or KVR_SLOT_BUSY (not stored: rule 1; the slot stays staged and
+ *     the answer carries it again, as for STAGE).
+ */
+#define KVR_REQ_BIND   0x20u
+#define KVR_REQ_STAGE  0x40u
+#define KVR_BIND_WORDS 3u
 #define KVR_REQ_FLAGS_ALL                                                      \
 	(KVR_REQ_PIN | KVR_REQ_BY_LEASE | KVR_REQ_L2 | KVR_REQ_SUMS |          \
-	 KVR_REQ_CORRUPT)
+	 KVR_REQ_CORRUPT | KVR_REQ_BIND | KVR_REQ_STAGE)
+/* In a commit_store answer's value: the bind outcome, and the lifetime of
+ * the staged slot it carries. */
+#define KVR_COMMIT_OUTCOME_MASK	  0xffull
+#define KVR_COMMIT_STAGE_MS_SHIFT 32
 
 /* In a lookup answer's value: bits 0..31 are the hits; this bit says L2
  * loads for keys past them are still in flight, so asking again soon may
