@@ -47,7 +47,7 @@ static void record_rtt(struct kvr_client *c, const struct kvr__pend *p,
  * when the queue cannot grow (out of memory) is it dropped; the server
  * still frees it when this channel closes.
  */
-static void undo(struct kvr_client *c, uint32_t op, uint64_t handle)
+void kvr__answer_undo(struct kvr_client *c, uint32_t op, uint64_t handle)
 {
 	uint32_t uop;
 
@@ -151,6 +151,22 @@ static int check_shape(const struct kvr__pend *p, const struct kvr_resp_hdr *h,
 			return -EBADMSG;
 		}
 		return 0;
+	case KVR_OP_COMMIT_STORE:
+		/* Store-ahead (stage.c): at most one staged slot, asked for,
+		 * and a bind's outcome is one of rule 1's. */
+		if (h->count > ((p->bind || p->stage_ask) ? 1u : 0u) ||
+		    (h->count && (!any_ok || !h->handle))) {
+			*why = "unexpected slots";
+			return -EBADMSG;
+		}
+		if ((h->value & KVR_COMMIT_OUTCOME_MASK) != KVR_SLOT_OK &&
+		    (!p->bind ||
+		     ((h->value & KVR_COMMIT_OUTCOME_MASK) != KVR_SLOT_EXISTS &&
+		      (h->value & KVR_COMMIT_OUTCOME_MASK) != KVR_SLOT_BUSY))) {
+			*why = "commit outcome";
+			return -EBADMSG;
+		}
+		return 0;
 	default:
 		if (h->count) {
 			*why = "unexpected slots";
@@ -204,6 +220,12 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 	st = h.status;
 	if (p->timed)
 		record_rtt(c, p, op);
+	if (op == KVR_OP_COMMIT_STORE || op == KVR_OP_PREPARE_STORE) {
+		uint64_t extra = kvr__stage_answer(c, p, &h, sd);
+
+		if (extra) /* a staged slot nobody will use */
+			kvr__answer_undo(c, KVR_OP_PREPARE_STORE, extra);
+	}
 
 	/* Nobody wants the slots; a payload that follows them (the socket
 	 * transport's retrieve) is read into the void. */
@@ -219,7 +241,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 			kvr__pend_free(c, p);
 			if (orphan && st == 0)
-				undo(c, op, h.handle);
+				kvr__answer_undo(c, op, h.handle);
 		}
 		return 0;
 	}
@@ -266,7 +288,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		if (rc < 0) {
 			/* No memory for the slots: undo on the server. */
 			st = -ENOMEM;
-			undo(c, op, h.handle);
+			kvr__answer_undo(c, op, h.handle);
 		}
 	}
 	if (op == KVR_OP_STATS && st == 0 && p->stats)

@@ -119,7 +119,9 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	/* Nothing reserved (every key already stored, or none asked): the
 	 * server has nothing to do, so the completion is made here, with
 	 * status 0, and still comes out of kvr_reap() like any other. */
-	if (x->id == 0) {
+	if (x->id == 0 || (op == KVR_OP_ABORT_STORE && x->op == want_op &&
+			   kvr__stage_abort(c, x))) {
+		/* (An abort of a staged slot, too: it stays staged.) */
 		struct kvr_completion e = {.user = user, .op = op, .xfer = x};
 
 		if (kvr__pend_cq_reserve(c) < 0)
@@ -133,6 +135,8 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 					kvr_op_name(op), kvr_op_name(x->op));
 	if (kvr__sum_commit(c, x, &s) < 0)
 		return -ENOMEM;
+	if (op == KVR_OP_COMMIT_STORE)
+		kvr__stage_commit(c, x, &s); /* a staged slot: bind it */
 	return do_submit(c, &s);
 }
 

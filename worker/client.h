@@ -83,6 +83,8 @@ struct kvr__pend {
 	bool l2;	  /* lookup asked to read through L2 */
 	bool sums;	  /* retrieve asked for checksums (KVR_REQ_SUMS) */
 	bool timed;	  /* its round trip goes into worker_rtt */
+	bool bind;	  /* commit_store of a staged slot (stage.c) */
+	bool stage_ask;	  /* commit_store asking for a staged slot */
 	uint64_t sent_ns; /* timed: clock read when it was submitted */
 	void *user;
 	struct kvr_xfer *x;	      /* borrowed; NULL when orphaned */
@@ -193,6 +195,21 @@ struct kvr_client {
 	 * is parsed in memory the server can still change). */
 	void *scratch;
 	size_t scratch_bytes;
+
+	/* Store-ahead (stage.c): the one staged slot kvringd gave this
+	 * channel, and the mode, decided once at connect. */
+	struct kvr__stage {
+		bool on;     /* $KVRING_STORE_AHEAD=1 under the ring */
+		bool skip;   /* a bind found its key stored: ask first */
+		bool taken;  /* a staged prepare answered with it */
+		bool asked;  /* a commit in flight asks for one */
+		uint64_t id; /* its transfer id; 0: none held */
+		uint64_t off, len;
+		uint64_t use_before_ns; /* coarse clock: half its life */
+		struct kvr_key key;	/* taken: the key named */
+		uint64_t words[KVR_BIND_WORDS + 1]; /* a bind's words */
+		uint64_t hits, wasted; /* staged prepares, wasted copies */
+	} stage;
 
 	/* Background pre-fault (touch.c): one thread that touches the pool
 	 * once; joined before the pool is unmapped. */
@@ -336,6 +353,41 @@ int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
  * complete the request. Return 0 or a fatal -errno (client broken). */
 int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		size_t len);
+
+/* Owe an undo for what an answer created on the server that nobody will
+ * use: @op is the request that created @handle (a PREPARE_STORE's
+ * transfer, a staged slot, a retrieve, a lease). Sent by the next
+ * submit, never from here. */
+void kvr__answer_undo(struct kvr_client *c, uint32_t op, uint64_t handle);
+
+/* ---- stage.c: store-ahead (one staged slot per channel) ---- */
+
+/* $KVRING_STORE_AHEAD: 0 off (unset), 1 on, or -EINVAL with the sentence
+ * in errbuf. */
+int kvr__stage_mode(char *errbuf, size_t errlen);
+/* Set the mode once the transport is chosen: @on only under the ring
+ * (the copy transport's payload follows a prepare's slots, which a staged
+ * slot never had). */
+void kvr__stage_init(struct kvr_client *c, bool on);
+/* Answer a prepare_store locally from the staged slot. Return 1 (x
+ * filled), or 0: ask kvringd. *give_back: a staged slot too old to use,
+ * for the caller to owe an abort of (0: none). */
+int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
+		       const uint64_t *sizes, uint32_t n, struct kvr_xfer *x,
+		       uint64_t *give_back);
+/* Shape commit_store @s of @x: a bind when @x is staged (after
+ * kvr__sum_commit), a request for the next slot when none is held. */
+void kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
+		       struct kvr__submit_req *s);
+/* Abort of a staged @x: done locally (x freed). Return true if it was. */
+bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x);
+/* Apply what a prepare_store or commit_store answer says to the stage
+ * (a validated answer, orphans included). Return a staged slot the
+ * answer carried that nobody will use, for the caller to owe an abort of
+ * (0: none). */
+uint64_t kvr__stage_answer(struct kvr_client *c, const struct kvr__pend *p,
+			   const struct kvr_resp_hdr *h,
+			   const struct kvr_slot_desc *sd);
 
 /* ---- errmsg.c: the wording of kvringd's refusals ---- */
 

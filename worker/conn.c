@@ -517,7 +517,7 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 {
 	struct kvr_key nsk;
 	bool pool_failed = false;
-	int rc, t, every, sum;
+	int rc, t, every, sum, ahead;
 
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
@@ -543,6 +543,9 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 	every = rtt_sample_env(errbuf, errlen);
 	if (every < 0)
 		return every;
+	ahead = kvr__stage_mode(errbuf, errlen);
+	if (ahead < 0)
+		return ahead;
 	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed, errbuf,
 			  errlen);
 	if (rc < 0 && pool_failed)
@@ -556,6 +559,8 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 		 * still be shared with ring workers (docs/reliability.md). */
 		(*out)->checksum = (uint32_t)sum;
 		(*out)->info.checksum = (uint32_t)sum;
+		/* Store-ahead: once, now the transport is known. */
+		kvr__stage_init(*out, ahead && (*out)->tp == &kvr__tport_ring);
 	}
 	return rc;
 }

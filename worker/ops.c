@@ -177,6 +177,15 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 	kvr__pend_xfer_init(x, op);
 	if (n == 0 && !lease)
 		return 0; /* nothing asked: an empty transfer */
+	/* Store-ahead: a one-key store answered from the staged slot. */
+	if (op == KVR_OP_PREPARE_STORE) {
+		uint64_t stale;
+
+		if (kvr__stage_prepare(c, keys, sizes, n, x, &stale))
+			return 0;
+		if (stale) /* sent before this prepare */
+			kvr__answer_undo(c, KVR_OP_PREPARE_STORE, stale);
+	}
 	return call(c, &s, &r);
 }
 
@@ -229,10 +238,15 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	if (x->op != want_op)
 		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
 					kvr_op_name(op), kvr_op_name(x->op));
+	if (op == KVR_OP_ABORT_STORE && kvr__stage_abort(c, x))
+		return 0; /* a staged slot stays staged: nothing to send */
 	/* x rides along: a commit_store sends its slots' bytes under the
 	 * socket transport, and the answer frees its memory. Checksums: the
-	 * sums of a store, the corrupt slots of a retrieve (sum.c). */
+	 * sums of a store, the corrupt slots of a retrieve (sum.c). A
+	 * staged slot is bound by its commit (stage.c). */
 	rc = kvr__sum_commit(c, x, &s);
+	if (rc == 0 && op == KVR_OP_COMMIT_STORE)
+		kvr__stage_commit(c, x, &s);
 	if (rc == 0)
 		rc = call(c, &s, &r);
 	if (rc == KVR_ERR_EXPIRED)

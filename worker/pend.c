@@ -99,6 +99,10 @@ struct kvr__pend *kvr__pend_open(struct kvr_client *c,
 	p->pin = (s->flags & KVR_REQ_PIN) != 0;
 	p->l2 = (s->flags & KVR_REQ_L2) != 0;
 	p->sums = (s->flags & KVR_REQ_SUMS) != 0;
+	/* Store-ahead (stage.c): a commit whose answer may carry a slot. */
+	p->bind = s->op == KVR_OP_COMMIT_STORE && (s->flags & KVR_REQ_BIND);
+	p->stage_ask =
+	    s->op == KVR_OP_COMMIT_STORE && (s->flags & KVR_REQ_STAGE);
 	/* Round-trip sampling: one request in rtt_every pays a clock read
 	 * here and one when its answer is matched (a CLOCK_MONOTONIC read
 	 * costs 30-40 ns on our VMs, a tenth of a hot round trip, so not
