@@ -23,7 +23,14 @@
  *   kvring_sum_copy (retrieve only) a KVR_CHECKSUM_ON client reading
  *                each slot out with kvr_retrieve_copy(), which checks
  *                the sum while it copies, instead of a check pass on
- *                arrival (kvring_sum) and then the copy.
+ *                arrival (kvring_sum) and then the copy;
+ *   kvring_ahead (store only) kvring with store-ahead
+ *                ($KVRING_STORE_AHEAD=1): a one-key store is prepared
+ *                from the slot kvringd staged in the last commit's
+ *                answer, so it costs one round trip (the commit). With
+ *                more chunks per request it is the default path. Its
+ *                phases and back-to-back run are reported as for
+ *                kvring (kvring_ahead_phases, kvring_ahead_stream).
  * Grid: --sizes (default 256K,2M,8M,32M) x --chunks (default 1,8,64),
  * each request measured alone (p50/p99 per request) and the subjects
  * interleaved request by request, so a VM placement change hits all of
@@ -82,16 +89,24 @@ enum {
 	S_SUM,
 	S_SUMF,
 	S_SUMC,
+	S_AHEAD,
 	NR_SUBJ
 };
 static const char *const subj_name[NR_SUBJ] = {
-    "memcpy",	   "kvring",	 "kvring_copy",	    "zeromq",
-    "memcpy_cold", "kvring_sum", "kvring_sum_fill", "kvring_sum_copy"};
+    "memcpy",	       "kvring",	  "kvring_copy",
+    "zeromq",	       "memcpy_cold",	  "kvring_sum",
+    "kvring_sum_fill", "kvring_sum_copy", "kvring_ahead"};
 
 /* Subjects of one scenario only. */
 static bool subj_in(bool retrieve, int s)
 {
-	return retrieve ? s != S_SUMF : s != S_SUMC;
+	return retrieve ? s != S_SUMF && s != S_AHEAD : s != S_SUMC;
+}
+
+/* The subjects whose phases and back-to-back run are reported. */
+static bool subj_phased(int s)
+{
+	return s == S_KVRING || s == S_AHEAD;
 }
 
 /*
@@ -135,6 +150,7 @@ struct xfer_ctx {
 	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
 	bool fill; /* kv_store fills with kvr_store_fill (kvring_sum_fill) */
 	struct kvr_client *sum_on; /* KVR_CHECKSUM_ON: kvring_sum_copy */
+	struct kvr_client *ahead;  /* store-ahead on: kvring_ahead */
 	struct bench_peer *zmq;
 	unsigned char *src, *dst; /* one chunk each, pre-faulted */
 	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
@@ -479,17 +495,18 @@ static double phase_p50(const uint64_t *ph, int k, uint64_t reps, uint64_t *tmp)
  * back (the wake ping before each store stays, untimed). @kv, @mc and @ph
  * are scratch of reps (3 x reps) entries.
  */
-static int run_stream(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t reps,
-		      struct cell *c, uint64_t *kv, uint64_t *mc, uint64_t *ph)
+static int run_stream(struct xfer_ctx *x, struct kvr_client *cl, uint64_t b,
+		      uint32_t n, uint64_t reps, struct cell *c, uint64_t *kv,
+		      uint64_t *mc, uint64_t *ph)
 {
 	double *r = calloc(reps, sizeof(*r));
 	uint64_t w;
-	int rc = r ? kv_store(x, x->shm, b, n, &w) : -ENOMEM;
+	int rc = r ? kv_store(x, cl, b, n, &w) : -ENOMEM;
 
 	for (uint64_t i = 0; rc == 0 && i < reps; i++) {
 		rc = mc_cold_store(x, b, n, &mc[i]);
 		if (rc == 0)
-			rc = kv_store_ph(x, x->shm, b, n, &kv[i], &ph[3 * i]);
+			rc = kv_store_ph(x, cl, b, n, &kv[i], &ph[3 * i]);
 		if (rc == 0)
 			r[i] = kv[i] ? (double)mc[i] / (double)kv[i] : 0;
 	}
@@ -523,7 +540,7 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 {
 	uint64_t b = x->sizes[si], req;
 	uint32_t n = x->chunks[ci];
-	uint64_t reps, *ns[NR_SUBJ], w, *ph = NULL;
+	uint64_t reps, *ns[NR_SUBJ], w, *ph = NULL, *pha = NULL;
 	struct cell *res = x->res[si][ci];
 	int rc = -ENOMEM;
 
@@ -536,7 +553,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			goto out;
 	/* The kvring stores' phases, 3 per request. */
 	ph = calloc(reps * 3, sizeof(uint64_t));
-	if (!ph)
+	pha = calloc(reps * 3, sizeof(uint64_t)); /* kvring_ahead's */
+	if (!ph || !pha)
 		goto out;
 
 	if (!x->retrieve) {
@@ -545,6 +563,8 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		rc = kv_store(x, x->shm, b, n, &w);
 		if (rc == 0)
 			rc = kv_store(x, x->sum, b, n, &w);
+		if (rc == 0) /* the first commit stages a slot */
+			rc = kv_store(x, x->ahead, b, n, &w);
 		if (rc == 0)
 			rc = kv_store(x, x->copy, b, n, &w);
 		if (rc == 0 && x->zmq)
@@ -564,6 +584,9 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (rc == 0)
 				rc = kv_store_ph(x, x->shm, b, n,
 						 &ns[S_KVRING][r], &ph[3 * r]);
+			if (rc == 0)
+				rc = kv_store_ph(x, x->ahead, b, n,
+						 &ns[S_AHEAD][r], &pha[3 * r]);
 			if (rc == 0)
 				rc = kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
 			if (rc == 0) {
@@ -603,6 +626,12 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (rc == 0)
 				rc = kv_retrieve(x, x->shm, b, n, true, &w,
 						 "read back store");
+		}
+		if (rc == 0) {
+			rc = kv_store(x, x->ahead, b, n, &w);
+			if (rc == 0)
+				rc = kv_retrieve(x, x->shm, b, n, true, &w,
+						 "read back store-ahead store");
 		}
 		/* A summed store, read back verified (every sum checked),
 		 * both ways of filling it. */
@@ -684,12 +713,19 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 	if (!x->retrieve) {
 		/* Each phase's p50 on its own (they need not add up to the
 		 * request's p50). ns[] are free for reuse now. */
-		for (int k = 0; k < 3; k++)
+		for (int k = 0; k < 3; k++) {
 			res[S_KVRING].phase_p50[k] =
 			    phase_p50(ph, k, reps, ns[S_MEMCPY]);
+			res[S_AHEAD].phase_p50[k] =
+			    phase_p50(pha, k, reps, ns[S_MEMCPY]);
+		}
 		res[S_KVRING].phases = true;
-		rc = run_stream(x, b, n, reps, &res[S_KVRING], ns[S_KVRING],
-				ns[S_MEMCPY], ph);
+		res[S_AHEAD].phases = true;
+		rc = run_stream(x, x->shm, b, n, reps, &res[S_KVRING],
+				ns[S_KVRING], ns[S_MEMCPY], ph);
+		if (rc == 0)
+			rc = run_stream(x, x->ahead, b, n, reps, &res[S_AHEAD],
+					ns[S_KVRING], ns[S_MEMCPY], ph);
 		if (rc < 0)
 			goto out;
 	}
@@ -703,6 +739,7 @@ out:
 	for (int s = 0; s < NR_SUBJ; s++)
 		free(ns[s]);
 	free(ph);
+	free(pha);
 	return rc;
 }
 
@@ -719,11 +756,69 @@ static void print_header(const struct xfer_ctx *x)
 	       "kvring_copy%s\n",
 	       x->scenario, x->o.cpu_client, x->o.cpu_server,
 	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
-	       x->retrieve ? " kvring_sum_copy" : " kvring_sum_fill",
+	       x->retrieve ? " kvring_sum_copy"
+			   : " kvring_sum_fill kvring_ahead",
 	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
 	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
 	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
 	       "x_memcpy", "x_mc_cold", "x_zeromq");
+}
+
+/* The phases and the back-to-back run of subject @s (kvring_phases and
+ * kvring_stream for kvring, kvring_ahead_phases and _stream for
+ * kvring_ahead). */
+static void print_phased(const struct xfer_ctx *x, unsigned si, unsigned ci,
+			 int s)
+{
+	const struct cell *res = x->res[si][ci];
+	const struct cell *mc = &res[S_MEMCPY], *mcc = &res[S_MCOLD];
+	uint64_t b = x->sizes[si];
+	uint32_t n = x->chunks[ci];
+	char bs[32], sname[32], pname[32];
+
+	snprintf(sname, sizeof(sname), "%s_stream", subj_name[s]);
+	snprintf(pname, sizeof(pname), "%s_phases", subj_name[s]);
+	if (res[s].stream && x->o.json) {
+		const struct cell *c = &res[s];
+		struct bench_json j;
+
+		bench_json_begin(&j, x->scenario, sname);
+		bench_json_u64(&j, "bytes", b);
+		bench_json_u64(&j, "chunks", n);
+		bench_json_u64(&j, "request_bytes", b * n);
+		bench_json_u64(&j, "reps", c->stream_reps);
+		bench_json_f64(&j, "p50_ns", c->stream_p50);
+		bench_json_f64(&j, "memcpy_cold_p50_ns", c->stream_mc_p50);
+		bench_json_f64(&j, "ratio_to_memcpy_cold_median",
+			       c->stream_ratio_med);
+		bench_json_f64(&j, "prepare_p50_ns", c->stream_ph[0]);
+		bench_json_f64(&j, "copy_p50_ns", c->stream_ph[1]);
+		bench_json_f64(&j, "commit_p50_ns", c->stream_ph[2]);
+		bench_json_print(&j, stdout);
+	}
+	if (res[s].stream && !x->o.json) {
+		const struct cell *c = &res[s];
+
+		printf(
+		    "%-6s %6u %-12s  p50 us: %s %.1f, memcpy_cold %.1f "
+		    "(x memcpy_cold %.3f, median of pairs %.3f); prepare %.2f "
+		    "+ copy %.1f + commit %.2f\n",
+		    bench_fmt_bytes(b, bs, sizeof(bs)), n, sname, subj_name[s],
+		    c->stream_p50 / 1e3, c->stream_mc_p50 / 1e3,
+		    c->stream_p50 > 0 ? c->stream_mc_p50 / c->stream_p50 : 0.0,
+		    c->stream_ratio_med, c->stream_ph[0] / 1e3,
+		    c->stream_ph[1] / 1e3, c->stream_ph[2] / 1e3);
+	}
+	if (res[s].phases && !x->o.json) {
+		const struct cell *c = &res[s];
+
+		printf("%-6s %6u %-12s  p50 us: prepare %.2f + copy %.1f + "
+		       "commit %.2f (memcpy %.1f, memcpy_cold %.1f)\n",
+		       bench_fmt_bytes(b, bs, sizeof(bs)), n, pname,
+		       c->phase_p50[0] / 1e3, c->phase_p50[1] / 1e3,
+		       c->phase_p50[2] / 1e3, mc->p50 / 1e3,
+		       mcc->done ? mcc->p50 / 1e3 : 0.0);
+	}
 }
 
 static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
@@ -767,7 +862,7 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			if (s != S_ZMQ && zq->done)
 				bench_json_f64(&j, "ratio_to_zeromq",
 					       c->gbps / zq->gbps);
-			if (c->phases && s == S_KVRING) {
+			if (c->phases && subj_phased(s)) {
 				bench_json_f64(&j, "prepare_p50_ns",
 					       c->phase_p50[0]);
 				bench_json_f64(&j, "copy_p50_ns",
@@ -776,7 +871,8 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 					       c->phase_p50[2]);
 			}
 			/* The cost of checksums: same run, interleaved. */
-			if ((s == S_SUM || s == S_SUMF || s == S_SUMC) &&
+			if ((s == S_SUM || s == S_SUMF || s == S_SUMC ||
+			     s == S_AHEAD) &&
 			    res[S_KVRING].done)
 				bench_json_f64(&j, "ratio_to_kvring",
 					       c->gbps / res[S_KVRING].gbps);
@@ -800,47 +896,9 @@ static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
 			       c->p99 / 1e3, c->gbps, rm, rc, rz);
 		}
 	}
-	if (res[S_KVRING].stream && x->o.json) {
-		const struct cell *c = &res[S_KVRING];
-		struct bench_json j;
-
-		bench_json_begin(&j, x->scenario, "kvring_stream");
-		bench_json_u64(&j, "bytes", b);
-		bench_json_u64(&j, "chunks", n);
-		bench_json_u64(&j, "request_bytes", b * n);
-		bench_json_u64(&j, "reps", c->stream_reps);
-		bench_json_f64(&j, "p50_ns", c->stream_p50);
-		bench_json_f64(&j, "memcpy_cold_p50_ns", c->stream_mc_p50);
-		bench_json_f64(&j, "ratio_to_memcpy_cold_median",
-			       c->stream_ratio_med);
-		bench_json_f64(&j, "prepare_p50_ns", c->stream_ph[0]);
-		bench_json_f64(&j, "copy_p50_ns", c->stream_ph[1]);
-		bench_json_f64(&j, "commit_p50_ns", c->stream_ph[2]);
-		bench_json_print(&j, stdout);
-	}
-	if (res[S_KVRING].stream && !x->o.json) {
-		const struct cell *c = &res[S_KVRING];
-
-		printf(
-		    "%-6s %6u %-12s  p50 us: kvring %.1f, memcpy_cold %.1f "
-		    "(x memcpy_cold %.3f, median of pairs %.3f); prepare %.2f "
-		    "+ copy %.1f + commit %.2f\n",
-		    bench_fmt_bytes(b, bs, sizeof(bs)), n, "kvring_stream",
-		    c->stream_p50 / 1e3, c->stream_mc_p50 / 1e3,
-		    c->stream_p50 > 0 ? c->stream_mc_p50 / c->stream_p50 : 0.0,
-		    c->stream_ratio_med, c->stream_ph[0] / 1e3,
-		    c->stream_ph[1] / 1e3, c->stream_ph[2] / 1e3);
-	}
-	if (res[S_KVRING].phases && !x->o.json) {
-		const struct cell *c = &res[S_KVRING];
-
-		printf("%-6s %6u %-12s  p50 us: prepare %.2f + copy %.1f + "
-		       "commit %.2f (memcpy %.1f, memcpy_cold %.1f)\n",
-		       bench_fmt_bytes(b, bs, sizeof(bs)), n, "kvring_phases",
-		       c->phase_p50[0] / 1e3, c->phase_p50[1] / 1e3,
-		       c->phase_p50[2] / 1e3, mc->p50 / 1e3,
-		       mcc->done ? mcc->p50 / 1e3 : 0.0);
-	}
+	for (int s = S_KVRING; s < NR_SUBJ; s++)
+		if (subj_phased(s))
+			print_phased(x, si, ci, s);
 	if (res[S_KVRING].first) {
 		const struct cell *c = &res[S_KVRING];
 
@@ -956,9 +1014,21 @@ static int connect_sum(struct xfer_ctx *x)
 	co.checksum = KVR_CHECKSUM_ON;
 	if (rc == 0)
 		rc = kvr_connect(&co, &x->sum_on, err, sizeof(err));
-	if (rc < 0)
+	if (rc < 0) {
 		fprintf(stderr,
 			"kvring-bench: %s: connect with checksums: %s\n",
+			x->scenario, err);
+		return rc;
+	}
+	/* kvring_ahead: store-ahead is asked for by the environment at
+	 * connect (docs/config.md), so only this client has it. */
+	co.checksum = 0;
+	setenv("KVRING_STORE_AHEAD", "1", 1);
+	rc = kvr_connect(&co, &x->ahead, err, sizeof(err));
+	unsetenv("KVRING_STORE_AHEAD");
+	if (rc < 0)
+		fprintf(stderr,
+			"kvring-bench: %s: connect with store-ahead: %s\n",
 			x->scenario, err);
 	return rc;
 }
@@ -1090,6 +1160,7 @@ out:
 	kvr_close(x->shm);
 	kvr_close(x->sum);
 	kvr_close(x->sum_on);
+	kvr_close(x->ahead);
 	kvr_close(x->copy);
 	bench_server_stop(&x->srv);
 	bench_peer_stop(x->zmq);
