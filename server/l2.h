@@ -245,6 +245,7 @@ struct kvr_l2_stats {
 	_Atomic uint64_t hits, misses, holes, corrupt, deleted;
 	_Atomic uint64_t rt_lookups, rt_answered_late, rt_deadline;
 	_Atomic uint64_t moved, ask, slot_refresh;
+	_Atomic uint64_t tryagain; /* publish scripts not run: resent as SET */
 	_Atomic uint64_t errors[KVR_L2_ERR__N];
 	_Atomic uint64_t state_changes;
 };

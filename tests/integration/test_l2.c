@@ -751,3 +751,106 @@ Test(l2, reader_never_sees_a_temporary_upload_key)
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 	free(k);
 }
+
+/*
+ * Redis user "kvr" with every command but those @minus names, and its
+ * --l2-auth-file in the Redis helper's private directory (path in @auth).
+ */
+static void acl_user(const char *minus, char *auth, size_t n)
+{
+	char out[256];
+	FILE *f;
+
+	t_redis_cli(&rds, out, sizeof(out),
+		    "ACL SETUSER kvr on '>kvr-pw' '~*' '&*' +@all %s", minus);
+	cr_assert_str_eq(out, "OK", "ACL SETUSER: %s", out);
+	snprintf(auth, n, "%s/l2.auth", rds.dir);
+	f = fopen(auth, "w");
+	cr_assert(f && fputs("kvr kvr-pw\n", f) >= 0 && fclose(f) == 0);
+}
+
+/*
+ * A refused SET publishes nothing. The L2 user may run every command but
+ * SET (an ACL), so a server-hashed upload's SET of the temporary key is
+ * refused (NOPERM) while what follows it in the pipeline is accepted. The
+ * sequence before the publish script (SETRANGE, RENAME, PERSIST) then
+ * created a 64-byte value from the SETRANGE alone and published it as K;
+ * the script finds no whole temporary value and writes nothing. The
+ * failures are counted, logged once with what to do, and a reader finds
+ * misses, never a corrupt value.
+ */
+Test(l2, refused_set_publishes_nothing)
+{
+	struct kvr_client *c1, *c2;
+	struct kvr_key *k;
+	char auth[160], out[4096];
+	const char *more[] = {"--l2-auth-file", auth, NULL};
+	long hits;
+
+	redis_up(NULL);
+	acl_user("-set", auth, sizeof(auth));
+	l2t_start(&s1, url, more);
+	l2t_start(&s2, url, NULL);
+	c1 = wsrv_connect(&s1, 0, 5000);
+	k = l2t_keys_for(c1, 30, 8);
+	cr_assert_eq(wsrv_store(c1, k, 8, CHUNK), 8);
+	l2t_wait_ended(&s1, 8);
+	cr_expect_eq(T_L2(&s1.t, up_failed), 8);
+	cr_expect_eq(T_L2(&s1.t, up_chunks), 0);
+	cr_expect_geq(T_L2(&s1.t, errors[4]), 8, "server errors");
+	t_redis_cli(&rds, out, sizeof(out), "--scan --pattern '*'");
+	cr_expect_str_eq(out, "", "a refused SET published: %s", out);
+	cr_expect(t_server_log_has(&s1.t, "refused SET (NOPERM"),
+		  "the refusal is logged with what to do");
+	/* A second host finds nothing, and nothing corrupt. */
+	c2 = wsrv_connect(&s2, 0, 5000);
+	hits = kvr_lookup_l2(c2, k, 8, NULL, NULL);
+	cr_expect_eq(hits, 0, "hits %ld", hits);
+	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
+	/* L1 still serves every chunk. */
+	cr_expect_eq(wsrv_retrieve_check(c1, k, 8, CHUNK), 8);
+	kvr_close(c1);
+	kvr_close(c2);
+	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}
+
+/*
+ * A node that refuses the publish script (an ACL user without EVAL) still
+ * gets every chunk: the first upload's script is refused, the chunks are
+ * sent again as one plain SET each (counted in tryagain), the lane logs
+ * once what to do and sends later chunks as plain SETs from the start.
+ */
+Test(l2, node_refusing_the_publish_script_gets_plain_sets)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	char auth[160], key[160], out[256];
+	const char *more[] = {"--l2-auth-file", auth, NULL};
+	uint64_t resent;
+
+	redis_up(NULL);
+	acl_user("-eval", auth, sizeof(auth));
+	l2t_start(&s1, url, more);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = l2t_keys_for(c, 31, 16);
+	cr_assert_eq(wsrv_store(c, k, 8, CHUNK), 8);
+	l2t_wait_ended(&s1, 8);
+	resent = T_L2(&s1.t, tryagain);
+	cr_expect_eq(resent, 8, "resent %llu", (unsigned long long)resent);
+	cr_expect(t_server_log_has(&s1.t, "refused the publish script"));
+	cr_assert_eq(wsrv_store(c, k + 8, 8, CHUNK), 8);
+	l2t_wait_ended(&s1, 16);
+	cr_expect_eq(T_L2(&s1.t, up_chunks), 16);
+	cr_expect_eq(T_L2(&s1.t, up_failed), 0);
+	cr_expect_eq(T_L2(&s1.t, tryagain), resent, "EVAL sent again");
+	cr_expect_eq(t_redis_int(&rds, "DBSIZE"), 16);
+	redis_key_of(&k[11], key, sizeof(key));
+	cr_expect_eq(t_redis_int(&rds, "STRLEN %s", key), 64 + CHUNK);
+	t_redis_cli(&rds, out, sizeof(out), "GETRANGE %s 0 3", key);
+	cr_expect_str_eq(out, "KVL2");
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+}

@@ -240,7 +240,7 @@ struct ins_l2_snap {
 	uint32_t mode, nodes;
 	uint64_t queue_depth, drops, up_chunks, up_bytes, up_exists, up_failed;
 	uint64_t down_chunks, down_bytes, hits, misses, holes, corrupt, deleted;
-	uint64_t rt_lookups, rt_deadline, moved, ask, slot_refresh;
+	uint64_t rt_lookups, rt_deadline, moved, ask, slot_refresh, tryagain;
 	uint64_t state_changes, errors[INS_L2_ERRS];
 	struct {
 		char addr[49];

@@ -43,6 +43,7 @@ void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *o)
 	o->moved = LD(l->moved);
 	o->ask = LD(l->ask);
 	o->slot_refresh = LD(l->slot_refresh);
+	o->tryagain = LD(l->tryagain);
 	o->state_changes = LD(l->state_changes);
 	for (int i = 0; i < INS_L2_ERRS; i++)
 		o->errors[i] = LD(l->errors[i]);
@@ -98,6 +99,7 @@ void ins_l2_emit(struct kvr_em *e, const struct ins_l2_snap *l)
 		kvr_em_u64(e, "moved", l->moved);
 		kvr_em_u64(e, "ask", l->ask);
 		kvr_em_u64(e, "slot_refresh", l->slot_refresh);
+		kvr_em_u64(e, "tryagain", l->tryagain);
 		kvr_em_u64(e, "node_state_changes", l->state_changes);
 		kvr_em_obj(e, "errors");
 		for (int i = 0; i < INS_L2_ERRS; i++)
@@ -189,6 +191,8 @@ void ins_l2_prom(FILE *f, const struct ins_l2_snap *l)
 		l->moved);
 	fprintf(f, "kvring_l2_redirects_total{kind=\"ask\"} %" PRIu64 "\n",
 		l->ask);
+	fprintf(f, "kvring_l2_redirects_total{kind=\"tryagain\"} %" PRIu64 "\n",
+		l->tryagain);
 	ins_prom_head(f, "kvring_l2_errors_total", "counter",
 		      "L2 errors by kind.");
 	for (int i = 0; i < INS_L2_ERRS; i++)

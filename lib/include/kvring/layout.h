@@ -137,10 +137,13 @@ struct kvr_l2stats_shm {
 	_Atomic uint64_t slot_refresh; /* CLUSTER SLOTS reloads */
 	_Atomic uint64_t errors[6]; /* connect io proto oom server redirect */
 	_Atomic uint64_t state_changes; /* node up/down transitions */
-	_Atomic uint64_t reserved[6];
+	_Atomic uint64_t tryagain;	/* abi 5.1: uploads resent as one
+					   SET (TRYAGAIN, script refused) */
+	_Atomic uint64_t reserved[5];
 	struct kvr_l2node_shm node[KVR_L2_SHM_NODES]; /* 256 */
 };
 _Static_assert(sizeof(struct kvr_l2stats_shm) == 512, "ABI: docs/layout.md");
+_Static_assert(offsetof(struct kvr_l2stats_shm, tryagain) == 208, "ABI");
 
 struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
