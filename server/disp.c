@@ -414,7 +414,11 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 			rc = kvr_store_prepare_retrieve(
 			    s->store, ch, ns, s->keys, n, now, slots, &id);
 		if (rc >= 0) {
-			r->value = (uint64_t)rc;
+			/* value: the stored prefix, which the pin quota may
+			 * have cut to count (docs/protocol.md). */
+			r->value = v->hdr.flags & KVR_REQ_BY_LEASE
+				       ? (uint64_t)rc
+				       : kvr_store_last_stored(s->store);
 			r->handle = id;
 			r->count = (uint32_t)rc;
 			count_retrieve(s, c, slots, (uint32_t)rc,

@@ -172,6 +172,7 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 						  ? kvr__sum_retrieve_flags(c)
 						  : 0)};
 	struct kvr__pend r = {0};
+	int rc;
 
 	/* An empty xfer first: whatever happens, the caller may free it. */
 	kvr__pend_xfer_init(x, op);
@@ -186,7 +187,23 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 		if (stale) /* sent before this prepare */
 			kvr__answer_undo(c, KVR_OP_PREPARE_STORE, stale);
 	}
-	return call(c, &s, &r);
+	rc = call(c, &s, &r);
+	/* A retrieve answer's value is the stored prefix (docs/protocol.md):
+	 * more than the slots when the pin quota cut it. Say why, since the
+	 * caller sees only fewer slots than a lookup reported. */
+	if (rc == 0 && op == KVR_OP_PREPARE_RETRIEVE && !lease &&
+	    r.value > (long)x->nslots)
+		kvr__client_fail(
+		    c, 0,
+		    "prepare_retrieve: pinned %u of the %ld leading chunks "
+		    "stored: the pins of this connection (open retrieves and "
+		    "leases, each counted) reached kvringd's --quota-pinned, "
+		    "or those of its uid --quota-uid-pinned; retrieve a "
+		    "leased prefix through its lease "
+		    "(kvr_prepare_retrieve_lease), or release leases and "
+		    "commit retrieves first",
+		    x->nslots, r.value);
+	return rc;
 }
 
 int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,

@@ -484,6 +484,7 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (rc < 0)
 		return rc;
 	hits = find_prefix(s, ns, keys, n);
+	s->last_stored = hits; /* kvr_store_last_stored() */
 	if (hits > 0) {
 		uint32_t fit = pin_cut(s, ch, hits);
 
@@ -809,4 +810,9 @@ uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s)
 void kvr_store_prefer_below(struct kvr_store *s, uint64_t zeroed_bytes)
 {
 	kvr_alloc_prefer_below(&s->alloc, zeroed_bytes);
+}
+
+uint32_t kvr_store_last_stored(const struct kvr_store *s)
+{
+	return s->last_stored;
 }

@@ -179,6 +179,8 @@ struct kvr_store {
 	uint64_t stamp;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
 	uint64_t last_hit_bytes;   /* of the last lookup's hits */
+	uint32_t last_stored;	   /* the last prepare_retrieve's stored
+				      prefix, before the pin quota cut it */
 	uint64_t *last_sums;	   /* max_keys: sums of the slots the last
 				      prepare_retrieve(_lease) wrote */
 	uint64_t stage_seq;	   /* placeholder keys of staged slots */

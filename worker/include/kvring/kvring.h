@@ -315,6 +315,11 @@ KVR_API int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x);
  * that prefix are readable until kvr_commit_retrieve(). x->nslots is the
  * prefix length (0: nothing stored). kvr_prepare_retrieve_lease() redeems a
  * lease made by any connection of the same uid.
+ * The pinned prefix is cut where this connection's pins would pass
+ * kvringd's --quota-pinned. Pins count per owner: chunks it already holds
+ * under a lease (a lookup with pin) count again when retrieved by keys,
+ * so redeem the lease instead. When the quota cut the prefix the call
+ * still succeeds with fewer slots, and kvr_client_errmsg() says so.
  */
 KVR_API int kvr_prepare_retrieve(struct kvr_client *c,
 				 const struct kvr_key *keys, uint32_t n,

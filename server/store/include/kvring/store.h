@@ -429,6 +429,12 @@ uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s);
  */
 void kvr_store_prefer_below(struct kvr_store *s, uint64_t zeroed_bytes);
 
+/* kvr_store_last_stored - the length of the stored prefix the last
+ * kvr_store_prepare_retrieve() found, before the pin quota cut it: more
+ * than its hits when the channel's pins (its leases included) reached
+ * --quota-pinned. O(1). */
+uint32_t kvr_store_last_stored(const struct kvr_store *s);
+
 /* kvr_store_stats - snapshot of the global counters (O(log n)). */
 void kvr_store_stats(const struct kvr_store *s, struct kvr_store_stats *out);
 
