@@ -13,7 +13,18 @@ fp16, block_size 16, 256-token chunks), in one run:
   e2e             store and retrieve of a --e2e-tokens request (4096)
                   through the connector harness (tests/python/engine.py,
                   the stand-in vllm package, a real kvringd), in ms per
-                  request, beside the raw copy time of the same bytes.
+                  request, beside the raw copy time of the same bytes;
+  --ctx-checksums (alone) whole chunks stored from and retrieved into
+                  tensors through KvringContext, a real kvringd: without
+                  checksums (ctx_*_plain, the baseline), with checksums
+                  'on' and the tensor copied by torch (ctx_*_sum: the
+                  commit hashes the slot / verify_retrieve before the
+                  copy), and 'on' with the copies that sum while they
+                  copy (ctx_store_fill: store_chunks, ctx_retrieve_copy:
+                  retrieve_chunks), and those calls without checksums
+                  (ctx_store_fill_off, ctx_retrieve_copy_off: a memcpy,
+                  which is what separates the checksum's cost from
+                  torch's copy_); ratio_to_plain per subject.
 
 Every run times all subjects in turn (torch, kvring, memcpy), and each
 ratio is the median of same-run pairs. kvring-bench kv runs this script
@@ -235,6 +246,112 @@ def e2e(args):
     return 0
 
 
+def ctx_checksums(args):
+    """KvringContext's whole-chunk copies under checksums, beside the same
+    run's plain (checksum off) store and retrieve."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+    from test_binding import Server
+    from kvring.torch import ChunkLayout, KvringContext
+    lt = ChunkLayout(layers=args.layers, kv_heads=args.kv_heads,
+                     head_size=args.head_size, dtype="fp16",
+                     chunk_tokens=args.chunk_tokens)
+    n = args.chunks
+    req = n * lt.chunk_bytes
+    src = torch.randn((n,) + lt.shape).half()
+    out = torch.empty_like(src)
+    srv = Server()
+    # Room for a few requests; older ones are evicted (LRU) as it fills.
+    srv.pool = "%dM" % (8 * req // (1 << 20) + 64)
+    srv.start()
+    seq = [0]
+
+    def tokens():
+        seq[0] += 1
+        return [(seq[0] * 7919 + j * 104729) % 50000 + 1
+                for j in range(n * lt.chunk_tokens)]
+
+    def store_views(ctx):
+        t = tokens()
+        views = ctx.prepare_store(t)
+        for j, i in enumerate(views.indices):
+            views[j].copy_(src[i])
+        ok = ctx.commit_store(t, 0, views)
+        return t, ok
+
+    def retrieve_views(ctx, t, verify):
+        views = ctx.prepare_retrieve(t)
+        if verify and ctx.verify_retrieve(t):
+            return False
+        ok = len(views) == n
+        for j, i in enumerate(views.indices):
+            out[i].copy_(views[j])
+        del views
+        return ctx.commit_retrieve(t) and ok
+
+    try:
+        off = KvringContext(lt, model="bench/ctx", socket=srv.sock,
+                            checksum="off", timeout_ms=20000)
+        on = KvringContext(lt, model="bench/ctx", socket=srv.sock,
+                           checksum="on", timeout_ms=20000)
+        ns = {k: [] for k in ("ctx_store_plain", "ctx_store_sum",
+                              "ctx_store_fill", "ctx_store_fill_off",
+                              "ctx_retrieve_plain", "ctx_retrieve_sum",
+                              "ctx_retrieve_copy", "ctx_retrieve_copy_off")}
+        for it in range(args.iters + 1):  # the first is a warm-up
+            row = {}
+            t0 = time.perf_counter_ns()
+            t_plain, ok1 = store_views(off)
+            row["ctx_store_plain"] = time.perf_counter_ns() - t0
+            t0 = time.perf_counter_ns()
+            t_sum, ok2 = store_views(on)
+            row["ctx_store_sum"] = time.perf_counter_ns() - t0
+            t_fill = tokens()
+            t0 = time.perf_counter_ns()
+            ok3 = on.store_chunks(t_fill, src) == n
+            row["ctx_store_fill"] = time.perf_counter_ns() - t0
+            t_off = tokens()
+            t0 = time.perf_counter_ns()
+            ok3 = off.store_chunks(t_off, src) == n and ok3
+            row["ctx_store_fill_off"] = time.perf_counter_ns() - t0
+            t0 = time.perf_counter_ns()
+            ok4 = retrieve_views(off, t_plain, False)
+            row["ctx_retrieve_plain"] = time.perf_counter_ns() - t0
+            t0 = time.perf_counter_ns()
+            ok5 = retrieve_views(on, t_sum, True)
+            row["ctx_retrieve_sum"] = time.perf_counter_ns() - t0
+            out.zero_()
+            t0 = time.perf_counter_ns()
+            ok6 = on.retrieve_chunks(t_fill, out) == n
+            row["ctx_retrieve_copy"] = time.perf_counter_ns() - t0
+            ok6 = ok6 and torch.equal(out, src)
+            out.zero_()
+            t0 = time.perf_counter_ns()
+            ok6 = off.retrieve_chunks(t_off, out) == n and ok6
+            row["ctx_retrieve_copy_off"] = time.perf_counter_ns() - t0
+            if not all((ok1, ok2, ok3, ok4, ok5, ok6)) or \
+                    not torch.equal(out, src):
+                print("bench_kv: a context store or retrieve failed or "
+                      "gave wrong data (%s)" % ((ok1, ok2, ok3, ok4, ok5,
+                                                 ok6),), file=sys.stderr)
+                return 1
+            if it:
+                for k, v in row.items():
+                    ns[k].append(v)
+        off.close()
+        on.close()
+    finally:
+        srv.stop()
+    for k, ts in ns.items():
+        plain = ns["ctx_store_plain" if "store" in k else
+                   "ctx_retrieve_plain"]
+        emit(args, k, chunks=n, chunk_bytes=lt.chunk_bytes, bytes=req,
+             gbps=req / statistics.median(ts),
+             p50_ms=statistics.median(ts) / 1e6,
+             ratio_to_plain=statistics.median(
+                 p / t for p, t in zip(plain, ts)))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=32)
@@ -251,10 +368,14 @@ def main():
     ap.add_argument("--e2e-tokens", type=int, default=4096)
     ap.add_argument("--e2e-reps", type=int, default=5)
     ap.add_argument("--no-e2e", action="store_true")
+    ap.add_argument("--ctx-checksums", action="store_true",
+                    help="only KvringContext's copies under checksums")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.chunk_tokens % args.block_size:
         ap.error("--block-size must divide --chunk-tokens")
+    if args.ctx_checksums:
+        return ctx_checksums(args)
     rc = copies(args)
     if rc or args.baseline_only or args.no_e2e:
         return rc
