@@ -377,10 +377,15 @@ class _Transfer(object):
         self.views.clear()
         alive = [b for b in self._bufs if b() is not None]
         if written:
+            # Under the copy transport the views are private buffers:
+            # only this copy was changed.
             warnings.warn("kvring: retrieve view(s) of chunk(s) %s were "
-                          "written in place: the stored chunks are damaged "
-                          "for every reader" % written, RuntimeWarning,
-                          stacklevel=4)
+                          "written in place: %s" % (
+                              written, "the stored chunks are damaged for "
+                              "every reader" if self.tx._c.transport
+                              != "copy" else "this process's copy of "
+                              "them is wrong (the stored chunks are not)"),
+                          RuntimeWarning, stacklevel=4)
         if alive:
             warnings.warn(
                 "kvring: %d tensor(s) derived from transfer %d's views "
