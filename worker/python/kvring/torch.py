@@ -648,6 +648,11 @@ class KvringContext(object):
         room for every chunk the lease pins."""
         if key is not None:
             self._chunk_list(key, out, salt, "out")
+        elif not isinstance(out, (list, tuple, torch.Tensor)):
+            raise ValueError("out must be a list of chunk tensors or one "
+                             "tensor [n, %s], not %s" % (
+                                 ", ".join(map(str, self.layout.shape)),
+                                 type(out).__name__))
         views = self.prepare_retrieve(key, instance_id, salt, lease)
         if views is None:
             return None
