@@ -238,15 +238,18 @@ Test(kv_xfer, scatter_stops_at_the_chunk_a_neighbour_flipped)
 			  "kvringd did not drop the reported chunk");
 		kvr_close(r);
 	}
-	/* Good chunks: all of them land, bit for bit, over copy too. */
-	{
-		struct kvr_client *r =
-		    connect_mode(KVR_CHECKSUM_ON, KVR_TRANSPORT_COPY);
+	/* Good chunks: all of them land, bit for bit, over copy too, and
+	 * without checksums (the plain copies) as with them. */
+	for (int m = 0; m < 2; m++) {
+		uint32_t mo = m ? KVR_CHECKSUM_OFF : KVR_CHECKSUM_ON;
+		struct kvr_client *r = connect_mode(mo, KVR_TRANSPORT_COPY);
+		struct kvr_client *s = connect_mode(mo, 0);
 
-		make_keys(k, NCHUNK, 300);
+		make_keys(k, NCHUNK, 300 + 10 * (uint64_t)m);
 		memset(dst.mem, 0, dst.bytes);
-		gather_into(w, &src, k, &x);
-		cr_assert_eq(kvr_commit_store(w, &x), 0);
+		gather_into(s, &src, k, &x);
+		cr_assert_eq(kvr_commit_store(s, &x), 0);
+		kvr_close(s);
 		cr_assert_eq(kvr_prepare_retrieve(r, k, NCHUNK, &x), 0);
 		cr_expect_eq(kvr_kv_scatter_xfer(r, &dst.kv, ids, NCHUNK * BPC,
 						 &x, slots, NCHUNK, 0, err,
