@@ -42,6 +42,18 @@ void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
  * to its channel block; relaxed single-writer stores. */
 void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c);
 
+/*
+ * kvr__chan_counters_due - @c handled requests: its counters are to be
+ * published, but not on the path of the next request. The loop calls
+ * kvr__chan_counters_flush() once it has been idle for a few passes,
+ * before it sleeps, and at least every KVR_SRV_COUNTERS_NS while it
+ * stays busy.
+ */
+void kvr__chan_counters_due(struct kvr_srv *s, struct kvr_conn *c);
+
+/* Publish the counters of every polled channel that has some due. */
+void kvr__chan_counters_flush(struct kvr_srv *s);
+
 /* Publish the global counters to the control header. */
 void kvr__chan_gstats(struct kvr_srv *s);
 

@@ -651,8 +651,11 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	}
 	/* Answers first: the channel counters (some thirty stores and a
 	 * store-stats call) are for the inspector and must not sit on every
-	 * round trip's critical path. A worker that reads its answer may
-	 * see counters a batch old for a moment; nothing decides on them.
+	 * round trip's critical path, nor between a batch and the next:
+	 * they are only marked due here, and the loop publishes them once
+	 * it idles (at most KVR_SRV_COUNTERS_NS later). A worker that reads
+	 * its answer may see older counters for that moment; nothing
+	 * decides on them.
 	 * The release below zeroes the requests' bytes, stores that would
 	 * otherwise be ahead of the answer's in the store buffer. */
 	if (answered) {
@@ -672,7 +675,8 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	/* One release for the whole batch (R2 in the ring). */
 	kvr_ring_release(&c->req);
 	if (handled)
-		kvr__chan_counters(s, c);
+		kvr__chan_counters_due(s,
+				       c); /* published when the loop idles */
 	return handled;
 }
 

@@ -46,6 +46,12 @@
 /* Completions taken per peek. */
 #define REAP_BATCH 64u
 
+/* Consecutive idle passes (about a microsecond) after which the channel
+ * counters marked due are published: off the path of a request that
+ * follows its predecessor's answer closely (a pipeline, a hot round
+ * trip), yet long before anyone could look. */
+#define COUNTERS_QUIET 32u
+
 static void arm_accept(struct kvr_srv *s)
 {
 	struct io_uring_sqe *sqe = kvr__uring_sqe(s);
@@ -256,6 +262,8 @@ static void sleep_once(struct kvr_srv *s)
 	bool found = false, blocked = false;
 	uint64_t l2_ns = kvr_l2_sleep_ns(s);
 
+	if (s->counters_due)
+		kvr__chan_counters_flush(s);
 	kvr__chan_gstats(s);
 	for (uint32_t i = 0; i < s->npolled; i++) {
 		struct kvr_conn *c = &s->conns[s->polled[i]];
@@ -372,7 +380,7 @@ static void stop(struct kvr_srv *s)
 int kvr_loop_run(struct kvr_srv *s)
 {
 	uint64_t spin_ns = (uint64_t)s->cfg.spin_us * 1000u, last_work;
-	unsigned work, idle_passes = 0;
+	unsigned work, idle_passes = 0, quiet = 0;
 
 	s->accepting = true;
 	arm_accept(s);
@@ -418,7 +426,14 @@ int kvr_loop_run(struct kvr_srv *s)
 		/* Enter the kernel only when something was queued. */
 		if (io_uring_sq_ready(&s->ring))
 			io_uring_submit(&s->ring);
+		/* Due channel counters: after COUNTERS_QUIET idle passes in
+		 * a row, or KVR_SRV_COUNTERS_NS into constant work. */
+		if (s->counters_due &&
+		    ((!work && ++quiet >= COUNTERS_QUIET) ||
+		     s->now_ns - s->counters_ns >= KVR_SRV_COUNTERS_NS))
+			kvr__chan_counters_flush(s);
 		if (work) {
+			quiet = 0;
 			last_work = s->now_ns;
 			continue;
 		}

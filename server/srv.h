@@ -63,6 +63,9 @@
  * operation must not grow with the number of workers). */
 #define KVR_SRV_HOT_NS	   2000000ull
 #define KVR_SRV_COLD_EVERY 16u
+/* Channel counters handled in batches wait at most this long for the loop
+ * to idle before they are published anyway (loop.c, chan.c). */
+#define KVR_SRV_COUNTERS_NS 1000000ull
 /* Distinct namespaces (model layouts) the server registers. */
 #define KVR_SRV_NS_MAX 256u
 /* Largest handshake frame body accepted (a hello is 112 bytes). */
@@ -257,6 +260,9 @@ struct kvr_conn {
 	struct kvr_chan_obs_shm *obs;
 	struct kvr_cache_cnt cache;
 	bool cache_dirty;
+	/* Requests handled since kvr__chan_counters() last published this
+	 * channel's counters (the loop publishes them when it idles). */
+	bool counters_due;
 	/* Corruption reports of this connection whose bytes matched their
 	 * sum (sum.c): past KVR_SUM_FALSE_MAX its reports are not checked. */
 	uint32_t false_reports;
@@ -352,6 +358,10 @@ struct kvr_srv {
 	bool hist_on;		     /* ! --no-histograms */
 	uint64_t lat_mark_ns;	     /* clock read after the last publish */
 	struct kvr_cache_cnt cache;  /* global mirror */
+	/* Some polled channel's counters are due (chan.c), and when the
+	 * due ones were last published. */
+	bool counters_due;
+	uint64_t counters_ns;
 };
 
 /*

@@ -429,3 +429,72 @@ Test(worker_async, hold_and_flush_refuse_a_null_client)
 	cr_expect_eq(kvr_submit_hold(NULL), -EINVAL);
 	cr_expect_eq(kvr_submit_flush(NULL), -EINVAL);
 }
+
+/* ---- channel counters while the channel stays busy ---- */
+
+struct busy {
+	struct kvr_client *c;
+	_Atomic bool stop;
+	int err;
+};
+
+/* Held pings, 64 in flight, until told to stop. */
+static void *keep_busy(void *arg)
+{
+	struct busy *b = arg;
+	struct kvr_completion e[64];
+	unsigned inflight = 0;
+
+	kvr_submit_hold(b->c);
+	while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
+		int r;
+
+		while (inflight < 64 && kvr_submit_ping(b->c, NULL) == 0)
+			inflight++;
+		r = kvr_reap(b->c, e, 64, 1, -1);
+		if (r < 0) {
+			b->err = r;
+			break;
+		}
+		inflight -= (unsigned)r;
+	}
+	while (inflight > 0) {
+		int r = kvr_reap(b->c, e, 64, 1, -1);
+
+		if (r <= 0)
+			break;
+		inflight -= (unsigned)r;
+	}
+	kvr_submit_flush(b->c);
+	return NULL;
+}
+
+static uint64_t busy_mark;
+
+static bool pings_past_mark(void *arg)
+{
+	(void)arg;
+	return pings_seen(held_ch) > busy_mark;
+}
+
+/* kvringd publishes a channel's counters when its loop idles, not after
+ * every batch: they must still arrive, and keep moving, while a client
+ * keeps the loop busy without a pause. */
+Test(worker_async, channel_counters_move_while_the_channel_stays_busy)
+{
+	struct busy b = {.c = held_client(0)};
+	pthread_t th;
+
+	cr_assert_eq(pthread_create(&th, NULL, keep_busy, &b), 0);
+	for (int i = 0; i < 3; i++) {
+		busy_mark = pings_seen(held_ch);
+		cr_expect(t_wait_until(pings_past_mark, NULL, 5000),
+			  "round %d: counter stuck at %llu while pings flow", i,
+			  (unsigned long long)busy_mark);
+	}
+	atomic_store_explicit(&b.stop, true, memory_order_relaxed);
+	pthread_join(th, NULL);
+	cr_expect_eq(b.err, 0, "pinging thread: %d (%s)", b.err,
+		     kvr_client_errmsg(b.c));
+	kvr_close(b.c);
+}
