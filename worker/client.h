@@ -220,6 +220,11 @@ struct kvr_client {
 		_Atomic bool done; /* R-TOUCH1: ns below is valid */
 		uint64_t ns;	   /* its duration, written before done */
 		size_t from;	   /* follower: where it starts (touch.c) */
+		/* The 4 KiB background thread was started (set before
+		 * kvr_connect returns, never changed after): prepare_store
+		 * answers touch their slots first (kvr__touch_slots). */
+		bool bg;
+		_Atomic size_t reached; /* bytes from 0 it touched (a hint) */
 	} touch;
 };
 
@@ -282,6 +287,12 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
  * 0 or -errno (the thread could not start: then it ran in line instead,
  * and returns 0). Needs c->hdr mapped. */
 int kvr__touch_start(struct kvr_client *c, bool background);
+/* While the 4 KiB background pre-fault runs: map the pages of @x's OK
+ * slots that its thread has not reached yet, in the calling thread (one
+ * MADV_POPULATE_WRITE), so that the caller's copy finds them mapped.
+ * Nothing once it is done (one relaxed load), under huge pages or the
+ * copy transport. */
+void kvr__touch_slots(struct kvr_client *c, const struct kvr_xfer *x);
 /* Stop and join a background pre-fault; before the pool is unmapped. A
  * forked child (no such thread there) only forgets it. */
 void kvr__touch_stop(struct kvr_client *c);

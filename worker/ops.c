@@ -182,8 +182,10 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 	if (op == KVR_OP_PREPARE_STORE) {
 		uint64_t stale;
 
-		if (kvr__stage_prepare(c, keys, sizes, n, x, &stale))
+		if (kvr__stage_prepare(c, keys, sizes, n, x, &stale)) {
+			kvr__touch_slots(c, x); /* as ring_slots() does */
 			return 0;
+		}
 		if (stale) /* sent before this prepare */
 			kvr__answer_undo(c, KVR_OP_PREPARE_STORE, stale);
 	}

@@ -295,12 +295,13 @@ static int ring_slots(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 		      const struct kvr_resp_hdr *h,
 		      const struct kvr_slot_desc *sd)
 {
-	(void)op;
 	if (!x)
 		return 0;
 	for (uint32_t i = 0; i < h->count; i++)
 		if (sd[i].status == KVR_SLOT_OK)
 			x->slots[i].ptr = (char *)c->pool.base + sd[i].off;
+	if (op == KVR_OP_PREPARE_STORE)
+		kvr__touch_slots(c, x); /* while a background pre-fault runs */
 	return 0;
 }
 
