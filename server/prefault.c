@@ -162,6 +162,10 @@ void kvr__prefault_poll(struct kvr_srv *s)
 		uint64_t done =
 		    atomic_load_explicit(&p->done_bytes, memory_order_relaxed);
 
+		/* Slots the loop places outside a prepare_store (store-ahead
+		 * stages them at commit) get a line at most one heartbeat
+		 * old: lower than the real one, so still zeroed. */
+		kvr__prefault_place(s);
 		if (now - p->status_ns < STATUS_NS)
 			return;
 		p->status_ns = now;
