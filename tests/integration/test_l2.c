@@ -845,6 +845,10 @@ Test(l2, node_refusing_the_publish_script_gets_plain_sets)
 	cr_expect_eq(T_L2(&s1.t, up_chunks), 16);
 	cr_expect_eq(T_L2(&s1.t, up_failed), 0);
 	cr_expect_eq(T_L2(&s1.t, tryagain), resent, "EVAL sent again");
+	cr_expect(inspect_has(&s1, "", "l2.tryagain=8"));
+	cr_expect(
+	    inspect_has(&s1, "--prometheus",
+			"kvring_l2_redirects_total{kind=\"tryagain\"} 8"));
 	cr_expect_eq(t_redis_int(&rds, "DBSIZE"), 16);
 	redis_key_of(&k[11], key, sizeof(key));
 	cr_expect_eq(t_redis_int(&rds, "STRLEN %s", key), 64 + CHUNK);
