@@ -674,9 +674,9 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		stage_spare(s, c);
 	/* One release for the whole batch (R2 in the ring). */
 	kvr_ring_release(&c->req);
+	/* The channel's counters: published when the loop idles. */
 	if (handled)
-		kvr__chan_counters_due(s,
-				       c); /* published when the loop idles */
+		kvr__chan_counters_due(s, c);
 	return handled;
 }
 
