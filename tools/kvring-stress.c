@@ -81,6 +81,7 @@ enum {
 	OPT_STOP_MS,
 	OPT_LATENCY_PLOT,
 	OPT_CHECKSUM,
+	OPT_STORE_AHEAD,
 };
 
 /* Every flag the tool has; docs/reliability.md lists them too. */
@@ -96,6 +97,7 @@ static const struct option longopts[] = {
     {"target-pct", required_argument, NULL, OPT_TARGET_PCT},
     {"inject-corrupt", required_argument, NULL, OPT_INJECT_CORRUPT},
     {"checksum", required_argument, NULL, OPT_CHECKSUM},
+    {"store-ahead", required_argument, NULL, OPT_STORE_AHEAD},
     {"stop-every", required_argument, NULL, OPT_STOP_EVERY},
     {"stop-ms", required_argument, NULL, OPT_STOP_MS},
     {"pool-size", required_argument, NULL, 'p'},
@@ -189,6 +191,10 @@ static void usage(FILE *f)
 	    "                           or mixed (worker slots cycle verify, "
 	    "on, off,\n"
 	    "                           verify). Default: mixed\n"
+	    "      --store-ahead MODE   $KVRING_STORE_AHEAD of the workers: "
+	    "off, on or\n"
+	    "                           mixed (odd worker slots on). "
+	    "Default: mixed\n"
 	    "      --stop-every N       one lingering prepared store or "
 	    "verified\n"
 	    "                           retrieve in N SIGSTOPs its worker; we "
@@ -262,6 +268,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	o->target_pct = 50;
 	o->stop_ms = 2500;
 	o->checksum = ST_SUM_MIXED;
+	o->store_ahead = ST_AHEAD_MIXED;
 	while ((c = getopt_long(argc, argv, "s:n:w:t:o:k:p:S:jqhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
@@ -368,6 +375,18 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			else
 				die_usage("--checksum must be off, on, verify "
 					  "or mixed, got \"%s\"",
+					  optarg);
+			break;
+		case OPT_STORE_AHEAD:
+			if (!strcmp(optarg, "off"))
+				o->store_ahead = ST_AHEAD_OFF;
+			else if (!strcmp(optarg, "on"))
+				o->store_ahead = ST_AHEAD_ON;
+			else if (!strcmp(optarg, "mixed"))
+				o->store_ahead = ST_AHEAD_MIXED;
+			else
+				die_usage("--store-ahead must be off, on or "
+					  "mixed, got \"%s\"",
 					  optarg);
 			break;
 		case OPT_NO_PREFAULT:

@@ -2,7 +2,8 @@
 /*
  * keys.c - the stress run's key space. A key id i (0 .. nkeys-1) fixes
  * everything about its chunk: the 128-bit key XXH3_128(i, seed), the size
- * chunk_min + XXH3_64(i, ~seed) % (chunk_max - chunk_min + 1), and the
+ * chunk_min + XXH3_64(i, ~seed) % (chunk_max - chunk_min + 1) (one id in
+ * ST_FIXED_EVERY: the middle of that range, for store-ahead), and the
  * bytes (the 16 key bytes, then a splitmix64 stream seeded from the key).
  * Because contents are a pure function of the id, any worker can check a
  * chunk any other worker stored, without sharing what was written, and a
@@ -46,6 +47,10 @@ uint64_t st_keys_size(uint64_t id)
 	/* A different seed than the key's, so size and key are unrelated. */
 	uint64_t h = XXH3_64bits_withSeed(&id, sizeof(id), ~g_key_seed);
 
+	/* A staged slot fits one size: the keys store-ahead workers store
+	 * one at a time share it (st_op_pick_ahead). */
+	if (id % ST_FIXED_EVERY == 0)
+		return g_chunk_min + (g_chunk_max - g_chunk_min) / 2;
 	return g_chunk_min + h % (g_chunk_max - g_chunk_min + 1);
 }
 

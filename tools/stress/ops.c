@@ -106,8 +106,25 @@ void st_op_pick_window(struct st_worker *w, bool recent, uint64_t *base,
 	*base = st_rnd_below(&w->rng, w->nkeys - *n + 1);
 }
 
+/* The fixed-size keys in turn from a random start: mostly keys not
+ * stored (or long evicted), since a staged prepare cannot tell and the
+ * library asks kvringd again after a duplicate. */
+void st_op_pick_ahead(struct st_worker *w, uint64_t *base, uint32_t *n)
+{
+	uint64_t nfixed = (w->nkeys - 1) / ST_FIXED_EVERY + 1;
+
+	if (!w->ahead_next)
+		w->ahead_next = 1 + st_rnd_below(&w->rng, nfixed);
+	*n = 1;
+	*base = (w->ahead_next++ % nfixed) * ST_FIXED_EVERY;
+}
+
 /*
- * Store (or, with @abort_it, reserve and abort) a random window. Keys
+ * Store (or, with @abort_it, reserve and abort) a random window. A
+ * store-ahead worker makes half of its stores one-key stores of a key of
+ * the fixed size, which its staged slot fits: those prepares are answered
+ * in the library and their commits bind (counted as OP_AHEAD_STORE), and
+ * poison, lingering, kills and stops hit them as any store. Keys
  * already stored come back EXISTS, keys the pool has no room for NOROOM;
  * every answer is counted by status, and only OK slots are written.
  */
@@ -118,10 +135,14 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	struct kvr_xfer x = {0};
 	bool linger = false, inject, shared;
 	unsigned char *victim = NULL;
+	bool ahead = w->ahead && st_rnd_below(&w->rng, 2) == 0;
 	uint32_t n;
 	int rc;
 
-	st_op_pick_window(w, false, &base, &n);
+	if (ahead)
+		st_op_pick_ahead(w, &base, &n);
+	else
+		st_op_pick_window(w, false, &base, &n);
 	st_keys_window(base, n, k, sz);
 	rc = kvr_prepare_store(w->c, k, sz, n, &x);
 	if (rc < 0)
@@ -188,9 +209,11 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	 * reader's hash must catch it, and a checksumming reader's library
 	 * too (the sum is of the good bytes). Under the copy transport the
 	 * slot is our private buffer, freed by the commit, so the byte is
-	 * flipped before it: only the readers' hash can see that one.
+	 * flipped before it: only the readers' hash can see that one. A
+	 * store-ahead worker damages only its one-key stores, the ones a
+	 * staged slot answers and a bind publishes.
 	 */
-	inject = w->o->inject_corrupt && w->slot == 0 &&
+	inject = w->o->inject_corrupt && w->slot == 0 && (!w->ahead || ahead) &&
 		 ++w->stores % w->o->inject_corrupt == 0;
 	shared = kvr_client_info(w->c)->transport != KVR_TRANSPORT_COPY;
 	/* Counted before the commit: it frees the slot array. */
@@ -220,7 +243,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 					memory_order_relaxed);
 	atomic_store_explicit(&w->sh->recent[pos % RECENT], base << 5 | n,
 			      memory_order_relaxed);
-	st_bump(&w->res->ops[OP_STORE], 1);
+	st_bump(&w->res->ops[ahead ? OP_AHEAD_STORE : OP_STORE], 1);
 	return 0;
 }
 
@@ -231,12 +254,11 @@ int st_op_store(struct st_worker *w, bool abort_it)
  * for the whole check, and the linger keeps the pins a little longer, so
  * the killer can catch us holding them.
  */
-int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
+void st_op_check_retrieve(struct st_worker *w, struct kvr_xfer *x,
 			  uint64_t base, uint32_t n, const char *how)
 {
 	uint32_t unchecked = UINT32_MAX, bad = 0;
 
-	st_worker_set_phase(w, PH_RETRIEVE_PREPARED);
 	if (x->nslots > n) {
 		fprintf(stderr, PROG ": CORRUPT %s: %u slots for %u keys\n",
 			how, x->nslots, n);
@@ -260,6 +282,13 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		bad +=
 		    st_verify_slot(w, &x->slots[i], base + i, how) == ST_V_BAD;
 	st_verify_missed(w, x, bad, unchecked, how);
+}
+
+int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
+			  uint64_t base, uint32_t n, const char *how)
+{
+	st_worker_set_phase(w, PH_RETRIEVE_PREPARED);
+	st_op_check_retrieve(w, x, base, n, how);
 	maybe_linger(w);
 	if (x->id == 0) {
 		/* Nothing pinned, nothing to commit. */

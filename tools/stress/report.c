@@ -20,8 +20,8 @@
 
 /* ops_by_type keys, in enum st_op order. */
 static const char *const op_names[OP_N] = {
-    "lookup",	"lookup_pin",	  "store",	  "abort",
-    "retrieve", "lease_retrieve", "lease_shared",
+    "lookup",	      "lookup_pin",   "store", "abort",	      "retrieve",
+    "lease_retrieve", "lease_shared", "batch", "ahead_store",
 };
 
 /* store_slots keys, in enum kvr_slot_status order. */
@@ -30,6 +30,11 @@ static const char *const slot_st_names[NSLOT_ST] = {
 };
 
 /* --checksum names, by KVR_CHECKSUM_* (ST_SUM_MIXED last). */
+static const char *ahead_name(unsigned m)
+{
+	return m == ST_AHEAD_ON ? "on" : m == ST_AHEAD_OFF ? "off" : "mixed";
+}
+
 static const char *sum_name(unsigned m)
 {
 	switch (m) {
@@ -179,6 +184,8 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	kvr_em_u64(&e, "checksum_false", t->sum_false);
 	kvr_em_u64(&e, "checksum_missed", t->sum_missed);
 	kvr_em_u64(&e, "checksum_unchecked", t->sum_unchecked);
+	kvr_em_str(&e, "store_ahead", ahead_name(o->store_ahead));
+	kvr_em_u64(&e, "batch_requests", t->batch_reqs);
 	/* The final server's counters (0 without an audit). */
 	kvr_em_u64(&e, "corrupt_dropped",
 		   a->have_ctl ? ST_AUD(a, corrupt_dropped) : 0);
@@ -268,6 +275,8 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	       t->sum_false, t->sum_missed,
 	       a->have_ctl ? ST_AUD(a, corrupt_dropped) : 0,
 	       a->have_ctl ? ST_AUD(a, corrupt_unconfirmed) : 0);
+	printf("store_ahead=%s\nbatch_requests=%" PRIu64 "\n",
+	       ahead_name(o->store_ahead), t->batch_reqs);
 	for (int i = 0; i < NSLOT_ST; i++)
 		printf("store_slots_%s=%" PRIu64 "\n", slot_st_names[i],
 		       t->slot_st[i]);

@@ -78,6 +78,7 @@ void st_results_sum(const struct st_shared_shm *sh, unsigned nworkers,
 		t->sum_missed += LD(w->sum_missed);
 		t->sum_unchecked += LD(w->sum_unchecked);
 		t->sum_verified += LD(w->sum_verified);
+		t->batch_reqs += LD(w->batch_reqs);
 #undef LD
 	}
 }

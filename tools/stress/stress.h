@@ -15,6 +15,7 @@
  *   keys.c     the key space: keys, sizes and bytes as functions of an id
  *   verify.c   expected hashes and the in-place check of a pinned slot
  *   ops.c      store, abort, retrieve and lookup, as one worker runs them
+ *   batch.c    async batches published at once (kvr_submit_hold/flush)
  *   lease.c    pinned lookups, leases, and the cross-worker mailbox
  *   worker.c   a worker process: connect, op mix, reconnect, exit
  *   results.c  the shared mapping and the sum of every slot's results
@@ -68,6 +69,8 @@ enum st_op {
 	OP_RETRIEVE,	   /* prepare_retrieve, verify, commit */
 	OP_LEASE_RETRIEVE, /* lookup+pin, redeem own lease, verify, commit */
 	OP_LEASE_SHARED,   /* redeem a lease another worker made */
+	OP_BATCH,	   /* held async prepares, then held commits */
+	OP_AHEAD_STORE,	   /* one-key store of a store-ahead worker */
 	OP_N,
 };
 
@@ -137,7 +140,9 @@ struct st_wres_shm {
 	_Atomic uint64_t sum_missed;
 	_Atomic uint64_t sum_unchecked;
 	_Atomic uint64_t sum_verified;
-	uint8_t pad[16];
+	/* OP_BATCH: async requests submitted under a hold (batch.c). */
+	_Atomic uint64_t batch_reqs;
+	uint8_t pad[8];
 };
 
 /*
@@ -178,6 +183,12 @@ struct st_shared_shm {
  * checksumming readers meet chunks stored with and without sums. */
 #define ST_SUM_MIXED 4u
 
+/* --store-ahead: $KVRING_STORE_AHEAD of every worker, or MIXED (the
+ * default): odd worker slots on, even ones off. */
+#define ST_AHEAD_OFF   0u
+#define ST_AHEAD_ON    1u
+#define ST_AHEAD_MIXED 2u
+
 /* Parsed command line; lives in the parent's struct st_run for the whole
  * run, and every forked worker inherits a copy. */
 struct st_opts {
@@ -204,6 +215,7 @@ struct st_opts {
 	unsigned stop_ms;	  /* how long the parent leaves it stopped */
 	unsigned xfer_ms;	  /* --xfer-ms given to our server */
 	unsigned checksum;	  /* KVR_CHECKSUM_* or ST_SUM_MIXED */
+	unsigned store_ahead;	  /* ST_AHEAD_* */
 	const char *latency_plot; /* --latency-plot DIR (latplot.c) */
 };
 
@@ -249,8 +261,10 @@ struct st_worker {
 	uint64_t *exp_hash;	/* nkeys entries, 0 = not computed yet */
 	unsigned char *scratch; /* chunk_max bytes, for expected hashes */
 	struct kvr_client *c;
-	uint64_t stores; /* committed by this process */
-	uint32_t sum;	 /* this slot's KVR_CHECKSUM_* (st_worker_sum) */
+	uint64_t stores;     /* committed by this process */
+	uint32_t sum;	     /* this slot's KVR_CHECKSUM_* (st_worker_sum) */
+	bool ahead;	     /* connected with $KVRING_STORE_AHEAD=1 */
+	uint64_t ahead_next; /* st_op_pick_ahead()'s cursor */
 };
 
 /* Per-run totals: the sum of every slot's struct st_wres_shm. */
@@ -260,6 +274,7 @@ struct st_totals {
 	    stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
 	    lease_short, stops, stop_expired, stop_not_expired;
 	uint64_t sum_caught, sum_false, sum_missed, sum_unchecked, sum_verified;
+	uint64_t batch_reqs;
 };
 
 /* What the leak audit saw (audit.c fills it, report.c judges it). */
@@ -320,7 +335,10 @@ static inline void st_bump(_Atomic uint64_t *a, uint64_t v)
 void st_keys_setup(uint64_t seed, uint64_t chunk_min, uint64_t chunk_max);
 /* The 128-bit key of key id @id. */
 struct kvr_key st_keys_key(uint64_t id);
-/* The chunk size of key id @id, in [chunk_min, chunk_max]. */
+/* The chunk size of key id @id, in [chunk_min, chunk_max]; every id that
+ * is a multiple of ST_FIXED_EVERY has the same one (store-ahead's staged
+ * slots fit only the size they were made for). */
+#define ST_FIXED_EVERY 8u
 uint64_t st_keys_size(uint64_t id);
 /* Write key @id's content into @len bytes at @p (any @len). */
 void st_keys_fill(void *p, uint64_t len, uint64_t id);
@@ -360,9 +378,23 @@ int st_op_lookup(struct st_worker *w);
 /* Pick a window: with @recent one some worker committed lately. */
 void st_op_pick_window(struct st_worker *w, bool recent, uint64_t *base,
 		       uint32_t *n);
+/* Check the slots of a prepared retrieve of keys [base, base + n) (every
+ * byte, and the checksums the way this worker's mode asks). */
+void st_op_check_retrieve(struct st_worker *w, struct kvr_xfer *x,
+			  uint64_t base, uint32_t n, const char *how);
+/* Store-ahead workers: the window of a one-key store of a fixed-size key
+ * (keys.c), which a staged slot fits. */
+void st_op_pick_ahead(struct st_worker *w, uint64_t *base, uint32_t *n);
 /* Verify and commit a prepared retrieve of keys [base, base + n). */
 int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 			  uint64_t base, uint32_t n, const char *how);
+
+/* ---- batch.c: held async batches ---- */
+
+/* Submit 2..16 prepares (stores and retrieves of windows) under one
+ * hold, flush, check and fill what came back, then the commits under
+ * another hold. 0, or the first fatal -errno. */
+int st_batch_op(struct st_worker *w);
 
 /* ---- lease.c: leases and the mailbox ---- */
 
@@ -386,6 +418,11 @@ void st_worker_set_phase(struct st_worker *w, enum st_phase ph);
 void st_worker_count_err(struct st_worker *w, int rc);
 /* The KVR_CHECKSUM_* mode of worker slot @slot under @o->checksum. */
 uint32_t st_worker_sum(const struct st_opts *o, unsigned slot);
+/* Errors after which this client is broken: reconnect. Anything else is a
+ * per-request answer (no room, unknown lease, ...) on a healthy channel. */
+bool st_worker_conn_fatal(int rc);
+/* Whether worker slot @slot uses store-ahead under @o->store_ahead. */
+bool st_worker_ahead(const struct st_opts *o, unsigned slot);
 
 /* ---- results.c: the shared mapping and its totals ---- */
 

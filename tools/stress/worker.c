@@ -49,9 +49,13 @@ uint32_t st_worker_sum(const struct st_opts *o, unsigned slot)
 	return o->checksum == ST_SUM_MIXED ? cycle[slot % 4] : o->checksum;
 }
 
-/* Errors after which this client is broken: reconnect. Anything else is a
- * per-request answer (no room, unknown lease, ...) on a healthy channel. */
-static bool conn_fatal(int rc)
+bool st_worker_ahead(const struct st_opts *o, unsigned slot)
+{
+	return o->store_ahead == ST_AHEAD_MIXED ? (slot & 1) != 0
+						: o->store_ahead == ST_AHEAD_ON;
+}
+
+bool st_worker_conn_fatal(int rc)
 {
 	switch (-rc) {
 	case EOWNERDEAD:
@@ -85,6 +89,9 @@ static int worker_connect(struct st_worker *w)
 	co.transport = w->o->copy ? KVR_TRANSPORT_COPY : 0;
 	co.no_prefault = w->o->no_prefault;
 	co.checksum = w->sum;
+	/* Store-ahead has no client option: the library reads it from the
+	 * environment at connect (docs/config.md). */
+	setenv("KVRING_STORE_AHEAD", w->ahead ? "1" : "0", 1);
 	/* Relaxed: stop is a plain flag, see should_stop(). */
 	while (!atomic_load_explicit(&w->sh->stop, memory_order_relaxed)) {
 		rc = kvr_connect(&co, &w->c, err, sizeof(err));
@@ -127,7 +134,8 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 			      .slot = slot,
 			      .rng = seed,
 			      .nkeys = nkeys,
-			      .sum = st_worker_sum(o, slot)};
+			      .sum = st_worker_sum(o, slot),
+			      .ahead = st_worker_ahead(o, slot)};
 	int rc;
 
 	signal(SIGINT, SIG_IGN); /* the parent decides when we stop */
@@ -140,18 +148,22 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 	if (worker_connect(&w) < 0)
 		_exit(0);
 	/*
-	 * The op mix, in percent: lookup 12, store 33, abort 8, retrieve 27,
-	 * lookup with pin (then release / redeem / offer) 12, redeem a lease
-	 * another worker offered 8 (a plain retrieve when none is offered).
-	 * Stores dominate so that eviction never rests; retrieves mostly hit
-	 * recently stored windows so that most of them verify something.
+	 * The op mix, in percent: lookup 7, held async batch 5, store 33
+	 * (a store-ahead worker: half of them one-key stores a staged slot
+	 * fits), abort 8, retrieve 27, lookup with pin (then release /
+	 * redeem / offer) 12, redeem a lease another worker offered 8 (a
+	 * plain retrieve when none is offered). Stores dominate so that
+	 * eviction never rests; retrieves mostly hit recently stored windows
+	 * so that most of them verify something.
 	 */
 	while (!should_stop(&w)) {
 		uint64_t r = st_rnd_below(&w.rng, 100);
 
 		st_worker_set_phase(&w, PH_OTHER);
-		if (r < 12)
+		if (r < 7)
 			rc = st_op_lookup(&w);
+		else if (r < 12)
+			rc = st_batch_op(&w);
 		else if (r < 45)
 			rc = st_op_store(&w, false);
 		else if (r < 53)
@@ -173,7 +185,7 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 		 * replaced when the library says it is broken (server gone,
 		 * restarted, or it sent something malformed). */
 		st_worker_count_err(&w, rc);
-		if (conn_fatal(rc)) {
+		if (st_worker_conn_fatal(rc)) {
 			kvr_close(w.c);
 			w.c = NULL;
 			st_bump(&w.res->reconnects, 1);
