@@ -8,6 +8,15 @@
  * kvringd does -- kvr_req_parse(), then kvr__disp_exec() --, or closes a
  * channel (a worker hung up), or moves the clock (leases expire).
  *
+ * Store-ahead (protocol 7): the channels are ring-transport channels, so
+ * a commit_store may ask for a staged slot (KVR_REQ_STAGE) or bind one
+ * (KVR_REQ_BIND). One kind of step builds such a commit on purpose: its
+ * words are a key of the alphabet and a size that is often the last
+ * staged slot's (so binds succeed) and otherwise an edge, sometimes with
+ * a sum, sometimes with a count one off; its handle is a staged id any
+ * channel was handed, another recorded id, or a forged one. Another kind
+ * ends a batch as kvringd's drain does, staging the channel's spare.
+ *
  * After every step the target checks what a worker can observe (the answer
  * has the length its count says, every OK slot lies inside the pool, a
  * status is 0 or negative) and runs kvr_store_audit(), which walks every
@@ -91,6 +100,10 @@ static void audit(struct kvr_store *st, const char *when)
 		fail(when, (unsigned long long)-rc, msg);
 }
 
+/* The length of the last staged slot an answer handed out: a bind that
+ * names it fits (0: none yet). */
+static uint64_t last_stage_len;
+
 /* Run one request record through parse + exec and check the answer. */
 static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
 			size_t len, uint32_t op, uint64_t *handles,
@@ -119,7 +132,16 @@ static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
 	}
 	if (alen != kvr_resp_bytes(r->count))
 		fail("answer length vs count", alen, NULL);
-	if (r->count > v.hdr.count && !(v.hdr.flags & KVR_REQ_BY_LEASE))
+	if (op == KVR_OP_COMMIT_STORE) {
+		/* A commit's answer carries at most the one staged slot, and
+		 * only when it asked for one or bound one. */
+		if (r->count > 1 ||
+		    (r->count &&
+		     !(v.hdr.flags & (KVR_REQ_STAGE | KVR_REQ_BIND))))
+			fail("staged slot nobody asked for", r->count, NULL);
+		if (r->count && r->status == 0 && sl[0].status == KVR_SLOT_OK)
+			last_stage_len = sl[0].len;
+	} else if (r->count > v.hdr.count && !(v.hdr.flags & KVR_REQ_BY_LEASE))
 		fail("more slots than keys", r->count, NULL);
 	for (uint32_t i = 0; i < r->count; i++)
 		if (sl[i].status == KVR_SLOT_OK &&
@@ -129,6 +151,54 @@ static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
 		handles[*nh % NHANDLES] = r->handle;
 		(*nh)++;
 	}
+}
+
+/*
+ * One commit_store with KVR_REQ_BIND and/or KVR_REQ_STAGE (and maybe
+ * KVR_REQ_SUMS): the handle a recorded id (often a staged one, of any
+ * channel) or forged, the bind words a key of the alphabet and a size
+ * (the last staged slot's, or an edge), the count right or one off.
+ */
+static void bind_step(struct kvr_srv *s, struct kvr_conn *c, struct in *in,
+		      uint64_t *handles, unsigned *nh, unsigned step)
+{
+	static uint64_t rec[(sizeof(struct kvr_req_hdr) + 8 * 8) / 8];
+	struct kvr_req_hdr h = {0};
+	uint8_t b = u8(in);
+	uint64_t w[KVR_BIND_WORDS + 1];
+	uint32_t n = 0;
+	size_t len;
+
+	h.req_id = step;
+	h.flags = (b & 1 ? KVR_REQ_BIND : 0) | (b & 2 ? KVR_REQ_STAGE : 0) |
+		  (b & 4 ? KVR_REQ_SUMS : 0);
+	if (!(h.flags & (KVR_REQ_BIND | KVR_REQ_STAGE)))
+		h.flags |= KVR_REQ_BIND;
+	if ((b & 8) || !*nh)
+		h.handle = u64(in); /* forged */
+	else
+		h.handle = handles[u8(in) % (*nh < NHANDLES ? *nh : NHANDLES)];
+	if (h.flags & KVR_REQ_BIND) {
+		w[0] = u8(in) % 24u; /* key lo, as the other steps' keys */
+		w[1] = 7;
+		w[2] =
+		    (b & 16) && last_stage_len ? last_stage_len : pick_size(in);
+		n = KVR_BIND_WORDS;
+		if (h.flags & KVR_REQ_SUMS)
+			w[n++] = u64(in);
+	} else if (h.flags & KVR_REQ_SUMS) {
+		w[n++] = u64(in); /* a plain commit's one sum */
+	}
+	if (b & 32)
+		n = n ? n - 1 : 1; /* a count one off: refused by the parse */
+	h.count = n;
+	len = kvr_req_bytes(KVR_OP_COMMIT_STORE, n);
+	if (len > sizeof(rec))
+		return;
+	memcpy(rec, &h, sizeof(h));
+	for (uint32_t i = 0; i < n && i < KVR_BIND_WORDS + 1; i++)
+		memcpy((uint8_t *)rec + sizeof(h) + i * 8, &w[i], 8);
+	run_request(s, c, rec, len, KVR_OP_COMMIT_STORE, handles, nh);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -173,13 +243,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		conns[i].idx = i;
 		conns[i].chan = (int32_t)i;
 		conns[i].state = KVR_CONN_ACTIVE;
-		conns[i].ns_id = 1 + (i & 1); /* two namespaces */
+		conns[i].ns_id = 1 + (i & 1);	    /* two namespaces */
+		conns[i].ops = &kvr__disp_ring_ops; /* store-ahead needs it */
 	}
+	last_stage_len = 0;
 
 	for (unsigned step = 0; in.left && step < 512; step++) {
 		uint8_t b = u8(&in);
 		struct kvr_conn *c = &conns[b & (NCHAN - 1)];
-		unsigned kind = (b >> 2) % 12;
+		unsigned kind = (b >> 2) % 14;
 		struct kvr_req_hdr h = {0};
 		uint8_t *rec = (uint8_t *)rec_buf;
 		uint32_t op, n;
@@ -188,7 +260,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (kind == 10) { /* the worker of this channel hung up */
 			kvr_store_channel_close(s->store, (uint32_t)c->chan,
 						s->now_ns, NULL);
+			/* As chan.c at the channel's reuse: the spare is gone.
+			 */
+			c->stage_spare = c->stage_len = 0;
 			audit(s->store, "after channel close");
+			continue;
+		}
+		if (kind == 12) { /* a bind and/or a stage, built on purpose */
+			bind_step(s, c, &in, handles, &nh, step);
+			audit(s->store, "after a bind");
+			s->now_ns += 1000;
+			continue;
+		}
+		if (kind == 13) { /* end of a batch: the spare (as disp.c) */
+			struct kvr_slot_desc d;
+			uint64_t id = 0;
+
+			if (c->stage_len && !c->stage_spare &&
+			    kvr_store_stage(s->store, (uint32_t)c->chan,
+					    c->ns_id, c->stage_len, s->now_ns,
+					    &d, &id) > 0) {
+				c->stage_spare = id;
+				handles[nh % NHANDLES] =
+				    id; /* a leak for a spy */
+				nh++;
+			}
+			c->stage_len = 0;
+			audit(s->store, "after staging a spare");
 			continue;
 		}
 		if (kind == 11) { /* time passes: leases may expire */

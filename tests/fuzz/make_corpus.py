@@ -76,3 +76,27 @@ write("fuzz_chanmap", "boot_id", patch(280 + 48, 1))
 write("fuzz_chanmap", "block_gen", patch(280 + 4096 + 4, 2))
 write("fuzz_chanmap", "channel", patch(16, 9) + patch(40, 0x10))
 write("fuzz_chanmap", "dir_state", patch(280 + 344, 1) + b"\x01")
+
+# fuzz_dispatch: a script of steps (tests/fuzz/fuzz_dispatch.c). A step's
+# first byte is channel | kind << 2 (kind = (byte >> 2) % 14): 9 is a
+# prepare_store (count, flags byte, keys, sizes: byte < 128 picks an edge,
+# 6 = 64 KiB), 10 a hang-up, 12 a bind/stage commit (flags byte: 1 BIND,
+# 2 STAGE, 4 SUMS, 8 forged handle, 16 the last staged size, 32 a count one
+# off; then the handle's index among recorded ids, the key, the sum), 13
+# the end of a batch (the spare is staged).
+def step(ch, kind):
+    return bytes([ch | kind << 2])
+
+
+ahead = (step(0, 9) + bytes([1, 0, 5, 6])      # store key 5, 64 KiB
+         + step(0, 12) + bytes([2, 0])         # commit it, ask a slot
+         + step(0, 13)                         # the spare
+         + step(0, 12) + bytes([19, 1, 9])     # bind key 9, ask again
+         + step(1, 12) + bytes([17, 3, 11])    # channel 1 binds 0's slot
+         + step(0, 12) + bytes([21, 3, 10]) + struct.pack("<Q", 0x5eed)
+         + step(0, 10))                        # hang up holding slots
+write("fuzz_dispatch", "store_ahead", ahead)
+write("fuzz_dispatch", "bind_forged",
+      step(0, 9) + bytes([1, 0, 3, 6]) + step(0, 12) + bytes([2, 0])
+      + step(2, 12) + bytes([25]) + struct.pack("<Q", 1 << 40) + bytes([4])
+      + step(0, 12) + bytes([51, 1, 4]))
