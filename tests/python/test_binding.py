@@ -599,6 +599,33 @@ class PythonApiTest(BindingTest):
                 c.submit_commit(tr)  # twice
             self.assertEqual(c.reap(min_wait=0, timeout_ms=0), [])
 
+    def test_held_commit_stays_unseen_until_the_hold_ends(self):
+        # A second client's lookup is the witness: kvringd spins on the
+        # ring, so 50 ms is ample to serve a commit that was published.
+        with self.connect() as c, self.connect() as w:
+            k = c.keys(tokens(31, 1))
+            tx = c.store(k, [CHUNK])
+            tx.slots[0][1][:] = chunk_bytes(k[0])
+            with c.held():
+                c.submit_commit(tx, user="held")
+                time.sleep(0.05)
+                self.assertEqual(w.lookup(k), 0,
+                                 "kvringd served a held commit")
+            (e,) = c.reap(min_wait=1)
+            self.assertEqual((e.user, e.check().op),
+                             ("held", kvring.Op.COMMIT_STORE))
+            self.assertEqual(w.lookup(k), 1)
+            # A reap publishes a hold that was never flushed.
+            c.submit_hold()
+            for i in range(3):
+                c.submit_ping(user=i)
+            got = []
+            while len(got) < 3:
+                got += [e.check().user for e in c.reap(min_wait=1)]
+            self.assertEqual(sorted(got), [0, 1, 2])
+            c.submit_flush()
+            c.submit_flush()  # harmless without a hold
+
     def test_reap_reports_error_when_request_fails(self):
         with self.connect() as c:
             keys = c.keys(tokens(25, 1))

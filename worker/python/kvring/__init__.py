@@ -31,6 +31,7 @@ library serialises calls with a mutex (docs/worker-guide.md).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import errno as _errno
@@ -803,6 +804,30 @@ class Client(object):
     def submit_ping(self, user: Any = None) -> None:
         """Queue a round trip with no effect."""
         self._submit(_lib_handle().kvr_submit_ping, (), user, None)
+
+    def submit_hold(self) -> None:
+        """Write the next submit_* requests into the ring without making
+        them visible to kvringd, until submit_flush(): a batch is then
+        published with one release store and at most one doorbell
+        (kvr_submit_hold). reap() and every synchronous call publish what
+        is held too, so a hold never makes a caller wait for itself."""
+        self._check(_lib_handle().kvr_submit_hold(self._handle()))
+
+    def submit_flush(self) -> None:
+        """Publish every held request and end the hold (harmless without
+        one)."""
+        self._check(_lib_handle().kvr_submit_flush(self._handle()))
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator["Client"]:
+        """with client.held(): submit several ... -- published at once
+        when the block ends, on an exception too (they were submitted and
+        their completions still come from reap())."""
+        self.submit_hold()
+        try:
+            yield self
+        finally:
+            self.submit_flush()
 
     @property
     def inflight(self) -> int:

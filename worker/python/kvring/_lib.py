@@ -232,6 +232,8 @@ def _declare(lib):
         "kvr_reap": (ctypes.c_int, [vp, P(Completion), ctypes.c_uint,
                                     ctypes.c_uint, ctypes.c_int]),
         "kvr_inflight": (ctypes.c_uint, [vp]),
+        "kvr_submit_hold": (ctypes.c_int, [vp]),
+        "kvr_submit_flush": (ctypes.c_int, [vp]),
         # Paged-KV gather/scatter (<kvring/kv.h>).
         "kvr_kv_chunk_bytes": (c_u64, [P(KvCache)]),
         "kvr_kv_check": (ctypes.c_int, [P(KvCache), ctypes.c_char_p,
