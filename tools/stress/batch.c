@@ -11,13 +11,16 @@
  * held but not published, so that a kill leaves kvringd a channel whose
  * last batch it never saw. Store slots are poisoned first, as in ops.c:
  * a reservation the server published after such a kill shows up as
- * corruption.
+ * corruption. Under --stop-every a lingering batch may SIGSTOP itself
+ * there, holding everything past the deadline: it then writes nothing
+ * more, and every commit of a transfer it held must answer expired.
  *
  * It does not judge the bytes itself (verify.c, through
  * st_op_check_retrieve) and knows nothing of the connection's life
  * (worker.c).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "stress.h"
@@ -30,8 +33,9 @@ struct breq {
 	uint64_t base;
 	uint32_t n;
 	bool store;
-	bool prepared;	     /* its prepare completed with status 0 */
-	bool committed;	     /* its commit completed with status 0 */
+	bool prepared;	/* its prepare completed with status 0 */
+	bool committed; /* its commit completed with status 0 */
+	bool had_id;	/* a server transfer (an id) when it was committed */
 	uint64_t nok, bytes; /* store: slots (bytes) it writes */
 };
 
@@ -41,7 +45,8 @@ struct breq {
  * request's index + 1. Every error is counted; the return is the first
  * one that broke the connection, or 0.
  */
-static int reap_all(struct st_worker *w, struct breq *q, uint32_t nq)
+static int reap_all(struct st_worker *w, struct breq *q, uint32_t nq,
+		    bool stopped)
 {
 	struct kvr_completion comp[BATCH_MAX];
 	int fatal = 0;
@@ -56,7 +61,26 @@ static int reap_all(struct st_worker *w, struct breq *q, uint32_t nq)
 		}
 		for (int i = 0; i < got; i++) {
 			uintptr_t j = (uintptr_t)comp[i].user;
+			bool commit = comp[i].op == KVR_OP_COMMIT_STORE ||
+				      comp[i].op == KVR_OP_COMMIT_RETRIEVE;
 
+			if (stopped && commit && j && j <= nq &&
+			    q[j - 1].had_id) {
+				/* Held through the stop: reclaimed, so the
+				 * commit must say so (ops.c after_stop). */
+				if (comp[i].status == KVR_ERR_EXPIRED) {
+					st_bump(&w->res->stop_expired, 1);
+					continue;
+				}
+				if (comp[i].status == 0) {
+					fprintf(stderr,
+						PROG ": a batch held through a "
+						     "%u ms stop was still "
+						     "open (--xfer-ms %u)\n",
+						w->o->stop_ms, w->o->xfer_ms);
+					st_bump(&w->res->stop_not_expired, 1);
+				}
+			}
 			if (comp[i].status < 0) {
 				st_worker_count_err(w, comp[i].status);
 				if (!fatal &&
@@ -104,7 +128,7 @@ int st_batch_op(struct st_worker *w)
 {
 	struct breq q[BATCH_MAX];
 	uint32_t m = 2 + (uint32_t)st_rnd_below(&w->rng, BATCH_MAX - 1);
-	bool any_store = false, linger;
+	bool any_store = false, linger, stopped = false;
 	int rc, nsub;
 
 	memset(q, 0, sizeof(q));
@@ -120,13 +144,13 @@ int st_batch_op(struct st_worker *w)
 	nsub = submit_prepares(w, q, m);
 	rc = kvr_submit_flush(w->c);
 	if (nsub < 0 || rc < 0) {
-		int r2 = reap_all(w, q, m);
+		int r2 = reap_all(w, q, m, false);
 
 		return nsub < 0 ? nsub : (rc < 0 ? rc : r2);
 	}
 	st_bump(&w->res->batch_reqs, (uint64_t)nsub);
 	m = (uint32_t)nsub;
-	rc = reap_all(w, q, m);
+	rc = reap_all(w, q, m, false);
 	if (rc < 0)
 		return rc;
 	st_worker_set_phase(w, any_store ? PH_STORE_PREPARED
@@ -158,9 +182,11 @@ int st_batch_op(struct st_worker *w)
 			q[i].bytes += x->slots[s].len;
 		}
 	}
-	if (linger)
+	if (linger && !(stopped = st_op_maybe_stop(w)))
 		st_sleep_us(500 + st_rnd_below(&w->rng, 2500));
-	for (uint32_t i = 0; i < m; i++)
+	/* Stopped past the deadline: the slots may be someone else's now,
+	 * so nothing more is written, and the poison is committed. */
+	for (uint32_t i = 0; i < m && !stopped; i++)
 		if (q[i].prepared && q[i].store)
 			for (uint32_t s = 0; s < q[i].x.nslots; s++)
 				if (q[i].x.slots[s].status == KVR_SLOT_OK)
@@ -175,6 +201,7 @@ int st_batch_op(struct st_worker *w)
 
 		if (!q[i].prepared)
 			continue;
+		q[i].had_id = q[i].x.id != 0;
 		rc = q[i].store
 			 ? kvr_submit_commit_store(w->c, &q[i].x, user)
 			 : kvr_submit_commit_retrieve(w->c, &q[i].x, user);
@@ -183,7 +210,7 @@ int st_batch_op(struct st_worker *w)
 			 * and submit this one again. */
 			rc = kvr_submit_flush(w->c);
 			if (rc == 0)
-				rc = reap_all(w, q, m);
+				rc = reap_all(w, q, m, stopped);
 			if (rc < 0)
 				break;
 			(void)kvr_submit_hold(w->c);
@@ -200,7 +227,7 @@ int st_batch_op(struct st_worker *w)
 	else
 		(void)kvr_submit_flush(w->c);
 	{
-		int r2 = reap_all(w, q, m);
+		int r2 = reap_all(w, q, m, stopped);
 
 		if (rc == 0)
 			rc = r2;

@@ -42,10 +42,11 @@ static void maybe_linger(struct st_worker *w)
  * --stop-every: one prepared transfer in N stops this worker with SIGSTOP
  * (the parent resumes it --stop-ms later, beyond the server's --xfer-ms),
  * as a worker frozen by a debugger or a hung driver would be. Return
- * whether it stopped. The phase says so first, so the parent knows whom
- * to resume; it resumes only a process it sees stopped.
+ * whether it stopped (batch.c stops with a whole batch held, too). The phase
+ * says so first, so the parent knows whom to resume; it resumes only a process
+ * it sees stopped.
  */
-static bool maybe_stop(struct st_worker *w)
+bool st_op_maybe_stop(struct st_worker *w)
 {
 	uint32_t ph;
 
@@ -184,7 +185,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			st_bump(&w->res->ops[OP_ABORT], 1);
 		return rc;
 	}
-	if (linger && x.id && maybe_stop(w)) {
+	if (linger && x.id && st_op_maybe_stop(w)) {
 		/* Stopped past the deadline: the reservation was reclaimed,
 		 * and its slots may be someone else's now, so nothing more
 		 * is written. Committing the poison must answer EXPIRED; a
@@ -297,7 +298,7 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		return 0;
 	}
 	/* Verified while pinned; a stop now outlives the pins. */
-	if (maybe_stop(w)) {
+	if (st_op_maybe_stop(w)) {
 		int rc = kvr_commit_retrieve(w->c, x);
 
 		st_worker_set_phase(w, PH_OTHER);

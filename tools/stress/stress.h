@@ -382,6 +382,9 @@ void st_op_pick_window(struct st_worker *w, bool recent, uint64_t *base,
  * byte, and the checksums the way this worker's mode asks). */
 void st_op_check_retrieve(struct st_worker *w, struct kvr_xfer *x,
 			  uint64_t base, uint32_t n, const char *how);
+/* --stop-every: one call in N SIGSTOPs this worker (the parent resumes
+ * it --stop-ms later, past the transfer deadline); whether it did. */
+bool st_op_maybe_stop(struct st_worker *w);
 /* Store-ahead workers: the window of a one-key store of a fixed-size key
  * (keys.c), which a staged slot fits. */
 void st_op_pick_ahead(struct st_worker *w, uint64_t *base, uint32_t *n);
