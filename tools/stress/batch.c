@@ -124,7 +124,20 @@ static int submit_prepares(struct st_worker *w, struct breq *q, uint32_t m)
 	return (int)i;
 }
 
+static int batch_run(struct st_worker *w);
+
 int st_batch_op(struct st_worker *w)
+{
+	int rc;
+
+	/* Relaxed: a hint for the killer's report, like the phase. */
+	atomic_store_explicit(&w->res->in_batch, 1, memory_order_relaxed);
+	rc = batch_run(w);
+	atomic_store_explicit(&w->res->in_batch, 0, memory_order_relaxed);
+	return rc;
+}
+
+static int batch_run(struct st_worker *w)
 {
 	struct breq q[BATCH_MAX];
 	uint32_t m = 2 + (uint32_t)st_rnd_below(&w->rng, BATCH_MAX - 1);

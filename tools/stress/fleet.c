@@ -96,6 +96,8 @@ void st_fleet_reap(struct st_run *r)
 		 * and fork() orders this store before the child starts. */
 		atomic_store_explicit(&r->sh->res[slot].phase, PH_IDLE,
 				      memory_order_relaxed);
+		atomic_store_explicit(&r->sh->res[slot].in_batch, 0,
+				      memory_order_relaxed);
 		if (!(r->wkilled[slot] && WIFSIGNALED(st) &&
 		      WTERMSIG(st) == SIGKILL) &&
 		    !(WIFEXITED(st) && WEXITSTATUS(st) == 0 && stopping(r))) {

@@ -85,6 +85,13 @@ found:
 		r->kills_retrieve++;
 	else
 		r->kills_other++;
+	/* A store-ahead worker holds a staged slot from its first one-key
+	 * commit on, between stores too. Relaxed: a hint, like phase. */
+	if (st_worker_ahead(&r->o, victim))
+		r->kills_ahead++;
+	if (atomic_load_explicit(&r->sh->res[victim].in_batch,
+				 memory_order_relaxed))
+		r->kills_batch++;
 }
 
 /* Whether @pid is in the stopped state ('T' in /proc/<pid>/stat). */

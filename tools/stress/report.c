@@ -203,6 +203,8 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	kvr_em_u64(&e, "retrieve_prepared", r->kills_retrieve);
 	kvr_em_u64(&e, "other", r->kills_other);
 	kvr_em_end(&e);
+	kvr_em_u64(&e, "kills_store_ahead", r->kills_ahead);
+	kvr_em_u64(&e, "kills_in_batch", r->kills_batch);
 	kvr_em_u64(&e, "server_kills", r->srv_kills);
 	kvr_em_u64(&e, "server_restarts", r->srv_restarts);
 	kvr_em_u64(&e, "reconnects", t->reconnects);
@@ -285,6 +287,8 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	       "\nreconnects=%" PRIu64 "\n",
 	       r->kills, r->kills_store, r->kills_retrieve, r->srv_kills,
 	       t->reconnects);
+	printf("kills_store_ahead=%" PRIu64 "\nkills_in_batch=%" PRIu64 "\n",
+	       r->kills_ahead, r->kills_batch);
 	printf("stops=%" PRIu64 "\nstops_expired=%" PRIu64 "\n", t->stops,
 	       t->stop_expired);
 	for (int i = 0; i < NERRNO; i++)

@@ -120,7 +120,9 @@ struct st_wres_shm {
 	/* enum st_phase. Written by the worker (and by the parent to reset
 	 * a reaped slot, when no worker runs there), read by the killer. */
 	_Atomic uint32_t phase;
-	uint32_t pad0;
+	/* 1 while the worker is inside a held batch (batch.c), read by the
+	 * killer to count kills there; same single writer as phase. */
+	_Atomic uint32_t in_batch;
 	/* --stop-every: when it stopped itself (CLOCK_MONOTONIC; the parent
 	 * resumes it --stop-ms later), how often, and what its commits
 	 * answered after a stop: KVR_ERR_EXPIRED (right), or success (the
@@ -239,6 +241,8 @@ struct st_run {
 	uint64_t rng;	       /* the kill schedule's PRNG (killer.c) */
 	uint64_t next_kill_ns, next_srv_kill_ns;
 	uint64_t kills, kills_store, kills_retrieve, kills_other;
+	uint64_t kills_ahead; /* victims connected with store-ahead */
+	uint64_t kills_batch; /* victims inside a held batch */
 	uint64_t srv_kills, srv_restarts;
 	uint64_t worker_crashes, workers_stuck;
 	bool srv_crashed;
