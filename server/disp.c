@@ -23,9 +23,12 @@
  * in the channel block and globally. A batch costs one clock read, taken
  * after its answers are published (off the answer's path). Every record
  * of the batch is given the batch's time, from the newest clock reading
- * known to precede its read (the loop pass's, or the previous publish's)
- * to just after the publish: exact for a batch of one, an upper bound for
- * the later records of a longer batch. docs/inspect.md says so too.
+ * known to precede its read (the loop pass's, or the previous publish's;
+ * while the loop spins, the start of the pass before the one that found
+ * it, estimated from the measured length of an idle pass: lat_start())
+ * to just after the publish: exact to about one loop pass for a batch of
+ * one, an upper bound for the later records of a longer batch.
+ * docs/inspect.md says so too.
  *
  * The ring transport's table of operations (kvr__disp_ring_ops, chosen at
  * the handshake) is at the end: the loop drains the rings of the
@@ -149,6 +152,24 @@ static void test_delay(const struct kvr_srv *s)
 		ts = (struct timespec){1, 0};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+/*
+ * When the first record of the batch being published was read, at the
+ * latest: the newest clock reading known to precede it (this loop pass's
+ * start, or this pass's previous publish). While the loop spins it reads
+ * the clock only every few passes (loop.c), and the record arrived after
+ * the previous pass looked, so the start of that pass is estimated from
+ * the measured length of an idle pass: it is then exact to about one
+ * pass, not to CLOCK_EVERY of them.
+ */
+static uint64_t lat_start(const struct kvr_srv *s)
+{
+	uint64_t t0 = s->now_ns;
+
+	if (s->stale_passes > 1)
+		t0 += (uint64_t)(s->stale_passes - 1) * s->pass_ns;
+	return t0 > s->lat_mark_ns ? t0 : s->lat_mark_ns;
 }
 
 /* Time @n answers of @op, published just before @t1, from @t0: into
@@ -589,15 +610,12 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 	unsigned handled = 0, answered = 0;
 	uint8_t nop[KVR_OP__MAX] = {0}; /* answers in this batch, by op */
 	uint32_t type;
-	uint64_t used, t0;
+	uint64_t used;
 	size_t len;
 	int rc;
 
 	if (c->blocked && !flush_pending(s, c))
 		return 0;
-	/* The newest clock reading known to precede the first record's
-	 * read: this pass's start, or the last publish of this pass. */
-	t0 = s->now_ns > s->lat_mark_ns ? s->now_ns : s->lat_mark_ns;
 	while (handled < KVR_SRV_BATCH) {
 		rc = kvr_ring_peek(&c->req, &rec);
 		if (rc == -EAGAIN)
@@ -662,7 +680,13 @@ unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
 		publish(c);
 		if (s->hist_on) {
 			/* One clock read per batch, after the publish. */
-			s->lat_mark_ns = kvr_clock_now_ns();
+			uint64_t t0 = lat_start(s), t1 = kvr_clock_now_ns();
+
+			if (t0 > t1) /* a pass estimate too long */
+				t0 = s->now_ns > s->lat_mark_ns
+					 ? s->now_ns
+					 : s->lat_mark_ns;
+			s->lat_mark_ns = t1;
 			for (uint32_t op = 1; op < KVR_OP__MAX; op++)
 				if (nop[op])
 					hist_record(s, c, op, nop[op], t0,

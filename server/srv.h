@@ -357,6 +357,8 @@ struct kvr_srv {
 	struct kvr_ctl_obs_shm *obs; /* in the control segment */
 	bool hist_on;		     /* ! --no-histograms */
 	uint64_t lat_mark_ns;	     /* clock read after the last publish */
+	uint32_t stale_passes;	     /* idle loop passes since now_ns */
+	uint64_t pass_ns;	     /* an idle pass's length, measured */
 	struct kvr_cache_cnt cache;  /* global mirror */
 	/* Some polled channel's counters are due (chan.c), and when the
 	 * due ones were last published. */

@@ -325,6 +325,78 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 	kvr_close(c);
 }
 
+/*
+ * The server's time of a request is inside the client's round trip of
+ * it, so its p50 cannot be above the client's. kvringd spinning between
+ * pings reads its clock only every few loop passes; before it estimated
+ * where in that run of passes a request arrived, a hot ping that took it
+ * ~0.1 us was counted from the last clock reading, ~1 us earlier, and
+ * the server's p50 came out at 2-3x the whole round trip.
+ */
+Test(metrics, server_time_of_a_hot_ping_fits_in_the_clients_round_trip)
+{
+	enum { PINGS = 4000 };
+	static uint64_t cl[PINGS], sv_lo[PINGS], before[KVR_HIST_BUCKETS];
+	const struct kvr_hist_shm *sh;
+	struct kvr_client *c;
+	uint64_t cl_p50, sv_p50;
+	size_t n = 0;
+	int k = kvr_hist_op_slot(KVR_OP_PING), me, sv;
+
+	start(NULL); /* --spin-us 2000: the server spins between pings */
+	c = connect_worker(5000);
+	sh = &cobs(c)->server_lat[k];
+	me = open_status(getpid());
+	sv = open_status(srv.pid);
+	for (int i = 0; i < PINGS; i++) {
+		uint64_t t0, rtt, svns, gap = kvr_clock_now_ns() + 3000;
+		long a0, b0;
+		int rc, bk;
+
+		for (unsigned j = 0; j < KVR_HIST_BUCKETS; j++)
+			before[j] = atomic_load_explicit(&sh->buckets[j],
+							 memory_order_relaxed);
+		/* Idle 3 us, so that the server runs idle passes between
+		 * pings, as it does for any worker not pipelining. */
+		while (kvr_clock_now_ns() < gap)
+			kvr_clock_relax();
+		a0 = nvcsw(me);
+		b0 = nvcsw(sv);
+		t0 = kvr_clock_now_ns();
+		rc = kvr_ping(c, &svns);
+		rtt = kvr_clock_now_ns() - t0;
+		cr_assert_eq(rc, 0, "ping %d: %d", i, rc);
+		bk = new_bucket(sh, (uint64_t)i + 1, before);
+		cr_assert_geq(bk, 0, "ping %d left no sample", i);
+		/* Only pings during which neither process was descheduled:
+		 * the others compare clocks that did not both run. */
+		if (a0 >= 0 && a0 == nvcsw(me) && b0 >= 0 && b0 == nvcsw(sv)) {
+			cl[n] = rtt;
+			sv_lo[n] = kvr_hist_lo((unsigned)bk);
+			n++;
+		}
+	}
+	close(me);
+	close(sv);
+	cr_assert_geq(n, PINGS / 10,
+		      "only %zu of %d pings ran without either process being "
+		      "descheduled: this machine is too loaded to compare "
+		      "latencies",
+		      n, PINGS);
+	qsort(cl, n, sizeof(cl[0]), cmp_u64);
+	qsort(sv_lo, n, sizeof(sv_lo[0]), cmp_u64);
+	cl_p50 = cl[(n + 1) / 2 - 1];
+	sv_p50 = sv_lo[(n + 1) / 2 - 1];
+	cr_log_info("%zu undisturbed hot pings: client p50 %lu ns, server "
+		    "p50 at least %lu ns",
+		    n, (unsigned long)cl_p50, (unsigned long)sv_p50);
+	cr_expect_leq(sv_p50, cl_p50,
+		      "the server's p50 (at least %lu ns) is above the "
+		      "client's whole round trip (%lu ns) over %zu pings",
+		      (unsigned long)sv_p50, (unsigned long)cl_p50, n);
+	kvr_close(c);
+}
+
 /* ==== Cache counters ==== */
 
 static struct kvr_key *keys_for(struct kvr_client *c, uint32_t n)
