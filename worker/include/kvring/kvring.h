@@ -319,7 +319,8 @@ KVR_API int kvr_abort_store(struct kvr_client *c, struct kvr_xfer *x);
  * kvringd's --quota-pinned. Pins count per owner: chunks it already holds
  * under a lease (a lookup with pin) count again when retrieved by keys,
  * so redeem the lease instead. When the quota cut the prefix the call
- * still succeeds with fewer slots, and kvr_client_errmsg() says so.
+ * still succeeds with fewer slots, and kvr_client_errmsg() says so (this
+ * synchronous call; an async completion gets only the fewer slots).
  */
 KVR_API int kvr_prepare_retrieve(struct kvr_client *c,
 				 const struct kvr_key *keys, uint32_t n,
