@@ -260,23 +260,25 @@ Test(l2_cluster, slot_migrated_mid_run_is_followed_by_ask_then_moved)
 
 /*
  * Uploads into a slot that is migrating end published, never lost or
- * corrupt. Four chunks whose slots are each put half-way through a move
+ * corrupt. Eight chunks whose slots are each put half-way through a move
  * (IMPORTING on the destination, MIGRATING on the source, the chunk not
  * yet anywhere) are uploaded: the source answers ASK to the temporary
  * key's SET, the destination takes it but answers TRYAGAIN to the publish
  * script (two keys, K not there yet), and the lane sends the chunk again
  * as one SET of K behind ASKING. Before, the chunk's upload failed and
- * was never tried again. A second server reads all four through during
- * the migration, byte for byte, and once the slots are the destination's
- * a third server, whose map is fresh, finds them there.
+ * was never tried again. Four of them come with the worker's sums and
+ * go as one SET of K from the start: ASK alone serves them, no TRYAGAIN.
+ * A second server reads all eight through during the migration, byte
+ * for byte, and once the slots are the destination's a third server,
+ * whose map is fresh, finds them there.
  */
 Test(l2_cluster, upload_into_a_migrating_slot_is_published_after_tryagain)
 {
-	struct kvr_client *c1, *c2, *c3;
+	struct kvr_client *c1, *c2, *c3, *cs;
 	struct kvr_key *warm, *k;
 	char wkey[160], key[200], src_id[64], dst_id[64], out[256], *colon;
-	long slot[4], hits;
-	int dst[4];
+	long slot[8], hits;
+	int dst[8];
 
 	start_l2(&s1, NULL);
 	start_l2(&s2, NULL);
@@ -292,8 +294,8 @@ Test(l2_cluster, upload_into_a_migrating_slot_is_published_after_tryagain)
 	colon[1] = '\0';
 	cr_expect_eq(kvr_lookup_l2(c2, warm, 1, NULL, NULL), 1, "s2 warm");
 
-	k = l2t_keys_for(c1, 41, 4);
-	for (int i = 0; i < 4; i++) {
+	k = l2t_keys_for(c1, 41, 8);
+	for (int i = 0; i < 8; i++) {
 		int src;
 
 		snprintf(key, sizeof(key), "%s%016llx%016llx", wkey,
@@ -314,21 +316,25 @@ Test(l2_cluster, upload_into_a_migrating_slot_is_published_after_tryagain)
 			    dst_id);
 		cr_assert_str_eq(out, "OK", "MIGRATING: %s", out);
 	}
+	/* Four the lane hashes (temporary key, script), four stored with
+	 * the worker's sums (one plain SET K, which ASK alone serves). */
 	cr_assert_eq(wsrv_store(c1, k, 4, CHUNK), 4);
-	l2t_wait_ended(&s1, 5);
+	cs = l2t_connect_summing(&s1);
+	cr_assert_eq(wsrv_store(cs, k + 4, 4, CHUNK), 4);
+	l2t_wait_ended(&s1, 9);
 	cr_expect_eq(T_L2(&s1.t, up_failed), 0, "an upload was lost");
-	cr_expect_eq(T_L2(&s1.t, up_chunks), 5);
-	cr_expect_geq(T_L2(&s1.t, ask), 4, "ASK followed");
-	cr_expect_geq(T_L2(&s1.t, tryagain), 4, "TRYAGAIN counted");
+	cr_expect_eq(T_L2(&s1.t, up_chunks), 9);
+	cr_expect_geq(T_L2(&s1.t, ask), 8, "ASK followed");
+	cr_expect_eq(T_L2(&s1.t, tryagain), 4, "TRYAGAIN: the hashed four");
 
 	/* During the migration: ASK to the destination, every byte. */
-	hits = kvr_lookup_l2(c2, k, 4, NULL, NULL);
-	cr_expect_eq(hits, 4, "hits %ld during the migration", hits);
-	cr_expect_eq(wsrv_retrieve_check(c2, k, 4, CHUNK), 4);
+	hits = kvr_lookup_l2(c2, k, 8, NULL, NULL);
+	cr_expect_eq(hits, 8, "hits %ld during the migration", hits);
+	cr_expect_eq(wsrv_retrieve_check(c2, k, 8, CHUNK), 8);
 	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
 
 	/* Done: the destination owns each slot and holds each chunk. */
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 8; i++) {
 		node_id(dst[i], dst_id, sizeof(dst_id));
 		for (int n = 0; n < T_CLUSTER_N; n++)
 			t_redis_cli(&cl.node[n], out, sizeof(out),
@@ -337,9 +343,9 @@ Test(l2_cluster, upload_into_a_migrating_slot_is_published_after_tryagain)
 	}
 	start_l2(&s3, NULL);
 	c3 = wsrv_connect(&s3, 0, 5000);
-	hits = kvr_lookup_l2(c3, k, 4, NULL, NULL);
-	cr_expect_eq(hits, 4, "hits %ld after the migration", hits);
-	cr_expect_eq(wsrv_retrieve_check(c3, k, 4, CHUNK), 4);
+	hits = kvr_lookup_l2(c3, k, 8, NULL, NULL);
+	cr_expect_eq(hits, 8, "hits %ld after the migration", hits);
+	cr_expect_eq(wsrv_retrieve_check(c3, k, 8, CHUNK), 8);
 	cr_expect_eq(T_L2(&s3.t, corrupt), 0);
 	/* The temporary keys the first SETs left were deleted. */
 	for (int n = 0; n < T_CLUSTER_N; n++) {
@@ -347,6 +353,7 @@ Test(l2_cluster, upload_into_a_migrating_slot_is_published_after_tryagain)
 			    "--scan --pattern '*}:t:*'");
 		cr_expect_str_eq(out, "", "node %d keeps %s", n, out);
 	}
+	kvr_close(cs);
 	kvr_close(c1);
 	kvr_close(c2);
 	kvr_close(c3);
