@@ -65,16 +65,32 @@ int kvr_store_stage(struct kvr_store *s, uint32_t ch, uint32_t ns, uint64_t len,
 	return 1;
 }
 
+/* The open store transfer @xfer of @ch: one id lookup on the commit's
+ * path; only a miss asks kvr_store_check_store() which error it is. */
+static int store_owner(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       uint32_t *o_out)
+{
+	uint32_t o =
+	    ch < s->cfg.max_channels ? owner_find(s, xfer, OWN_STORE) : NIL;
+
+	if (o == NIL || s->own[o].ch != ch) {
+		int rc = kvr_store_check_store(s, ch, xfer);
+
+		return rc < 0 ? rc : -ENOENT;
+	}
+	*o_out = o;
+	return 0;
+}
+
 /* The staged owner @xfer of @ch, or a negative errno (as commit_store). */
 static int staged_owner(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			uint32_t *o_out)
 {
-	int rc = kvr_store_check_store(s, ch, xfer);
 	uint32_t o;
+	int rc = store_owner(s, ch, xfer, &o);
 
 	if (rc < 0)
 		return rc;
-	o = owner_find(s, xfer, OWN_STORE);
 	if (!s->own[o].staged || s->own[o].nr != 1)
 		return -EINVAL;
 	*o_out = o;
@@ -164,8 +180,7 @@ uint64_t kvr_store_xfer_len(const struct kvr_store *s, uint32_t ch,
 		OWNER_ONLY(s);
 	uint32_t o;
 
-	if (!s || kvr_store_check_store(s, ch, xfer) < 0)
+	if (!s || store_owner(s, ch, xfer, &o) < 0)
 		return 0;
-	o = owner_find(s, xfer, OWN_STORE);
 	return s->own[o].nr ? s->obj[s->own[o].objs[0]].len : 0;
 }
