@@ -7,12 +7,12 @@
  * "Store-ahead"; the wire side: docs/protocol.md.
  *
  * A staged slot is an ordinary store transfer (OWN_STORE) with one
- * RESERVED object, indexed under a placeholder key no worker names, and
- * its owner marked staged. Being a store transfer, it is counted in the
- * channel's and the uid's reserve quotas, has the transfer deadline
- * (expiry frees it, never publishes it), and is freed by abort and by
- * channel close exactly as any reservation. commit_store refuses a staged
- * transfer: the only way to publish its bytes is kvr_store_bind(), which
+ * RESERVED object, reserved under a placeholder key and then taken out of
+ * the index (nothing can find it), and its owner marked staged. Being a store
+ * transfer, it is counted in the channel's and the uid's reserve quotas, has
+ * the transfer deadline (expiry frees it, never publishes it), and is freed by
+ * abort and by channel close exactly as any reservation. commit_store refuses a
+ * staged transfer: the only way to publish its bytes is kvr_store_bind(), which
  * gives the object the worker's key, after which the transfer is a plain
  * one-key store the caller commits.
  *
@@ -36,7 +36,10 @@ int kvr_store_stage(struct kvr_store *s, uint32_t ch, uint32_t ns, uint64_t len,
 	if (s)
 		OWNER_ONLY(s);
 	struct kvr_slot_desc d = {0, 0, KVR_SLOT_INVALID, 0};
+	struct kvr_key ph;
+	struct obj *b;
 	uint64_t id = 0;
+	uint32_t o;
 	int rc = 0;
 
 	if (!s || !out || !xfer_out || ch >= s->cfg.max_channels)
@@ -58,7 +61,14 @@ int kvr_store_stage(struct kvr_store *s, uint32_t ch, uint32_t ns, uint64_t len,
 	*out = d;
 	if (rc == 0)
 		return 0; /* no room, quota, invalid size: nothing staged */
-	s->own[owner_find(s, id, OWN_STORE)].staged = 1;
+	o = owner_find(s, id, OWN_STORE);
+	b = &s->obj[s->own[o].objs[0]];
+	/* Out of the index until its bind: nothing may find it, and the
+	 * bind then only inserts (one cold bucket less on the commit's
+	 * round trip). obj_destroy() ignores the missing entry. */
+	ph = (struct kvr_key){b->lo, b->hi};
+	(void)kvr_index_remove(&s->index, ns, &ph);
+	s->own[o].staged = 1;
 	s->chan[ch].nr_staged++;
 	s->st.stages++;
 	*xfer_out = id;
@@ -118,16 +128,16 @@ int kvr_store_stage_desc(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 }
 
 /*
- * The re-key is the only change, and it comes after every check: the
- * index has room for one more entry before the placeholder goes, so the
- * insert cannot fail and a failure leaves the staged slot as it was.
+ * The key is the only change, and it comes after every check: the index
+ * has room for one more entry first, so the insert cannot fail and a
+ * failure leaves the staged slot as it was.
  */
 int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		   const struct kvr_key *key, uint64_t len)
 {
 	if (s)
 		OWNER_ONLY(s);
-	struct kvr_key k, ph;
+	struct kvr_key k;
 	struct obj *b;
 	uint32_t o, x;
 	int rc;
@@ -161,8 +171,7 @@ int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	rc = kvr_index_reserve(&s->index, 1);
 	if (rc < 0)
 		return rc;
-	ph = (struct kvr_key){b->lo, b->hi};
-	(void)kvr_index_remove(&s->index, b->ns, &ph);
+	/* Cannot fail: room was reserved, and the key is absent. */
 	(void)kvr_index_insert(&s->index, b->ns, &k, s->own[o].objs[0]);
 	b->lo = k.lo;
 	b->hi = k.hi;
