@@ -296,3 +296,20 @@ Test(store_stage, has_a_limit_of_its_own_beside_the_transfer_limit)
 		     -EBUSY);
 	audit();
 }
+
+Test(store_stage, cannot_be_found_even_by_its_placeholder_key)
+{
+	/* The first placeholder: sequence 1 under "kvrstage" (store_stage.c).
+	 */
+	struct kvr_key ph = {1, 0x6576617473727668ull};
+	struct kvr_slot_desc d, r;
+	uint64_t len = U, xf;
+
+	stage(0, U, &d);
+	cr_expect_eq(lookup(0, ph), 0);
+	/* Nor does it block a store of that key: the key is not taken. */
+	cr_expect_eq(kvr_store_prepare_store(s, 0, 0, &ph, &len, 1, 0, &r, &xf),
+		     1);
+	cr_expect_eq(r.status, KVR_SLOT_OK);
+	audit();
+}
