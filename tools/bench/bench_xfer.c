@@ -581,10 +581,17 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 			rc = mc_store(x, b, n, &ns[S_MEMCPY][r]);
 			if (rc == 0)
 				rc = mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
+			/* kvring and kvring_ahead take turns going first:
+			 * the second finds kvringd's caches warm from the
+			 * first (measured: +0.03 of memcpy at 256K x 8, where
+			 * both take the same path). */
+			if (rc == 0 && r % 2)
+				rc = kv_store_ph(x, x->ahead, b, n,
+						 &ns[S_AHEAD][r], &pha[3 * r]);
 			if (rc == 0)
 				rc = kv_store_ph(x, x->shm, b, n,
 						 &ns[S_KVRING][r], &ph[3 * r]);
-			if (rc == 0)
+			if (rc == 0 && r % 2 == 0)
 				rc = kv_store_ph(x, x->ahead, b, n,
 						 &ns[S_AHEAD][r], &pha[3 * r]);
 			if (rc == 0)
