@@ -22,6 +22,7 @@
 /* Which flags each op may carry; anything else is a protocol error. */
 static const uint32_t op_flags[KVR_OP__MAX] = {
     [KVR_OP_LOOKUP] = KVR_REQ_PIN | KVR_REQ_L2,
+    [KVR_OP_PREPARE_STORE] = KVR_REQ_BIND,
     [KVR_OP_PREPARE_RETRIEVE] = KVR_REQ_BY_LEASE | KVR_REQ_SUMS,
     [KVR_OP_COMMIT_STORE] = KVR_REQ_SUMS | KVR_REQ_BIND | KVR_REQ_STAGE,
     [KVR_OP_COMMIT_RETRIEVE] = KVR_REQ_CORRUPT,
@@ -62,6 +63,10 @@ static int req_hdr_check(uint32_t op, const struct kvr_req_hdr *h,
 		return -E2BIG;
 	if (op == KVR_OP_PREPARE_RETRIEVE && (h->flags & KVR_REQ_BY_LEASE) &&
 	    h->count != 0)
+		return -EBADMSG;
+	/* An early bind (prepare_store + BIND) names one key and size. */
+	if (op == KVR_OP_PREPARE_STORE && (h->flags & KVR_REQ_BIND) &&
+	    h->count != 1)
 		return -EBADMSG;
 	/* A bind names one key and size, and with SUMS its one sum. */
 	if (op == KVR_OP_COMMIT_STORE && (h->flags & KVR_REQ_BIND) &&

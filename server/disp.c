@@ -225,6 +225,38 @@ static int commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 				      s->now_ns);
 }
 
+/*
+ * The early bind (docs/protocol.md, "Store-ahead"): staged slot @xfer gets
+ * the request's one key and size, answered like a one-key prepare_store
+ * (OK: *id_out = @xfer, to commit; EXISTS or BUSY: *id_out = 0, the slot
+ * stays staged). Return the OK count (0 or 1) or -errno.
+ */
+static int prepare_bind(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
+			struct kvr_slot_desc *slots, uint64_t *id_out)
+{
+	uint32_t ch = (uint32_t)c->chan;
+	struct kvr_slot_desc d;
+	uint64_t deadline;
+	int rc;
+
+	if (c->ops != &kvr__disp_ring_ops)
+		return -EOPNOTSUPP;
+	rc = kvr_store_stage_desc(s->store, ch, xfer, &d, &deadline);
+	if (rc < 0)
+		return rc;
+	rc = kvr_store_bind(s->store, ch, xfer, &s->keys[0], s->sizes[0]);
+	if (rc < 0)
+		return rc;
+	slots[0] = (struct kvr_slot_desc){0, 0, rc, 0};
+	*id_out = 0;
+	if (rc != KVR_SLOT_OK)
+		return 0;
+	slots[0].off = d.off;
+	slots[0].len = s->sizes[0];
+	*id_out = xfer;
+	return 1;
+}
+
 /* Put staged slot @id into the answer: count 1, its id, and its lifetime
  * in ms in value's high word (saturated; a trusted channel's never ends). */
 static void answer_stage(struct kvr_srv *s, struct kvr_resp_view *rv,
@@ -264,6 +296,8 @@ static void hand_stage(struct kvr_srv *s, struct kvr_conn *c, uint64_t len,
 		(void)kvr_store_abort_store(s->store, ch, id, s->now_ns);
 		id = 0;
 	}
+	if (!id && s->prefault)
+		kvr__prefault_place(s);
 	if (!id && (kvr_store_stage(s->store, ch, c->ns_id, len, s->now_ns, &d,
 				    &id) <= 0 ||
 		    kvr_store_stage_desc(s->store, ch, id, &d, &deadline) < 0))
@@ -346,6 +380,8 @@ static void stage_spare(struct kvr_srv *s, struct kvr_conn *c)
 	struct kvr_slot_desc d;
 	uint64_t id = 0;
 
+	if (s->prefault) /* still zeroing: below its line first */
+		kvr__prefault_place(s);
 	if (!c->stage_spare &&
 	    kvr_store_stage(s->store, (uint32_t)c->chan, c->ns_id, c->stage_len,
 			    s->now_ns, &d, &id) > 0)
@@ -405,10 +441,15 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		rc = kvr_store_release_lease(s->store, ch, v->hdr.handle, now);
 		break;
 	case KVR_OP_PREPARE_STORE:
+		if (v->hdr.flags & KVR_REQ_BIND) {
+			rc = prepare_bind(s, c, v->hdr.handle, slots, &id);
+			goto prepared;
+		}
 		if (s->prefault) /* still zeroing: below its line first */
 			kvr__prefault_place(s);
 		rc = kvr_store_prepare_store(s->store, ch, ns, s->keys,
 					     s->sizes, n, now, slots, &id);
+	prepared:
 		if (rc >= 0) {
 			r->value = (uint64_t)rc;
 			r->handle = id;

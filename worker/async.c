@@ -107,6 +107,20 @@ int kvr_submit_ping(struct kvr_client *c, void *user)
 	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
+/* A completion made here, status 0, that still comes out of kvr_reap()
+ * like any other: nothing to ask kvringd. */
+static int local_completion(struct kvr_client *c, uint32_t op,
+			    struct kvr_xfer *x, void *user)
+{
+	struct kvr_completion e = {.user = user, .op = op, .xfer = x};
+
+	if (kvr__pend_cq_reserve(c) < 0)
+		return kvr__client_fail(c, -ENOMEM, "out of memory");
+	kvr_xfer_free(x);
+	kvr__pend_cq_push(c, &e);
+	return 0;
+}
+
 /* Async commit/abort: a transfer with nothing reserved completes locally. */
 static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 			    struct kvr_xfer *x, void *user)
@@ -120,23 +134,24 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	 * server has nothing to do, so the completion is made here, with
 	 * status 0, and still comes out of kvr_reap() like any other. */
 	if (x->id == 0 || (op == KVR_OP_ABORT_STORE && x->op == want_op &&
-			   kvr__stage_abort(c, x))) {
-		/* (An abort of a staged slot, too: it stays staged.) */
-		struct kvr_completion e = {.user = user, .op = op, .xfer = x};
-
-		if (kvr__pend_cq_reserve(c) < 0)
-			return kvr__client_fail(c, -ENOMEM, "out of memory");
-		kvr_xfer_free(x);
-		kvr__pend_cq_push(c, &e);
-		return 0;
-	}
+			   kvr__stage_abort(c, x)))
+		/* (An abort of a staged slot, too: stage.c owes kvringd
+		 * what it must be told.) */
+		return local_completion(c, op, x, user);
 	if (x->op != want_op)
 		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
 					kvr_op_name(op), kvr_op_name(x->op));
 	if (kvr__sum_commit(c, x, &s) < 0)
 		return -ENOMEM;
-	if (op == KVR_OP_COMMIT_STORE)
-		kvr__stage_commit(c, x, &s); /* a staged slot: bind it */
+	if (op == KVR_OP_COMMIT_STORE) {
+		/* A staged slot: its early bind is collected first. */
+		int rc = kvr__stage_commit(c, x, &s);
+
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			return local_completion(c, op, x, user);
+	}
 	return do_submit(c, &s);
 }
 

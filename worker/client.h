@@ -83,7 +83,7 @@ struct kvr__pend {
 	bool l2;	  /* lookup asked to read through L2 */
 	bool sums;	  /* retrieve asked for checksums (KVR_REQ_SUMS) */
 	bool timed;	  /* its round trip goes into worker_rtt */
-	bool bind;	  /* commit_store of a staged slot (stage.c) */
+	bool bind;	  /* a bind of a staged slot (stage.c) */
 	bool stage_ask;	  /* commit_store asking for a staged slot */
 	uint64_t sent_ns; /* timed: clock read when it was submitted */
 	void *user;
@@ -206,9 +206,8 @@ struct kvr_client {
 		uint64_t id; /* its transfer id; 0: none held */
 		uint64_t off, len;
 		uint64_t use_before_ns; /* coarse clock: half its life */
-		struct kvr_key key;	/* taken: the key named */
-		uint64_t words[KVR_BIND_WORDS + 1]; /* a bind's words */
-		uint64_t hits, wasted; /* staged prepares, wasted copies */
+		uint64_t bind_req;	/* taken: its early bind's request id */
+		uint64_t hits, wasted;	/* staged prepares, wasted copies */
 	} stage;
 
 	/* Background pre-fault (touch.c): one thread that touches the pool
@@ -386,11 +385,14 @@ void kvr__stage_init(struct kvr_client *c, bool on);
 int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 		       const uint64_t *sizes, uint32_t n, struct kvr_xfer *x,
 		       uint64_t *give_back);
-/* Shape commit_store @s of @x: a bind when @x is staged (after
- * kvr__sum_commit), a request for the next slot when none is held. */
-void kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
-		       struct kvr__submit_req *s);
-/* Abort of a staged @x: done locally (x freed). Return true if it was. */
+/* Shape commit_store @s of @x: for a staged @x, collect its early bind
+ * (waiting, bounded); ask for the next slot when none is held. Return 0
+ * (send @s), 1 (nothing to send: the key was stored already, a success)
+ * or -errno (the bind failed; nothing was stored). */
+int kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
+		      struct kvr__submit_req *s);
+/* Abort of a staged @x: collects its early bind and owes kvringd an
+ * abort if it bound (x freed). Return true if @x was staged. */
 bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x);
 /* Apply what a prepare_store or commit_store answer says to the stage
  * (a validated answer, orphans included). Return a staged slot the

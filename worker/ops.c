@@ -264,8 +264,11 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	 * sums of a store, the corrupt slots of a retrieve (sum.c). A
 	 * staged slot is bound by its commit (stage.c). */
 	rc = kvr__sum_commit(c, x, &s);
-	if (rc == 0 && op == KVR_OP_COMMIT_STORE)
-		kvr__stage_commit(c, x, &s);
+	if (rc == 0 && op == KVR_OP_COMMIT_STORE &&
+	    (rc = kvr__stage_commit(c, x, &s)) == 1) {
+		kvr_xfer_free(x); /* rule 1: stored already, a success */
+		return 0;
+	}
 	if (rc == 0)
 		rc = call(c, &s, &r);
 	if (rc == KVR_ERR_EXPIRED)

@@ -100,7 +100,7 @@ struct kvr__pend *kvr__pend_open(struct kvr_client *c,
 	p->l2 = (s->flags & KVR_REQ_L2) != 0;
 	p->sums = (s->flags & KVR_REQ_SUMS) != 0;
 	/* Store-ahead (stage.c): a commit whose answer may carry a slot. */
-	p->bind = s->op == KVR_OP_COMMIT_STORE && (s->flags & KVR_REQ_BIND);
+	p->bind = (s->flags & KVR_REQ_BIND) != 0;
 	p->stage_ask =
 	    s->op == KVR_OP_COMMIT_STORE && (s->flags & KVR_REQ_STAGE);
 	/* Round-trip sampling: one request in rtt_every pays a clock read

@@ -4,23 +4,26 @@
  * transport only; docs/protocol.md "Store-ahead"). kvringd hands this
  * channel one staged slot ahead of time, in the answer of a commit. A
  * one-key kvr_prepare_store() whose size is the staged slot's is then
- * answered here, without a round trip, and its kvr_commit_store() sends
- * one record, "bind the staged slot to key K, size L (, sum) and commit
- * it", whose answer carries the next staged slot. The store still returns
- * only after kvringd published it.
+ * answered here: it sends the key with a one-way "early bind" (a
+ * prepare_store + BIND naming the staged slot) and returns at once, so
+ * kvringd binds while the caller copies. kvr_commit_store() collects the
+ * bind's answer (long there by then) and sends a plain commit of the now
+ * bound transfer, whose answer carries the next staged slot: one round
+ * trip on the caller's path. The store still returns only after kvringd
+ * published it.
  *
  * What a staged prepare cannot know is whether the key is stored already:
- * the caller copies, and the bind answers "exists" (rule 1: success,
- * nothing stored, the slot stays staged). So that duplicate-heavy callers
- * do not pay a copy per store, an "exists" answer turns store-ahead off
- * for the next prepares, which ask kvringd as usual (and learn "exists"
- * before copying), until one of them finds a new key.
+ * the caller copies, and the bind answers "exists" (rule 1: the commit is
+ * a success that stores nothing, the slot stays staged). So that
+ * duplicate-heavy callers do not pay a copy per store, an "exists" answer
+ * turns store-ahead off for the next prepares, which ask kvringd as usual
+ * (and learn "exists" before copying), until one of them finds a new key.
  *
  * A staged slot is only used while at least half of its lifetime (the
  * transfer deadline, kvringd --xfer-ms) is left, so a store that takes
- * less than that cannot find it reclaimed. This file owns c->stage; it
- * sends nothing itself (ops.c and async.c send the commits it shapes,
- * and the undos of the slots it gives back are owed by its callers).
+ * less than that cannot find it reclaimed. This file owns c->stage and
+ * sends the early bind; ops.c and async.c send the commits it shapes, and
+ * owe the aborts of the slots it gives back.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,14 +71,19 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 		       uint64_t *give_back)
 {
 	struct kvr__stage *g = &c->stage;
+	struct kvr__submit_req bind = {.op = KVR_OP_PREPARE_STORE,
+				       .flags = KVR_REQ_BIND,
+				       .n = 1,
+				       .kind = KVR_SUBMIT_SYNC};
 
 	*give_back = 0;
 	if (!g->on || g->skip || !g->id || g->taken || n != 1 || !keys ||
-	    !sizes || sizes[0] != g->len || c->broken)
+	    !sizes || c->broken)
 		return 0;
-	if (coarse_now_ns() >= g->use_before_ns) {
-		/* Too old to be sure it outlives this store: give it back,
-		 * and ask kvringd as usual. */
+	if (sizes[0] != g->len || coarse_now_ns() >= g->use_before_ns) {
+		/* Another size (the chunk size changed), or too old to be
+		 * sure it outlives this store: give it back, ask kvringd as
+		 * usual, and the commit asks for one of this size. */
 		*give_back = g->id;
 		g->id = 0;
 		return 0;
@@ -83,6 +91,17 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 	x->slots = calloc(1, sizeof(*x->slots));
 	if (!x->slots)
 		return 0; /* the round trip will say -ENOMEM if it must */
+	/* The early bind: sent, not waited for (kvr__stage_commit collects
+	 * it). A ring that stays full, or a break: ask kvringd as usual. */
+	bind.handle = g->id;
+	bind.keys = keys;
+	bind.sizes = sizes;
+	if (kvr__submit(c, &bind, kvr__wait_deadline_ns(c->timeout_ms),
+			&g->bind_req) < 0) {
+		free(x->slots);
+		x->slots = NULL;
+		return 0;
+	}
 	x->op = KVR_OP_PREPARE_STORE;
 	x->id = g->id;
 	x->nslots = 1;
@@ -90,7 +109,6 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 	x->slots[0].off = g->off;
 	x->slots[0].len = g->len;
 	x->slots[0].ptr = (char *)c->pool.base + g->off;
-	g->key = keys[0];
 	g->taken = true;
 	g->hits++;
 	return 1;
@@ -102,40 +120,108 @@ static bool is_staged(const struct kvr_client *c, const struct kvr_xfer *x)
 	return c->stage.taken && x->id && x->id == c->stage.id;
 }
 
-void kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
-		       struct kvr__submit_req *s)
+/* The wait for the early bind's answer ends when it is answered, or gone
+ * (a break freed it). */
+static bool bind_done(struct kvr_client *c, void *arg)
+{
+	struct kvr__pend *p = kvr__pend_find(c, *(uint64_t *)arg);
+
+	return !p || p->state == KVR_PEND_DONE;
+}
+
+/*
+ * Collect the early bind of the taken staged slot. Return 0 with *bound
+ * (true: the slot is a plain transfer of the key now; false: the key was
+ * stored already or being stored, the slot still staged), or -errno (the
+ * bind failed, or no answer in time: then an abort of the slot is owed,
+ * which frees it whichever it is).
+ */
+static int bind_result(struct kvr_client *c, bool *bound)
 {
 	struct kvr__stage *g = &c->stage;
+	uint64_t id = g->bind_req, xfer = g->id;
+	struct kvr__pend *p;
+	int rc;
+
+	g->bind_req = 0;
+	g->taken = false;
+	rc = kvr__wait(c, kvr__wait_deadline_ns(c->timeout_ms), bind_done, &id);
+	p = kvr__pend_find(c, id);
+	if (rc == 0 && p) {
+		int st = p->status;
+
+		*bound = st == 0 && p->value == 1 && p->handle == xfer;
+		kvr__pend_free(c, p);
+		if (st == 0)
+			return 0;
+		g->id = 0;
+		return kvr__client_fail(c, st,
+					"store-ahead: kvringd refused to bind "
+					"staged slot %llu: %s",
+					(unsigned long long)xfer,
+					kvr_strerror(st));
+	}
+	g->id = 0;
+	if (rc == -ETIMEDOUT && p && !c->broken) {
+		/* Its late answer is dropped; the abort frees the slot. */
+		p->state = KVR_PEND_ORPHAN;
+		p->x = NULL;
+		kvr__answer_undo(c, KVR_OP_PREPARE_STORE, xfer);
+		return kvr__client_fail(
+		    c, -ETIMEDOUT,
+		    "kvringd did not answer the store-ahead "
+		    "bind within %u ms (nothing was stored)",
+		    c->timeout_ms);
+	}
+	if (p)
+		kvr__pend_free(c, p);
+	if (rc < 0)
+		return rc;
+	return c->broken ? c->broken : -EPROTO;
+}
+
+int kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
+		      struct kvr__submit_req *s)
+{
+	struct kvr__stage *g = &c->stage;
+	bool bound = false;
 
 	if (!g->on)
-		return;
+		return 0;
 	if (is_staged(c, x)) {
-		/* kvr__sum_commit() put the one sum first, if summing. */
-		g->words[0] = g->key.lo;
-		g->words[1] = g->key.hi;
-		g->words[2] = x->slots[0].len;
-		g->words[KVR_BIND_WORDS] =
-		    (s->flags & KVR_REQ_SUMS) && s->words ? s->words[0] : 0;
-		s->words = g->words;
-		s->n = KVR_BIND_WORDS + ((s->flags & KVR_REQ_SUMS) ? 1u : 0u);
-		s->flags |= KVR_REQ_BIND;
-		/* The answer brings a next slot, or this one back. */
-		g->id = 0;
-		g->taken = false;
+		int rc = bind_result(c, &bound);
+
+		if (rc < 0)
+			return rc;
+		if (!bound) {
+			/* Rule 1: nothing to store, and the copy was wasted:
+			 * ask kvringd first for the next ones. */
+			g->skip = true;
+			g->wasted++;
+			return 1;
+		}
+		g->id = 0; /* a plain transfer now: s commits it */
 	}
 	if (!g->id && !g->asked && x->nslots == 1) {
 		s->flags |= KVR_REQ_STAGE;
 		g->asked = true;
 	}
+	return 0;
 }
 
 bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x)
 {
+	bool bound = false;
+
 	if (!is_staged(c, x))
 		return false;
-	/* Nothing to tell kvringd: the slot is still staged, and whatever
-	 * the caller wrote into it is never published. */
-	c->stage.taken = false;
+	/* Whatever the caller wrote is never published. A slot still staged
+	 * (the key was stored) stays ours; a bound one, or one whose bind
+	 * failed, is given back with an owed abort. */
+	if (bind_result(c, &bound) == 0 && bound) {
+		kvr__answer_undo(c, KVR_OP_PREPARE_STORE, c->stage.id);
+		c->stage.id = 0;
+	}
 	kvr_xfer_free(x);
 	return true;
 }
@@ -150,7 +236,7 @@ uint64_t kvr__stage_answer(struct kvr_client *c, const struct kvr__pend *p,
 	if (p->op == KVR_OP_PREPARE_STORE) {
 		/* A prepare asked kvringd and found a new key: duplicates
 		 * are over, stage again. */
-		if (h->status == 0 && h->count == 1 &&
+		if (!p->bind && h->status == 0 && h->count == 1 &&
 		    sd[0].status == KVR_SLOT_OK)
 			g->skip = false;
 		return 0;
@@ -159,11 +245,6 @@ uint64_t kvr__stage_answer(struct kvr_client *c, const struct kvr__pend *p,
 		return 0;
 	if (p->stage_ask)
 		g->asked = false;
-	if (h->status == 0 && p->bind &&
-	    (h->value & KVR_COMMIT_OUTCOME_MASK) != KVR_SLOT_OK) {
-		g->skip = true; /* the copy was wasted: ask first next time */
-		g->wasted++;
-	}
 	if (h->status != 0 || h->count != 1)
 		return 0;
 	if (g->id || g->taken || p->state == KVR_PEND_ORPHAN)

@@ -104,36 +104,64 @@ static long lookup1(struct kvr_client *c, uint64_t i)
 	return kvr_lookup(c, &k, 1, NULL);
 }
 
-Test(store_ahead, stores_in_one_round_trip_when_on)
+Test(store_ahead, prepares_without_waiting_for_kvringd_when_on)
 {
 	struct kvr_client *c = connect_ahead("1");
 	struct kvr_client *other = wsrv_connect(&srv, 0, 5000);
+	struct kvr_key k = key(1);
+	uint64_t size = CHUNK;
+	struct kvr_xfer x;
+	int rc;
 
-	for (uint64_t i = 0; i < 10; i++) {
+	cr_assert_eq(store1(c, 0), KVR_SLOT_OK); /* asks, gets a slot */
+	/* kvringd frozen: a prepare that waited for it would time out. */
+	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+	rc = kvr_prepare_store(c, &k, &size, 1, &x);
+	kill(srv.pid, SIGCONT);
+	cr_assert_eq(rc, 0, "prepare_store: %d %s", rc, kvr_client_errmsg(c));
+	cr_assert_eq(x.slots[0].status, KVR_SLOT_OK);
+	wsrv_fill(&k, x.slots[0].ptr, CHUNK);
+	cr_assert_eq(kvr_commit_store(c, &x), 0, "%s", kvr_client_errmsg(c));
+	/* Published before the commit returned. */
+	cr_expect_eq(lookup1(other, 1), 1);
+	for (uint64_t i = 2; i < 10; i++) {
 		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-		/* Published before the commit returned. */
 		cr_expect_eq(lookup1(other, i), 1, "key %llu not visible",
 			     (unsigned long long)i);
 	}
-	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 10), 10u);
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, 1), 1u,
-		     "only the first store asked kvringd to prepare");
+	cr_expect_eq(reqs(c, KVR_OP_COMMIT_STORE, 10), 10u);
 	for (uint64_t i = 0; i < 10; i++) {
-		struct kvr_key k = key(i);
-
+		k = key(i);
 		cr_expect_eq(wsrv_retrieve_check(other, &k, 1, CHUNK), 1u);
 	}
 	kvr_close(other);
 	kvr_close(c);
 }
 
-Test(store_ahead, asks_kvringd_for_every_store_when_off)
+/* @c's channel holds no reservation once its counters are published. */
+struct chan_wait {
+	uint32_t ch;
+};
+
+static bool chan_reserves_nothing(void *arg)
+{
+	struct chan_wait *w = arg;
+
+	return T_CSTAT(&srv.t, w->ch, reserved_bytes) == 0 &&
+	       T_CSTAT(&srv.t, w->ch, transfers) == 0;
+}
+
+Test(store_ahead, holds_nothing_at_rest_when_off)
 {
 	struct kvr_client *c = connect_ahead("0");
+	struct chan_wait w = {kvr_client_info(c)->channel};
 
 	for (uint64_t i = 0; i < 4; i++)
 		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, 4), 4u);
+	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 4), 4u);
+	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
+		  "%llu bytes reserved",
+		  (unsigned long long)T_CSTAT(&srv.t, w.ch, reserved_bytes));
 	kvr_close(c);
 }
 
@@ -152,23 +180,18 @@ Test(store_ahead, refuses_to_connect_when_the_variable_is_not_0_or_1)
 Test(store_ahead, stores_nothing_twice_and_asks_first_after_a_duplicate)
 {
 	struct kvr_client *c = connect_ahead("1");
-	uint64_t before;
 
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK); /* asks, stages */
 	cr_assert_eq(store1(c, 2), KVR_SLOT_OK); /* staged */
 	/* Staged again: the copy is made, and the bind finds the key. */
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK);
 	cr_expect_eq(lookup1(c, 1), 1);
-	before = reqs(c, KVR_OP_PREPARE_STORE, 1);
-	cr_expect_eq(before, 1u);
-	/* The next duplicate is asked for first: no copy. */
+	/* The next duplicate is asked for first: EXISTS, no copy. */
 	cr_expect_eq(store1(c, 2), KVR_SLOT_EXISTS);
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, before + 1), before + 1);
+	cr_expect_eq(store1(c, 1), KVR_SLOT_EXISTS);
 	/* A new key asked for turns store-ahead back on. */
 	cr_expect_eq(store1(c, 3), KVR_SLOT_OK);
 	cr_expect_eq(store1(c, 4), KVR_SLOT_OK);
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, before + 2), before + 2,
-		     "key 4 was prepared from the staged slot");
 	for (uint64_t i = 1; i <= 4; i++) {
 		struct kvr_key k = key(i);
 
@@ -269,7 +292,6 @@ Test(store_ahead, sends_the_checksum_in_the_bind)
 	c = connect_ahead("1");
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK);
 	cr_assert_eq(store1(c, 2), KVR_SLOT_OK); /* bound, with its sum */
-	cr_assert_eq(reqs(c, KVR_OP_PREPARE_STORE, 1), 1u);
 	cr_expect_eq(wsrv_retrieve_check(c, &k, 1, CHUNK), 1u);
 	/* Damage it in the pool: only a kept sum can tell. */
 	cr_assert_eq(kvr_prepare_retrieve(c, &k, 1, &x), 0);
@@ -286,12 +308,16 @@ Test(store_ahead, sends_the_checksum_in_the_bind)
 Test(store_ahead, is_off_under_the_copy_transport)
 {
 	struct kvr_client *c;
+	struct chan_wait w;
 
 	setenv("KVRING_STORE_AHEAD", "1", 1);
 	c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
+	w.ch = kvr_client_info(c)->channel;
 	for (uint64_t i = 0; i < 3; i++)
 		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, 3), 3u);
+	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 3), 3u);
+	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
+		  "a staged slot under the copy transport");
 	for (uint64_t i = 0; i < 3; i++) {
 		struct kvr_key k = key(i);
 
@@ -472,13 +498,11 @@ Test(store_ahead, stores_on_when_the_staged_slot_outlived_half_its_life)
 	c = connect_ahead("1");
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK); /* asks, gets a slot */
 	cr_assert_eq(store1(c, 2), KVR_SLOT_OK); /* staged */
-	cr_assert_eq(reqs(c, KVR_OP_PREPARE_STORE, 1), 1u);
 	/* Past both staged slots' deadline: kvringd reclaims them. */
 	wsrv_sleep_ms(900);
 	cr_expect(t_wait_until(expired_some, NULL, 2000),
 		  "kvringd reclaimed no staged slot");
 	cr_assert_eq(store1(c, 3), KVR_SLOT_OK, "asked kvringd instead");
-	cr_expect_eq(reqs(c, KVR_OP_PREPARE_STORE, 2), 2u);
 	for (uint64_t i = 1; i <= 3; i++) {
 		struct kvr_key k = key(i);
 
@@ -519,14 +543,116 @@ Test(store_ahead, stages_no_more_than_the_reserve_quota_allows)
 		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
 		cr_expect_leq(T_CSTAT(&srv.t, ch, reserved_bytes), 96u << 10);
 	}
-	cr_expect_lt(reqs(c, KVR_OP_PREPARE_STORE, 1), 6u,
-		     "it staged where the quota allowed");
 	cr_expect_gt(T_CSTAT(&srv.t, ch, quota_denied), 0u,
 		     "the spare was refused");
 	for (uint64_t i = 0; i < 6; i++) {
 		struct kvr_key k = key(i);
 
 		cr_expect_eq(wsrv_retrieve_check(c, &k, 1, CHUNK), 1u);
+	}
+	kvr_close(c);
+}
+
+Test(store_ahead, binds_early_then_commits_the_bound_slot_plainly)
+{
+	struct kvr_slot_desc sd;
+	struct kvr_key k = key(3), k1 = key(1);
+	uint64_t id, size = CHUNK;
+	struct ans a;
+
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &raw), 0);
+	id = raw_store_and_stage(1, CHUNK, &sd);
+	/* The early bind of a stored key: EXISTS, no transfer, still
+	 * staged (a plain commit of it is still refused). */
+	cr_assert_gt(
+	    raw_call(KVR_OP_PREPARE_STORE, id, KVR_REQ_BIND, &k1, &size, 1, &a),
+	    0);
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(a.sd[0].status, KVR_SLOT_EXISTS);
+	cr_expect_eq(a.h.handle, 0u);
+	cr_assert_gt(raw_call(KVR_OP_COMMIT_STORE, id, 0, NULL, NULL, 0, &a),
+		     0);
+	cr_expect_eq(a.h.status, -EINVAL);
+	/* A new key: the staged slot, now a plain transfer of it. */
+	cr_assert_gt(
+	    raw_call(KVR_OP_PREPARE_STORE, id, KVR_REQ_BIND, &k, &size, 1, &a),
+	    0);
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(a.sd[0].status, KVR_SLOT_OK);
+	cr_expect_eq(a.sd[0].off, sd.off);
+	cr_expect_eq(a.h.handle, id);
+	cr_expect_eq(raw_lookup1(3), 0u, "bound is not published");
+	cr_assert_gt(raw_call(KVR_OP_COMMIT_STORE, id, 0, NULL, NULL, 0, &a),
+		     0);
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(raw_lookup1(3), 1u);
+	/* Another id, or the same one again: unknown. */
+	cr_assert_gt(
+	    raw_call(KVR_OP_PREPARE_STORE, id, KVR_REQ_BIND, &k, &size, 1, &a),
+	    0);
+	cr_expect_eq(a.h.status, -ENOENT);
+	t_raw_close(&raw);
+}
+
+/* A one-key store of key(i), @size bytes, prepared while kvringd is
+ * frozen: only a staged prepare can answer then. Returns the prepare's
+ * code (a prepare that waits for kvringd times out after 300 ms). */
+static int store_frozen(uint64_t i, uint64_t size)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 300);
+	static struct kvr_client *c;
+	struct kvr_key k = key(i);
+	struct kvr_xfer x;
+	char err[256];
+	int rc;
+
+	if (!c) {
+		setenv("KVRING_STORE_AHEAD", "1", 1);
+		cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s",
+			     err);
+	}
+	kill(srv.pid, SIGSTOP);
+	rc = kvr_prepare_store(c, &k, &size, 1, &x);
+	kill(srv.pid, SIGCONT);
+	if (rc == 0) {
+		cr_assert_eq(x.slots[0].status, KVR_SLOT_OK);
+		wsrv_fill(&k, x.slots[0].ptr, size);
+		cr_assert_eq(kvr_commit_store(c, &x), 0, "%s",
+			     kvr_client_errmsg(c));
+	} else {
+		/* Not staged: store it the usual way to go on. The timed
+		 * out prepare reserved the key; the abort the library owes
+		 * for it goes out with the next request, so a retry finds
+		 * the key free. */
+		for (int t = 0; t < 20; t++) {
+			cr_assert_eq(kvr_prepare_store(c, &k, &size, 1, &x), 0);
+			if (x.slots[0].status == KVR_SLOT_OK)
+				break;
+			cr_assert_eq(kvr_commit_store(c, &x), 0);
+			wsrv_sleep_ms(10);
+		}
+		cr_assert_eq(x.slots[0].status, KVR_SLOT_OK);
+		wsrv_fill(&k, x.slots[0].ptr, size);
+		cr_assert_eq(kvr_commit_store(c, &x), 0);
+	}
+	return rc;
+}
+
+Test(store_ahead, stages_again_when_the_chunk_size_changes)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+
+	cr_expect_neq(store_frozen(1, CHUNK), 0, "the first store asks");
+	cr_expect_eq(store_frozen(2, CHUNK), 0, "then it is staged");
+	cr_expect_neq(store_frozen(3, 2 * CHUNK), 0, "another size asks");
+	cr_expect_eq(store_frozen(4, 2 * CHUNK), 0, "and is staged again");
+	cr_expect_eq(store_frozen(5, 2 * CHUNK), 0);
+	for (uint64_t i = 1; i <= 5; i++) {
+		struct kvr_key k = key(i);
+
+		cr_expect_eq(
+		    wsrv_retrieve_check(c, &k, 1, i < 3 ? CHUNK : 2 * CHUNK),
+		    1u);
 	}
 	kvr_close(c);
 }

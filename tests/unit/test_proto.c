@@ -837,3 +837,22 @@ Test(proto, encode_refuses_a_bind_that_parse_would_refuse)
 	v.hdr.count = 3; /* the sum left out */
 	cr_expect_eq(kvr_req_encode(&v, buf, sizeof(buf)), -EINVAL);
 }
+
+Test(proto, parse_takes_an_early_bind_only_for_one_key)
+{
+	uint8_t buf[256];
+	struct kvr_req_view v;
+	size_t len;
+
+	for (uint32_t n = 0; n < 3; n++) {
+		len = mk_req(buf, KVR_OP_PREPARE_STORE, n, KVR_REQ_BIND);
+		cr_expect_eq(
+		    kvr_req_parse(KVR_OP_PREPARE_STORE, buf, len, 16, &v),
+		    n == 1 ? 0 : -EBADMSG, "count %u", n);
+	}
+	len = mk_req(buf, KVR_OP_PREPARE_STORE, 1, KVR_REQ_BIND);
+	cr_assert_eq(kvr_req_parse(KVR_OP_PREPARE_STORE, buf, len, 16, &v), 0);
+	cr_expect_not_null(v.keys);
+	cr_expect_not_null(v.sizes);
+	cr_expect_null(v.words);
+}

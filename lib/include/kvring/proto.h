@@ -98,6 +98,13 @@ enum kvr_op {
  *     bound size). The answer then carries it: count 1, the slot OK,
  *     handle its id, value bits 32..63 its lifetime in ms. No room, a
  *     quota or too many transfers: count 0, and the commit still stands.
+ *   prepare_store + BIND (the early bind): handle is a staged slot, count
+ *     1: the key and size it is for. kvringd gives the slot that key and
+ *     size but does not commit it: the answer is a prepare's, one slot,
+ *     OK with handle = the staged id (now a plain store transfer: commit
+ *     or abort it), or EXISTS / BUSY with handle 0 (rule 1; the slot
+ *     stays staged). libkvring sends it at the local prepare, without
+ *     waiting, so the bind overlaps the caller's copy.
  *   commit_store + BIND: handle is a staged slot, and the words are
  *     KVR_BIND_WORDS u64 (key lo, key hi, size), plus the sum with SUMS.
  *     The server gives the slot that key and size and commits it. Value
