@@ -10,7 +10,7 @@
  * timed-out sync call created on the server (a reservation, a pin, a
  * lease), so nothing leaks and no caller memory is touched after its call
  * returned. Both transports call kvr__answer with a private copy of the
- * record; it never sends (an undo is queued for submit.c).
+ * record; it never sends (an undo is queued with kvr__submit_owe()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,41 +37,6 @@ static void record_rtt(struct kvr_client *c, const struct kvr__pend *p,
 	if (k >= 0 && now > p->sent_ns)
 		kvr_hist_add(&c->obs->worker_rtt[k], now - p->sent_ns,
 			     c->rtt_every);
-}
-
-/*
- * Owe an undo for what an abandoned request created on the server. Only
- * queued here: this runs while an answer is handled, possibly in the middle
- * of a copy-transport send, where writing another frame would corrupt the
- * stream. kvr__submit() sends it at the start of the next request. Only
- * when the queue cannot grow (out of memory) is it dropped; the server
- * still frees it when this channel closes.
- */
-void kvr__answer_undo(struct kvr_client *c, uint32_t op, uint64_t handle)
-{
-	uint32_t uop;
-
-	if (!handle || c->broken)
-		return;
-	if (op == KVR_OP_PREPARE_STORE)
-		uop = KVR_OP_ABORT_STORE;
-	else if (op == KVR_OP_PREPARE_RETRIEVE)
-		uop = KVR_OP_COMMIT_RETRIEVE;
-	else if (op == KVR_OP_LOOKUP)
-		uop = KVR_OP_RELEASE;
-	else
-		return;
-	if (c->undo_n == c->undo_cap) {
-		uint32_t cap = c->undo_cap ? 2 * c->undo_cap : 16;
-		struct kvr__submit_undo *q = realloc(c->undo, cap * sizeof(*q));
-
-		if (!q)
-			return;
-		c->undo = q;
-		c->undo_cap = cap;
-	}
-	c->undo[c->undo_n++] =
-	    (struct kvr__submit_undo){.op = uop, .handle = handle};
 }
 
 /* Build the caller's slot array from a validated answer: status, offset
@@ -224,7 +189,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		uint64_t extra = kvr__stage_answer(c, p, &h, sd);
 
 		if (extra) /* a staged slot nobody will use */
-			kvr__answer_undo(c, KVR_OP_PREPARE_STORE, extra);
+			kvr__submit_owe(c, KVR_OP_PREPARE_STORE, extra);
 	}
 
 	/* Nobody wants the slots; a payload that follows them (the socket
@@ -241,7 +206,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 			kvr__pend_free(c, p);
 			if (orphan && st == 0)
-				kvr__answer_undo(c, op, h.handle);
+				kvr__submit_owe(c, op, h.handle);
 		}
 		return 0;
 	}
@@ -288,7 +253,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		if (rc < 0) {
 			/* No memory for the slots: undo on the server. */
 			st = -ENOMEM;
-			kvr__answer_undo(c, op, h.handle);
+			kvr__submit_owe(c, op, h.handle);
 		}
 	}
 	if (op == KVR_OP_STATS && st == 0 && p->stats)

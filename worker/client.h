@@ -356,6 +356,12 @@ int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
 int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
 		uint64_t deadline, uint64_t *id_out);
 
+/* Owe an undo for what an answer created on the server that nobody will
+ * use: @op is the request that created @handle (a PREPARE_STORE's
+ * transfer, a staged slot, a retrieve, a lease). Sent by the next
+ * submit, never from here. */
+void kvr__submit_owe(struct kvr_client *c, uint32_t op, uint64_t handle);
+
 /* ---- answer.c: validating, matching and applying answers ---- */
 
 /* Handle one answer record (a private copy, never shared memory): parse,
@@ -363,12 +369,6 @@ int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
  * complete the request. Return 0 or a fatal -errno (client broken). */
 int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		size_t len);
-
-/* Owe an undo for what an answer created on the server that nobody will
- * use: @op is the request that created @handle (a PREPARE_STORE's
- * transfer, a staged slot, a retrieve, a lease). Sent by the next
- * submit, never from here. */
-void kvr__answer_undo(struct kvr_client *c, uint32_t op, uint64_t handle);
 
 /* ---- stage.c: store-ahead (one staged slot per channel) ---- */
 

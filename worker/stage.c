@@ -166,7 +166,7 @@ static int bind_result(struct kvr_client *c, bool *bound)
 		/* Its late answer is dropped; the abort frees the slot. */
 		p->state = KVR_PEND_ORPHAN;
 		p->x = NULL;
-		kvr__answer_undo(c, KVR_OP_PREPARE_STORE, xfer);
+		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, xfer);
 		return kvr__client_fail(
 		    c, -ETIMEDOUT,
 		    "kvringd did not answer the store-ahead "
@@ -219,7 +219,7 @@ bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x)
 	 * (the key was stored) stays ours; a bound one, or one whose bind
 	 * failed, is given back with an owed abort. */
 	if (bind_result(c, &bound) == 0 && bound) {
-		kvr__answer_undo(c, KVR_OP_PREPARE_STORE, c->stage.id);
+		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, c->stage.id);
 		c->stage.id = 0;
 	}
 	kvr_xfer_free(x);
