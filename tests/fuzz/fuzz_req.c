@@ -4,10 +4,12 @@
  * choose the record type, the rest is the record body exactly as a hostile
  * worker could leave it in its request ring. kvr_req_parse() must either
  * refuse it or hand back a view whose every array lies inside the input;
- * the target reads every key and size to let ASan prove it.
+ * the target reads every key and size to let ASan prove it, and a
+ * store-ahead bind it passes must carry exactly its words.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <kvring/proto.h>
@@ -30,6 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(rec, data + 2, size - 2);
 	if (kvr_req_parse(type, rec, size - 2, 512, &v) != 0)
 		return 0;
+	/* A bind's words are read as key lo, key hi, size (and the sum):
+	 * the decoder must never pass one with another count. */
+	if (v.op == KVR_OP_COMMIT_STORE && (v.hdr.flags & KVR_REQ_BIND) &&
+	    (v.hdr.count !=
+		 KVR_BIND_WORDS + ((v.hdr.flags & KVR_REQ_SUMS) ? 1u : 0u) ||
+	     !v.words))
+		abort();
 	for (uint32_t i = 0; i < v.hdr.count; i++) {
 		/* Keys, or the u64 words of a commit (checksums). */
 		if (v.keys)

@@ -33,6 +33,18 @@ write("fuzz_req", "commit", req(4, 0, handle=9))
 write("fuzz_req", "retrieve_lease", req(6, 0, flags=2, handle=5))
 write("fuzz_req", "ping", req(8, 0))
 
+
+def commit_words(flags, handle, words):
+    body = struct.pack("<QQIIQ", 7, handle, len(words), flags, 0)
+    return struct.pack("<H", 4) + body + b"".join(struct.pack("<Q", w) for w in words)
+
+
+# Store-ahead (protocol 7): a bind (key lo, key hi, size), a bind with its
+# sum, a commit that only asks for a staged slot.
+write("fuzz_req", "bind", commit_words(0x20, 9, [5, 7, 65536]))
+write("fuzz_req", "bind_sum", commit_words(0x20 | 0x40 | 0x8, 9, [5, 7, 65536, 0x5EED]))
+write("fuzz_req", "stage", commit_words(0x40, 9, []))
+
 ns = b"llama-3-8b".ljust(64, b"\0") + struct.pack("<8I", 32, 8, 128, 2, 0, 1, 256, 0)
 hello = struct.pack("<IIIi", 0x4B565250, 1, 0, 1234) + ns
 write("fuzz_hello", "hello", b"\x01" + hello)
