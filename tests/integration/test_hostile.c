@@ -2025,6 +2025,77 @@ Test(hostile,
 	finish();
 }
 
+/*
+ * A bind of a key another channel is storing right now answers BUSY and
+ * one of a key already stored EXISTS (rule 1: success, nothing stored):
+ * the staged slot goes back to its worker under the same id, the other
+ * worker's bytes are what a reader gets, and the slot still binds a new
+ * key afterwards.
+ */
+Test(hostile, bind_of_a_key_being_stored_elsewhere_is_busy_and_keeps_the_slot)
+{
+	struct kvr_key k = bad_key(13400);
+	const struct kvr_slot_desc *sl;
+	uint64_t id, sz = SA_CHUNK, other;
+	struct kvr_slot_desc sd;
+	struct t_raw r1, r2;
+	union ans a;
+
+	expect_good_progress(10, "before");
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r1), 0, "%s", r1.w.reason);
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r2), 0, "%s", r2.w.reason);
+	id = sa_store_and_stage(&r1, 13401, &sd);
+	cr_assert_neq(id, 0, "no staged slot handed out");
+	/* r2 reserves the key and writes its bytes, not committed yet. */
+	cr_assert_gt(t_raw_call(&r2, KVR_OP_PREPARE_STORE, 0, 0, &k, &sz, 1, &a,
+				sizeof(a)),
+		     0);
+	cr_assert_eq(a.h.status, 0);
+	sl = ans_slots(&a);
+	cr_assert_eq(sl[0].status, KVR_SLOT_OK);
+	memset((char *)r2.pool + sl[0].off, 0x77, SA_CHUNK);
+	other = a.h.handle;
+	memset((char *)r1.pool + sd.off, 0x11, SA_CHUNK);
+	cr_expect_eq(sa_bind(&r1, id, 0, 13400, SA_CHUNK, &a), 0);
+	cr_expect_eq(a.h.value & KVR_COMMIT_OUTCOME_MASK, KVR_SLOT_BUSY,
+		     "bind of a reserved key: outcome %llu",
+		     (unsigned long long)(a.h.value & KVR_COMMIT_OUTCOME_MASK));
+	cr_expect_eq(a.h.count, 1u, "the staged slot did not come back");
+	cr_expect_eq(a.h.handle, id, "another slot came back");
+	cr_assert_gt(t_raw_call(&r2, KVR_OP_COMMIT_STORE, other, 0, NULL, NULL,
+				0, &a, sizeof(a)),
+		     0);
+	cr_expect_eq(a.h.status, 0, "the other worker's store failed");
+	cr_expect_eq(sa_bind(&r1, id, 0, 13400, SA_CHUNK, &a), 0);
+	cr_expect_eq(a.h.value & KVR_COMMIT_OUTCOME_MASK, KVR_SLOT_EXISTS);
+	cr_expect_eq(a.h.handle, id);
+	/* A reader gets r2's bytes, not the staged slot's. */
+	cr_assert_gt(t_raw_call(&r1, KVR_OP_PREPARE_RETRIEVE, 0, 0, &k, NULL, 1,
+				&a, sizeof(a)),
+		     0);
+	cr_assert_eq(a.h.count, 1u);
+	sl = ans_slots(&a);
+	cr_expect_eq(sl[0].len, SA_CHUNK);
+	for (uint64_t j = 0; j < SA_CHUNK; j += 997)
+		cr_assert_eq(((unsigned char *)r1.pool)[sl[0].off + j], 0x77,
+			     "byte %llu is not the committed store's",
+			     (unsigned long long)j);
+	other = a.h.handle;
+	cr_assert_gt(t_raw_call(&r1, KVR_OP_COMMIT_RETRIEVE, other, 0, NULL,
+				NULL, 0, &a, sizeof(a)),
+		     0);
+	cr_expect_eq(a.h.status, 0);
+	cr_expect_eq(sa_bind(&r1, id, 0, 13402, SA_CHUNK, &a), 0);
+	cr_expect_eq(a.h.value & KVR_COMMIT_OUTCOME_MASK, KVR_SLOT_OK,
+		     "the slot no longer binds");
+	cr_expect_eq(sa_lookup(&r2, 13402), 1u);
+	t_raw_close(&r1);
+	t_raw_close(&r2);
+	expect_good_progress(20, "after the busy binds");
+	expect_no_leak("after the busy binds");
+	finish();
+}
+
 /* The channel of *arg holds exactly two staged slots' bytes. */
 static bool chan_reserves_two(void *arg)
 {
