@@ -690,6 +690,33 @@ class ServerLifetimeTest(unittest.TestCase):
                         "process that started it" % pid)
 
 
+class PinQuotaTest(unittest.TestCase):
+    def test_retrieve_cut_by_the_pin_quota_says_why(self):
+        # Pins count per owner: a lookup's lease and a retrieve by keys
+        # each pin the 4 chunks, and 6 chunks of quota cut the retrieve
+        # at 2. The call succeeds; the sentence must not be lost.
+        srv = Server()
+        srv.extra = ["--quota-pinned", str(6 * CHUNK)]
+        srv.start()
+        try:
+            with kvring.connect(socket=srv.sock, **LAYOUT) as c:
+                keys = c.keys(tokens(41, 4))
+                self.assertEqual(store_all(c, keys), 4)
+                hits, lease = c.lookup(keys, pin=True)
+                self.assertEqual(hits, 4)
+                with self.assertWarns(RuntimeWarning) as w:
+                    tx = c.retrieve(keys)
+                self.assertEqual(len(tx.slots), 2)
+                self.assertIn("--quota-pinned", tx.note)
+                self.assertIn("--quota-pinned", str(w.warning))
+                tx.commit()
+                tx = c.retrieve(lease=lease)  # the lease's own pins
+                self.assertEqual((len(tx.slots), tx.note), (4, ""))
+                tx.commit()
+        finally:
+            srv.stop()
+
+
 class ReadmeQuickStartTest(unittest.TestCase):
     def test_docstring_example_runs_verbatim_against_a_server(self):
         srv = Server()

@@ -290,6 +290,9 @@ class _Tx(object):
         self._filled = False
         self.slots: List[Slot] = []
         self._readonly = readonly
+        # What the library said about a call that succeeded (retrieve:
+        # the pin quota cut the prefix), else "".
+        self.note = ""
 
     def _fill(self) -> None:
         self._filled = True
@@ -713,6 +716,12 @@ class Client(object):
                 self._handle(), k._ptr(), len(k), ctypes.byref(tx._x))
         self._check(rc)
         tx._fill()
+        # A success can carry a sentence: the pin quota cut the prefix
+        # (fewer slots than a lookup reported, and why). Kept as tx.note
+        # and warned once per call site, never silent.
+        tx.note = self._errmsg()
+        if tx.note:
+            warnings.warn("kvring: " + tx.note, RuntimeWarning, stacklevel=2)
         return tx
 
     def ping(self) -> int:
