@@ -157,6 +157,24 @@ static bool failed(struct st_shm *sh)
 	return atomic_load_explicit(&sh->failed, memory_order_relaxed) != 0;
 }
 
+/*
+ * A failure was flagged, maybe by the other process, which may still be
+ * writing its message (failed 1, not yet 2): wait up to a second for it
+ * before that process is killed. Without this, a kill that landed
+ * between st_fail's claim and its message left the negative control
+ * with an empty message under load ("message: ").
+ */
+static void wait_message(struct st_shm *sh)
+{
+	uint64_t until = kvr_clock_now_ns() + 1000000000ull;
+
+	/* Acquire: pairs with st_fail's release of 2; the message is
+	 * complete once 2 is seen. */
+	while (atomic_load_explicit(&sh->failed, memory_order_acquire) == 1 &&
+	       kvr_clock_now_ns() < until)
+		usleep(1000);
+}
+
 static void bump(_Atomic uint64_t *c)
 {
 	/* Relaxed: single writer, read after join/waitpid. */
@@ -506,8 +524,10 @@ static struct st_shm *run_pair(const struct st_cfg *cfg, bool fork_it)
 		if (run.peer > 0) {
 			int status;
 
-			if (failed(sh))
+			if (failed(sh)) {
+				wait_message(sh);
 				kill(run.peer, SIGKILL);
+			}
 			cr_assert_eq(waitpid(run.peer, &status, 0), run.peer);
 			if (!failed(sh))
 				cr_expect(WIFEXITED(status) &&
