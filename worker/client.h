@@ -372,9 +372,10 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 /* ---- stage.c: store-ahead (one staged slot per channel) ---- */
 
-/* $KVRING_STORE_AHEAD: 0 off (unset), 1 on, or -EINVAL with the sentence
- * in errbuf. */
-int kvr__stage_mode(char *errbuf, size_t errlen);
+/* opts.store_ahead, else $KVRING_STORE_AHEAD (0 off, unset: off): 1 on,
+ * 0 off, or -EINVAL with the sentence in errbuf. */
+int kvr__stage_mode(const struct kvr_client_opts *o, char *errbuf,
+		    size_t errlen);
 /* Set the mode once the transport is chosen: @on only under the ring
  * (the copy transport's payload follows a prepare's slots, which a staged
  * slot never had). */

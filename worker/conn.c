@@ -543,7 +543,7 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 	every = rtt_sample_env(errbuf, errlen);
 	if (every < 0)
 		return every;
-	ahead = kvr__stage_mode(errbuf, errlen);
+	ahead = kvr__stage_mode(o, errbuf, errlen);
 	if (ahead < 0)
 		return ahead;
 	rc = connect_once(o, t == KVR_TRANSPORT_COPY, out, &pool_failed, errbuf,

@@ -45,10 +45,22 @@ static uint64_t coarse_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int kvr__stage_mode(char *errbuf, size_t errlen)
+int kvr__stage_mode(const struct kvr_client_opts *o, char *errbuf,
+		    size_t errlen)
 {
 	const char *e = getenv("KVRING_STORE_AHEAD");
 
+	if (o->store_ahead == KVR_STORE_AHEAD_OFF ||
+	    o->store_ahead == KVR_STORE_AHEAD_ON)
+		return o->store_ahead == KVR_STORE_AHEAD_ON;
+	if (o->store_ahead != 0) {
+		snprintf(
+		    errbuf, errlen,
+		    "opts.store_ahead %u: expected 0 ($KVRING_STORE_AHEAD), "
+		    "KVR_STORE_AHEAD_OFF or KVR_STORE_AHEAD_ON",
+		    o->store_ahead);
+		return -EINVAL;
+	}
 	if (!e || !*e || strcmp(e, "0") == 0)
 		return 0;
 	if (strcmp(e, "1") == 0)
@@ -64,6 +76,7 @@ void kvr__stage_init(struct kvr_client *c, bool on)
 {
 	memset(&c->stage, 0, sizeof(c->stage));
 	c->stage.on = on;
+	c->info.store_ahead = on;
 }
 
 int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,

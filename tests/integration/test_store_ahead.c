@@ -177,6 +177,65 @@ Test(store_ahead, refuses_to_connect_when_the_variable_is_not_0_or_1)
 	cr_expect(strstr(err, "KVRING_STORE_AHEAD=yes"), "%s", err);
 }
 
+/* opts.store_ahead, for engines that configure in code: it wins over
+ * the variable both ways, is refused when unknown, and info says what is
+ * in effect. */
+Test(store_ahead, follows_the_option_over_the_variable)
+{
+	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
+	struct kvr_client *c = NULL;
+	struct kvr_key k = key(41);
+	uint64_t size = CHUNK;
+	struct chan_wait w;
+	struct kvr_xfer x;
+	char err[256] = "";
+	int rc;
+
+	/* On by the option alone: a prepare answered while kvringd is
+	 * frozen is the staged path. */
+	o.store_ahead = KVR_STORE_AHEAD_ON;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect(kvr_client_info(c)->store_ahead);
+	cr_assert_eq(store1(c, 40), KVR_SLOT_OK);
+	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+	rc = kvr_prepare_store(c, &k, &size, 1, &x);
+	kill(srv.pid, SIGCONT);
+	cr_assert_eq(rc, 0, "prepare_store: %d %s", rc, kvr_client_errmsg(c));
+	wsrv_fill(&k, x.slots[0].ptr, CHUNK);
+	cr_assert_eq(kvr_commit_store(c, &x), 0, "%s", kvr_client_errmsg(c));
+	cr_expect_eq(lookup1(c, 41), 1);
+	kvr_close(c);
+
+	/* Off by the option although the variable says on. */
+	setenv("KVRING_STORE_AHEAD", "1", 1);
+	o.store_ahead = KVR_STORE_AHEAD_OFF;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect(!kvr_client_info(c)->store_ahead);
+	w.ch = kvr_client_info(c)->channel;
+	for (uint64_t i = 42; i < 45; i++)
+		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
+	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 3), 3u);
+	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
+		  "a staged slot although opts.store_ahead is off");
+	kvr_close(c);
+
+	/* On, but under the copy transport: not in effect, and said so. */
+	o.store_ahead = KVR_STORE_AHEAD_ON;
+	o.transport = KVR_TRANSPORT_COPY;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect(!kvr_client_info(c)->store_ahead);
+	kvr_close(c);
+	unsetenv("KVRING_STORE_AHEAD");
+
+	/* Anything else is refused, with the value named. */
+	o.transport = 0;
+	o.store_ahead = 7;
+	c = NULL;
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
+	cr_expect_null(c);
+	cr_expect(strstr(err, "opts.store_ahead 7"), "%s", err);
+}
+
 Test(store_ahead, stores_nothing_twice_and_asks_first_after_a_duplicate)
 {
 	struct kvr_client *c = connect_ahead("1");

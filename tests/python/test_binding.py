@@ -626,6 +626,27 @@ class PythonApiTest(BindingTest):
             c.submit_flush()
             c.submit_flush()  # harmless without a hold
 
+    def test_store_ahead_follows_connect_over_the_variable(self):
+        with self.connect(store_ahead=True) as c:
+            self.assertTrue(c.store_ahead)
+            # One-key stores: the path store-ahead serves.
+            k = c.keys(tokens(9051, 3))
+            for i in range(3):
+                self.assertEqual(store_all(c, k[i:i + 1]), 1)
+            self.assertEqual(c.lookup(k), 3)
+            self.assertEqual(self.run_child(child_retrieve, self.srv.sock,
+                                            list(k), None), ("ok", 3))
+        os.environ["KVRING_STORE_AHEAD"] = "1"
+        try:
+            with self.connect(store_ahead=False) as c:
+                self.assertFalse(c.store_ahead)
+            with self.connect() as c:
+                self.assertTrue(c.store_ahead)
+        finally:
+            del os.environ["KVRING_STORE_AHEAD"]
+        with self.assertRaises(ValueError):
+            self.connect(store_ahead="yes")
+
     def test_reap_reports_error_when_request_fails(self):
         with self.connect() as c:
             keys = c.keys(tokens(25, 1))

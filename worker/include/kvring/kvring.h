@@ -89,7 +89,15 @@ struct kvr_client_opts {
 	/* Additions (v0.3): per-chunk checksums, KVR_CHECKSUM_*. 0 takes
 	 * $KVRING_CHECKSUM (off, on or verify), else off. */
 	uint32_t checksum;
+	/* Store-ahead (docs/storage.md), KVR_STORE_AHEAD_OFF or _ON; 0
+	 * takes $KVRING_STORE_AHEAD (0 or 1), else off. Ring transport
+	 * only: under the copy transport it stays off. */
+	uint32_t store_ahead;
 };
+
+#define KVR_STORE_AHEAD_OFF                                                    \
+	1u		      /* explicitly off ($KVRING_STORE_AHEAD ignored) */
+#define KVR_STORE_AHEAD_ON 2u /* one round trip per one-key store */
 
 /*
  * Per-chunk checksums (docs/reliability.md, "Checksums"). Off by default.
@@ -132,6 +140,9 @@ struct kvr_client_info {
 	 * top (the Python torch context, the vLLM connector) can verify
 	 * under _ON without parsing the environment again. */
 	uint32_t checksum;
+	/* Whether store-ahead is in effect (opts.store_ahead, else
+	 * $KVRING_STORE_AHEAD, and the ring transport). */
+	bool store_ahead;
 };
 
 /*

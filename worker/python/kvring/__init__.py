@@ -561,7 +561,8 @@ class Client(object):
     Attributes: transport ('shm', 'memfd' or 'copy'), channel, pool_bytes,
     pool_name, max_keys, attach_ms, server_pid, debug (one log line),
     checksum ('off', 'on' or 'verify': the mode in effect, from
-    connect(checksum=...) or $KVRING_CHECKSUM),
+    connect(checksum=...) or $KVRING_CHECKSUM), store_ahead (in effect,
+    from connect(store_ahead=...) or $KVRING_STORE_AHEAD),
     chunk_bytes (one chunk of the registered layout: 2 x layers x
     chunk_tokens x kv_heads x head_size x dtype_bytes)."""
 
@@ -578,6 +579,7 @@ class Client(object):
         self.server_pid: int = info.server_pid
         self.debug: str = info.debug.decode()
         self.checksum: str = _CHECKSUM_NAMES.get(info.checksum, "off")
+        self.store_ahead: bool = bool(info.store_ahead)
         self.chunk_bytes: int = chunk_bytes
         self._async: Dict[int, Tuple[Any, Optional[_Tx]]] = {}
         self._tokens = itertools.count(1)
@@ -897,7 +899,8 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
             spin_us: int = 0, connect_wait_ms: int = 0,
             prefault_background: bool = False,
             trust_server_uid: Optional[int] = None,
-            checksum: Optional[str] = None) -> Client:
+            checksum: Optional[str] = None,
+            store_ahead: Optional[bool] = None) -> Client:
     """Connect to kvringd and register the model layout (the key
     namespace). socket: path, default $KVRING_SOCKET or the per-uid
     default. transport: None/'auto' or 'copy' ($KVRING_TRANSPORT=copy
@@ -914,6 +917,10 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
     'on' (sum every stored chunk; RetrieveTx.verify() checks a retrieve)
     or 'verify' (also check every retrieve on arrival: a chunk that fails
     is SlotStatus.CORRUPT). None: $KVRING_CHECKSUM, else 'off'.
+    store_ahead: one round trip per one-key store (docs/storage.md,
+    "Store-ahead"; ring transport only): True or False, None:
+    $KVRING_STORE_AHEAD, else off. Client.store_ahead says whether it is
+    in effect.
     Integers out of range raise ValueError before reaching the library.
     Returns a Client."""
     for name, v in (("model", model), ("layers", layers),
@@ -966,6 +973,11 @@ def connect(socket: Optional[str] = None, model: Optional[str] = None,
             raise ValueError("checksum is %r: it must be None, 'off', 'on' "
                              "or 'verify'" % (checksum,))
         o.checksum = _CHECKSUM_MODES[checksum]
+    if store_ahead is not None:
+        if not isinstance(store_ahead, bool):
+            raise ValueError("store_ahead is %r: it must be None, True or "
+                             "False" % (store_ahead,))
+        o.store_ahead = 2 if store_ahead else 1  # KVR_STORE_AHEAD_ON/OFF
     h = ctypes.c_void_p()
     err = ctypes.create_string_buffer(512)
     rc = lib.kvr_connect_sized(ctypes.byref(o), ctypes.sizeof(o),

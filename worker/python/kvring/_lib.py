@@ -49,6 +49,8 @@ class ClientOpts(ctypes.Structure):
         ("trust_server_uid", c_u32),
         # v0.3: per-chunk checksums (KVR_CHECKSUM_*; 0: $KVRING_CHECKSUM).
         ("checksum", c_u32),
+        # store-ahead (KVR_STORE_AHEAD_*; 0: $KVRING_STORE_AHEAD).
+        ("store_ahead", c_u32),
     ]
 
 
@@ -68,6 +70,7 @@ class ClientInfo(ctypes.Structure):
         ("prefault_ns", c_u64),
         ("debug", ctypes.c_char * 256),
         ("checksum", c_u32),  # v0.3: KVR_CHECKSUM_* in effect
+        ("store_ahead", ctypes.c_bool),  # store-ahead in effect
     ]
 
 
