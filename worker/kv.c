@@ -420,14 +420,15 @@ static void run(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	}
 }
 
-int kvr__kv_check_args(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
-		       size_t nblocks, const void *const *chunks,
-		       size_t nchunks, uint64_t chunk_bytes, size_t skip_blocks,
-		       char *errbuf, size_t errlen)
+/* check_run() and @skip_blocks: what a scatter checks before a byte. */
+static int check_skip_run(const struct kvr_kv_cache *kv,
+			  const uint32_t *block_ids, size_t nblocks,
+			  const void *const *chunks, size_t nchunks,
+			  uint64_t chunk_bytes, size_t skip_blocks,
+			  char *errbuf, size_t errlen, size_t *bpc)
 {
-	size_t bpc;
 	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
-			   errbuf, errlen, &bpc);
+			   errbuf, errlen, bpc);
 
 	if (rc < 0)
 		return rc;
@@ -436,6 +437,17 @@ int kvr__kv_check_args(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 			   "skip_blocks %zu is more than the %zu blocks given",
 			   skip_blocks, nblocks);
 	return 0;
+}
+
+int kvr__kv_check_args(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
+		       size_t nblocks, const void *const *chunks,
+		       size_t nchunks, uint64_t chunk_bytes, size_t skip_blocks,
+		       char *errbuf, size_t errlen)
+{
+	size_t bpc;
+
+	return check_skip_run(kv, block_ids, nblocks, chunks, nchunks,
+			      chunk_bytes, skip_blocks, errbuf, errlen, &bpc);
 }
 
 int kvr_kv_gather(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
@@ -464,15 +476,11 @@ int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 {
 	size_t bpc;
 	bool stream;
-	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
-			   errbuf, errlen, &bpc);
+	int rc = check_skip_run(kv, block_ids, nblocks, chunks, nchunks,
+				chunk_bytes, skip_blocks, errbuf, errlen, &bpc);
 
 	if (rc < 0)
 		return rc;
-	if (skip_blocks > nblocks)
-		return bad(errbuf, errlen,
-			   "skip_blocks %zu is more than the %zu blocks given",
-			   skip_blocks, nblocks);
 	/* The chunks are only read; run() shares one walker for both. */
 	/* Streamed only when bigger than the cache would keep anyway. */
 	stream = (uint64_t)nchunks * chunk_bytes >= SCATTER_STREAM_MIN;
@@ -518,15 +526,11 @@ long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
 {
 	struct sums sm = {.sums = (uint64_t *)sums};
 	size_t bpc;
-	int rc = check_run(kv, block_ids, nblocks, chunks, nchunks, chunk_bytes,
-			   errbuf, errlen, &bpc);
+	int rc = check_skip_run(kv, block_ids, nblocks, chunks, nchunks,
+				chunk_bytes, skip_blocks, errbuf, errlen, &bpc);
 
 	if (rc < 0)
 		return rc;
-	if (skip_blocks > nblocks)
-		return bad(errbuf, errlen,
-			   "skip_blocks %zu is more than the %zu blocks given",
-			   skip_blocks, nblocks);
 	if (nchunks && !sums)
 		return bad(errbuf, errlen, "sums is NULL");
 	sm.st = kvr_sum_create();
