@@ -217,6 +217,25 @@ static int new_bucket(const struct kvr_hist_shm *h, uint64_t want,
 	return -1;
 }
 
+/*
+ * The p50s of the client's and the server's figures over the @n pings
+ * during which neither process was descheduled (the others compare
+ * clocks that did not both run); refuses a run with fewer than @need.
+ */
+static void undisturbed_p50s(uint64_t *cl, uint64_t *sv, size_t n, int need,
+			     uint64_t *cl_p50, uint64_t *sv_p50)
+{
+	cr_assert_geq(n, (size_t)need,
+		      "only %zu pings (of the %d needed) ran without either "
+		      "process being descheduled: this machine is too loaded "
+		      "to compare latencies",
+		      n, need);
+	qsort(cl, n, sizeof(cl[0]), cmp_u64);
+	qsort(sv, n, sizeof(sv[0]), cmp_u64);
+	*cl_p50 = cl[(n + 1) / 2 - 1];
+	*sv_p50 = sv[(n + 1) / 2 - 1];
+}
+
 Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 {
 	enum { PINGS = 10000 };
@@ -279,15 +298,7 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
 	close(sv);
 	qsort(rtt, PINGS, sizeof(rtt[0]), cmp_u64);
 	client_p50 = rtt[PINGS / 2 - 1]; /* rank ceil(0.5 * n) */
-	cr_assert_geq(n, PINGS / 10,
-		      "only %zu of %d pings ran without either process being "
-		      "descheduled: this machine is too loaded to compare "
-		      "latencies",
-		      n, PINGS);
-	qsort(cl, n, sizeof(cl[0]), cmp_u64);
-	qsort(sv_mid, n, sizeof(sv_mid[0]), cmp_u64);
-	cl_p50 = cl[(n + 1) / 2 - 1];
-	sv_p50 = sv_mid[(n + 1) / 2 - 1];
+	undisturbed_p50s(cl, sv_mid, n, PINGS / 10, &cl_p50, &sv_p50);
 	wait_count(&gobs()->lat[k], PINGS);
 
 	kvr_hist_read(&gobs()->lat[k], &g);
@@ -335,8 +346,11 @@ Test(metrics, histograms_count_every_ping_and_agree_with_the_client_when_slowed)
  */
 Test(metrics, server_time_of_a_hot_ping_fits_in_the_clients_round_trip)
 {
-	enum { PINGS = 4000 };
-	static uint64_t cl[PINGS], sv_lo[PINGS], before[KVR_HIST_BUCKETS];
+	/* Up to PINGS pings, until WANT of them ran undisturbed: a busy
+	 * neighbour (another test on the other CPU) costs time, not a
+	 * verdict. */
+	enum { PINGS = 20000, WANT = 1000 };
+	static uint64_t cl[WANT], sv_lo[WANT], before[KVR_HIST_BUCKETS];
 	const struct kvr_hist_shm *sh;
 	struct kvr_client *c;
 	uint64_t cl_p50, sv_p50;
@@ -348,7 +362,7 @@ Test(metrics, server_time_of_a_hot_ping_fits_in_the_clients_round_trip)
 	sh = &cobs(c)->server_lat[k];
 	me = open_status(getpid());
 	sv = open_status(srv.pid);
-	for (int i = 0; i < PINGS; i++) {
+	for (int i = 0; i < PINGS && n < WANT; i++) {
 		uint64_t t0, rtt, svns, gap = kvr_clock_now_ns() + 3000;
 		long a0, b0;
 		int rc, bk;
@@ -378,15 +392,7 @@ Test(metrics, server_time_of_a_hot_ping_fits_in_the_clients_round_trip)
 	}
 	close(me);
 	close(sv);
-	cr_assert_geq(n, PINGS / 10,
-		      "only %zu of %d pings ran without either process being "
-		      "descheduled: this machine is too loaded to compare "
-		      "latencies",
-		      n, PINGS);
-	qsort(cl, n, sizeof(cl[0]), cmp_u64);
-	qsort(sv_lo, n, sizeof(sv_lo[0]), cmp_u64);
-	cl_p50 = cl[(n + 1) / 2 - 1];
-	sv_p50 = sv_lo[(n + 1) / 2 - 1];
+	undisturbed_p50s(cl, sv_lo, n, WANT / 4, &cl_p50, &sv_p50);
 	cr_log_info("%zu undisturbed hot pings: client p50 %lu ns, server "
 		    "p50 at least %lu ns",
 		    n, (unsigned long)cl_p50, (unsigned long)sv_p50);
