@@ -49,6 +49,7 @@ void kvr__client_destroy(struct kvr_client *c)
 {
 	if (!c)
 		return;
+	kvr__pend_stage_fini(c);
 	/* The transport's own: the pool mapping and its pre-fault, or the
 	 * send buffer. Chosen at the welcome; nothing before it is. */
 	if (c->tp)

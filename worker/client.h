@@ -208,6 +208,12 @@ struct kvr_client {
 		uint64_t use_before_ns; /* coarse clock: half its life */
 		uint64_t bind_req;	/* taken: its early bind's request id */
 		uint64_t hits, wasted;	/* staged prepares, wasted copies */
+		/* taken: in stage.c's list of staged xfers the caller holds,
+		 * by their slots array, so that kvr_xfer_free() of one can
+		 * say so (dropped) and the next call gives the slot back. */
+		struct kvr__stage *reg_next;
+		const struct kvr_slot *reg_slots; /* NULL: not listed */
+		_Atomic bool dropped;
 	} stage;
 
 	/* Background pre-fault (touch.c): one thread that touches the pool
@@ -313,6 +319,13 @@ uint32_t kvr__pend_cq_count(const struct kvr_client *c);
 /* Room for a completion of every async request in flight, plus one.
  * Return 0 or -ENOMEM. */
 int kvr__pend_cq_reserve(struct kvr_client *c);
+/* Store-ahead's staged xfer @slots is out: list @c, so that kvr_xfer_free()
+ * of it (any thread) marks c->stage.dropped and unlists it (stage.c gives
+ * the slot back at its next store call). _del: unlist (taken back);
+ * _fini: the client is going away (also in a forked child). */
+void kvr__pend_stage_add(struct kvr_client *c, const struct kvr_slot *slots);
+void kvr__pend_stage_del(struct kvr_client *c);
+void kvr__pend_stage_fini(struct kvr_client *c);
 /* Queue one completion; room was reserved (never fails). */
 void kvr__pend_cq_push(struct kvr_client *c, const struct kvr_completion *e);
 void kvr__pend_xfer_init(struct kvr_xfer *x, uint32_t op);

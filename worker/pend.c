@@ -4,15 +4,18 @@
  * table (open addressing by req_id, at most half full, so an answer finds
  * its request in O(1) and an unknown req_id is detected), the FIFO of async
  * completions (reserved ahead, so pushing one while answers are processed can
- * never fail), the xfers' memory, and failing everything pending when the
+ * never fail), the xfers' memory (and which store-ahead xfers callers
+ * hold, for kvr_xfer_free()), and failing everything pending when the
  * client breaks. Request ids are chosen here; the caller never sees them. This
  * file calls no other file of worker/: it does not send (submit.c), wait for
  * answers (wait.c) or interpret them (answer.c).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
@@ -175,10 +178,86 @@ void kvr__pend_cq_push(struct kvr_client *c, const struct kvr_completion *e)
 
 /* ---- xfers ---- */
 
+/* The staged xfers callers hold, by client (stage.c's top): so that
+ * kvr_xfer_free(), which knows no client, can tell one it was dropped. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kvr__stage *reg_head;
+static _Atomic unsigned reg_count;
+
+void kvr__pend_stage_add(struct kvr_client *c, const struct kvr_slot *slots)
+{
+	struct kvr__stage *g = &c->stage;
+
+	pthread_mutex_lock(&reg_lock);
+	g->reg_slots = slots;
+	g->reg_next = reg_head;
+	reg_head = g;
+	atomic_fetch_add_explicit(&reg_count, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* Under reg_lock. */
+static void reg_unlink(struct kvr__stage *g)
+{
+	for (struct kvr__stage **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
+		if (*pp == g) {
+			*pp = g->reg_next;
+			g->reg_next = NULL;
+			g->reg_slots = NULL;
+			atomic_fetch_sub_explicit(&reg_count, 1,
+						  memory_order_relaxed);
+			return;
+		}
+	}
+}
+
+void kvr__pend_stage_del(struct kvr_client *c)
+{
+	struct kvr__stage *g = &c->stage;
+
+	pthread_mutex_lock(&reg_lock);
+	reg_unlink(g);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void stage_xfer_freed(const struct kvr_xfer *x)
+{
+	if (!x->slots || x->nslots != 1 ||
+	    !atomic_load_explicit(&reg_count, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (struct kvr__stage *g = reg_head; g; g = g->reg_next) {
+		if (g->reg_slots == x->slots) {
+			reg_unlink(g);
+			atomic_store_explicit(&g->dropped, true,
+					      memory_order_release);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+void kvr__pend_stage_fini(struct kvr_client *c)
+{
+	/* A forked child's copy of the lock may have been held by another
+	 * parent thread at fork(): only tried there (as kvr_close() does not
+	 * take the client's lock). */
+	if (getpid() != c->owner_pid) {
+		if (pthread_mutex_trylock(&reg_lock) == 0) {
+			reg_unlink(&c->stage);
+			pthread_mutex_unlock(&reg_lock);
+		}
+		return;
+	}
+	kvr__pend_stage_del(c);
+}
+
 void kvr_xfer_free(struct kvr_xfer *x)
 {
 	if (!x)
 		return;
+	/* A staged xfer dropped without commit or abort (stage.c). */
+	stage_xfer_freed(x);
 	/* The socket transport's buffers (tport_sock.c), or under the ring
 	 * transport a retrieve's checksums (sum.c): one block either way. */
 	free(x->priv);

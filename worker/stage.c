@@ -24,6 +24,14 @@
  * less than that cannot find it reclaimed. This file owns c->stage and
  * sends the early bind; ops.c and async.c send the commits it shapes, and
  * owe the aborts of the slots it gives back.
+ *
+ * A caller may also drop a staged xfer with kvr_xfer_free(), which knows
+ * no client. So while a staged xfer is out, its client is listed by the
+ * xfer's slots array (pend.c: one process-wide list under a mutex, skipped
+ * by a count when empty); kvr_xfer_free() of a listed array marks the
+ * stage dropped, and the client's next store call gives the slot back:
+ * kept if its bind found the key stored (still staged), else an owed
+ * abort.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +51,42 @@ static uint64_t coarse_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The staged xfer was dropped by kvr_xfer_free(): take its early bind's
+ * answer if it is in (without waiting: kvringd may be slow or stopped),
+ * keep the slot if it is still staged (the key was stored), and otherwise
+ * owe its abort, which frees it bound or staged.
+ */
+static void reclaim(struct kvr_client *c)
+{
+	struct kvr__stage *g = &c->stage;
+	struct kvr__pend *p;
+	bool keep = false;
+
+	if (!g->taken ||
+	    !atomic_load_explicit(&g->dropped, memory_order_acquire))
+		return;
+	atomic_store_explicit(&g->dropped, false, memory_order_relaxed);
+	g->taken = false;
+	(void)kvr__wait_drain(c);
+	p = kvr__pend_find(c, g->bind_req);
+	g->bind_req = 0;
+	if (p && p->state == KVR_PEND_DONE) {
+		keep = p->status == 0 && !(p->value == 1 && p->handle == g->id);
+		kvr__pend_free(c, p);
+	} else if (p) {
+		/* Its late answer is dropped. */
+		p->state = KVR_PEND_ORPHAN;
+		p->x = NULL;
+	}
+	if (!keep && !c->broken) {
+		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, g->id);
+		g->id = 0;
+	} else if (!keep) {
+		g->id = 0;
+	}
 }
 
 int kvr__stage_mode(const struct kvr_client_opts *o, char *errbuf,
@@ -90,6 +134,7 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 				       .kind = KVR_SUBMIT_SYNC};
 
 	*give_back = 0;
+	reclaim(c);
 	if (!g->on || g->skip || !g->id || g->taken || n != 1 || !keys ||
 	    !sizes || c->broken)
 		return 0;
@@ -124,6 +169,7 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 	x->slots[0].ptr = (char *)c->pool.base + g->off;
 	g->taken = true;
 	g->hits++;
+	kvr__pend_stage_add(c, x->slots);
 	return 1;
 }
 
@@ -158,6 +204,7 @@ static int bind_result(struct kvr_client *c, bool *bound)
 
 	g->bind_req = 0;
 	g->taken = false;
+	kvr__pend_stage_del(c);
 	rc = kvr__wait(c, kvr__wait_deadline_ns(c->timeout_ms), bind_done, &id);
 	p = kvr__pend_find(c, id);
 	if (rc == 0 && p) {
@@ -201,6 +248,7 @@ int kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
 
 	if (!g->on)
 		return 0;
+	reclaim(c);
 	if (is_staged(c, x)) {
 		int rc = bind_result(c, &bound);
 

@@ -236,6 +236,51 @@ Test(store_ahead, follows_the_option_over_the_variable)
 	cr_expect(strstr(err, "opts.store_ahead 7"), "%s", err);
 }
 
+static bool chan_holds_two_transfers(void *arg)
+{
+	struct chan_wait *w = arg;
+
+	return T_CSTAT(&srv.t, w->ch, transfers) == 2;
+}
+
+/* kvr_xfer_free() of a staged xfer (no commit, no abort) gives the slot
+ * back: the next store asks kvringd and gets a new staged slot, so the
+ * one after is answered while kvringd is frozen. Until it did, the
+ * library kept the freed slot as taken and never staged again. */
+Test(store_ahead, stages_again_when_a_staged_xfer_is_freed)
+{
+	struct kvr_client *c = connect_ahead("1");
+	struct chan_wait w = {kvr_client_info(c)->channel};
+	struct kvr_key k = key(1);
+	uint64_t size = CHUNK;
+	struct kvr_xfer x;
+	int rc;
+
+	cr_assert_eq(store1(c, 0), KVR_SLOT_OK); /* asks, stages */
+	cr_assert_eq(kvr_prepare_store(c, &k, &size, 1, &x), 0, "%s",
+		     kvr_client_errmsg(c)); /* staged */
+	wsrv_fill(&k, x.slots[0].ptr, CHUNK);
+	kvr_xfer_free(&x); /* dropped: neither commit nor abort */
+	cr_assert_eq(store1(c, 2), KVR_SLOT_OK);
+	k = key(3);
+	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+	rc = kvr_prepare_store(c, &k, &size, 1, &x);
+	kill(srv.pid, SIGCONT);
+	cr_assert_eq(rc, 0, "prepare_store after a freed staged xfer: %d %s",
+		     rc, kvr_client_errmsg(c));
+	wsrv_fill(&k, x.slots[0].ptr, CHUNK);
+	cr_assert_eq(kvr_commit_store(c, &x), 0, "%s", kvr_client_errmsg(c));
+	/* The dropped key was never published, and its slot was freed: the
+	 * channel holds only its new staged slot and kvringd's spare. */
+	cr_expect_eq(lookup1(c, 1), 0);
+	cr_expect_eq(lookup1(c, 3), 1);
+	cr_expect(t_wait_until(chan_holds_two_transfers, &w, 2000),
+		  "%llu transfers open, expected 2 staged slots (the "
+		  "worker's and kvringd's spare)",
+		  (unsigned long long)T_CSTAT(&srv.t, w.ch, transfers));
+	kvr_close(c);
+}
+
 Test(store_ahead, stores_nothing_twice_and_asks_first_after_a_duplicate)
 {
 	struct kvr_client *c = connect_ahead("1");

@@ -394,7 +394,8 @@ KVR_API int kvr_retrieve_copy(struct kvr_client *c, struct kvr_xfer *x,
 			      uint32_t i, void *dst);
 
 /* Frees what a kvr_xfer holds without talking to the server (after
- * commit/abort it is already freed; safe to call twice). */
+ * commit/abort it is already freed; safe to call twice). A store-ahead
+ * xfer freed so is given back at the client's next store call. */
 KVR_API void kvr_xfer_free(struct kvr_xfer *x);
 
 /* Round trip with no effect; *server_ns gets the server's clock. */
