@@ -410,6 +410,12 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 	put(&st->xfers_expired, cs.xfers_expired);
 	if (kvr_store_uid_stats(s->store, (uint32_t)c->chan, &us) == 0)
 		uid_put(s, &us);
+	if (c->obs) {
+		put(&c->obs->stage.staged, cs.staged);
+		put(&c->obs->stage.stages, cs.stages);
+		put(&c->obs->stage.binds, cs.binds);
+		put(&c->obs->stage.binds_existing, cs.binds_existing);
+	}
 	if (c->cache_dirty && c->obs) {
 		put_cache(&c->obs->cache, &c->cache);
 		c->cache_dirty = false;
@@ -521,6 +527,10 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	if (!s->obs)
 		return;
 	put_cache(&s->obs->cache, &s->cache);
+	put(&s->obs->stage.staged, st.staged);
+	put(&s->obs->stage.stages, st.stages);
+	put(&s->obs->stage.binds, st.binds);
+	put(&s->obs->stage.binds_existing, st.binds_existing);
 	/* The store's evictions split by reason: a namespace freed for
 	 * another model, and the rest (LRU victims that made room). */
 	put(&s->obs->evictions[KVR_EVICT_ROOM], st.evictions - st.ns_evictions);

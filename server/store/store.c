@@ -634,6 +634,7 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 	memset(c->expired_ids, 0, sizeof(c->expired_ids));
 	c->expired_pos = 0;
 	c->quota_denied = c->xfers_expired = 0;
+	c->stages = c->binds = c->binds_existing = 0;
 	if (rel_out)
 		*rel_out = rel;
 	return 0;
@@ -784,6 +785,10 @@ int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 	cs.oldest_ns = c->tail != NIL ? s->own[c->tail].created_ns : 0;
 	cs.quota_denied = c->quota_denied;
 	cs.xfers_expired = c->xfers_expired;
+	cs.staged = c->nr_staged;
+	cs.stages = c->stages;
+	cs.binds = c->binds;
+	cs.binds_existing = c->binds_existing;
 	*out = cs;
 	return 0;
 }

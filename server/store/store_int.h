@@ -123,6 +123,7 @@ struct chan {
 	bool trusted;	       /* kvr_store_channel_trust(): the server's own
 				  (L2) channel: no quota, no deadline */
 	uint64_t quota_denied, xfers_expired;
+	uint64_t stages, binds, binds_existing; /* store_stage.c */
 	/* Ids its deadline reclaimed, newest at expired_pos - 1. */
 	uint64_t expired_ids[KVR_STORE_EXPIRED_MEMORY];
 	uint32_t expired_pos;

@@ -142,6 +142,7 @@ void kvr__store_owner_free(struct kvr_store *s, uint32_t o)
 	/* A staged slot freed unbound (abort, expiry, close). */
 	if (w->staged) {
 		s->chan[w->ch].nr_staged--;
+		s->st.staged--;
 		w->staged = 0;
 	}
 	owner_unpublish(s, o);

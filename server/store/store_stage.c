@@ -70,7 +70,9 @@ int kvr_store_stage(struct kvr_store *s, uint32_t ch, uint32_t ns, uint64_t len,
 	(void)kvr_index_remove(&s->index, ns, &ph);
 	s->own[o].staged = 1;
 	s->chan[ch].nr_staged++;
+	s->chan[ch].stages++;
 	s->st.stages++;
+	s->st.staged++;
 	*xfer_out = id;
 	return 1;
 }
@@ -163,6 +165,7 @@ int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			touch(s, x);
 			s->st.stores_skipped_existing++;
 			s->st.binds_existing++;
+			s->chan[ch].binds_existing++;
 			return KVR_SLOT_EXISTS;
 		}
 		s->st.stores_busy++;
@@ -178,7 +181,9 @@ int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	b->len = len; /* same rounded bytes: the owner's count holds */
 	s->own[o].staged = 0;
 	s->chan[ch].nr_staged--;
+	s->chan[ch].binds++;
 	s->st.binds++;
+	s->st.staged--;
 	return KVR_SLOT_OK;
 }
 

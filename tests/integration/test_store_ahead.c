@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <kvring/doorbell.h>
 #include <kvring/kvring.h>
 
+#include "t_json.h"
 #include "t_raw.h"
 #include "worker_srv.h"
 
@@ -758,5 +760,122 @@ Test(store_ahead, stages_again_when_the_chunk_size_changes)
 		    wsrv_retrieve_check(c, &k, 1, i < 3 ? CHUNK : 2 * CHUNK),
 		    1u);
 	}
+	kvr_close(c);
+}
+
+/* ==== What kvring-inspect shows of store-ahead ==== */
+
+/* kvring-inspect --json on this test's kvringd, parsed (python3's json). */
+static struct t_json *inspect_json(void)
+{
+	char cmd[512], why[256] = "", *out = NULL;
+	size_t cap = 0, n = 0;
+	struct t_json *j;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name '%s' --json",
+		 KVR_BIN_DIR, srv.t.name);
+	f = popen(cmd, "r");
+	cr_assert(f, "%s", cmd);
+	for (;;) {
+		if (cap - n < 4096) {
+			cap = cap ? 2 * cap : 65536;
+			out = realloc(out, cap);
+			cr_assert(out);
+		}
+		size_t r = fread(out + n, 1, cap - n - 1, f);
+
+		if (r == 0)
+			break;
+		n += r;
+	}
+	out[n] = '\0';
+	cr_assert_eq(pclose(f), 0, "%s failed: %s", cmd, out);
+	j = t_json_parse(out, why, sizeof(why));
+	cr_assert(j, "kvring-inspect --json: %s", why);
+	free(out);
+	return j;
+}
+
+/* The global and channel counters kvringd published reach @want
+ * (published lazily: after a batch, on every sleep). */
+struct stage_want {
+	uint64_t staged, stages, binds, binds_existing;
+	uint32_t ch;
+};
+
+static bool stage_counts_are(void *arg)
+{
+	const struct stage_want *w = arg;
+	struct kvr_ctl_obs_shm *o = kvr_ctl_obs((void *)srv.t.hdr);
+	struct kvr_stage_shm *g = &o->stage;
+	struct kvr_stage_shm *c =
+	    &kvr_chan_obs((struct kvr_channel_shm *)(uintptr_t)t_server_chan(
+			      &srv.t, w->ch))
+		 ->stage;
+
+	return atomic_load(&g->staged) == w->staged &&
+	       atomic_load(&g->stages) == w->stages &&
+	       atomic_load(&g->binds) == w->binds &&
+	       atomic_load(&g->binds_existing) == w->binds_existing &&
+	       atomic_load(&c->staged) == w->staged &&
+	       atomic_load(&c->stages) == w->stages &&
+	       atomic_load(&c->binds) == w->binds &&
+	       atomic_load(&c->binds_existing) == w->binds_existing;
+}
+
+/* The JSON's store_ahead objects, server-wide and of channel 0 (the only
+ * one shown), say @w exactly. */
+static void expect_json_stage(const struct stage_want *w, const char *when)
+{
+	struct t_json *j = inspect_json();
+	const char *base[] = {"store_ahead", "channels.0.store_ahead"};
+	char path[96];
+
+	cr_expect_eq(t_json_count(j, "channels"), 1, "%s", when);
+	for (int b = 0; b < 2; b++) {
+		const struct {
+			const char *k;
+			uint64_t v;
+		} f[] = {{"staged", w->staged},
+			 {"stages", w->stages},
+			 {"binds", w->binds},
+			 {"binds_existing", w->binds_existing}};
+
+		for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+			snprintf(path, sizeof(path), "%s.%s", base[b], f[i].k);
+			cr_expect_eq(t_json_int(j, path, -1), (long long)f[i].v,
+				     "%s: %s", when, path);
+		}
+	}
+	t_json_free(j);
+}
+
+/* kvringd publishes store-ahead's counters, and kvring-inspect shows
+ * them: N new one-key stores bind N - 1 staged slots (the first asks),
+ * each commit stages one in line or takes the spare staged after the
+ * last batch, and a duplicate's bind finds its key stored. */
+Test(store_ahead, shows_its_counters_in_the_inspector)
+{
+	struct kvr_client *c = connect_ahead("1");
+	struct stage_want w = {.ch = kvr_client_info(c)->channel};
+	const uint64_t n = 5;
+
+	for (uint64_t i = 0; i < n; i++)
+		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
+	cr_assert_eq(store1(c, 1), KVR_SLOT_OK); /* staged: bind finds it */
+	w.staged = 2; /* the worker's and the spare */
+	w.stages = n + 1;
+	w.binds = n - 1;
+	w.binds_existing = 1;
+	cr_expect(
+	    t_wait_until(stage_counts_are, &w, 2000),
+	    "published: staged %llu stages %llu binds %llu existing %llu",
+	    (unsigned long long)kvr_ctl_obs((void *)srv.t.hdr)->stage.staged,
+	    (unsigned long long)kvr_ctl_obs((void *)srv.t.hdr)->stage.stages,
+	    (unsigned long long)kvr_ctl_obs((void *)srv.t.hdr)->stage.binds,
+	    (unsigned long long)kvr_ctl_obs((void *)srv.t.hdr)
+		->stage.binds_existing);
+	expect_json_stage(&w, "after the stores");
 	kvr_close(c);
 }

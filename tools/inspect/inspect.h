@@ -198,6 +198,12 @@ struct ins_cache {
 	uint64_t store_keys_no_room, store_keys_busy, reserved[2];
 };
 
+/* A copy of struct kvr_stage_shm: store-ahead (abi 5.2; zero from an
+ * older kvringd, whose padding this was). */
+struct ins_stage {
+	uint64_t staged, stages, binds, binds_existing;
+};
+
 /* One namespace's counters (id 0: slot unused). */
 struct ins_ns_snap {
 	uint32_t id;
@@ -225,6 +231,7 @@ struct ins_chan_snap {
 	 * latencies and the worker's round trips, by histogram op slot. */
 	struct ins_cache cache;
 	uint32_t rtt_every; /* the worker's sampling, 0 = not recording */
+	struct ins_stage stage;
 	struct kvr_hist_snap srv[KVR_HIST_OPS], wrk[KVR_HIST_OPS];
 };
 
@@ -285,6 +292,7 @@ struct ins_snap {
 	struct ins_cache cache;
 	uint64_t evictions_by[KVR_EVICT_REASONS];
 	uint64_t evicted_bytes_by[KVR_EVICT_REASONS];
+	struct ins_stage stage;
 	struct kvr_hist_snap lat[KVR_HIST_GOPS];
 	uint32_t nns; /* entries of ns[] in use */
 	struct ins_ns_snap ns[KVR_NS_OBS_MAX];

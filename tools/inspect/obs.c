@@ -54,6 +54,14 @@ static void snap_cache(const struct kvr_cache_shm *src, struct ins_cache *dst)
 					    memory_order_relaxed);
 }
 
+static void snap_stage(const struct kvr_stage_shm *src, struct ins_stage *d)
+{
+	d->staged = LD(src->staged);
+	d->stages = LD(src->stages);
+	d->binds = LD(src->binds);
+	d->binds_existing = LD(src->binds_existing);
+}
+
 void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 {
 	struct kvr_ctl_obs_shm *o = kvr_ctl_obs(a->h);
@@ -66,6 +74,7 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 		return;
 	s->obs_flags = o->flags;
 	snap_cache(&o->cache, &s->cache);
+	snap_stage(&o->stage, &s->stage);
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++) {
 		s->evictions_by[k] = LD(o->evictions[k]);
 		s->evicted_bytes_by[k] = LD(o->evicted_bytes[k]);
@@ -109,6 +118,7 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 		int brc;
 
 		memset(&c->cache, 0, sizeof(c->cache));
+		memset(&c->stage, 0, sizeof(c->stage));
 		memset(c->srv, 0, sizeof(c->srv));
 		memset(c->wrk, 0, sizeof(c->wrk));
 		c->rtt_every = 0;
@@ -122,6 +132,7 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 		co = kvr_chan_obs((struct kvr_channel_shm *)(uintptr_t)blk);
 		snap_cache(&co->cache, &c->cache);
 		c->rtt_every = LD(co->rtt_every);
+		snap_stage(&co->stage, &c->stage);
 		for (unsigned k = 0; k < KVR_HIST_OPS; k++) {
 			kvr_hist_read(&co->server_lat[k], &c->srv[k]);
 			kvr_hist_read(&co->worker_rtt[k], &c->wrk[k]);
@@ -215,6 +226,17 @@ static void emit_lat(struct kvr_em *e, const char *k,
 	kvr_em_end(e);
 }
 
+/* Store-ahead's counters, as one object (docs/inspect.md). */
+static void emit_stage(struct kvr_em *e, const struct ins_stage *g)
+{
+	kvr_em_obj(e, "store_ahead");
+	kvr_em_u64(e, "staged", g->staged);
+	kvr_em_u64(e, "stages", g->stages);
+	kvr_em_u64(e, "binds", g->binds);
+	kvr_em_u64(e, "binds_existing", g->binds_existing);
+	kvr_em_end(e);
+}
+
 void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 			 const struct ins_snap *prev)
 {
@@ -229,6 +251,7 @@ void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 	for (unsigned k = 0; k < KVR_EVICT_REASONS; k++)
 		kvr_em_u64(e, evict_names[k], s->evicted_bytes_by[k]);
 	kvr_em_end(e);
+	emit_stage(e, &s->stage);
 	kvr_em_bool(e, "server_histograms",
 		    (s->obs_flags & KVR_OBS_SERVER_HIST) != 0);
 	emit_lat(e, "latency", s->lat, prev && prev->obs_ok ? prev->lat : NULL,
@@ -270,6 +293,7 @@ void ins_obs_emit_chan(struct kvr_em *e, const struct ins_chan_snap *c,
 	    pc && pc->generation == c->generation && pc->state != KVR_CHAN_FREE;
 
 	emit_cache(e, "cache", &c->cache);
+	emit_stage(e, &c->stage);
 	emit_lat(e, "latency", c->srv, same ? pc->srv : NULL, KVR_HIST_OPS);
 	kvr_em_u64(e, "rtt_sample_every", c->rtt_every);
 	emit_lat(e, "rtt", c->wrk, same ? pc->wrk : NULL, KVR_HIST_OPS);
@@ -592,6 +616,57 @@ static void prom_cache(FILE *f, bool all, const struct ins_snap *s)
 			evict_names[k], s->evicted_bytes_by[k]);
 }
 
+/* kvring_store_ahead_*: the server's total, and one per channel. */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} stage_metrics[] = {
+    {"staged", "gauge", "Staged slots held now (store-ahead).",
+     offsetof(struct ins_stage, staged)},
+    {"stages_total", "counter", "Slots staged for store-ahead.",
+     offsetof(struct ins_stage, stages)},
+    {"binds_total", "counter",
+     "Staged slots bound to a key (the store went ahead).",
+     offsetof(struct ins_stage, binds)},
+    {"binds_existing_total", "counter",
+     "Binds that found the key stored already (nothing stored, the slot "
+     "stayed staged).",
+     offsetof(struct ins_stage, binds_existing)},
+};
+
+static uint64_t stage_at(const struct ins_stage *g, size_t off)
+{
+	return *(const uint64_t *)(const void *)((const char *)g + off);
+}
+
+static void prom_stage(FILE *f, bool all, const struct ins_snap *s)
+{
+	char name[96];
+
+	for (size_t m = 0; m < sizeof(stage_metrics) / sizeof(stage_metrics[0]);
+	     m++) {
+		snprintf(name, sizeof(name), "kvring_store_ahead_%s",
+			 stage_metrics[m].name);
+		ins_prom_head(f, name, stage_metrics[m].type,
+			      stage_metrics[m].help);
+		fprintf(f, "%s %" PRIu64 "\n", name,
+			stage_at(&s->stage, stage_metrics[m].off));
+		snprintf(name, sizeof(name), "kvring_channel_store_ahead_%s",
+			 stage_metrics[m].name);
+		ins_prom_head(f, name, stage_metrics[m].type,
+			      stage_metrics[m].help);
+		for (uint32_t i = 0; i < s->nchan; i++) {
+			if (!ins_chan_shown(&s->ch[i], all))
+				continue;
+			fprintf(f, "%s{", name);
+			ins_prom_chan_labels(f, &s->ch[i]);
+			fprintf(
+			    f, "} %" PRIu64 "\n",
+			    stage_at(&s->ch[i].stage, stage_metrics[m].off));
+		}
+	}
+}
+
 void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 {
 	char labels[512];
@@ -599,6 +674,7 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 	if (!s->obs_ok)
 		return;
 	prom_cache(f, all, s);
+	prom_stage(f, all, s);
 	ins_prom_head(f, "kvring_op_latency_seconds", "histogram",
 		      "Server time per request, from reading it to publishing "
 		      "its answer, all channels.");

@@ -355,22 +355,37 @@ struct kvr_ns_obs_shm {
 };
 _Static_assert(sizeof(struct kvr_ns_obs_shm) == 256, "ABI: docs/layout.md");
 
+/* Store-ahead's counters (abi 5.2; docs/storage.md "Store-ahead"), for a
+ * channel in its block's observability area and for all channels in the
+ * control segment's. Server-written (relaxed, single writer), published
+ * with the other counters (lazily: after a batch, on every sleep). */
+struct kvr_stage_shm {
+	_Atomic uint64_t staged;	 /* 0: staged slots held now */
+	_Atomic uint64_t stages;	 /* 8: slots staged, since start */
+	_Atomic uint64_t binds;		 /* 16: binds that keyed one */
+	_Atomic uint64_t binds_existing; /* 24: binds whose key was stored
+					    already (the slot stayed) */
+};
+_Static_assert(sizeof(struct kvr_stage_shm) == 32, "ABI: docs/layout.md");
+
 /* Right after struct kvr_ctl_hdr_shm; everything server-written. */
 struct kvr_ctl_obs_shm {
 	struct kvr_cache_shm cache;			   /* 0 */
 	_Atomic uint64_t evictions[KVR_EVICT_REASONS];	   /* 128 */
 	_Atomic uint64_t evicted_bytes[KVR_EVICT_REASONS]; /* 160 */
-	uint32_t hist_ops;     /* 192: KVR_HIST_GOPS, once */
-	uint32_t hist_buckets; /* 196: KVR_HIST_BUCKETS, once */
-	uint32_t flags;	       /* 200: KVR_OBS_*, once */
-	uint32_t ns_slots;     /* 204: KVR_NS_OBS_MAX slots in the
-				  directory (abi 5.0), once */
-	uint8_t pad[48];       /* 208 .. 256 */
+	uint32_t hist_ops;	    /* 192: KVR_HIST_GOPS, once */
+	uint32_t hist_buckets;	    /* 196: KVR_HIST_BUCKETS, once */
+	uint32_t flags;		    /* 200: KVR_OBS_*, once */
+	uint32_t ns_slots;	    /* 204: KVR_NS_OBS_MAX slots in the
+				       directory (abi 5.0), once */
+	struct kvr_stage_shm stage; /* 208: all channels (abi 5.2) */
+	uint8_t pad[16];	    /* 240 .. 256 */
 	struct kvr_hist_shm lat[KVR_HIST_GOPS]; /* 256: by op slot */
 	/* 23488: the end (abi 5.0; ns[] moved to the directory memfd) */
 };
 #define KVR_CTL_OBS_OFF ((uint64_t)sizeof(struct kvr_ctl_hdr_shm))
 _Static_assert(offsetof(struct kvr_ctl_obs_shm, lat) == 256, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_obs_shm, stage) == 208, "ABI");
 _Static_assert(sizeof(struct kvr_ctl_obs_shm) == 23488, "ABI: docs/layout.md");
 
 /* In each channel block at offset sizeof(struct kvr_channel_shm). The
@@ -381,11 +396,13 @@ struct kvr_chan_obs_shm {
 	struct kvr_cache_shm cache; /* 0: server */
 	_Atomic uint32_t rtt_every; /* 128: worker: 1 in N ops timed */
 	uint32_t pad0;		    /* 132 */
-	uint8_t pad1[120];	    /* 136 .. 256 */
+	struct kvr_stage_shm stage; /* 136: server (abi 5.2) */
+	uint8_t pad1[88];	    /* 168 .. 256 */
 	struct kvr_hist_shm server_lat[KVR_HIST_OPS]; /* 256: server */
 	struct kvr_hist_shm worker_rtt[KVR_HIST_OPS]; /* 19264: worker */
 };
 _Static_assert(offsetof(struct kvr_chan_obs_shm, rtt_every) == 128, "ABI");
+_Static_assert(offsetof(struct kvr_chan_obs_shm, stage) == 136, "ABI");
 _Static_assert(offsetof(struct kvr_chan_obs_shm, server_lat) == 256, "ABI");
 _Static_assert(offsetof(struct kvr_chan_obs_shm, worker_rtt) == 19264, "ABI");
 _Static_assert(sizeof(struct kvr_chan_obs_shm) == 38272, "ABI: docs/layout.md");

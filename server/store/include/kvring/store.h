@@ -124,6 +124,7 @@ struct kvr_store_stats {
 	 * stores_reserved), binds that re-keyed one, and binds whose key
 	 * was stored already (the staged slot stayed staged). */
 	uint64_t stages, binds, binds_existing;
+	uint64_t staged; /* staged slots held now, all channels */
 };
 
 /* What one channel holds right now. */
@@ -139,6 +140,9 @@ struct kvr_store_chan_stats {
 				    transfer or lease; 0 when none */
 	uint64_t quota_denied;	 /* keys and pins its quotas refused */
 	uint64_t xfers_expired;	 /* its transfers reclaimed at deadline */
+	/* Store-ahead, since the channel opened: staged slots held now,
+	 * slots staged, binds, binds that found the key stored. */
+	uint64_t staged, stages, binds, binds_existing;
 };
 
 /* What all channels of one uid hold together (kvr_store_uid_stats). */
