@@ -491,6 +491,21 @@ int kvr_kv_scatter(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	return 0;
 }
 
+/* The hash state of a summing gather or checking scatter; @sm->sums was
+ * set by the caller (NULL only for no chunks). */
+static int sums_open(struct sums *sm, size_t nchunks, char *errbuf,
+		     size_t errlen)
+{
+	if (nchunks && !sm->sums)
+		return bad(errbuf, errlen, "sums is NULL");
+	sm->st = kvr_sum_create();
+	if (!sm->st) {
+		bad(errbuf, errlen, "out of memory for a checksum state");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int kvr_kv_gather_sum(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 		      size_t nblocks, void *const *chunks, size_t nchunks,
 		      uint64_t chunk_bytes, uint64_t *sums, char *errbuf,
@@ -503,13 +518,9 @@ int kvr_kv_gather_sum(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 
 	if (rc < 0)
 		return rc;
-	if (nchunks && !sums)
-		return bad(errbuf, errlen, "sums is NULL");
-	sm.st = kvr_sum_create();
-	if (!sm.st) {
-		bad(errbuf, errlen, "out of memory for a checksum state");
-		return -ENOMEM;
-	}
+	rc = sums_open(&sm, nchunks, errbuf, errlen);
+	if (rc < 0)
+		return rc;
 	/* Streamed still: the sum reads the engine's side, in cache. */
 	run(kv, block_ids, bpc, (char *const *)chunks, nchunks, 0, true, true,
 	    &sm);
@@ -531,13 +542,9 @@ long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
 
 	if (rc < 0)
 		return rc;
-	if (nchunks && !sums)
-		return bad(errbuf, errlen, "sums is NULL");
-	sm.st = kvr_sum_create();
-	if (!sm.st) {
-		bad(errbuf, errlen, "out of memory for a checksum state");
-		return -ENOMEM;
-	}
+	rc = sums_open(&sm, nchunks, errbuf, errlen);
+	if (rc < 0)
+		return rc;
 	/* Streamed as the plain scatter is: the hash reads the chunk's
 	 * block just copied, from the cache. The chunks are only read (sums
 	 * too); run() shares one walker. */
