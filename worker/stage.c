@@ -259,6 +259,14 @@ int kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
 			 * ask kvringd first for the next ones. */
 			g->skip = true;
 			g->wasted++;
+			/* Said, not an error: the caller learns why nothing
+			 * was stored though its prepare gave it a slot. */
+			kvr__client_fail(
+			    c, 0,
+			    "store-ahead: the key was stored "
+			    "already, so nothing was stored (rule "
+			    "1; the copy was not needed); the next "
+			    "one-key prepares ask kvringd first");
 			return 1;
 		}
 		g->id = 0; /* a plain transfer now: s commits it */

@@ -289,8 +289,12 @@ Test(store_ahead, stores_nothing_twice_and_asks_first_after_a_duplicate)
 
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK); /* asks, stages */
 	cr_assert_eq(store1(c, 2), KVR_SLOT_OK); /* staged */
-	/* Staged again: the copy is made, and the bind finds the key. */
+	cr_expect_str_eq(kvr_client_errmsg(c), "");
+	/* Staged again: the copy is made, and the bind finds the key; the
+	 * commit succeeds and says that it stored nothing. */
 	cr_assert_eq(store1(c, 1), KVR_SLOT_OK);
+	cr_expect(strstr(kvr_client_errmsg(c), "stored already"), "%s",
+		  kvr_client_errmsg(c));
 	cr_expect_eq(lookup1(c, 1), 1);
 	/* The next duplicate is asked for first: EXISTS, no copy. */
 	cr_expect_eq(store1(c, 2), KVR_SLOT_EXISTS);

@@ -315,7 +315,10 @@ KVR_API int kvr_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
  * reservations. The xfer's memory is released whatever the outcome. A
  * transfer with nothing reserved (x->id 0: every key EXISTS) completes at
  * once without talking to the server, so storing a prompt twice always
- * succeeds. Return 0, or -ENOENT if the server no longer knows the
+ * succeeds. Under store-ahead a one-key prepare is answered before the
+ * library knows whether the key is stored; when it was, the commit
+ * returns 0, stores nothing, and kvr_client_errmsg() says "stored
+ * already". Return 0, or -ENOENT if the server no longer knows the
  * transfer, or the errors listed at the top.
  */
 KVR_API int kvr_commit_store(struct kvr_client *c, struct kvr_xfer *x);
