@@ -9,7 +9,8 @@
  * instead, N the syslog priority of its level, so journalctl -p works.
  *
  * This is the only file in lib/ that prints, and only binaries call it
- * (see <kvring/log.h>). It does not rotate, filter by module or rate-limit.
+ * (see <kvring/log.h>). It does not rotate or filter by module; the rate
+ * limit of lines a peer can cause is log_limit.c's.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -148,10 +149,18 @@ static void write_line(int fd, const char *buf, size_t len)
 
 void kvr_log(int level, const char *fmt, ...)
 {
+	va_list ap;
+
+	va_start(ap, fmt);
+	kvr_logv(level, fmt, ap);
+	va_end(ap);
+}
+
+void kvr_logv(int level, const char *fmt, va_list ap)
+{
 	int saved_errno = errno;
 	char line[KVR_LOG_LINE_MAX];
 	size_t len, start, cap = sizeof(line) - 1; /* room for '\n' */
-	va_list ap;
 	int n, fd, journal;
 
 	if (level < KVR_LOG_ERR || !kvr_log_enabled(level))
@@ -183,9 +192,7 @@ void kvr_log(int level, const char *fmt, ...)
 		len = cap - 1;
 	start = len;
 
-	va_start(ap, fmt);
 	n = vsnprintf(line + len, cap - len, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		n = 0;
 	if ((size_t)n >= cap - len) {

@@ -93,7 +93,8 @@ static void refuse(struct kvr_srv *s, struct kvr_conn *c, int status,
 	va_start(ap, fmt);
 	vsnprintf(w.reason, sizeof(w.reason), fmt, ap);
 	va_end(ap);
-	kvr_log_warn("refused worker pid %d uid %u: %s (%s)", (int)c->pid,
+	kvr_log_peer(KVR_LOG_WARN, c->pid,
+		     "refused worker pid %d uid %u: %s (%s)", (int)c->pid,
 		     (unsigned)c->uid, w.reason, kvr_strerror(status));
 	(void)send_frame(c->sock, KVR_FRAME_WELCOME, &w, sizeof(w), NULL, 0);
 	s->g.handshake_refused++;
@@ -155,7 +156,8 @@ static void make_pending_room(struct kvr_srv *s, uid_t uid)
 			kvr__hello_readable(s, victim);
 			continue;
 		}
-		kvr_log_warn(
+		kvr_log_peer(
+		    KVR_LOG_WARN, victim->pid,
 		    "handshake table: dropped the oldest pending "
 		    "handshake (pid %d uid %u, %zu bytes of hello in "
 		    "%llu ms) to admit a new connection of uid %u",
@@ -385,7 +387,8 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 		kvr__uring_poll(s, c->pidfd, POLLIN,
 				kvr_tag_make(KVR_TAG_PIDFD, c->idx, c->gen),
 				false);
-	kvr_log_info("worker connected: channel %d pid %d uid %u model '%s' "
+	kvr_log_peer(KVR_LOG_INFO, c->pid,
+		     "worker connected: channel %d pid %d uid %u model '%s' "
 		     "(namespace %u), transport %s, pool %s (%llu bytes)",
 		     c->chan, (int)c->pid, (unsigned)c->uid, h->ns.model,
 		     c->ns_id, transport_name(c->transport),
@@ -394,7 +397,8 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 						    : "private",
 		     (unsigned long long)s->cfg.pool_bytes);
 	if (copy)
-		kvr_log_warn("channel %d (pid %d) uses the COPY transport: "
+		kvr_log_peer(KVR_LOG_WARN, c->pid,
+			     "channel %d (pid %d) uses the COPY transport: "
 			     "payload travels over the socket into the "
 			     "server's %s pool of %llu bytes; expect much "
 			     "lower throughput than shared memory",
@@ -485,7 +489,8 @@ void kvr__hello_readable(struct kvr_srv *s, struct kvr_conn *c)
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		kvr_log_info("client pid %d left during the handshake (%zu "
+		kvr_log_peer(KVR_LOG_INFO, c->pid,
+			     "client pid %d left during the handshake (%zu "
 			     "bytes of hello received)",
 			     (int)c->pid, c->hlen);
 		kvr__chan_close(s, c, "hang-up in handshake", false);
@@ -509,7 +514,8 @@ void kvr__hello_timeouts(struct kvr_srv *s, uint64_t now_ns)
 		if (c->state != KVR_CONN_HELLO)
 			continue;
 		if (c->hlen == 0 && now_ns >= c->accepted_ns + first_ns) {
-			kvr_log_warn(
+			kvr_log_peer(
+			    KVR_LOG_WARN, c->pid,
 			    "handshake timeout: client pid %d uid %u "
 			    "sent no byte within %llu ms of connecting; "
 			    "dropped",
@@ -521,7 +527,8 @@ void kvr__hello_timeouts(struct kvr_srv *s, uint64_t now_ns)
 		}
 		if (now_ns < c->deadline_ns)
 			continue;
-		kvr_log_warn("handshake timeout: client pid %d uid %u sent %zu "
+		kvr_log_peer(KVR_LOG_WARN, c->pid,
+			     "handshake timeout: client pid %d uid %u sent %zu "
 			     "bytes of its hello in %u ms; dropped",
 			     (int)c->pid, (unsigned)c->uid, c->hlen,
 			     s->cfg.handshake_ms);

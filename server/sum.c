@@ -53,7 +53,8 @@ uint32_t kvr__sum_report(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 			c->false_reports++;
 			s->g.corrupt_unconfirmed++;
 			if (c->false_reports == KVR_SUM_FALSE_MAX)
-				kvr_log_warn(
+				kvr_log_peer(
+				    KVR_LOG_WARN, c->pid,
 				    "channel %d (pid %d): %u corruption "
 				    "reports whose bytes matched "
 				    "their sum; its reports are no "

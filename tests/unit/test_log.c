@@ -313,3 +313,57 @@ Test(log, writes_plain_lines_when_journal_stream_is_another_file)
 			  l);
 	cr_expect_eq(i, 4, "got %d lines", i);
 }
+
+/* Lines of @buf that contain @needle. */
+static unsigned count_lines(const char *buf, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = buf; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* kvr_log_peer's format strings: each literal is a call site. */
+static void peer_line(long pid)
+{
+	kvr_log_peer(KVR_LOG_WARN, pid, "bad hello from pid %ld", pid);
+}
+
+Test(log, limits_lines_per_peer_and_call_site_when_a_peer_floods)
+{
+	static char buf[1 << 16];
+	int rd = capture_stderr();
+
+	for (int i = 0; i < 500; i++) {
+		peer_line(1001);
+		peer_line(1002);
+	}
+	kvr_log_peer(KVR_LOG_WARN, 1001, "another line of pid %d", 1001);
+	release_stderr(rd, buf, sizeof(buf));
+	/* Each pair its burst (one refill at most, on a slow machine);
+	 * another call site of the same peer is not held back. */
+	cr_expect_geq(count_lines(buf, "bad hello from pid 1001"),
+		      KVR_LOG_PEER_BURST);
+	cr_expect_leq(count_lines(buf, "bad hello from pid 1001"),
+		      KVR_LOG_PEER_BURST + 1);
+	cr_expect_geq(count_lines(buf, "bad hello from pid 1002"),
+		      KVR_LOG_PEER_BURST);
+	cr_expect_eq(count_lines(buf, "another line of pid 1001"), 1u);
+	cr_expect_geq(kvr_log_peer_suppressed(), 2 * (500 - 11));
+}
+
+Test(log, counts_what_it_held_back_in_one_line_when_the_peer_may_write)
+{
+	static char buf[1 << 16];
+	int rd = capture_stderr();
+
+	for (int i = 0; i < 100; i++)
+		peer_line(2001);
+	usleep((KVR_LOG_PEER_MS + 100) * 1000);
+	kvr_log_peer_flush();
+	release_stderr(rd, buf, sizeof(buf));
+	cr_expect_eq(count_lines(buf, "from pid 2001 (log rate limit"), 1u,
+		     "%s", buf);
+	cr_expect_neq(strstr(buf, "suppressed 9"), NULL, "%s", buf);
+}

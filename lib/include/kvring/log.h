@@ -21,6 +21,8 @@
 #ifndef KVRING_LOG_H
 #define KVRING_LOG_H
 
+#include <stdarg.h>
+
 /* Levels, most severe first; a message is written when level <= current. */
 enum kvr_log_level {
 	KVR_LOG_ERR = 0,
@@ -40,6 +42,10 @@ enum kvr_log_level {
  */
 void kvr_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* kvr_log with a va_list. */
+void kvr_logv(int level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #define kvr_log_err(...)   kvr_log(KVR_LOG_ERR, __VA_ARGS__)
 #define kvr_log_warn(...)  kvr_log(KVR_LOG_WARN, __VA_ARGS__)
@@ -81,5 +87,34 @@ void kvr_log_set_ident(const char *ident);
  * Return: the previous fd.
  */
 int kvr_log_set_fd(int fd);
+
+/*
+ * Lines a peer can cause (a worker, a client of the socket) are limited,
+ * so that a flood of bad handshakes or requests cannot grow the log
+ * without bound (log_limit.c; docs/config.md, "Log rate limit"). Each
+ * (peer, call site) pair may write a burst of KVR_LOG_PEER_BURST lines,
+ * then one per KVR_LOG_PEER_MS; the lines it may not write are counted,
+ * and one "suppressed N similar lines from pid P" line says so once the
+ * pair may write again (or at the next kvr_log_peer_flush()). All peers
+ * together may write KVR_LOG_PEERS_BURST lines, then KVR_LOG_PEERS_PER_S
+ * a second, so that many peers cannot flood either. Thread-safe (a
+ * mutex: these lines are rare by design).
+ */
+#define KVR_LOG_PEER_BURST  10u
+#define KVR_LOG_PEER_MS	    1000u
+#define KVR_LOG_PEERS_BURST 200u
+#define KVR_LOG_PEERS_PER_S 20u
+
+/* kvr_log at @level, limited per (@peer, the call site's @fmt). @peer is
+ * the peer's pid (0: a peer not known yet, such as a failed accept). */
+void kvr_log_peer(int level, long peer, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write the pending "suppressed" lines of pairs that may write again, and
+ * forget quiet pairs; kvringd calls it every heartbeat. */
+void kvr_log_peer_flush(void);
+
+/* Lines kvr_log_peer() did not write, since start (for the inspector). */
+unsigned long long kvr_log_peer_suppressed(void);
 
 #endif /* KVRING_LOG_H */
