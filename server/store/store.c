@@ -402,7 +402,7 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		return 0;
 	rc = xfer_lookup(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
-		return rc;
+		return kvr__store_quar_answer(s, ch, xfer, OWN_STORE, rc);
 	w = &s->own[o];
 	/* A staged slot's object sits under a placeholder key: only a bind
 	 * (store_stage.c) names it, so it is never published as it is. */
@@ -453,7 +453,7 @@ int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		return 0;
 	rc = xfer_lookup(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
-		return rc;
+		return kvr__store_quar_answer(s, ch, xfer, OWN_STORE, rc);
 	kvr__store_owner_abort(s, o, &bytes);
 	s->st.aborts++;
 	return 0;
@@ -577,19 +577,49 @@ int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		return 0;
 	rc = xfer_lookup(s, ch, xfer, OWN_RETRIEVE, &o);
 	if (rc < 0)
-		return rc;
+		return kvr__store_quar_answer(s, ch, xfer, OWN_RETRIEVE, rc);
 	kvr__store_owner_unpin_all(s, o);
 	kvr__store_owner_free(s, o);
 	s->st.retrieve_commits++;
 	return 0;
 }
 
+/* End owner @o of a channel being closed, counted in @rel. */
+static void release_owner(struct kvr_store *s, uint32_t o, enum quar_why why,
+			  struct kvr_store_released *rel)
+{
+	uint64_t bytes;
+
+	switch (s->own[o].kind) {
+	case OWN_STORE:
+		rel->objects_freed += kvr__store_owner_abort(s, o, &bytes);
+		rel->bytes_freed += bytes;
+		rel->store_xfers++;
+		s->st.aborts++;
+		break;
+	case OWN_RETRIEVE:
+		rel->pins_dropped += kvr__store_owner_unpin_all(s, o);
+		kvr__store_owner_free(s, o);
+		rel->retrieve_xfers++;
+		break;
+	case OWN_QUAR:
+		kvr__store_quar_free(s, o, why, &bytes);
+		rel->quar_xfers++;
+		rel->quar_bytes += bytes;
+		break;
+	default: /* OWN_LEASE */
+		rel->pins_dropped += kvr__store_owner_drop_lease(s, o);
+		rel->leases++;
+		break;
+	}
+}
+
 /*
  * Release everything the channel holds, in O(what it holds): its owner
- * list is exactly its store transfers, retrieve transfers and leases. Each
- * iteration frees the list head, so the loop ends and a second call finds
- * the list empty (idempotent). A lease this channel made but another
- * redeemed is on the redeemer's list now, so it is not touched.
+ * list is exactly its store transfers, retrieve transfers, leases and
+ * quarantine. Each iteration frees the list head, so the loop ends and a
+ * second call finds the list empty (idempotent). A lease this channel made
+ * but another redeemed is on the redeemer's list now, so it is not touched.
  */
 int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			    struct kvr_store_released *rel_out)
@@ -603,28 +633,12 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 	if (!s || ch >= s->cfg.max_channels)
 		return -EINVAL;
 	c = &s->chan[ch];
-	while (c->head != NIL) {
-		uint32_t o = c->head;
-		uint64_t bytes;
-
-		switch (s->own[o].kind) {
-		case OWN_STORE:
-			rel.objects_freed +=
-			    kvr__store_owner_abort(s, o, &bytes);
-			rel.bytes_freed += bytes;
-			rel.store_xfers++;
-			s->st.aborts++;
-			break;
-		case OWN_RETRIEVE:
-			rel.pins_dropped += kvr__store_owner_unpin_all(s, o);
-			kvr__store_owner_free(s, o);
-			rel.retrieve_xfers++;
-			break;
-		default: /* OWN_LEASE */
-			rel.pins_dropped += kvr__store_owner_drop_lease(s, o);
-			rel.leases++;
-			break;
-		}
+	while (c->head != NIL)
+		release_owner(s, c->head,
+			      c->detached ? QUAR_CLOSED : QUAR_EXITED, &rel);
+	if (c->detached) {
+		c->detached = false;
+		s->st.detached--;
 	}
 	s->st.channel_closes++;
 	/* The next worker on this channel is someone else; it holds nothing
@@ -640,6 +654,42 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 	return 0;
 }
 
+/*
+ * Everything but the quarantine goes as in channel_close; the channel
+ * keeps its uid binding, so the quarantine stays charged to the uid until
+ * the close that ends it.
+ */
+int kvr_store_channel_detach(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
+			     struct kvr_store_released *rel_out)
+{
+	if (s)
+		OWNER_ONLY(s);
+	struct kvr_store_released rel = {0};
+	struct chan *c;
+	uint32_t o;
+
+	if (!s || ch >= s->cfg.max_channels)
+		return -EINVAL;
+	c = &s->chan[ch];
+	if (c->nr_quar == 0)
+		return kvr_store_channel_close(s, ch, now_ns, rel_out);
+	for (o = c->head; o != NIL;) {
+		uint32_t next = s->own[o].next;
+
+		if (s->own[o].kind != OWN_QUAR)
+			release_owner(s, o, QUAR_EXITED, &rel);
+		o = next;
+	}
+	rel.quar_kept = c->nr_quar;
+	if (!c->detached) {
+		c->detached = true;
+		s->st.detached++;
+	}
+	if (rel_out)
+		*rel_out = rel;
+	return (int)c->nr_quar;
+}
+
 int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			   uint32_t uid)
 {
@@ -647,6 +697,8 @@ int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		OWNER_ONLY(s);
 	if (!s || ch >= s->cfg.max_channels || ns >= s->cfg.max_ns)
 		return -EINVAL;
+	if (s->chan[ch].detached)
+		return -EBUSY;
 	s->chan[ch].ns = ns;
 	s->chan[ch].uid = uid;
 	kvr__store_uid_bind(s, ch, uid);
@@ -654,25 +706,20 @@ int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 }
 
 /*
- * Reclaim transfer @o at its deadline, as channel close would, and
- * remember its id on its channel so a late commit can be told why.
+ * Reclaim transfer @o at its deadline into quarantine (store_quar.c), and
+ * remember its id on its channel so a late call can be told why.
  */
 static void expire_xfer(struct kvr_store *s, uint32_t o)
 {
 	struct chan *c = &s->chan[s->own[o].ch];
-	uint64_t bytes;
 
 	c->expired_ids[c->expired_pos++ % KVR_STORE_EXPIRED_MEMORY] =
 	    s->own[o].id;
 	c->xfers_expired++;
 	s->st.xfers_expired++;
-	if (s->own[o].kind == OWN_STORE) {
-		kvr__store_owner_abort(s, o, &bytes);
+	if (s->own[o].kind == OWN_STORE)
 		s->st.store_xfers_expired++;
-	} else {
-		kvr__store_owner_unpin_all(s, o);
-		kvr__store_owner_free(s, o);
-	}
+	kvr__store_quar_take(s, o);
 }
 
 uint64_t kvr_store_ns_objects(const struct kvr_store *s, uint32_t ns)
@@ -789,6 +836,9 @@ int kvr_store_chan_stats(const struct kvr_store *s, uint32_t ch,
 	cs.stages = c->stages;
 	cs.binds = c->binds;
 	cs.binds_existing = c->binds_existing;
+	cs.quar_xfers = c->nr_quar;
+	cs.quar_slots = c->quar_slots;
+	cs.quar_bytes = c->quar_bytes;
 	*out = cs;
 	return 0;
 }

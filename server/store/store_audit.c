@@ -16,8 +16,9 @@
  *     key (a staged one is not: store_stage.c), and the index holds
  *     nothing else; its slot is exactly one live allocation; sum of rounded
  *     sizes == allocator used bytes == committed + reserved gauges;
- *  A3 a RESERVED object has no pin, is on no list but its store transfer's,
- *     and is listed by exactly that one transfer;
+ *  A3 a RESERVED object has no pin, is on no list but its store transfer's
+ *     (open or in quarantine), and is listed by exactly that one owner; an
+ *     object of a quarantined store transfer is not in the index;
  *  A4 every pin is owned: an object's pin count == the number of retrieve
  *     transfers and leases listing it; an owner lists an object at most
  *     once and only COMMITTED objects;
@@ -28,7 +29,10 @@
  *  A7 per-channel and global gauges equal the recomputed values;
  *  A8 the transfer queue holds exactly the open transfers, oldest first
  *     (deadlines never decrease), with consistent links; the per-namespace
- *     object counts equal the objects of each namespace.
+ *     object counts equal the objects of each namespace;
+ *  A9 quarantine: the per-channel and global counts of quarantined
+ *     transfers, objects and bytes equal the recomputed ones, and only a
+ *     channel with quarantine left is detached.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,7 +86,7 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 			FAIL("owner %llu lists object %u twice",
 			     (unsigned long long)w->id, b);
 		t->seen[b] = o + 1;
-		if (w->kind == OWN_STORE) {
+		if (owner_reserves(w)) {
 			if (s->obj[b].state != OBJ_RESERVED ||
 			    s->obj[b].owner != o)
 				FAIL("store %llu lists object %u in state %u "
@@ -102,7 +106,11 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 			t->chans[c].pinned_bytes += obj_bytes(s, &s->obj[b]);
 		}
 	}
-	if (w->kind == OWN_STORE) {
+	if (w->kind == OWN_QUAR) {
+		t->chans[c].quar_slots += w->nr;
+		t->chans[c].quar_bytes += w->bytes;
+	}
+	if (owner_reserves(w)) {
 		uint64_t sum = 0;
 
 		for (uint32_t i = 0; i < w->nr; i++)
@@ -168,7 +176,8 @@ static int audit_xq(const struct kvr_store *s, uint64_t xfers, char *msg,
 static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 			char *msg, size_t msg_len)
 {
-	uint64_t owners = 0, leases = 0, xfers = 0;
+	uint64_t owners = 0, leases = 0, xfers = 0, quar = 0, detached = 0;
+	uint64_t quar_slots = 0, quar_bytes = 0;
 	int rc;
 
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++) {
@@ -189,7 +198,17 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 			    kvr_index_u64_find(&s->ids, w->id) != o)
 				FAIL("owner %u (id %llu kind %u) not findable",
 				     o, (unsigned long long)w->id, w->kind);
-			if (w->kind == OWN_LEASE) {
+			if (w->kind == OWN_QUAR) {
+				quar++;
+				t->chans[c].nr_quar++;
+				if (w->heap_pos != NIL || w->staged ||
+				    (w->qkind != OWN_STORE &&
+				     w->qkind != OWN_RETRIEVE))
+					FAIL("quarantined %llu: heap %u staged "
+					     "%u was %u",
+					     (unsigned long long)w->id,
+					     w->heap_pos, w->staged, w->qkind);
+			} else if (w->kind == OWN_LEASE) {
 				leases++;
 				t->chans[c].nr_leases++;
 				if (w->heap_pos >= s->heap_nr ||
@@ -223,6 +242,21 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 		if (got->nr_staged != rec->nr_staged)
 			FAIL("ch %u staged %u/%u (walked/recorded)", c,
 			     got->nr_staged, rec->nr_staged);
+		if (got->nr_quar != rec->nr_quar ||
+		    got->quar_slots != rec->quar_slots ||
+		    got->quar_bytes != rec->quar_bytes ||
+		    (rec->detached && !rec->nr_quar))
+			FAIL("ch %u quarantine %u/%u slots %llu/%llu bytes "
+			     "%llu/%llu detached %d (walked/recorded)",
+			     c, got->nr_quar, rec->nr_quar,
+			     (unsigned long long)got->quar_slots,
+			     (unsigned long long)rec->quar_slots,
+			     (unsigned long long)got->quar_bytes,
+			     (unsigned long long)rec->quar_bytes,
+			     (int)rec->detached);
+		quar_slots += rec->quar_slots;
+		quar_bytes += rec->quar_bytes;
+		detached += rec->detached;
 		if (got->nr_xfers != rec->nr_xfers ||
 		    got->nr_leases != rec->nr_leases ||
 		    got->pins != rec->pins ||
@@ -270,6 +304,18 @@ static int audit_owners(const struct kvr_store *s, struct audit_tally *t,
 		FAIL("owners: %llu on channel lists, %u live, %llu ids",
 		     (unsigned long long)owners, s->own_live,
 		     (unsigned long long)kvr_index_u64_count(&s->ids));
+	if (quar != s->st.quar_xfers || quar_slots != s->st.quar_slots ||
+	    quar_bytes != s->st.quar_bytes || detached != s->st.detached)
+		FAIL("quarantine %llu/%llu slots %llu/%llu bytes %llu/%llu "
+		     "detached %llu/%llu (walked/recorded)",
+		     (unsigned long long)quar,
+		     (unsigned long long)s->st.quar_xfers,
+		     (unsigned long long)quar_slots,
+		     (unsigned long long)s->st.quar_slots,
+		     (unsigned long long)quar_bytes,
+		     (unsigned long long)s->st.quar_bytes,
+		     (unsigned long long)detached,
+		     (unsigned long long)s->st.detached);
 	if (leases != s->heap_nr || leases != s->st.leases ||
 	    xfers != s->st.transfers)
 		FAIL("leases %llu heap %u gauge %llu, transfers %llu gauge "
@@ -313,12 +359,14 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 		if (b->state == OBJ_DOOMED && b->pins == 0)
 			FAIL("doomed object %u has no pin left", x);
 		/* A staged slot's object is out of the index until its
-		 * bind names it (store_stage.c); every other is in it. */
+		 * bind names it (store_stage.c), and a quarantined one for
+		 * good (store_quar.c); every other is in it. */
 		if (b->state == OBJ_RESERVED && b->owner < s->own_cap &&
-		    s->own[b->owner].staged) {
+		    (s->own[b->owner].staged ||
+		     s->own[b->owner].kind == OWN_QUAR)) {
 			staged_n++;
 			if (kvr_index_find(&s->index, b->ns, &k) == x)
-				FAIL("staged object %u is indexed", x);
+				FAIL("unnamed object %u is indexed", x);
 		} else if (kvr_index_find(&s->index, b->ns, &k) != x) {
 			FAIL("object %u (ns %u key %016llx%016llx) not indexed",
 			     x, b->ns, (unsigned long long)b->hi,

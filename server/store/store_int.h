@@ -49,7 +49,17 @@ enum obj_state {
 	OBJ_COMMITTED = 2,
 	OBJ_DOOMED = 3,
 };
-enum own_kind { OWN_FREE = 0, OWN_STORE = 1, OWN_RETRIEVE = 2, OWN_LEASE = 3 };
+/* OWN_QUAR: a store or retrieve transfer its deadline reclaimed while its
+ * worker may still be copying into or out of its slots (store_quar.c).
+ * It keeps its objects, its id and its place on the channel's list, and
+ * leaves the deadline queue; `qkind` says what it was. */
+enum own_kind {
+	OWN_FREE = 0,
+	OWN_STORE = 1,
+	OWN_RETRIEVE = 2,
+	OWN_LEASE = 3,
+	OWN_QUAR = 4,
+};
 
 /*
  * One stored or reserved chunk. Owned by the store; dies when evicted,
@@ -101,6 +111,7 @@ struct owner {
 	 * staged slot, its one object RESERVED under a placeholder key.
 	 * commit_store refuses it; only kvr_store_bind() re-keys it. */
 	uint32_t staged;
+	uint32_t qkind; /* OWN_QUAR: OWN_STORE or OWN_RETRIEVE */
 };
 
 /*
@@ -124,6 +135,13 @@ struct chan {
 				  (L2) channel: no quota, no deadline */
 	uint64_t quota_denied, xfers_expired;
 	uint64_t stages, binds, binds_existing; /* store_stage.c */
+	/* Quarantine (store_quar.c): owners, their objects and rounded
+	 * bytes (a subset of the reserved and pinned counts above, which
+	 * the quotas read), and whether the channel was detached: closed
+	 * while its worker's process lives on, holding only quarantine. */
+	uint32_t nr_quar;
+	bool detached;
+	uint64_t quar_slots, quar_bytes;
 	/* Ids its deadline reclaimed, newest at expired_pos - 1. */
 	uint64_t expired_ids[KVR_STORE_EXPIRED_MEMORY];
 	uint32_t expired_pos;
@@ -434,6 +452,7 @@ static inline uint32_t owner_take(struct kvr_store *s, uint32_t kind,
 	w->prev = w->next = NIL;
 	w->xprev = w->xnext = NIL;
 	w->staged = 0;
+	w->qkind = 0;
 	s->own_live++;
 	return o;
 }
@@ -465,6 +484,39 @@ static inline uint32_t owner_find(const struct kvr_store *s, uint64_t id,
 		return NIL;
 	return o;
 }
+
+/* ==== store_quar.c: the quarantine ==== */
+
+/* Whether owner @w holds reservations (a store transfer, open or in
+ * quarantine) rather than pins. */
+static inline bool owner_reserves(const struct owner *w)
+{
+	return w->kind == OWN_STORE ||
+	       (w->kind == OWN_QUAR && w->qkind == OWN_STORE);
+}
+
+/* Why a quarantine ended (kvr_store_stats.quar_released[]). */
+enum quar_why { QUAR_ANSWERED = 0, QUAR_EXITED = 1, QUAR_CLOSED = 2 };
+
+/* Transfer @o reached its deadline: into quarantine (store_quar.c). */
+void kvr__store_quar_take(struct kvr_store *s, uint32_t o);
+
+/* End quarantine owner @o: slots freed or pins dropped, @why counted;
+ * *bytes (may be NULL) gets its rounded bytes. Return its objects. */
+uint64_t kvr__store_quar_free(struct kvr_store *s, uint32_t o,
+			      enum quar_why why, uint64_t *bytes);
+
+/*
+ * kvr__store_quar_answer - a commit or abort of @kind for @xfer failed to
+ * find an open transfer (@rc): if @xfer is in quarantine on @ch and was a
+ * transfer of @kind, this answer is its worker answering for it: release
+ * it and return KVR_ERR_EXPIRED; otherwise return @rc.
+ */
+int kvr__store_quar_answer(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			   uint32_t kind, int rc);
+
+/* Take transfer @o off the deadline queue (store_owner.c). */
+void kvr__store_xq_unlink(struct kvr_store *s, uint32_t o);
 
 /* ---- store_sum.c ---- */
 

@@ -46,7 +46,7 @@ static void xq_push(struct kvr_store *s, uint32_t o)
 	s->xq_tail = o;
 }
 
-static void xq_unlink(struct kvr_store *s, uint32_t o)
+void kvr__store_xq_unlink(struct kvr_store *s, uint32_t o)
 {
 	struct owner *w = &s->own[o];
 
@@ -110,8 +110,9 @@ static void owner_unpublish(struct kvr_store *s, uint32_t o)
 	struct chan *c = &s->chan[w->ch];
 
 	(void)kvr_index_u64_remove(&s->ids, w->id);
-	if (w->kind != OWN_LEASE && !c->trusted)
-		xq_unlink(s, o);
+	/* A quarantined transfer left the queue when it entered quarantine. */
+	if ((w->kind == OWN_STORE || w->kind == OWN_RETRIEVE) && !c->trusted)
+		kvr__store_xq_unlink(s, o);
 	if (w->prev != NIL)
 		s->own[w->prev].next = w->next;
 	else
@@ -123,6 +124,9 @@ static void owner_unpublish(struct kvr_store *s, uint32_t o)
 	if (w->kind == OWN_LEASE) {
 		c->nr_leases--;
 		s->st.leases--;
+	} else if (w->kind == OWN_QUAR) {
+		c->nr_quar--;
+		s->st.quar_xfers--;
 	} else {
 		c->nr_xfers--;
 		s->st.transfers--;

@@ -159,34 +159,54 @@ Test(store_isolation, pins_stop_at_pin_quota_when_lookup_or_retrieve_pins)
 }
 
 Test(store_isolation,
-     store_reservation_is_freed_and_commit_says_expired_when_deadline_passes)
+     store_reservation_is_quarantined_and_commit_says_expired_at_deadline)
 {
 	struct kvr_key k = K(5);
-	uint64_t sz = 2 * U, x = 0, other = 0;
-	struct kvr_slot_desc d;
+	uint64_t sz = 2 * U, x = 0, other = 0, again = 0;
+	struct kvr_slot_desc d, d2;
 
 	mk(16, 0, 0, 0);
 	cr_assert_eq(
 	    kvr_store_prepare_store(s, 1, 0, &k, &sz, 1, 10 * MS, &d, &x), 1);
 	cr_assert_eq(kvr_store_prepare_store(s, 2, 0, (struct kvr_key[]){K(6)},
-					     &sz, 1, 30 * MS, &d, &other),
+					     &sz, 1, 30 * MS, &d2, &other),
 		     1);
 	cr_expect_eq(cstats(1).oldest_ns, 10 * MS);
 	cr_expect_eq(kvr_store_next_expiry(s), 60 * MS);
 	cr_expect_eq(kvr_store_expire(s, 59 * MS, 0), 0);
 	cr_expect_eq(kvr_store_expire(s, 60 * MS, 0), 1);
-	cr_expect_eq(cstats(1).reserved_bytes, 0u);
+	/* No longer an open transfer, but its slot is held, and charged. */
 	cr_expect_eq(cstats(1).transfers_open, 0u);
-	cr_expect_eq(cstats(1).oldest_ns, 0u);
+	cr_expect_eq(cstats(1).quar_xfers, 1u);
+	cr_expect_eq(cstats(1).quar_slots, 1u);
+	cr_expect_eq(cstats(1).quar_bytes, 2 * U);
+	cr_expect_eq(cstats(1).reserved_bytes, 2 * U, "off the quota");
 	cr_expect_eq(cstats(1).xfers_expired, 1u);
-	cr_expect_eq(stats().reserved_objects, 1u, "channel 2's is kept");
+	cr_expect_eq(stats().quar_reclaimed, 1u);
+	cr_expect_eq(stats().reserved_objects, 2u, "channel 2's is kept");
 	cr_expect_eq(stats().xfers_expired, 1u);
+	cr_expect_eq(kvr_store_next_expiry(s), 80 * MS, "out of the queue");
 	audit();
-	/* Never published: the key is not stored and can be stored again. */
+	/* Never published: the key is not stored, and another channel may
+	 * store it, into another slot. */
 	cr_expect_eq(kvr_store_lookup(s, 0, 0, &k, 1, false, 60 * MS, NULL), 0);
-	cr_expect_eq(kvr_store_commit_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
-	cr_expect_eq(kvr_store_abort_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 3, 0, &k, &sz, 1, 60 * MS, &d2, &again),
+	    1);
+	cr_expect_neq(d2.off, d.off, "a quarantined slot was given out");
 	cr_expect_eq(kvr_store_check_store(s, 1, x), KVR_ERR_EXPIRED);
+	audit();
+	/* The late commit is the worker answering: the slot comes back,
+	 * and nothing of channel 3's is touched. */
+	cr_expect_eq(kvr_store_commit_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
+	cr_expect_eq(cstats(1).quar_xfers, 0u);
+	cr_expect_eq(cstats(1).reserved_bytes, 0u);
+	cr_expect_eq(cstats(1).oldest_ns, 0u);
+	cr_expect_eq(stats().quar_released[0], 1u);
+	cr_expect_eq(kvr_store_abort_store(s, 1, x, 61 * MS), KVR_ERR_EXPIRED);
+	cr_expect_eq(kvr_store_commit_store(s, 3, again, 61 * MS), 0);
+	cr_expect_eq(kvr_store_lookup(s, 0, 0, &k, 1, false, 61 * MS, NULL), 1);
+	audit();
 	/* The expired id is the channel's own business only. */
 	cr_expect_eq(kvr_store_commit_store(s, 2, x, 61 * MS), -ENOENT);
 	/* Closing forgets it: a new worker on channel 1 is someone else. */
@@ -196,33 +216,99 @@ Test(store_isolation,
 	audit();
 }
 
-Test(store_isolation,
-     retrieve_is_unpinned_and_commit_says_expired_when_deadline_passes)
+Test(store_isolation, retrieve_stays_pinned_in_quarantine_until_its_late_commit)
 {
-	struct kvr_key k = K(0);
+	struct kvr_key k = K(0), big = K(9);
 	struct kvr_slot_desc d;
-	uint64_t rx = 0;
+	uint64_t rx = 0, sz = 16 * U, x = 0;
 
 	mk(16, 0, 0, 0);
 	store_n(0, 0, 1, 2 * U, 0);
 	cr_assert_eq(kvr_store_prepare_retrieve(s, 1, 0, &k, 1, 0, &d, &rx), 1);
 	cr_expect_eq(stats().pins, 1u);
 	cr_expect_eq(kvr_store_expire(s, 50 * MS, 0), 1);
-	cr_expect_eq(stats().pins, 0u);
-	cr_expect_eq(cstats(1).pinned_bytes, 0u);
+	/* The reader may still be reading: its pin stays, still charged. */
+	cr_expect_eq(stats().pins, 1u);
+	cr_expect_eq(cstats(1).pinned_bytes, 2 * U);
+	cr_expect_eq(cstats(1).quar_bytes, 2 * U);
+	cr_expect_eq(cstats(1).transfers_open, 0u);
 	audit();
+	/* Others still read it, and nobody evicts it. */
+	cr_expect_eq(kvr_store_lookup(s, 0, 0, &k, 1, false, 51 * MS, NULL), 1);
+	cr_expect_eq(
+	    kvr_store_prepare_store(s, 2, 0, &big, &sz, 1, 51 * MS, &d, &x), 0);
+	cr_expect_eq(d.status, KVR_SLOT_NOROOM);
+	cr_expect_eq(stats().evictions, 0u);
 	cr_expect_eq(kvr_store_commit_retrieve(s, 1, rx, 51 * MS),
 		     KVR_ERR_EXPIRED);
+	cr_expect_eq(stats().pins, 0u);
+	cr_expect_eq(stats().quar_released[0], 1u);
 	/* Unpinned means evictable again: a pool-wide store takes its room. */
-	{
-		struct kvr_key big = K(9);
-		uint64_t sz = 16 * U, x;
+	cr_expect_eq(
+	    kvr_store_prepare_store(s, 2, 0, &big, &sz, 1, 51 * MS, &d, &x), 1);
+	cr_expect_eq(stats().evictions, 1u);
+	audit();
+}
 
-		cr_expect_eq(kvr_store_prepare_store(s, 2, 0, &big, &sz, 1,
-						     51 * MS, &d, &x),
-			     1);
-		cr_expect_eq(stats().evictions, 1u);
-	}
+Test(store_isolation, quarantine_counts_against_the_reserve_quota)
+{
+	struct kvr_key k[3] = {K(1), K(2), K(3)};
+	uint64_t sz[2] = {U, U}, x = 0, y = 0;
+	struct kvr_slot_desc d[2];
+
+	mk(16, 2 * U, 0, 0);
+	cr_assert_eq(kvr_store_prepare_store(s, 1, 0, k, sz, 2, 0, d, &x), 2);
+	cr_assert_eq(kvr_store_expire(s, 50 * MS, 0), 1);
+	cr_expect_eq(cstats(1).quar_bytes, 2 * U);
+	cr_expect_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k[2], sz, 1, 51 * MS, d, &y), 0);
+	cr_expect_eq(d[0].status, KVR_SLOT_QUOTA,
+		     "a stopped worker holds "
+		     "more than its quota");
+	cr_expect_eq(kvr_store_abort_store(s, 1, x, 52 * MS), KVR_ERR_EXPIRED);
+	cr_expect_eq(
+	    kvr_store_prepare_store(s, 1, 0, &k[2], sz, 1, 52 * MS, d, &y), 1);
+	audit();
+}
+
+Test(store_isolation, close_and_detach_end_the_quarantine_by_why)
+{
+	struct kvr_key k[2] = {K(1), K(2)};
+	uint64_t sz = U, x = 0, y = 0;
+	struct kvr_store_released rel = {0};
+	struct kvr_slot_desc d;
+
+	mk(16, 0, 0, 0);
+	cr_assert_eq(kvr_store_channel_open(s, 1, 0, 1000), 0);
+	cr_assert_eq(kvr_store_channel_open(s, 2, 0, 1000), 0);
+	cr_assert_eq(kvr_store_prepare_store(s, 1, 0, &k[0], &sz, 1, 0, &d, &x),
+		     1);
+	cr_assert_eq(kvr_store_prepare_store(s, 2, 0, &k[1], &sz, 1, 0, &d, &y),
+		     1);
+	cr_assert_eq(kvr_store_expire(s, 50 * MS, 0), 2);
+	/* Channel 1's process is gone when it closes: released at once. */
+	cr_assert_eq(kvr_store_channel_close(s, 1, 51 * MS, &rel), 0);
+	cr_expect_eq(rel.quar_xfers, 1u);
+	cr_expect_eq(rel.quar_bytes, U);
+	cr_expect_eq(stats().quar_released[1], 1u);
+	/* Channel 2 closed while its process lives: kept, still the uid's. */
+	cr_expect_eq(kvr_store_channel_detach(s, 2, 51 * MS, &rel), 1);
+	cr_expect_eq(rel.quar_kept, 1u);
+	cr_expect_eq(stats().detached, 1u);
+	cr_expect_eq(stats().quar_bytes, U);
+	cr_expect_eq(stats().used_bytes, U);
+	cr_expect_eq(kvr_store_channel_open(s, 2, 0, 1001), -EBUSY);
+	audit();
+	/* Its process exited. */
+	cr_assert_eq(kvr_store_channel_close(s, 2, 52 * MS, &rel), 0);
+	cr_expect_eq(rel.quar_xfers, 1u);
+	cr_expect_eq(stats().quar_released[2], 1u);
+	cr_expect_eq(stats().detached, 0u);
+	cr_expect_eq(stats().used_bytes, 0u);
+	cr_expect_eq(kvr_store_channel_open(s, 2, 0, 1001), 0);
+	/* Detach with nothing in quarantine is a plain close. */
+	cr_expect_eq(kvr_store_channel_detach(s, 2, 53 * MS, &rel), 0);
+	cr_expect_eq(stats().detached, 0u);
 	audit();
 }
 

@@ -194,7 +194,7 @@ Test(store_stage, abort_frees_it_and_publishes_nothing)
 	cr_expect_eq(stats().objects, 0u);
 }
 
-Test(store_stage, expiry_frees_it_and_a_late_bind_says_expired)
+Test(store_stage, expiry_quarantines_it_until_the_late_abort)
 {
 	struct kvr_store_config c = store_config(16);
 	struct kvr_slot_desc d;
@@ -208,10 +208,18 @@ Test(store_stage, expiry_frees_it_and_a_late_bind_says_expired)
 	cr_assert_eq(kvr_store_expire(s, 100 * MS, 0), 1);
 	audit();
 	cr_expect_eq(stats().store_xfers_expired, 1u);
-	cr_expect_eq(stats().used_bytes, 0u);
+	cr_expect_eq(stats().staged, 0u);
+	cr_expect_eq(stats().quar_bytes, 2 * U, "the worker may be copying");
 	cr_expect_eq(stats().objects, 0u, "expiry never publishes");
+	/* The early bind comes during the copy: not an answer. */
 	cr_expect_eq(kvr_store_bind(s, 0, id, &k, 2 * U), KVR_ERR_EXPIRED);
+	cr_expect_eq(stats().quar_bytes, 2 * U);
 	cr_expect_eq(lookup(0, k), 0);
+	cr_expect_eq(kvr_store_abort_store(s, 0, id, 101 * MS),
+		     KVR_ERR_EXPIRED);
+	cr_expect_eq(stats().used_bytes, 0u);
+	cr_expect_eq(stats().quar_released[0], 1u);
+	audit();
 }
 
 Test(store_stage, stages_nothing_when_the_quota_forbids_it)

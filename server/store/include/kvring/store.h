@@ -125,6 +125,18 @@ struct kvr_store_stats {
 	 * was stored already (the staged slot stayed staged). */
 	uint64_t stages, binds, binds_existing;
 	uint64_t staged; /* staged slots held now, all channels */
+	/* Quarantine (docs/storage.md, "Quarantine"): transfers whose
+	 * deadline reclaimed them while their worker may still copy, with
+	 * their objects (reservations and pins) and rounded bytes, now;
+	 * transfers put there since start; and how many left it, by why:
+	 * [0] the worker answered (a late commit or abort), [1] its process
+	 * was gone when its channel closed, [2] it closed its channel and its
+	 * process exited later. Channels detached now: closed, their process
+	 * alive, holding only quarantine. */
+	uint64_t quar_xfers, quar_slots, quar_bytes;
+	uint64_t quar_reclaimed;
+	uint64_t quar_released[3];
+	uint64_t detached;
 };
 
 /* What one channel holds right now. */
@@ -143,6 +155,11 @@ struct kvr_store_chan_stats {
 	/* Store-ahead, since the channel opened: staged slots held now,
 	 * slots staged, binds, binds that found the key stored. */
 	uint64_t staged, stages, binds, binds_existing;
+	/* Quarantine held now: transfers, objects, rounded bytes (the
+	 * objects and bytes also count in reserved_* and pins_held /
+	 * pinned_bytes above, against the channel's quotas). */
+	uint32_t quar_xfers;
+	uint64_t quar_slots, quar_bytes;
 };
 
 /* What all channels of one uid hold together (kvr_store_uid_stats). */
@@ -164,6 +181,9 @@ struct kvr_store_released {
 	uint64_t objects_freed;	 /* reservations freed, never published */
 	uint64_t bytes_freed;	 /* their rounded bytes */
 	uint64_t pins_dropped;
+	uint64_t quar_xfers; /* quarantined transfers released */
+	uint64_t quar_bytes; /* their rounded bytes */
+	uint64_t quar_kept;  /* detach: quarantined transfers kept */
 };
 
 /* Opaque: created and destroyed here, owned by the event-loop thread. */
@@ -361,20 +381,46 @@ int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
  * kvr_store_channel_close - release everything @ch holds: store transfers
  * aborted (reservations freed, never published), retrieve transfers' pins
  * dropped, leases it owns dropped (a lease it made that another channel
- * already redeemed is that channel's transfer now, and stays). Idempotent:
- * a second call releases nothing. @rel_out (may be NULL) says what was
- * released, for the log line and counters.
+ * already redeemed is that channel's transfer now, and stays), and its
+ * quarantine released: call it only when the worker can no longer write
+ * the pool (its process is gone; else kvr_store_channel_detach first).
+ * Idempotent: a second call releases nothing. @rel_out (may be NULL) says
+ * what was released, for the log line and counters.
  * Return: 0, or -EINVAL (bad ch).
  */
 int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			    struct kvr_store_released *rel_out);
 
 /*
+ * kvr_store_channel_detach - the worker's socket closed, but its process
+ * may still write the slots of transfers in quarantine (store_quar.c):
+ * release everything else, as kvr_store_channel_close(), and keep those.
+ * With none in quarantine this is kvr_store_channel_close() and returns
+ * 0. Otherwise it returns how many it kept (rel_out->quar_kept): the
+ * channel is detached, still charged to its uid, and must not be opened
+ * again before kvr_store_channel_close(), which the caller calls once the
+ * process is gone (its release counts as quar_released[2]).
+ * Return: >= 0, or -EINVAL (bad ch).
+ */
+int kvr_store_channel_detach(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
+			     struct kvr_store_released *rel_out);
+
+/*
+ * kvr_store_settle - the worker of @ch answered for transfer @xfer (a
+ * commit or abort arrived) in a form the store did not see itself (a
+ * commit whose sums or bind failed first): if @xfer is in quarantine,
+ * release it (quar_released[0]). commit_store, abort_store and
+ * commit_retrieve settle on their own.
+ * Return: 1 released, 0 not in quarantine, -EINVAL (bad ch).
+ */
+int kvr_store_settle(struct kvr_store *s, uint32_t ch, uint64_t xfer);
+
+/*
  * kvr_store_channel_open - a worker took channel @ch: record who it is
  * (namespace @ns, @uid, as the server established them) so that leases
  * bind to them. Call before its first request; channel_close forgets it.
  * A channel never opened has ns 0 and uid 0 (unit tests).
- * Return: 0, or -EINVAL (bad ch or ns).
+ * Return: 0, -EINVAL (bad ch or ns), -EBUSY (@ch is detached).
  */
 int kvr_store_channel_open(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			   uint32_t uid);
@@ -395,9 +441,13 @@ int kvr_store_uid_slot_stats(const struct kvr_store *s, uint32_t slot,
  * kvr_store_expire - drop leases whose deadline is <= now_ns, earliest
  * first, at most @budget of them (0 = no limit), O(log L) each; then
  * reclaim open transfers whose deadline (creation + xfer_ms) is <= now_ns,
- * oldest first, O(what they hold) each: a store transfer's reservations
- * are freed and never published, a retrieve transfer's pins dropped, and
- * its id remembered by its channel (KVR_ERR_EXPIRED on a later commit).
+ * oldest first, O(what they hold) each, into quarantine: nothing of a
+ * store transfer is ever published and its keys are free for others,
+ * but its slots, and the pins of a retrieve transfer, stay held (and
+ * charged to the channel's quotas) until its worker answers (a late
+ * commit or abort, answered KVR_ERR_EXPIRED) or its channel closes
+ * (kvr_store_channel_close, or _detach then _close). Its id is also
+ * remembered by its channel (KVR_ERR_EXPIRED on any later call).
  * Return: number of leases and transfers dropped.
  */
 int kvr_store_expire(struct kvr_store *s, uint64_t now_ns, uint32_t budget);
