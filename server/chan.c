@@ -12,6 +12,7 @@
  * This file does not parse requests (disp.c) or handshakes (hello.c).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +111,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	int rc;
 
 	for (i = 0; i < g->max_channels; i++)
-		if (s->chan_conn[i] < 0)
+		if (s->chan_conn[i] == -1)
 			break;
 	if (i == g->max_channels)
 		return -EBUSY;
@@ -247,6 +248,19 @@ static void uid_put(struct kvr_srv *s, const struct kvr_store_uid_stats *us)
 	atomic_store_explicit(&u->channels, us->channels, memory_order_relaxed);
 }
 
+/*
+ * Whether @c's process is gone, so that it can no longer write the pool.
+ * A readable pidfd says it exited. Without a pidfd (kernels before 5.3)
+ * the server cannot watch the process after its socket closed, so it
+ * takes the close for the end (docs/reliability.md says so).
+ */
+static bool process_gone(const struct kvr_conn *c)
+{
+	struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
+
+	return c->pidfd < 0 || poll(&p, 1, 0) != 0;
+}
+
 /* Release the store's state of the channel and log what it held. */
 static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 			    const char *why, bool protocol_error)
@@ -262,23 +276,33 @@ static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 	atomic_store_explicit(&c->dir->state, KVR_CHAN_CLOSING,
 			      memory_order_relaxed);
 	had_uid = kvr_store_uid_stats(s->store, (uint32_t)c->chan, &us) == 0;
-	rc = kvr_store_channel_close(s->store, (uint32_t)c->chan, s->now_ns,
-				     &rel);
+	/* A live process may still copy into the slots of its quarantine:
+	 * those stay until it exits (store_quar.c). */
+	if (process_gone(c))
+		rc = kvr_store_channel_close(s->store, (uint32_t)c->chan,
+					     s->now_ns, &rel);
+	else
+		rc = kvr_store_channel_detach(s->store, (uint32_t)c->chan,
+					      s->now_ns, &rel);
+	c->detach = rc > 0;
 	/* Its uid now holds less, or (its last channel) the entry is free. */
 	if (had_uid && kvr_store_uid_slot_stats(s->store, us.slot, &us) == 0)
 		uid_put(s, &us);
-	kvr_log(protocol_error ? KVR_LOG_WARN : KVR_LOG_INFO,
-		"worker disconnected: channel %d pid %d (%s)%s; released %llu "
-		"store transfers (%llu reservations, %llu bytes), %llu "
-		"retrieve transfers, %llu pins, %llu leases",
-		c->chan, (int)c->pid, why,
-		rc < 0 ? " [store: bad channel]" : "",
-		(unsigned long long)rel.store_xfers,
-		(unsigned long long)rel.objects_freed,
-		(unsigned long long)rel.bytes_freed,
-		(unsigned long long)rel.retrieve_xfers,
-		(unsigned long long)rel.pins_dropped,
-		(unsigned long long)rel.leases);
+	kvr_log_peer(
+	    protocol_error ? KVR_LOG_WARN : KVR_LOG_INFO, c->pid,
+	    "worker disconnected: channel %d pid %d (%s)%s; released %llu "
+	    "store transfers (%llu reservations, %llu bytes), %llu "
+	    "retrieve transfers, %llu pins, %llu leases, %llu quarantined "
+	    "transfers (%llu bytes)%s",
+	    c->chan, (int)c->pid, why, rc < 0 ? " [store: bad channel]" : "",
+	    (unsigned long long)rel.store_xfers,
+	    (unsigned long long)rel.objects_freed,
+	    (unsigned long long)rel.bytes_freed,
+	    (unsigned long long)rel.retrieve_xfers,
+	    (unsigned long long)rel.pins_dropped,
+	    (unsigned long long)rel.leases, (unsigned long long)rel.quar_xfers,
+	    (unsigned long long)rel.quar_bytes,
+	    c->detach ? "; its quarantine stays until the process exits" : "");
 	kvr__chan_counters(s, c);
 	/* R-CH2: counters above (all zero holdings now) before FREE. */
 	atomic_store_explicit(&shm->state, KVR_CHAN_FREE, memory_order_release);
@@ -290,8 +314,53 @@ static void release_channel(struct kvr_srv *s, struct kvr_conn *c,
 	/* The worker keeps its own mapping (and sees FREE in it); ours
 	 * and our fd go now. */
 	kvr_seg_destroy(&c->blk);
-	s->chan_conn[c->chan] = -1;
+	s->chan_conn[c->chan] = c->detach ? KVR_CHAN_DETACHED : -1;
 	s->g.disconnect_cleanups++;
+}
+
+/* Keep watching @c's process for the quarantine its channel still holds:
+ * the pidfd moves from the connection to the channel's detached entry. */
+static void detach(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_detached *d = &s->detached[c->chan];
+
+	d->pidfd = c->pidfd;
+	d->pid = c->pid;
+	d->gen = ++s->detached_gen;
+	c->pidfd = -1;
+	if (s->ring_ok)
+		kvr__uring_poll(
+		    s, d->pidfd, POLLIN,
+		    kvr_tag_make(KVR_TAG_DETACHED, (uint32_t)c->chan, d->gen),
+		    false);
+}
+
+void kvr__chan_detached_exit(struct kvr_srv *s, uint32_t ch, uint32_t gen)
+{
+	struct kvr_store_released rel = {0};
+	struct kvr_store_uid_stats us;
+	struct kvr_detached *d;
+	bool had_uid;
+
+	if (ch >= s->geom.max_channels || s->detached[ch].pidfd < 0 ||
+	    s->detached[ch].gen != gen)
+		return;
+	d = &s->detached[ch];
+	if (s->now_ns == 0)
+		s->now_ns = kvr_clock_now_ns();
+	had_uid = kvr_store_uid_stats(s->store, ch, &us) == 0;
+	(void)kvr_store_channel_close(s->store, ch, s->now_ns, &rel);
+	if (had_uid && kvr_store_uid_slot_stats(s->store, us.slot, &us) == 0)
+		uid_put(s, &us);
+	kvr_log_peer(KVR_LOG_INFO, d->pid,
+		     "pid %d exited: the quarantine of its closed channel %u "
+		     "is free again (%llu transfers, %llu bytes)",
+		     (int)d->pid, ch, (unsigned long long)rel.quar_xfers,
+		     (unsigned long long)rel.quar_bytes);
+	close(d->pidfd);
+	d->pidfd = -1;
+	s->chan_conn[ch] = -1;
+	kvr__chan_gstats(s);
 }
 
 /*
@@ -338,6 +407,10 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 			kvr__uring_cancel(
 			    s, kvr_tag_make(KVR_TAG_BELL, c->idx, gen));
 	}
+	if (c->detach)
+		detach(s, c);
+	c->detach = false;
+	c->expired_seen = 0;
 	close_fd(&c->sock);
 	close_fd(&c->pidfd);
 	close_fd(&c->req_efd);
@@ -368,7 +441,8 @@ void kvr__chan_proto_error(struct kvr_srv *s, struct kvr_conn *c,
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	kvr_log_warn("protocol error: channel %d pid %d uid %u: %s; "
+	kvr_log_peer(KVR_LOG_WARN, c->pid,
+		     "protocol error: channel %d pid %d uid %u: %s; "
 		     "disconnecting it (other workers are not affected)",
 		     c->chan, (int)c->pid, (unsigned)c->uid, what);
 	kvr__chan_close(s, c, "protocol error", true);
@@ -408,6 +482,8 @@ void kvr__chan_counters(struct kvr_srv *s, struct kvr_conn *c)
 	put(&st->oldest_ns, cs.oldest_ns);
 	put(&st->quota_denied, cs.quota_denied);
 	put(&st->xfers_expired, cs.xfers_expired);
+	put(&st->quar_bytes, cs.quar_bytes);
+	put(&st->quar_slots, cs.quar_slots);
 	if (kvr_store_uid_stats(s->store, (uint32_t)c->chan, &us) == 0)
 		uid_put(s, &us);
 	if (c->obs) {
@@ -524,6 +600,13 @@ void kvr__chan_gstats(struct kvr_srv *s)
 	put(&g->xfers_expired, st.xfers_expired);
 	put(&g->corrupt_dropped, st.corrupt_dropped);
 	put(&g->corrupt_unconfirmed, s->g.corrupt_unconfirmed);
+	put(&s->hdr->quar.xfers, st.quar_xfers);
+	put(&s->hdr->quar.slots, st.quar_slots);
+	put(&s->hdr->quar.bytes, st.quar_bytes);
+	put(&s->hdr->quar.reclaimed, st.quar_reclaimed);
+	for (unsigned k = 0; k < 3; k++)
+		put(&s->hdr->quar.released[k], st.quar_released[k]);
+	put(&s->hdr->quar.detached, st.detached);
 	if (!s->obs)
 		return;
 	put_cache(&s->obs->cache, &s->cache);

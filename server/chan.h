@@ -20,6 +20,11 @@ struct kvr_conn *kvr__chan_conn_alloc(struct kvr_srv *s);
  * identity, counters). Return 0 or -EBUSY (all channels in use). */
 int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c);
 
+/* The process of detached channel @ch exited (its pidfd poll, tagged
+ * with generation @gen, fired): release the quarantine it held and free
+ * the channel (chan.c). */
+void kvr__chan_detached_exit(struct kvr_srv *s, uint32_t ch, uint32_t gen);
+
 /* Make @c active: add it to the active list, channel state ACTIVE. */
 void kvr__chan_activate(struct kvr_srv *s, struct kvr_conn *c);
 

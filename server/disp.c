@@ -217,8 +217,12 @@ static int commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 {
 	int rc;
 
-	if (nsums && (rc = kvr__sum_store(s, c, xfer, nsums)) < 0)
+	if (nsums && (rc = kvr__sum_store(s, c, xfer, nsums)) < 0) {
+		/* A commit is its worker answering for the transfer, even
+		 * one its deadline put in quarantine (store_quar.c). */
+		(void)kvr_store_settle(s->store, (uint32_t)c->chan, xfer);
 		return rc;
+	}
 	if (s->l2) /* write-behind: commit, then queue the upload */
 		return kvr_l2_commit_store(s, c, xfer);
 	return kvr_store_commit_store(s->store, (uint32_t)c->chan, xfer,
@@ -330,8 +334,11 @@ static int commit_ahead(struct kvr_srv *s, struct kvr_conn *c,
 
 		len = s->sizes[2];
 		rc = kvr_store_bind(s->store, ch, xfer, &k, len);
-		if (rc < 0)
+		if (rc < 0) {
+			/* The commit answers for a quarantined slot. */
+			(void)kvr_store_settle(s->store, ch, xfer);
 			return rc;
+		}
 		rv->hdr.value = (uint64_t)rc;
 		if (rc != KVR_SLOT_OK) {
 			/* Rule 1: nothing stored; the slot stays staged and

@@ -103,6 +103,29 @@ static void on_signal(struct kvr_srv *s)
 	}
 }
 
+/*
+ * One line per channel whose transfers a deadline just reclaimed: the
+ * operator learns which worker stopped answering, and what it holds in
+ * quarantine until it answers or exits (rate-limited per pid).
+ */
+static void log_reclaims(struct kvr_srv *s, struct kvr_conn *c)
+{
+	struct kvr_store_chan_stats cs;
+
+	if (kvr_store_chan_stats(s->store, (uint32_t)c->chan, &cs) < 0 ||
+	    cs.xfers_expired == c->expired_seen)
+		return;
+	kvr_log_peer(KVR_LOG_WARN, c->pid,
+		     "channel %d pid %d: %llu transfers reclaimed at their "
+		     "deadline (--xfer-ms %u); %llu bytes in %u transfers stay "
+		     "in quarantine until the worker answers for them or exits",
+		     c->chan, (int)c->pid,
+		     (unsigned long long)(cs.xfers_expired - c->expired_seen),
+		     s->cfg.xfer_ms, (unsigned long long)cs.quar_bytes,
+		     cs.quar_xfers);
+	c->expired_seen = cs.xfers_expired;
+}
+
 /* Every heartbeat: heartbeat word, lease expiry, handshake timeouts,
  * unresponsive workers, and the global counters. */
 static void housekeeping(struct kvr_srv *s)
@@ -118,7 +141,8 @@ static void housekeeping(struct kvr_srv *s)
 			      memory_order_relaxed);
 	n = kvr_store_expire(s->store, s->now_ns, 0);
 	if (n > 0)
-		kvr_log_debug("expired %d leases", n);
+		kvr_log_debug("expired %d leases and transfers", n);
+	kvr_log_peer_flush();
 	kvr__hello_timeouts(s, s->now_ns);
 	kvr__prefault_poll(s);
 	for (uint32_t i = s->nactive; i-- > 0;) {
@@ -129,8 +153,10 @@ static void housekeeping(struct kvr_srv *s)
 					      "unresponsive: answers not read "
 					      "for %u ms",
 					      s->cfg.stall_ms);
-		else if (n > 0)
+		else if (n > 0) {
+			log_reclaims(s, c);
 			kvr__chan_counters(s, c); /* its leases may be gone */
+		}
 	}
 	kvr__chan_gstats(s);
 }
@@ -196,7 +222,8 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		if (res >= 0)
 			kvr__hello_accepted(s, res);
 		else if (res != -ECANCELED)
-			kvr_log_warn("accept: %s", kvr_strerror(res));
+			kvr_log_peer(KVR_LOG_WARN, 0, "accept: %s",
+				     kvr_strerror(res));
 		if (!(flags & IORING_CQE_F_MORE) && s->accepting)
 			arm_accept(s);
 		return;
@@ -209,6 +236,11 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		kvr_l2_bell(s);
 		if (!(flags & IORING_CQE_F_MORE) && s->l2)
 			kvr__uring_poll(s, s->l2->efd, POLLIN, ud, true);
+		return;
+	case KVR_TAG_DETACHED:
+		if (res >= 0)
+			kvr__chan_detached_exit(s, kvr_tag_idx(ud),
+						kvr_tag_gen(ud));
 		return;
 	case KVR_TAG_TIMER:
 		housekeeping(s);

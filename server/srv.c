@@ -713,6 +713,7 @@ static int alloc_tables(struct kvr_srv *s)
 	s->nconns = nch + KVR_SRV_PENDING_MAX;
 	s->conns = calloc(s->nconns, sizeof(*s->conns));
 	s->chan_conn = malloc(nch * sizeof(*s->chan_conn));
+	s->detached = malloc(nch * sizeof(*s->detached));
 	s->active = calloc(s->nconns, sizeof(*s->active));
 	s->polled = calloc(s->nconns, sizeof(*s->polled));
 	s->ns = calloc(KVR_SRV_NS_MAX, sizeof(*s->ns));
@@ -722,11 +723,13 @@ static int alloc_tables(struct kvr_srv *s)
 	if (s->ans_cap < kvr_resp_record_bytes(KVR_OP_STATS, 0))
 		s->ans_cap = kvr_resp_record_bytes(KVR_OP_STATS, 0);
 	s->ans = malloc(s->ans_cap);
-	if (!s->conns || !s->chan_conn || !s->active || !s->polled || !s->ns ||
-	    !s->keys || !s->sizes || !s->ans)
+	if (!s->conns || !s->chan_conn || !s->detached || !s->active ||
+	    !s->polled || !s->ns || !s->keys || !s->sizes || !s->ans)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < nch; i++)
+	for (uint32_t i = 0; i < nch; i++) {
 		s->chan_conn[i] = -1;
+		s->detached[i].pidfd = -1;
+	}
 	for (uint32_t i = 0; i < s->nconns; i++) {
 		struct kvr_conn *c = &s->conns[i];
 
@@ -868,6 +871,10 @@ void kvr_srv_destroy(struct kvr_srv *s)
 		return;
 	for (uint32_t i = 0; s->conns && i < s->nconns; i++)
 		kvr__chan_close(s, &s->conns[i], "server stopping", false);
+	/* The pool goes with us: nothing is left to keep from anyone. */
+	for (uint32_t i = 0; s->detached && i < s->cfg.max_workers; i++)
+		if (s->detached[i].pidfd >= 0)
+			close(s->detached[i].pidfd);
 	kvr_l2_destroy(s->l2); /* its threads read the pool: before unmap */
 	s->l2 = NULL;
 	if (s->hdr)
@@ -908,6 +915,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 	kvr__listen_unlock(s);
 	free(s->conns);
 	free(s->chan_conn);
+	free(s->detached);
 	free(s->active);
 	free(s->polled);
 	free(s->ns);

@@ -87,6 +87,8 @@ enum kvr_tag_kind {
 	KVR_TAG_PIDFD = 6,    /* worker process exited */
 	KVR_TAG_BELL = 7,     /* request doorbell rung */
 	KVR_TAG_L2 = 8,	      /* L2 done queue rung (l2_srv.c) */
+	KVR_TAG_DETACHED = 9, /* a detached channel's process exited; the
+				 index is the channel (chan.c) */
 };
 
 static inline uint64_t kvr_tag_make(unsigned kind, uint32_t idx, uint32_t gen)
@@ -272,7 +274,24 @@ struct kvr_conn {
 	 * the commit's round trip. The store frees the spare at close. */
 	uint64_t stage_spare;
 	uint64_t stage_len;
+	/* Set by the close when the store kept quarantine for a live
+	 * process: the pidfd moves to kvr_srv.detached (chan.c). */
+	bool detach;
+	/* The store's count of this channel's transfers reclaimed at their
+	 * deadline that the log has reported (loop.c). */
+	uint64_t expired_seen;
 };
+
+/* A closed channel whose live process may still write the slots of its
+ * quarantine (chan.c): its channel stays claimed until the process
+ * exits, watched through the pidfd that came with the connection. */
+struct kvr_detached {
+	int pidfd;    /* -1: the channel is not detached */
+	pid_t pid;    /* for the log */
+	uint32_t gen; /* the poll's tag generation */
+};
+/* kvr_srv.chan_conn of a detached channel: not free, nobody's. */
+#define KVR_CHAN_DETACHED (-2)
 
 /*
  * One registered namespace: same description, same id. Counted by the
@@ -330,8 +349,11 @@ struct kvr_srv {
 	/* Connections and channels. */
 	struct kvr_conn *conns;
 	uint32_t nconns;
-	int32_t *chan_conn; /* per channel: owning conn index or -1 */
-	uint32_t *active;   /* conn indices of ACTIVE connections */
+	int32_t *chan_conn; /* per channel: owning conn index, -1 free,
+			       or KVR_CHAN_DETACHED */
+	struct kvr_detached *detached; /* per channel */
+	uint32_t detached_gen;
+	uint32_t *active; /* conn indices of ACTIVE connections */
 	uint32_t nactive;
 	uint32_t *polled; /* the ACTIVE ones whose request ring the loop
 			   * drains: the ring transport's (disp.c) */

@@ -204,6 +204,12 @@ struct ins_stage {
 	uint64_t staged, stages, binds, binds_existing;
 };
 
+/* A copy of struct kvr_quar_shm: the quarantine (abi 5.3; zero from an
+ * older kvringd, whose padding this was). */
+struct ins_quar {
+	uint64_t xfers, slots, bytes, reclaimed, released[3], detached;
+};
+
 /* One namespace's counters (id 0: slot unused). */
 struct ins_ns_snap {
 	uint32_t id;
@@ -225,6 +231,7 @@ struct ins_chan_snap {
 	uint64_t bytes_in, bytes_out, resp_ring_full;
 	/* abi 1.1: use against the quotas, and the oldest holding. */
 	uint64_t pinned_bytes, oldest_ns, quota_denied, xfers_expired;
+	uint64_t quar_bytes, quar_slots; /* abi 5.3 */
 	struct kvr_bell_stats req_bell, resp_bell;
 	struct ins_ring_snap req, resp;
 	/* Observability block (obs.c): cache counters, the server's
@@ -275,6 +282,7 @@ struct ins_snap {
 	uint64_t free_extents, largest_free, frag_ppm, loop_wakeups;
 	uint64_t quota_denied, xfers_expired;
 	uint64_t corrupt_dropped, corrupt_unconfirmed; /* abi 3.1 */
+	struct ins_quar quar;			       /* abi 5.3 */
 	/* Per-channel limits from the header (abi 1.1; 0: none). */
 	uint64_t quota_reserved, quota_pinned, max_key_bytes;
 	uint32_t xfer_ms;

@@ -165,6 +165,11 @@ static void emit_chan(struct kvr_em *e, const struct ins_snap *s,
 				: 0);
 	kvr_em_u64(e, "xfer_deadline_ms", s->xfer_ms);
 	kvr_em_u64(e, "xfers_expired", c->xfers_expired);
+	/* Of what it holds, what its deadline put in quarantine. */
+	kvr_em_obj(e, "quarantine");
+	kvr_em_u64(e, "bytes", c->quar_bytes);
+	kvr_em_u64(e, "slots", c->quar_slots);
+	kvr_em_end(e);
 	ins_obs_emit_chan(e, c, pc);
 	kvr_em_end(e);
 }
@@ -252,6 +257,18 @@ static void emit_server(struct kvr_em *e, const struct ins_target *t,
 	kvr_em_u64(e, "xfers_expired", s->xfers_expired);
 	kvr_em_u64(e, "corrupt_dropped", s->corrupt_dropped);
 	kvr_em_u64(e, "corrupt_unconfirmed", s->corrupt_unconfirmed);
+	/* Slots a deadline took from a worker that may still copy, held
+	 * until it answers or exits (docs/storage.md, "Quarantine"). */
+	kvr_em_obj(e, "quarantine");
+	kvr_em_u64(e, "transfers", s->quar.xfers);
+	kvr_em_u64(e, "slots", s->quar.slots);
+	kvr_em_u64(e, "bytes", s->quar.bytes);
+	kvr_em_u64(e, "reclaimed", s->quar.reclaimed);
+	kvr_em_u64(e, "released_answered", s->quar.released[0]);
+	kvr_em_u64(e, "released_gone", s->quar.released[1]);
+	kvr_em_u64(e, "released_exited_after_close", s->quar.released[2]);
+	kvr_em_u64(e, "detached_channels", s->quar.detached);
+	kvr_em_end(e);
 	kvr_em_u64(e, "max_keys", s->max_keys);
 	emit_directory(e, s);
 }

@@ -122,6 +122,12 @@ static const struct {
     {"kvring_channel_resp_ring_full_total", "counter",
      "Times an answer had to wait for room in the response ring.",
      CH_U64(resp_ring_full)},
+    {"kvring_channel_quarantine_bytes", "gauge",
+     "Bytes of the channel's transfers a deadline reclaimed, held until the "
+     "worker answers or exits.",
+     CH_U64(quar_bytes)},
+    {"kvring_channel_quarantine_slots", "gauge",
+     "Reservations and pins of the channel in quarantine.", CH_U64(quar_slots)},
 };
 
 /* Which value of a ring prom_rings() prints. */
@@ -207,6 +213,35 @@ static void prom_server_info(FILE *f, const struct ins_target *t,
 }
 
 /* The server-wide gauges and counters, one sample each. */
+/* The quarantine (abi 5.3): now, and how it was released, by way. */
+static void prom_quar(FILE *f, const struct ins_quar *q)
+{
+	static const char *const way[3] = {"answered", "gone",
+					   "exited_after_close"};
+
+	prom_u64(f, "kvring_quarantine_transfers", "gauge",
+		 "Transfers a deadline reclaimed while their worker may still "
+		 "copy, held until it answers or exits.",
+		 q->xfers);
+	prom_u64(f, "kvring_quarantine_slots", "gauge",
+		 "Reservations and pins held in quarantine.", q->slots);
+	prom_u64(f, "kvring_quarantine_bytes", "gauge",
+		 "Rounded bytes held in quarantine.", q->bytes);
+	prom_u64(f, "kvring_quarantine_reclaimed_total", "counter",
+		 "Transfers put in quarantine.", q->reclaimed);
+	prom_head(f, "kvring_quarantine_released_total", "counter",
+		  "Quarantined transfers released: the worker answered, its "
+		  "process was gone at the close, or it exited after closing.");
+	for (unsigned k = 0; k < 3; k++)
+		fprintf(f,
+			"kvring_quarantine_released_total{way=\"%s\"} %" PRIu64
+			"\n",
+			way[k], q->released[k]);
+	prom_u64(f, "kvring_quarantine_detached_channels", "gauge",
+		 "Closed channels kept for the quarantine of a live process.",
+		 q->detached);
+}
+
 static void prom_server(FILE *f, const struct ins_snap *s)
 {
 	prom_u64(f, "kvring_server_up", "gauge",
@@ -278,6 +313,7 @@ static void prom_server(FILE *f, const struct ins_snap *s)
 	prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
 		 "Chunks reported corrupt whose bytes matched their sum.",
 		 s->corrupt_unconfirmed);
+	prom_quar(f, &s->quar);
 	prom_u64(f, "kvring_inspect_directory_readable", "gauge",
 		 "0 when the channel directory could not be read (run as root "
 		 "or kvringd's uid): channel, uid and namespace series are "

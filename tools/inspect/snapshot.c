@@ -151,6 +151,8 @@ static void snap_chan(const struct ins_attach *a, uint32_t i,
 	c->oldest_ns = LD(ch->stats.oldest_ns);
 	c->quota_denied = LD(ch->stats.quota_denied);
 	c->xfers_expired = LD(ch->stats.xfers_expired);
+	c->quar_bytes = LD(ch->stats.quar_bytes);
+	c->quar_slots = LD(ch->stats.quar_slots);
 	kvr_bell_stats(&ch->req_bell, &c->req_bell);
 	kvr_bell_stats(&ch->resp_bell, &c->resp_bell);
 	/* Rings at the offsets WE computed, never the channel's own fields
@@ -159,6 +161,18 @@ static void snap_chan(const struct ins_attach *a, uint32_t i,
 	snap_ring(&c->resp, base + a->g.resp_ring_off, a->g.resp_ring_cap);
 	c->req.server_high_water = LD(ch->stats.req_high_water);
 	c->resp.server_high_water = LD(ch->stats.resp_high_water);
+}
+
+/* The quarantine's counters (abi 5.3). */
+static void snap_quar(struct ins_snap *s, struct kvr_quar_shm *q)
+{
+	s->quar.xfers = LD(q->xfers);
+	s->quar.slots = LD(q->slots);
+	s->quar.bytes = LD(q->bytes);
+	s->quar.reclaimed = LD(q->reclaimed);
+	for (unsigned k = 0; k < 3; k++)
+		s->quar.released[k] = LD(q->released[k]);
+	s->quar.detached = LD(q->detached);
 }
 
 /* The global counters, in struct kvr_gstats_shm order. */
@@ -275,6 +289,7 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	s->heartbeat_ns = LD(h->heartbeat_ns);
 	s->state = LD(h->state);
 	snap_gstats(s, &h->stats);
+	snap_quar(s, &h->quar);
 	ins_l2_snap(h, &s->l2);
 	s->dir_rc = a->geom_ok ? a->dir_rc : 0;
 	if (a->geom_ok && a->dir.base) {

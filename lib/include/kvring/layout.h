@@ -145,6 +145,26 @@ struct kvr_l2stats_shm {
 _Static_assert(sizeof(struct kvr_l2stats_shm) == 512, "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_l2stats_shm, tryagain) == 208, "ABI");
 
+/*
+ * The quarantine, all channels (abi 5.3, docs/storage.md "Quarantine"):
+ * transfers a deadline reclaimed while their worker may still copy, and
+ * how they came back. 64 bytes at 1152 in the header; server-written
+ * (relaxed, single writer), published with the global counters.
+ */
+struct kvr_quar_shm {
+	_Atomic uint64_t xfers;	    /* 0: transfers in quarantine now */
+	_Atomic uint64_t slots;	    /* 8: their reservations and pins */
+	_Atomic uint64_t bytes;	    /* 16: their rounded bytes */
+	_Atomic uint64_t reclaimed; /* 24: transfers put there, since start */
+	/* 32: released because the worker answered (a late commit or
+	 * abort), because its process was gone when its channel closed,
+	 * and because it closed its channel and then exited. */
+	_Atomic uint64_t released[3];
+	_Atomic uint64_t detached; /* 56: closed channels still held for a
+				      live process's quarantine */
+};
+_Static_assert(sizeof(struct kvr_quar_shm) == 64, "ABI: docs/layout.md");
+
 struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
 
@@ -191,7 +211,8 @@ struct kvr_ctl_hdr_shm {
 	_Atomic uint64_t pool_zeroed_bytes; /* 784 */
 	uint8_t pad2[104];
 	struct kvr_gstats_shm stats; /* 896 */
-	uint8_t pad3[384];	     /* 1152 .. 1536 */
+	struct kvr_quar_shm quar;    /* 1152: abi 5.3 */
+	uint8_t pad3[320];	     /* 1216 .. 1536 */
 	struct kvr_l2stats_shm l2;   /* 1536 .. 2048: the L2 tier */
 };
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
@@ -200,6 +221,7 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_zeroed_bytes) == 784,
 	       "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, quar) == 1152, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, dir_fd) == 344, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_uid_reserved_bytes) ==
 		   416,
@@ -242,10 +264,14 @@ struct kvr_cstats_shm {
 					   0 when it holds none */
 	_Atomic uint64_t quota_denied;	/* 352: keys/pins refused */
 	_Atomic uint64_t xfers_expired; /* 360: reclaimed at deadline */
-	_Atomic uint64_t reserved[2];
+	/* abi 5.3: what of the above its deadline put in quarantine (the
+	 * worker may still copy; docs/storage.md "Quarantine"). */
+	_Atomic uint64_t quar_bytes; /* 368: rounded bytes */
+	_Atomic uint64_t quar_slots; /* 376: reservations and pins */
 };
 _Static_assert(sizeof(struct kvr_cstats_shm) == 384, "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_cstats_shm, pinned_bytes) == 336, "ABI");
+_Static_assert(offsetof(struct kvr_cstats_shm, quar_bytes) == 368, "ABI");
 
 struct kvr_channel_shm {
 	/* Identity (server-written while the channel is claimed). */
