@@ -4,13 +4,19 @@
  * scraped by a real HTTP client (python3's urllib): /metrics answers 200
  * with the Prometheus text and its content type and changes between two
  * scrapes as the server works, other paths are 404, other methods 405, a
- * bad address is a usage error, and the default address is loopback.
+ * bad address is a usage error, the default address is loopback, and idle
+ * or slow clients of one address neither block scrapes from another nor
+ * stay connected for long.
  * Registered only when libmicrohttpd was found (tests/CMakeLists.txt).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,4 +189,81 @@ Test(metrics_http, refuses_with_usage_error_when_address_is_garbage)
 		 srv.name);
 	st = system(cmd);
 	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+}
+
+/* A TCP connection from source address @src to the port of @url, or -1. */
+static int tcp_from(const char *src, const char *url)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET}, b = a;
+	unsigned port = 0;
+	int fd;
+
+	cr_assert_eq(sscanf(url, "http://127.0.0.1:%u/", &port), 1, "%s", url);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0);
+	inet_pton(AF_INET, src, &a.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &b.sin_addr);
+	b.sin_port = htons((uint16_t)port);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    connect(fd, (struct sockaddr *)&b, sizeof(b)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One scrape from 127.0.0.1 that must answer 200 within @ms. */
+static bool scrape_ok(const char *url, int ms)
+{
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000};
+	char buf[64] = {0};
+	int fd = tcp_from("127.0.0.1", url);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1
+		? recv(fd, buf, sizeof(buf) - 1, MSG_WAITALL)
+		: -1;
+	close(fd);
+	return n > 12 && strncmp(buf, "HTTP/1.", 7) == 0 &&
+	       strncmp(buf + 9, "200", 3) == 0;
+}
+
+/*
+ * Idle and slow clients from one address (127.0.0.2: connected and
+ * silent, or stuck half way through their headers) take at most that
+ * address's share of the connections: scrapes from another address are
+ * answered meanwhile, and the idle ones are dropped after a short timeout.
+ */
+Test(metrics_http, answers_scrapes_while_idle_clients_hold_connections)
+{
+	char url[256];
+	int idle[32], answered = 0;
+
+	start_server();
+	start_serve("127.0.0.1:0", url, sizeof(url));
+	for (int i = 0; i < 32; i++) {
+		idle[i] = tcp_from("127.0.0.2", url);
+		if (idle[i] >= 0 && i % 2)
+			(void)!write(idle[i],
+				     "GET /metrics HTTP/1.1\r\nHost:", 28);
+	}
+	for (int i = 0; i < 6; i++)
+		answered += scrape_ok(url, 3000);
+	cr_expect_eq(answered, 6, "%d of 6 scrapes answered", answered);
+	/* The header timeout closes what stayed idle. */
+	{
+		char b;
+		struct timeval tv = {.tv_sec = 6};
+
+		setsockopt(idle[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		cr_expect_eq(recv(idle[0], &b, 1, 0), 0,
+			     "an idle client was kept for 6 s");
+	}
+	for (int i = 0; i < 32; i++)
+		if (idle[i] >= 0)
+			close(idle[i]);
 }

@@ -227,8 +227,8 @@ static void sleeper_read(struct sleeper *sl, struct kvr_client *c)
 	raise(SIGSTOP);
 	/* Resumed in the middle of its read: the rest of the read. */
 	for (uint64_t j = 0; j < x.slots[0].len; j++)
-		sl->bad_bytes += ((const unsigned char *)x.slots[0].ptr)[j] !=
-				 0x77;
+		sl->bad_bytes +=
+		    ((const unsigned char *)x.slots[0].ptr)[j] != 0x77;
 	sl->answer_rc = kvr_commit_retrieve(c, &x);
 	snprintf(sl->msg, sizeof(sl->msg), "%s", kvr_client_errmsg(c));
 	atomic_store(&sl->phase, 2);

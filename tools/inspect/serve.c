@@ -38,6 +38,8 @@
 
 #include <microhttpd.h>
 
+#include <kvring/log.h>
+
 /* Everything the handler needs; owned by ins_serve_run()'s frame. */
 struct serve {
 	const struct ins_opts *o;
@@ -198,6 +200,28 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * Idle and slow clients must not keep scrapes out: a connection that sends
+ * nothing for SERVE_IDLE_S seconds (headers included) is dropped, and one
+ * address holds at most SERVE_CONNS_PER_ADDR of the SERVE_CONNS
+ * connections, so a client that hoards connections leaves room for the
+ * scraper at another address (docs/inspect.md, "Serving /metrics").
+ */
+#define SERVE_IDLE_S	     3u
+#define SERVE_CONNS	     64u
+#define SERVE_CONNS_PER_ADDR 8u
+
+/* libmicrohttpd's messages (a refused connection, a client that went
+ * away) are caused by clients: rate-limited like kvringd's peer lines. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[256];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kvr_log_peer(KVR_LOG_WARN, 0, "--serve: %s", msg);
+}
+
 int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 		  struct ins_attach *a)
 {
@@ -224,10 +248,15 @@ int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
+	/* The logger first, or MHD logs the other options' problems
+	 * itself. */
 	d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &sv,
+			     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-			     MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-			     MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_END);
+			     MHD_OPTION_CONNECTION_TIMEOUT, SERVE_IDLE_S,
+			     MHD_OPTION_CONNECTION_LIMIT, SERVE_CONNS,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+			     SERVE_CONNS_PER_ADDR, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!d) {
 		ins_err("--serve %s: cannot listen (address in use, or not "
@@ -253,6 +282,28 @@ int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 }
 
 #else /* !KVR_HAVE_MHD */
+
+/*
+ * Idle and slow clients must not keep scrapes out: a connection that sends
+ * nothing for SERVE_IDLE_S seconds (headers included) is dropped, and one
+ * address holds at most SERVE_CONNS_PER_ADDR of the SERVE_CONNS
+ * connections, so a client that hoards connections leaves room for the
+ * scraper at another address (docs/inspect.md, "Serving /metrics").
+ */
+#define SERVE_IDLE_S	     3u
+#define SERVE_CONNS	     64u
+#define SERVE_CONNS_PER_ADDR 8u
+
+/* libmicrohttpd's messages (a refused connection, a client that went
+ * away) are caused by clients: rate-limited like kvringd's peer lines. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[256];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kvr_log_peer(KVR_LOG_WARN, 0, "--serve: %s", msg);
+}
 
 int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 		  struct ins_attach *a)
