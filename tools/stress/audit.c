@@ -139,6 +139,8 @@ void st_audit_run(struct st_run *r, struct st_audit *a)
 	 * heartbeat: wait two so that what we read is current. */
 	st_sleep_us(2000ull * hb_ms + 50000);
 	snap_gstats(r->srv.hdr, &a->g);
+	a->quar_bytes =
+	    atomic_load_explicit(&r->srv.hdr->quar.bytes, memory_order_relaxed);
 	a->have_ctl = true;
 	a->pool_bytes = r->srv.hdr->pool_bytes;
 	a->workers_gone = ST_AUD(a, workers) == 0;

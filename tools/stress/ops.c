@@ -186,10 +186,19 @@ int st_op_store(struct st_worker *w, bool abort_it)
 		return rc;
 	}
 	if (linger && x.id && st_op_maybe_stop(w)) {
-		/* Stopped past the deadline: the reservation was reclaimed,
-		 * and its slots may be someone else's now, so nothing more
-		 * is written. Committing the poison must answer EXPIRED; a
-		 * published poison chunk would show up as corruption. */
+		/* Stopped past the deadline: the reservation was reclaimed.
+		 * Every other time the worker resumes its copy first, as a
+		 * paused process does, writing poison into the slots: their
+		 * quarantine keeps them from every other chunk, and a chunk
+		 * that got them would read as corrupt. Committing the poison
+		 * must answer EXPIRED; published poison is corruption too. */
+		if (st_rnd_below(&w->rng, 2) == 0) {
+			for (uint32_t i = 0; i < x.nslots; i++)
+				if (x.slots[i].status == KVR_SLOT_OK)
+					memset(x.slots[i].ptr, 0xa5,
+					       x.slots[i].len);
+			st_bump(&w->res->stop_resumed, 1);
+		}
 		rc = kvr_commit_store(w->c, &x);
 		st_worker_set_phase(w, PH_OTHER);
 		if (rc == 0 && ahead && n == 1 &&
@@ -305,9 +314,17 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		st_worker_set_phase(w, PH_OTHER);
 		return 0;
 	}
-	/* Verified while pinned; a stop now outlives the pins. */
+	/* Verified while pinned; a stop now outlives the pin's transfer,
+	 * whose slots stay in quarantine: every other time the worker reads
+	 * them again, and must find the same bytes. */
 	if (st_op_maybe_stop(w)) {
-		int rc = kvr_commit_retrieve(w->c, x);
+		int rc;
+
+		if (st_rnd_below(&w->rng, 2) == 0) {
+			st_op_check_retrieve(w, x, base, n, how);
+			st_bump(&w->res->stop_resumed, 1);
+		}
+		rc = kvr_commit_retrieve(w->c, x);
 
 		st_worker_set_phase(w, PH_OTHER);
 		return after_stop(w, rc);

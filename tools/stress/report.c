@@ -88,6 +88,7 @@ void st_report_progress(const struct st_run *r, bool final)
 struct facts {
 	struct st_totals t;
 	uint64_t leaked_res, leaked_pins, leaked_leases, leaked_xfers;
+	uint64_t leaked_quar; /* quarantine left after every worker exited */
 	char fails[MAX_FAILS][600];
 	int nf;
 };
@@ -111,11 +112,12 @@ static void judge(const struct st_run *r, const struct st_audit *a,
 	if (!a->have_ctl)
 		FAIL("leak audit impossible: %s", a->why);
 	if (f->leaked_res || f->leaked_pins || f->leaked_leases ||
-	    f->leaked_xfers)
+	    f->leaked_xfers || f->leaked_quar)
 		FAIL("leaked: %" PRIu64 " reserved bytes, %" PRIu64
-		     " pins, %" PRIu64 " leases, %" PRIu64 " transfers",
+		     " pins, %" PRIu64 " leases, %" PRIu64
+		     " transfers, %" PRIu64 " quarantined bytes",
 		     f->leaked_res, f->leaked_pins, f->leaked_leases,
-		     f->leaked_xfers);
+		     f->leaked_xfers, f->leaked_quar);
 	if (a->have_ctl && !a->workers_gone)
 		FAIL("server still reports %" PRIu64 " workers after ours left",
 		     ST_AUD(a, workers));
@@ -211,6 +213,7 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	kvr_em_u64(&e, "lease_short", t->lease_short);
 	kvr_em_u64(&e, "stops", t->stops);
 	kvr_em_u64(&e, "stops_expired", t->stop_expired);
+	kvr_em_u64(&e, "stops_resumed_copying", t->stop_resumed);
 	/* Only the errno values that occurred, by name. */
 	kvr_em_obj(&e, "errors");
 	for (int i = 0; i < NERRNO; i++)
@@ -221,6 +224,7 @@ static void print_json(const struct st_run *r, const struct st_audit *a,
 	kvr_em_u64(&e, "leaked_pins", f->leaked_pins);
 	kvr_em_u64(&e, "leaked_leases", f->leaked_leases);
 	kvr_em_u64(&e, "leaked_transfers", f->leaked_xfers);
+	kvr_em_u64(&e, "leaked_quarantine_bytes", f->leaked_quar);
 	kvr_em_bool(&e, "pool_accounting_ok", a->have_ctl && a->accounting_ok);
 	/* "pool" is left out when the audit could not map the segment. */
 	if (a->have_ctl) {
@@ -289,17 +293,18 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 	       t->reconnects);
 	printf("kills_store_ahead=%" PRIu64 "\nkills_in_batch=%" PRIu64 "\n",
 	       r->kills_ahead, r->kills_batch);
-	printf("stops=%" PRIu64 "\nstops_expired=%" PRIu64 "\n", t->stops,
-	       t->stop_expired);
+	printf("stops=%" PRIu64 "\nstops_expired=%" PRIu64
+	       "\nstops_resumed_copying=%" PRIu64 "\n",
+	       t->stops, t->stop_expired, t->stop_resumed);
 	for (int i = 0; i < NERRNO; i++)
 		if (t->errors[i])
 			printf("errors_%s=%" PRIu64 "\n", errno_name(i),
 			       t->errors[i]);
 	printf("leaked_reserved_bytes=%" PRIu64 "\nleaked_pins=%" PRIu64
 	       "\nleaked_leases=%" PRIu64 "\nleaked_transfers=%" PRIu64
-	       "\npool_accounting_ok=%d\n",
+	       "\nleaked_quarantine_bytes=%" PRIu64 "\npool_accounting_ok=%d\n",
 	       f->leaked_res, f->leaked_pins, f->leaked_leases, f->leaked_xfers,
-	       a->have_ctl && a->accounting_ok);
+	       f->leaked_quar, a->have_ctl && a->accounting_ok);
 	if (a->have_ctl)
 		printf("pool_bytes=%" PRIu64 "\nused_bytes=%" PRIu64
 		       "\nobjects=%" PRIu64 "\nevictions=%" PRIu64 "\n",
@@ -320,6 +325,7 @@ int st_report_print(const struct st_run *r, const struct st_audit *a)
 	f.leaked_pins = a->have_ctl ? ST_AUD(a, pins) : 0;
 	f.leaked_leases = a->have_ctl ? ST_AUD(a, leases) : 0;
 	f.leaked_xfers = a->have_ctl ? ST_AUD(a, transfers) : 0;
+	f.leaked_quar = a->have_ctl ? a->quar_bytes : 0;
 	judge(r, a, &f);
 	if (r->o.json)
 		print_json(r, a, &f);

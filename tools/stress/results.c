@@ -73,6 +73,7 @@ void st_results_sum(const struct st_shared_shm *sh, unsigned nworkers,
 		t->stops += LD(w->stops);
 		t->stop_expired += LD(w->stop_expired);
 		t->stop_not_expired += LD(w->stop_not_expired);
+		t->stop_resumed += LD(w->stop_resumed);
 		t->sum_caught += LD(w->sum_caught);
 		t->sum_false += LD(w->sum_false);
 		t->sum_missed += LD(w->sum_missed);

@@ -131,6 +131,11 @@ struct st_wres_shm {
 	_Atomic uint64_t stops;
 	_Atomic uint64_t stop_expired;
 	_Atomic uint64_t stop_not_expired;
+	/* Of the stops, those after which the worker went on using its
+	 * slots before its late commit: it finished its copy into a store's
+	 * slots, or read a retrieve's slots again (the quarantine keeps both
+	 * from any other worker's chunk). */
+	_Atomic uint64_t stop_resumed;
 	/* --checksum (verify.c): slots the library marked KVR_SLOT_CORRUPT
 	 * whose bytes really were wrong (caught) or were right (false: a
 	 * bug); chunks with wrong bytes that passed a check with every slot
@@ -276,7 +281,7 @@ struct st_totals {
 	uint64_t ops[OP_N], ops_total;
 	uint64_t verified_chunks, verified_bytes, corrupt, stored_chunks,
 	    stored_bytes, slot_st[NSLOT_ST], errors[NERRNO], reconnects,
-	    lease_short, stops, stop_expired, stop_not_expired;
+	    lease_short, stops, stop_expired, stop_not_expired, stop_resumed;
 	uint64_t sum_caught, sum_false, sum_missed, sum_unchecked, sum_verified;
 	uint64_t batch_reqs;
 };
@@ -285,6 +290,7 @@ struct st_totals {
 struct st_audit {
 	bool have_ctl, have_stats, workers_gone;
 	struct kvr_gstats_shm g; /* plain copy (atomics read one by one) */
+	uint64_t quar_bytes;	 /* the quarantine's bytes (abi 5.3) */
 	uint64_t pool_bytes;
 	struct kvr_stats_wire w;
 	bool accounting_ok;
