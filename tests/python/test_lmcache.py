@@ -177,6 +177,21 @@ class ShmContextTest(ServerCase):
         self.assertFalse(c.commit_store(key(4), 1, [chunk(4, 0),
                                                     chunk(4, 1)]))
 
+    def test_socket_of_maps_lmcache_segment_names_to_kvringd(self):
+        old = os.environ.get("KVRING_SOCKET")
+        os.environ["KVRING_SOCKET"] = "/run/k.sock"
+        try:
+            self.assertEqual(klm.socket_of("/tmp/x.sock"), "/tmp/x.sock")
+            self.assertEqual(klm.socket_of("kvring:/tmp/y.sock"),
+                             "/tmp/y.sock")
+            for name in ("", "kvring:", "lmcache_l1_pool_x"):
+                self.assertEqual(klm.socket_of(name), "/run/k.sock")
+        finally:
+            if old is None:
+                del os.environ["KVRING_SOCKET"]
+            else:
+                os.environ["KVRING_SOCKET"] = old
+
     def test_close_is_idempotent(self):
         c = self.ctx()
         self.store(c, key(5), 5)

@@ -17,8 +17,9 @@ with LMCache's return values exactly::
     ctx.close()                                 # twice is harmless
 
 Where LMCache's server gives a segment name (shm_name), kvring takes
-kvringd's socket path (or "kvring:<path>", or "kvring:" for
-$KVRING_SOCKET / the per-uid default). Chunks are kvring's chunk format,
+kvringd's socket: "kvring:<path>" or an absolute path; any other name
+(LMCache's own segment names included) means $KVRING_SOCKET, else the
+per-uid default (socket_of()). Chunks are kvring's chunk format,
 which is LMCache's (KV_2LTD [2, layers, tokens, hidden]; MLA
 [layers, tokens, hidden]), in the shape of metadata.layout_desc.shapes[0]
 and dtype layout_desc.dtypes[0]. The chunk token count comes from that
@@ -86,12 +87,15 @@ _GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF,
 
 
 def socket_of(shm_name: str) -> str:
-    """kvringd's socket for what LMCache calls shm_name: a path, or
-    "kvring:<path>", or "kvring:" / "" for $KVRING_SOCKET, else the
-    per-uid default."""
+    """kvringd's socket for what LMCache calls shm_name: "kvring:<path>"
+    or an absolute path is that path; anything else ("", "kvring:", or
+    the segment name LMCache's server hands out, which names LMCache's
+    own pool) means $KVRING_SOCKET, else the per-uid default."""
     s = shm_name or ""
     if s.startswith("kvring:"):
         s = s[len("kvring:"):]
+    elif not s.startswith("/"):
+        s = ""
     return s or os.environ.get("KVRING_SOCKET") or kvring.default_socket()
 
 
