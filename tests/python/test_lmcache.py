@@ -274,6 +274,17 @@ class ContractTest(ServerCase):
         z = self.ctx()
         self.assertEqual(z.prepare_store(k, 1), ([], []))
 
+    def test_by_value_bf16_chunks_round_trip(self):
+        md = metadata(dtype=torch.bfloat16)
+        c = self.ctx(md, by_value=True)
+        k = key(22)
+        data = [chunk(22, i, dtype=torch.bfloat16) for i in range(2)]
+        self.assertTrue(c.commit_store(k, 1, data))
+        got = self.ctx(md).prepare_retrieve(k, 1)
+        self.assertEqual(got[0].dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(got[0], data[0]))
+        self.assertTrue(torch.equal(got[1], data[1]))
+
     def test_salted_keys_miss_other_tenants(self):
         ctx = self.ctx()
         self.store(ctx, key(18, salt="alice"), 18)

@@ -476,9 +476,8 @@ class KvringEngineDrivenContext(EngineDrivenContext):
                     src = chunks[i].detach()
                     if src.device.type != "cpu" or not src.is_contiguous():
                         src = src.to("cpu").contiguous()
-                    tx.fill(i, src.view(torch.uint8).numpy()
-                            if src.dtype == torch.bfloat16
-                            else src.numpy())
+                    # As bytes: numpy has no bfloat16.
+                    tx.fill(i, src.reshape(-1).view(torch.uint8).numpy())
             tx.commit()
         except KvringError as e:
             self._dead(c, "commit_store", e)
