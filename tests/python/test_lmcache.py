@@ -192,6 +192,14 @@ class ShmContextTest(ServerCase):
             else:
                 os.environ["KVRING_SOCKET"] = old
 
+    def test_a_with_block_closes_the_context(self):
+        with KvringEngineDrivenContext(metadata(), MagicMock(), 3.0,
+                                       self.srv.sock) as c:
+            views, idx = c.prepare_store(key(6), 1)
+        self.assertTrue(all(v.numel() == 0 for v in views))
+        self.assertIsNone(c.prepare_store(key(6), 1))
+        self.assertIsNone(self.ctx().prepare_retrieve(key(6), 1))
+
     def test_close_is_idempotent(self):
         c = self.ctx()
         self.store(c, key(5), 5)

@@ -85,6 +85,14 @@ def _load_instance(spec, tokens, pids):
 
 
 class FactoryTest(ServerCase):
+    def test_a_with_block_closes_the_backend(self):
+        i = self.inst()
+        with i.backend as b:
+            self.assertIs(b, i.backend)
+        t = toks(10, PS)
+        i.compute(t, [0])
+        self.assertEqual(i.backup(t, [0]), [False])  # closed: no store
+
     def test_dynamic_factory_loads_a_hicache_storage_subclass(self):
         i = self.inst()
         self.assertIsInstance(i.backend, HiCacheStorage)

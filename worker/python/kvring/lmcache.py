@@ -583,6 +583,13 @@ class KvringEngineDrivenContext(EngineDrivenContext):
         for c in clients:
             c.close()
 
+    def __enter__(self) -> "KvringEngineDrivenContext":
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+        self.close()
+        return False
+
 
 def create_engine_driven_context(metadata: "EngineDrivenContextMetadata",
                                  mq_client: Any, mq_timeout: float,

@@ -803,6 +803,13 @@ class KvringHiCacheStorage(HiCacheStorage):
         if c is not None:
             c.close()
 
+    def __enter__(self) -> "KvringHiCacheStorage":
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+        self.close()
+        return False
+
     def __repr__(self) -> str:
         g = self._geo
         return "<KvringHiCacheStorage %s at %s: %s>" % (
