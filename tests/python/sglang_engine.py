@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import torch
 

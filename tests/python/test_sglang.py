@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
 import torch  # noqa: E402
 
-import kvring  # noqa: E402
 import kvring.sglang as ksg  # noqa: E402
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage  # noqa: E402
 from sglang.srt.metrics.collector import StorageMetrics  # noqa: E402
@@ -211,6 +210,39 @@ class ShareTest(ServerCase):
         self.assertTrue(torch.equal(got.view(want.shape), want))
         self.assertIsNone(c.backend.get("never-stored"))
         self.assertTrue(c.backend.batch_set([], []))
+
+    def test_backup_and_prefetch_threads_share_one_backend(self):
+        # HiCache's backup and prefetch threads call one backend at once.
+        import threading
+        a = self.inst(pages=32)
+        errors = []
+
+        def backup(r):
+            t = toks(300 + r, PS * 2)
+            a.compute(t, [2 * r, 2 * r + 1])
+            if a.backup(t, [2 * r, 2 * r + 1]) != [True, True]:
+                errors.append("backup %d" % r)
+
+        def prefetch(r):
+            t = toks(300 + r, PS * 2)
+            deadline = time.monotonic() + 20
+            while a.backend.batch_exists(se.page_hashes(t, PS)) < 2:
+                if time.monotonic() > deadline:
+                    errors.append("never stored %d" % r)
+                    return
+                time.sleep(0.001)
+            dst = [16 + 2 * r, 17 + 2 * r]
+            if a.prefetch(t, dst) != [True, True] or \
+                    a.pages_equal_model(t, dst) != [True, True]:
+                errors.append("prefetch %d" % r)
+
+        ts = [threading.Thread(target=f, args=(r,)) for r in range(8)
+              for f in (backup, prefetch)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        self.assertEqual(errors, [])
 
     def test_get_stats_gives_sglang_storage_metrics(self):
         t = toks(9, PS * 3)
