@@ -366,6 +366,25 @@ class ReviewBugTest(ServerCase):
         c.close()
         c.close()
 
+    def test_prepare_store_times_out_as_lmcaches_and_retrieve_misses(self):
+        srv = Server()
+        srv.start()
+        self.addCleanup(srv.stop)
+        c = KvringEngineDrivenContext(metadata(), MagicMock(), 0.3, srv.sock)
+        self.addCleanup(c.close)
+        self.assertIsNotNone(c.prepare_store(key(37), 1))
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            with self.assertRaisesRegex(TimeoutError,
+                                        "PREPARE_STORE timed out"):
+                c.prepare_store(key(38), 1)
+            with self.assertLogs("kvring.lmcache", logging.WARNING):
+                self.assertIsNone(c.prepare_retrieve(key(37), 1))
+            self.assertLess(time.monotonic() - t0, 5)
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+
     def test_pending_tables_are_race_free_under_threads(self):
         ctx = self.ctx()
         errors = []
