@@ -27,6 +27,15 @@
  * kvr_sum64 of every chunk then scatter) and with ratio_to_plain, the
  * median same-run ratio to the plain gather (scatter) of that run.
  *
+ * kvring.sglang (the SGLang HiCache backend):
+ *   sglang_set     batch_set_v1 of 64 pages of a page_first host pool,
+ *   sglang_get     batch_get_v1 of them into other pages,
+ * measured by tools/bench_sglang.py against a kvringd it starts, for
+ * 256 KiB and 2 MiB pages at this shape (2 and 16 tokens), in pages/s
+ * and GB/s beside a memcpy of the same bytes in the same run
+ * (ratio_to_memcpy); --no-sglang skips them, and without python3 and
+ * torch they are reported as not run.
+ *
  * The data is checked: every gathered byte is compared with the cache
  * once, a scatter into a second cache is gathered back and compared, the
  * gather's sums are compared with kvr_sum64 of the chunks, and the check
@@ -39,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <kvring/kv.h>
 #include <kvring/sum.h>
@@ -54,7 +64,7 @@
 struct kvb {
 	uint32_t layers, heads, head_size, block_size, chunk_tokens, chunks;
 	uint32_t iters;
-	bool json, no_torch, hnd;
+	bool json, no_torch, no_sglang, hnd;
 	int cpu;
 	uint32_t nblocks, num_blocks; /* used, in the cache */
 	uint64_t chunk_bytes, total;
@@ -82,6 +92,8 @@ static void usage(FILE *f)
 		"  --iters N         runs per figure, median reported (9)\n"
 		"  --cpu N           pin to CPU N (-1: no pinning)\n"
 		"  --no-torch        skip the torch baseline (python3)\n"
+		"  --no-sglang       skip the sglang_set/sglang_get rows "
+		"(python3)\n"
 		"  --json            JSON lines instead of a table\n");
 }
 
@@ -97,6 +109,7 @@ static int parse(int argc, char **argv, struct kvb *b)
 	    {"iters", required_argument, NULL, 'i'},
 	    {"cpu", required_argument, NULL, 'p'},
 	    {"no-torch", no_argument, NULL, 'n'},
+	    {"no-sglang", no_argument, NULL, 's'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -149,6 +162,9 @@ static int parse(int argc, char **argv, struct kvb *b)
 			continue;
 		case 'n':
 			b->no_torch = true;
+			continue;
+		case 's':
+			b->no_sglang = true;
 			continue;
 		case 'j':
 			b->json = true;
@@ -580,6 +596,66 @@ static int run_layout(struct kvb *b)
 	return run_sums(b, lay);
 }
 
+/*
+ * The sglang_set and sglang_get rows: one python3 run of
+ * tools/bench_sglang.py at this shape, its JSON lines passed through
+ * (--json) or shown as a table. It exits 77 when torch is missing (the
+ * rows are then reported as not run) and 1 on wrong data.
+ */
+static int sglang_rows(const struct kvb *b)
+{
+	char cmd[1024], line[2048];
+	FILE *p;
+	int st;
+
+	if (b->no_sglang)
+		return BENCH_EXIT_OK;
+	snprintf(cmd, sizeof(cmd),
+		 "/usr/bin/python3 '%s/tools/bench_sglang.py' --json "
+		 "--layers %u --kv-heads %u --head-size %u --iters %u",
+		 KVR_SRC_DIR, b->layers, b->heads, b->head_size,
+		 b->iters < 5 ? 5 : b->iters);
+	fflush(stdout);
+	p = popen(cmd, "r");
+	if (!p) {
+		fprintf(stderr, "kvring-bench kv: cannot run python3 for the "
+				"sglang rows\n");
+		return BENCH_EXIT_OK;
+	}
+	if (!b->json)
+		printf("kvring.sglang (tools/bench_sglang.py, page_first host "
+		       "pool, 64 pages):\n");
+	while (fgets(line, sizeof(line), p)) {
+		if (b->json) {
+			fputs(line, stdout);
+			continue;
+		}
+		if (!strstr(line, "\"subject\":\"sglang_"))
+			continue;
+		printf("  %-10s %5.0f KiB pages  %8.0f pages/s  %6.2f GB/s  "
+		       "%.2fx memcpy (%.2f GB/s)\n",
+		       strstr(line, "sglang_set") ? "sglang_set" : "sglang_get",
+		       json_num(line, "page_bytes") / 1024,
+		       json_num(line, "pages_s"), json_num(line, "gbps"),
+		       json_num(line, "ratio_to_memcpy"),
+		       json_num(line, "memcpy_gbps"));
+	}
+	st = pclose(p);
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		if (!b->json)
+			printf("  (not run: /usr/bin/python3 cannot import "
+			       "torch)\n");
+		return BENCH_EXIT_OK;
+	}
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr,
+			"kvring-bench kv: the sglang rows failed (wrong "
+			"data, or kvringd could not start)\n");
+		return BENCH_EXIT_ERR;
+	}
+	return BENCH_EXIT_OK;
+}
+
 int bench_kv_main(int argc, char **argv);
 
 int bench_kv_main(int argc, char **argv)
@@ -640,6 +716,9 @@ int bench_kv_main(int argc, char **argv)
 		if (rc > worst)
 			worst = rc;
 	}
+	rc = sglang_rows(&b);
+	if (rc > worst)
+		worst = rc;
 	for (int c = 0; c < 2; c++)
 		for (uint32_t l = 0; l < b.layers; l++)
 			free(b.layer_mem[c][l]);

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+"""lmcache.v1 stand-in package."""

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+"""sglang.srt stand-in package."""

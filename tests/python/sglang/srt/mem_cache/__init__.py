@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+"""sglang.srt.mem_cache stand-in package."""
