@@ -7,7 +7,7 @@ usage: scripts/deps.py DIR [--types HEADER]... [--short] [--check]
 
 A unit is a header and the .c files behind it: foo.c and foo.h are unit
 "foo", and foo_bar.c joins unit "foo" when foo.h exists and foo_bar.h does
-not (server/l2_*.c share l2.h). Unit X depends on unit Y when a file of X
+not (server/store/store_*.c share store_int.h). Unit X depends on unit Y when a file of X
 includes Y's header ("y.h") or names a function or object that a .c file
 of Y defines with external linkage (kvr_* or kvr__*). A --types header is
 the folder's shared type header: including it adds no edge (every file
@@ -203,7 +203,7 @@ def main(argv):
             args.append(a)
     if len(args) != 1 or not os.path.isdir(args[0]):
         print("deps.py: give one folder of C files, e.g. "
-              "scripts/deps.py server --types srv.h --check",
+              "scripts/deps.py server --types kvringd.h --check",
               file=sys.stderr)
         return 2
     units, deps, files = graph(args[0], types)

@@ -35,7 +35,7 @@ static inline void put(_Atomic uint64_t *a, uint64_t v)
 }
 
 /* Publish a private cache mirror word by word (same layout, asserted in
- * srv.h); relaxed single-writer stores as every counter here. */
+ * kvringd.h); relaxed single-writer stores as every counter here. */
 static void put_cache(struct kvr_cache_shm *dst,
 		      const struct kvr_cache_cnt *src)
 {
@@ -506,7 +506,7 @@ void kvr__chan_counters_due(struct kvr_srv *s, struct kvr_conn *c)
 
 /* O(polled channels), once per idle stretch or per KVR_SRV_COUNTERS_NS:
  * never per request. Channels of the copy transport publish their own
- * (copy.c). A channel closed meanwhile published at its close. */
+ * (tport_sock.c). A channel closed meanwhile published at its close. */
 void kvr__chan_counters_flush(struct kvr_srv *s)
 {
 	for (uint32_t i = 0; i < s->npolled; i++) {

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /* A free connection slot, or NULL when all are in use. */
 struct kvr_conn *kvr__chan_conn_alloc(struct kvr_srv *s);

@@ -17,7 +17,7 @@
 
 #include <kvring/paths.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 /* Defaults (docs/config.md). */
 #define KVR_CONFIG_DEF_POOL_BYTES   (1ull << 30)

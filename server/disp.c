@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Request dispatch: drain a channel's request ring in batches, validate
- * every record (kvr_req_parse), run it against the storage engine and
- * write exactly one answer carrying its req_id, then ring the worker's
- * response doorbell once per batch (only if it sleeps).
+ * Request dispatch: run each validated request (kvr_req_parse, by the
+ * transport) against the storage engine and build exactly one answer
+ * carrying its req_id; after a batch, time it and stage store-ahead's
+ * next slot.
  *
  * Trust: a record lives in shared memory the worker can rewrite at any
  * moment, so keys and sizes are copied into private scratch buffers once,
@@ -30,10 +30,10 @@
  * one, an upper bound for the later records of a longer batch.
  * docs/inspect.md says so too.
  *
- * The ring transport's table of operations (kvr__disp_ring_ops, chosen at
- * the handshake) is at the end: the loop drains the rings of the
- * connections it serves. This file moves no payload over the socket
- * (copy.c).
+ * The transports feed it: the ring transport (tport_ring.c) drains the
+ * request ring of each connection the loop serves, the copy transport
+ * (tport_sock.c) reads requests from the socket. This file moves no
+ * bytes of a ring or a socket itself.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -243,7 +243,7 @@ static int prepare_bind(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 	uint64_t deadline;
 	int rc;
 
-	if (c->ops != &kvr__disp_ring_ops)
+	if (c->transport == KVR_TRANSPORT_COPY)
 		return -EOPNOTSUPP;
 	rc = kvr_store_stage_desc(s->store, ch, xfer, &d, &deadline);
 	if (rc < 0)
@@ -326,7 +326,7 @@ static int commit_ahead(struct kvr_srv *s, struct kvr_conn *c,
 	struct kvr_slot_desc d;
 	int rc;
 
-	if (c->ops != &kvr__disp_ring_ops)
+	if (c->transport == KVR_TRANSPORT_COPY)
 		return -EOPNOTSUPP;
 	if (flags & KVR_REQ_BIND) {
 		/* s->sizes holds the words: key lo, key hi, size (, sum). */
@@ -531,310 +531,34 @@ out:
 	return (size_t)len;
 }
 
-/* What a consumer-side ring error says about the worker's writes. */
-static const char *ring_damage(int rc)
-{
-	switch (rc) {
-	case -EPROTO:
-		return "tail moved backwards";
-	case -ERANGE:
-		return "tail more than the capacity ahead of the head";
-	case -EILSEQ:
-		return "tail not 8-byte aligned";
-	case -EBADMSG:
-		return "record header fails its check (garbage)";
-	case -ENOMSG:
-		return "record of reserved type 0";
-	case -EOVERFLOW:
-		return "record runs past the tail or the ring's end";
-	default:
-		return kvr_strerror(rc);
-	}
-}
-
-/* The same for the response ring, where the worker owns the head. */
-static const char *head_damage(int rc)
-{
-	switch (rc) {
-	case -EPROTO:
-		return "head moved backwards";
-	case -ERANGE:
-		return "head ahead of what the server published";
-	case -EILSEQ:
-		return "head not 8-byte aligned";
-	default:
-		return kvr_strerror(rc);
-	}
-}
-
-static uint64_t chan_requests(const struct kvr_conn *c)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < 16; i++)
-		n += c->n_req[i];
-	return n;
-}
-
-/* Write one answer record. A claim at the ring's end may place a padding
- * record and answer -EAGAIN although room waits at the start: one more
- * claim takes it. Nothing is committed or rung here: the caller parks the
- * answer and publishes once (a stalled worker must not cost a fence and
- * an eventfd write on every loop pass). */
-static int put_answer(struct kvr_conn *c, uint32_t type, const void *buf,
-		      size_t len)
-{
-	void *p;
-	int rc;
-
-	rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
-	if (rc == -EAGAIN)
-		rc = kvr_ring_claim(&c->resp, type, (uint32_t)len, &p);
-	if (rc < 0)
-		return rc;
-	memcpy(p, buf, len);
-	return 0;
-}
-
-/* Make a batch of answers visible with one release store (R1 of the
- * ring) and wake the worker only if it announced it sleeps. */
-static void publish(struct kvr_conn *c)
-{
-	kvr__chan_publish(c);
-}
-
-/* Retry the parked answer. Return true when the channel may go on. */
-static bool flush_pending(struct kvr_srv *s, struct kvr_conn *c)
-{
-	int rc = put_answer(c, c->pend_type, c->pend, c->pend_len);
-
-	if (rc == -EAGAIN)
-		return false;
-	if (rc < 0) {
-		kvr__chan_proto_error(s, c, "response ring damaged: %s",
-				      kvr_strerror(rc));
-		return false;
-	}
-	c->blocked = false;
-	publish(c);
-	/* The parked request was read before it was parked. */
-	if (s->hist_on) {
-		s->lat_mark_ns = kvr_clock_now_ns();
-		hist_record(s, c, c->pend_type & ~KVR_RESP_BIT, 1,
-			    c->blocked_since_ns, s->lat_mark_ns);
-	}
-	return true;
-}
-
-/* Park the answer in s->ans: the response ring is full. */
-static int park(struct kvr_srv *s, struct kvr_conn *c, uint32_t type,
-		size_t len)
-{
-	if (!c->pend) {
-		c->pend = malloc(s->ans_cap);
-		if (!c->pend)
-			return -ENOMEM;
-	}
-	memcpy(c->pend, s->ans, len);
-	c->pend_len = len;
-	c->pend_type = type;
-	c->blocked = true;
-	c->blocked_since_ns = s->now_ns;
-	c->resp_full++;
-	return 0;
-}
-
 /*
- * Every record is handled completely (parsed, executed, answered) before
- * the next is looked at, so a malformed record later in the batch cannot
- * undo the effects of earlier, valid ones: they are answered, and only
- * then is the worker cut off. A parked answer means the request it
- * answers was executed already; the channel resumes by delivering it.
+ * After a batch's answers are published (@nop: answers by op, NULL when
+ * none): time them, with one clock read, into the channel's and the
+ * global histograms; then, with store-ahead, stage the next slot.
  */
-unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c)
+void kvr__disp_batch_done(struct kvr_srv *s, struct kvr_conn *c,
+			  const uint8_t *nop)
 {
-	struct kvr_ring_rec rec;
-	struct kvr_req_view v;
-	unsigned handled = 0, answered = 0;
-	uint8_t nop[KVR_OP__MAX] = {0}; /* answers in this batch, by op */
-	uint32_t type;
-	uint64_t used;
-	size_t len;
-	int rc;
+	if (nop && s->hist_on) {
+		uint64_t t0 = lat_start(s), t1 = kvr_clock_now_ns();
 
-	if (c->blocked && !flush_pending(s, c))
-		return 0;
-	while (handled < KVR_SRV_BATCH) {
-		rc = kvr_ring_peek(&c->req, &rec);
-		if (rc == -EAGAIN)
-			break;
-		if (rc < 0) {
-			if (answered)
-				publish(c);
-			kvr__chan_proto_error(
-			    s, c,
-			    "request ring damaged (%s) after "
-			    "%llu requests",
-			    ring_damage(rc),
-			    (unsigned long long)chan_requests(c));
-			return handled;
-		}
-		used = kvr_ring_used(&c->req);
-		if (used > c->req_hw)
-			c->req_hw = used;
-		rc =
-		    kvr_req_parse(rec.type, rec.data, rec.len, s->max_keys, &v);
-		if (rc < 0) {
-			if (answered)
-				publish(c);
-			kvr__chan_proto_error(
-			    s, c,
-			    "malformed request: type %u (%s), "
-			    "%u bytes: %s",
-			    rec.type, kvr_op_name(rec.type), rec.len,
-			    kvr_strerror(rc));
-			return handled;
-		}
-		handled++;
-		len = kvr__disp_exec(s, c, &v, &type);
-		if (len == 0)
-			continue; /* an L2 read-through answers later */
-		rc = put_answer(c, type, s->ans, len);
-		if (rc == -EAGAIN) {
-			rc = park(s, c, type, len);
-			if (rc == 0)
-				break;
-		}
-		if (rc < 0) {
-			kvr__chan_proto_error(s, c,
-					      "cannot answer: response ring "
-					      "damaged by the worker (%s)",
-					      head_damage(rc));
-			return handled;
-		}
-		answered++;
-		nop[v.op]++; /* v.op < KVR_OP__MAX: kvr_req_parse checked */
+		if (t0 > t1) /* a pass estimate too long */
+			t0 = s->now_ns > s->lat_mark_ns ? s->now_ns
+							: s->lat_mark_ns;
+		s->lat_mark_ns = t1;
+		for (uint32_t op = 1; op < KVR_OP__MAX; op++)
+			if (nop[op])
+				hist_record(s, c, op, nop[op], t0,
+					    s->lat_mark_ns);
 	}
-	/* Answers first: the channel counters (some thirty stores and a
-	 * store-stats call) are for the inspector and must not sit on every
-	 * round trip's critical path, nor between a batch and the next:
-	 * they are only marked due here, and the loop publishes them once
-	 * it idles (at most KVR_SRV_COUNTERS_NS later). A worker that reads
-	 * its answer may see older counters for that moment; nothing
-	 * decides on them.
-	 * The release below zeroes the requests' bytes, stores that would
-	 * otherwise be ahead of the answer's in the store buffer. */
-	if (answered) {
-		publish(c);
-		if (s->hist_on) {
-			/* One clock read per batch, after the publish. */
-			uint64_t t0 = lat_start(s), t1 = kvr_clock_now_ns();
-
-			if (t0 > t1) /* a pass estimate too long */
-				t0 = s->now_ns > s->lat_mark_ns
-					 ? s->now_ns
-					 : s->lat_mark_ns;
-			s->lat_mark_ns = t1;
-			for (uint32_t op = 1; op < KVR_OP__MAX; op++)
-				if (nop[op])
-					hist_record(s, c, op, nop[op], t0,
-						    s->lat_mark_ns);
-		}
-	}
-	/* Store-ahead: the next staged slot, after the answers went out. */
 	if (c->stage_len)
 		stage_spare(s, c);
-	/* One release for the whole batch (R2 in the ring). */
-	kvr_ring_release(&c->req);
-	/* The channel's counters: published when the loop idles. */
-	if (handled)
-		kvr__chan_counters_due(s, c);
-	return handled;
 }
 
-/* ---- The ring transport's operations (struct kvr_conn_ops) ---- */
-
-/* Nothing to set up: the channel block holds the rings (chan.c). */
-static int ring_init(struct kvr_srv *s, struct kvr_conn *c)
+void kvr__disp_time_parked(struct kvr_srv *s, struct kvr_conn *c, uint32_t op)
 {
-	(void)s;
-	(void)c;
-	return 0;
-}
-
-/* Join the channels the loop drains (loop.c drain_all, sleep_once). */
-static void ring_start(struct kvr_srv *s, struct kvr_conn *c)
-{
-	c->polled_pos = s->npolled;
-	s->polled[s->npolled++] = c->idx;
-}
-
-/* Leave that list in O(1) (the last entry moves in); idempotent. */
-static void ring_fini(struct kvr_srv *s, struct kvr_conn *c)
-{
-	uint32_t pos = c->polled_pos, last;
-
-	if (pos >= s->npolled || s->polled[pos] != c->idx)
-		return;
-	last = s->polled[--s->npolled];
-	s->polled[pos] = last;
-	s->conns[last].polled_pos = pos;
-}
-
-/* After the welcome the socket carries nothing but an optional BYE; it
- * is there to report hang-up. */
-static void ring_readable(struct kvr_srv *s, struct kvr_conn *c)
-{
-	struct kvr_frame f;
-	ssize_t n;
-
-	n = recv(c->sock, &f, sizeof(f), MSG_DONTWAIT);
-	if (n == 0) {
-		kvr__chan_close(s, c, "socket hang-up", false);
-	} else if (n < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			kvr__chan_close(s, c, strerror(errno), false);
-	} else if (n == (ssize_t)sizeof(f) && f.type == KVR_FRAME_BYE &&
-		   f.len == 0) {
-		kvr__chan_close(s, c, "worker said bye", false);
-	} else {
-		kvr__chan_proto_error(s, c,
-				      "unexpected %zd bytes on the socket "
-				      "(shared-memory transport)",
-				      n);
+	if (s->hist_on) {
+		s->lat_mark_ns = kvr_clock_now_ns();
+		hist_record(s, c, op, 1, c->blocked_since_ns, s->lat_mark_ns);
 	}
 }
-
-/* The ring transport never arms a POLLOUT. */
-static void ring_writable(struct kvr_srv *s, struct kvr_conn *c)
-{
-	(void)s;
-	(void)c;
-}
-
-/* Its response ring stayed full (an answer parked) for too long. */
-static bool ring_stalled(const struct kvr_conn *c, uint64_t now_ns,
-			 uint64_t stall_ns)
-{
-	return c->blocked && now_ns - c->blocked_since_ns > stall_ns;
-}
-
-static void ring_shutdown(struct kvr_srv *s, struct kvr_conn *c)
-{
-	/* s->stopping makes every answer -ESHUTDOWN. Bounded: a full
-	 * response ring or a worker that keeps writing stops the loop. */
-	for (int i = 0; i < 64 && c->state == KVR_CONN_ACTIVE; i++)
-		if (kvr__disp_drain(s, c) == 0)
-			break;
-}
-
-const struct kvr_conn_ops kvr__disp_ring_ops = {
-    .init = ring_init,
-    .start = ring_start,
-    .readable = ring_readable,
-    .writable = ring_writable,
-    .stalled = ring_stalled,
-    .shutdown = ring_shutdown,
-    .fini = ring_fini,
-    .late_answers = true,
-};

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * disp.h - request dispatch (disp.c): one validated request against the
- * store, and the drain of a channel's request ring. Event-loop thread
+ * store, and what a transport calls after a batch. Event-loop thread
  * only.
  */
 #ifndef KVR_SERVER_DISP_H
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /*
  * kvr__disp_exec - run one validated request against the store and build
@@ -21,19 +21,15 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		      const struct kvr_req_view *v, uint32_t *type_out);
 
 /*
- * kvr__disp_drain - take up to KVR_SRV_BATCH requests from @c's request
- * ring, answer them, and ring the response doorbell once. A malformed
- * request or a damaged ring disconnects @c.
- * Return: the number of requests handled (0: nothing to do or blocked).
+ * kvr__disp_batch_done - after a transport published a batch's answers
+ * (@nop: how many of each op, NULL when it answered none): their
+ * latencies into the histograms, then store-ahead's next staged slot.
  */
-unsigned kvr__disp_drain(struct kvr_srv *s, struct kvr_conn *c);
+void kvr__disp_batch_done(struct kvr_srv *s, struct kvr_conn *c,
+			  const uint8_t *nop);
 
-/*
- * kvr__disp_ring_ops - the shared-memory ring transport: the loop drains
- * the request ring (kvr__disp_drain) of every connection it started;
- * the socket only reports hang-up or BYE; a graceful stop answers what is
- * left in the ring with -ESHUTDOWN.
- */
-extern const struct kvr_conn_ops kvr__disp_ring_ops;
+/* kvr__disp_time_parked - a parked answer of @op was delivered: time its
+ * request from when it was parked. */
+void kvr__disp_time_parked(struct kvr_srv *s, struct kvr_conn *c, uint32_t op);
 
 #endif /* KVR_SERVER_DISP_H */

@@ -9,8 +9,8 @@
  * Any refusal sends a WELCOME with a negative status and a reason that
  * says what to do, then closes: a caller never learns of it by timing out.
  *
- * This file does not serve requests (disp.c, copy.c) or clean up after a
- * worker (chan.c).
+ * This file does not serve requests (disp.c, tport_ring.c, tport_sock.c) or
+ * clean up after a worker (chan.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,8 +27,8 @@
 #include <kvring/proc.h>
 
 #include "chan.h"
-#include "copy.h"
-#include "disp.h"
+#include "tport_sock.h"
+#include "tport_ring.h"
 #include "hello.h"
 #include "ns.h"
 #include "uring.h"
@@ -307,7 +307,7 @@ static void admit(struct kvr_srv *s, struct kvr_conn *c,
 	 * here on the connection is served through c->ops. */
 	copy =
 	    (h->flags & KVR_HELLO_WANT_COPY) || s->backend == KVR_POOL_PRIVATE;
-	c->ops = copy ? &kvr__copy_ops : &kvr__disp_ring_ops;
+	c->ops = copy ? &kvr__tport_sock_ops : &kvr__tport_ring_ops;
 	c->transport = copy			      ? KVR_TRANSPORT_COPY
 		       : s->backend == KVR_POOL_MEMFD ? KVR_TRANSPORT_MEMFD
 						      : KVR_TRANSPORT_SHM;

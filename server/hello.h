@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /* A new socket from accept: start its handshake (or refuse it). */
 void kvr__hello_accepted(struct kvr_srv *s, int fd);

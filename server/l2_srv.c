@@ -31,7 +31,7 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "l2_net.h"
+
 #include "l2_srv.h"
 
 #define RT_MAX	   16u /* read-throughs in flight */

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 struct kvr_srv;
 struct kvr_conn;

@@ -6,7 +6,7 @@
 #ifndef KVR_SERVER_LISTEN_H
 #define KVR_SERVER_LISTEN_H
 
-#include "srv.h"
+#include "kvringd.h"
 
 /*
  * kvr__listen_lock - take <socket>.lock (flock, non-blocking) and write our

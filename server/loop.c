@@ -33,7 +33,7 @@
 #include <kvring/log.h>
 
 #include "chan.h"
-#include "disp.h"
+#include "tport_ring.h"
 #include "hello.h"
 #include "loop.h"
 #include "notify.h"
@@ -299,7 +299,7 @@ static unsigned drain_all(struct kvr_srv *s)
 		 * calls a peek of an empty ring costs. */
 		if (!c->blocked && !kvr_ring_maybe_data(&c->req))
 			continue;
-		n = kvr__disp_drain(s, c);
+		n = kvr__tport_ring_drain(s, c);
 		if (n)
 			c->last_req_ns = s->now_ns;
 		work += n;

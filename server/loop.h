@@ -3,7 +3,8 @@
  * loop.h - kvringd's event loop (one thread, io_uring) and the helpers the
  * other server files use to queue io_uring operations. The loop owns the
  * ring, the spin-then-sleep policy, housekeeping and the graceful stop;
- * what happens on each event lives in hello.c, chan.c, disp.c and copy.c.
+ * what happens on each event lives in hello.c, chan.c, disp.c, tport_ring.c and
+ * tport_sock.c.
  * Queueing an operation is uring.h's.
  */
 #ifndef KVR_SERVER_LOOP_H
@@ -12,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /*
  * kvr_loop_run - run until SIGTERM/SIGINT, then stop gracefully: stop

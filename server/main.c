@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "loop.h"
-#include "srv.h"
+#include "kvringd.h"
 
 int main(int argc, char **argv)
 {

@@ -17,7 +17,7 @@
 #include <kvring/log.h>
 
 #include "nofile.h"
-#include "srv.h"
+#include "kvringd.h"
 
 /* Per channel: socket, pidfd, request and response eventfds, block. */
 #define FDS_PER_CHANNEL 5u

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /*
  * kvr__ns_register - the id of namespace @in, registered if new (ids

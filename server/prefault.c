@@ -39,7 +39,7 @@
 
 #include "notify.h"
 #include "prefault.h"
-#include "srv.h"
+#include "kvringd.h"
 
 /* Bytes touched between looks at the stop flag and publications of the
  * progress: 16 MiB (8 huge pages, 2-80 ms of zeroing here), so a worker

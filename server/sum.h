@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /* Reports of one connection whose bytes matched are re-checked up to
  * this many times; later ones are counted and ignored, so a lying

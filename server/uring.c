@@ -2,7 +2,7 @@
 /*
  * Queueing io_uring operations on kvringd's one ring: a free submission
  * entry, a poll, a poll removal. Every server file that waits on an fd
- * (hello.c, chan.c, copy.c, loop.c) queues through here; what happens on
+ * (hello.c, chan.c, tport_sock.c, loop.c) queues through here; what happens on
  * each completion is loop.c's. Nothing here submits unless the queue is
  * full, and nothing fails (a full queue is submitted first).
  */

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "kvringd.h"
 
 /* A free submission entry; submits the queue first when it is full, and
  * asserts (kvr_assert) that one is then free. Never NULL. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store_l2.c - the storage-engine entry points the L2 tier needs
- * (server/l2*.c, docs/l2.md) and nothing else uses: reading the keys of an
- * open store transfer before it is committed (write-behind uploads exactly
- * what a worker committed), committing only some of a transfer's
+ * (server/l2/, server/l2_srv.c, docs/l2.md) and nothing else uses: reading the
+ * keys of an open store transfer before it is committed (write-behind uploads
+ * exactly what a worker committed), committing only some of a transfer's
  * reservations (a read-through load publishes the chunks that passed their
  * checks and frees the others, never publishing one that failed), and for
  * --l2-upload evict, pinning the coldest objects without a copy in L2 and

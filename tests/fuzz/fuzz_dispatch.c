@@ -38,7 +38,8 @@
 #include <kvring/store.h>
 
 #include "disp.h"
-#include "srv.h"
+#include "tport_ring.h"
+#include "kvringd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -243,8 +244,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		conns[i].idx = i;
 		conns[i].chan = (int32_t)i;
 		conns[i].state = KVR_CONN_ACTIVE;
-		conns[i].ns_id = 1 + (i & 1);	    /* two namespaces */
-		conns[i].ops = &kvr__disp_ring_ops; /* store-ahead needs it */
+		conns[i].ns_id = 1 + (i & 1);	     /* two namespaces */
+		conns[i].ops = &kvr__tport_ring_ops; /* store-ahead needs it */
 	}
 	last_stage_len = 0;
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

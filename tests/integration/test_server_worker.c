@@ -342,7 +342,7 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	ch = fork_and_wait_ready(killed_in_store, &pid);
 	cr_assert_lt(ch, 64);
 	/* The channel counters follow the answers by up to one batch
-	 * (server/disp.c: answers first), so wait for them to show it. */
+	 * (server/tport_ring.c: answers first), so wait for them to show it. */
 	reserved_ch = ch;
 	cr_expect(t_wait_until(reserved_shows, &srv, 5000),
 		  "channel %u never showed the reservation", ch);

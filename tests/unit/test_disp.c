@@ -16,7 +16,7 @@
 #include <kvring/store.h>
 
 #include "disp.h"
-#include "srv.h"
+#include "kvringd.h"
 
 #define MAX_KEYS 8u
 #define POOL	 (1u << 20)

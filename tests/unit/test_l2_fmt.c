@@ -14,7 +14,7 @@
 
 #include <criterion/criterion.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 TestSuite(l2_fmt, .timeout = 10);
 

@@ -54,7 +54,7 @@
 
 #include "bench_common.h"
 #include "bench_server.h"
-#include "l2.h"
+#include <kvring/l2.h>
 
 int bench_l2_main(int argc, char **argv);
 

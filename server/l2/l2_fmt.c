@@ -18,7 +18,7 @@
 
 #include <xxhash.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 /* Little-endian appends for the fingerprint's canonical encoding. */
 static size_t put_u32(uint8_t *b, size_t at, uint32_t v)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * srv.h - kvringd's process-local state: the server (sockets, io_uring,
+ * kvringd.h - kvringd's process-local state: the server (sockets, io_uring,
  * segments, storage engine, channel table) and one connection per accepted
  * socket. Every field here is private to the event-loop thread, which is
  * the only thread kvringd runs (DESIGN rule 3): nothing in this file is
@@ -8,23 +8,28 @@
  * having been validated first.
  *
  * Files of server/ and what each owns (README.md has who calls whom):
- *   srv.c    start-up and teardown: stale-segment sweep, control and pool
- *            segments, store, io_uring
- *   listen.c the single-instance lock file and the listening socket
- *   loop.c   the event loop: completions, spin-then-sleep, housekeeping,
- *            signals, graceful shutdown
- *   uring.c  queueing io_uring operations (polls, poll removals)
- *   hello.c  the handshake: hello, credentials, channel claim, welcome+fds
- *   ns.c     the namespace table (model layouts of connected workers)
- *   chan.c   connections and channels: alloc, active list, cleanup,
- *            counters and answers published to the channel block
- *   disp.c   requests: ring drain, dispatch to the store, answers
- *   copy.c   the copy transport's socket framing
+ *   srv.c        start-up and teardown: stale-segment sweep, control
+ *                segment, store, io_uring
+ *   pool.c       the pool's placement: backend, huge pages, pre-fault
+ *   listen.c     the single-instance lock file and the listening socket
+ *   loop.c       the event loop: completions, spin-then-sleep,
+ *                housekeeping, signals, graceful shutdown
+ *   uring.c      queueing io_uring operations (polls, poll removals)
+ *   hello.c      the handshake: hello, credentials, channel claim,
+ *                welcome+fds
+ *   ns.c         the namespace table (model layouts of connected workers)
+ *   chan.c       connections and channels: alloc, active list, cleanup,
+ *                detached channels, counters published to the block
+ *   disp.c       requests: dispatch to the store, answers
+ *   tport_ring.c the ring transport: the request ring's drain, answers
+ *   tport_sock.c the copy transport's socket framing
+ *   l2_srv.c     the L2 tier's event-loop side
  * The storage engine (server/store/, <kvring/store.h>) is documented in
- * docs/storage.md; this layer only calls it.
+ * docs/storage.md, the L2 tier (server/l2/, <kvring/l2.h>) in docs/l2.md;
+ * this layer only calls them.
  */
-#ifndef KVR_SERVER_SRV_H
-#define KVR_SERVER_SRV_H
+#ifndef KVR_SERVER_KVRINGD_H
+#define KVR_SERVER_KVRINGD_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -178,8 +183,9 @@ struct kvr_conn;
 /*
  * struct kvr_conn_ops - how a connection is served: the handshake
  * (kvr__hello_ops, hello.c) until it is admitted, then the transport the
- * handshake chose, once: the shared-memory ring (kvr__disp_ring_ops,
- * disp.c) or the copy transport over the socket (kvr__copy_ops, copy.c).
+ * handshake chose, once: the shared-memory ring (kvr__tport_ring_ops,
+ * tport_ring.c) or the copy transport over the socket (kvr__tport_sock_ops,
+ * tport_sock.c).
  * Every place where the transport matters calls through c->ops, so no
  * path after the handshake asks which transport a connection uses
  * (DESIGN rule 4). The tables are constant; a transport's per-connection
@@ -356,7 +362,7 @@ struct kvr_srv {
 	uint32_t *active; /* conn indices of ACTIVE connections */
 	uint32_t nactive;
 	uint32_t *polled; /* the ACTIVE ones whose request ring the loop
-			   * drains: the ring transport's (disp.c) */
+			   * drains: the ring transport's (tport_ring.c) */
 	uint32_t npolled;
 	uint32_t pass;	   /* loop passes, for the cold-channel cadence */
 	bool full_scan;	   /* poll every channel on the next pass */
@@ -404,4 +410,4 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out);
  */
 void kvr_srv_destroy(struct kvr_srv *s);
 
-#endif /* KVR_SERVER_SRV_H */
+#endif /* KVR_SERVER_KVRINGD_H */

@@ -13,7 +13,7 @@
 #include <kvring/log.h>
 #include <kvring/parse.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 void kvr_l2_conf_defaults(struct kvr_l2_conf *c)
 {

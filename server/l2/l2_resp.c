@@ -3,16 +3,16 @@
  * l2_resp.c - the RESP2 decoding kvringd needs from Redis, kept small and
  * pure so it can be fuzzed (tests/fuzz/fuzz_l2_resp.c): one reply line,
  * the length of a complete reply, a CLUSTER SLOTS reply, and MOVED/ASK
- * error text. Bulk payloads are not copied here: l2_net.c reads a GET's
+ * error text. Bulk payloads are not copied here: l2_batch.c reads a GET's
  * payload straight into its pool slot after kvr_l2_resp_line() has told
- * it the length. Requests are encoded in l2_net.c (they are iovecs that
+ * it the length. Requests are encoded in l2_batch.c (they are iovecs that
  * point at pool bytes). Every input is untrusted: lengths are bounded,
  * numbers checked, nesting limited.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 #define LINE_MAX_BYTES (64u << 10)
 #define DEPTH_MAX      8

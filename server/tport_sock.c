@@ -30,7 +30,7 @@
 #include <kvring/error.h>
 
 #include "chan.h"
-#include "copy.h"
+#include "tport_sock.h"
 #include "disp.h"
 #include "uring.h"
 
@@ -491,7 +491,7 @@ static void copy_shutdown(struct kvr_srv *s, struct kvr_conn *c)
 	(void)c;
 }
 
-const struct kvr_conn_ops kvr__copy_ops = {
+const struct kvr_conn_ops kvr__tport_sock_ops = {
     .init = copy_init,
     .start = copy_start,
     .readable = copy_readable,

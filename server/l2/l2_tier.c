@@ -4,7 +4,7 @@
  * table the inspector shows (any thread, under l2->lock; states are
  * atomics) and the done queue, on which a lane thread hands a finished
  * job back and rings the eventfd the loop polls. l2_srv.c drains it.
- * Nothing here calls the store or the network, so the lanes (l2_net.c)
+ * Nothing here calls the store or the network, so the lanes (l2_lane.c)
  * and the loop side (l2_srv.c) both use it without using each other.
  */
 #include <errno.h>
@@ -14,7 +14,7 @@
 
 #include <kvring/log.h>
 
-#include "l2.h"
+#include <kvring/l2.h>
 
 /* ---- node table (any thread, under l2->lock) ---- */
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * l2.h - kvringd's L2 tier: chunks shared between hosts through Redis or
- * Redis Cluster (docs/l2.md). Private to server/. This header is what
- * every L2 file shares, one section per file behind it:
+ * Redis Cluster (docs/l2.md). The one public header of server/l2/ (the
+ * library kvr_l2), private to kvringd: one section per file behind it:
  *
  *   l2_conf.c  the --l2* options, the URL grammar, the auth secret
  *   l2_fmt.c   the L2 key (namespace fingerprint + chunk key), the value
@@ -11,14 +11,12 @@
  *              SLOTS); pure, fuzzed (tests/fuzz/fuzz_l2_resp.c)
  *   l2_tier.c  the tier both sides share: node table, done queue
  *
- * and the jobs and the tier's struct. Two files have their own header,
- * on top of this one, so that who calls whom points one way
- * (l2_srv -> l2_net -> l2; scripts/deps.py):
- *
- *   l2_net.h   l2_net.c, an L2 lane: one thread with its own connections,
- *              slot map and job queue; pipelines, redirects, reconnects
- *   l2_srv.h   l2_srv.c, the event-loop side: write-behind after commit,
- *              the read-through state machine, completions, counters
+ * and the jobs, the tier's struct and the lanes: an L2 lane is one
+ * thread with its own connections, slot map and job queue (pipelines,
+ * redirects, reconnects); its files share the private l2_lane.h, which
+ * lists them. The event loop's side is server/l2_srv.c (l2_srv.h):
+ * write-behind after commit, the read-through state machine,
+ * completions, counters. Calls point one way: l2_srv -> lanes -> tier.
  *
  * Threading (DESIGN rule 3): the store belongs to the loop thread. A lane
  * thread never calls the store; it gets jobs that name pool spans the loop
@@ -358,5 +356,30 @@ int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a);
  * change once per change. */
 void kvr__l2_node_state(struct kvr_l2 *l2, int id, uint32_t state,
 			const char *why);
+
+/* ---- Lanes (l2_lane.c, l2_conn.c, l2_route.c, l2_batch.c, l2_up.c,
+ * l2_down.c): one thread each with its own connections to Redis, its own
+ * cluster slot map and a job queue the event loop fills (docs/l2.md,
+ * "Design"). Only l2_srv.c starts, feeds and stops lanes; a lane hands
+ * each job back through kvr__l2_done(). ---- */
+
+struct kvr_l2_lane;
+
+/*
+ * kvr__l2_lane_create - a lane thread with its own connections to the
+ * configured nodes. Connects lazily. Return: 0 and *out, or -errno.
+ */
+int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
+			struct kvr_l2_lane **out);
+
+/* Queue a job (never blocks: the loop bounded the count already). */
+void kvr__l2_lane_submit(struct kvr_l2_lane *ln, struct kvr_l2_job *j);
+
+/*
+ * kvr__l2_lane_destroy - stop the thread after the job it is running (a
+ * bounded socket timeout at worst), then hand every job still queued to
+ * the done queue unrun (items KVR_L2_RES_FAIL), close its sockets.
+ */
+void kvr__l2_lane_destroy(struct kvr_l2_lane *ln);
 
 #endif /* KVR_SERVER_L2_H */
