@@ -143,15 +143,6 @@ static int take_live_lock(const char *path, int fd)
 	return lfd;
 }
 
-int kvr_seg_live_locked(int fd)
-{
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-
-	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-		return -errno;
-	return fl.l_type != F_UNLCK;
-}
-
 const char *kvr_seg_backend_name(enum kvr_seg_backend b)
 {
 	switch (b) {

@@ -131,6 +131,17 @@ static bool sibling_name(const char *name, enum kvr_seg_role role,
 	return true;
 }
 
+/* The liveness lock's probe (<kvring/segment.h>): the sweep is what
+ * reads it; segment_map.c takes the lock. */
+int kvr_seg_live_locked(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
 /*
  * Read the header of a .ctl that st describes, through an fd that must
  * still be the same file. Fills the header fields of info.

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: MIT
 """deps.py - who includes and calls whom among the C files of one folder.
 
-usage: scripts/deps.py DIR [--types HEADER]... [--short] [--check]
-                        [--names] [--readme README]
+usage: scripts/deps.py DIR [--types HEADER]... [--prefix P]... [--short]
+                        [--check] [--names] [--readme README]
 
 A unit is a header and the .c files behind it: foo.c and foo.h are unit
 "foo", and foo_bar.c joins unit "foo" when foo.h exists and foo_bar.h does
 not (server/store/store_*.c share store_int.h). Unit X depends on unit Y when a file of X
 includes Y's header ("y.h") or names a function or object that a .c file
-of Y defines with external linkage (kvr_* or kvr__*). A --types header is
+of Y defines with external linkage (kvr_* or kvr__*, and P* for each
+--prefix P: the tools' folders name their functions st_, ins_, bench_).
+A --types header is
 the folder's shared type header: including it adds no edge (every file
 does, for the structs), but calls into its unit still count.
 
@@ -29,10 +31,20 @@ import os
 import re
 import sys
 
-DEF_RE = re.compile(
-    r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b(kvr_{1,2}\w+)\s*(\(|=|\[)", re.M)
 INC_RE = re.compile(r'^#include "([\w./-]+)\.h"', re.M)
-NAME_RE = re.compile(r"\bkvr_{1,2}\w+\b")
+
+
+def name_res(prefixes):
+    """The definition and use patterns of names with @prefixes (kvr_ and
+    kvr__ always; a folder whose files call each other by another prefix,
+    such as kvring-stress's st_, names it with --prefix)."""
+    alt = "|".join(re.escape(p) for p in ["kvr_", "kvr__"] + prefixes)
+    return (re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b((?:" + alt +
+                       r")\w+)\s*(\(|=|\[)", re.M),
+            re.compile(r"\b(?:" + alt + r")\w+\b"))
+
+
+DEF_RE, NAME_RE = name_res([])
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\\n])*"')
 
@@ -173,12 +185,14 @@ def order(units, deps):
     return seq
 
 
-USAGE = ("usage: deps.py DIR [--types HEADER]... [--short] [--check] "
+USAGE = ("usage: deps.py DIR [--types HEADER]... [--prefix P]... [--short] [--check] "
          "[--names] [--readme README]")
 
 
 def main(argv):
+    global DEF_RE, NAME_RE
     args, types, check, short, names = [], set(), False, False, False
+    prefixes = []
     readme = None
     it = iter(argv[1:])
     for a in it:
@@ -190,6 +204,8 @@ def main(argv):
             names = True
         elif a == "--types":
             types.add(next(it, ""))
+        elif a == "--prefix":
+            prefixes.append(next(it, ""))
         elif a == "--readme":
             readme = next(it, "")
             if not os.path.isfile(readme):
@@ -206,6 +222,7 @@ def main(argv):
               "scripts/deps.py server --types kvringd.h --check",
               file=sys.stderr)
         return 2
+    DEF_RE, NAME_RE = name_res([p for p in prefixes if p])
     units, deps, files = graph(args[0], types)
     listing = []
     for u in order(units, deps):

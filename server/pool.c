@@ -313,4 +313,3 @@ int kvr__pool_create(struct kvr_srv *s)
 			     s->pool.hugetlb ? "huge pages" : "4 KiB pages");
 	return 0;
 }
-

@@ -298,7 +298,7 @@ static int read_one(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 		rc = kvr__l2_rb_read(n, &c->hdr, sizeof(c->hdr));
 		if (rc == 0)
 			rc = kvr__l2_rb_read_sum(ln, n, ln->pool + c->it->off,
-					 c->it->len, &c->sum);
+						 c->it->len, &c->sum);
 		if (rc == 0)
 			rc = kvr__l2_rb_read(n, NULL, 2);
 		return rc;
@@ -504,8 +504,8 @@ static bool set_tmp_key(struct kvr_l2_lane *ln, struct cmd *c)
 
 /* A command for item @it of job @j. */
 void kvr__l2_cmd_init(struct kvr_l2_lane *ln, struct cmd *c, int op,
-		     const struct kvr_l2_job *j, struct kvr_l2_item *it,
-		     uint32_t i)
+		      const struct kvr_l2_job *j, struct kvr_l2_item *it,
+		      uint32_t i)
 {
 	char *key = ln->keys + (size_t)i * KVR_L2_KEY_MAX;
 	int kl = kvr_l2_key(ln->l2->cfg.prefix, j->ns_fp, &it->key, key,

@@ -218,13 +218,13 @@ int kvr__l2_rb_read(struct node *n, void *dst, size_t len)
 }
 
 /*
- * Exactly @len payload bytes into the pool at @dst, as kvr__l2_rb_read(), hashed
- * piece by piece as they land: each piece is hashed while it is in cache
+ * Exactly @len payload bytes into the pool at @dst, as kvr__l2_rb_read(),
+ * hashed piece by piece as they land: each piece is hashed while it is in cache
  * and while Redis is already sending the next one. *sum: XXH3-64 of the
  * bytes as they sit in the slot.
  */
 int kvr__l2_rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
-		       size_t len, uint64_t *sum)
+			size_t len, uint64_t *sum)
 {
 	struct rbuf *rb = &n->rb;
 	size_t have = rb->w - rb->r, take = have < len ? have : len;
@@ -402,12 +402,12 @@ int kvr__l2_ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 		rc = do_auth(ln, n);
 		if (rc < 0) {
 			count_err(ln, KVR_L2_ERR_CONNECT);
-			kvr__l2_node_down(ln, n,
-				  rc == -EACCES
-				      ? "AUTH refused: check the password "
-					"in --l2-auth-file or "
-					"$" KVR_L2_AUTH_ENV
-				      : "AUTH failed");
+			kvr__l2_node_down(
+			    ln, n,
+			    rc == -EACCES ? "AUTH refused: check the password "
+					    "in --l2-auth-file or "
+					    "$" KVR_L2_AUTH_ENV
+					  : "AUTH failed");
 			return rc;
 		}
 	}

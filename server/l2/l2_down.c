@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * l2_down.c - the read-through side of a lane: a probe job asks which keys exist
- * (their headers), a load job reads values straight into reserved pool
+ * l2_down.c - the read-through side of a lane: a probe job asks which keys
+ * exist (their headers), a load job reads values straight into reserved pool
  * slots and checks header and sum; a value that fails is deleted.
  */
 #include "l2_lane.h"
@@ -13,7 +13,8 @@ static void delete_corrupt(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 
 	for (uint32_t i = 0; i < j->n; i++)
 		if (j->it[i].res == KVR_L2_RES_CORRUPT)
-			kvr__l2_cmd_init(ln, &ln->cmds[nc++], C_DEL, j, &j->it[i], i);
+			kvr__l2_cmd_init(ln, &ln->cmds[nc++], C_DEL, j,
+					 &j->it[i], i);
 	if (!nc)
 		return;
 	kvr__l2_run_batch(ln, ln->cmds, nc);

@@ -127,7 +127,6 @@ struct kvr_l2_lane {
 	bool told_refused;	   /* a refused command was logged */
 };
 
-
 /*
  * The unsent part of a pipeline: iov[at..k). Entries before @at are
  * gone; the one at @at may be partly sent (its base and length moved).
@@ -180,7 +179,7 @@ int kvr__l2_rb_read(struct node *n, void *dst, size_t len);
  * bytes as they sit in the slot.
  */
 int kvr__l2_rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
-		       size_t len, uint64_t *sum);
+			size_t len, uint64_t *sum);
 
 /* A whole reply of any shape, skipped. */
 int kvr__l2_rb_skip_rest(struct node *n, const struct kvr_l2_rline *l);
@@ -207,8 +206,8 @@ void kvr__l2_refresh_slots(struct kvr_l2_lane *ln);
 
 /* A command for item @it of job @j. */
 void kvr__l2_cmd_init(struct kvr_l2_lane *ln, struct cmd *c, int op,
-		     const struct kvr_l2_job *j, struct kvr_l2_item *it,
-		     uint32_t i);
+		      const struct kvr_l2_job *j, struct kvr_l2_item *it,
+		      uint32_t i);
 
 /* Room for @n commands (and their iovecs and per-node queues). */
 int kvr__l2_reserve(struct kvr_l2_lane *ln, uint32_t n);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * l2_route.c - cluster routing of a lane: the slot map (CLUSTER SLOTS), the node
- * a command goes to, and a command resent after a MOVED or an ASK.
+ * l2_route.c - cluster routing of a lane: the slot map (CLUSTER SLOTS), the
+ * node a command goes to, and a command resent after a MOVED or an ASK.
  */
 #include <errno.h>
 #include <stdio.h>

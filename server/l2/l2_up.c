@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * l2_up.c - the upload side of a lane (write-behind): a put job's chunks, EXISTS
- * first, then SET (through the temporary key and the publish script when
+ * l2_up.c - the upload side of a lane (write-behind): a put job's chunks,
+ * EXISTS first, then SET (through the temporary key and the publish script when
  * the lane hashes the payload).
  */
 #include "l2_lane.h"
@@ -26,7 +26,8 @@ void kvr__l2_run_put(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 	}
 	for (uint32_t i = 0; i < j->n; i++)
 		if (j->it[i].res == -1)
-			kvr__l2_cmd_init(ln, &ln->cmds[nc++], C_SET, j, &j->it[i], i);
+			kvr__l2_cmd_init(ln, &ln->cmds[nc++], C_SET, j,
+					 &j->it[i], i);
 	kvr__l2_run_batch(ln, ln->cmds, nc);
 	for (uint32_t i = 0; i < nc; i++) {
 		struct cmd *c = &ln->cmds[i];

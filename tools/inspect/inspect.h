@@ -5,7 +5,9 @@
  * kvring-inspect is one program split by responsibility: main
  * (tools/kvring-inspect.c) parses options and dispatches; attach.c and
  * socket.c find and map the control segment; snapshot.c copies what is
- * shown out of the mapping; overview.c, prom.c, list.c, dump.c and
+ * shown out of the mapping, and view.c derives values from that copy;
+ * promtext.c writes the Prometheus text format's primitives;
+ * overview.c, prom.c, list.c, dump.c and
  * check.c render (through tools/common/emit.h); watch.c loops; obs.c copies and
  * renders the cache counters and latency histograms (--latency, and its part of
  * the overview and of --prometheus); serve.c serves --prometheus over HTTP
@@ -309,6 +311,7 @@ struct ins_snap {
 
 struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a);
 int ins_snap_take(const struct ins_attach *a, struct ins_snap *s);
+/* view.c: values derived from a snapshot. */
 uint64_t ins_age_ns(uint64_t now, uint64_t then);
 uint64_t ins_uptime_s(const struct ins_snap *s);
 uint64_t ins_chan_requests(const struct ins_chan_snap *c);
@@ -333,7 +336,7 @@ void ins_latency_emit(FILE *f, const struct ins_opts *o,
 		      const struct ins_snap *s, const struct ins_snap *prev);
 /* prom.c's additions: cache counter and histogram families. */
 void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s);
-/* prom.c helpers shared with obs.c. */
+/* promtext.c: the text format's primitives (prom.c, obs.c, l2.c). */
 void ins_prom_head(FILE *f, const char *name, const char *type,
 		   const char *help);
 /* A family with a single unlabelled sample (also l2.c's). */

@@ -20,77 +20,12 @@
 
 #include "inspect.h"
 
-/* Label values escape backslash, double quote and newline. */
-static void prom_lv(FILE *f, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			fprintf(f, "\\%c", *v);
-		else if (*v == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*v, f);
-	}
-}
-
-/* One HELP and one TYPE line per metric name, before its samples. */
-static void prom_head(FILE *f, const char *name, const char *type,
-		      const char *help)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A family with a single unlabelled sample. */
-static void prom_u64(FILE *f, const char *name, const char *type,
-		     const char *help, uint64_t v)
-{
-	prom_head(f, name, type, help);
-	fprintf(f, "%s %" PRIu64 "\n", name, v);
-}
-
+/* A family with a single unlabelled sample, as a double. */
 static void prom_dbl(FILE *f, const char *name, const char *type,
 		     const char *help, double v)
 {
-	prom_head(f, name, type, help);
+	ins_prom_head(f, name, type, help);
 	fprintf(f, "%s %.6f\n", name, v);
-}
-
-/*
- * The labels every per-channel sample carries: the channel, and the model
- * and tensor-parallel rank of the worker on it. Not the pid: a worker
- * restarted on the same channel continues the same series (its counters
- * start again from zero, which rate() reads as a counter reset), rather
- * than opening new series at every restart. The pid is on
- * kvring_channel_info only, to join on when needed.
- */
-static void prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
-{
-	fprintf(f, "channel=\"%" PRIu32 "\",model=\"", c->idx);
-	prom_lv(f, c->ns.model);
-	fprintf(f, "\",rank=\"%u\"", c->ns.tp_rank);
-}
-
-/* The helpers obs.c shares (inspect.h). */
-void ins_prom_head(FILE *f, const char *name, const char *type,
-		   const char *help)
-{
-	prom_head(f, name, type, help);
-}
-
-void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
-		  uint64_t v)
-{
-	prom_u64(f, name, type, help, v);
-}
-
-void ins_prom_lv(FILE *f, const char *v)
-{
-	prom_lv(f, v);
-}
-
-void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
-{
-	prom_chan_labels(f, c);
 }
 
 #define CH_U64(field) offsetof(struct ins_chan_snap, field)
@@ -139,7 +74,7 @@ static void prom_rings(FILE *f, const struct ins_snap *s, bool all,
 		       const char *name, const char *type, const char *help,
 		       enum ring_val what)
 {
-	prom_head(f, name, type, help);
+	ins_prom_head(f, name, type, help);
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];
 
@@ -156,7 +91,7 @@ static void prom_rings(FILE *f, const struct ins_snap *s, bool all,
 						    : (uint64_t)(rs->rc == 0);
 
 			fprintf(f, "%s{", name);
-			prom_chan_labels(f, c);
+			ins_prom_chan_labels(f, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -170,7 +105,7 @@ enum bell_val { BV_RUNG, BV_SUPPRESSED, BV_SLEEPS };
 static void prom_bells(FILE *f, const struct ins_snap *s, bool all,
 		       const char *name, const char *help, enum bell_val what)
 {
-	prom_head(f, name, "counter", help);
+	ins_prom_head(f, name, "counter", help);
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];
 
@@ -184,7 +119,7 @@ static void prom_bells(FILE *f, const struct ins_snap *s, bool all,
 							     : b->sleeps;
 
 			fprintf(f, "%s{", name);
-			prom_chan_labels(f, c);
+			ins_prom_chan_labels(f, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -199,11 +134,11 @@ static void prom_server_info(FILE *f, const struct ins_target *t,
 	char boot[33];
 
 	ins_hex16(boot, s->boot_id);
-	prom_head(f, "kvring_server_info", "gauge",
-		  "Constant 1; labels describe the server.");
+	ins_prom_head(f, "kvring_server_info", "gauge",
+		      "Constant 1; labels describe the server.");
 	fprintf(f, "kvring_server_info{segment=\"");
 	/* The path comes from argv and is not cleaned: escape it. */
-	prom_lv(f, t->path);
+	ins_prom_lv(f, t->path);
 	fprintf(f,
 		"\",boot_id=\"%s\",pool_backend=\"%s\",state=\"%s\","
 		"abi=\"%u.%u\",pid=\"%" PRId32 "\"} 1\n",
@@ -219,106 +154,114 @@ static void prom_quar(FILE *f, const struct ins_quar *q)
 	static const char *const way[3] = {"answered", "gone",
 					   "exited_after_close"};
 
-	prom_u64(f, "kvring_quarantine_transfers", "gauge",
-		 "Transfers a deadline reclaimed while their worker may still "
-		 "copy, held until it answers or exits.",
-		 q->xfers);
-	prom_u64(f, "kvring_quarantine_slots", "gauge",
-		 "Reservations and pins held in quarantine.", q->slots);
-	prom_u64(f, "kvring_quarantine_bytes", "gauge",
-		 "Rounded bytes held in quarantine.", q->bytes);
-	prom_u64(f, "kvring_quarantine_reclaimed_total", "counter",
-		 "Transfers put in quarantine.", q->reclaimed);
-	prom_head(f, "kvring_quarantine_released_total", "counter",
-		  "Quarantined transfers released: the worker answered, its "
-		  "process was gone at the close, or it exited after closing.");
+	ins_prom_u64(
+	    f, "kvring_quarantine_transfers", "gauge",
+	    "Transfers a deadline reclaimed while their worker may still "
+	    "copy, held until it answers or exits.",
+	    q->xfers);
+	ins_prom_u64(f, "kvring_quarantine_slots", "gauge",
+		     "Reservations and pins held in quarantine.", q->slots);
+	ins_prom_u64(f, "kvring_quarantine_bytes", "gauge",
+		     "Rounded bytes held in quarantine.", q->bytes);
+	ins_prom_u64(f, "kvring_quarantine_reclaimed_total", "counter",
+		     "Transfers put in quarantine.", q->reclaimed);
+	ins_prom_head(
+	    f, "kvring_quarantine_released_total", "counter",
+	    "Quarantined transfers released: the worker answered, its "
+	    "process was gone at the close, or it exited after closing.");
 	for (unsigned k = 0; k < 3; k++)
 		fprintf(f,
 			"kvring_quarantine_released_total{way=\"%s\"} %" PRIu64
 			"\n",
 			way[k], q->released[k]);
-	prom_u64(f, "kvring_quarantine_detached_channels", "gauge",
-		 "Closed channels kept for the quarantine of a live process.",
-		 q->detached);
+	ins_prom_u64(
+	    f, "kvring_quarantine_detached_channels", "gauge",
+	    "Closed channels kept for the quarantine of a live process.",
+	    q->detached);
 }
 
 static void prom_server(FILE *f, const struct ins_snap *s)
 {
-	prom_u64(f, "kvring_server_up", "gauge",
-		 "1 if the server process that owns the segment is alive.",
-		 s->alive);
-	prom_u64(f, "kvring_server_uptime_seconds", "gauge",
-		 "Seconds since the server started.", ins_uptime_s(s));
+	ins_prom_u64(f, "kvring_server_up", "gauge",
+		     "1 if the server process that owns the segment is alive.",
+		     s->alive);
+	ins_prom_u64(f, "kvring_server_uptime_seconds", "gauge",
+		     "Seconds since the server started.", ins_uptime_s(s));
 	/* Ages in seconds, as floats: Prometheus' base unit for time. */
 	prom_dbl(f, "kvring_server_heartbeat_age_seconds", "gauge",
 		 "Seconds since the server's last heartbeat.",
 		 (double)ins_age_ns(s->mono_ns, s->heartbeat_ns) / 1e9);
-	prom_u64(f, "kvring_pool_bytes", "gauge", "Size of the chunk pool.",
-		 s->pool_bytes);
-	prom_u64(f, "kvring_pool_used_bytes", "gauge",
-		 "Pool bytes reserved or committed.", s->used);
-	prom_u64(f, "kvring_pool_free_bytes", "gauge", "Pool bytes free.",
-		 s->pool_bytes > s->used ? s->pool_bytes - s->used : 0);
-	prom_u64(f, "kvring_pool_committed_bytes", "gauge",
-		 "Pool bytes of committed (readable) objects.", s->committed);
-	prom_u64(f, "kvring_pool_reserved_bytes", "gauge",
-		 "Pool bytes reserved by open store transfers.", s->reserved);
-	prom_u64(f, "kvring_pool_pinned_bytes", "gauge",
-		 "Pool bytes of pinned objects.", s->pinned_bytes);
+	ins_prom_u64(f, "kvring_pool_bytes", "gauge", "Size of the chunk pool.",
+		     s->pool_bytes);
+	ins_prom_u64(f, "kvring_pool_used_bytes", "gauge",
+		     "Pool bytes reserved or committed.", s->used);
+	ins_prom_u64(f, "kvring_pool_free_bytes", "gauge", "Pool bytes free.",
+		     s->pool_bytes > s->used ? s->pool_bytes - s->used : 0);
+	ins_prom_u64(f, "kvring_pool_committed_bytes", "gauge",
+		     "Pool bytes of committed (readable) objects.",
+		     s->committed);
+	ins_prom_u64(f, "kvring_pool_reserved_bytes", "gauge",
+		     "Pool bytes reserved by open store transfers.",
+		     s->reserved);
+	ins_prom_u64(f, "kvring_pool_pinned_bytes", "gauge",
+		     "Pool bytes of pinned objects.", s->pinned_bytes);
 	prom_dbl(f, "kvring_pool_fragmentation_ratio", "gauge",
 		 "1 - largest free extent / free bytes.",
 		 (double)s->frag_ppm / 1e6);
-	prom_u64(f, "kvring_pool_free_extents", "gauge",
-		 "Number of free extents in the pool.", s->free_extents);
-	prom_u64(f, "kvring_objects", "gauge", "Committed objects.",
-		 s->objects);
-	prom_u64(f, "kvring_reserved_objects", "gauge",
-		 "Objects reserved but not committed.", s->reserved_objects);
-	prom_u64(f, "kvring_pins", "gauge", "(object, owner) pin pairs.",
-		 s->pins);
-	prom_u64(f, "kvring_leases", "gauge", "Live leases.", s->leases);
-	prom_u64(f, "kvring_transfers", "gauge",
-		 "Open store and retrieve transfers.", s->transfers);
-	prom_u64(f, "kvring_workers", "gauge", "Channels in use.", s->workers);
-	prom_u64(f, "kvring_max_workers", "gauge", "Channels available.",
-		 s->max_channels);
-	prom_u64(f, "kvring_evictions_total", "counter",
-		 "Objects evicted to make room.", s->evictions);
-	prom_u64(f, "kvring_evicted_bytes_total", "counter",
-		 "Bytes evicted to make room.", s->evicted_bytes);
-	prom_u64(f, "kvring_stores_skipped_total", "counter",
-		 "Keys a store skipped because they were already stored.",
-		 s->stores_skipped);
-	prom_u64(f, "kvring_no_room_total", "counter", "Keys answered no-room.",
-		 s->no_room);
-	prom_u64(f, "kvring_requests_total", "counter",
-		 "Requests served (all channels, all time).", s->requests);
-	prom_u64(f, "kvring_connects_total", "counter",
-		 "Workers that completed the handshake.", s->connects);
-	prom_u64(f, "kvring_disconnect_cleanups_total", "counter",
-		 "Channels cleaned up after a disconnect.", s->cleanups);
-	prom_u64(f, "kvring_protocol_errors_total", "counter",
-		 "Workers disconnected for breaking the protocol.",
-		 s->protocol_errors);
-	prom_u64(f, "kvring_handshake_refused_total", "counter",
-		 "Handshakes refused.", s->handshake_refused);
-	prom_u64(f, "kvring_leases_expired_total", "counter",
-		 "Leases that expired.", s->leases_expired);
-	prom_u64(f, "kvring_loop_wakeups_total", "counter",
-		 "Times the server loop slept and woke.", s->loop_wakeups);
-	prom_u64(f, "kvring_corrupt_dropped_total", "counter",
-		 "Chunks that failed their checksum, confirmed by the "
-		 "server and dropped.",
-		 s->corrupt_dropped);
-	prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
-		 "Chunks reported corrupt whose bytes matched their sum.",
-		 s->corrupt_unconfirmed);
+	ins_prom_u64(f, "kvring_pool_free_extents", "gauge",
+		     "Number of free extents in the pool.", s->free_extents);
+	ins_prom_u64(f, "kvring_objects", "gauge", "Committed objects.",
+		     s->objects);
+	ins_prom_u64(f, "kvring_reserved_objects", "gauge",
+		     "Objects reserved but not committed.",
+		     s->reserved_objects);
+	ins_prom_u64(f, "kvring_pins", "gauge", "(object, owner) pin pairs.",
+		     s->pins);
+	ins_prom_u64(f, "kvring_leases", "gauge", "Live leases.", s->leases);
+	ins_prom_u64(f, "kvring_transfers", "gauge",
+		     "Open store and retrieve transfers.", s->transfers);
+	ins_prom_u64(f, "kvring_workers", "gauge", "Channels in use.",
+		     s->workers);
+	ins_prom_u64(f, "kvring_max_workers", "gauge", "Channels available.",
+		     s->max_channels);
+	ins_prom_u64(f, "kvring_evictions_total", "counter",
+		     "Objects evicted to make room.", s->evictions);
+	ins_prom_u64(f, "kvring_evicted_bytes_total", "counter",
+		     "Bytes evicted to make room.", s->evicted_bytes);
+	ins_prom_u64(f, "kvring_stores_skipped_total", "counter",
+		     "Keys a store skipped because they were already stored.",
+		     s->stores_skipped);
+	ins_prom_u64(f, "kvring_no_room_total", "counter",
+		     "Keys answered no-room.", s->no_room);
+	ins_prom_u64(f, "kvring_requests_total", "counter",
+		     "Requests served (all channels, all time).", s->requests);
+	ins_prom_u64(f, "kvring_connects_total", "counter",
+		     "Workers that completed the handshake.", s->connects);
+	ins_prom_u64(f, "kvring_disconnect_cleanups_total", "counter",
+		     "Channels cleaned up after a disconnect.", s->cleanups);
+	ins_prom_u64(f, "kvring_protocol_errors_total", "counter",
+		     "Workers disconnected for breaking the protocol.",
+		     s->protocol_errors);
+	ins_prom_u64(f, "kvring_handshake_refused_total", "counter",
+		     "Handshakes refused.", s->handshake_refused);
+	ins_prom_u64(f, "kvring_leases_expired_total", "counter",
+		     "Leases that expired.", s->leases_expired);
+	ins_prom_u64(f, "kvring_loop_wakeups_total", "counter",
+		     "Times the server loop slept and woke.", s->loop_wakeups);
+	ins_prom_u64(f, "kvring_corrupt_dropped_total", "counter",
+		     "Chunks that failed their checksum, confirmed by the "
+		     "server and dropped.",
+		     s->corrupt_dropped);
+	ins_prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
+		     "Chunks reported corrupt whose bytes matched their sum.",
+		     s->corrupt_unconfirmed);
 	prom_quar(f, &s->quar);
-	prom_u64(f, "kvring_inspect_directory_readable", "gauge",
-		 "0 when the channel directory could not be read (run as root "
-		 "or kvringd's uid): channel, uid and namespace series are "
-		 "then missing, not zero.",
-		 s->dir_rc == 0);
+	ins_prom_u64(
+	    f, "kvring_inspect_directory_readable", "gauge",
+	    "0 when the channel directory could not be read (run as root "
+	    "or kvringd's uid): channel, uid and namespace series are "
+	    "then missing, not zero.",
+	    s->dir_rc == 0);
 }
 
 /* The per-channel families that are not rings or doorbells. The model
@@ -326,15 +269,16 @@ static void prom_server(FILE *f, const struct ins_snap *s)
  * syntax is this file's contract, not the cleaner's. */
 static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 {
-	prom_head(f, "kvring_channel_info", "gauge",
-		  "Constant 1 per channel shown; labels describe the worker.");
+	ins_prom_head(
+	    f, "kvring_channel_info", "gauge",
+	    "Constant 1 per channel shown; labels describe the worker.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		const struct ins_chan_snap *c = &s->ch[i];
 
 		if (!ins_chan_shown(c, all))
 			continue;
 		fprintf(f, "kvring_channel_info{");
-		prom_chan_labels(f, c);
+		ins_prom_chan_labels(f, c);
 		fprintf(f,
 			",pid=\"%" PRId32 "\",state=\"%s\",transport=\"%s\","
 			"tp_rank=\"%u\",tp_size=\"%u\",namespace=\"%u\"} 1\n",
@@ -342,22 +286,22 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 			ins_transport_name(c->transport), c->ns.tp_rank,
 			c->ns.tp_size, c->ns_id);
 	}
-	prom_head(f, "kvring_channel_worker_up", "gauge",
-		  "1 if the channel's worker process is alive.");
+	ins_prom_head(f, "kvring_channel_worker_up", "gauge",
+		      "1 if the channel's worker process is alive.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		fprintf(f, "kvring_channel_worker_up{");
-		prom_chan_labels(f, &s->ch[i]);
+		ins_prom_chan_labels(f, &s->ch[i]);
 		fprintf(f, "} %d\n", s->ch[i].alive ? 1 : 0);
 	}
-	prom_head(f, "kvring_channel_last_activity_age_seconds", "gauge",
-		  "Seconds since the channel's last request.");
+	ins_prom_head(f, "kvring_channel_last_activity_age_seconds", "gauge",
+		      "Seconds since the channel's last request.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		fprintf(f, "kvring_channel_last_activity_age_seconds{");
-		prom_chan_labels(f, &s->ch[i]);
+		ins_prom_chan_labels(f, &s->ch[i]);
 		fprintf(
 		    f, "} %.3f\n",
 		    (double)ins_age_ns(s->mono_ns, s->ch[i].last_activity_ns) /
@@ -365,8 +309,8 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 	}
 	for (size_t m = 0; m < sizeof(chan_metrics) / sizeof(chan_metrics[0]);
 	     m++) {
-		prom_head(f, chan_metrics[m].name, chan_metrics[m].type,
-			  chan_metrics[m].help);
+		ins_prom_head(f, chan_metrics[m].name, chan_metrics[m].type,
+			      chan_metrics[m].help);
 		for (uint32_t i = 0; i < s->nchan; i++) {
 			const struct ins_chan_snap *c = &s->ch[i];
 			uint64_t v;
@@ -376,7 +320,7 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 			memcpy(&v, (const char *)c + chan_metrics[m].off,
 			       sizeof(v));
 			fprintf(f, "%s{", chan_metrics[m].name);
-			prom_chan_labels(f, c);
+			ins_prom_chan_labels(f, c);
 			fprintf(f, "} %" PRIu64 "\n", v);
 		}
 	}
@@ -386,26 +330,26 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
  * (no operation, success) is skipped as in the overview. */
 static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
 {
-	prom_head(f, "kvring_channel_requests_total", "counter",
-		  "Requests by operation.");
+	ins_prom_head(f, "kvring_channel_requests_total", "counter",
+		      "Requests by operation.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (uint32_t k = 1; k < KVR_OP__MAX; k++) {
 			fprintf(f, "kvring_channel_requests_total{");
-			prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_labels(f, &s->ch[i]);
 			fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", kvr_op_name(k),
 				s->ch[i].requests[k]);
 		}
 	}
-	prom_head(f, "kvring_channel_errors_total", "counter",
-		  "Answers with an error, by error code.");
+	ins_prom_head(f, "kvring_channel_errors_total", "counter",
+		      "Answers with an error, by error code.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (unsigned k = 1; k < KVR_ERR_SLOTS; k++) {
 			fprintf(f, "kvring_channel_errors_total{");
-			prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_labels(f, &s->ch[i]);
 			fprintf(f, ",code=\"%s\"} %" PRIu64 "\n",
 				kvr_err_slot_name(k), s->ch[i].errors[k]);
 		}
@@ -433,16 +377,16 @@ static void prom_uids(FILE *f, const struct ins_snap *s)
 	     "Keys and pins the uid quotas refused (while the uid stays)."},
 	};
 
-	prom_u64(f, "kvring_quota_uid_reserved_bytes", "gauge",
-		 "Reserved bytes one uid may hold over all its channels "
-		 "(--quota-uid-reserved; 0: none).",
-		 s->quota_uid_reserved);
-	prom_u64(f, "kvring_quota_uid_pinned_bytes", "gauge",
-		 "Pinned bytes one uid may hold over all its channels "
-		 "(--quota-uid-pinned; 0: none).",
-		 s->quota_uid_pinned);
+	ins_prom_u64(f, "kvring_quota_uid_reserved_bytes", "gauge",
+		     "Reserved bytes one uid may hold over all its channels "
+		     "(--quota-uid-reserved; 0: none).",
+		     s->quota_uid_reserved);
+	ins_prom_u64(f, "kvring_quota_uid_pinned_bytes", "gauge",
+		     "Pinned bytes one uid may hold over all its channels "
+		     "(--quota-uid-pinned; 0: none).",
+		     s->quota_uid_pinned);
 	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
-		prom_head(f, fam[m].name, fam[m].type, fam[m].help);
+		ins_prom_head(f, fam[m].name, fam[m].type, fam[m].help);
 		for (uint32_t i = 0; i < s->nuid; i++) {
 			const struct ins_uid_snap *u = &s->uids[i];
 			uint64_t v = m == 0   ? u->channels

@@ -82,9 +82,8 @@ static int reap_all(struct st_worker *w, struct breq *q, uint32_t nq,
 				}
 			}
 			if (comp[i].status < 0) {
-				st_worker_count_err(w, comp[i].status);
-				if (!fatal &&
-				    st_worker_conn_fatal(comp[i].status))
+				st_results_err(w, comp[i].status);
+				if (!fatal && st_results_fatal(comp[i].status))
 					fatal = comp[i].status;
 			} else if (j && j <= nq) {
 				if (comp[i].op == KVR_OP_PREPARE_STORE ||
@@ -166,8 +165,8 @@ static int batch_run(struct st_worker *w)
 	rc = reap_all(w, q, m, false);
 	if (rc < 0)
 		return rc;
-	st_worker_set_phase(w, any_store ? PH_STORE_PREPARED
-					 : PH_RETRIEVE_PREPARED);
+	st_results_phase(w,
+			 any_store ? PH_STORE_PREPARED : PH_RETRIEVE_PREPARED);
 	linger = st_rnd_below(&w->rng, 8) == 0;
 	/* Stores: poison, then (after a possible linger in which a kill
 	 * leaves the poison reserved) the real bytes. Retrieves: checked
@@ -245,7 +244,7 @@ static int batch_run(struct st_worker *w)
 		if (rc == 0)
 			rc = r2;
 	}
-	st_worker_set_phase(w, PH_OTHER);
+	st_results_phase(w, PH_OTHER);
 	if (rc < 0)
 		return rc;
 	for (uint32_t i = 0; i < m; i++)

@@ -52,7 +52,7 @@ static void kill_one(struct st_run *r)
 		for (unsigned k = 0; k < r->o.workers; k++) {
 			unsigned i = (start + k) % r->o.workers;
 
-			/* Relaxed: a hint, see st_worker_set_phase(). */
+			/* Relaxed: a hint, see st_results_phase(). */
 			ph = atomic_load_explicit(&r->sh->res[i].phase,
 						  memory_order_relaxed);
 			if (r->wpid[i] > 0 && (ph == PH_STORE_PREPARED ||

@@ -105,7 +105,7 @@ int st_lease_op_shared(struct st_worker *w)
 	rc = kvr_prepare_retrieve_lease(w->c, of.lease, &x);
 	if (rc < 0) {
 		if (rc == -ENOENT || rc == -EPERM || rc == -EACCES) {
-			st_worker_count_err(w, rc);
+			st_results_err(w, rc);
 			return 0;
 		}
 		return rc;

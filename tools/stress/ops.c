@@ -57,9 +57,9 @@ bool st_op_maybe_stop(struct st_worker *w)
 	atomic_store_explicit(&w->res->stop_ns, kvr_clock_now_ns(),
 			      memory_order_relaxed);
 	st_bump(&w->res->stops, 1);
-	st_worker_set_phase(w, PH_STOPPED);
+	st_results_phase(w, PH_STOPPED);
 	raise(SIGSTOP);
-	st_worker_set_phase(w, (enum st_phase)ph);
+	st_results_phase(w, (enum st_phase)ph);
 	return true;
 }
 
@@ -148,7 +148,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	rc = kvr_prepare_store(w->c, k, sz, n, &x);
 	if (rc < 0)
 		return rc;
-	st_worker_set_phase(w, PH_STORE_PREPARED);
+	st_results_phase(w, PH_STORE_PREPARED);
 	/* One committed store in eight lingers in the prepared window. */
 	if (!abort_it && st_rnd_below(&w->rng, 8) == 0)
 		linger = true;
@@ -180,7 +180,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 	if (abort_it) {
 		maybe_linger(w);
 		rc = kvr_abort_store(w->c, &x);
-		st_worker_set_phase(w, PH_OTHER);
+		st_results_phase(w, PH_OTHER);
 		if (rc == 0)
 			st_bump(&w->res->ops[OP_ABORT], 1);
 		return rc;
@@ -200,7 +200,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			st_bump(&w->res->stop_resumed, 1);
 		}
 		rc = kvr_commit_store(w->c, &x);
-		st_worker_set_phase(w, PH_OTHER);
+		st_results_phase(w, PH_OTHER);
 		if (rc == 0 && ahead && n == 1 &&
 		    strstr(kvr_client_errmsg(w->c), "stored already"))
 			/* Store-ahead answered the prepare in the library, so
@@ -247,7 +247,7 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			bytes += x.slots[i].len;
 		}
 	rc = kvr_commit_store(w->c, &x);
-	st_worker_set_phase(w, PH_OTHER);
+	st_results_phase(w, PH_OTHER);
 	if (rc < 0)
 		return rc;
 	if (victim && shared)
@@ -290,7 +290,7 @@ void st_op_check_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		/* It fails only on a bug (a retrieve of a summing client);
 		 * counted by errno, and the transfer is still committed. */
 		if (v < 0) {
-			st_worker_count_err(w, (int)v);
+			st_results_err(w, (int)v);
 			unchecked = UINT32_MAX;
 		} else {
 			st_bump(&w->res->sum_unchecked, unchecked);
@@ -305,13 +305,13 @@ void st_op_check_retrieve(struct st_worker *w, struct kvr_xfer *x,
 int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 			  uint64_t base, uint32_t n, const char *how)
 {
-	st_worker_set_phase(w, PH_RETRIEVE_PREPARED);
+	st_results_phase(w, PH_RETRIEVE_PREPARED);
 	st_op_check_retrieve(w, x, base, n, how);
 	maybe_linger(w);
 	if (x->id == 0) {
 		/* Nothing pinned, nothing to commit. */
 		kvr_xfer_free(x);
-		st_worker_set_phase(w, PH_OTHER);
+		st_results_phase(w, PH_OTHER);
 		return 0;
 	}
 	/* Verified while pinned; a stop now outlives the pin's transfer,
@@ -326,10 +326,10 @@ int st_op_finish_retrieve(struct st_worker *w, struct kvr_xfer *x,
 		}
 		rc = kvr_commit_retrieve(w->c, x);
 
-		st_worker_set_phase(w, PH_OTHER);
+		st_results_phase(w, PH_OTHER);
 		return after_stop(w, rc);
 	}
-	st_worker_set_phase(w, PH_OTHER);
+	st_results_phase(w, PH_OTHER);
 	return kvr_commit_retrieve(w->c, x);
 }
 

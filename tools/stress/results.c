@@ -13,8 +13,12 @@
  * happens to the run. Slots are reused across incarnations: a replacement
  * adds to its victim's counts, which is what per-run totals want.
  *
- * It does not write any counter (the workers do) nor judge them (report.c).
+ * The workers' side of it is here too: their phase, their error counts,
+ * and which errors break a connection (ops.c, lease.c, batch.c and
+ * worker.c call them, so they sit below all four). It judges no counter
+ * (report.c).
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -81,5 +85,40 @@ void st_results_sum(const struct st_shared_shm *sh, unsigned nworkers,
 		t->sum_verified += LD(w->sum_verified);
 		t->batch_reqs += LD(w->batch_reqs);
 #undef LD
+	}
+}
+
+void st_results_phase(struct st_worker *w, enum st_phase ph)
+{
+	/* Relaxed: only a hint for the parent's choice of victim; a stale
+	 * read just makes one kill land elsewhere or be reported under
+	 * another phase. Nothing is published with it. */
+	atomic_store_explicit(&w->res->phase, (uint32_t)ph,
+			      memory_order_relaxed);
+}
+
+void st_results_err(struct st_worker *w, int rc)
+{
+	unsigned e = (unsigned)-rc;
+
+	/* errno values beyond the table share bucket 0 ("other"). */
+	st_bump(&w->res->errors[e < NERRNO ? e : 0], 1);
+}
+
+bool st_results_fatal(int rc)
+{
+	switch (-rc) {
+	case EOWNERDEAD:
+	case ETIMEDOUT:
+	case EPROTO:
+	case EPIPE:
+	case ECONNRESET:
+	case ESHUTDOWN:
+	case ENOTCONN:
+	case ECONNREFUSED:
+	case EBADMSG:
+		return true;
+	default:
+		return false;
 	}
 }

@@ -425,15 +425,8 @@ void st_lease_cleanup(struct st_shared_shm *sh, unsigned nworkers,
 /* Run worker @slot until told to stop; never returns (_exit). */
 _Noreturn void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 			      unsigned slot, uint64_t seed, uint64_t nkeys);
-/* Publish our phase for the killer. */
-void st_worker_set_phase(struct st_worker *w, enum st_phase ph);
-/* Count a failed call by errno in our results. */
-void st_worker_count_err(struct st_worker *w, int rc);
 /* The KVR_CHECKSUM_* mode of worker slot @slot under @o->checksum. */
 uint32_t st_worker_sum(const struct st_opts *o, unsigned slot);
-/* Errors after which this client is broken: reconnect. Anything else is a
- * per-request answer (no room, unknown lease, ...) on a healthy channel. */
-bool st_worker_conn_fatal(int rc);
 /* Whether worker slot @slot uses store-ahead under @o->store_ahead. */
 bool st_worker_ahead(const struct st_opts *o, unsigned slot);
 
@@ -447,6 +440,13 @@ void st_results_unmap(struct st_shared_shm *sh);
 /* Sum the results of the first @nworkers slots into @t. */
 void st_results_sum(const struct st_shared_shm *sh, unsigned nworkers,
 		    struct st_totals *t);
+/* A worker publishes its phase for the killer. */
+void st_results_phase(struct st_worker *w, enum st_phase ph);
+/* A worker counts a failed call by errno in its results. */
+void st_results_err(struct st_worker *w, int rc);
+/* Errors after which this client is broken: reconnect. Anything else is a
+ * per-request answer (no room, unknown lease, ...) on a healthy channel. */
+bool st_results_fatal(int rc);
 
 /* ---- server.c: our private kvringd and its control segment ---- */
 

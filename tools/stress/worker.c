@@ -23,23 +23,6 @@
 
 #include "stress.h"
 
-void st_worker_set_phase(struct st_worker *w, enum st_phase ph)
-{
-	/* Relaxed: only a hint for the parent's choice of victim; a stale
-	 * read just makes one kill land elsewhere or be reported under
-	 * another phase. Nothing is published with it. */
-	atomic_store_explicit(&w->res->phase, (uint32_t)ph,
-			      memory_order_relaxed);
-}
-
-void st_worker_count_err(struct st_worker *w, int rc)
-{
-	unsigned e = (unsigned)-rc;
-
-	/* errno values beyond the table share bucket 0 ("other"). */
-	st_bump(&w->res->errors[e < NERRNO ? e : 0], 1);
-}
-
 uint32_t st_worker_sum(const struct st_opts *o, unsigned slot)
 {
 	static const uint32_t cycle[4] = {KVR_CHECKSUM_VERIFY, KVR_CHECKSUM_ON,
@@ -55,24 +38,6 @@ bool st_worker_ahead(const struct st_opts *o, unsigned slot)
 						: o->store_ahead == ST_AHEAD_ON;
 }
 
-bool st_worker_conn_fatal(int rc)
-{
-	switch (-rc) {
-	case EOWNERDEAD:
-	case ETIMEDOUT:
-	case EPROTO:
-	case EPIPE:
-	case ECONNRESET:
-	case ESHUTDOWN:
-	case ENOTCONN:
-	case ECONNREFUSED:
-	case EBADMSG:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /*
  * Connect, retrying every 20 ms (each failure counted, e.g. ECONNREFUSED
  * while a killed server is being restarted) until it works or the parent
@@ -84,7 +49,7 @@ static int worker_connect(struct st_worker *w)
 	char err[256];
 	int rc;
 
-	st_worker_set_phase(w, PH_CONNECT);
+	st_results_phase(w, PH_CONNECT);
 	st_keys_client_opts(&co, w->o->socket);
 	co.transport = w->o->copy ? KVR_TRANSPORT_COPY : 0;
 	co.no_prefault = w->o->no_prefault;
@@ -96,10 +61,10 @@ static int worker_connect(struct st_worker *w)
 	while (!atomic_load_explicit(&w->sh->stop, memory_order_relaxed)) {
 		rc = kvr_connect(&co, &w->c, err, sizeof(err));
 		if (rc == 0) {
-			st_worker_set_phase(w, PH_IDLE);
+			st_results_phase(w, PH_IDLE);
 			return 0;
 		}
-		st_worker_count_err(w, rc);
+		st_results_err(w, rc);
 		st_sleep_us(20000);
 	}
 	return -ESHUTDOWN;
@@ -159,7 +124,7 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 	while (!should_stop(&w)) {
 		uint64_t r = st_rnd_below(&w.rng, 100);
 
-		st_worker_set_phase(&w, PH_OTHER);
+		st_results_phase(&w, PH_OTHER);
 		if (r < 7)
 			rc = st_op_lookup(&w);
 		else if (r < 12)
@@ -174,7 +139,7 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 			rc = st_lease_op(&w);
 		else if ((rc = st_lease_op_shared(&w)) == 1)
 			rc = st_op_retrieve(&w);
-		st_worker_set_phase(&w, PH_IDLE);
+		st_results_phase(&w, PH_IDLE);
 		if (rc == 0) {
 			/* Relaxed: a budget counter, see should_stop(). */
 			atomic_fetch_add_explicit(&sh->ops_total, 1,
@@ -184,8 +149,8 @@ void st_worker_main(struct st_shared_shm *sh, const struct st_opts *o,
 		/* A failed op is counted by errno; the connection is only
 		 * replaced when the library says it is broken (server gone,
 		 * restarted, or it sent something malformed). */
-		st_worker_count_err(&w, rc);
-		if (st_worker_conn_fatal(rc)) {
+		st_results_err(&w, rc);
+		if (st_results_fatal(rc)) {
 			kvr_close(w.c);
 			w.c = NULL;
 			st_bump(&w.res->reconnects, 1);
