@@ -325,7 +325,7 @@ Test(runtime, stopping_server_leaves_files_that_replaced_its_socket_and_lock)
  * lock): a server running as OTHER_UID, with no runtime directory of its
  * own, while someone holds the flock on /tmp/kvring-65534.sock.lock.
  */
-Test(runtime, regress_12_squatted_lock_in_tmp_does_not_keep_the_server_down)
+Test(runtime, squatted_lock_in_tmp_does_not_keep_the_server_down)
 {
 	const char *old_lock = "/tmp/kvring-65534.sock.lock";
 	const char *argv[] = {t_server_bin(), "--name", srv.name,
@@ -370,7 +370,7 @@ Test(runtime, regress_12_squatted_lock_in_tmp_does_not_keep_the_server_down)
 }
 
 /* Another uid created our segment names under /dev/shm first. */
-Test(runtime, regress_12_squatted_segment_name_falls_back_to_unnamed_segments)
+Test(runtime, squatted_segment_name_falls_back_to_unnamed_segments)
 {
 	char ctl[160], pool[160];
 	struct stat before, after;

@@ -98,7 +98,7 @@ static int try_connect(uint32_t trust, char *err, size_t errlen)
 	return rc;
 }
 
-Test(trust, regress_12_worker_refuses_server_of_another_uid)
+Test(trust, worker_refuses_server_of_another_uid)
 {
 	char err[512] = "", want[32];
 	int rc;

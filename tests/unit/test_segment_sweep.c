@@ -525,7 +525,7 @@ Test(sweep, list_reports_state_when_segments_mixed)
  * it (the pid is worker-writable). An unpublished header (a server between
  * create and lock) still goes by its creator.
  */
-Test(sweep, regress_12_lock_decides_liveness_not_the_forgeable_pid)
+Test(sweep, lock_decides_liveness_not_the_forgeable_pid)
 {
 	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
 	struct kvr_sweep_report r;
@@ -594,7 +594,7 @@ Test(sweep, created_segment_is_locked_until_destroyed)
  * files by name. A server removes a name only while it is still the
  * inode it created.
  */
-Test(sweep, regress_12_destroy_leaves_a_name_that_is_someone_elses_now)
+Test(sweep, destroy_leaves_a_name_that_is_someone_elses_now)
 {
 	struct kvr_seg s;
 

@@ -25,19 +25,18 @@ void ins_prom_lv(FILE *f, const char *v)
 
 /* One HELP and one TYPE line per metric name, before its samples. */
 void ins_prom_head(FILE *f, const char *name, const char *type,
-		      const char *help)
+		   const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A family with a single unlabelled sample. */
-void ins_prom_u64(FILE *f, const char *name, const char *type,
-		     const char *help, uint64_t v)
+void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
+		  uint64_t v)
 {
 	ins_prom_head(f, name, type, help);
 	fprintf(f, "%s %" PRIu64 "\n", name, v);
 }
-
 
 /*
  * The labels every per-channel sample carries: the channel, and the model
