@@ -467,7 +467,7 @@ static inline void expect_cut_off(struct t_raw *r, const char *reason)
 
 /* Send one request of @op with @h as header and nothing after it. */
 static inline int push_raw(struct t_raw *r, uint32_t op, const void *body,
-		    uint32_t len)
+			   uint32_t len)
 {
 	void *p;
 	int rc = kvr_ring_claim(&r->req, op, len, &p);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: the fast paths under attack: store-ahead's staged slots and binds
- * across channels, and held batches of thousands freed when their worker
+ * Description: the fast paths under attack: store-ahead's staged slots and
+ * binds across channels, and held batches of thousands freed when their worker
  * is killed.
  * Each against a real kvringd, beside a well-behaved worker
  * (hostile_suite.h).
