@@ -199,17 +199,6 @@ int kvr_runtime_dir_open(const char *dir, unsigned gid, char *why,
 	return fd;
 }
 
-int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
-			    size_t why_len)
-{
-	int fd = kvr_runtime_dir_open(dir, gid, why, why_len);
-
-	if (fd < 0)
-		return fd;
-	close(fd);
-	return 0;
-}
-
 int kvr_find_kvringd(char *buf, size_t n)
 {
 	static const char *const rel[] = {"kvringd", "../server/kvringd"};

@@ -69,13 +69,11 @@ static int send_frame(int sock, uint32_t type, const void *body, size_t len,
 }
 
 /* The fields every WELCOME carries, refusal or not: a worker checks magic
- * and version before it believes the status. */
+ * and version before it believes the status (kvr_welcome_init, the one
+ * builder, beside its decoder in lib/proto.c). */
 static void welcome_base(const struct kvr_srv *s, struct kvr_welcome *w)
 {
-	memset(w, 0, sizeof(*w));
-	w->magic = KVR_PROTO_MAGIC;
-	w->version = KVR_PROTO_VERSION;
-	memcpy(w->boot_id, s->boot_id, sizeof(w->boot_id));
+	kvr_welcome_init(w, 0, s->boot_id);
 }
 
 /* Refuse @c: a WELCOME with @status and the reason, then close. */

@@ -60,7 +60,7 @@ static bool lock_is_current(int fd, int dfd, const char *name)
 
 /*
  * The socket's directory. The default one is our runtime directory, made
- * private here (kvr_runtime_dir_prepare: ours, 0700, nobody else may
+ * private here (kvr_runtime_dir_open: ours, 0700, nobody else may
  * write it), so no other user can take the socket's or the lock's name
  * first. A --socket or $KVRING_SOCKET in someone else's or a shared
  * directory is the operator's choice: it is used, with a warning.

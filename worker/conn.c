@@ -387,12 +387,8 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 		return rc;
 	}
 
-	memset(&h, 0, sizeof(h));
-	h.magic = KVR_PROTO_MAGIC;
-	h.version = KVR_PROTO_VERSION;
-	h.flags = want_copy ? KVR_HELLO_WANT_COPY : 0;
-	h.pid = (int32_t)getpid();
-	h.ns = o->ns;
+	kvr_hello_init(&h, &o->ns, want_copy ? KVR_HELLO_WANT_COPY : 0,
+		       (int32_t)getpid());
 	/* A server that closes before its welcome dropped this handshake
 	 * (its handshake table makes room for newer ones, or the first-byte
 	 * deadline passed): -ECONNABORTED, which kvr_connect tries again. */

@@ -15,6 +15,8 @@
  *   store_owner.c  owners (leases, store and retrieve transfers): ids,
  *                  channel lists, pins, the lease heap, ending an owner;
  *   store_lru.c    the LRU order and eviction;
+ *   store_chan.c   channels: open, close, detach, what one holds;
+ *   store_quar.c   the quarantine of transfers a deadline reclaimed;
  *   store_audit.c  kvr_store_audit(), the invariant walker.
  * Nothing outside server/store*.c may include this header: the rest of
  * kvringd sees only the opaque handle of store.h.

@@ -49,7 +49,6 @@
 
 #define TOOL KVR_BIN_DIR "/tools/kvring-inspect"
 
-
 /* ==== Running the tool ==== */
 
 /* What one run produced; owned by the test, freed by run_free(). */
@@ -469,7 +468,8 @@ static inline void *fake_ring(struct fake *f, uint32_t i, bool resp)
 	       (resp ? f->g.resp_ring_off : f->g.req_ring_off);
 }
 
-static inline void ring_put(void *mem, uint32_t type, const void *rec, uint32_t len)
+static inline void ring_put(void *mem, uint32_t type, const void *rec,
+			    uint32_t len)
 {
 	struct kvr_ring r;
 	void *p;

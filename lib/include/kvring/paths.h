@@ -7,9 +7,9 @@
  * ("kvring-<uid>") is kvr_seg_default_base() in <kvring/segment.h>.
  *
  * The socket and its lock live in a runtime directory owned by the
- * server's uid and writable by nobody else (issue 12: in a shared
- * directory any local user could take the lock file's name first).
- * kvr_default_socket_path() only computes names; kvr_runtime_dir_prepare()
+ * server's uid and writable by nobody else (in a shared directory any
+ * local user could take the lock file's name first).
+ * kvr_default_socket_path() only computes names; kvr_runtime_dir_open()
  * (kvringd) creates and checks the directory. Neither reads
  * $KVRING_SOCKET: callers apply their own overrides first.
  */
@@ -40,30 +40,22 @@
 int kvr_default_socket_path(char *buf, size_t n);
 
 /*
- * kvr_runtime_dir_prepare - make sure the directory @dir that will hold
- * kvringd's socket and lock is private to us: create it (mode 0700, or
- * 0750 with group @gid when @gid != (gid_t)-1) if it does not exist, then
- * require a real directory (not a symlink) owned by our effective uid that
- * neither group nor others can write (with @gid, the group may enter it).
- * Return: 0, or -errno with what was wrong (and what to do) in @why
- * (NUL-terminated, @why_len bytes): -EPERM for a directory someone else
- * owns or others can write, -ENOTDIR, or mkdir's error.
- */
-int kvr_runtime_dir_prepare(const char *dir, unsigned gid, char *why,
-			    size_t why_len);
-
-/*
- * kvr_runtime_dir_open - kvr_runtime_dir_prepare() without the race: the
- * directory is created with mkdirat() under its parent, opened with
- * O_DIRECTORY | O_NOFOLLOW, and every check (a directory, owned by our
- * effective uid, no group or other write) and the mode fix-up are made on
- * that descriptor (fstat, fchmod, fchown). The caller creates the socket
+ * kvr_runtime_dir_open - make sure the directory @dir that will hold
+ * kvringd's socket and lock is private to us, without a race: create it
+ * (mode 0700, or 0750 with group @gid when @gid != (gid_t)-1) with
+ * mkdirat() under its parent if it does not exist, open it with
+ * O_DIRECTORY | O_NOFOLLOW, and make every check (a real directory owned
+ * by our effective uid that neither group nor others can write; with
+ * @gid, the group may enter it) and the mode fix-up on that descriptor
+ * (fstat, fchmod, fchown). The caller creates the socket
  * and the lock relative to it (openat, unlinkat, bind through
  * /proc/self/fd/N), so a symlink or another directory swapped in at the
  * name after the check is never used. A symlink at the name is refused
  * (-ENOTDIR) with its owner and mode in @why.
  * Return: the directory's fd (O_CLOEXEC, the caller closes it), or -errno
- * as for kvr_runtime_dir_prepare().
+ * with what was wrong (and what to do) in @why (NUL-terminated, @why_len
+ * bytes): -EPERM for a directory someone else owns or others can write,
+ * -ENOTDIR, or mkdir's error.
  */
 int kvr_runtime_dir_open(const char *dir, unsigned gid, char *why,
 			 size_t why_len);

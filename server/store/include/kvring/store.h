@@ -25,8 +25,9 @@
  *
  * Implementation: server/store/store.c (the requests below) with store_mem.c
  * (create/destroy, memory reservation), store_owner.c (leases, transfers,
- * pins), store_lru.c (eviction) and store_audit.c, sharing the private
- * header store_int.h. Include only this header from outside them.
+ * pins), store_chan.c (channels), store_quar.c (the quarantine),
+ * store_lru.c (eviction) and store_audit.c, sharing the private header
+ * store_int.h. Include only this header from outside them.
  */
 #ifndef KVR_SERVER_STORE_H
 #define KVR_SERVER_STORE_H
