@@ -3,10 +3,11 @@
  * l2_srv.c - the L2 tier on the event loop's side (docs/l2.md): start-up
  * and shutdown of the lanes, write-behind after a worker's commit, the
  * read-through state machine of a lookup flagged KVR_REQ_L2, draining
- * the done queue the lanes fill (l2_tier.c) and the counters the
- * inspector reads. Everything here runs on the loop thread, which owns the
- * store; the lanes (l2_net.c) only move bytes of spans this file pinned or
- * reserved for them, under owners of the store channel s->l2->chan.
+ * the done queue the lanes fill (l2_tier.c); the counters the inspector
+ * reads are published by l2_srv_pub.c. Everything here runs on the loop
+ * thread, which owns the store; the lanes (server/l2/) only move bytes of spans
+ * this file pinned or reserved for them, under owners of the store channel
+ * s->l2->chan.
  *
  * Read-through, per lookup: L1 hits h; PROBE keys[h..n) (GETRANGE of the
  * header: present? how large? sane?); reserve slots for the contiguous
@@ -612,71 +613,6 @@ uint64_t kvr_l2_sleep_ns(const struct kvr_srv *s)
 	if (first <= s->now_ns + KVR_L2_SLEEP_MIN_NS)
 		return KVR_L2_SLEEP_MIN_NS;
 	return first - s->now_ns;
-}
-
-/* ---- counters ---- */
-
-void kvr_l2_publish(struct kvr_srv *s)
-{
-	struct kvr_l2 *l2 = s->l2;
-	struct kvr_l2stats_shm *o = &s->hdr->l2;
-	const struct kvr_l2_stats *st = &l2->st;
-	uint32_t nn;
-
-#define CP(dst, src)                                                           \
-	atomic_store_explicit(                                                 \
-	    &o->dst, atomic_load_explicit(&st->src, memory_order_relaxed),     \
-	    memory_order_relaxed)
-	/* Relaxed throughout: each counter stands alone (layout.h). */
-	atomic_store_explicit(&o->mode, (uint32_t)l2->cfg.kind,
-			      memory_order_relaxed);
-	CP(queue_depth, queue_depth);
-	CP(drops, drops);
-	CP(up_chunks, up_chunks);
-	CP(up_bytes, up_bytes);
-	CP(up_exists, up_exists);
-	CP(up_failed, up_failed);
-	CP(down_chunks, down_chunks);
-	CP(down_bytes, down_bytes);
-	CP(hits, hits);
-	CP(misses, misses);
-	CP(holes, holes);
-	CP(corrupt, corrupt);
-	CP(deleted, deleted);
-	CP(rt_lookups, rt_lookups);
-	CP(rt_deadline, rt_deadline);
-	CP(moved, moved);
-	CP(ask, ask);
-	CP(slot_refresh, slot_refresh);
-	CP(tryagain, tryagain);
-	CP(state_changes, state_changes);
-	for (int i = 0; i < KVR_L2_ERR__N; i++)
-		CP(errors[i], errors[i]);
-#undef CP
-	pthread_mutex_lock(&l2->lock);
-	nn = l2->nnodes;
-	pthread_mutex_unlock(&l2->lock);
-	atomic_store_explicit(&o->nodes, nn, memory_order_relaxed);
-	for (uint32_t i = 0; i < nn && i < KVR_L2_SHM_NODES; i++) {
-		struct kvr_l2node_shm *d = &o->node[i];
-
-		if (!d->addr[0]) {
-			size_t al =
-			    strnlen(l2->nodes[i].addr, sizeof(d->addr) - 1);
-
-			memcpy(d->addr, l2->nodes[i].addr, al);
-		}
-		atomic_store_explicit(
-		    &d->state,
-		    atomic_load_explicit(&l2->nodes[i].state,
-					 memory_order_relaxed),
-		    memory_order_relaxed);
-		atomic_store_explicit(
-		    &d->errors,
-		    atomic_load_explicit(&l2->nodes[i].errors,
-					 memory_order_relaxed),
-		    memory_order_relaxed);
-	}
 }
 
 /* ---- start and stop ---- */
