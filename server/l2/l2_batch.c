@@ -15,6 +15,8 @@
 
 #include "l2_lane.h"
 
+/* The command is finished, failed: its node is down or it ran out of
+ * rounds. */
 static void cmd_fail(struct cmd *c)
 {
 	c->done = true;

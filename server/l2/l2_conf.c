@@ -15,6 +15,7 @@
 
 #include <kvring/l2.h>
 
+/* No tier (kind 0) until --l2, with the defaults of every other option. */
 void kvr_l2_conf_defaults(struct kvr_l2_conf *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -57,6 +58,9 @@ static int parse_hostport(const char *s, size_t len, struct kvr_l2_addr *a)
 	return 0;
 }
 
+/* --l2: a single node, a UNIX socket, or a cluster's seed nodes; a
+ * password in the URL is refused, since the command line is readable by
+ * every local user (use --l2-auth-file). */
 int kvr_l2_parse_url(struct kvr_l2_conf *c, const char *url, const char **why)
 {
 	const char *p;
@@ -122,6 +126,7 @@ int kvr_l2_parse_url(struct kvr_l2_conf *c, const char *url, const char **why)
 	return 0;
 }
 
+/* The usage error of one --l2* option: what was given, and what works. */
 static int bad(FILE *err, const char *opt, const char *val, const char *hint)
 {
 	fprintf(err, "kvringd: invalid --%s '%s': %s\n", opt, val ? val : "",
@@ -150,6 +155,8 @@ static bool printable(const char *s, size_t max)
 	return true;
 }
 
+/* One --l2* option by its long name; each value checked here, so a bad
+ * one stops kvringd at start with a sentence. */
 int kvr_l2_conf_opt(struct kvr_l2_conf *c, const char *name, const char *arg,
 		    FILE *err)
 {
@@ -221,6 +228,9 @@ static void chomp(char *s)
 		s[--n] = '\0';
 }
 
+/* The AUTH user and password: --l2-auth-file's first line ("PASSWORD"
+ * or "USER PASSWORD"), else $KVRING_L2_PASSWORD in the same form; none
+ * of either is no AUTH. Never logged. */
 int kvr_l2_read_secret(const struct kvr_l2_conf *c, char *user, size_t ulen,
 		       char *pass, size_t plen)
 {

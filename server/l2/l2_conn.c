@@ -24,6 +24,11 @@
 
 #include "l2_lane.h"
 
+/*
+ * The lane's index of node @a, added when new (a MOVED can name a node the
+ * seeds did not). A new node starts disconnected with the shortest
+ * backoff; it connects on first use. -ENOSPC past KVR_L2_MAX_NODES.
+ */
 int kvr__l2_lane_node(struct kvr_l2_lane *ln, const struct kvr_l2_addr *a)
 {
 	for (uint32_t i = 0; i < ln->nnodes; i++)
@@ -47,6 +52,12 @@ int kvr__l2_lane_node(struct kvr_l2_lane *ln, const struct kvr_l2_addr *a)
 	return (int)ln->nnodes++;
 }
 
+/*
+ * Node @n failed: close its socket, drop what its reader buffered, and
+ * retry only after a backoff that doubles up to BACKOFF_MAX_MS (its
+ * commands fail at once meanwhile). The tier logs the state change once;
+ * in a cluster the slot map is asked again, since a failover moves slots.
+ */
 void kvr__l2_node_down(struct kvr_l2_lane *ln, struct node *n, const char *why)
 {
 	if (n->fd >= 0)
@@ -63,6 +74,8 @@ void kvr__l2_node_down(struct kvr_l2_lane *ln, struct node *n, const char *why)
 		ln->need_refresh = true;
 }
 
+/* @w bytes of the queue went out: skip the entries they covered and move
+ * the start of a partly sent one. */
 static void outq_sent(struct outq *q, size_t w)
 {
 	while (q->at < q->k && w >= q->iov[q->at].iov_len) {
@@ -114,6 +127,8 @@ int kvr__l2_outq_pump(int fd, struct outq *q)
 	return 0;
 }
 
+/* Send all of @iov (a command without payload pieces): the queue's flush
+ * over a queue of @cnt entries. */
 int kvr__l2_write_all(int fd, struct iovec *iov, int cnt)
 {
 	struct outq q = {iov, 0, (uint32_t)cnt};
@@ -121,6 +136,14 @@ int kvr__l2_write_all(int fd, struct iovec *iov, int cnt)
 	return kvr__l2_outq_flush(fd, &q);
 }
 
+/*
+ * Read more of a reply into @n's buffer: rewind when it is empty, slide
+ * the unread bytes to the front when the end is reached, and grow it
+ * (doubling, up to RB_MAX) only when one reply line needs more. One recv
+ * of what the socket has, bounded by SO_RCVTIMEO. Return: 0,
+ * -ECONNRESET on EOF, -ETIMEDOUT past the timeout, -EBADMSG for a line
+ * beyond RB_MAX, -ENOMEM, or -errno.
+ */
 int kvr__l2_rb_fill(struct node *n)
 {
 	struct rbuf *rb = &n->rb;
@@ -271,6 +294,13 @@ int kvr__l2_rb_skip_rest(struct node *n, const struct kvr_l2_rline *l)
 	return 0;
 }
 
+/*
+ * A blocking socket to @a: a UNIX path, or the first address of host:port
+ * that connects within @io_ms (a non-blocking connect and a poll, so a
+ * black-holed address costs the timeout, not the kernel's minutes).
+ * TCP_NODELAY (a pipeline's last command must not wait), and @io_ms as
+ * SO_RCVTIMEO and SO_SNDTIMEO for every later read and write.
+ */
 static int open_sock(const struct kvr_l2_addr *a, uint32_t io_ms)
 {
 	struct timeval tv = {.tv_sec = io_ms / 1000,

@@ -23,6 +23,12 @@ static void delete_corrupt(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 			bump(&ln->l2->st.deleted, 1);
 }
 
+/*
+ * A probe job: the header of every key (GETRANGE of its first 64 bytes).
+ * A key whose header names another key or namespace, or an empty value,
+ * is corrupt; the others report their length, for the loop to reserve
+ * slots of that size before it loads them.
+ */
 void kvr__l2_run_probe(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	for (uint32_t i = 0; i < j->n; i++)
@@ -44,6 +50,11 @@ void kvr__l2_run_probe(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 	delete_corrupt(ln, j);
 }
 
+/*
+ * A load job: GET every key straight into its reserved slot (the bytes are
+ * hashed in pieces as they land) and check header, length and sum before
+ * the loop may publish the slot; what fails is corrupt and deleted.
+ */
 void kvr__l2_run_load(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	uint64_t bytes = 0, n = 0;

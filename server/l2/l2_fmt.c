@@ -28,6 +28,9 @@ static size_t put_u32(uint8_t *b, size_t at, uint32_t v)
 	return at + 4;
 }
 
+/* The namespace's fingerprint in every L2 key and header: XXH3-64 of a
+ * fixed encoding of its description and the deployment's salt, so two
+ * servers of one model share keys and two models never do. */
 uint64_t kvr_l2_ns_fp(const struct kvr_ns_desc *ns, const char *salt)
 {
 	/* "kvr-l2-ns-v1" | model (NUL-terminated) | 7 u32 | salt: a fixed
@@ -54,6 +57,8 @@ uint64_t kvr_l2_ns_fp(const struct kvr_ns_desc *ns, const char *salt)
 	return XXH3_64bits(b, at);
 }
 
+/* "<prefix><ns_fp>:<key hi><key lo>" in fixed-width hex: one name per
+ * (namespace, chunk), the same on every server. */
 int kvr_l2_key(const char *prefix, uint64_t ns_fp, const struct kvr_key *k,
 	       char *buf, size_t n)
 {
@@ -66,6 +71,8 @@ int kvr_l2_key(const char *prefix, uint64_t ns_fp, const struct kvr_key *k,
 	return len;
 }
 
+/* The 64-byte header in front of a value: what it is (namespace and key),
+ * its length, the payload's sum, and a sum of the header itself. */
 void kvr_l2_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,
 		     uint64_t sum, struct kvr_l2_hdr *out)
 {
@@ -81,6 +88,9 @@ void kvr_l2_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,
 	out->hdr_sum = XXH3_64bits(out, offsetof(struct kvr_l2_hdr, hdr_sum));
 }
 
+/* A header is believed only whole: magic, version, size, its own sum, and
+ * the namespace and key it was fetched for (a value stored under the
+ * wrong name reads as corrupt, never as another chunk). */
 int kvr_l2_hdr_check(const struct kvr_l2_hdr *h, uint64_t ns_fp,
 		     const struct kvr_key *k)
 {
@@ -94,6 +104,7 @@ int kvr_l2_hdr_check(const struct kvr_l2_hdr *h, uint64_t ns_fp,
 	return 0;
 }
 
+/* Redis Cluster's key hash (the CRC16 its specification gives). */
 uint16_t kvr_l2_crc16(const void *p, size_t len)
 {
 	const uint8_t *b = p;
@@ -111,6 +122,8 @@ uint16_t kvr_l2_crc16(const void *p, size_t len)
 	return crc;
 }
 
+/* The hash slot of @key, {hash tags} honoured, as every cluster node
+ * computes it. */
 uint32_t kvr_l2_slot(const char *key, size_t len)
 {
 	const char *open = memchr(key, '{', len);

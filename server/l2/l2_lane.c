@@ -10,6 +10,9 @@
 
 #include "l2_lane.h"
 
+/* One job: room for its commands first (a job that cannot get it fails
+ * whole, nothing sent), a slot-map refresh before a cluster lane's first
+ * job, then the job's kind. */
 static void run_job(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	if (kvr__l2_reserve(ln, j->n) < 0) {
@@ -32,6 +35,9 @@ static void run_job(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 	}
 }
 
+/* The lane's thread: take jobs in order, run each, hand it back on the
+ * done queue; leave when told to stop (what is queued then is failed by
+ * kvr__l2_lane_destroy). */
 static void *lane_main(void *arg)
 {
 	struct kvr_l2_lane *ln = arg;
@@ -56,6 +62,12 @@ static void *lane_main(void *arg)
 	}
 }
 
+/*
+ * Everything a lane allocates is made here, before its thread runs: the
+ * scratch for 64 commands, a node per seed, the payload hasher, and a
+ * random tag that keeps its temporary keys apart from every other
+ * lane's and server's.
+ */
 int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
 			struct kvr_l2_lane **out)
 {
@@ -91,6 +103,8 @@ int kvr__l2_lane_create(struct kvr_l2 *l2, unsigned idx,
 	return 0;
 }
 
+/* Append @j to the queue and wake the thread (the loop's side, never
+ * blocking for long: the lock is held only around the links). */
 void kvr__l2_lane_submit(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	j->next = NULL;
@@ -104,6 +118,8 @@ void kvr__l2_lane_submit(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 	pthread_mutex_unlock(&ln->lock);
 }
 
+/* Stop and join the thread, fail and hand back every job it did not
+ * start (their owners end on the loop), then free the lane. */
 void kvr__l2_lane_destroy(struct kvr_l2_lane *ln)
 {
 	struct kvr_l2_job *j, *next;

@@ -39,6 +39,9 @@ static int parse_i64(const char *s, size_t n, int64_t *out)
 	return 0;
 }
 
+/* One reply line: its type byte, and its number (bulk length, array
+ * count, integer) or its text; -EAGAIN until the CRLF is in the buffer,
+ * -EBADMSG for a line longer than any Redis sends. */
 long kvr_l2_resp_line(const char *p, size_t n, struct kvr_l2_rline *out)
 {
 	const char *cr;
@@ -81,6 +84,8 @@ long kvr_l2_resp_line(const char *p, size_t n, struct kvr_l2_rline *out)
 	return (long)(body + 3);
 }
 
+/* The bytes of one whole reply, nested arrays included (@depth bounds
+ * the nesting, so a hostile reply cannot recurse without end). */
 static long span(const char *p, size_t n, int depth)
 {
 	struct kvr_l2_rline r;
@@ -142,6 +147,8 @@ static int skip(const char *p, size_t n, size_t *at)
 	return 0;
 }
 
+/* A CLUSTER SLOTS reply as ranges of slots and their master's address
+ * (replicas are skipped: reads and writes go to masters). */
 int kvr_l2_resp_slots(const char *p, size_t n, struct kvr_l2_range *out,
 		      uint32_t max)
 {
@@ -188,6 +195,8 @@ int kvr_l2_resp_slots(const char *p, size_t n, struct kvr_l2_range *out,
 	return (int)nr;
 }
 
+/* An error reply's redirect: "MOVED <slot> <host>:<port>" (1) or
+ * "ASK ..." (2), with the slot and the node; 0 for any other error. */
 int kvr_l2_resp_redirect(const char *s, size_t n, uint32_t *slot,
 			 struct kvr_l2_addr *to)
 {

@@ -69,6 +69,10 @@ void kvr__l2_refresh_slots(struct kvr_l2_lane *ln)
 	}
 }
 
+/* The lane node a command goes to: the only one outside a cluster; an
+ * ASK target while the command is being resent there; else the owner of
+ * its key's hash slot, or the first seed while the map is unknown (a
+ * MOVED answer then teaches it). */
 int kvr__l2_pick_node(struct kvr_l2_lane *ln, struct cmd *c)
 {
 	int16_t id;

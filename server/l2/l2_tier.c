@@ -18,6 +18,9 @@
 
 /* ---- node table (any thread, under l2->lock) ---- */
 
+/* The tier's node table is shared by both lanes (under the lock): a node
+ * is named "host:port" or its socket path, found or added, never
+ * removed, so an index stays valid for the server's life. */
 int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a)
 {
 	char addr[272];
@@ -39,6 +42,8 @@ int kvr__l2_node_id(struct kvr_l2 *l2, const struct kvr_l2_addr *a)
 	return id;
 }
 
+/* A lane saw node @id go up (1) or down (2): errors counted, and the
+ * transition logged once whichever lane sees it first. */
 void kvr__l2_node_state(struct kvr_l2 *l2, int id, uint32_t state,
 			const char *why)
 {
@@ -64,6 +69,8 @@ void kvr__l2_node_state(struct kvr_l2 *l2, int id, uint32_t state,
 
 /* ---- done queue ---- */
 
+/* A lane hands a finished job back: onto the done queue, and the loop's
+ * eventfd rung so it drains the queue on its next pass. */
 void kvr__l2_done(struct kvr_l2 *l2, struct kvr_l2_job *j)
 {
 	uint64_t one = 1;

@@ -6,6 +6,12 @@
  */
 #include "l2_lane.h"
 
+/*
+ * A put job: EXISTS for every key first (a chunk another server uploaded
+ * is not sent again), then one SET per missing key, its payload written
+ * from the pinned slot. Each item ends OK, EXISTS or FAIL for the loop,
+ * which then unpins the slots.
+ */
 void kvr__l2_run_put(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	uint32_t nc = 0;
