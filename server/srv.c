@@ -134,7 +134,7 @@ static void log_name_taken(const char *ctl_name)
 
 /*
  * Whether /dev/shm/@name exists and belongs to another uid: someone took
- * our segment name first (issue 12). Said once, clearly, with what it
+ * our segment name first. Said once, clearly, with what it
  * means; the caller falls back to unnamed segments.
  */
 static bool name_squatted(const char *name)

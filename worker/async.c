@@ -196,7 +196,7 @@ int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
  * request: every async submit while it lasts skips the commit and the
  * doorbell check, and the first wait for answers (or the flush) does
  * both once for all of them. The fence inside the doorbell check (F1)
- * was the largest single cost of a pipelined submit (perf, issue 13):
+ * was the largest single cost of a pipelined submit (perf):
  * it waits for the record's store, whose line the server last read. */
 int kvr_submit_hold(struct kvr_client *c)
 {

@@ -550,7 +550,7 @@ static uint64_t zeroed_line(void)
 
 /*
  * A worker that connects while the server still zeroes its huge pages
- * must not zero them for it (issue 13 item 2): its attach pre-touches
+ * must not zero them for it: its attach pre-touches
  * only the pages below the line the server publishes (pool_zeroed_bytes)
  * and a thread follows that line. So when kvr_connect returns, the worker
  * has mapped no more of the pool than that line; before, its attach
@@ -630,7 +630,7 @@ static bool line_passed_a_slice(void *arg)
 
 /*
  * A store made while the server still zeroes its huge pages goes below
- * the zeroed line when there is room there (issue 13 item 2): its pages
+ * the zeroed line when there is room there: its pages
  * are then zeroed already and it never waits for the kernel. The pool is
  * laid out so that the allocator's plain best fit lies above the line:
  * a 4 MiB hole at offset 0 and an exact 2 MiB hole near the end (H, at

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_checksum.c - per-chunk XXH3-64 checksums (issue 12 item 10,
- * docs/reliability.md "Checksums") against a real kvringd: a worker in
+ * test_checksum.c - per-chunk XXH3-64 checksums (docs/reliability.md,
+ * "Checksums") against a real kvringd: a worker in
  * another process writes into the pool bytes of a committed chunk behind
  * the server's back (the pool is shared memory, so a hostile neighbour
  * can), a checksumming reader gets KVR_SLOT_CORRUPT for exactly that

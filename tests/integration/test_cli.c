@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_cli.c - the command-line conventions every kvring tool shares
- * (STYLE.md section 12, issue 10 item 7): a missing SCENARIO is a usage
+ * (STYLE.md section 12): a missing SCENARIO is a usage
  * error (exit 2), sizes follow kvringd's grammar everywhere (lib/parse.c)
  * and bad ones are named, and kvring-inspect looks at the server of
  * $KVRING_SOCKET when told nothing else. Each case runs the real binary.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_metrics.c - the cache counters and latency histograms (issue 16)
+ * test_metrics.c - the cache counters and latency histograms
  * against a real kvringd and real workers: the honesty check (10 000
  * pings through a server slowed by --test-delay: every histogram counts
  * each ping once and its p50 falls within one bucket of what the client

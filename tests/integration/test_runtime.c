@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: names nobody else can squat (issue 12). A real kvringd with
+ * Description: names nobody else can squat. A real kvringd with
  * no --socket puts its socket and lock in a private runtime directory
  * ($XDG_RUNTIME_DIR/kvring here, made 0700) and refuses one that another
  * uid owns or others can write; a lock file squatted in /tmp no longer
@@ -203,7 +203,7 @@ Test(runtime, runtime_dir_someone_else_owns_or_can_write_is_refused)
 }
 
 /*
- * Issue 12 item 4: a symlink planted where the runtime directory goes
+ * A symlink planted where the runtime directory goes
  * (pointing at a directory the planter controls) is refused, and the
  * sentence names the path, what is there (owner, mode) and what to do.
  * Nothing is created in the symlink's target.
@@ -234,7 +234,7 @@ Test(runtime,
 }
 
 /*
- * The check-then-use race (issue 12 item 4): a process swaps the runtime
+ * The check-then-use race: a process swaps the runtime
  * directory with a symlink to its own directory, again and again, while
  * kvringd starts. kvringd checked the directory by path and then created
  * its lock and socket by path, so a swap between the two put them in the
@@ -288,7 +288,7 @@ Test(runtime, runtime_dir_swapped_for_a_symlink_during_start_gets_nothing)
 }
 
 /*
- * Same-inode unlinks for the socket and the lock (issue 12 item 2): files
+ * Same-inode unlinks for the socket and the lock: files
  * that replaced them while the server ran are left alone when it stops.
  */
 Test(runtime, stopping_server_leaves_files_that_replaced_its_socket_and_lock)

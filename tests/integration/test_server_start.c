@@ -4,7 +4,7 @@
  * after a clean stop, nothing after a start that failed once it held the
  * lock (the issue: <socket>.lock stayed behind), and a lock file left by a
  * SIGKILLed server is taken over by the next one. And its open-file limit:
- * raised as --max-workers needs, or a clear refusal (issue 12).
+ * raised as --max-workers needs, or a clear refusal.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: libkvring checks who the server is (issue 12). A real
+ * Description: libkvring checks who the server is. A real
  * kvringd runs as another uid (nobody, 65534, with --allow-root so that
  * it would accept us); a root worker must refuse it with -EACCES and a
  * message naming both uids, unless the caller trusts that uid through

@@ -217,7 +217,7 @@ static bool all_mapped(const void *p, size_t len)
 
 /*
  * A store made while the background pre-fault still runs must not take
- * its page faults inside the caller's copy (issue 13 item 2): the
+ * its page faults inside the caller's copy: the
  * prepare_store answer maps its slots first. The slots are put far
  * ahead of the thread: another worker has filled the low 192 MiB, which
  * the thread reaches only after ~80 ms here, while the check follows the

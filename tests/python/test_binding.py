@@ -216,7 +216,7 @@ class BindingTest(unittest.TestCase):
                                         list(keys), None), ("ok", 16))
 
     def test_corrupt_chunk_is_reported_when_a_neighbour_wrote_it(self):
-        # Issue 12 item 10: a process writes into a committed chunk's pool
+        # A process writes into a committed chunk's pool
         # bytes behind the server's back; checksums catch it.
         import ctypes
         with self.connect(checksum="on") as c:
@@ -471,7 +471,7 @@ class BindingTest(unittest.TestCase):
 
 
 class PythonApiTest(BindingTest):
-    """Issue 10, item 8: what a Python user expects of the package."""
+    """What a Python user expects of the package."""
 
     def test_package_is_typed_and_versioned(self):
         pkg = os.path.dirname(kvring.__file__)

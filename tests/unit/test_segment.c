@@ -180,7 +180,7 @@ Test(segment, create_returns_eexist_when_name_exists)
 }
 
 /*
- * Issue 12 item 2: the create-failure path removes the name only while it
+ * The create-failure path removes the name only while it
  * is still the inode it created. The hook puts another file at the name
  * between the O_EXCL create and the step that fails (a pool far bigger
  * than /dev/shm); that file must survive, contents and all.

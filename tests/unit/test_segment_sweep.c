@@ -518,7 +518,7 @@ Test(sweep, list_reports_state_when_segments_mixed)
 }
 
 /*
- * Issue 12: a worker wrote a dead pid into the header's creator pid, and a
+ * A worker wrote a dead pid into the header's creator pid, and a
  * second kvringd with the same --name swept the live server's segments.
  * The lock decides now: a published header naming a dead creator is kept
  * while its lock is held, and one naming a live creator is stale without
@@ -590,7 +590,7 @@ Test(sweep, created_segment_is_locked_until_destroyed)
 }
 
 /*
- * Issue 12: when the first server exited, it unlinked a second server's
+ * When the first server exited, it unlinked a second server's
  * files by name. A server removes a name only while it is still the
  * inode it created.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the isolation rules of server/store*.c (issue 12): per
+ * Unit tests of the isolation rules of server/store*.c: per
  * channel quotas on reserved and pinned bytes and the per-key size limit,
  * deadlines on open transfers (reclaimed, remembered as expired), leases
  * bound to their maker's uid and namespace, unguessable never-repeating

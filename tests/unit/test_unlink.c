@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for lib/unlink.c, the one same-inode unlink (issue 12 item
- * 2): a name is removed only while it is the inode we were given, never
- * a file that replaced it, and never through a symlink.
+ * Unit tests for lib/unlink.c, the one same-inode unlink: a name is removed
+ * only while it is the inode we were given, never a file that replaced it, and
+ * never through a symlink.
  */
 #include <errno.h>
 #include <fcntl.h>

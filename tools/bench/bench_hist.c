@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_hist.c - the hist scenario of kvring-bench: what the latency
- * histograms and cache counters of issue 16 cost, measured against the
+ * histograms and cache counters cost, measured against the
  * same build with them switched off, in one run. Two private kvringd
  * instances run side by side: "on" (the defaults: the server times every
  * request, the client one in 64) and "off" (kvringd --no-histograms,

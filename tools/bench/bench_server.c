@@ -209,7 +209,7 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 /* ---- the private server ----------------------------------------------- */
 
 /*
- * Whether @bin has per-channel quotas (kvringd since issue 12). A bench
+ * Whether @bin has per-channel quotas (kvringd since 0.2). A bench
  * is one worker moving requests of up to the whole pool, which the
  * default quotas (a quarter of the pool) would refuse, so those builds get
  * them lifted; an older kvringd, named for an A/B run, must not be given

@@ -13,7 +13,7 @@
  *   kvring_sum   kvring with per-chunk checksums (KVR_CHECKSUM_VERIFY):
  *                an XXH3-64 of every chunk at commit_store, and every
  *                retrieved chunk checked against it on arrival. Beside
- *                "kvring" it is the cost of checksums (issue 12 item 10);
+ *                "kvring" it is the cost of checksums;
  *                the retrieve scenario stores through it, so every chunk
  *                all subjects read carries a sum to check;
  *   kvring_sum_fill (store only) kvring_sum filling each slot with

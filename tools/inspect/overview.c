@@ -152,7 +152,7 @@ static void emit_chan(struct kvr_em *e, const struct ins_snap *s,
 	kvr_em_u64(e, "bytes_in", c->bytes_in);
 	kvr_em_u64(e, "bytes_out", c->bytes_out);
 	kvr_em_u64(e, "resp_ring_full", c->resp_ring_full);
-	/* What it holds against its quotas, and for how long (issue 12). */
+	/* What it holds against its quotas, and for how long. */
 	kvr_em_obj(e, "quota");
 	kvr_em_u64(e, "reserved_bytes", c->reserved_bytes);
 	kvr_em_u64(e, "reserved_quota_bytes", s->quota_reserved);
@@ -273,7 +273,7 @@ static void emit_server(struct kvr_em *e, const struct ins_target *t,
 	emit_directory(e, s);
 }
 
-/* Each uid's use of the pool against the uid quotas (issue 12): all its
+/* Each uid's use of the pool against the uid quotas: all its
  * channels together. */
 static void emit_uids(struct kvr_em *e, const struct ins_snap *s)
 {

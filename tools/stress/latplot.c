@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * latplot.c - kvring-stress --latency-plot DIR: the server's live latency
- * histograms (the control segment's global ones, issue 16) sampled once a
+ * histograms (the control segment's global ones) sampled once a
  * second during the run, written as gnuplot data and drawn into two PNGs:
  * latency_cdf.png (each op's distribution over the whole run) and
  * latency_time.png (each op's p50 and p99 second by second, which shows

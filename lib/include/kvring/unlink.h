@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Same-inode unlinks (issue 12 item 2): a name kvringd created is removed
+ * Same-inode unlinks: a name kvringd created is removed
  * only while it still is the inode it created. Another server, or another
  * user, may have taken the name since (after a sweep, or between a create
  * and a failing step), and that file is not ours to remove. Every unlink
