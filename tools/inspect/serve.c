@@ -283,28 +283,6 @@ int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 
 #else /* !KVR_HAVE_MHD */
 
-/*
- * Idle and slow clients must not keep scrapes out: a connection that sends
- * nothing for SERVE_IDLE_S seconds (headers included) is dropped, and one
- * address holds at most SERVE_CONNS_PER_ADDR of the SERVE_CONNS
- * connections, so a client that hoards connections leaves room for the
- * scraper at another address (docs/inspect.md, "Serving /metrics").
- */
-#define SERVE_IDLE_S	     3u
-#define SERVE_CONNS	     64u
-#define SERVE_CONNS_PER_ADDR 8u
-
-/* libmicrohttpd's messages (a refused connection, a client that went
- * away) are caused by clients: rate-limited like kvringd's peer lines. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[256];
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	kvr_log_peer(KVR_LOG_WARN, 0, "--serve: %s", msg);
-}
-
 int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 		  struct ins_attach *a)
 {
