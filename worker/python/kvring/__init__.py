@@ -45,7 +45,7 @@ from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 from . import _lib
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["connect", "Client", "KvringError", "Keys", "default_socket",
            "lib_version",
