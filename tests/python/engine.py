@@ -43,8 +43,9 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.forward_context import ForwardContext
 from vllm.v1.core.kv_cache_manager import KVCacheBlocks
 from vllm.v1.core.kv_cache_utils import KVCacheBlock
-from vllm.v1.core.sched.output import (CachedRequestData, NewRequestData,
-                                       SchedulerOutput)
+from vllm.v1.core.sched.output import (CachedRequestData,
+                                       LegacyCachedRequestData,
+                                       NewRequestData, SchedulerOutput)
 from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.request import Request
 
@@ -92,6 +93,46 @@ class EngineSpec:
             cache_config=CacheConfig(block_size=self.block_size),
             parallel_config=ParallelConfig(),
             kv_transfer_config=self.kv_transfer_config())
+
+
+def sched_output(**fields: Any) -> SchedulerOutput:
+    """A SchedulerOutput as vLLM's scheduler builds one: the empty one
+    with the given fields set."""
+    so = SchedulerOutput.make_empty()
+    for k, v in fields.items():
+        setattr(so, k, v)
+    return so
+
+
+def new_req(req_id: str, tokens: List[int], block_ids: List[int],
+            num_computed_tokens: int) -> NewRequestData:
+    return NewRequestData(req_id=req_id, prompt_token_ids=list(tokens),
+                          mm_features=[], sampling_params=None,
+                          pooling_params=None, block_ids=(list(block_ids),),
+                          num_computed_tokens=num_computed_tokens,
+                          lora_request=None)
+
+
+def cached_reqs(req_ids: List[str], new_block_ids: List[Any],
+                num_computed_tokens: List[int], resumed: Any = (),
+                legacy: bool = False) -> Any:
+    """The cached requests of one step. resumed: the ids that resumed
+    after preemption (their new_block_ids replace their blocks). legacy:
+    vLLM 0.10's form, a resumed_from_preemption flag per request."""
+    n = len(req_ids)
+    if legacy:
+        return LegacyCachedRequestData(
+            req_ids=list(req_ids),
+            resumed_from_preemption=[r in resumed for r in req_ids],
+            new_token_ids=[[] for _ in req_ids],
+            new_block_ids=list(new_block_ids),
+            num_computed_tokens=list(num_computed_tokens))
+    return CachedRequestData(
+        req_ids=list(req_ids), resumed_req_ids=set(resumed),
+        new_token_ids=[[] for _ in req_ids], all_token_ids={},
+        new_block_ids=list(new_block_ids),
+        num_computed_tokens=list(num_computed_tokens),
+        num_output_tokens=[0] * n)
 
 
 def connector_class(cfg: VllmConfig) -> Any:
@@ -355,10 +396,9 @@ class Engine(object):
             self.worker.call("mark", (block_ids, list(range(
                 local_hit_tokens))))
         new = len(tokens) - computed
-        so = SchedulerOutput(
-            scheduled_new_reqs=[NewRequestData(
-                req_id=req_id, prompt_token_ids=list(tokens),
-                block_ids=(list(block_ids),), num_computed_tokens=computed)],
+        so = sched_output(
+            scheduled_new_reqs=[new_req(req_id, tokens, block_ids,
+                                        computed)],
             num_scheduled_tokens={req_id: new},
             total_num_scheduled_tokens=new)
         t0 = time.monotonic()
@@ -370,13 +410,10 @@ class Engine(object):
             # failed block (a cached request, no new blocks).
             first = min(block_ids.index(b) for b in res["errors"]) * bs
             first = max(first, local_hit_tokens)
-            cached = CachedRequestData(
-                req_ids=[req_id], new_block_ids=[None],
-                num_computed_tokens=[first], new_token_ids=[[]],
-                num_output_tokens=[0])
-            so2 = SchedulerOutput(scheduled_cached_reqs=cached,
-                                  num_scheduled_tokens={
-                                      req_id: len(tokens) - first})
+            so2 = sched_output(
+                scheduled_cached_reqs=cached_reqs([req_id], [None], [first]),
+                num_scheduled_tokens={req_id: len(tokens) - first},
+                total_num_scheduled_tokens=len(tokens) - first)
             r2 = self._run_step(so2, [(block_ids, list(tokens),
                                        list(range(first, len(tokens))))])
             res["recomputed"] = len(tokens) - first
@@ -397,7 +434,7 @@ class Engine(object):
         # Deliver the last finished ids, as the next step would.
         try:
             self.sched.build_connector_meta(
-                SchedulerOutput(finished_req_ids=self._finished))
+                sched_output(finished_req_ids=self._finished))
         except Exception:
             pass
         self.worker.stop()

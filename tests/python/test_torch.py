@@ -107,6 +107,76 @@ class LayoutTest(unittest.TestCase):
             ChunkLayout(layers=2, kv_heads=8, head_size=128, mla=True)
 
 
+# Every member of vLLM's KVConnectorBase_V1 as read from the real
+# vllm/distributed/kv_transfer/kv_connector/v1/base.py (docs/tensors.md
+# names the commit): the stand-in must keep them all.
+REAL_BASE_MEMBERS = {
+    "prefer_cross_layer_blocks", "supports_eagle_prefix_cache_hashing",
+    "requires_kv_delivery", "__init__", "set_eagle_prefix_cache_hashing",
+    "role", "bind_connector_metadata", "clear_connector_metadata",
+    "_get_connector_metadata", "has_connector_metadata",
+    "register_kv_caches", "register_cross_layers_kv_cache",
+    "set_host_xfer_buffer_ops", "handle_preemptions", "start_load_kv",
+    "wait_for_layer_load", "save_kv_layer", "wait_for_save", "get_finished",
+    "get_block_ids_with_load_errors", "shutdown", "get_kv_connector_stats",
+    "get_kv_connector_kv_cache_events", "get_handshake_metadata",
+    "build_connector_worker_meta", "bind_gpu_block_pool",
+    "get_num_new_matched_tokens", "update_state_after_alloc",
+    "build_connector_meta", "on_new_request", "update_connector_output",
+    "request_finished", "take_events", "has_pending_push_work",
+    "get_required_kvcache_layout", "requires_piecewise_for_cudagraph",
+    "get_finished_count", "build_kv_connector_stats",
+    "set_xfer_handshake_metadata", "set_xfer_handshake_metadata_pp_aware",
+    "build_prom_metrics", "reset_cache",
+}
+
+
+def _members(cls):
+    return {n for n in vars(cls) if n != "_abc_impl" and
+            (not n.startswith("__") or n == "__init__")}
+
+
+class StandInTest(unittest.TestCase):
+    """The connector against the stand-in's copy of vLLM's base class."""
+
+    def test_stand_in_has_every_member_of_the_real_base_class(self):
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import \
+            KVConnectorBase_V1
+        self.assertEqual(_members(KVConnectorBase_V1), REAL_BASE_MEMBERS)
+
+    def test_connector_overrides_match_the_base_signatures(self):
+        # Same parameter names and kinds, and every default the base
+        # declares kept (an override may add defaults: vLLM calls it the
+        # base's way). A property stays a property, a classmethod a
+        # classmethod.
+        import inspect
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import \
+            KVConnectorBase_V1
+        from kvring.vllm import KvringConnector
+        checked = 0
+        for name in sorted(_members(KvringConnector) &
+                           _members(KVConnectorBase_V1)):
+            mine = inspect.getattr_static(KvringConnector, name)
+            base = inspect.getattr_static(KVConnectorBase_V1, name)
+            self.assertIs(type(mine), type(base), name)
+            if isinstance(base, property):
+                checked += 1
+                continue
+            fm = mine.__func__ if isinstance(mine, classmethod) else mine
+            fb = base.__func__ if isinstance(base, classmethod) else base
+            pm = list(inspect.signature(fm).parameters.values())
+            pb = list(inspect.signature(fb).parameters.values())
+            self.assertEqual([(p.name, p.kind) for p in pm],
+                             [(p.name, p.kind) for p in pb], name)
+            for a, b in zip(pm, pb):
+                if b.default is not inspect.Parameter.empty:
+                    self.assertEqual(a.default, b.default,
+                                     "%s(%s)" % (name, a.name))
+            checked += 1
+        self.assertGreaterEqual(checked, 14)
+        self.assertEqual(KvringConnector.__abstractmethods__, frozenset())
+
+
 class ContextTest(ServerCase):
     """The seed's four-call contract over a real kvringd."""
 
@@ -840,11 +910,9 @@ class ConnectorTest(ServerCase):
             ids = e.alloc(-(-len(p) // spec.block_size))
             e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
                 (tuple(engine.KVCacheBlock(b) for b in ids),)), ext)
-            so = engine.SchedulerOutput(
-                scheduled_cached_reqs=engine.CachedRequestData(
-                    req_ids=["b"], resumed_req_ids={"b"},
-                    new_block_ids=[(list(ids),)], num_computed_tokens=[ext],
-                    new_token_ids=[[]], num_output_tokens=[0]),
+            so = engine.sched_output(
+                scheduled_cached_reqs=engine.cached_reqs(
+                    ["b"], [(list(ids),)], [ext], resumed={"b"}),
                 num_scheduled_tokens={"b": len(p) - ext})
             res = e._run_step(so, [(ids, list(p),
                                     list(range(ext, len(p))))])
@@ -861,10 +929,8 @@ class ConnectorTest(ServerCase):
         try:
             p = self.prompt(9, 2 * 64)
             ids = e.alloc(8)
-            meta = e.sched.build_connector_meta(engine.SchedulerOutput(
-                scheduled_new_reqs=[engine.NewRequestData(
-                    req_id="x", prompt_token_ids=list(p),
-                    block_ids=(list(ids),), num_computed_tokens=0)],
+            meta = e.sched.build_connector_meta(engine.sched_output(
+                scheduled_new_reqs=[engine.new_req("x", p, ids, 0)],
                 num_scheduled_tokens={"x": len(p)}))
             self.assertEqual(meta.saves, [])
             self.assertEqual(meta.loads, [])
