@@ -26,6 +26,7 @@ bit for bit with what the model would have written.
 from __future__ import annotations
 
 import importlib
+import json
 import multiprocessing
 import os
 import pickle
@@ -33,7 +34,7 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -49,6 +50,20 @@ from vllm.v1.core.sched.output import (CachedRequestData,
 from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.request import Request
 
+from vllm.v1.attention.backends import utils as backend_utils
+from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+from vllm.v1.attention.backends.flashinfer import FlashInferBackend
+from vllm.v1.attention.backends.mla.common import MLACommonBackend
+
+BACKENDS = {"CPU_ATTN": CPUAttentionBackend,
+            "FLASH_ATTN": FlashAttentionBackend,
+            "FLASHINFER": FlashInferBackend, "TRITON_MLA": MLACommonBackend}
+# How each backend's logical cache shape maps to [2, blocks, tokens, heads,
+# dim] (what an attention kernel of that backend knows; MLA has no K/V).
+TO_NHD = {"CPU_ATTN": (0, 1, 3, 2, 4), "FLASH_ATTN": (0, 1, 2, 3, 4),
+          "FLASHINFER": (1, 0, 2, 3, 4)}
+
 LOCAL_MARK = 100.0  # never a model value (those are < 32)
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -63,6 +78,16 @@ class EngineSpec:
     dtype: str = "float16"
     mla: bool = False
     hnd: bool = False          # physical HND blocks, NHD-shaped view
+    # An attention backend of the stand-in (CPU_ATTN, FLASH_ATTN,
+    # FLASHINFER, TRITON_MLA): the caches are then allocated the way
+    # vLLM's model runner does it for that backend (its shape, its stride
+    # order under kv_cache_layout), and the backend is in the forward
+    # context where connectors look for it. None: plain tensors and no
+    # backend to be found (hnd picks the physical order).
+    backend: Optional[str] = None
+    kv_cache_layout: str = "NHD"
+    kv_load_failure_policy: str = "recompute"
+    extra: Optional[Dict[str, Any]] = None  # more kv_connector_extra_config
     block_size: int = 16
     chunk_tokens: int = 64
     num_blocks: int = 64
@@ -72,17 +97,32 @@ class EngineSpec:
 
     def kv_transfer_config(self) -> KVTransferConfig:
         # Exactly what --kv-transfer-config '<json>' parses to.
-        return KVTransferConfig.from_cli(
-            '{"kv_connector":"KvringConnector",'
-            '"kv_connector_module_path":"kvring.vllm",'
-            '"kv_role":"kv_both",'
-            '"kv_connector_extra_config":{"kvring_socket":"%s",'
-            '"kvring_chunk_tokens":%d,"kvring_timeout_ms":%d,'
-            '"kvring_l2":%s}}'
-            % (self.socket, self.chunk_tokens, self.timeout_ms,
-               "true" if self.l2 else "false"))
+        extra = {"kvring_socket": self.socket,
+                 "kvring_chunk_tokens": self.chunk_tokens,
+                 "kvring_timeout_ms": self.timeout_ms,
+                 "kvring_l2": self.l2}
+        extra.update(self.extra or {})
+        return KVTransferConfig.from_cli(json.dumps({
+            "kv_connector": "KvringConnector",
+            "kv_connector_module_path": "kvring.vllm",
+            "kv_role": "kv_both",
+            "kv_load_failure_policy": self.kv_load_failure_policy,
+            "kv_connector_extra_config": extra}))
+
+    def backend_class(self) -> Any:
+        if self.backend is None:
+            return None
+        return BACKENDS[self.backend]
 
     def vllm_config(self) -> VllmConfig:
+        cfg = self._vllm_config()
+        if self.backend is not None:
+            be = self.backend_class()
+            cfg.compilation_config.static_forward_context = {
+                name: AttentionLayer(be) for name in layer_names(self)}
+        return cfg
+
+    def _vllm_config(self) -> VllmConfig:
         return VllmConfig(
             model_config=ModelConfig(model=self.model, dtype=self.dtype,
                                      use_mla=self.mla,
@@ -167,11 +207,71 @@ def model_kv(spec: EngineSpec, tokens: List[int], pos: List[int]
     return out
 
 
+class AttentionLayer(object):
+    """An attention layer in vLLM's forward context: it answers
+    get_attn_backend()."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def get_attn_backend(self) -> Any:
+        return self.backend
+
+
+def layer_names(spec: EngineSpec) -> List[str]:
+    return ["model.layers.%d.self_attn.attn" % l for l in range(spec.layers)]
+
+
+def _backend_shape(spec: EngineSpec, layers_dim: bool
+                   ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """(logical shape, stride order) of the backend's cache, as vLLM's
+    model runner computes them."""
+    be = spec.backend_class()
+    old = backend_utils._KV_CACHE_LAYOUT_OVERRIDE
+    backend_utils.set_kv_cache_layout(spec.kv_cache_layout)
+    try:
+        shape = tuple(be.get_kv_cache_shape(
+            spec.num_blocks, spec.block_size,
+            1 if spec.mla else spec.kv_heads, spec.head_size))
+        if layers_dim:
+            shape = (spec.layers,) + shape
+        try:
+            order = tuple(be.get_kv_cache_stride_order(
+                include_num_layers_dimension=layers_dim))
+        except (AttributeError, NotImplementedError):
+            order = tuple(range(len(shape)))
+    finally:
+        backend_utils.set_kv_cache_layout(old)
+    return shape, order
+
+
+def make_cross_layer_cache(spec: EngineSpec
+                           ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+    """vLLM's allocate_uniform_kv_caches(): one buffer in the backend's
+    physical order (layers dimension included), per-layer logical views
+    of it, and the physical tensor register_cross_layers_kv_cache gets."""
+    shape, order = _backend_shape(spec, True)
+    phys = torch.full(tuple(shape[i] for i in order), -1.0,
+                      dtype=TORCH_DTYPES[spec.dtype])
+    inv = [order.index(i) for i in range(len(order))]
+    logical = phys.permute(*inv)
+    return ({n: logical[i] for i, n in enumerate(layer_names(spec))}, phys)
+
+
 def make_caches(spec: EngineSpec) -> Dict[str, torch.Tensor]:
     """vLLM's per-layer caches, filled with -1 (the model never writes a
     negative value, so an unloaded block shows)."""
     dt = TORCH_DTYPES[spec.dtype]
     out = {}
+    if spec.backend is not None:
+        # vLLM's _reshape_kv_cache_tensors(): allocate in the stride
+        # order, hand out the logical shape.
+        shape, order = _backend_shape(spec, False)
+        inv = [order.index(i) for i in range(len(order))]
+        for name in layer_names(spec):
+            out[name] = torch.full(tuple(shape[i] for i in order), -1.0,
+                                   dtype=dt).permute(*inv)
+        return out
     for l in range(spec.layers):
         if spec.mla:
             t = torch.full((spec.num_blocks, spec.block_size,
@@ -194,6 +294,13 @@ def _slots(spec: EngineSpec, block_ids: List[int], pos: List[int]):
             torch.tensor([p % bs for p in pos]))
 
 
+def _nhd(spec: EngineSpec, t: torch.Tensor) -> torch.Tensor:
+    """A layer's cache as [2, blocks, tokens, heads, dim] (MLA: as is)."""
+    if spec.backend is None or spec.mla:
+        return t
+    return t.permute(*TO_NHD[spec.backend])
+
+
 def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
              block_ids: List[int], tokens: List[int], pos: List[int]) -> None:
     """The attention layers writing the new tokens' KV into their slots."""
@@ -202,6 +309,7 @@ def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
     vals = model_kv(spec, tokens, pos)
     b, o = _slots(spec, block_ids, pos)
     for l, t in enumerate(caches.values()):
+        t = _nhd(spec, t)
         if spec.mla:
             t[b, o] = vals[l, 0, :, 0]
         else:
@@ -214,6 +322,7 @@ def read_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
     b, o = _slots(spec, block_ids, pos)
     parts = []
     for t in caches.values():
+        t = _nhd(spec, t)
         if spec.mla:
             parts.append(t[b, o][None, :, None])
         else:
@@ -225,6 +334,9 @@ def read_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
 
 def _worker_main(spec: EngineSpec, conn: Any) -> None:
     torch.set_num_threads(1)
+    # The process-wide layout backends' stride orders follow (vLLM sets
+    # it once per process).
+    backend_utils.set_kv_cache_layout(spec.kv_cache_layout)
     try:
         cfg = spec.vllm_config()
         worker = connector_class(cfg)(cfg, KVConnectorRole.WORKER,
@@ -246,6 +358,7 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                 block_ids, pos = arg
                 b, o = _slots(spec, block_ids, pos)
                 for t in caches.values():
+                    t = _nhd(spec, t)
                     if spec.mla:
                         t[b, o] = LOCAL_MARK
                     else:

@@ -69,6 +69,18 @@ def flip_in_child(case, sock, layout, model, keys, chunk):
     case.assertEqual(res, "ok")
 
 
+def lmcache_chunks(spec, tokens, n):
+    """The first n chunks of tokens built by hand from the model's logical
+    K and V: [2, layers, tokens, heads * head_size], K first (MLA:
+    [layers, tokens, dim]), as LMCache's format has them."""
+    T = spec.chunk_tokens
+    kv = engine.model_kv(spec, tokens, list(range(n * T)))
+    L, nkv, _, H, D = kv.shape
+    if spec.mla:
+        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
+    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
+
+
 class ServerCase(unittest.TestCase):
     pool = "64M"
 
@@ -724,6 +736,82 @@ class PagedKVTest(unittest.TestCase):
             self.assertIn(needle, str(cm.exception))
         self.assertTrue(bool((out == 3).all()), "a refused call copied")
 
+    def test_every_vllm_layout_writes_lmcache_chunks_bit_for_bit(self):
+        # Each cache allocated as vLLM's model runner allocates it for
+        # that backend and stride order, written through the backend's
+        # logical view, gathered by kvring: the chunks must equal the
+        # ones built by hand from the logical K and V, and scatter must
+        # put every value back where the backend reads it.
+        cases = [(None, "NHD", False, False), (None, "HND", False, False)]
+        for be in ("CPU_ATTN", "FLASH_ATTN", "FLASHINFER"):
+            for cl in ("NHD", "HND"):
+                for cross in (False, True):
+                    if be != "CPU_ATTN" or not cross:
+                        cases.append((be, cl, cross, False))
+        cases += [(None, "NHD", False, True), ("TRITON_MLA", "NHD", False,
+                                               True),
+                  ("TRITON_MLA", "NHD", True, True)]
+        ids = [4, 1, 5, 0]
+        for be, cl, cross, mla in cases:
+            name = "%s/%s%s%s" % (be, cl, "/cross" if cross else "",
+                                  "/mla" if mla else "")
+            spec = engine.EngineSpec(
+                socket="", backend=be, kv_cache_layout=cl, hnd=cl == "HND",
+                layers=3, kv_heads=4, head_size=24 if mla else 8,
+                mla=mla, block_size=16, chunk_tokens=32, num_blocks=6,
+                dtype="bfloat16")
+            lt = ChunkLayout(layers=3, kv_heads=1 if mla else 4,
+                             head_size=spec.head_size, dtype="bf16",
+                             chunk_tokens=32, mla=mla)
+            cls = spec.backend_class()
+            p = toks(40, 64)
+
+            def build():
+                if cross:
+                    caches, phys = engine.make_cross_layer_cache(spec)
+                    return caches, PagedKV.from_vllm_cross_layer(
+                        phys, lt, backend=cls, block_size=16)
+                caches = engine.make_caches(spec)
+                return caches, PagedKV.from_vllm(caches, lt, backend=cls,
+                                                 block_size=16)
+            # vLLM's layout is process-wide: the backend's stride order
+            # follows it when kvring asks, as when vLLM allocated.
+            engine.backend_utils.set_kv_cache_layout(cl)
+            try:
+                caches, kv = build()
+                caches2, kv2 = build()
+            finally:
+                engine.backend_utils.set_kv_cache_layout(None)
+            engine.write_kv(spec, caches, ids, p, list(range(64)))
+            out = torch.empty((2,) + lt.shape, dtype=torch.bfloat16)
+            kv.gather(ids, list(out))
+            self.assertTrue(torch.equal(out, lmcache_chunks(spec, p, 2)),
+                            name)
+            kv2.scatter([3, 2, 0, 5], list(out))
+            self.assertTrue(torch.equal(
+                engine.read_kv(spec, caches2, [3, 2, 0, 5], list(range(64))),
+                engine.model_kv(spec, p, list(range(64)))), name)
+
+    def test_cache_that_reads_two_ways_is_refused_with_a_sentence(self):
+        # (2, blocks, 16, 16, dim), dense, no backend: heads and tokens
+        # could be either of the two 16s. Reading it one way when it is
+        # the other would store every head's values under the wrong
+        # token, so it is refused, saying what would settle it.
+        lt = ChunkLayout(layers=2, kv_heads=16, head_size=8, dtype="bf16",
+                         chunk_tokens=16)
+        caches = [torch.zeros(2, 4, 16, 16, 8, dtype=torch.bfloat16)
+                  for _ in range(2)]
+        with self.assertRaises(ValueError) as cm:
+            PagedKV.from_vllm(caches, lt)
+        msg = str(cm.exception)
+        for needle in ("(2, 4, 16, 16, 8)", "strides (8192, 2048, 128, 8, 1)",
+                       "torch.bfloat16", "two ways", "'HND'", "'NHD'",
+                       "backend"):
+            self.assertIn(needle, msg)
+        # The override settles it.
+        kv = PagedKV.from_vllm(caches, lt, kv_layout="HND")
+        self.assertEqual(kv.block_size, 16)
+
     def test_misaligned_tensor_raises_when_data_is_offset(self):
         raw = torch.zeros(2 * 12 * 4 * 2 * 16 * 2 + 1, dtype=torch.uint8)
         bad = raw[1:].view(torch.uint8)
@@ -777,6 +865,9 @@ class ConnectorTest(ServerCase):
             self.check_loaded(e2, spec2, r2, p2, 128)
         finally:
             e2.stop()
+        # What kvringd holds is LMCache's format, whatever the layout.
+        self.assertTrue(torch.equal(self.stored_chunks(spec1, p1, 2),
+                                    lmcache_chunks(spec1, p1, 2)))
         return spec1
 
     def test_request_2_loads_bit_exact_when_another_process_stored(self):
@@ -790,6 +881,69 @@ class ConnectorTest(ServerCase):
 
     def test_mla_cache_loads_bit_exact_when_model_is_mla(self):
         self.roundtrip(mla=True, head_size=96)
+
+    def test_mla_backend_cache_loads_bit_exact(self):
+        self.roundtrip(mla=True, head_size=96, backend="TRITON_MLA")
+
+    def test_cpu_backend_cache_loads_bit_exact_when_it_is_hnd(self):
+        self.roundtrip(backend="CPU_ATTN")
+
+    def test_flashinfer_cache_loads_bit_exact_when_blocks_come_first(self):
+        self.roundtrip(backend="FLASHINFER")
+
+    def test_stride_permuted_cache_loads_bit_exact_when_layout_is_hnd(self):
+        self.roundtrip(backend="FLASH_ATTN", kv_cache_layout="HND")
+
+    def test_flashinfer_hnd_cache_loads_bit_exact(self):
+        self.roundtrip(backend="FLASHINFER", kv_cache_layout="HND")
+
+    def test_cache_that_reads_two_ways_is_refused_at_register(self):
+        # No backend to ask and 16 heads in 16-token blocks: vLLM's
+        # worker start fails with the sentence, unless kvring_kv_layout
+        # says which it is.
+        spec = self.spec(kv_heads=16, head_size=8, block_size=16,
+                         chunk_tokens=32)
+        with self.assertRaisesRegex(RuntimeError, "can be read two ways"):
+            engine.Engine(spec)
+        spec = self.spec(kv_heads=16, head_size=8, block_size=16,
+                         chunk_tokens=32, extra={"kvring_kv_layout": "NHD"})
+        p = self.prompt(33, 40)
+        e = engine.Engine(spec)
+        try:
+            e.run("a", p)
+        finally:
+            e.stop()
+        self.assertTrue(torch.equal(self.stored_chunks(spec, p, 1),
+                                    lmcache_chunks(spec, p, 1)))
+
+    def stored_chunks(self, spec, tokens, n):
+        """The first n chunks of tokens as kvringd holds them."""
+        from kvring.vllm import _layout
+        lt = _layout(spec.vllm_config(), spec.chunk_tokens)
+        out = torch.empty((n,) + lt.shape, dtype=lt.torch_dtype)
+        with KvringContext(lt, model=spec.model, socket=self.srv.sock) as c:
+            self.assertEqual(c.retrieve_chunks(tokens[:n * spec.chunk_tokens],
+                                               out), n)
+        return out
+
+    def lmcache_chunks(self, spec, tokens, n):
+        return lmcache_chunks(spec, tokens, n)
+
+    def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(self):
+        # vLLM's CPU backend keeps (2, blocks, heads, block_size, dim):
+        # with 16 heads and 16-token blocks nothing in the shape says
+        # which is which; the backend does.
+        spec = self.spec(backend="CPU_ATTN", kv_heads=16, head_size=8,
+                         block_size=16, chunk_tokens=32)
+        p = self.prompt(31, 2 * 32 + 3)
+        e = engine.Engine(spec)
+        try:
+            self.assertEqual(e.run("a", p)["errors"], [])
+        finally:
+            e.stop()
+        got = self.stored_chunks(spec, p, 2)
+        self.assertTrue(torch.equal(got, self.lmcache_chunks(spec, p, 2)),
+                        "the stored chunks are not in LMCache's format")
 
     def test_loads_bit_exact_when_every_connector_uses_copy_transport(self):
         # No shared pool anywhere ($KVRING_TRANSPORT=copy, inherited by

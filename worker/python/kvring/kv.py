@@ -10,9 +10,20 @@ cache (torch tensors) and chunk slots, done by libkvring in C
 Layouts: vLLM "merged" [2, num_blocks, block_size, kv_heads, head_size]
 per layer; separate K and V [num_blocks, block_size, kv_heads, head_size];
 cross-layer (one tensor, layers first); MLA [num_blocks, block_size, dim];
-NHD or HND inside a block (kv_layout names the order of the tensor's
-dimensions; a tensor whose strides are permuted, as vLLM hands out HND
-caches in NHD shape, works either way, because only strides are used).
+NHD or HND inside a block. Only strides are used, so a tensor whose
+strides are permuted (vLLM allocates a backend's stride order and hands
+out the logical shape) works as it is.
+
+from_vllm() reads the layout from the tensor: its shape (and the
+attention backend's get_kv_cache_shape() and get_kv_cache_stride_order()
+when the caller has the backend) against the layout's heads and head size
+and the engine's block size. It takes vLLM's FlashAttention-style
+[2, blocks, tokens, heads, dim], the CPU backend's [2, blocks, heads,
+tokens, dim], FlashInfer's [blocks, 2, tokens, heads, dim], MLA, and
+from_vllm_cross_layer() the one tensor of a cross-layer cache in its
+physical order. A tensor that fits two of them (16 heads and 16-token
+blocks, with nothing else to tell them apart) is refused with a sentence
+saying what settles it (kv_layout, or the backend); nothing is guessed.
 block_ids are in token order, len(block_ids) = chunks * chunk_tokens /
 block_size. Bad arguments raise ValueError and copy nothing: a block id out
 of range, a tensor that does not match the layout, a misaligned or
@@ -22,7 +33,7 @@ non-contiguous tensor, a chunk of the wrong size.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, List, Mapping, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -35,6 +46,176 @@ __all__ = ["PagedKV"]
 
 _BLOCK_DIMS = {"NHD": ("blocks", "tokens", "heads", "dim"),
                "HND": ("blocks", "heads", "tokens", "dim")}
+
+# The per-layer cache shapes vLLM's attention backends hand out, by what
+# each dimension holds: FlashAttention and most CUDA backends; the CPU
+# backend (HND); FlashInfer (blocks first); and blocks first with HND.
+_VLLM_SHAPES = (("kv", "blocks", "tokens", "heads", "dim"),
+                ("kv", "blocks", "heads", "tokens", "dim"),
+                ("blocks", "kv", "tokens", "heads", "dim"),
+                ("blocks", "kv", "heads", "tokens", "dim"))
+_MLA_SHAPE = ("blocks", "tokens", "dim")
+# A number of blocks no real cache has: the dimension of the backend's
+# shape that equals it is the blocks dimension (vLLM finds it this way).
+_PROBE_BLOCKS = 1234567
+
+
+def _tensor_words(t: torch.Tensor) -> str:
+    return "shape %s, strides %s, dtype %s" % (tuple(t.shape),
+                                               tuple(t.stride()), t.dtype)
+
+
+def _needed(layout: ChunkLayout) -> set:
+    return {"blocks", "tokens", "dim"} | (set() if layout.mla
+                                          else {"kv", "heads"})
+
+
+def backend_labels(backend: Any, layout: ChunkLayout, block_size: int,
+                   layers: bool = False) -> Optional[Tuple[str, ...]]:
+    """What each dimension of an attention backend's cache holds, asked
+    of the backend itself: get_kv_cache_shape() once with a number of
+    blocks no cache has (that dimension is the blocks), then with the
+    block size, the head count and the head size changed one at a time
+    (the dimension that changes is that one); a size the backend would
+    not take a probe for is matched by value when only one dimension
+    has it. layers=True: the physical order of the backend's cross-layer
+    tensor, a layers dimension added and get_kv_cache_stride_order(
+    include_num_layers_dimension=True) applied. None when the backend
+    cannot say (then the caller goes by the tensor's shape alone)."""
+    heads, d, bs = layout.kv_heads, layout.head_size, block_size
+    try:
+        base = tuple(int(x) for x in backend.get_kv_cache_shape(
+            _PROBE_BLOCKS, bs, heads, d))
+    except Exception:
+        return None
+    if base.count(_PROBE_BLOCKS) != 1:
+        return None
+    labels: List[Optional[str]] = [None] * len(base)
+    labels[base.index(_PROBE_BLOCKS)] = "blocks"
+    for name, args in (("tokens", (_PROBE_BLOCKS, 2 * bs, heads, d)),
+                       ("heads", (_PROBE_BLOCKS, bs, heads + 1, d)),
+                       ("dim", (_PROBE_BLOCKS, bs, heads, 2 * d))):
+        try:
+            probe = tuple(int(x) for x in backend.get_kv_cache_shape(*args))
+        except Exception:
+            continue  # an assert on sizes it does not take
+        diff = [i for i in range(len(base))
+                if len(probe) == len(base) and probe[i] != base[i]]
+        if len(diff) == 1 and labels[diff[0]] is None:
+            labels[diff[0]] = name
+    for name, v in (("tokens", bs), ("heads", heads), ("dim", d),
+                    ("kv", 2)):
+        if name in labels or name not in _needed(layout):
+            continue
+        free = [i for i, l in enumerate(labels) if l is None and base[i] == v]
+        if len(free) == 1:
+            labels[free[0]] = name
+    if None in labels or set(labels) != _needed(layout):
+        return None
+    out = tuple(str(l) for l in labels)
+    if not layers:
+        return out
+    out = ("layers",) + out
+    try:
+        order = tuple(backend.get_kv_cache_stride_order(
+            include_num_layers_dimension=True))
+    except (AttributeError, NotImplementedError):
+        order = tuple(range(len(out)))
+    if sorted(order) != list(range(len(out))):
+        return None
+    return tuple(out[i] for i in order)
+
+
+def _fits(t: torch.Tensor, labels: Sequence[str], layout: ChunkLayout,
+          block_size: Optional[int]) -> bool:
+    sizes = {"kv": 2, "heads": layout.kv_heads, "dim": layout.head_size,
+             "tokens": block_size, "layers": layout.layers}
+    return len(labels) == t.dim() and all(
+        sizes.get(l) in (None, n) for l, n in zip(labels, t.shape))
+
+
+def _resolve(t: torch.Tensor, layout: ChunkLayout, kv_layout: Optional[str],
+             backend: Any, block_size: Optional[int], what: str,
+             cross: bool = False) -> Tuple[str, ...]:
+    """The labels of t's dimensions (see from_vllm), or ValueError."""
+    shapes: Sequence[Tuple[str, ...]] = \
+        (_MLA_SHAPE,) if layout.mla else _VLLM_SHAPES
+    if cross:
+        shapes = [("layers",) + s for s in shapes]
+    if kv_layout is not None:
+        _dims(kv_layout)
+        first, second = (("tokens", "heads") if kv_layout == "NHD"
+                         else ("heads", "tokens"))
+        shapes = [s for s in shapes if "heads" not in s or
+                  s.index(first) < s.index(second)]
+    elif backend is not None:
+        if block_size is None:
+            raise ValueError("%s: pass block_size with backend (the "
+                             "engine's tokens per block)" % what)
+        labels = backend_labels(backend, layout, block_size, layers=cross)
+        name = _backend_name(backend)
+        if labels is not None:
+            if not _fits(t, labels, layout, block_size):
+                raise ValueError(
+                    "%s: %s is not the cache attention backend %s makes "
+                    "for %d layers, %d kv heads of %d and %d-token blocks "
+                    "(its dimensions: %s): the cache does not match the "
+                    "model's namespace, or vLLM split the blocks into "
+                    "smaller kernel blocks (not supported)"
+                    % (what, _tensor_words(t), name, layout.layers,
+                       layout.kv_heads, layout.head_size, block_size,
+                       ", ".join(labels)))
+            return labels
+    cands = [s for s in shapes if _fits(t, s, layout, block_size)]
+    if len(cands) == 1:
+        return cands[0]
+    bs = "%d-token" % block_size if block_size is not None else "any-size"
+    if not cands:
+        raise ValueError(
+            "%s: %s is none of the layouts kvring reads for %d kv heads of "
+            "%d and %s blocks%s: %s; or pass the attention backend so "
+            "kvring can ask it" % (
+                what, _tensor_words(t), layout.kv_heads, layout.head_size,
+                bs, "" if kv_layout is None else
+                " with kv_layout %r" % kv_layout,
+                "; ".join("[%s]" % ", ".join(c) for c in shapes)))
+    raise ValueError(
+        "%s: %s can be read two ways, as [%s] or as [%s], and nothing "
+        "settles which (reading it the wrong way stores each head's values "
+        "under the wrong token): set kv_layout to 'NHD' (tokens before "
+        "heads, as FlashAttention and FlashInfer) or 'HND' (heads before "
+        "tokens, as vLLM's CPU backend) (the vLLM connector: "
+        "kv_connector_extra_config.kvring_kv_layout), or pass the "
+        "attention backend, which says it" % (
+            what, _tensor_words(t), ", ".join(cands[0]),
+            ", ".join(cands[1])))
+
+
+def _backend_name(backend: Any) -> str:
+    try:
+        return str(backend.get_name())
+    except Exception:
+        return getattr(backend, "__name__", repr(backend))
+
+
+def _split(ts: Sequence[torch.Tensor], labels: Sequence[str],
+           layout: ChunkLayout) -> Tuple[List[torch.Tensor], Tuple[str, ...]]:
+    """Views [l * nkv + k] of the per-layer tensors ts (or of the one
+    cross-layer tensor, whose labels include "layers"), and the labels
+    of what is left of their dimensions."""
+    views = []
+    nl = layout.layers if "layers" in labels else 1
+    nk = layout.nkv if "kv" in labels else 1
+    for t in ts:
+        for l in range(nl):
+            for k in range(nk):
+                fixed = {"layers": l, "kv": k}
+                v = t
+                for i in sorted((i for i, x in enumerate(labels)
+                                 if x in fixed), reverse=True):
+                    v = v.select(i, fixed[labels[i]])
+                views.append(v)
+    return views, tuple(x for x in labels if x not in ("layers", "kv"))
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -61,6 +242,8 @@ class PagedKV(object):
         dims (blocks, tokens, heads, dim in some order; MLA: no heads).
         owners: the tensors the caller passed (checked for density)."""
         self.layout = layout
+        self.what = what
+        self.dims = tuple(dims)
         self._owners = list(owners)
         lt = layout
         if len(views) != lt.layers * lt.nkv:
@@ -102,7 +285,7 @@ class PagedKV(object):
                              "tensor's dimensions (shape %s)"
                              % (what, heads, size["dim"], lt.kv_heads,
                                 lt.head_size, _layout_name(dims),
-                                tuple(v0.shape)))
+                                tuple(owners[0].shape)))
         if stride["dim"] != 1:
             raise ValueError("%s: the head dimension has stride %d: it must "
                              "be contiguous" % (what, stride["dim"]))
@@ -203,13 +386,56 @@ class PagedKV(object):
         return cls(layout, ts, ts, ("blocks", "tokens", "dim"), "MLA cache")
 
     @classmethod
-    def from_vllm(cls, kv_caches: Mapping[str, torch.Tensor],
-                  layout: ChunkLayout, kv_layout: str = "NHD") -> "PagedKV":
-        """What vLLM's register_kv_caches() passes: MLA caches (3 dims) or
-        merged ones (5 dims), in the dict's (layer) order."""
-        if layout.mla:
-            return cls.mla(kv_caches, layout)
-        return cls.merged(kv_caches, layout, kv_layout)
+    def from_vllm(cls, kv_caches: Union[Sequence[torch.Tensor],
+                                        Mapping[str, torch.Tensor]],
+                  layout: ChunkLayout, kv_layout: Optional[str] = None,
+                  backend: Any = None, block_size: Optional[int] = None
+                  ) -> "PagedKV":
+        """What vLLM's register_kv_caches() passes, one tensor per layer
+        in the dict's (layer) order, with the layout read from the
+        tensors (module docstring): backend (vLLM's attention backend
+        class, when known) and block_size (vLLM's cache block size) say
+        what each dimension is; kv_layout ('NHD' or 'HND') overrides
+        that, naming the order of the tensor's token and head
+        dimensions. Refused with ValueError when the tensor fits no
+        layout, or two."""
+        ts = _layers(kv_caches)
+        if not ts:
+            raise ValueError("register_kv_caches: no tensors")
+        for t in ts:
+            _ndim(t, 3 if layout.mla else 5, "vLLM %s cache" % (
+                "MLA" if layout.mla else "paged"))
+        what = "vLLM cache"
+        labels = _resolve(ts[0], layout, None if layout.mla else kv_layout,
+                          backend, block_size, what)
+        views, dims = _split(ts, labels, layout)
+        return cls(layout, views, ts, dims, what)
+
+    @classmethod
+    def from_vllm_cross_layer(cls, t: torch.Tensor, layout: ChunkLayout,
+                              backend: Any = None,
+                              block_size: Optional[int] = None,
+                              kv_layout: Optional[str] = None) -> "PagedKV":
+        """What vLLM's register_cross_layers_kv_cache() passes: one
+        tensor for all layers in the backend's physical order (for
+        FlashAttention [blocks, layers, 2, tokens, heads, dim]); the
+        backend's shape and stride order say what each dimension is.
+        Without a backend the tensor must be layers first and is read as
+        from_vllm() reads one layer."""
+        _ndim(t, 4 if layout.mla else 6, "vLLM cross-layer cache")
+        what = "vLLM cross-layer cache"
+        labels = _resolve(t, layout, None if layout.mla else kv_layout,
+                          backend, block_size, what, cross=True)
+        views, dims = _split([t], labels, layout)
+        return cls(layout, views, [t], dims, what)
+
+    def describe(self) -> str:
+        """The cache as kvring reads it: the first tensor's shape and
+        strides, and what each dimension of a layer's view holds."""
+        o = self._owners[0]
+        return "shape %s, strides %s, %s [%s] per layer" % (
+            tuple(o.shape), tuple(o.stride()), o.dtype,
+            ", ".join(self.dims))
 
     # -- the copies --
     @property

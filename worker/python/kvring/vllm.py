@@ -10,12 +10,12 @@ Load it with::
 Extra config keys (all optional): kvring_socket (default $KVRING_SOCKET or
 the per-uid default), kvring_chunk_tokens (256; a multiple of the block
 size), kvring_model (default the served model name), kvring_timeout_ms
-(bound on every kvring call, default 5000), kvring_kv_layout ('NHD' or
-'HND': the order of the dimensions of the tensors vLLM registers; 'NHD'
-fits vLLM, whose HND caches are NHD-shaped permuted views), kvring_l2
-(false; true reads through kvringd's L2 tier and answers vLLM "ask
-again" while chunks are still loading from Redis, at most kvring_l2_asks
-(20) times per request).
+(bound on every kvring call, default 5000), kvring_kv_layout (left out:
+the layout is read from the cache tensors and vLLM's attention backend,
+docs/tensors.md; 'NHD' or 'HND' overrides it for a cache that could be
+read two ways), kvring_l2 (false; true reads through kvringd's L2 tier
+and answers vLLM "ask again" while chunks are still loading from Redis,
+at most kvring_l2_asks (20) times per request).
 
 Scheduler side: get_num_new_matched_tokens() derives the request's chunk
 keys with its cache_salt folded in, looks up the longest stored prefix of
@@ -132,7 +132,12 @@ class KvringConnector(KVConnectorBase_V1):
         self._socket: Optional[str] = extra.get("kvring_socket")
         self._chunk_tokens = int(extra.get("kvring_chunk_tokens", 256))
         self._timeout_ms = int(extra.get("kvring_timeout_ms", 0))
-        self._kv_layout = str(extra.get("kvring_kv_layout", "NHD"))
+        kvl = extra.get("kvring_kv_layout")
+        if kvl is not None and kvl not in ("NHD", "HND"):
+            raise ValueError("kvring_kv_layout is %r: it must be 'NHD' or "
+                             "'HND' (or left out: the layout is read from "
+                             "the cache tensors)" % (kvl,))
+        self._kv_layout: Optional[str] = kvl
         self._model = str(extra.get("kvring_model")
                           or vllm_config.model_config.model)
         # Read through kvringd's L2 tier (docs/l2.md): a lookup that hits
@@ -348,15 +353,42 @@ class KvringConnector(KVConnectorBase_V1):
             self._ctx._own = True
         return self._ctx
 
+    def _attn_backend(self, layer_names: List[str]) -> Any:
+        """vLLM's attention backend of these layers, or None when this
+        vLLM cannot say (then the layout is read from the shape alone)."""
+        try:
+            from vllm.distributed.kv_transfer.kv_connector.utils import \
+                get_current_attn_backend
+            return get_current_attn_backend(self._vllm_config, layer_names)
+        except Exception as e:  # older vLLM, or no layers in the context
+            log.debug("kvring: no attention backend from vLLM (%s)", e)
+            return None
+
     def register_kv_caches(self, kv_caches: Dict[str, torch.Tensor]) -> None:
-        self._kv = PagedKV.from_vllm(kv_caches, self.layout, self._kv_layout)
+        backend = self._attn_backend(list(kv_caches))
+        self._kv = PagedKV.from_vllm(kv_caches, self.layout,
+                                     kv_layout=self._kv_layout,
+                                     backend=backend,
+                                     block_size=self._block_size)
+        self._say_layout(backend)
         self._worker_ctx()
 
     def register_cross_layers_kv_cache(self, kv_cache: torch.Tensor,
                                        attn_backend: Any) -> None:
-        self._kv = PagedKV.cross_layer(kv_cache, self.layout,
-                                       self._kv_layout)
+        self._kv = PagedKV.from_vllm_cross_layer(
+            kv_cache, self.layout, backend=attn_backend,
+            block_size=self._block_size, kv_layout=self._kv_layout)
+        self._say_layout(attn_backend)
         self._worker_ctx()
+
+    def _say_layout(self, backend: Any) -> None:
+        kv = self._kv
+        assert kv is not None
+        log.info("kvring: %s cache of %d blocks read as %s (backend %s%s)",
+                 kv.what, kv.num_blocks, kv.describe(),
+                 getattr(backend, "__name__", None),
+                 ", kvring_kv_layout %s" % self._kv_layout
+                 if self._kv_layout else "")
 
     def start_load_kv(self, forward_context: "ForwardContext",
                       **kwargs: Any) -> None:
