@@ -1076,6 +1076,61 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def sched_leases(self, e):
+        return e.sched._client.stats()["chan_leases"]
+
+    def test_lookup_is_undone_when_allocation_fails_and_vllm_asks_again(self):
+        # vLLM documents the lookup as free of side effects: when it
+        # cannot allocate blocks it skips update_state_after_alloc and
+        # asks again at a later step. The first lookup's pin must not
+        # outlive the second, and the load must still work.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(40, 2 * 64 + 7)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 128)
+            self.assertEqual(self.sched_leases(e), 1)
+            # The step goes on without b (no blocks for it).
+            meta = e.sched.build_connector_meta(engine.sched_output())
+            self.assertEqual((meta.loads, meta.saves), ([], []))
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(self.sched_leases(e), 1, "a lease leaked")
+            # Asked a third time by run(), then allocated and loaded.
+            r = e.run("b", p)
+            self.assertEqual(r["external_tokens"], 128)
+            self.assertEqual(r["errors"], [])
+            self.check_loaded(e, spec, r, p, 128)
+            self.assertEqual(self.sched_leases(e), 0)
+        finally:
+            e.stop()
+
+    def test_lookup_never_taken_up_is_released_by_request_finished(self):
+        # Looked up, then aborted while waiting for blocks: vLLM calls
+        # request_finished, never update_state_after_alloc.
+        e = engine.Engine(self.spec())
+        try:
+            p = self.prompt(41, 64 + 1)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            self.assertEqual(e.sched.get_num_new_matched_tokens(req, 0)[0],
+                             64)
+            self.assertEqual(self.sched_leases(e), 1)
+            self.assertEqual(e.sched.request_finished(req, []),
+                             (False, None))
+            self.assertEqual(self.sched_leases(e), 0)
+            # Allocated but told to load nothing: released at once too.
+            req = engine.Request("c", list(p))
+            e.sched.get_num_new_matched_tokens(req, 0)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                ((),)), 0)
+            self.assertEqual(self.sched_leases(e), 0)
+            e.sched.request_finished(req, [])
+        finally:
+            e.stop()
+
     def test_unknown_request_is_not_saved_when_its_salt_is_unknown(self):
         # NewRequestData has no cache_salt: a request the connector never
         # looked up must not be stored under unsalted keys.
@@ -1158,6 +1213,40 @@ class ConnectorTest(ServerCase):
                 time.sleep(0.02)
             self.assertEqual(c.lookup(keys), 0)
             self.assertEqual(c.stats()["reserved_bytes"], 0)
+
+
+class LeaseExpiryTest(ServerCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+        cls.srv.extra = ["--lease-ms", "200"]
+        cls.srv.start()
+
+    def test_lookup_never_taken_up_is_released_at_lease_expiry(self):
+        # Nothing follows the lookup (the engine died, say): kvringd drops
+        # the pin when the lease expires, and the connector's later
+        # release of it is harmless.
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/lease")
+        e = engine.Engine(spec)
+        try:
+            p = toks(42, 64 + 1)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            self.assertEqual(e.sched.get_num_new_matched_tokens(req, 0)[0],
+                             64)
+            c = e.sched._client
+            self.assertEqual(c.stats()["chan_leases"], 1)
+            for _ in range(100):
+                if c.stats()["chan_leases"] == 0:
+                    break
+                time.sleep(0.02)
+            self.assertEqual(c.stats()["chan_leases"], 0)
+            self.assertEqual(e.sched.request_finished(req, []),
+                             (False, None))
+            # A load from an expired lease falls back on recomputation.
+            self.assertEqual(e.run("c", p)["errors"], [])
+        finally:
+            e.stop()
 
 
 class ServerKillTest(ServerCase):
