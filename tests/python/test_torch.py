@@ -1131,6 +1131,55 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def preempt_and_resume(self, legacy):
+        # b loads its hit into blocks ids1 and prefills part of its
+        # prompt; vLLM preempts it (its blocks are freed), and when it
+        # resumes looks it up again, gives it all-new blocks ids2 and
+        # schedules it as a cached request marked resumed, whose
+        # new_block_ids replace its blocks. Today's vLLM marks it in
+        # resumed_req_ids, vLLM 0.10 in resumed_from_preemption.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(43 + legacy, 2 * 64 + 10)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            nb = -(-len(p) // spec.block_size)
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            ids1 = e.alloc(nb)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                (tuple(engine.KVCacheBlock(b) for b in ids1),)), ext)
+            res = e._run_step(engine.sched_output(
+                scheduled_new_reqs=[engine.new_req("b", p, ids1, ext)],
+                num_scheduled_tokens={"b": 4}),
+                [(ids1, list(p), list(range(ext, ext + 4)))])
+            self.assertEqual(res["errors"], [])
+            # Preempted; resumed.
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 128)
+            ids2 = e.alloc(nb)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                (tuple(engine.KVCacheBlock(b) for b in ids2),)), ext)
+            res = e._run_step(engine.sched_output(
+                scheduled_cached_reqs=engine.cached_reqs(
+                    ["b"], [(list(ids2),)], [ext], resumed={"b"},
+                    legacy=legacy),
+                num_scheduled_tokens={"b": len(p) - ext}),
+                [(ids2, list(p), list(range(ext, len(p))))])
+            self.assertEqual(res["errors"], [])
+            self.check_loaded(e, spec, {"block_ids": ids2}, p, len(p))
+            e.sched.request_finished(req, ids2)
+        finally:
+            e.stop()
+
+    def test_resumed_request_gets_new_blocks_when_marked_in_resumed_req_ids(
+            self):
+        self.preempt_and_resume(legacy=False)
+
+    def test_resumed_request_gets_new_blocks_when_marked_the_vllm_0_10_way(
+            self):
+        self.preempt_and_resume(legacy=True)
+
     def test_unknown_request_is_not_saved_when_its_salt_is_unknown(self):
         # NewRequestData has no cache_salt: a request the connector never
         # looked up must not be stored under unsalted keys.

@@ -120,6 +120,21 @@ def _layout(vllm_config: "VllmConfig", chunk_tokens: int) -> ChunkLayout:
                        chunk_tokens=chunk_tokens, mla=mla)
 
 
+def _resumed(cached: Any) -> Any:
+    """resumed(i, req_id): whether cached request i resumed after
+    preemption, when its new_block_ids replace its blocks instead of
+    extending them. Today's vLLM lists those requests in
+    resumed_req_ids (a set); vLLM 0.10 had a flag per request,
+    resumed_from_preemption (a list parallel to req_ids)."""
+    ids = getattr(cached, "resumed_req_ids", None)
+    if ids is not None:
+        return lambda i, rid: rid in ids
+    flags = getattr(cached, "resumed_from_preemption", None)
+    if flags is not None:
+        return lambda i, rid: bool(flags[i])
+    return lambda i, rid: False
+
+
 class KvringConnector(KVConnectorBase_V1):
     """vLLM KVConnectorBase_V1 over kvring (see the module docstring)."""
 
@@ -272,13 +287,14 @@ class KvringConnector(KVConnectorBase_V1):
             self._plan_save(meta, nr.req_id, st, nr.num_computed_tokens
                             + so.num_scheduled_tokens.get(nr.req_id, 0))
         cached = so.scheduled_cached_reqs
+        resumed = _resumed(cached)
         for i, rid in enumerate(cached.req_ids):
             st = self._reqs.get(rid)
             if st is None:
                 continue
             new = cached.new_block_ids[i]
             if new is not None:
-                if rid in getattr(cached, "resumed_req_ids", ()):
+                if resumed(i, rid):
                     st.block_ids = list(new[0])
                 else:
                     st.block_ids.extend(new[0])
