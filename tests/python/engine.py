@@ -47,7 +47,8 @@ from vllm.v1.core.kv_cache_utils import KVCacheBlock
 from vllm.v1.core.sched.output import (CachedRequestData,
                                        LegacyCachedRequestData,
                                        NewRequestData, SchedulerOutput)
-from vllm.v1.kv_cache_interface import KVCacheConfig
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
+                                        KVCacheGroupSpec, MLAAttentionSpec)
 from vllm.v1.request import Request
 
 from vllm.v1.attention.backends import utils as backend_utils
@@ -88,6 +89,22 @@ class EngineSpec:
     kv_cache_layout: str = "NHD"
     kv_load_failure_policy: str = "recompute"
     extra: Optional[Dict[str, Any]] = None  # more kv_connector_extra_config
+    # None: a cross-layer cache when the connector prefers one (vLLM's
+    # use_uniform_kv_cache()), False: per-layer caches regardless.
+    cross_layer: Optional[bool] = None
+    kv_cache_groups: Optional[List[Any]] = None  # default: one group
+
+    def kv_cache_config(self) -> KVCacheConfig:
+        """What vLLM builds the connectors with: one full-attention (or
+        MLA) group over every layer, unless kv_cache_groups says."""
+        groups = self.kv_cache_groups
+        if groups is None:
+            dt = TORCH_DTYPES[self.dtype]
+            spec = (MLAAttentionSpec(self.block_size, 1, self.head_size, dt)
+                    if self.mla else FullAttentionSpec(
+                        self.block_size, self.kv_heads, self.head_size, dt))
+            groups = [KVCacheGroupSpec(layer_names(self), spec)]
+        return KVCacheConfig(self.num_blocks, kv_cache_groups=groups)
     block_size: int = 16
     chunk_tokens: int = 64
     num_blocks: int = 64
@@ -340,9 +357,15 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
     try:
         cfg = spec.vllm_config()
         worker = connector_class(cfg)(cfg, KVConnectorRole.WORKER,
-                                      KVCacheConfig(spec.num_blocks))
-        caches = make_caches(spec)
-        worker.register_kv_caches(caches)
+                                      spec.kv_cache_config())
+        if spec.backend is not None and spec.cross_layer is not False \
+                and worker.prefer_cross_layer_blocks:
+            # vLLM's allocate_uniform_kv_caches() path.
+            caches, phys = make_cross_layer_cache(spec)
+            worker.register_cross_layers_kv_cache(phys, spec.backend_class())
+        else:
+            caches = make_caches(spec)
+            worker.register_kv_caches(caches)
         conn.send(("ready", None))
     except Exception:
         conn.send(("error", traceback.format_exc()))
@@ -377,6 +400,9 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
                 KvringContext.commit_store = die
                 conn.send(("ok", None))
+            elif cmd == "describe":
+                kv = worker._kv
+                conn.send(("ok", (kv.what, kv.describe())))
             elif cmd == "finish":
                 conn.send(("ok", worker.get_finished(set(arg))))
             elif cmd == "exit":
@@ -458,7 +484,7 @@ class Engine(object):
         self.spec = spec
         cfg = spec.vllm_config()
         self.sched = connector_class(cfg)(cfg, KVConnectorRole.SCHEDULER,
-                                          KVCacheConfig(spec.num_blocks))
+                                          spec.kv_cache_config())
         self.worker = WorkerProcess(spec)
         self._next_block = spec.block_offset
         self._finished: set = set()

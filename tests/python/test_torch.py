@@ -828,8 +828,8 @@ class ConnectorTest(ServerCase):
     """kvring.vllm driven in vLLM's order by engine.py."""
 
     def spec(self, **kw):
-        kw.setdefault("model", "driver/llama-mini-%s" % self.id().split(
-            ".")[-1][-20:])
+        # One namespace per test (long names are shortened with a hash).
+        kw.setdefault("model", "driver/%s" % self.id().split(".")[-1])
         return engine.EngineSpec(socket=self.srv.sock, **kw)
 
     def prompt(self, seed, n):
@@ -842,11 +842,12 @@ class ConnectorTest(ServerCase):
         self.assertTrue(torch.equal(got, want),
                         "loaded KV differs from the model's")
 
-    def roundtrip(self, **kw):
+    def roundtrip(self, what="vLLM cache", **kw):
         spec1 = self.spec(**kw)
         p1 = self.prompt(1, 2 * 64 + 40)        # 2 full chunks + partial
         e1 = engine.Engine(spec1)
         try:
+            self.assertEqual(e1.worker.call("describe")[0], what)
             r1 = e1.run("req-1", p1)
             self.assertEqual(r1["external_tokens"], 0)
             self.assertEqual(r1["errors"], [])
@@ -883,19 +884,84 @@ class ConnectorTest(ServerCase):
         self.roundtrip(mla=True, head_size=96)
 
     def test_mla_backend_cache_loads_bit_exact(self):
-        self.roundtrip(mla=True, head_size=96, backend="TRITON_MLA")
+        self.roundtrip(mla=True, head_size=96, backend="TRITON_MLA",
+                       cross_layer=False)
+
+    def test_mla_cross_layer_cache_loads_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", mla=True, head_size=96,
+                       backend="TRITON_MLA")
+
+    def test_cross_layer_cache_loads_bit_exact_when_the_backend_allows_it(
+            self):
+        # FlashAttention has a blocks-first cross-layer layout: the
+        # connector prefers it and vLLM registers one tensor.
+        self.roundtrip("vLLM cross-layer cache", backend="FLASH_ATTN")
+
+    def test_connector_prefers_cross_layer_blocks_only_where_it_reads_them(
+            self):
+        def prefers(**kw):
+            spec = self.spec(**kw)
+            cfg = spec.vllm_config()
+            w = engine.connector_class(cfg)(
+                cfg, engine.KVConnectorRole.WORKER, spec.kv_cache_config())
+            return w.prefer_cross_layer_blocks
+        self.assertTrue(prefers(backend="FLASH_ATTN"))
+        self.assertTrue(prefers(backend="FLASHINFER", kv_cache_layout="HND"))
+        self.assertTrue(prefers(backend="TRITON_MLA", mla=True))
+        # The CPU backend has no stride order; no backend, nothing to ask;
+        # kvring_kv_layout overrides what the backend says.
+        self.assertFalse(prefers(backend="CPU_ATTN"))
+        self.assertFalse(prefers())
+        self.assertFalse(prefers(backend="FLASH_ATTN",
+                                 extra={"kvring_kv_layout": "NHD"}))
+
+    def test_connector_is_a_best_effort_cache_for_vllm(self):
+        spec = self.spec()
+        cfg = spec.vllm_config()
+        w = engine.connector_class(cfg)(cfg, engine.KVConnectorRole.WORKER,
+                                        spec.kv_cache_config())
+        # kv_both would make the base class say True: vLLM would then
+        # recompute a request preempted while its save is pending.
+        self.assertFalse(w.requires_kv_delivery)
+
+    def test_hybrid_model_is_refused_at_start_naming_its_groups(self):
+        import torch as t
+        from vllm.v1.kv_cache_interface import (FullAttentionSpec,
+                                                KVCacheGroupSpec,
+                                                SlidingWindowSpec)
+        groups = [KVCacheGroupSpec(["model.layers.0.self_attn.attn"],
+                                   FullAttentionSpec(16, 2, 64, t.float16)),
+                  KVCacheGroupSpec(["model.layers.1.self_attn.attn"],
+                                   SlidingWindowSpec(16, 2, 64, t.float16,
+                                                     sliding_window=128))]
+        with self.assertRaises(ValueError) as cm:
+            engine.Engine(self.spec(kv_cache_groups=groups))
+        msg = str(cm.exception)
+        for needle in ("2 KV cache groups", "group 0: FullAttentionSpec",
+                       "group 1: SlidingWindowSpec", "model.layers.1."):
+            self.assertIn(needle, msg)
 
     def test_cpu_backend_cache_loads_bit_exact_when_it_is_hnd(self):
         self.roundtrip(backend="CPU_ATTN")
 
     def test_flashinfer_cache_loads_bit_exact_when_blocks_come_first(self):
-        self.roundtrip(backend="FLASHINFER")
+        self.roundtrip(backend="FLASHINFER", cross_layer=False)
 
     def test_stride_permuted_cache_loads_bit_exact_when_layout_is_hnd(self):
-        self.roundtrip(backend="FLASH_ATTN", kv_cache_layout="HND")
+        self.roundtrip(backend="FLASH_ATTN", kv_cache_layout="HND",
+                       cross_layer=False)
 
     def test_flashinfer_hnd_cache_loads_bit_exact(self):
-        self.roundtrip(backend="FLASHINFER", kv_cache_layout="HND")
+        self.roundtrip(backend="FLASHINFER", kv_cache_layout="HND",
+                       cross_layer=False)
+
+    def test_hnd_cross_layer_caches_load_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", backend="FLASH_ATTN",
+                       kv_cache_layout="HND")
+
+    def test_flashinfer_hnd_cross_layer_cache_loads_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", backend="FLASHINFER",
+                       kv_cache_layout="HND")
 
     def test_cache_that_reads_two_ways_is_refused_at_register(self):
         # No backend to ask and 16 heads in 16-token blocks: vLLM's

@@ -44,7 +44,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
 import kvring
-from kvring.kv import PagedKV
+from kvring.kv import PagedKV, backend_labels
 from kvring.torch import ChunkLayout, KvringContext, salted_keys
 
 if TYPE_CHECKING:
@@ -135,8 +135,54 @@ def _resumed(cached: Any) -> Any:
     return lambda i, rid: False
 
 
+def _refuse_hybrid(kv_cache_config: Any) -> None:
+    """A model with several KV cache groups (vLLM's hybrid memory
+    allocator: full attention beside sliding-window or Mamba layers) has
+    block ids per group and layers whose blocks mean different tokens;
+    kvring's chunks hold one group. Refused at start, naming the groups."""
+    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
+    if len(groups) <= 1:
+        return
+    words = []
+    for i, g in enumerate(groups):
+        names = list(getattr(g, "layer_names", []))
+        words.append("group %d: %s, %d layer%s (%s%s)" % (
+            i, type(getattr(g, "kv_cache_spec", None)).__name__,
+            len(names), "" if len(names) == 1 else "s",
+            ", ".join(names[:2]), ", ..." if len(names) > 2 else ""))
+    raise ValueError(
+        "kvring: this model has %d KV cache groups (%s); the kvring "
+        "connector stores models with one group only (all layers full "
+        "attention, or all MLA). Serve it without the kvring connector, "
+        "or with vLLM's hybrid KV cache manager disabled "
+        "(--disable-hybrid-kv-cache-manager) if the model allows it"
+        % (len(groups), "; ".join(words)))
+
+
 class KvringConnector(KVConnectorBase_V1):
     """vLLM KVConnectorBase_V1 over kvring (see the module docstring)."""
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        # A cache: a save that is dropped (a request preempted while its
+        # chunks are stored, a full pool) is a future miss, not a loss.
+        return False
+
+    @property
+    def prefer_cross_layer_blocks(self) -> bool:
+        """True when vLLM can give kvring one tensor for all layers with
+        the blocks outermost (the backend's stride order with a layers
+        dimension does not keep the layers first, vLLM's own condition),
+        and kvring reads it (the backend says what each dimension is,
+        and kvring_kv_layout does not override the per-layer layout)."""
+        if self._kv_layout is not None:
+            return False
+        be = self._attn_backend(None)
+        if be is None:
+            return False
+        labels = backend_labels(be, self.layout, self._block_size,
+                                layers=True)
+        return labels is not None and labels[0] != "layers"
 
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
                  kv_cache_config: Optional["KVCacheConfig"] = None) -> None:
@@ -167,6 +213,7 @@ class KvringConnector(KVConnectorBase_V1):
                 "%d: set kv_connector_extra_config.kvring_chunk_tokens"
                 % (self._chunk_tokens, self._block_size))
         self._bpc = self._chunk_tokens // self._block_size
+        _refuse_hybrid(kv_cache_config)
         self.layout = _layout(vllm_config, self._chunk_tokens)
         pc = vllm_config.parallel_config
         self._tp_size = int(getattr(pc, "tensor_parallel_size", 1) or 1)
@@ -369,7 +416,7 @@ class KvringConnector(KVConnectorBase_V1):
             self._ctx._own = True
         return self._ctx
 
-    def _attn_backend(self, layer_names: List[str]) -> Any:
+    def _attn_backend(self, layer_names: Optional[List[str]]) -> Any:
         """vLLM's attention backend of these layers, or None when this
         vLLM cannot say (then the layout is read from the shape alone)."""
         try:
