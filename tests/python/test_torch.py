@@ -1246,6 +1246,61 @@ class ConnectorTest(ServerCase):
             self):
         self.preempt_and_resume(legacy=True)
 
+    def test_config_keys_set_what_their_environment_variables_set(self):
+        spec = self.spec(extra={"kvring_checksum": "verify",
+                                "kvring_store_ahead": True,
+                                "kvring_prefault": "background",
+                                "kvring_server_uid": os.getuid() + 1})
+        e = engine.Engine(spec)
+        try:
+            c = e.sched._client
+            self.assertEqual(c.checksum, "verify")
+            self.assertTrue(c.store_ahead)
+            self.assertEqual(e.sched._connect_kw["trust_server_uid"],
+                             os.getuid() + 1)
+            self.assertTrue(e.sched._connect_kw["prefault_background"])
+            p = self.prompt(50, 64 + 3)
+            e.run("a", p)
+            r = e.run("b", p)
+            self.assertEqual((r["external_tokens"], r["errors"]), (64, []))
+            self.check_loaded(e, spec, r, p, 64)
+        finally:
+            e.stop()
+
+    def test_bad_or_unknown_config_key_is_refused_naming_what_works(self):
+        cases = [({"kvring_chekcsum": "on"},
+                  ["unknown key kvring_chekcsum", "kvring_checksum",
+                   "kvring_layerwise", "kvring_socket"]),
+                 ({"kvring_checksum": "fill"}, ["'off', 'on' or 'verify'",
+                                                "$KVRING_CHECKSUM"]),
+                 ({"kvring_prefault": "backgound"},
+                  ["'background' or 'inline'"]),
+                 ({"kvring_store_ahead": "yes"}, ["a bool"]),
+                 ({"kvring_server_uid": -1}, ["non-negative integer"]),
+                 ({"kvring_kv_layout": "nhd"}, ["'NHD' or 'HND'"]),
+                 ({"kvring_layerwise": True}, ["not supported yet"])]
+        for extra, needles in cases:
+            with self.assertRaises(ValueError) as cm:
+                engine.Engine(self.spec(extra=extra))
+            for needle in needles:
+                self.assertIn(needle, str(cm.exception), extra)
+        # Other connectors' keys (no kvring_ prefix) are not ours.
+        engine.Engine(self.spec(extra={"lmcache.chunk_size": 256})).stop()
+
+    def test_fail_policy_is_called_out_once_at_start(self):
+        import kvring.vllm as kv_vllm
+        kv_vllm._said_policy = False
+        with self.assertLogs("kvring.vllm", "WARNING") as logs:
+            for _ in range(2):
+                engine.Engine(self.spec(kv_load_failure_policy="fail")).stop()
+        said = [m for m in logs.output if "kv_load_failure_policy" in m]
+        self.assertEqual(len(said), 1, logs.output)
+        self.assertIn("will fail the request", said[0])
+        self.assertIn("'recompute' is the policy for a cache", said[0])
+        kv_vllm._said_policy = False
+        with self.assertNoLogs("kvring.vllm", "WARNING"):
+            engine.Engine(self.spec()).stop()  # recompute: nothing to say
+
     def test_unknown_request_is_not_saved_when_its_salt_is_unknown(self):
         # NewRequestData has no cache_salt: a request the connector never
         # looked up must not be stored under unsalted keys.

@@ -5,17 +5,22 @@ Load it with::
 
     vllm serve MODEL --kv-transfer-config '{"kv_connector":"KvringConnector",
         "kv_connector_module_path":"kvring.vllm","kv_role":"kv_both",
+        "kv_load_failure_policy":"recompute",
         "kv_connector_extra_config":{"kvring_socket":"/run/kvring/0/kvringd.sock"}}'
 
-Extra config keys (all optional): kvring_socket (default $KVRING_SOCKET or
-the per-uid default), kvring_chunk_tokens (256; a multiple of the block
-size), kvring_model (default the served model name), kvring_timeout_ms
-(bound on every kvring call, default 5000), kvring_kv_layout (left out:
-the layout is read from the cache tensors and vLLM's attention backend,
-docs/tensors.md; 'NHD' or 'HND' overrides it for a cache that could be
-read two ways), kvring_l2 (false; true reads through kvringd's L2 tier
-and answers vLLM "ask again" while chunks are still loading from Redis,
-at most kvring_l2_asks (20) times per request).
+"recompute" makes vLLM recompute blocks kvring could not load; under its
+default, "fail", they fail the request (the connector warns once).
+Extra config keys (CONFIG_KEYS; docs/tensors.md has the table), all
+optional: kvring_socket, kvring_chunk_tokens (256; a multiple of the
+block size), kvring_model, kvring_timeout_ms (5000), kvring_kv_layout
+(left out: the layout is read from the cache tensors and vLLM's
+attention backend; 'NHD' or 'HND' overrides it for a cache that could be
+read two ways), kvring_checksum ('off', 'on', 'verify'), kvring_prefault
+('background', 'inline'), kvring_store_ahead, kvring_server_uid (each
+left out: its environment variable decides), kvring_l2 and
+kvring_l2_asks (read through kvringd's L2 tier, answering vLLM "ask
+again" while chunks still load from Redis), kvring_layerwise (false
+only: not supported yet). Unknown kvring_* keys are refused.
 
 Scheduler side: get_num_new_matched_tokens() derives the request's chunk
 keys with its cache_salt folded in, looks up the longest stored prefix of
@@ -135,6 +140,89 @@ def _resumed(cached: Any) -> Any:
     return lambda i, rid: False
 
 
+# kv_connector_extra_config keys: name -> (what it takes, default, the
+# environment variable that sets it when the key is left out).
+_BOOL = ("a bool", (True, False))
+CONFIG_KEYS: Dict[str, Tuple[Any, Any, Optional[str]]] = {
+    "kvring_socket": (str, None, "KVRING_SOCKET"),
+    "kvring_chunk_tokens": (int, 256, None),
+    "kvring_model": (str, None, None),
+    "kvring_timeout_ms": (int, 0, None),
+    "kvring_kv_layout": (("'NHD' or 'HND'", ("NHD", "HND")), None, None),
+    "kvring_l2": (_BOOL, False, None),
+    "kvring_l2_asks": (int, 20, None),
+    "kvring_checksum": (("'off', 'on' or 'verify'", ("off", "on", "verify")),
+                        None, "KVRING_CHECKSUM"),
+    "kvring_prefault": (("'background' or 'inline'",
+                         ("background", "inline")), None, "KVRING_PREFAULT"),
+    "kvring_store_ahead": (_BOOL, None, "KVRING_STORE_AHEAD"),
+    "kvring_server_uid": (int, None, "KVRING_SERVER_UID"),
+    "kvring_layerwise": (_BOOL, False, None),
+}
+
+
+def read_config(extra: Any) -> Dict[str, Any]:
+    """The connector's settings from kv_connector_extra_config: every
+    kvring_* key checked (ValueError naming the key, what it takes, and
+    for an unknown key the known ones), defaults for the rest; None
+    leaves a setting to its environment variable. Keys without the
+    kvring_ prefix belong to others and are ignored."""
+    extra = dict(extra or {})
+    unknown = sorted(k for k in extra if str(k).startswith("kvring_")
+                     and k not in CONFIG_KEYS)
+    if unknown:
+        raise ValueError("kv_connector_extra_config: unknown key%s %s; the "
+                         "kvring connector knows %s" % (
+                             "" if len(unknown) == 1 else "s",
+                             ", ".join(unknown), ", ".join(CONFIG_KEYS)))
+    out: Dict[str, Any] = {}
+    for key, (kind, default, env) in CONFIG_KEYS.items():
+        v = extra.get(key)
+        if v is None:
+            out[key] = default
+            continue
+        if kind is int:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            want = "a non-negative integer"
+        elif kind is str:
+            ok, want = isinstance(v, str) and v != "", "a non-empty string"
+        else:
+            want, allowed = kind
+            ok = v in allowed and type(v) is type(allowed[0])
+        if not ok:
+            raise ValueError("kv_connector_extra_config.%s is %r: it must be "
+                             "%s%s" % (key, v, want,
+                                       " (or left out: $%s decides)" % env
+                                       if env else ""))
+        out[key] = v
+    if out["kvring_layerwise"]:
+        raise ValueError("kv_connector_extra_config.kvring_layerwise is "
+                         "true: layer-by-layer loads and saves are not "
+                         "supported yet (the connector moves whole "
+                         "requests in start_load_kv and wait_for_save); "
+                         "leave it out or set it false")
+    return out
+
+
+_said_policy = False
+
+
+def _say_failure_policy(kc: Any) -> None:
+    """Under vLLM's kv_load_failure_policy 'fail' (its default) a chunk
+    kvring cannot deliver fails the request; say so once, at start."""
+    global _said_policy
+    policy = getattr(kc, "kv_load_failure_policy", None)
+    if policy != "fail" or _said_policy:
+        return
+    _said_policy = True
+    log.warning("kvring: vLLM's kv_load_failure_policy is 'fail': a chunk "
+                "kvring loses (evicted, the server restarted) or finds "
+                "corrupt will fail the request with an error instead of "
+                "being recomputed. 'recompute' is the policy for a cache: "
+                "set \"kv_load_failure_policy\":\"recompute\" in "
+                "--kv-transfer-config")
+
+
 def _refuse_hybrid(kv_cache_config: Any) -> None:
     """A model with several KV cache groups (vLLM's hybrid memory
     allocator: full attention beside sliding-window or Mamba layers) has
@@ -189,23 +277,25 @@ class KvringConnector(KVConnectorBase_V1):
         super().__init__(vllm_config=vllm_config, role=role,
                          kv_cache_config=kv_cache_config)
         kc = self._kv_transfer_config
-        extra = dict(getattr(kc, "kv_connector_extra_config", None) or {})
-        self._socket: Optional[str] = extra.get("kvring_socket")
-        self._chunk_tokens = int(extra.get("kvring_chunk_tokens", 256))
-        self._timeout_ms = int(extra.get("kvring_timeout_ms", 0))
-        kvl = extra.get("kvring_kv_layout")
-        if kvl is not None and kvl not in ("NHD", "HND"):
-            raise ValueError("kvring_kv_layout is %r: it must be 'NHD' or "
-                             "'HND' (or left out: the layout is read from "
-                             "the cache tensors)" % (kvl,))
-        self._kv_layout: Optional[str] = kvl
-        self._model = str(extra.get("kvring_model")
+        cfg = read_config(getattr(kc, "kv_connector_extra_config", None))
+        self._socket: Optional[str] = cfg["kvring_socket"]
+        self._chunk_tokens = cfg["kvring_chunk_tokens"]
+        self._timeout_ms = cfg["kvring_timeout_ms"]
+        self._kv_layout: Optional[str] = cfg["kvring_kv_layout"]
+        self._model = str(cfg["kvring_model"]
                           or vllm_config.model_config.model)
         # Read through kvringd's L2 tier (docs/l2.md): a lookup that hits
         # the server's L2 deadline with loads in flight answers "ask
         # again" (None) up to kvring_l2_asks times per request.
-        self._l2 = bool(extra.get("kvring_l2", False))
-        self._l2_asks = int(extra.get("kvring_l2_asks", 20))
+        self._l2 = cfg["kvring_l2"]
+        self._l2_asks = cfg["kvring_l2_asks"]
+        self._connect_kw: Dict[str, Any] = {
+            "checksum": cfg["kvring_checksum"],
+            "prefault_background": cfg["kvring_prefault"] == "background",
+            "store_ahead": cfg["kvring_store_ahead"],
+            "trust_server_uid": cfg["kvring_server_uid"]}
+        if role == KVConnectorRole.SCHEDULER:
+            _say_failure_policy(kc)
         self._block_size = int(vllm_config.cache_config.block_size)
         if self._chunk_tokens % self._block_size:
             raise ValueError(
@@ -245,7 +335,8 @@ class KvringConnector(KVConnectorBase_V1):
         try:
             c = self.layout.connect(model, socket=self._socket,
                                     tp_rank=tp_rank, tp_size=self._tp_size,
-                                    timeout_ms=self._timeout_ms)
+                                    timeout_ms=self._timeout_ms,
+                                    **self._connect_kw)
         except kvring.KvringError as e:
             log.warning("kvring: cannot connect (%s); the cache is off", e)
             return None
