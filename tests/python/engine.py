@@ -319,13 +319,20 @@ def _nhd(spec: EngineSpec, t: torch.Tensor) -> torch.Tensor:
 
 
 def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
-             block_ids: List[int], tokens: List[int], pos: List[int]) -> None:
-    """The attention layers writing the new tokens' KV into their slots."""
+             block_ids: List[int], tokens: List[int], pos: List[int],
+             layers: Optional[List[int]] = None,
+             vals: Optional[torch.Tensor] = None) -> None:
+    """The attention layers (all, or those in layers) writing the new
+    tokens' KV into their slots. vals: model_kv() of these tokens, when
+    the caller has it already."""
     if not pos:
         return
-    vals = model_kv(spec, tokens, pos)
+    if vals is None:
+        vals = model_kv(spec, tokens, pos)
     b, o = _slots(spec, block_ids, pos)
     for l, t in enumerate(caches.values()):
+        if layers is not None and l not in layers:
+            continue
         t = _nhd(spec, t)
         if spec.mla:
             t[b, o] = vals[l, 0, :, 0]
@@ -400,9 +407,45 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
                 KvringContext.commit_store = die
                 conn.send(("ok", None))
+            elif cmd == "fail_copies":
+                # arg (what, layer): the staged gather or scatter of that
+                # layer raises, as a failed device copy would; None:
+                # copies work again.
+                from kvring.kv import StagedCopies
+                for what in ("gather", "scatter"):
+                    if what not in hooks:
+                        hooks[what] = getattr(StagedCopies, what)
+                    setattr(StagedCopies, what, hooks[what])
+                if arg is not None:
+                    what, layer = arg
+                    orig = hooks[what]
+
+                    def failing(self, *a, **kw):
+                        layers = kw.get("layers", a[3 if what == "scatter"
+                                                     else 2]
+                                        if len(a) > (3 if what == "scatter"
+                                                     else 2) else None)
+                        if layers is not None and layer in layers:
+                            raise RuntimeError("device copy failed (test)")
+                        return orig(self, *a, **kw)
+                    setattr(StagedCopies, what, failing)
+                conn.send(("ok", None))
+            elif cmd == "kill_at_layer":
+                # SIGKILL pid (kvringd) when layer arg[1]'s save is issued.
+                from kvring.kv import StagedCopies
+                pid, layer = arg
+                orig_gather = StagedCopies.gather
+
+                def killing(self, block_ids, chunks, layers=None):
+                    if layers is not None and layer in layers:
+                        os.kill(pid, signal.SIGKILL)
+                    return orig_gather(self, block_ids, chunks, layers)
+                StagedCopies.gather = killing
+                conn.send(("ok", None))
             elif cmd == "describe":
                 kv = worker._kv
-                conn.send(("ok", (kv.what, kv.describe())))
+                conn.send(("ok", (kv.what, kv.describe(),
+                                  worker._layerwise)))
             elif cmd == "finish":
                 conn.send(("ok", worker.get_finished(set(arg))))
             elif cmd == "exit":
@@ -422,12 +465,15 @@ def _worker_step(spec: EngineSpec, worker: Any, caches: Dict[str, Any],
     t0 = time.monotonic()
     worker.start_load_kv(ForwardContext(no_compile_layers={}))
     t_load = time.monotonic() - t0
-    for name, layer in caches.items():
+    vals = [model_kv(spec, tokens, pos) if pos else None
+            for block_ids, tokens, pos in compute]
+    # The forward pass, layer by layer as vLLM runs it: each attention
+    # layer waits for its load, writes the step's new KV, and hands its
+    # layer to save_kv_layer.
+    for l, (name, layer) in enumerate(caches.items()):
         worker.wait_for_layer_load(name)
-    # "Attention": every scheduled token's KV, for all layers at once.
-    for block_ids, tokens, pos in compute:
-        write_kv(spec, caches, block_ids, tokens, pos)
-    for name, layer in caches.items():
+        for (block_ids, tokens, pos), v in zip(compute, vals):
+            write_kv(spec, caches, block_ids, tokens, pos, [l], v)
         worker.save_kv_layer(name, layer, None)
     t1 = time.monotonic()
     worker.wait_for_save()

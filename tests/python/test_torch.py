@@ -69,6 +69,11 @@ def flip_in_child(case, sock, layout, model, keys, chunk):
     case.assertEqual(res, "ok")
 
 
+def _layout_of(spec):
+    from kvring.vllm import _layout
+    return _layout(spec.vllm_config(), spec.chunk_tokens)
+
+
 def lmcache_chunks(spec, tokens, n):
     """The first n chunks of tokens built by hand from the model's logical
     K and V: [2, layers, tokens, heads * head_size], K first (MLA:
@@ -187,6 +192,71 @@ class StandInTest(unittest.TestCase):
             checked += 1
         self.assertGreaterEqual(checked, 14)
         self.assertEqual(KvringConnector.__abstractmethods__, frozenset())
+
+
+class DeviceTest(unittest.TestCase):
+    """kvring.device without a device: what can be checked here."""
+
+    def fake_cudart(self, fail_at=None):
+        calls = []
+
+        class Rt(object):
+            def cudaHostRegister(self, ptr, n, flags):
+                calls.append(("reg", ptr, n))
+                return 1 if len(calls) == fail_at else 0
+
+            def cudaHostUnregister(self, ptr):
+                calls.append(("unreg", ptr))
+                return 0
+        return Rt(), calls
+
+    def test_pool_is_registered_in_pieces_and_unregistered_on_close(self):
+        from unittest import mock
+        from kvring.device import DMA_PIECE_BYTES, PoolRegistration
+        rt, calls = self.fake_cudart()
+        base, n = 1 << 40, 2 * DMA_PIECE_BYTES + 4096
+        waited = []
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt):
+            r = PoolRegistration(torch.device("cuda"), base, n,
+                                 lambda: waited.append(1))
+            r._thread.join()
+            self.assertTrue(r.registered)
+            self.assertEqual(waited, [1])  # after the pre-fault
+            self.assertEqual(calls, [
+                ("reg", base, DMA_PIECE_BYTES),
+                ("reg", base + DMA_PIECE_BYTES, DMA_PIECE_BYTES),
+                ("reg", base + 2 * DMA_PIECE_BYTES, 4096)])
+            r.close()
+            r.close()
+        self.assertEqual(calls[3:], [("unreg", base),
+                                     ("unreg", base + DMA_PIECE_BYTES),
+                                     ("unreg", base + 2 * DMA_PIECE_BYTES)])
+
+    def test_failed_registration_is_one_warning_and_undone(self):
+        from unittest import mock
+        from kvring.device import DMA_PIECE_BYTES, PoolRegistration
+        rt, calls = self.fake_cudart(fail_at=2)
+        base = 1 << 40
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt), \
+                self.assertLogs("kvring.device", "WARNING") as logs:
+            r = PoolRegistration(torch.device("cuda"), base,
+                                 3 * DMA_PIECE_BYTES)
+            r._thread.join()
+            r.close()
+        self.assertFalse(r.registered)
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("stay correct", logs.output[0])
+        self.assertEqual(calls[-1], ("unreg", base))
+
+    def test_cpu_needs_no_cuda(self):
+        from kvring.device import CopyStream, PoolRegistration
+        s = CopyStream(torch.device("cpu"))
+        with s.run():
+            ev = s.record()
+        self.assertIsNone(ev)
+        s.host_waits(ev)
+        s.compute_waits(ev)
+        PoolRegistration(torch.device("cpu"), 1 << 40, 1 << 30).close()
 
 
 class ContextTest(ServerCase):
@@ -783,14 +853,37 @@ class PagedKVTest(unittest.TestCase):
             finally:
                 engine.backend_utils.set_kv_cache_layout(None)
             engine.write_kv(spec, caches, ids, p, list(range(64)))
+            want = lmcache_chunks(spec, p, 2)
             out = torch.empty((2,) + lt.shape, dtype=torch.bfloat16)
             kv.gather(ids, list(out))
-            self.assertTrue(torch.equal(out, lmcache_chunks(spec, p, 2)),
-                            name)
+            self.assertTrue(torch.equal(out, want), name)
+            # The device path (torch ops, staging, one transfer per chunk
+            # or per layer's K and V), with the CPU standing in.
+            st = kv.staged()
+            for layers in (None, [0], [1, 2]):
+                got = torch.zeros_like(out)
+                for ls in ([None] if layers is None else [[0], [1], [2]]):
+                    st.stream.host_waits(st.gather(ids, list(got), ls))
+                self.assertTrue(torch.equal(got, want), name)
             kv2.scatter([3, 2, 0, 5], list(out))
             self.assertTrue(torch.equal(
                 engine.read_kv(spec, caches2, [3, 2, 0, 5], list(range(64))),
                 engine.model_kv(spec, p, list(range(64)))), name)
+            for by_layer in (False, True):
+                engine.backend_utils.set_kv_cache_layout(cl)
+                try:
+                    caches3, kv3 = build()
+                finally:
+                    engine.backend_utils.set_kv_cache_layout(None)
+                st3 = kv3.staged()
+                for ls in ([[0], [1], [2]] if by_layer else [None]):
+                    good, ev = st3.scatter([3, 2, 0, 5], list(out), 1, ls)
+                    self.assertEqual(good, 2)
+                # The engine's view of the same memory.
+                got = engine.read_kv(spec, caches3, [3, 2, 0, 5],
+                                     list(range(16, 64)))
+                self.assertTrue(torch.equal(got, engine.model_kv(
+                    spec, p, list(range(16, 64)))), name)
 
     def test_cache_that_reads_two_ways_is_refused_with_a_sentence(self):
         # (2, blocks, 16, 16, dim), dense, no backend: heads and tokens
@@ -847,7 +940,10 @@ class ConnectorTest(ServerCase):
         p1 = self.prompt(1, 2 * 64 + 40)        # 2 full chunks + partial
         e1 = engine.Engine(spec1)
         try:
-            self.assertEqual(e1.worker.call("describe")[0], what)
+            d = e1.worker.call("describe")
+            self.assertEqual(d[0], what)
+            self.assertEqual(d[2], bool((kw.get("extra") or {}).get(
+                "kvring_layerwise")))
             r1 = e1.run("req-1", p1)
             self.assertEqual(r1["external_tokens"], 0)
             self.assertEqual(r1["errors"], [])
@@ -962,6 +1058,88 @@ class ConnectorTest(ServerCase):
     def test_flashinfer_hnd_cross_layer_cache_loads_bit_exact(self):
         self.roundtrip("vLLM cross-layer cache", backend="FLASHINFER",
                        kv_cache_layout="HND")
+
+    # Layer by layer: the device path (staging, copy stream, events,
+    # a commit only after every layer landed) with the CPU standing in
+    # for the device.
+    LW = {"kvring_layerwise": True}
+
+    def test_layerwise_loads_and_saves_bit_exact(self):
+        self.roundtrip(extra=self.LW)
+
+    def test_layerwise_loads_and_saves_bit_exact_for_each_backend(self):
+        cross = "vLLM cross-layer cache"
+        for i, (what, kw) in enumerate([
+                ("vLLM cache", dict(backend="CPU_ATTN")),
+                ("vLLM cache", dict(backend="FLASHINFER",
+                                    kv_cache_layout="HND",
+                                    cross_layer=False)),
+                (cross, dict(backend="FLASH_ATTN", kv_cache_layout="HND")),
+                (cross, dict(backend="TRITON_MLA", mla=True, head_size=96)),
+                ("vLLM cache", dict(dtype="bfloat16", hnd=True))]):
+            self.roundtrip(what, extra=self.LW, model="driver/lw-%d" % i,
+                           **kw)
+
+    def test_layerwise_corrupt_chunk_is_recomputed_when_checksum_is_on(self):
+        from kvring.torch import salted_keys
+        from kvring.vllm import _layout
+        spec1 = self.spec(extra=dict(self.LW, kvring_checksum="on"))
+        p1 = self.prompt(60, 2 * 64 + 40)
+        e1 = engine.Engine(spec1)
+        try:
+            self.assertEqual(e1.run("req-1", p1)["errors"], [])
+        finally:
+            e1.stop()
+        lt = _layout(spec1.vllm_config(), spec1.chunk_tokens)
+        with lt.connect(spec1.model, socket=self.srv.sock,
+                        checksum="off") as c:
+            keys = list(salted_keys(c, p1[:128], 64, None))
+        flip_in_child(self, self.srv.sock, lt, spec1.model, keys, 1)
+        spec2 = self.spec(block_offset=29, extra=dict(self.LW,
+                                                      kvring_checksum="on"))
+        e2 = engine.Engine(spec2)
+        try:
+            r2 = e2.run("req-2", p1)
+            self.assertEqual(r2["external_tokens"], 128)
+            self.assertNotEqual(r2["errors"], [], "a corrupt chunk was "
+                                "loaded")
+            self.check_loaded(e2, spec2, r2, p1, 128)
+        finally:
+            e2.stop()
+
+    def test_layerwise_copy_failing_at_a_layer_publishes_nothing(self):
+        spec = self.spec(extra=self.LW)
+        p = self.prompt(61, 2 * 64 + 3)
+        e = engine.Engine(spec)
+        try:
+            e.worker.call("fail_copies", ("gather", 1))
+            r = e.run("a", p)
+            self.assertEqual(r["errors"], [])
+            e.worker.call("fail_copies", None)
+            # Layers 0 was copied, layer 1 failed: nothing was published.
+            self.assertEqual(e.run("b", p)["external_tokens"], 0)
+            # The next step saves (the chunks were never stored).
+            self.assertEqual(e.run("c", p)["external_tokens"], 128)
+            with KvringContext(_layout_of(spec), model=spec.model,
+                               socket=self.srv.sock) as c:
+                self.assertEqual(c.client.stats()["reserved_bytes"], 0)
+        finally:
+            e.stop()
+
+    def test_layerwise_copy_failing_at_a_layer_reports_the_load(self):
+        spec = self.spec(extra=self.LW)
+        p = self.prompt(62, 2 * 64 + 3)
+        e = engine.Engine(spec)
+        try:
+            e.run("a", p)
+            e.worker.call("fail_copies", ("scatter", 1))
+            r = e.run("b", p)
+            self.assertEqual(r["external_tokens"], 128)
+            self.assertEqual(r["errors"], sorted(r["block_ids"][:8]))
+            self.assertGreater(r["recomputed"], 0)
+            self.check_loaded(e, spec, r, p, len(p))
+        finally:
+            e.stop()
 
     def test_cache_that_reads_two_ways_is_refused_at_register(self):
         # No backend to ask and 16 heads in 16-token blocks: vLLM's
@@ -1278,7 +1456,7 @@ class ConnectorTest(ServerCase):
                  ({"kvring_store_ahead": "yes"}, ["a bool"]),
                  ({"kvring_server_uid": -1}, ["non-negative integer"]),
                  ({"kvring_kv_layout": "nhd"}, ["'NHD' or 'HND'"]),
-                 ({"kvring_layerwise": True}, ["not supported yet"])]
+                 ({"kvring_layerwise": 1}, ["a bool"])]
         for extra, needles in cases:
             with self.assertRaises(ValueError) as cm:
                 engine.Engine(self.spec(extra=extra))
@@ -1465,6 +1643,24 @@ class ServerKillTest(ServerCase):
             self.assertLess(took, 10.0)
         finally:
             e2.stop()
+
+    def test_server_killed_mid_layerwise_save_publishes_nothing(self):
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill3",
+                                 timeout_ms=2000,
+                                 extra={"kvring_layerwise": True})
+        e = engine.Engine(spec)
+        try:
+            e.worker.call("kill_at_layer", (self.srv.proc.pid, 1))
+            t0 = time.monotonic()
+            r = e.run("a", toks(9, 2 * 64 + 5))
+            self.assertLess(time.monotonic() - t0, 15.0)
+            self.assertEqual(r["errors"], [])
+            self.assertTrue(e.worker.alive(), "the engine died with kvring")
+            self.srv.proc.wait(10)
+            # The engine goes on without the cache.
+            self.assertEqual(e.run("b", toks(10, 70))["external_tokens"], 0)
+        finally:
+            e.stop()
 
     def test_load_fails_cleanly_when_server_dies_after_scheduling(self):
         spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill2",

@@ -251,12 +251,14 @@ class PagedKV(object):
                              "needs %d: the cache does not match the "
                              "namespace" % (what, len(views), lt.layers,
                                             lt.nkv, lt.layers * lt.nkv))
+        devices = sorted({str(o.device) for o in self._owners})
+        if len(devices) != 1:
+            raise ValueError("%s: the tensors are on %s: every layer must "
+                             "be on one device" % (what, ", ".join(devices)))
+        # The CPU: libkvring's C gather and scatter. Any other device:
+        # StagedCopies (torch ops on the device, one transfer per chunk).
+        self.device = self._owners[0].device
         for o in self._owners:
-            if o.device.type != "cpu":
-                raise ValueError("%s: the tensor is on %s; kvring copies CPU "
-                                 "tensors (a GPU cache needs DMA into the "
-                                 "pinned pool: docs/tensors.md)"
-                                 % (what, o.device))
             if o.element_size() != lt.elem_bytes or (
                     lt.elem_bytes != 1 and o.dtype != lt.torch_dtype):
                 raise ValueError("%s: dtype %s, the layout is %s: the cache "
@@ -319,8 +321,31 @@ class PagedKV(object):
             base=ctypes.cast(self._base, ctypes.POINTER(ctypes.c_void_p)))
         self._lib = _lib_handle()
         err = ctypes.create_string_buffer(256)
+        # The check reads the descriptor, never the memory: it holds for
+        # a device cache too.
         if self._lib.kvr_kv_check(ctypes.byref(self._d), err, len(err)) < 0:
             raise ValueError("%s: %s" % (what, err.value.decode()))
+        # The same views in (blocks, tokens, heads, dim) order (MLA:
+        # (blocks, tokens, dim)), as raw bytes for 1-byte dtypes, for the
+        # torch path.
+        order = [dims.index(d) for d in ("blocks", "tokens", "heads", "dim")
+                 if d in dims]
+        self._bviews = [v.permute(*order) for v in views]
+        if e == 1:
+            self._bviews = [v.view(torch.uint8) for v in self._bviews]
+        self._staged: Optional["StagedCopies"] = None
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    def staged(self) -> "StagedCopies":
+        """The torch path over this cache (made once, reused: it owns the
+        staging tensors and the copy stream)."""
+        if self._staged is None:
+            from .device import CopyStream
+            self._staged = StagedCopies(self, CopyStream(self.device))
+        return self._staged
 
     # -- constructors, one per engine layout --
     @classmethod
@@ -487,6 +512,10 @@ class PagedKV(object):
         and commit_store sends it without reading the slots again. Do not
         write the views afterwards (their sums would be stale)."""
         t = _bound(chunks, readonly=False)
+        if not self.on_cpu:
+            st = self.staged()
+            st.stream.host_waits(st.gather(block_ids, chunks))
+            return
         arr, n, cp, nc = self._args(block_ids, chunks)
         err = ctypes.create_string_buffer(256)
         if t is not None:
@@ -516,6 +545,11 @@ class PagedKV(object):
         cut in place at the failed chunk as verify_retrieve() cuts them,
         and commit_retrieve reports it so that kvringd drops it."""
         t = _bound(chunks, readonly=True)
+        if not self.on_cpu:
+            st = self.staged()
+            good, ev = st.scatter(block_ids, chunks, skip_blocks)
+            st.stream.host_waits(ev)
+            return good
         arr, n, cp, nc = self._args(block_ids, chunks)
         if not isinstance(skip_blocks, int) or not 0 <= skip_blocks <= n:
             raise ValueError("skip_blocks is %r: it must be 0..%d"
@@ -539,6 +573,174 @@ class PagedKV(object):
                                               None)
             t._cut()
         return rc
+
+
+class StagedCopies(object):
+    """Chunks between a paged cache and chunk slots through torch, for a
+    cache on a device (and, layer by layer, on any device, the CPU
+    included, which is how CI runs this path).
+
+    A store gathers each chunk's blocks on the cache's device into a
+    contiguous staging tensor (index_select per layer and K/V) and copies
+    it into its slot view in one transfer; layer by layer, a layer's K
+    and V parts go in two. A load copies the slot into staging, then
+    index_copy_ puts the blocks in place on the device, leaving the
+    first skip_blocks blocks (the engine's own prefix-cache hits) alone.
+    Staging tensors are reused: one per chunk in flight, allocated when
+    first needed. The copies run on a kvring.device.CopyStream; every
+    call returns the event that completes with its copies, and the
+    caller waits for it before a commit publishes or unpins the slots.
+
+    Checksums: a store's slots are summed by the commit (the bytes are
+    read once more, in host memory). A load under checksum 'on' checks
+    the chunks first (verify_retrieve: a second pass over host memory,
+    before anything reaches the device) and loads only the good prefix;
+    under 'verify' they were checked on arrival."""
+
+    def __init__(self, kv: PagedKV, stream: Any) -> None:
+        self.kv = kv
+        self.stream = stream
+        self._stage: List[torch.Tensor] = []
+        lt = kv.layout
+        self._sdtype = torch.uint8 if lt.elem_bytes == 1 else lt.torch_dtype
+        # One block of one (layer, K/V) in staging: (tokens, heads, dim),
+        # or (tokens, dim) for MLA.
+        self._block_shape = tuple(kv._bviews[0].shape[1:])
+
+    def staging(self, j: int) -> torch.Tensor:
+        while len(self._stage) <= j:
+            self._stage.append(torch.empty(self.kv.layout.shape,
+                                           dtype=self._sdtype,
+                                           device=self.kv.device))
+        return self._stage[j]
+
+    def _part(self, t: torch.Tensor, l: int, k: int) -> torch.Tensor:
+        """Layer l's K (k 0) or V (k 1) of a chunk-shaped tensor."""
+        return t[l] if self.kv.layout.mla else t[k, l]
+
+    def _checked(self, block_ids: Any, chunks: Sequence[torch.Tensor]
+                 ) -> List[List[int]]:
+        kv = self.kv
+        ids = block_ids.tolist() if isinstance(block_ids, torch.Tensor) \
+            else list(block_ids)
+        for i, b in enumerate(ids):
+            if isinstance(b, bool) or not isinstance(b, int) or \
+                    not 0 <= b < kv.num_blocks:
+                raise ValueError("block id %r (position %d) is out of range: "
+                                 "the cache has %d blocks"
+                                 % (b, i, kv.num_blocks))
+        bpc = kv.blocks_per_chunk
+        if len(ids) != len(chunks) * bpc:
+            raise ValueError("%d block ids for %d chunks: each chunk of %d "
+                             "tokens needs %d blocks of %d"
+                             % (len(ids), len(chunks), kv.layout.chunk_tokens,
+                                bpc, kv.block_size))
+        for i, c in enumerate(chunks):
+            if not isinstance(c, torch.Tensor) or not c.is_contiguous() or \
+                    c.numel() * c.element_size() != kv.chunk_bytes:
+                raise ValueError("chunk %d is not a contiguous tensor of %d "
+                                 "bytes (the layout's chunk)"
+                                 % (i, kv.chunk_bytes))
+        return [ids[j * bpc:(j + 1) * bpc] for j in range(len(chunks))]
+
+    def _slot(self, c: torch.Tensor) -> torch.Tensor:
+        lt = self.kv.layout
+        if c.dtype != self._sdtype:
+            c = c.view(self._sdtype)
+        return c.view(lt.shape)
+
+    def gather(self, block_ids: Any, chunks: Sequence[torch.Tensor],
+               layers: Optional[Sequence[int]] = None) -> Any:
+        """Copy the blocks (token order) of the given layers (all: the
+        whole chunk in one transfer) into the chunks (slot views).
+        Returns the event of the copies. ValueError before anything is
+        issued when the arguments do not fit."""
+        per = self._checked(block_ids, chunks)
+        kv, lt = self.kv, self.kv.layout
+        whole = layers is None
+        ls = range(lt.layers) if whole else list(layers)
+        nb = self.stream.non_blocking
+        with self.stream.run():
+            for j, (ids, c) in enumerate(zip(per, chunks)):
+                s = self.staging(j)
+                idx = torch.tensor(ids, dtype=torch.long).to(
+                    kv.device, non_blocking=nb)
+                dst = self._slot(c)
+                for l in ls:
+                    for k in range(lt.nkv):
+                        part = self._part(s, l, k)
+                        torch.index_select(
+                            kv._bviews[l * lt.nkv + k], 0, idx,
+                            out=part.view((len(ids),) + self._block_shape))
+                        if not whole:
+                            self._part(dst, l, k).copy_(part,
+                                                        non_blocking=nb)
+                if whole:
+                    dst.copy_(s, non_blocking=nb)
+            return self.stream.record()
+
+    def scatter(self, block_ids: Any, chunks: Sequence[torch.Tensor],
+                skip_blocks: int = 0, layers: Optional[Sequence[int]] = None,
+                good: Optional[int] = None) -> Tuple[int, Any]:
+        """Copy the chunks (slot views) into the blocks of the given
+        layers (all: each chunk in one transfer), leaving the first
+        skip_blocks blocks alone. Returns (good, event): good is how many
+        chunks were copied (under checksum 'on', the prefix that passed
+        its check; the views are cut as verify_retrieve() cuts them).
+        A caller that loads layer by layer checks once, with
+        checked_prefix(chunks), and passes the result as good."""
+        per = self._checked(block_ids, chunks)
+        kv, lt = self.kv, self.kv.layout
+        n = len(per) * kv.blocks_per_chunk
+        if not isinstance(skip_blocks, int) or not 0 <= skip_blocks <= n:
+            raise ValueError("skip_blocks is %r: it must be 0..%d"
+                             % (skip_blocks, n))
+        if good is None:
+            good = checked_prefix(chunks)
+        whole = layers is None
+        ls = range(lt.layers) if whole else list(layers)
+        nb = self.stream.non_blocking
+        bpc = kv.blocks_per_chunk
+        with self.stream.run():
+            for j in range(good):
+                ids, c = per[j], chunks[j]
+                skip = min(max(skip_blocks - j * bpc, 0), bpc)
+                if skip == bpc:
+                    continue
+                s = self.staging(j)
+                src = self._slot(c)
+                idx = torch.tensor(ids[skip:], dtype=torch.long).to(
+                    kv.device, non_blocking=nb)
+                if whole:
+                    s.copy_(src, non_blocking=nb)
+                for l in ls:
+                    for k in range(lt.nkv):
+                        part = self._part(s, l, k)
+                        if not whole:
+                            part.copy_(self._part(src, l, k),
+                                       non_blocking=nb)
+                        blocks = part.view((bpc,) + self._block_shape)
+                        kv._bviews[l * lt.nkv + k].index_copy_(
+                            0, idx, blocks[skip:])
+            return good, self.stream.record()
+
+
+def checked_prefix(chunks: Any) -> int:
+    """How many of a retrieve's chunks may be loaded: under checksum
+    'on' they are checked here first (verify_retrieve: the views are
+    cut in place at the first corrupt chunk and the commit reports it);
+    plain tensors and other modes: all."""
+    t = _bound(chunks, readonly=True)
+    if t is None or t.tx._c.checksum != "on":
+        return len(chunks)
+    t.verify()
+    keep = set(t.views.indices)
+    good = 0
+    for i in chunks.indices:
+        if i not in keep:
+            break
+        good += 1
+    return good
 
 
 def _lib_handle() -> Any:

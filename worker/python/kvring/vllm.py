@@ -24,21 +24,40 @@ only: not supported yet). Unknown kvring_* keys are refused.
 
 Scheduler side: get_num_new_matched_tokens() derives the request's chunk
 keys with its cache_salt folded in, looks up the longest stored prefix of
-full chunks and pins it under a lease; update_state_after_alloc() and
-build_connector_meta() carry the lease and the block ids to the workers;
-request_finished() releases what is left. Worker side: start_load_kv()
-redeems the lease in the worker process and scatters the chunks into the
-allocated blocks (skipping blocks vLLM's own prefix cache already holds);
-wait_for_save() gathers every full prompt chunk computed so far and stores
-it. This first version loads and saves whole requests, not layer by layer:
-wait_for_layer_load() and save_kv_layer() return at once. Only full chunks
-are stored. Any kvring failure makes a load report its blocks through
-get_block_ids_with_load_errors() (vLLM recomputes them) and a save skip,
-with a log line: the engine never fails or hangs because of the cache.
+full chunks and pins it under a lease (the call's only effect: a pin
+never taken up is released by the next lookup of the request,
+update_state_after_alloc with nothing to load, request_finished, or the
+lease's expiry); update_state_after_alloc() and build_connector_meta()
+carry the lease and the block ids to the workers (a request resumed after
+preemption gets its new block ids, from resumed_req_ids or vLLM 0.10's
+resumed_from_preemption); request_finished() releases what is left.
+
+Worker side: register_kv_caches() (or register_cross_layers_kv_cache(),
+where prefer_cross_layer_blocks is True) reads the cache's layout from
+the tensors and vLLM's attention backend (kvring.kv.PagedKV.from_vllm)
+and refuses, with a sentence, a cache it cannot read or could read two
+ways; a model with several KV cache groups is refused when the connector
+is built. start_load_kv() redeems the lease in the worker process and
+copies the chunks into the allocated blocks (skipping blocks vLLM's own
+prefix cache already holds); wait_for_save() stores every full prompt
+chunk computed so far. Whole requests (the default for a CPU cache) go
+through libkvring's C gather and scatter. Layer by layer (kvring_layerwise,
+the default for a cache on a device) start_load_kv() issues each layer's
+load copies and reserves the saves' slots, wait_for_layer_load() waits
+for one layer's copies, save_kv_layer() issues one layer's save copies,
+and wait_for_save() commits only the chunks whose every layer landed.
+A device cache's copies go through staging tensors on the device and a
+copy stream (kvring.kv.StagedCopies, kvring.device; not run on a device
+yet: scripts/device-check.sh). Only full chunks are stored. Any kvring
+failure makes a load report its blocks through
+get_block_ids_with_load_errors() (vLLM recomputes them under
+kv_load_failure_policy "recompute") and a save publish nothing, with a
+log line: the engine never fails or hangs because of the cache.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
@@ -49,7 +68,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
 import kvring
-from kvring.kv import PagedKV, backend_labels
+from kvring.device import PoolRegistration, slot_base
+from kvring.kv import PagedKV, StagedCopies, backend_labels, checked_prefix
 from kvring.torch import ChunkLayout, KvringContext, salted_keys
 
 if TYPE_CHECKING:
@@ -110,6 +130,33 @@ class _Req:
     l2_asks: int = 0         # "ask again" answers given (kvring_l2)
 
 
+@dataclass
+class _InLoad:
+    """Worker side, layer by layer: a load retrieved at start_load_kv."""
+    ld: LoadSpec
+    views: Any
+    use_lease: bool
+    good: int = 0            # chunks that passed the checksum check
+    failed: bool = False     # a layer's copy failed: blocks reported
+
+    @property
+    def iid(self) -> Tuple[str, str]:
+        return ("load", self.ld.req_id)
+
+
+@dataclass
+class _InSave:
+    """Worker side, layer by layer: a store reserved at start_load_kv,
+    filled by save_kv_layer, committed by wait_for_save only when every
+    layer landed."""
+    sv: SaveSpec
+    views: Any
+    ids: List[int] = field(default_factory=list)
+    layers: Set[int] = field(default_factory=set)
+    ev: Any = None
+    failed: bool = False
+
+
 def _layout(vllm_config: "VllmConfig", chunk_tokens: int) -> ChunkLayout:
     mc, pc, cc = (vllm_config.model_config, vllm_config.parallel_config,
                   vllm_config.cache_config)
@@ -157,7 +204,7 @@ CONFIG_KEYS: Dict[str, Tuple[Any, Any, Optional[str]]] = {
                          ("background", "inline")), None, "KVRING_PREFAULT"),
     "kvring_store_ahead": (_BOOL, None, "KVRING_STORE_AHEAD"),
     "kvring_server_uid": (int, None, "KVRING_SERVER_UID"),
-    "kvring_layerwise": (_BOOL, False, None),
+    "kvring_layerwise": (_BOOL, None, None),
 }
 
 
@@ -195,12 +242,6 @@ def read_config(extra: Any) -> Dict[str, Any]:
                                        " (or left out: $%s decides)" % env
                                        if env else ""))
         out[key] = v
-    if out["kvring_layerwise"]:
-        raise ValueError("kv_connector_extra_config.kvring_layerwise is "
-                         "true: layer-by-layer loads and saves are not "
-                         "supported yet (the connector moves whole "
-                         "requests in start_load_kv and wait_for_save); "
-                         "leave it out or set it false")
     return out
 
 
@@ -249,6 +290,13 @@ def _refuse_hybrid(kv_cache_config: Any) -> None:
 
 class KvringConnector(KVConnectorBase_V1):
     """vLLM KVConnectorBase_V1 over kvring (see the module docstring)."""
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Dict[str, Any]
+                                         ) -> bool:
+        # Layer by layer (the default on a device) the connector runs
+        # Python between layers, which a full CUDA graph would skip.
+        return (extra_config or {}).get("kvring_layerwise") is not False
 
     @property
     def requires_kv_delivery(self) -> bool:
@@ -321,6 +369,14 @@ class KvringConnector(KVConnectorBase_V1):
         self._kv: Optional[PagedKV] = None
         self._load_errors: Set[int] = set()
         self._said_copy = False
+        self._cfg_layerwise: Optional[bool] = cfg["kvring_layerwise"]
+        self._layerwise = False
+        self._staged: Optional[StagedCopies] = None
+        self._reg: Optional[PoolRegistration] = None
+        self._layer_ids: Dict[str, int] = {}
+        self._inloads: List[_InLoad] = []
+        self._insaves: List[_InSave] = []
+        self._layer_ev: Dict[int, Any] = {}
         if role == KVConnectorRole.SCHEDULER:
             # The scheduler looks up with rank 0's namespace; with tensor
             # parallelism every rank stores its own shard under its own
@@ -524,98 +580,274 @@ class KvringConnector(KVConnectorBase_V1):
                                      kv_layout=self._kv_layout,
                                      backend=backend,
                                      block_size=self._block_size)
-        self._say_layout(backend)
-        self._worker_ctx()
+        self._layer_ids = {n: i for i, n in enumerate(kv_caches)}
+        self._registered(backend)
 
     def register_cross_layers_kv_cache(self, kv_cache: torch.Tensor,
                                        attn_backend: Any) -> None:
         self._kv = PagedKV.from_vllm_cross_layer(
             kv_cache, self.layout, backend=attn_backend,
             block_size=self._block_size, kv_layout=self._kv_layout)
-        self._say_layout(attn_backend)
-        self._worker_ctx()
+        self._registered(attn_backend)
 
-    def _say_layout(self, backend: Any) -> None:
+    def _registered(self, backend: Any) -> None:
         kv = self._kv
         assert kv is not None
-        log.info("kvring: %s cache of %d blocks read as %s (backend %s%s)",
-                 kv.what, kv.num_blocks, kv.describe(),
+        # Layer by layer by default for a device cache (the copies overlap
+        # the model's compute); whole requests by default on the CPU,
+        # where libkvring's C gather and scatter copy every layer in one
+        # pass.
+        lw = self._cfg_layerwise
+        self._layerwise = (not kv.on_cpu) if lw is None else bool(lw)
+        if self._layerwise or not kv.on_cpu:
+            self._staged = kv.staged()
+        log.info("kvring: %s on %s of %d blocks read as %s (backend %s%s); "
+                 "%s", kv.what, kv.device, kv.num_blocks, kv.describe(),
                  getattr(backend, "__name__", None),
                  ", kvring_kv_layout %s" % self._kv_layout
-                 if self._kv_layout else "")
+                 if self._kv_layout else "",
+                 "layer by layer" if self._layerwise else "whole requests")
+        self._worker_ctx()
 
     def start_load_kv(self, forward_context: "ForwardContext",
                       **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvringConnectorMetadata)
+        self._end_step()  # anything an interrupted step left
+        if not self._layerwise:
+            for ld in meta.loads:
+                if not self._load(ld):
+                    self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+            return
+        # Layer by layer: retrieve every load now and issue each layer's
+        # copies (on a device they run on the copy stream while the
+        # model computes; wait_for_layer_load waits for one layer's);
+        # reserve every save's slots for save_kv_layer to fill.
         for ld in meta.loads:
-            if not self._load(ld):
-                self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+            self._begin_load(ld)
+        if self._inloads:
+            for l in range(self.layout.layers):
+                self._layer_ev[l] = self._issue_load_layer(l)
+        for sv in meta.saves:
+            self._begin_save(sv)
 
-    def _load(self, ld: LoadSpec) -> bool:
+    # -- retrieving: shared by the whole-request and layer-wise paths --
+    def _retrieve(self, ld: LoadSpec) -> Optional["_InLoad"]:
+        """Pin ld's chunks in this worker (redeeming the scheduler's lease
+        where it holds this rank's chunks). None: nothing to load (the
+        failure is logged); then vLLM recomputes."""
         ctx, kv = self._worker_ctx(), self._kv
         if ctx is None or kv is None:
-            return False
+            return None
         # The scheduler's lease holds rank (tp 0, pp 0)'s chunks only.
         use_lease = bool(ld.lease) and self._tp_rank == 0 and \
             self._pp_rank == 0
-        iid = ("load", ld.req_id)
+        il = _InLoad(ld, None, use_lease)
         try:
             if use_lease:
-                views = ctx.prepare_retrieve(None, iid, lease=ld.lease)
+                views = ctx.prepare_retrieve(None, il.iid, lease=ld.lease)
             else:
-                views = ctx.prepare_retrieve(ld.tokens, iid, salt=ld.salt)
+                views = ctx.prepare_retrieve(ld.tokens, il.iid, salt=ld.salt)
         except (kvring.KvringError, ValueError) as e:
             log.warning("kvring load of %s failed: %s", ld.req_id, e)
-            return False
+            return None
         if views is None:
             log.warning("kvring load of %s failed: the cache is "
                         "unavailable; vLLM recomputes", ld.req_id)
+            return None
+        il.views = views
+        if len(views) < ld.nchunks:
+            log.warning("kvring load of %s: %d of %d chunks left (evicted"
+                        "?); vLLM recomputes", ld.req_id, len(views),
+                        ld.nchunks)
+            self._unpin(il)
+            return None
+        self._register_pool(views)
+        return il
+
+    def _unpin(self, il: "_InLoad") -> None:
+        ctx = self._ctx
+        il.views = None
+        if ctx is None:
+            return
+        if il.use_lease:
+            ctx.commit_retrieve(None, il.iid, lease=il.ld.lease)
+        else:
+            ctx.commit_retrieve(il.ld.tokens, il.iid, salt=il.ld.salt)
+
+    def _load(self, ld: LoadSpec) -> bool:
+        """The whole request at once (libkvring's C scatter on the CPU,
+        the staged torch path on a device)."""
+        il = self._retrieve(ld)
+        if il is None:
             return False
+        kv = self._kv
+        assert kv is not None and il.views is not None
         ok = False
         try:
             # checksum='on': the scatter checks each chunk while it copies
-            # it into the blocks ('verify' checked on arrival). A chunk
-            # that fails ends the copy and cuts the views; the load then
-            # falls short and vLLM recomputes every block of it, the
-            # failed chunk's included, as for an evicted chunk.
-            ok = len(views) >= ld.nchunks
-            if ok:
-                got = kv.scatter(ld.block_ids, views[:ld.nchunks],
-                                 skip_blocks=ld.skip_blocks)
-                if got < ld.nchunks:
-                    log.warning("kvring load of %s: chunk %d of %d fails "
-                                "its checksum; vLLM recomputes", ld.req_id,
-                                got, ld.nchunks)
-                    ok = False
-            else:
-                log.warning("kvring load of %s: %d of %d chunks left (evicted"
-                            "?); vLLM recomputes", ld.req_id, len(views),
+            # it into the blocks ('verify' checked on arrival; a device
+            # load checks first). A chunk that fails ends the copy and
+            # cuts the views; the load then falls short and vLLM
+            # recomputes every block of it, the failed chunk's included,
+            # as for an evicted chunk.
+            got = kv.scatter(ld.block_ids, il.views[:ld.nchunks],
+                             skip_blocks=ld.skip_blocks)
+            ok = got >= ld.nchunks
+            if not ok:
+                log.warning("kvring load of %s: chunk %d of %d fails its "
+                            "checksum; vLLM recomputes", ld.req_id, got,
                             ld.nchunks)
-        except (kvring.KvringError, ValueError) as e:
+        except Exception as e:
             log.warning("kvring load of %s failed: %s", ld.req_id, e)
-            ok = False
         finally:
-            del views
-            if use_lease:
-                ctx.commit_retrieve(None, iid, lease=ld.lease)
-            else:
-                ctx.commit_retrieve(ld.tokens, iid, salt=ld.salt)
+            self._unpin(il)
         return ok
 
+    # -- layer by layer --
+    def _begin_load(self, ld: LoadSpec) -> None:
+        il = self._retrieve(ld)
+        if il is None:
+            self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+            return
+        try:
+            # Checked once, before any layer's copy (checksum 'on').
+            il.good = checked_prefix(il.views[:ld.nchunks])
+        except Exception as e:
+            log.warning("kvring load of %s failed: %s", ld.req_id, e)
+            il.good = 0
+        if il.good < ld.nchunks:
+            log.warning("kvring load of %s: chunk %d of %d fails its "
+                        "checksum; vLLM recomputes", ld.req_id, il.good,
+                        ld.nchunks)
+            self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+            self._unpin(il)
+            return
+        self._inloads.append(il)
+
+    def _issue_load_layer(self, l: int) -> Any:
+        """Issue layer l's copies of every load of the step; a load whose
+        copy fails is dropped (its blocks reported, nothing more of it
+        copied). Returns the layer's event."""
+        st = self._staged
+        assert st is not None
+        ev = None
+        for il in self._inloads:
+            if il.failed:
+                continue
+            ld = il.ld
+            try:
+                _, ev = st.scatter(ld.block_ids, il.views[:ld.nchunks],
+                                   ld.skip_blocks, [l], good=il.good)
+            except Exception as e:
+                log.warning("kvring load of %s failed at layer %d: %s; vLLM "
+                            "recomputes", ld.req_id, l, e)
+                il.failed = True
+                self._load_errors.update(ld.block_ids[ld.skip_blocks:])
+        return ev
+
+    def _begin_save(self, sv: SaveSpec) -> None:
+        ctx = self._worker_ctx()
+        if ctx is None or self._kv is None:
+            return
+        ins = _InSave(sv, ctx.prepare_store(sv.tokens, ("save", sv.req_id),
+                                            salt=sv.salt))
+        if ins.views is None:
+            log.warning("kvring save of %s skipped: the server is gone, or "
+                        "no chunk found room (the pool is full of pinned "
+                        "or reserved chunks)", sv.req_id)
+            return
+        if not ins.views:  # []: all stored already
+            return
+        for i in ins.views.indices:
+            ins.ids.extend(sv.block_ids[i * self._bpc:(i + 1) * self._bpc])
+        self._register_pool(ins.views)
+        self._insaves.append(ins)
+
+    def _layer(self, layer_name: str) -> int:
+        """A layer's index: its place in register_kv_caches()'s dict, or
+        (a cross-layer cache) the order the layers are first seen in."""
+        i = self._layer_ids.get(layer_name)
+        if i is None:
+            i = self._layer_ids[layer_name] = len(self._layer_ids)
+        return i
+
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return  # whole requests are loaded in start_load_kv
+        if not self._layerwise or not self._inloads:
+            return  # loaded in start_load_kv
+        st = self._staged
+        assert st is not None
+        st.stream.compute_waits(self._layer_ev.get(self._layer(layer_name)))
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor,
                       attn_metadata: "AttentionMetadata",
                       **kwargs: Any) -> None:
-        return  # whole requests are saved in wait_for_save
+        if not self._layerwise or not self._insaves:
+            return  # whole requests are saved in wait_for_save
+        st = self._staged
+        assert st is not None
+        l = self._layer(layer_name)
+        for ins in self._insaves:
+            if ins.failed:
+                continue
+            try:
+                ins.ev = st.gather(ins.ids, ins.views, [l])
+                ins.layers.add(l)
+            except Exception as e:
+                log.warning("kvring save of %s failed at layer %d, nothing "
+                            "published: %s", ins.sv.req_id, l, e)
+                ins.failed = True
 
     def wait_for_save(self) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvringConnectorMetadata)
+        if self._layerwise:
+            self._end_step()
+            return
         for sv in meta.saves:
             self._save(sv)
+
+    def _end_step(self) -> None:
+        """Layer by layer: wait for the step's copies; commit each store
+        whose every layer landed and abort the others (nothing
+        half-written is published); unpin the loads."""
+        st = self._staged
+        insaves, self._insaves = self._insaves, []
+        inloads, self._inloads = self._inloads, []
+        layer_ev, self._layer_ev = self._layer_ev, {}
+        ctx = self._ctx
+        for ins in insaves:
+            sv, iid = ins.sv, ("save", ins.sv.req_id)
+            try:
+                if st is not None:
+                    st.stream.host_waits(ins.ev)
+            except Exception as e:
+                log.warning("kvring save of %s: a copy failed: %s",
+                            sv.req_id, e)
+                ins.failed = True
+            if ctx is None:
+                continue
+            if ins.failed or len(ins.layers) != self.layout.layers:
+                if not ins.failed:
+                    log.warning("kvring save of %s: %d of %d layers saved "
+                                "in the step; nothing published",
+                                sv.req_id, len(ins.layers),
+                                self.layout.layers)
+                ctx.abort_store(sv.tokens, iid, ins.views, sv.salt)
+            elif not ctx.commit_store(sv.tokens, iid, ins.views, sv.salt):
+                log.warning("kvring save of %s was not published", sv.req_id)
+        for ev in layer_ev.values():
+            try:
+                if st is not None:
+                    st.stream.host_waits(ev)
+            except Exception as e:
+                log.warning("kvring load: a copy failed: %s", e)
+                for il in inloads:
+                    il.failed = True
+                    self._load_errors.update(
+                        il.ld.block_ids[il.ld.skip_blocks:])
+        for il in inloads:
+            self._unpin(il)
 
     def _save(self, sv: SaveSpec) -> None:
         ctx, kv = self._worker_ctx(), self._kv
@@ -630,6 +862,7 @@ class KvringConnector(KVConnectorBase_V1):
             return
         if not views:  # []: all stored already
             return
+        self._register_pool(views)
         try:
             ids: List[int] = []
             for i in views.indices:
@@ -643,6 +876,27 @@ class KvringConnector(KVConnectorBase_V1):
         if not ctx.commit_store(sv.tokens, iid, views, sv.salt):
             log.warning("kvring save of %s was not published", sv.req_id)
 
+    def _register_pool(self, views: Any) -> None:
+        """Once per worker, for a cache on a device: register the pool
+        mapping for DMA (kvring.device.PoolRegistration), its base found
+        from the first transfer's slots."""
+        kv, ctx = self._kv, self._ctx
+        if self._reg is not None or kv is None or kv.on_cpu or \
+                ctx is None or ctx.client is None or \
+                ctx.client.transport == "copy":
+            return
+        t = views._transfer() if getattr(views, "_transfer", None) else None
+        if t is None:
+            return
+        c = ctx.client
+        lib = kvring._lib_handle()
+        h = c._handle()
+
+        def wait_prefault() -> None:
+            lib.kvr_prefault_status(ctypes.c_void_p(h), True, None)
+        self._reg = PoolRegistration(kv.device, slot_base(t.tx),
+                                     c.pool_bytes, wait_prefault)
+
     def get_block_ids_with_load_errors(self) -> Set[int]:
         errs, self._load_errors = self._load_errors, set()
         return errs
@@ -652,6 +906,13 @@ class KvringConnector(KVConnectorBase_V1):
         return None, None
 
     def shutdown(self) -> None:
+        try:
+            self._end_step()
+        except Exception as e:  # the server gone: nothing was published
+            log.debug("kvring: end of the last step at shutdown: %s", e)
+        if self._reg is not None:
+            self._reg.close()
+            self._reg = None
         if self._ctx is not None:
             self._ctx.close()
             self._ctx = None
