@@ -93,6 +93,9 @@ class EngineSpec:
     # use_uniform_kv_cache()), False: per-layer caches regardless.
     cross_layer: Optional[bool] = None
     kv_cache_groups: Optional[List[Any]] = None  # default: one group
+    # Where the worker's caches live ("cuda" for scripts/device-check.py;
+    # a worker with a device cache is spawned, not forked).
+    device: str = "cpu"
 
     def kv_cache_config(self) -> KVCacheConfig:
         """What vLLM builds the connectors with: one full-attention (or
@@ -269,7 +272,7 @@ def make_cross_layer_cache(spec: EngineSpec
     of it, and the physical tensor register_cross_layers_kv_cache gets."""
     shape, order = _backend_shape(spec, True)
     phys = torch.full(tuple(shape[i] for i in order), -1.0,
-                      dtype=TORCH_DTYPES[spec.dtype])
+                      dtype=TORCH_DTYPES[spec.dtype], device=spec.device)
     inv = [order.index(i) for i in range(len(order))]
     logical = phys.permute(*inv)
     return ({n: logical[i] for i, n in enumerate(layer_names(spec))}, phys)
@@ -287,28 +290,33 @@ def make_caches(spec: EngineSpec) -> Dict[str, torch.Tensor]:
         inv = [order.index(i) for i in range(len(order))]
         for name in layer_names(spec):
             out[name] = torch.full(tuple(shape[i] for i in order), -1.0,
-                                   dtype=dt).permute(*inv)
+                                   dtype=dt, device=spec.device
+                                   ).permute(*inv)
         return out
     for l in range(spec.layers):
         if spec.mla:
             t = torch.full((spec.num_blocks, spec.block_size,
-                            spec.head_size), -1.0, dtype=dt)
+                            spec.head_size), -1.0, dtype=dt,
+                           device=spec.device)
         elif spec.hnd:
             # HND in memory, handed out NHD-shaped (vLLM's stride order).
             t = torch.full((2, spec.num_blocks, spec.kv_heads,
                             spec.block_size, spec.head_size), -1.0,
-                           dtype=dt).permute(0, 1, 3, 2, 4)
+                           dtype=dt, device=spec.device
+                           ).permute(0, 1, 3, 2, 4)
         else:
             t = torch.full((2, spec.num_blocks, spec.block_size,
-                            spec.kv_heads, spec.head_size), -1.0, dtype=dt)
+                            spec.kv_heads, spec.head_size), -1.0, dtype=dt,
+                           device=spec.device)
         out["model.layers.%d.self_attn.attn" % l] = t
     return out
 
 
 def _slots(spec: EngineSpec, block_ids: List[int], pos: List[int]):
     bs = spec.block_size
-    return (torch.tensor([block_ids[p // bs] for p in pos]),
-            torch.tensor([p % bs for p in pos]))
+    return (torch.tensor([block_ids[p // bs] for p in pos],
+                         device=spec.device),
+            torch.tensor([p % bs for p in pos], device=spec.device))
 
 
 def _nhd(spec: EngineSpec, t: torch.Tensor) -> torch.Tensor:
@@ -330,6 +338,7 @@ def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
     if vals is None:
         vals = model_kv(spec, tokens, pos)
     b, o = _slots(spec, block_ids, pos)
+    vals = vals.to(spec.device)
     for l, t in enumerate(caches.values()):
         if layers is not None and l not in layers:
             continue
@@ -397,7 +406,8 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                 conn.send(("ok", None))
             elif cmd == "read":
                 block_ids, pos = arg
-                conn.send(("ok", read_kv(spec, caches, block_ids, pos)))
+                conn.send(("ok", read_kv(spec, caches, block_ids,
+                                         pos).cpu()))
             elif cmd == "kill_in_commit_store":
                 # Die (SIGKILL, no cleanup) at the moment a store would be
                 # published, after its bytes were gathered into the pool.
@@ -485,7 +495,10 @@ def _worker_step(spec: EngineSpec, worker: Any, caches: Dict[str, Any],
 
 class WorkerProcess(object):
     def __init__(self, spec: EngineSpec) -> None:
-        ctx = multiprocessing.get_context("fork")
+        # CUDA cannot be used in a forked child of a process that used
+        # it: a device worker is spawned.
+        ctx = multiprocessing.get_context("fork" if spec.device == "cpu"
+                                          else "spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(spec, child),
                                 daemon=True)
