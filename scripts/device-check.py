@@ -14,6 +14,8 @@ Prints one JSON line per figure:
 - {"figure": "d2h_gbps"} and {"figure": "h2d_gbps"}: chunk copies between
   a CUDA tensor and slot views of the DMA-registered pool, beside torch's
   own copy of the same bytes to and from pinned memory, in the same run.
+- {"check": "chunks_from_device"}: KvringContext.store_chunks() and
+  retrieve_chunks() with CUDA tensors.
 - {"figure": "step_s"}: a step of a 16-layer model on the GPU without the
   connector, with it layer by layer, and with it whole-request.
 
@@ -194,6 +196,14 @@ def bandwidth(sock):
         emit(figure="h2d_gbps", pool=pool, torch_pinned=ref,
              registered=reg.registered, bytes=nbytes, ok=ok)
         ctx.commit_retrieve(tokens, "bw-r")
+        # KvringContext's whole-chunk copies from and to CUDA tensors.
+        t2 = [(j * 7919 + 13) % 50000 for j in range(nch * 256)]
+        stored = ctx.store_chunks(t2, src)
+        back = torch.zeros_like(src)
+        got = ctx.retrieve_chunks(t2, back)
+        ok = stored == nch and got == nch and torch.equal(back, src)
+        failed += not ok
+        emit(check="chunks_from_device", ok=ok, stored=stored, loaded=got)
         reg.close()
     return failed
 
