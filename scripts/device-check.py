@@ -141,7 +141,7 @@ def gbps(nbytes, fn, reps=5):
 
 
 def bandwidth(sock):
-    from kvring.device import PoolRegistration, slot_base
+    from kvring.device import register_pool, slot_base
     from kvring.torch import ChunkLayout, KvringContext
     lt = ChunkLayout(layers=32, kv_heads=8, head_size=128, dtype="bf16",
                      chunk_tokens=256)  # Llama-3-8B: 32 MiB chunks
@@ -157,11 +157,12 @@ def bandwidth(sock):
         c = ctx.client
         lib = kvring._lib_handle()
         h = c._handle()
-        reg = PoolRegistration(
+        reg = register_pool(
             torch.device("cuda"), slot_base(views._transfer().tx),
             c.pool_bytes,
             lambda: lib.kvr_prefault_status(ctypes.c_void_p(h), True, None))
-        reg._thread.join()
+        if reg.reg._thread is not None:
+            reg.reg._thread.join()
         src = torch.randn((nch,) + lt.shape, device="cuda").to(
             torch.bfloat16)
         pinned = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)

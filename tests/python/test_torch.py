@@ -248,6 +248,29 @@ class DeviceTest(unittest.TestCase):
         self.assertIn("stay correct", logs.output[0])
         self.assertEqual(calls[-1], ("unreg", base))
 
+    def test_one_registration_per_pool_mapping_in_a_process(self):
+        # Every client of a process shares one mapping of the pool
+        # (libkvring); so every connector shares one registration of it.
+        from unittest import mock
+        from kvring.device import register_pool
+        rt, calls = self.fake_cudart()
+        base = 1 << 41
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt):
+            a = register_pool(torch.device("cuda"), base, 1 << 30)
+            b = register_pool(torch.device("cuda"), base, 1 << 30)
+            self.assertIs(a.reg, b.reg)
+            a.reg._thread.join()
+            self.assertEqual(calls, [("reg", base, 1 << 30)])
+            a.close()
+            a.close()
+            self.assertEqual(len(calls), 1, "unregistered while b holds it")
+            b.close()
+            self.assertEqual(calls[1:], [("unreg", base)])
+            c = register_pool(torch.device("cuda"), base, 1 << 30)
+            c.reg._thread.join()
+            c.close()
+        self.assertEqual(len(calls), 4)
+
     def test_cpu_needs_no_cuda(self):
         from kvring.device import CopyStream, PoolRegistration
         s = CopyStream(torch.device("cpu"))
@@ -571,6 +594,22 @@ class ContextTest(ServerCase):
                 ctx.commit_retrieve(t)
             self.assertTrue(any("written in place" in str(x.message)
                                 for x in w))
+
+    def test_clients_of_one_process_share_one_pool_mapping(self):
+        # The second connect maps and pre-faults nothing: it joins the
+        # first client's mapping, so slots have one address in the
+        # process (and one DMA registration covers them).
+        with self.ctx() as a, self.ctx() as b:
+            self.assertIn(", shared", b.client.debug)
+            t = toks(170, 16)
+            views = a.prepare_store(t)
+            pa = views[0].data_ptr()
+            views[0].fill_(3)
+            self.assertTrue(a.commit_store(t, 0, views))
+            got = b.prepare_retrieve(t)
+            self.assertEqual(got[0].data_ptr(), pa)
+            self.assertTrue(bool((got[0] == 3).all()))
+            b.commit_retrieve(t)
 
     def test_salt_separates_tenants_when_tokens_are_equal(self):
         with self.ctx() as ctx:

@@ -13,11 +13,13 @@ runs unchanged in CI on CPU tensors standing in for a device:
   the compute stream or the host can wait for. Elsewhere (the CPU, and
   devices without a stream API kvring uses) copies run in order on the
   caller's thread and every event is complete when it is recorded.
-- PoolRegistration: the pool mapping registered for DMA
+- PoolRegistration, register_pool(): the pool mapping registered for DMA
   (cudaHostRegister, in pieces of at most 64 GiB, from a background
   thread after the pool's pre-fault), so that device copies into slots
   run at the link's speed. A failure is one warning and copies stay
-  correct, only slower (pageable memory). Unregistered on close.
+  correct, only slower (pageable memory). libkvring maps a pool once per
+  process, whatever the number of clients; register_pool() registers
+  that mapping once too, and unregisters it when its last user closes.
 
 Nothing here touches torch.cuda unless a cache is on a CUDA device: a
 torch build without CUDA imports and runs all of kvring.
@@ -34,7 +36,8 @@ import torch
 
 log = logging.getLogger("kvring.device")
 
-__all__ = ["CopyStream", "PoolRegistration", "DMA_PIECE_BYTES"]
+__all__ = ["CopyStream", "PoolRegistration", "register_pool",
+           "DMA_PIECE_BYTES"]
 
 # cudaHostRegister takes at most this much in one call on some drivers.
 DMA_PIECE_BYTES = 64 << 30
@@ -160,3 +163,50 @@ def slot_base(tx: Any) -> int:
     except Exception:
         pass
     return 0
+
+
+class SharedRegistration(object):
+    """One user's hold on the process's registration of a pool mapping
+    (register_pool()). close() lets go; the registration is undone when
+    the last holder closes. Harmless twice."""
+
+    def __init__(self, base: int, reg: PoolRegistration) -> None:
+        self.base = base
+        self.reg = reg
+        self._closed = False
+
+    @property
+    def registered(self) -> bool:
+        return self.reg.registered
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _regs_lock:
+            ent = _regs.get(self.base)
+            if ent is None or ent[0] is not self.reg:
+                return
+            ent[1] -= 1
+            if ent[1] > 0:
+                return
+            del _regs[self.base]
+        self.reg.close()
+
+
+_regs: dict = {}  # mapping base -> [PoolRegistration, holders]
+_regs_lock = threading.Lock()
+
+
+def register_pool(device: torch.device, base: int, nbytes: int,
+                  wait_prefault: Any = None) -> SharedRegistration:
+    """The process's one DMA registration of the pool mapping at base:
+    made by the first caller (PoolRegistration, in the background), held
+    by every later one. Close what it returns when done."""
+    with _regs_lock:
+        ent = _regs.get(base)
+        if ent is None or ent[0].nbytes != nbytes:
+            ent = _regs[base] = [PoolRegistration(device, base, nbytes,
+                                                  wait_prefault), 0]
+        ent[1] += 1
+        return SharedRegistration(base, ent[0])

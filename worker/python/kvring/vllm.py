@@ -68,7 +68,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
 
 import kvring
-from kvring.device import PoolRegistration, slot_base
+from kvring.device import SharedRegistration, register_pool, slot_base
 from kvring.kv import PagedKV, StagedCopies, backend_labels, checked_prefix
 from kvring.torch import ChunkLayout, KvringContext, salted_keys
 
@@ -372,7 +372,7 @@ class KvringConnector(KVConnectorBase_V1):
         self._cfg_layerwise: Optional[bool] = cfg["kvring_layerwise"]
         self._layerwise = False
         self._staged: Optional[StagedCopies] = None
-        self._reg: Optional[PoolRegistration] = None
+        self._reg: Optional[SharedRegistration] = None
         self._layer_ids: Dict[str, int] = {}
         self._inloads: List[_InLoad] = []
         self._insaves: List[_InSave] = []
@@ -877,9 +877,11 @@ class KvringConnector(KVConnectorBase_V1):
             log.warning("kvring save of %s was not published", sv.req_id)
 
     def _register_pool(self, views: Any) -> None:
-        """Once per worker, for a cache on a device: register the pool
-        mapping for DMA (kvring.device.PoolRegistration), its base found
-        from the first transfer's slots."""
+        """For a cache on a device: register the pool mapping for DMA,
+        once per process (kvring.device.register_pool: libkvring maps the
+        pool once per process, and every connector of the process shares
+        the registration), its base found from the first transfer's
+        slots."""
         kv, ctx = self._kv, self._ctx
         if self._reg is not None or kv is None or kv.on_cpu or \
                 ctx is None or ctx.client is None or \
@@ -894,8 +896,8 @@ class KvringConnector(KVConnectorBase_V1):
 
         def wait_prefault() -> None:
             lib.kvr_prefault_status(ctypes.c_void_p(h), True, None)
-        self._reg = PoolRegistration(kv.device, slot_base(t.tx),
-                                     c.pool_bytes, wait_prefault)
+        self._reg = register_pool(kv.device, slot_base(t.tx), c.pool_bytes,
+                                  wait_prefault)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
         errs, self._load_errors = self._load_errors, set()
