@@ -19,8 +19,9 @@ read two ways), kvring_checksum ('off', 'on', 'verify'), kvring_prefault
 ('background', 'inline'), kvring_store_ahead, kvring_server_uid (each
 left out: its environment variable decides), kvring_l2 and
 kvring_l2_asks (read through kvringd's L2 tier, answering vLLM "ask
-again" while chunks still load from Redis), kvring_layerwise (false
-only: not supported yet). Unknown kvring_* keys are refused.
+again" while chunks still load from Redis), kvring_layerwise (layer by
+layer; default on for a cache on a device, off on the CPU). Unknown
+kvring_* keys are refused.
 
 Scheduler side: get_num_new_matched_tokens() derives the request's chunk
 keys with its cache_salt folded in, looks up the longest stored prefix of
