@@ -7,8 +7,9 @@ Prints one JSON line per figure:
 
 - {"check": "bit_exact", ...} per layout (NHD, HND, FlashInfer HND, MLA;
   per layer and cross-layer) and dtype (fp16, bf16), layer by layer, and
-  NHD whole-request per dtype: engine A stores a CUDA paged cache through the connector,
-  engine B (other processes, other block ids) loads it; B's blocks must
+  NHD whole-request per dtype: engine A stores a CUDA paged cache through
+  the connector, engine B (other processes, other block ids) loads it;
+  B's blocks must
   equal the model's KV and the stored chunks must equal LMCache's format
   built by hand.
 - {"figure": "d2h_gbps"} and {"figure": "h2d_gbps"}: chunk copies between

@@ -509,7 +509,8 @@ class ContextTest(ServerCase):
                     (good.float(), "torch.float32"),
                     (good[:1], "holds 1 chunks"),
                     ([good[0], good[1].transpose(1, 2)], "non-contiguous"),
-                    ([good[0], good[1][:, :, :8]], "contiguous torch.float16 tensor"),
+                    ([good[0], good[1][:, :, :8]],
+                     "contiguous torch.float16 tensor"),
                     ("nope", "must be a list")):
                 with self.assertRaisesRegex(ValueError, what):
                     ctx.store_chunks(t, bad)
@@ -526,7 +527,8 @@ class ContextTest(ServerCase):
             got = ctx.prepare_retrieve(t)
             with self.assertRaisesRegex(ValueError, "retrieve's views"):
                 got.fill(0, good[0])
-            with self.assertRaisesRegex(ValueError, "contiguous torch.float16 tensor"):
+            with self.assertRaisesRegex(ValueError,
+                                        "contiguous torch.float16 tensor"):
                 got.copy_to(0, torch.zeros(3, dtype=torch.half))
             del got
             self.assertTrue(ctx.commit_retrieve(t))
@@ -1212,7 +1214,8 @@ class ConnectorTest(ServerCase):
     def lmcache_chunks(self, spec, tokens, n):
         return lmcache_chunks(spec, tokens, n)
 
-    def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(self):
+    def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(
+            self):
         # vLLM's CPU backend keeps (2, blocks, heads, block_size, dim):
         # with 16 heads and 16-token blocks nothing in the shape says
         # which is which; the backend does.

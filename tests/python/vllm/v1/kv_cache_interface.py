@@ -4,7 +4,7 @@ connector is built with. A model with layers of different kinds (full
 attention beside sliding-window or Mamba layers: vLLM's hybrid memory
 allocator) has one KVCacheGroupSpec per kind."""
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
