@@ -564,24 +564,35 @@ class Engine(object):
         return self.worker.call("step", (pickle.dumps(meta), compute))
 
     def run(self, req_id: str, tokens: List[int],
-            cache_salt: Optional[str] = None, local_hit_tokens: int = 0
-            ) -> Dict[str, Any]:
+            cache_salt: Optional[str] = None, local_hit_tokens: int = 0,
+            alloc_failures: int = 0) -> Dict[str, Any]:
         """Prefill one request in one step (recomputing failed loads in a
         second step), then finish it. local_hit_tokens plays vLLM's own
         prefix cache (block-aligned tokens already in the engine's
-        blocks). Returns what happened."""
+        blocks). alloc_failures: that many times the blocks cannot be
+        allocated after the lookup, as when vLLM's pool is full: vLLM
+        then skips update_state_after_alloc, runs a step without the
+        request, and looks it up again at the next one. Returns what
+        happened."""
         bs = self.spec.block_size
         req = Request(req_id, list(tokens), cache_salt=cache_salt)
         # None is "ask again" (vLLM asks at its next scheduler step).
         self.asked_again = 0
+        self.looked_up = 0
         while True:
             ext, is_async = self.sched.get_num_new_matched_tokens(
                 req, local_hit_tokens)
-            if ext is not None:
-                break
-            self.asked_again += 1
-            assert self.asked_again < 1000, "connector never answered"
-            time.sleep(0.01)
+            self.looked_up += 1
+            if ext is None:
+                self.asked_again += 1
+                assert self.asked_again < 1000, "connector never answered"
+                time.sleep(0.01)
+                continue
+            if alloc_failures > 0:
+                alloc_failures -= 1
+                self._run_step(sched_output(), [])  # a step without it
+                continue
+            break
         assert not is_async
         nblocks = -(-len(tokens) // bs)
         block_ids = self.alloc(nblocks)

@@ -1393,6 +1393,23 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def test_driver_runs_a_request_whose_allocation_failed_twice(self):
+        # The same path as above, driven by the engine: looked up three
+        # times, two steps without it, then loaded bit-exact, and no
+        # lease left on the scheduler's channel.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(44, 2 * 64 + 9)
+            e.run("a", p)
+            r = e.run("b", p, alloc_failures=2)
+            self.assertEqual(e.looked_up, 3)
+            self.assertEqual((r["external_tokens"], r["errors"]), (128, []))
+            self.check_loaded(e, spec, r, p, 128)
+            self.assertEqual(self.sched_leases(e), 0)
+        finally:
+            e.stop()
+
     def test_lookup_never_taken_up_is_released_by_request_finished(self):
         # Looked up, then aborted while waiting for blocks: vLLM calls
         # request_finished, never update_state_after_alloc.
