@@ -125,7 +125,11 @@ struct kvr_client {
 	 */
 	struct kvr_seg ctl;
 	struct kvr_seg blk;
-	struct kvr_seg pool; /* unmapped (base NULL) under the socket */
+	/* A copy of this process's one mapping of the pool (poolmap.c owns
+	 * it); unmapped (base NULL) under the socket. pool_shared: another
+	 * client mapped (and pre-faulted) it, this one only joined. */
+	struct kvr_seg pool;
+	bool pool_shared;
 	struct kvr_ctl_geom geom;
 	struct kvr_ctl_hdr_shm *hdr;
 	struct kvr_channel_shm *ch;
@@ -282,6 +286,19 @@ void kvr__client_call_end(struct kvr_client *c, long rc);
  * -errno with the reason in errbuf. */
 int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 		      char *errbuf, size_t errlen);
+
+/* ---- poolmap.c: one pool mapping per process ---- */
+
+/* Map the pool file @fd (taken: closed before return) read-write into
+ * c->pool, or share the mapping another client of this process made of
+ * the same file and length (*@shared true: nothing was mapped, and its
+ * pages are this process's already). Return 0, or -errno with @e set as
+ * kvr_seg_attach_fd() sets it. */
+int kvr__poolmap_attach(struct kvr_client *c, int fd, size_t bytes,
+			bool *shared, struct kvr_err *e);
+/* Let go of c->pool: unmapped when no other client of this process uses
+ * it. After the pre-fault was stopped. NULL mapping: nothing. */
+void kvr__poolmap_detach(struct kvr_client *c);
 
 /* ---- touch.c: the pool pre-fault, in line or in the background ---- */
 

@@ -195,24 +195,29 @@ static int attach_ctl(struct kvr_client *c, const struct kvr_welcome *w,
 }
 
 /* Map the pool read-write and pre-fault every page (DESIGN: no page
- * faults in the steady state). Takes ownership of pool_fd. */
+ * faults in the steady state), unless another client of this process
+ * mapped it already (poolmap.c). Takes ownership of pool_fd. */
 static int attach_pool(struct kvr_client *c, const struct kvr_welcome *w,
 		       int pool_fd, const struct kvr_client_opts *o,
 		       char *errbuf, size_t errlen)
 {
 	struct kvr_err e = {0};
+	bool shared = false;
 	int rc;
 
 	if (w->pool_bytes > SIZE_MAX) {
 		close(pool_fd);
 		return cfail(errbuf, errlen, -ERANGE, "pool too large");
 	}
-	rc = kvr_seg_attach_fd(pool_fd, (size_t)w->pool_bytes,
-			       PROT_READ | PROT_WRITE, &c->pool, &e);
+	/* Another client of this process may have mapped this pool: then
+	 * its mapping is ours too, and its pages are faulted in already. */
+	rc =
+	    kvr__poolmap_attach(c, pool_fd, (size_t)w->pool_bytes, &shared, &e);
 	if (rc < 0)
 		return cfail(errbuf, errlen, rc, "attach pool: %s",
 			     kvr_err_str(&e, rc));
-	if (!o->no_prefault) {
+	c->pool_shared = shared;
+	if (!o->no_prefault && !shared) {
 		/* One touch per page of the pool's size (touch.c), in line or
 		 * in the background when the caller asked for it. */
 		rc = kvr__touch_start(c, o->prefault_background);
@@ -281,13 +286,14 @@ static void describe(struct kvr_client *c)
 	snprintf(
 	    i->debug, sizeof(i->debug),
 	    "transport %s, pool %s %llu bytes (%zu KiB pages), channel %u, "
-	    "attach %.1f ms (prefault %s%.1f ms), kvringd pid %d%s",
+	    "attach %.1f ms (prefault %s%.1f ms%s), kvringd pid %d%s",
 	    t, i->pool_name[0] ? i->pool_name : "(anonymous)",
 	    (unsigned long long)i->pool_bytes,
 	    c->pool.page_bytes ? c->pool.page_bytes >> 10 : 0, i->channel,
 	    (double)i->attach_ns / 1e6,
 	    c->touch.started ? "in background, so far " : "",
-	    (double)i->prefault_ns / 1e6, (int)i->server_pid,
+	    (double)i->prefault_ns / 1e6, c->pool_shared ? ", shared" : "",
+	    (int)i->server_pid,
 	    c->tp == &kvr__tport_sock
 		? "; payload travels over the socket (slow)"
 		: "");

@@ -305,11 +305,12 @@ static int ring_slots(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 	return 0;
 }
 
-/* The pool mapping is this transport's: stop its pre-fault, unmap it. */
+/* The pool mapping is this transport's: stop its pre-fault, let go of
+ * the mapping (unmapped with the process's last client of it). */
 static void ring_close(struct kvr_client *c)
 {
 	kvr__touch_stop(c); /* before the pool it touches is unmapped */
-	kvr_seg_detach(&c->pool);
+	kvr__poolmap_detach(c);
 }
 
 const struct kvr__tport kvr__tport_ring = {

@@ -26,6 +26,7 @@ bit for bit with what the model would have written.
 from __future__ import annotations
 
 import importlib
+import json
 import multiprocessing
 import os
 import pickle
@@ -33,7 +34,7 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -43,10 +44,26 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.forward_context import ForwardContext
 from vllm.v1.core.kv_cache_manager import KVCacheBlocks
 from vllm.v1.core.kv_cache_utils import KVCacheBlock
-from vllm.v1.core.sched.output import (CachedRequestData, NewRequestData,
-                                       SchedulerOutput)
-from vllm.v1.kv_cache_interface import KVCacheConfig
+from vllm.v1.core.sched.output import (CachedRequestData,
+                                       LegacyCachedRequestData,
+                                       NewRequestData, SchedulerOutput)
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
+                                        KVCacheGroupSpec, MLAAttentionSpec)
 from vllm.v1.request import Request
+
+from vllm.v1.attention.backends import utils as backend_utils
+from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+from vllm.v1.attention.backends.flashinfer import FlashInferBackend
+from vllm.v1.attention.backends.mla.common import MLACommonBackend
+
+BACKENDS = {"CPU_ATTN": CPUAttentionBackend,
+            "FLASH_ATTN": FlashAttentionBackend,
+            "FLASHINFER": FlashInferBackend, "TRITON_MLA": MLACommonBackend}
+# How each backend's logical cache shape maps to [2, blocks, tokens, heads,
+# dim] (what an attention kernel of that backend knows; MLA has no K/V).
+TO_NHD = {"CPU_ATTN": (0, 1, 3, 2, 4), "FLASH_ATTN": (0, 1, 2, 3, 4),
+          "FLASHINFER": (1, 0, 2, 3, 4)}
 
 LOCAL_MARK = 100.0  # never a model value (those are < 32)
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -62,6 +79,35 @@ class EngineSpec:
     dtype: str = "float16"
     mla: bool = False
     hnd: bool = False          # physical HND blocks, NHD-shaped view
+    # An attention backend of the stand-in (CPU_ATTN, FLASH_ATTN,
+    # FLASHINFER, TRITON_MLA): the caches are then allocated the way
+    # vLLM's model runner does it for that backend (its shape, its stride
+    # order under kv_cache_layout), and the backend is in the forward
+    # context where connectors look for it. None: plain tensors and no
+    # backend to be found (hnd picks the physical order).
+    backend: Optional[str] = None
+    kv_cache_layout: str = "NHD"
+    kv_load_failure_policy: str = "recompute"
+    extra: Optional[Dict[str, Any]] = None  # more kv_connector_extra_config
+    # None: a cross-layer cache when the connector prefers one (vLLM's
+    # use_uniform_kv_cache()), False: per-layer caches regardless.
+    cross_layer: Optional[bool] = None
+    kv_cache_groups: Optional[List[Any]] = None  # default: one group
+    # Where the worker's caches live ("cuda" for scripts/device-check.py;
+    # a worker with a device cache is spawned, not forked).
+    device: str = "cpu"
+
+    def kv_cache_config(self) -> KVCacheConfig:
+        """What vLLM builds the connectors with: one full-attention (or
+        MLA) group over every layer, unless kv_cache_groups says."""
+        groups = self.kv_cache_groups
+        if groups is None:
+            dt = TORCH_DTYPES[self.dtype]
+            spec = (MLAAttentionSpec(self.block_size, 1, self.head_size, dt)
+                    if self.mla else FullAttentionSpec(
+                        self.block_size, self.kv_heads, self.head_size, dt))
+            groups = [KVCacheGroupSpec(layer_names(self), spec)]
+        return KVCacheConfig(self.num_blocks, kv_cache_groups=groups)
     block_size: int = 16
     chunk_tokens: int = 64
     num_blocks: int = 64
@@ -71,17 +117,32 @@ class EngineSpec:
 
     def kv_transfer_config(self) -> KVTransferConfig:
         # Exactly what --kv-transfer-config '<json>' parses to.
-        return KVTransferConfig.from_cli(
-            '{"kv_connector":"KvringConnector",'
-            '"kv_connector_module_path":"kvring.vllm",'
-            '"kv_role":"kv_both",'
-            '"kv_connector_extra_config":{"kvring_socket":"%s",'
-            '"kvring_chunk_tokens":%d,"kvring_timeout_ms":%d,'
-            '"kvring_l2":%s}}'
-            % (self.socket, self.chunk_tokens, self.timeout_ms,
-               "true" if self.l2 else "false"))
+        extra = {"kvring_socket": self.socket,
+                 "kvring_chunk_tokens": self.chunk_tokens,
+                 "kvring_timeout_ms": self.timeout_ms,
+                 "kvring_l2": self.l2}
+        extra.update(self.extra or {})
+        return KVTransferConfig.from_cli(json.dumps({
+            "kv_connector": "KvringConnector",
+            "kv_connector_module_path": "kvring.vllm",
+            "kv_role": "kv_both",
+            "kv_load_failure_policy": self.kv_load_failure_policy,
+            "kv_connector_extra_config": extra}))
+
+    def backend_class(self) -> Any:
+        if self.backend is None:
+            return None
+        return BACKENDS[self.backend]
 
     def vllm_config(self) -> VllmConfig:
+        cfg = self._vllm_config()
+        if self.backend is not None:
+            be = self.backend_class()
+            cfg.compilation_config.static_forward_context = {
+                name: AttentionLayer(be) for name in layer_names(self)}
+        return cfg
+
+    def _vllm_config(self) -> VllmConfig:
         return VllmConfig(
             model_config=ModelConfig(model=self.model, dtype=self.dtype,
                                      use_mla=self.mla,
@@ -92,6 +153,46 @@ class EngineSpec:
             cache_config=CacheConfig(block_size=self.block_size),
             parallel_config=ParallelConfig(),
             kv_transfer_config=self.kv_transfer_config())
+
+
+def sched_output(**fields: Any) -> SchedulerOutput:
+    """A SchedulerOutput as vLLM's scheduler builds one: the empty one
+    with the given fields set."""
+    so = SchedulerOutput.make_empty()
+    for k, v in fields.items():
+        setattr(so, k, v)
+    return so
+
+
+def new_req(req_id: str, tokens: List[int], block_ids: List[int],
+            num_computed_tokens: int) -> NewRequestData:
+    return NewRequestData(req_id=req_id, prompt_token_ids=list(tokens),
+                          mm_features=[], sampling_params=None,
+                          pooling_params=None, block_ids=(list(block_ids),),
+                          num_computed_tokens=num_computed_tokens,
+                          lora_request=None)
+
+
+def cached_reqs(req_ids: List[str], new_block_ids: List[Any],
+                num_computed_tokens: List[int], resumed: Any = (),
+                legacy: bool = False) -> Any:
+    """The cached requests of one step. resumed: the ids that resumed
+    after preemption (their new_block_ids replace their blocks). legacy:
+    vLLM 0.10's form, a resumed_from_preemption flag per request."""
+    n = len(req_ids)
+    if legacy:
+        return LegacyCachedRequestData(
+            req_ids=list(req_ids),
+            resumed_from_preemption=[r in resumed for r in req_ids],
+            new_token_ids=[[] for _ in req_ids],
+            new_block_ids=list(new_block_ids),
+            num_computed_tokens=list(num_computed_tokens))
+    return CachedRequestData(
+        req_ids=list(req_ids), resumed_req_ids=set(resumed),
+        new_token_ids=[[] for _ in req_ids], all_token_ids={},
+        new_block_ids=list(new_block_ids),
+        num_computed_tokens=list(num_computed_tokens),
+        num_output_tokens=[0] * n)
 
 
 def connector_class(cfg: VllmConfig) -> Any:
@@ -126,41 +227,122 @@ def model_kv(spec: EngineSpec, tokens: List[int], pos: List[int]
     return out
 
 
+class AttentionLayer(object):
+    """An attention layer in vLLM's forward context: it answers
+    get_attn_backend()."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def get_attn_backend(self) -> Any:
+        return self.backend
+
+
+def layer_names(spec: EngineSpec) -> List[str]:
+    return ["model.layers.%d.self_attn.attn" % l for l in range(spec.layers)]
+
+
+def _backend_shape(spec: EngineSpec, layers_dim: bool
+                   ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """(logical shape, stride order) of the backend's cache, as vLLM's
+    model runner computes them."""
+    be = spec.backend_class()
+    old = backend_utils._KV_CACHE_LAYOUT_OVERRIDE
+    backend_utils.set_kv_cache_layout(spec.kv_cache_layout)
+    try:
+        shape = tuple(be.get_kv_cache_shape(
+            spec.num_blocks, spec.block_size,
+            1 if spec.mla else spec.kv_heads, spec.head_size))
+        if layers_dim:
+            shape = (spec.layers,) + shape
+        try:
+            order = tuple(be.get_kv_cache_stride_order(
+                include_num_layers_dimension=layers_dim))
+        except (AttributeError, NotImplementedError):
+            order = tuple(range(len(shape)))
+    finally:
+        backend_utils.set_kv_cache_layout(old)
+    return shape, order
+
+
+def make_cross_layer_cache(spec: EngineSpec
+                           ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+    """vLLM's allocate_uniform_kv_caches(): one buffer in the backend's
+    physical order (layers dimension included), per-layer logical views
+    of it, and the physical tensor register_cross_layers_kv_cache gets."""
+    shape, order = _backend_shape(spec, True)
+    phys = torch.full(tuple(shape[i] for i in order), -1.0,
+                      dtype=TORCH_DTYPES[spec.dtype], device=spec.device)
+    inv = [order.index(i) for i in range(len(order))]
+    logical = phys.permute(*inv)
+    return ({n: logical[i] for i, n in enumerate(layer_names(spec))}, phys)
+
+
 def make_caches(spec: EngineSpec) -> Dict[str, torch.Tensor]:
     """vLLM's per-layer caches, filled with -1 (the model never writes a
     negative value, so an unloaded block shows)."""
     dt = TORCH_DTYPES[spec.dtype]
     out = {}
+    if spec.backend is not None:
+        # vLLM's _reshape_kv_cache_tensors(): allocate in the stride
+        # order, hand out the logical shape.
+        shape, order = _backend_shape(spec, False)
+        inv = [order.index(i) for i in range(len(order))]
+        for name in layer_names(spec):
+            out[name] = torch.full(tuple(shape[i] for i in order), -1.0,
+                                   dtype=dt, device=spec.device
+                                   ).permute(*inv)
+        return out
     for l in range(spec.layers):
         if spec.mla:
             t = torch.full((spec.num_blocks, spec.block_size,
-                            spec.head_size), -1.0, dtype=dt)
+                            spec.head_size), -1.0, dtype=dt,
+                           device=spec.device)
         elif spec.hnd:
             # HND in memory, handed out NHD-shaped (vLLM's stride order).
             t = torch.full((2, spec.num_blocks, spec.kv_heads,
                             spec.block_size, spec.head_size), -1.0,
-                           dtype=dt).permute(0, 1, 3, 2, 4)
+                           dtype=dt, device=spec.device
+                           ).permute(0, 1, 3, 2, 4)
         else:
             t = torch.full((2, spec.num_blocks, spec.block_size,
-                            spec.kv_heads, spec.head_size), -1.0, dtype=dt)
+                            spec.kv_heads, spec.head_size), -1.0, dtype=dt,
+                           device=spec.device)
         out["model.layers.%d.self_attn.attn" % l] = t
     return out
 
 
 def _slots(spec: EngineSpec, block_ids: List[int], pos: List[int]):
     bs = spec.block_size
-    return (torch.tensor([block_ids[p // bs] for p in pos]),
-            torch.tensor([p % bs for p in pos]))
+    return (torch.tensor([block_ids[p // bs] for p in pos],
+                         device=spec.device),
+            torch.tensor([p % bs for p in pos], device=spec.device))
+
+
+def _nhd(spec: EngineSpec, t: torch.Tensor) -> torch.Tensor:
+    """A layer's cache as [2, blocks, tokens, heads, dim] (MLA: as is)."""
+    if spec.backend is None or spec.mla:
+        return t
+    return t.permute(*TO_NHD[spec.backend])
 
 
 def write_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
-             block_ids: List[int], tokens: List[int], pos: List[int]) -> None:
-    """The attention layers writing the new tokens' KV into their slots."""
+             block_ids: List[int], tokens: List[int], pos: List[int],
+             layers: Optional[List[int]] = None,
+             vals: Optional[torch.Tensor] = None) -> None:
+    """The attention layers (all, or those in layers) writing the new
+    tokens' KV into their slots. vals: model_kv() of these tokens, when
+    the caller has it already."""
     if not pos:
         return
-    vals = model_kv(spec, tokens, pos)
+    if vals is None:
+        vals = model_kv(spec, tokens, pos)
     b, o = _slots(spec, block_ids, pos)
+    vals = vals.to(spec.device)
     for l, t in enumerate(caches.values()):
+        if layers is not None and l not in layers:
+            continue
+        t = _nhd(spec, t)
         if spec.mla:
             t[b, o] = vals[l, 0, :, 0]
         else:
@@ -173,6 +355,7 @@ def read_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
     b, o = _slots(spec, block_ids, pos)
     parts = []
     for t in caches.values():
+        t = _nhd(spec, t)
         if spec.mla:
             parts.append(t[b, o][None, :, None])
         else:
@@ -184,12 +367,21 @@ def read_kv(spec: EngineSpec, caches: Dict[str, torch.Tensor],
 
 def _worker_main(spec: EngineSpec, conn: Any) -> None:
     torch.set_num_threads(1)
+    # The process-wide layout backends' stride orders follow (vLLM sets
+    # it once per process).
+    backend_utils.set_kv_cache_layout(spec.kv_cache_layout)
     try:
         cfg = spec.vllm_config()
         worker = connector_class(cfg)(cfg, KVConnectorRole.WORKER,
-                                      KVCacheConfig(spec.num_blocks))
-        caches = make_caches(spec)
-        worker.register_kv_caches(caches)
+                                      spec.kv_cache_config())
+        if spec.backend is not None and spec.cross_layer is not False \
+                and worker.prefer_cross_layer_blocks:
+            # vLLM's allocate_uniform_kv_caches() path.
+            caches, phys = make_cross_layer_cache(spec)
+            worker.register_cross_layers_kv_cache(phys, spec.backend_class())
+        else:
+            caches = make_caches(spec)
+            worker.register_kv_caches(caches)
         conn.send(("ready", None))
     except Exception:
         conn.send(("error", traceback.format_exc()))
@@ -205,6 +397,7 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                 block_ids, pos = arg
                 b, o = _slots(spec, block_ids, pos)
                 for t in caches.values():
+                    t = _nhd(spec, t)
                     if spec.mla:
                         t[b, o] = LOCAL_MARK
                     else:
@@ -213,7 +406,8 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                 conn.send(("ok", None))
             elif cmd == "read":
                 block_ids, pos = arg
-                conn.send(("ok", read_kv(spec, caches, block_ids, pos)))
+                conn.send(("ok", read_kv(spec, caches, block_ids,
+                                         pos).cpu()))
             elif cmd == "kill_in_commit_store":
                 # Die (SIGKILL, no cleanup) at the moment a store would be
                 # published, after its bytes were gathered into the pool.
@@ -223,6 +417,45 @@ def _worker_main(spec: EngineSpec, conn: Any) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
                 KvringContext.commit_store = die
                 conn.send(("ok", None))
+            elif cmd == "fail_copies":
+                # arg (what, layer): the staged gather or scatter of that
+                # layer raises, as a failed device copy would; None:
+                # copies work again.
+                from kvring.kv import StagedCopies
+                for what in ("gather", "scatter"):
+                    if what not in hooks:
+                        hooks[what] = getattr(StagedCopies, what)
+                    setattr(StagedCopies, what, hooks[what])
+                if arg is not None:
+                    what, layer = arg
+                    orig = hooks[what]
+
+                    def failing(self, *a, **kw):
+                        layers = kw.get("layers", a[3 if what == "scatter"
+                                                     else 2]
+                                        if len(a) > (3 if what == "scatter"
+                                                     else 2) else None)
+                        if layers is not None and layer in layers:
+                            raise RuntimeError("device copy failed (test)")
+                        return orig(self, *a, **kw)
+                    setattr(StagedCopies, what, failing)
+                conn.send(("ok", None))
+            elif cmd == "kill_at_layer":
+                # SIGKILL pid (kvringd) when layer arg[1]'s save is issued.
+                from kvring.kv import StagedCopies
+                pid, layer = arg
+                orig_gather = StagedCopies.gather
+
+                def killing(self, block_ids, chunks, layers=None):
+                    if layers is not None and layer in layers:
+                        os.kill(pid, signal.SIGKILL)
+                    return orig_gather(self, block_ids, chunks, layers)
+                StagedCopies.gather = killing
+                conn.send(("ok", None))
+            elif cmd == "describe":
+                kv = worker._kv
+                conn.send(("ok", (kv.what, kv.describe(),
+                                  worker._layerwise)))
             elif cmd == "finish":
                 conn.send(("ok", worker.get_finished(set(arg))))
             elif cmd == "exit":
@@ -242,12 +475,15 @@ def _worker_step(spec: EngineSpec, worker: Any, caches: Dict[str, Any],
     t0 = time.monotonic()
     worker.start_load_kv(ForwardContext(no_compile_layers={}))
     t_load = time.monotonic() - t0
-    for name, layer in caches.items():
+    vals = [model_kv(spec, tokens, pos) if pos else None
+            for block_ids, tokens, pos in compute]
+    # The forward pass, layer by layer as vLLM runs it: each attention
+    # layer waits for its load, writes the step's new KV, and hands its
+    # layer to save_kv_layer.
+    for l, (name, layer) in enumerate(caches.items()):
         worker.wait_for_layer_load(name)
-    # "Attention": every scheduled token's KV, for all layers at once.
-    for block_ids, tokens, pos in compute:
-        write_kv(spec, caches, block_ids, tokens, pos)
-    for name, layer in caches.items():
+        for (block_ids, tokens, pos), v in zip(compute, vals):
+            write_kv(spec, caches, block_ids, tokens, pos, [l], v)
         worker.save_kv_layer(name, layer, None)
     t1 = time.monotonic()
     worker.wait_for_save()
@@ -259,7 +495,10 @@ def _worker_step(spec: EngineSpec, worker: Any, caches: Dict[str, Any],
 
 class WorkerProcess(object):
     def __init__(self, spec: EngineSpec) -> None:
-        ctx = multiprocessing.get_context("fork")
+        # CUDA cannot be used in a forked child of a process that used
+        # it: a device worker is spawned.
+        ctx = multiprocessing.get_context("fork" if spec.device == "cpu"
+                                          else "spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(spec, child),
                                 daemon=True)
@@ -304,7 +543,7 @@ class Engine(object):
         self.spec = spec
         cfg = spec.vllm_config()
         self.sched = connector_class(cfg)(cfg, KVConnectorRole.SCHEDULER,
-                                          KVCacheConfig(spec.num_blocks))
+                                          spec.kv_cache_config())
         self.worker = WorkerProcess(spec)
         self._next_block = spec.block_offset
         self._finished: set = set()
@@ -325,24 +564,35 @@ class Engine(object):
         return self.worker.call("step", (pickle.dumps(meta), compute))
 
     def run(self, req_id: str, tokens: List[int],
-            cache_salt: Optional[str] = None, local_hit_tokens: int = 0
-            ) -> Dict[str, Any]:
+            cache_salt: Optional[str] = None, local_hit_tokens: int = 0,
+            alloc_failures: int = 0) -> Dict[str, Any]:
         """Prefill one request in one step (recomputing failed loads in a
         second step), then finish it. local_hit_tokens plays vLLM's own
         prefix cache (block-aligned tokens already in the engine's
-        blocks). Returns what happened."""
+        blocks). alloc_failures: that many times the blocks cannot be
+        allocated after the lookup, as when vLLM's pool is full: vLLM
+        then skips update_state_after_alloc, runs a step without the
+        request, and looks it up again at the next one. Returns what
+        happened."""
         bs = self.spec.block_size
         req = Request(req_id, list(tokens), cache_salt=cache_salt)
         # None is "ask again" (vLLM asks at its next scheduler step).
         self.asked_again = 0
+        self.looked_up = 0
         while True:
             ext, is_async = self.sched.get_num_new_matched_tokens(
                 req, local_hit_tokens)
-            if ext is not None:
-                break
-            self.asked_again += 1
-            assert self.asked_again < 1000, "connector never answered"
-            time.sleep(0.01)
+            self.looked_up += 1
+            if ext is None:
+                self.asked_again += 1
+                assert self.asked_again < 1000, "connector never answered"
+                time.sleep(0.01)
+                continue
+            if alloc_failures > 0:
+                alloc_failures -= 1
+                self._run_step(sched_output(), [])  # a step without it
+                continue
+            break
         assert not is_async
         nblocks = -(-len(tokens) // bs)
         block_ids = self.alloc(nblocks)
@@ -355,10 +605,9 @@ class Engine(object):
             self.worker.call("mark", (block_ids, list(range(
                 local_hit_tokens))))
         new = len(tokens) - computed
-        so = SchedulerOutput(
-            scheduled_new_reqs=[NewRequestData(
-                req_id=req_id, prompt_token_ids=list(tokens),
-                block_ids=(list(block_ids),), num_computed_tokens=computed)],
+        so = sched_output(
+            scheduled_new_reqs=[new_req(req_id, tokens, block_ids,
+                                        computed)],
             num_scheduled_tokens={req_id: new},
             total_num_scheduled_tokens=new)
         t0 = time.monotonic()
@@ -370,13 +619,10 @@ class Engine(object):
             # failed block (a cached request, no new blocks).
             first = min(block_ids.index(b) for b in res["errors"]) * bs
             first = max(first, local_hit_tokens)
-            cached = CachedRequestData(
-                req_ids=[req_id], new_block_ids=[None],
-                num_computed_tokens=[first], new_token_ids=[[]],
-                num_output_tokens=[0])
-            so2 = SchedulerOutput(scheduled_cached_reqs=cached,
-                                  num_scheduled_tokens={
-                                      req_id: len(tokens) - first})
+            so2 = sched_output(
+                scheduled_cached_reqs=cached_reqs([req_id], [None], [first]),
+                num_scheduled_tokens={req_id: len(tokens) - first},
+                total_num_scheduled_tokens=len(tokens) - first)
             r2 = self._run_step(so2, [(block_ids, list(tokens),
                                        list(range(first, len(tokens))))])
             res["recomputed"] = len(tokens) - first
@@ -397,7 +643,7 @@ class Engine(object):
         # Deliver the last finished ids, as the next step would.
         try:
             self.sched.build_connector_meta(
-                SchedulerOutput(finished_req_ids=self._finished))
+                sched_output(finished_req_ids=self._finished))
         except Exception:
             pass
         self.worker.stop()

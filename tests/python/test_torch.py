@@ -69,6 +69,23 @@ def flip_in_child(case, sock, layout, model, keys, chunk):
     case.assertEqual(res, "ok")
 
 
+def _layout_of(spec):
+    from kvring.vllm import _layout
+    return _layout(spec.vllm_config(), spec.chunk_tokens)
+
+
+def lmcache_chunks(spec, tokens, n):
+    """The first n chunks of tokens built by hand from the model's logical
+    K and V: [2, layers, tokens, heads * head_size], K first (MLA:
+    [layers, tokens, dim]), as LMCache's format has them."""
+    T = spec.chunk_tokens
+    kv = engine.model_kv(spec, tokens, list(range(n * T)))
+    L, nkv, _, H, D = kv.shape
+    if spec.mla:
+        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
+    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
+
+
 class ServerCase(unittest.TestCase):
     pool = "64M"
 
@@ -105,6 +122,164 @@ class LayoutTest(unittest.TestCase):
             ChunkLayout(layers=2, kv_heads=8, head_size=128, dtype="int4")
         with self.assertRaises(ValueError):
             ChunkLayout(layers=2, kv_heads=8, head_size=128, mla=True)
+
+
+# Every member of vLLM's KVConnectorBase_V1 as read from the real
+# vllm/distributed/kv_transfer/kv_connector/v1/base.py (docs/tensors.md
+# names the commit): the stand-in must keep them all.
+REAL_BASE_MEMBERS = {
+    "prefer_cross_layer_blocks", "supports_eagle_prefix_cache_hashing",
+    "requires_kv_delivery", "__init__", "set_eagle_prefix_cache_hashing",
+    "role", "bind_connector_metadata", "clear_connector_metadata",
+    "_get_connector_metadata", "has_connector_metadata",
+    "register_kv_caches", "register_cross_layers_kv_cache",
+    "set_host_xfer_buffer_ops", "handle_preemptions", "start_load_kv",
+    "wait_for_layer_load", "save_kv_layer", "wait_for_save", "get_finished",
+    "get_block_ids_with_load_errors", "shutdown", "get_kv_connector_stats",
+    "get_kv_connector_kv_cache_events", "get_handshake_metadata",
+    "build_connector_worker_meta", "bind_gpu_block_pool",
+    "get_num_new_matched_tokens", "update_state_after_alloc",
+    "build_connector_meta", "on_new_request", "update_connector_output",
+    "request_finished", "take_events", "has_pending_push_work",
+    "get_required_kvcache_layout", "requires_piecewise_for_cudagraph",
+    "get_finished_count", "build_kv_connector_stats",
+    "set_xfer_handshake_metadata", "set_xfer_handshake_metadata_pp_aware",
+    "build_prom_metrics", "reset_cache",
+}
+
+
+def _members(cls):
+    return {n for n in vars(cls) if n != "_abc_impl" and
+            (not n.startswith("__") or n == "__init__")}
+
+
+class StandInTest(unittest.TestCase):
+    """The connector against the stand-in's copy of vLLM's base class."""
+
+    def test_stand_in_has_every_member_of_the_real_base_class(self):
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import \
+            KVConnectorBase_V1
+        self.assertEqual(_members(KVConnectorBase_V1), REAL_BASE_MEMBERS)
+
+    def test_connector_overrides_match_the_base_signatures(self):
+        # Same parameter names and kinds, and every default the base
+        # declares kept (an override may add defaults: vLLM calls it the
+        # base's way). A property stays a property, a classmethod a
+        # classmethod.
+        import inspect
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import \
+            KVConnectorBase_V1
+        from kvring.vllm import KvringConnector
+        checked = 0
+        for name in sorted(_members(KvringConnector) &
+                           _members(KVConnectorBase_V1)):
+            mine = inspect.getattr_static(KvringConnector, name)
+            base = inspect.getattr_static(KVConnectorBase_V1, name)
+            self.assertIs(type(mine), type(base), name)
+            if isinstance(base, property):
+                checked += 1
+                continue
+            fm = mine.__func__ if isinstance(mine, classmethod) else mine
+            fb = base.__func__ if isinstance(base, classmethod) else base
+            pm = list(inspect.signature(fm).parameters.values())
+            pb = list(inspect.signature(fb).parameters.values())
+            self.assertEqual([(p.name, p.kind) for p in pm],
+                             [(p.name, p.kind) for p in pb], name)
+            for a, b in zip(pm, pb):
+                if b.default is not inspect.Parameter.empty:
+                    self.assertEqual(a.default, b.default,
+                                     "%s(%s)" % (name, a.name))
+            checked += 1
+        self.assertGreaterEqual(checked, 14)
+        self.assertEqual(KvringConnector.__abstractmethods__, frozenset())
+
+
+class DeviceTest(unittest.TestCase):
+    """kvring.device without a device: what can be checked here."""
+
+    def fake_cudart(self, fail_at=None):
+        calls = []
+
+        class Rt(object):
+            def cudaHostRegister(self, ptr, n, flags):
+                calls.append(("reg", ptr, n))
+                return 1 if len(calls) == fail_at else 0
+
+            def cudaHostUnregister(self, ptr):
+                calls.append(("unreg", ptr))
+                return 0
+        return Rt(), calls
+
+    def test_pool_is_registered_in_pieces_and_unregistered_on_close(self):
+        from unittest import mock
+        from kvring.device import DMA_PIECE_BYTES, PoolRegistration
+        rt, calls = self.fake_cudart()
+        base, n = 1 << 40, 2 * DMA_PIECE_BYTES + 4096
+        waited = []
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt):
+            r = PoolRegistration(torch.device("cuda"), base, n,
+                                 lambda: waited.append(1))
+            r._thread.join()
+            self.assertTrue(r.registered)
+            self.assertEqual(waited, [1])  # after the pre-fault
+            self.assertEqual(calls, [
+                ("reg", base, DMA_PIECE_BYTES),
+                ("reg", base + DMA_PIECE_BYTES, DMA_PIECE_BYTES),
+                ("reg", base + 2 * DMA_PIECE_BYTES, 4096)])
+            r.close()
+            r.close()
+        self.assertEqual(calls[3:], [("unreg", base),
+                                     ("unreg", base + DMA_PIECE_BYTES),
+                                     ("unreg", base + 2 * DMA_PIECE_BYTES)])
+
+    def test_failed_registration_is_one_warning_and_undone(self):
+        from unittest import mock
+        from kvring.device import DMA_PIECE_BYTES, PoolRegistration
+        rt, calls = self.fake_cudart(fail_at=2)
+        base = 1 << 40
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt), \
+                self.assertLogs("kvring.device", "WARNING") as logs:
+            r = PoolRegistration(torch.device("cuda"), base,
+                                 3 * DMA_PIECE_BYTES)
+            r._thread.join()
+            r.close()
+        self.assertFalse(r.registered)
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("stay correct", logs.output[0])
+        self.assertEqual(calls[-1], ("unreg", base))
+
+    def test_one_registration_per_pool_mapping_in_a_process(self):
+        # Every client of a process shares one mapping of the pool
+        # (libkvring); so every connector shares one registration of it.
+        from unittest import mock
+        from kvring.device import register_pool
+        rt, calls = self.fake_cudart()
+        base = 1 << 41
+        with mock.patch.object(torch.cuda, "cudart", lambda: rt):
+            a = register_pool(torch.device("cuda"), base, 1 << 30)
+            b = register_pool(torch.device("cuda"), base, 1 << 30)
+            self.assertIs(a.reg, b.reg)
+            a.reg._thread.join()
+            self.assertEqual(calls, [("reg", base, 1 << 30)])
+            a.close()
+            a.close()
+            self.assertEqual(len(calls), 1, "unregistered while b holds it")
+            b.close()
+            self.assertEqual(calls[1:], [("unreg", base)])
+            c = register_pool(torch.device("cuda"), base, 1 << 30)
+            c.reg._thread.join()
+            c.close()
+        self.assertEqual(len(calls), 4)
+
+    def test_cpu_needs_no_cuda(self):
+        from kvring.device import CopyStream, PoolRegistration
+        s = CopyStream(torch.device("cpu"))
+        with s.run():
+            ev = s.record()
+        self.assertIsNone(ev)
+        s.host_waits(ev)
+        s.compute_waits(ev)
+        PoolRegistration(torch.device("cpu"), 1 << 40, 1 << 30).close()
 
 
 class ContextTest(ServerCase):
@@ -334,7 +509,8 @@ class ContextTest(ServerCase):
                     (good.float(), "torch.float32"),
                     (good[:1], "holds 1 chunks"),
                     ([good[0], good[1].transpose(1, 2)], "non-contiguous"),
-                    ([good[0], good[1][:, :, :8]], "CPU torch.float16"),
+                    ([good[0], good[1][:, :, :8]],
+                     "contiguous torch.float16 tensor"),
                     ("nope", "must be a list")):
                 with self.assertRaisesRegex(ValueError, what):
                     ctx.store_chunks(t, bad)
@@ -351,7 +527,8 @@ class ContextTest(ServerCase):
             got = ctx.prepare_retrieve(t)
             with self.assertRaisesRegex(ValueError, "retrieve's views"):
                 got.fill(0, good[0])
-            with self.assertRaisesRegex(ValueError, "CPU torch.float16"):
+            with self.assertRaisesRegex(ValueError,
+                                        "contiguous torch.float16 tensor"):
                 got.copy_to(0, torch.zeros(3, dtype=torch.half))
             del got
             self.assertTrue(ctx.commit_retrieve(t))
@@ -419,6 +596,22 @@ class ContextTest(ServerCase):
                 ctx.commit_retrieve(t)
             self.assertTrue(any("written in place" in str(x.message)
                                 for x in w))
+
+    def test_clients_of_one_process_share_one_pool_mapping(self):
+        # The second connect maps and pre-faults nothing: it joins the
+        # first client's mapping, so slots have one address in the
+        # process (and one DMA registration covers them).
+        with self.ctx() as a, self.ctx() as b:
+            self.assertIn(", shared", b.client.debug)
+            t = toks(170, 16)
+            views = a.prepare_store(t)
+            pa = views[0].data_ptr()
+            views[0].fill_(3)
+            self.assertTrue(a.commit_store(t, 0, views))
+            got = b.prepare_retrieve(t)
+            self.assertEqual(got[0].data_ptr(), pa)
+            self.assertTrue(bool((got[0] == 3).all()))
+            b.commit_retrieve(t)
 
     def test_salt_separates_tenants_when_tokens_are_equal(self):
         with self.ctx() as ctx:
@@ -654,6 +847,105 @@ class PagedKVTest(unittest.TestCase):
             self.assertIn(needle, str(cm.exception))
         self.assertTrue(bool((out == 3).all()), "a refused call copied")
 
+    def test_every_vllm_layout_writes_lmcache_chunks_bit_for_bit(self):
+        # Each cache allocated as vLLM's model runner allocates it for
+        # that backend and stride order, written through the backend's
+        # logical view, gathered by kvring: the chunks must equal the
+        # ones built by hand from the logical K and V, and scatter must
+        # put every value back where the backend reads it.
+        cases = [(None, "NHD", False, False), (None, "HND", False, False)]
+        for be in ("CPU_ATTN", "FLASH_ATTN", "FLASHINFER"):
+            for cl in ("NHD", "HND"):
+                for cross in (False, True):
+                    if be != "CPU_ATTN" or not cross:
+                        cases.append((be, cl, cross, False))
+        cases += [(None, "NHD", False, True), ("TRITON_MLA", "NHD", False,
+                                               True),
+                  ("TRITON_MLA", "NHD", True, True)]
+        ids = [4, 1, 5, 0]
+        for be, cl, cross, mla in cases:
+            name = "%s/%s%s%s" % (be, cl, "/cross" if cross else "",
+                                  "/mla" if mla else "")
+            spec = engine.EngineSpec(
+                socket="", backend=be, kv_cache_layout=cl, hnd=cl == "HND",
+                layers=3, kv_heads=4, head_size=24 if mla else 8,
+                mla=mla, block_size=16, chunk_tokens=32, num_blocks=6,
+                dtype="bfloat16")
+            lt = ChunkLayout(layers=3, kv_heads=1 if mla else 4,
+                             head_size=spec.head_size, dtype="bf16",
+                             chunk_tokens=32, mla=mla)
+            cls = spec.backend_class()
+            p = toks(40, 64)
+
+            def build():
+                if cross:
+                    caches, phys = engine.make_cross_layer_cache(spec)
+                    return caches, PagedKV.from_vllm_cross_layer(
+                        phys, lt, backend=cls, block_size=16)
+                caches = engine.make_caches(spec)
+                return caches, PagedKV.from_vllm(caches, lt, backend=cls,
+                                                 block_size=16)
+            # vLLM's layout is process-wide: the backend's stride order
+            # follows it when kvring asks, as when vLLM allocated.
+            engine.backend_utils.set_kv_cache_layout(cl)
+            try:
+                caches, kv = build()
+                caches2, kv2 = build()
+            finally:
+                engine.backend_utils.set_kv_cache_layout(None)
+            engine.write_kv(spec, caches, ids, p, list(range(64)))
+            want = lmcache_chunks(spec, p, 2)
+            out = torch.empty((2,) + lt.shape, dtype=torch.bfloat16)
+            kv.gather(ids, list(out))
+            self.assertTrue(torch.equal(out, want), name)
+            # The device path (torch ops, staging, one transfer per chunk
+            # or per layer's K and V), with the CPU standing in.
+            st = kv.staged()
+            for layers in (None, [0], [1, 2]):
+                got = torch.zeros_like(out)
+                for ls in ([None] if layers is None else [[0], [1], [2]]):
+                    st.stream.host_waits(st.gather(ids, list(got), ls))
+                self.assertTrue(torch.equal(got, want), name)
+            kv2.scatter([3, 2, 0, 5], list(out))
+            self.assertTrue(torch.equal(
+                engine.read_kv(spec, caches2, [3, 2, 0, 5], list(range(64))),
+                engine.model_kv(spec, p, list(range(64)))), name)
+            for by_layer in (False, True):
+                engine.backend_utils.set_kv_cache_layout(cl)
+                try:
+                    caches3, kv3 = build()
+                finally:
+                    engine.backend_utils.set_kv_cache_layout(None)
+                st3 = kv3.staged()
+                for ls in ([[0], [1], [2]] if by_layer else [None]):
+                    good, ev = st3.scatter([3, 2, 0, 5], list(out), 1, ls)
+                    self.assertEqual(good, 2)
+                # The engine's view of the same memory.
+                got = engine.read_kv(spec, caches3, [3, 2, 0, 5],
+                                     list(range(16, 64)))
+                self.assertTrue(torch.equal(got, engine.model_kv(
+                    spec, p, list(range(16, 64)))), name)
+
+    def test_cache_that_reads_two_ways_is_refused_with_a_sentence(self):
+        # (2, blocks, 16, 16, dim), dense, no backend: heads and tokens
+        # could be either of the two 16s. Reading it one way when it is
+        # the other would store every head's values under the wrong
+        # token, so it is refused, saying what would settle it.
+        lt = ChunkLayout(layers=2, kv_heads=16, head_size=8, dtype="bf16",
+                         chunk_tokens=16)
+        caches = [torch.zeros(2, 4, 16, 16, 8, dtype=torch.bfloat16)
+                  for _ in range(2)]
+        with self.assertRaises(ValueError) as cm:
+            PagedKV.from_vllm(caches, lt)
+        msg = str(cm.exception)
+        for needle in ("(2, 4, 16, 16, 8)", "strides (8192, 2048, 128, 8, 1)",
+                       "torch.bfloat16", "two ways", "'HND'", "'NHD'",
+                       "backend"):
+            self.assertIn(needle, msg)
+        # The override settles it.
+        kv = PagedKV.from_vllm(caches, lt, kv_layout="HND")
+        self.assertEqual(kv.block_size, 16)
+
     def test_misaligned_tensor_raises_when_data_is_offset(self):
         raw = torch.zeros(2 * 12 * 4 * 2 * 16 * 2 + 1, dtype=torch.uint8)
         bad = raw[1:].view(torch.uint8)
@@ -670,8 +962,8 @@ class ConnectorTest(ServerCase):
     """kvring.vllm driven in vLLM's order by engine.py."""
 
     def spec(self, **kw):
-        kw.setdefault("model", "driver/llama-mini-%s" % self.id().split(
-            ".")[-1][-20:])
+        # One namespace per test (long names are shortened with a hash).
+        kw.setdefault("model", "driver/%s" % self.id().split(".")[-1])
         return engine.EngineSpec(socket=self.srv.sock, **kw)
 
     def prompt(self, seed, n):
@@ -684,11 +976,15 @@ class ConnectorTest(ServerCase):
         self.assertTrue(torch.equal(got, want),
                         "loaded KV differs from the model's")
 
-    def roundtrip(self, **kw):
+    def roundtrip(self, what="vLLM cache", **kw):
         spec1 = self.spec(**kw)
         p1 = self.prompt(1, 2 * 64 + 40)        # 2 full chunks + partial
         e1 = engine.Engine(spec1)
         try:
+            d = e1.worker.call("describe")
+            self.assertEqual(d[0], what)
+            self.assertEqual(d[2], bool((kw.get("extra") or {}).get(
+                "kvring_layerwise")))
             r1 = e1.run("req-1", p1)
             self.assertEqual(r1["external_tokens"], 0)
             self.assertEqual(r1["errors"], [])
@@ -707,6 +1003,9 @@ class ConnectorTest(ServerCase):
             self.check_loaded(e2, spec2, r2, p2, 128)
         finally:
             e2.stop()
+        # What kvringd holds is LMCache's format, whatever the layout.
+        self.assertTrue(torch.equal(self.stored_chunks(spec1, p1, 2),
+                                    lmcache_chunks(spec1, p1, 2)))
         return spec1
 
     def test_request_2_loads_bit_exact_when_another_process_stored(self):
@@ -720,6 +1019,217 @@ class ConnectorTest(ServerCase):
 
     def test_mla_cache_loads_bit_exact_when_model_is_mla(self):
         self.roundtrip(mla=True, head_size=96)
+
+    def test_mla_backend_cache_loads_bit_exact(self):
+        self.roundtrip(mla=True, head_size=96, backend="TRITON_MLA",
+                       cross_layer=False)
+
+    def test_mla_cross_layer_cache_loads_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", mla=True, head_size=96,
+                       backend="TRITON_MLA")
+
+    def test_cross_layer_cache_loads_bit_exact_when_the_backend_allows_it(
+            self):
+        # FlashAttention has a blocks-first cross-layer layout: the
+        # connector prefers it and vLLM registers one tensor.
+        self.roundtrip("vLLM cross-layer cache", backend="FLASH_ATTN")
+
+    def test_connector_prefers_cross_layer_blocks_only_where_it_reads_them(
+            self):
+        def prefers(**kw):
+            spec = self.spec(**kw)
+            cfg = spec.vllm_config()
+            w = engine.connector_class(cfg)(
+                cfg, engine.KVConnectorRole.WORKER, spec.kv_cache_config())
+            return w.prefer_cross_layer_blocks
+        self.assertTrue(prefers(backend="FLASH_ATTN"))
+        self.assertTrue(prefers(backend="FLASHINFER", kv_cache_layout="HND"))
+        self.assertTrue(prefers(backend="TRITON_MLA", mla=True))
+        # The CPU backend has no stride order; no backend, nothing to ask;
+        # kvring_kv_layout overrides what the backend says.
+        self.assertFalse(prefers(backend="CPU_ATTN"))
+        self.assertFalse(prefers())
+        self.assertFalse(prefers(backend="FLASH_ATTN",
+                                 extra={"kvring_kv_layout": "NHD"}))
+
+    def test_connector_is_a_best_effort_cache_for_vllm(self):
+        spec = self.spec()
+        cfg = spec.vllm_config()
+        w = engine.connector_class(cfg)(cfg, engine.KVConnectorRole.WORKER,
+                                        spec.kv_cache_config())
+        # kv_both would make the base class say True: vLLM would then
+        # recompute a request preempted while its save is pending.
+        self.assertFalse(w.requires_kv_delivery)
+
+    def test_hybrid_model_is_refused_at_start_naming_its_groups(self):
+        import torch as t
+        from vllm.v1.kv_cache_interface import (FullAttentionSpec,
+                                                KVCacheGroupSpec,
+                                                SlidingWindowSpec)
+        groups = [KVCacheGroupSpec(["model.layers.0.self_attn.attn"],
+                                   FullAttentionSpec(16, 2, 64, t.float16)),
+                  KVCacheGroupSpec(["model.layers.1.self_attn.attn"],
+                                   SlidingWindowSpec(16, 2, 64, t.float16,
+                                                     sliding_window=128))]
+        with self.assertRaises(ValueError) as cm:
+            engine.Engine(self.spec(kv_cache_groups=groups))
+        msg = str(cm.exception)
+        for needle in ("2 KV cache groups", "group 0: FullAttentionSpec",
+                       "group 1: SlidingWindowSpec", "model.layers.1."):
+            self.assertIn(needle, msg)
+
+    def test_cpu_backend_cache_loads_bit_exact_when_it_is_hnd(self):
+        self.roundtrip(backend="CPU_ATTN")
+
+    def test_flashinfer_cache_loads_bit_exact_when_blocks_come_first(self):
+        self.roundtrip(backend="FLASHINFER", cross_layer=False)
+
+    def test_stride_permuted_cache_loads_bit_exact_when_layout_is_hnd(self):
+        self.roundtrip(backend="FLASH_ATTN", kv_cache_layout="HND",
+                       cross_layer=False)
+
+    def test_flashinfer_hnd_cache_loads_bit_exact(self):
+        self.roundtrip(backend="FLASHINFER", kv_cache_layout="HND",
+                       cross_layer=False)
+
+    def test_hnd_cross_layer_caches_load_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", backend="FLASH_ATTN",
+                       kv_cache_layout="HND")
+
+    def test_flashinfer_hnd_cross_layer_cache_loads_bit_exact(self):
+        self.roundtrip("vLLM cross-layer cache", backend="FLASHINFER",
+                       kv_cache_layout="HND")
+
+    # Layer by layer: the device path (staging, copy stream, events,
+    # a commit only after every layer landed) with the CPU standing in
+    # for the device.
+    LW = {"kvring_layerwise": True}
+
+    def test_layerwise_loads_and_saves_bit_exact(self):
+        self.roundtrip(extra=self.LW)
+
+    def test_layerwise_loads_and_saves_bit_exact_for_each_backend(self):
+        cross = "vLLM cross-layer cache"
+        for i, (what, kw) in enumerate([
+                ("vLLM cache", dict(backend="CPU_ATTN")),
+                ("vLLM cache", dict(backend="FLASHINFER",
+                                    kv_cache_layout="HND",
+                                    cross_layer=False)),
+                (cross, dict(backend="FLASH_ATTN", kv_cache_layout="HND")),
+                (cross, dict(backend="TRITON_MLA", mla=True, head_size=96)),
+                ("vLLM cache", dict(dtype="bfloat16", hnd=True))]):
+            self.roundtrip(what, extra=self.LW, model="driver/lw-%d" % i,
+                           **kw)
+
+    def test_layerwise_corrupt_chunk_is_recomputed_when_checksum_is_on(self):
+        from kvring.torch import salted_keys
+        from kvring.vllm import _layout
+        spec1 = self.spec(extra=dict(self.LW, kvring_checksum="on"))
+        p1 = self.prompt(60, 2 * 64 + 40)
+        e1 = engine.Engine(spec1)
+        try:
+            self.assertEqual(e1.run("req-1", p1)["errors"], [])
+        finally:
+            e1.stop()
+        lt = _layout(spec1.vllm_config(), spec1.chunk_tokens)
+        with lt.connect(spec1.model, socket=self.srv.sock,
+                        checksum="off") as c:
+            keys = list(salted_keys(c, p1[:128], 64, None))
+        flip_in_child(self, self.srv.sock, lt, spec1.model, keys, 1)
+        spec2 = self.spec(block_offset=29, extra=dict(self.LW,
+                                                      kvring_checksum="on"))
+        e2 = engine.Engine(spec2)
+        try:
+            r2 = e2.run("req-2", p1)
+            self.assertEqual(r2["external_tokens"], 128)
+            self.assertNotEqual(r2["errors"], [], "a corrupt chunk was "
+                                "loaded")
+            self.check_loaded(e2, spec2, r2, p1, 128)
+        finally:
+            e2.stop()
+
+    def test_layerwise_copy_failing_at_a_layer_publishes_nothing(self):
+        spec = self.spec(extra=self.LW)
+        p = self.prompt(61, 2 * 64 + 3)
+        e = engine.Engine(spec)
+        try:
+            e.worker.call("fail_copies", ("gather", 1))
+            r = e.run("a", p)
+            self.assertEqual(r["errors"], [])
+            e.worker.call("fail_copies", None)
+            # Layers 0 was copied, layer 1 failed: nothing was published.
+            self.assertEqual(e.run("b", p)["external_tokens"], 0)
+            # The next step saves (the chunks were never stored).
+            self.assertEqual(e.run("c", p)["external_tokens"], 128)
+            with KvringContext(_layout_of(spec), model=spec.model,
+                               socket=self.srv.sock) as c:
+                self.assertEqual(c.client.stats()["reserved_bytes"], 0)
+        finally:
+            e.stop()
+
+    def test_layerwise_copy_failing_at_a_layer_reports_the_load(self):
+        spec = self.spec(extra=self.LW)
+        p = self.prompt(62, 2 * 64 + 3)
+        e = engine.Engine(spec)
+        try:
+            e.run("a", p)
+            e.worker.call("fail_copies", ("scatter", 1))
+            r = e.run("b", p)
+            self.assertEqual(r["external_tokens"], 128)
+            self.assertEqual(r["errors"], sorted(r["block_ids"][:8]))
+            self.assertGreater(r["recomputed"], 0)
+            self.check_loaded(e, spec, r, p, len(p))
+        finally:
+            e.stop()
+
+    def test_cache_that_reads_two_ways_is_refused_at_register(self):
+        # No backend to ask and 16 heads in 16-token blocks: vLLM's
+        # worker start fails with the sentence, unless kvring_kv_layout
+        # says which it is.
+        spec = self.spec(kv_heads=16, head_size=8, block_size=16,
+                         chunk_tokens=32)
+        with self.assertRaisesRegex(RuntimeError, "can be read two ways"):
+            engine.Engine(spec)
+        spec = self.spec(kv_heads=16, head_size=8, block_size=16,
+                         chunk_tokens=32, extra={"kvring_kv_layout": "NHD"})
+        p = self.prompt(33, 40)
+        e = engine.Engine(spec)
+        try:
+            e.run("a", p)
+        finally:
+            e.stop()
+        self.assertTrue(torch.equal(self.stored_chunks(spec, p, 1),
+                                    lmcache_chunks(spec, p, 1)))
+
+    def stored_chunks(self, spec, tokens, n):
+        """The first n chunks of tokens as kvringd holds them."""
+        from kvring.vllm import _layout
+        lt = _layout(spec.vllm_config(), spec.chunk_tokens)
+        out = torch.empty((n,) + lt.shape, dtype=lt.torch_dtype)
+        with KvringContext(lt, model=spec.model, socket=self.srv.sock) as c:
+            self.assertEqual(c.retrieve_chunks(tokens[:n * spec.chunk_tokens],
+                                               out), n)
+        return out
+
+    def lmcache_chunks(self, spec, tokens, n):
+        return lmcache_chunks(spec, tokens, n)
+
+    def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(
+            self):
+        # vLLM's CPU backend keeps (2, blocks, heads, block_size, dim):
+        # with 16 heads and 16-token blocks nothing in the shape says
+        # which is which; the backend does.
+        spec = self.spec(backend="CPU_ATTN", kv_heads=16, head_size=8,
+                         block_size=16, chunk_tokens=32)
+        p = self.prompt(31, 2 * 32 + 3)
+        e = engine.Engine(spec)
+        try:
+            self.assertEqual(e.run("a", p)["errors"], [])
+        finally:
+            e.stop()
+        got = self.stored_chunks(spec, p, 2)
+        self.assertTrue(torch.equal(got, self.lmcache_chunks(spec, p, 2)),
+                        "the stored chunks are not in LMCache's format")
 
     def test_loads_bit_exact_when_every_connector_uses_copy_transport(self):
         # No shared pool anywhere ($KVRING_TRANSPORT=copy, inherited by
@@ -840,11 +1350,9 @@ class ConnectorTest(ServerCase):
             ids = e.alloc(-(-len(p) // spec.block_size))
             e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
                 (tuple(engine.KVCacheBlock(b) for b in ids),)), ext)
-            so = engine.SchedulerOutput(
-                scheduled_cached_reqs=engine.CachedRequestData(
-                    req_ids=["b"], resumed_req_ids={"b"},
-                    new_block_ids=[(list(ids),)], num_computed_tokens=[ext],
-                    new_token_ids=[[]], num_output_tokens=[0]),
+            so = engine.sched_output(
+                scheduled_cached_reqs=engine.cached_reqs(
+                    ["b"], [(list(ids),)], [ext], resumed={"b"}),
                 num_scheduled_tokens={"b": len(p) - ext})
             res = e._run_step(so, [(ids, list(p),
                                     list(range(ext, len(p))))])
@@ -854,6 +1362,182 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
 
+    def sched_leases(self, e):
+        return e.sched._client.stats()["chan_leases"]
+
+    def test_lookup_is_undone_when_allocation_fails_and_vllm_asks_again(self):
+        # vLLM documents the lookup as free of side effects: when it
+        # cannot allocate blocks it skips update_state_after_alloc and
+        # asks again at a later step. The first lookup's pin must not
+        # outlive the second, and the load must still work.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(40, 2 * 64 + 7)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 128)
+            self.assertEqual(self.sched_leases(e), 1)
+            # The step goes on without b (no blocks for it).
+            meta = e.sched.build_connector_meta(engine.sched_output())
+            self.assertEqual((meta.loads, meta.saves), ([], []))
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(self.sched_leases(e), 1, "a lease leaked")
+            # Asked a third time by run(), then allocated and loaded.
+            r = e.run("b", p)
+            self.assertEqual(r["external_tokens"], 128)
+            self.assertEqual(r["errors"], [])
+            self.check_loaded(e, spec, r, p, 128)
+            self.assertEqual(self.sched_leases(e), 0)
+        finally:
+            e.stop()
+
+    def test_driver_runs_a_request_whose_allocation_failed_twice(self):
+        # The same path as above, driven by the engine: looked up three
+        # times, two steps without it, then loaded bit-exact, and no
+        # lease left on the scheduler's channel.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(44, 2 * 64 + 9)
+            e.run("a", p)
+            r = e.run("b", p, alloc_failures=2)
+            self.assertEqual(e.looked_up, 3)
+            self.assertEqual((r["external_tokens"], r["errors"]), (128, []))
+            self.check_loaded(e, spec, r, p, 128)
+            self.assertEqual(self.sched_leases(e), 0)
+        finally:
+            e.stop()
+
+    def test_lookup_never_taken_up_is_released_by_request_finished(self):
+        # Looked up, then aborted while waiting for blocks: vLLM calls
+        # request_finished, never update_state_after_alloc.
+        e = engine.Engine(self.spec())
+        try:
+            p = self.prompt(41, 64 + 1)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            self.assertEqual(e.sched.get_num_new_matched_tokens(req, 0)[0],
+                             64)
+            self.assertEqual(self.sched_leases(e), 1)
+            self.assertEqual(e.sched.request_finished(req, []),
+                             (False, None))
+            self.assertEqual(self.sched_leases(e), 0)
+            # Allocated but told to load nothing: released at once too.
+            req = engine.Request("c", list(p))
+            e.sched.get_num_new_matched_tokens(req, 0)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                ((),)), 0)
+            self.assertEqual(self.sched_leases(e), 0)
+            e.sched.request_finished(req, [])
+        finally:
+            e.stop()
+
+    def preempt_and_resume(self, legacy):
+        # b loads its hit into blocks ids1 and prefills part of its
+        # prompt; vLLM preempts it (its blocks are freed), and when it
+        # resumes looks it up again, gives it all-new blocks ids2 and
+        # schedules it as a cached request marked resumed, whose
+        # new_block_ids replace its blocks. Today's vLLM marks it in
+        # resumed_req_ids, vLLM 0.10 in resumed_from_preemption.
+        spec = self.spec()
+        e = engine.Engine(spec)
+        try:
+            p = self.prompt(43 + legacy, 2 * 64 + 10)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            nb = -(-len(p) // spec.block_size)
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            ids1 = e.alloc(nb)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                (tuple(engine.KVCacheBlock(b) for b in ids1),)), ext)
+            res = e._run_step(engine.sched_output(
+                scheduled_new_reqs=[engine.new_req("b", p, ids1, ext)],
+                num_scheduled_tokens={"b": 4}),
+                [(ids1, list(p), list(range(ext, ext + 4)))])
+            self.assertEqual(res["errors"], [])
+            # Preempted; resumed.
+            ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
+            self.assertEqual(ext, 128)
+            ids2 = e.alloc(nb)
+            e.sched.update_state_after_alloc(req, engine.KVCacheBlocks(
+                (tuple(engine.KVCacheBlock(b) for b in ids2),)), ext)
+            res = e._run_step(engine.sched_output(
+                scheduled_cached_reqs=engine.cached_reqs(
+                    ["b"], [(list(ids2),)], [ext], resumed={"b"},
+                    legacy=legacy),
+                num_scheduled_tokens={"b": len(p) - ext}),
+                [(ids2, list(p), list(range(ext, len(p))))])
+            self.assertEqual(res["errors"], [])
+            self.check_loaded(e, spec, {"block_ids": ids2}, p, len(p))
+            e.sched.request_finished(req, ids2)
+        finally:
+            e.stop()
+
+    def test_resumed_request_gets_new_blocks_when_marked_in_resumed_req_ids(
+            self):
+        self.preempt_and_resume(legacy=False)
+
+    def test_resumed_request_gets_new_blocks_when_marked_the_vllm_0_10_way(
+            self):
+        self.preempt_and_resume(legacy=True)
+
+    def test_config_keys_set_what_their_environment_variables_set(self):
+        spec = self.spec(extra={"kvring_checksum": "verify",
+                                "kvring_store_ahead": True,
+                                "kvring_prefault": "background",
+                                "kvring_server_uid": os.getuid() + 1})
+        e = engine.Engine(spec)
+        try:
+            c = e.sched._client
+            self.assertEqual(c.checksum, "verify")
+            self.assertTrue(c.store_ahead)
+            self.assertEqual(e.sched._connect_kw["trust_server_uid"],
+                             os.getuid() + 1)
+            self.assertTrue(e.sched._connect_kw["prefault_background"])
+            p = self.prompt(50, 64 + 3)
+            e.run("a", p)
+            r = e.run("b", p)
+            self.assertEqual((r["external_tokens"], r["errors"]), (64, []))
+            self.check_loaded(e, spec, r, p, 64)
+        finally:
+            e.stop()
+
+    def test_bad_or_unknown_config_key_is_refused_naming_what_works(self):
+        cases = [({"kvring_chekcsum": "on"},
+                  ["unknown key kvring_chekcsum", "kvring_checksum",
+                   "kvring_layerwise", "kvring_socket"]),
+                 ({"kvring_checksum": "fill"}, ["'off', 'on' or 'verify'",
+                                                "$KVRING_CHECKSUM"]),
+                 ({"kvring_prefault": "backgound"},
+                  ["'background' or 'inline'"]),
+                 ({"kvring_store_ahead": "yes"}, ["a bool"]),
+                 ({"kvring_server_uid": -1}, ["non-negative integer"]),
+                 ({"kvring_kv_layout": "nhd"}, ["'NHD' or 'HND'"]),
+                 ({"kvring_layerwise": 1}, ["a bool"])]
+        for extra, needles in cases:
+            with self.assertRaises(ValueError) as cm:
+                engine.Engine(self.spec(extra=extra))
+            for needle in needles:
+                self.assertIn(needle, str(cm.exception), extra)
+        # Other connectors' keys (no kvring_ prefix) are not ours.
+        engine.Engine(self.spec(extra={"lmcache.chunk_size": 256})).stop()
+
+    def test_fail_policy_is_called_out_once_at_start(self):
+        import kvring.vllm as kv_vllm
+        kv_vllm._said_policy = False
+        with self.assertLogs("kvring.vllm", "WARNING") as logs:
+            for _ in range(2):
+                engine.Engine(self.spec(kv_load_failure_policy="fail")).stop()
+        said = [m for m in logs.output if "kv_load_failure_policy" in m]
+        self.assertEqual(len(said), 1, logs.output)
+        self.assertIn("will fail the request", said[0])
+        self.assertIn("'recompute' is the policy for a cache", said[0])
+        kv_vllm._said_policy = False
+        with self.assertNoLogs("kvring.vllm", "WARNING"):
+            engine.Engine(self.spec()).stop()  # recompute: nothing to say
+
     def test_unknown_request_is_not_saved_when_its_salt_is_unknown(self):
         # NewRequestData has no cache_salt: a request the connector never
         # looked up must not be stored under unsalted keys.
@@ -861,10 +1545,8 @@ class ConnectorTest(ServerCase):
         try:
             p = self.prompt(9, 2 * 64)
             ids = e.alloc(8)
-            meta = e.sched.build_connector_meta(engine.SchedulerOutput(
-                scheduled_new_reqs=[engine.NewRequestData(
-                    req_id="x", prompt_token_ids=list(p),
-                    block_ids=(list(ids),), num_computed_tokens=0)],
+            meta = e.sched.build_connector_meta(engine.sched_output(
+                scheduled_new_reqs=[engine.new_req("x", p, ids, 0)],
                 num_scheduled_tokens={"x": len(p)}))
             self.assertEqual(meta.saves, [])
             self.assertEqual(meta.loads, [])
@@ -940,6 +1622,40 @@ class ConnectorTest(ServerCase):
             self.assertEqual(c.stats()["reserved_bytes"], 0)
 
 
+class LeaseExpiryTest(ServerCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+        cls.srv.extra = ["--lease-ms", "200"]
+        cls.srv.start()
+
+    def test_lookup_never_taken_up_is_released_at_lease_expiry(self):
+        # Nothing follows the lookup (the engine died, say): kvringd drops
+        # the pin when the lease expires, and the connector's later
+        # release of it is harmless.
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/lease")
+        e = engine.Engine(spec)
+        try:
+            p = toks(42, 64 + 1)
+            e.run("a", p)
+            req = engine.Request("b", list(p))
+            self.assertEqual(e.sched.get_num_new_matched_tokens(req, 0)[0],
+                             64)
+            c = e.sched._client
+            self.assertEqual(c.stats()["chan_leases"], 1)
+            for _ in range(100):
+                if c.stats()["chan_leases"] == 0:
+                    break
+                time.sleep(0.02)
+            self.assertEqual(c.stats()["chan_leases"], 0)
+            self.assertEqual(e.sched.request_finished(req, []),
+                             (False, None))
+            # A load from an expired lease falls back on recomputation.
+            self.assertEqual(e.run("c", p)["errors"], [])
+        finally:
+            e.stop()
+
+
 class ServerKillTest(ServerCase):
     # Each test kills its server: each gets its own.
     @classmethod
@@ -986,6 +1702,24 @@ class ServerKillTest(ServerCase):
             self.assertLess(took, 10.0)
         finally:
             e2.stop()
+
+    def test_server_killed_mid_layerwise_save_publishes_nothing(self):
+        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill3",
+                                 timeout_ms=2000,
+                                 extra={"kvring_layerwise": True})
+        e = engine.Engine(spec)
+        try:
+            e.worker.call("kill_at_layer", (self.srv.proc.pid, 1))
+            t0 = time.monotonic()
+            r = e.run("a", toks(9, 2 * 64 + 5))
+            self.assertLess(time.monotonic() - t0, 15.0)
+            self.assertEqual(r["errors"], [])
+            self.assertTrue(e.worker.alive(), "the engine died with kvring")
+            self.srv.proc.wait(10)
+            # The engine goes on without the cache.
+            self.assertEqual(e.run("b", toks(10, 70))["external_tokens"], 0)
+        finally:
+            e.stop()
 
     def test_load_fails_cleanly_when_server_dies_after_scheduling(self):
         spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill2",

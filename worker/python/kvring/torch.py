@@ -219,20 +219,24 @@ class ChunkViews(list):
         return t
 
     def fill(self, j: int, src: torch.Tensor) -> None:
-        """Copy src (a contiguous CPU tensor of the layout's dtype and
-        chunk size, any shape) into store view j (kvr_store_fill). With
-        checksums on the XXH3-64 is computed while copying and the commit
-        sends it without reading the slot again, so do not write view j
-        afterwards: its sum would be of the old bytes and every checking
-        reader would find the chunk corrupt. Raises ValueError before any
-        byte moves when src does not fit."""
+        """Copy src (a contiguous tensor of the layout's dtype and chunk
+        size, any shape) into store view j. From a CPU tensor with
+        kvr_store_fill: with checksums on the XXH3-64 is computed while
+        copying and the commit sends it without reading the slot again,
+        so do not write view j afterwards: its sum would be of the old
+        bytes and every checking reader would find the chunk corrupt.
+        From a tensor on a device: one copy into the slot, summed by the
+        commit. Raises ValueError before any byte moves when src does not
+        fit."""
         self._live("fill").fill(j, src)
 
     def copy_to(self, j: int, dst: torch.Tensor) -> bool:
-        """Copy retrieve view j into dst (a contiguous CPU tensor of the
-        layout's dtype and chunk size, any shape; kvr_retrieve_copy).
-        Under checksum='on' the chunk's sum is checked while copying
-        ('verify' checked it on arrival). True: dst holds the chunk.
+        """Copy retrieve view j into dst (a contiguous tensor of the
+        layout's dtype and chunk size, any shape; on the CPU with
+        kvr_retrieve_copy). Under checksum='on' the chunk's sum is checked
+        while copying (into a device tensor: the transfer's chunks are
+        checked once, before the first copy; 'verify' checked them on
+        arrival). True: dst holds the chunk.
         False: it failed its checksum; dst must not be used, and the
         views are cut in place at view j exactly as verify_retrieve()
         cuts them (that chunk and every later one are no use to a
@@ -249,6 +253,7 @@ class _Transfer(object):
         self.readonly = readonly
         self.layout = layout
         self.ended = False
+        self._verified = False
         self.views = ChunkViews(transfer_id=tx.id)
         self.views._transfer = weakref.ref(self)
         self._bufs: List[weakref.ref] = []
@@ -334,13 +339,12 @@ class _Transfer(object):
         if not isinstance(t, torch.Tensor):
             raise ValueError("%s is a %s, not a tensor"
                              % (what, type(t).__name__))
-        if t.device.type != "cpu" or not t.is_contiguous() or \
-                t.dtype != lt.torch_dtype or \
+        if not t.is_contiguous() or t.dtype != lt.torch_dtype or \
                 t.numel() * t.element_size() != lt.chunk_bytes:
             raise ValueError(
                 "%s is a %s%s tensor of %s on %s; a chunk is a contiguous "
-                "CPU %s tensor of %d elements (shape %s): use "
-                ".contiguous(), .to(dtype) or .cpu() first"
+                "%s tensor of %d elements (shape %s), on any device: use "
+                ".contiguous() or .to(dtype) first"
                 % (what, "" if t.is_contiguous() else "non-contiguous ",
                    t.dtype, tuple(t.shape), t.device, lt.torch_dtype,
                    lt.chunk_bytes // lt.elem_bytes, list(lt.shape)))
@@ -351,6 +355,10 @@ class _Transfer(object):
             raise ValueError("fill: these are a retrieve's views (read "
                              "them, or copy_to() a tensor of your own)")
         i = self._user_tensor(j, src, "src")
+        if src.device.type != "cpu":
+            # One copy from the device into the slot; the commit sums it.
+            self.views[j].copy_(src.view(self.layout.shape))
+            return
         self.tx._copy_ptr(i, src.data_ptr(), False)
 
     def copy_to(self, j: int, dst: torch.Tensor) -> bool:
@@ -359,6 +367,17 @@ class _Transfer(object):
             raise ValueError("copy_to: these are a store's views (fill() "
                              "them)")
         i = self._user_tensor(j, dst, "dst")
+        if dst.device.type != "cpu":
+            # Checked before any byte goes to the device (checksum 'on';
+            # 'verify' checked on arrival), then one copy.
+            if self.tx._c.checksum == "on" and not self._verified:
+                self.verify()
+                self._verified = True
+            if i not in self.views.indices:
+                return False
+            dst.view(self.layout.shape).copy_(
+                self.views[self.views.indices.index(i)])
+            return True
         if self.tx._copy_ptr(i, dst.data_ptr(), True) == 0:
             return True
         self.tx.slots[i] = (SlotStatus.CORRUPT, None)

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from vllm.config.kv_transfer import KVTransferConfig
 
 __all__ = ["VllmConfig", "ModelConfig", "CacheConfig", "ParallelConfig",
-           "KVTransferConfig"]
+           "CompilationConfig", "KVTransferConfig"]
 
 
 @dataclass
@@ -45,8 +45,17 @@ class CacheConfig:
 
 
 @dataclass
+class CompilationConfig:
+    # layer name -> the layer object (an attention layer answers
+    # get_attn_backend()); vLLM fills it while building the model.
+    static_forward_context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class VllmConfig:
     model_config: ModelConfig = field(default_factory=ModelConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
     kv_transfer_config: Optional[KVTransferConfig] = None
+    compilation_config: CompilationConfig = field(
+        default_factory=CompilationConfig)

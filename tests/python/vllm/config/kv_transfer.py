@@ -2,7 +2,7 @@
 """vllm.config.kv_transfer stand-in: what --kv-transfer-config parses to."""
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 
 @dataclass
@@ -18,6 +18,10 @@ class KVTransferConfig:
     kv_port: int = 14579
     kv_connector_extra_config: dict = field(default_factory=dict)
     kv_connector_module_path: Optional[str] = None
+    enable_permute_local_kv: bool = False
+    # 'recompute': reschedule the request to recompute failed blocks;
+    # 'fail': fail the request with an error finish reason (vLLM's default).
+    kv_load_failure_policy: Literal["recompute", "fail"] = "fail"
 
     @classmethod
     def from_cli(cls, cli_value: str) -> "KVTransferConfig":
