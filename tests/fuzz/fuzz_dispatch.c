@@ -17,10 +17,15 @@
  * channel was handed, another recorded id, or a forged one. Another kind
  * ends a batch as kvringd's drain does, staging the channel's spare.
  *
- * After every step the target checks what a worker can observe (the answer
- * has the length its count says, every OK slot lies inside the pool, a
- * status is 0 or negative) and runs kvr_store_audit(), which walks every
- * object, pin, lease, transfer and the allocator. At the end every channel
+ * After every step the target checks what a worker can observe: the
+ * answer has the length of the form its request asked for (derived from
+ * the op and flags, as libkvring does: a stats body, sums after a
+ * retrieve's slots, slots and nothing else), passes libkvring's decoder
+ * (every OK slot inside the pool), and meets the shape rules libkvring
+ * checks (no positive status, slot counts per op, the lookup's hit and
+ * "L2 pending" bits, a commit's staged slot and bind outcome). It then
+ * runs kvr_store_audit(), which walks every object, pin, lease, transfer
+ * and the allocator. At the end every channel
  * closes and the store must hold nothing: no reservation, pin, lease or
  * transfer, and used bytes equal committed bytes. Any violation aborts, so
  * libFuzzer reports it with the input that led there.
@@ -29,6 +34,7 @@
  * alone (fuzz_req); it covers what happens to the server's state after a
  * record passed decoding.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,16 +111,154 @@ static void audit(struct kvr_store *st, const char *when)
  * names it fits (0: none yet). */
 static uint64_t last_stage_len;
 
-/* Run one request record through parse + exec and check the answer. */
+/*
+ * The answer forms, and the request flags each op's answer depends on.
+ * Adding an op or a request flag to the protocol breaks the build here,
+ * so that its answer form is taught to answer_bytes() and check_answer()
+ * before the target runs; a form they do not know fails at the first
+ * request that asks for it.
+ */
+_Static_assert(KVR_OP__MAX == 10, "an op's answer form: fuzz_dispatch.c");
+_Static_assert(KVR_REQ_FLAGS_ALL == 0x7fu,
+	       "a flag's answer form: fuzz_dispatch.c");
+
+/*
+ * The length of the answer to v that carries r->count slots, derived from
+ * the request alone, as libkvring's answer.c derives what it waits for:
+ * a stats answer has its body; a retrieve asked with KVR_REQ_SUMS has a
+ * sum after each slot (when it has slots); every other answer is its
+ * header and its slots. A lookup with KVR_REQ_L2 may also be answered
+ * later (length 0) by a server with an L2 tier: this one has none.
+ */
+static size_t answer_bytes(const struct kvr_req_view *v,
+			   const struct kvr_resp_hdr *r)
+{
+	switch (v->op) {
+	case KVR_OP_STATS:
+		return sizeof(*r) + sizeof(struct kvr_stats_wire);
+	case KVR_OP_PREPARE_RETRIEVE:
+		if ((v->hdr.flags & KVR_REQ_SUMS) && r->count)
+			return kvr_resp_sums_bytes(r->count);
+		return kvr_resp_bytes(r->count);
+	case KVR_OP_LOOKUP:
+	case KVR_OP_RELEASE:
+	case KVR_OP_PREPARE_STORE:
+	case KVR_OP_COMMIT_STORE:
+	case KVR_OP_ABORT_STORE:
+	case KVR_OP_COMMIT_RETRIEVE:
+	case KVR_OP_PING:
+		return kvr_resp_bytes(r->count);
+	default:
+		fail("op with no known answer form", v->op, NULL);
+		return 0;
+	}
+}
+
+/*
+ * What a worker may rely on in the answer to v, beyond its length: the
+ * shape rules of libkvring's check_shape() (answer.c) for the op, each
+ * slot's flags word, and the staged slot of a store-ahead commit. The
+ * answer has already passed kvr_resp_parse_view(): slots inside the pool,
+ * statuses known.
+ */
+static void check_answer(const struct kvr_req_view *v,
+			 const struct kvr_resp_view *a)
+{
+	const struct kvr_resp_hdr *r = &a->hdr;
+	uint32_t flags = v->hdr.flags, outcome, f_ok = 0;
+	bool any_ok = false;
+
+	if (r->status > 0)
+		fail("positive status", (unsigned long long)r->status, NULL);
+	if (r->status < 0 && r->count)
+		fail("slots on an error answer", r->count, NULL);
+	if ((a->sums != NULL) != (v->op == KVR_OP_PREPARE_RETRIEVE &&
+				  (flags & KVR_REQ_SUMS) && r->count))
+		fail("sums carried or missing", r->count, NULL);
+	/* A slot's flags word: KVR_SLOT_F_SUM in a sums answer, else 0. */
+	if (a->sums)
+		f_ok = KVR_SLOT_F_SUM;
+	for (uint32_t i = 0; i < r->count; i++) {
+		any_ok |= a->slots[i].status == KVR_SLOT_OK;
+		if (a->slots[i].reserved & ~f_ok)
+			fail("slot flags", a->slots[i].reserved, NULL);
+	}
+	if (r->status < 0)
+		return;
+	switch (v->op) {
+	case KVR_OP_LOOKUP:
+		/* Hits in bits 0..31; the L2 "ask again" bit only when the
+		 * lookup asked to read through L2 (there is no L2 here). */
+		if (r->count ||
+		    (r->value & KVR_LOOKUP_HITS_MASK) > v->hdr.count)
+			fail("lookup hits or slots", r->value, NULL);
+		if (r->value & ~KVR_LOOKUP_HITS_MASK)
+			fail(flags & KVR_REQ_L2
+				 ? "lookup L2 pending without an L2 tier"
+				 : "lookup answer flags not asked for",
+			     r->value, NULL);
+		break;
+	case KVR_OP_PREPARE_STORE:
+		/* One slot per key (the early bind: its one), each with a
+		 * store status; any OK slot comes with a transfer id. */
+		if (r->count != v->hdr.count || (any_ok && !r->handle))
+			fail("prepare_store slot count or transfer id",
+			     r->count, NULL);
+		for (uint32_t i = 0; i < r->count; i++)
+			if (a->slots[i].status == KVR_SLOT_CORRUPT)
+				fail("store slot answered corrupt", i, NULL);
+		break;
+	case KVR_OP_PREPARE_RETRIEVE:
+		/* Only OK slots, at most one per key (a lease: any count),
+		 * and a transfer id when there are any. */
+		if ((r->count > v->hdr.count && !(flags & KVR_REQ_BY_LEASE)) ||
+		    (r->count && !r->handle))
+			fail("retrieve slot count or transfer id", r->count,
+			     NULL);
+		for (uint32_t i = 0; i < r->count; i++)
+			if (a->slots[i].status != KVR_SLOT_OK)
+				fail("retrieve slot not OK", i, NULL);
+		break;
+	case KVR_OP_COMMIT_STORE:
+		/* At most the one staged slot, only when it asked for one or
+		 * bound one, OK and named by the handle; a bind's outcome is
+		 * one of rule 1's, a plain commit's OK. */
+		if (r->count >
+		    (flags & (KVR_REQ_STAGE | KVR_REQ_BIND) ? 1u : 0u))
+			fail("staged slot nobody asked for", r->count, NULL);
+		if (r->count && (!any_ok || !r->handle))
+			fail("staged slot not OK or without its id", r->count,
+			     NULL);
+		outcome = (uint32_t)(r->value & KVR_COMMIT_OUTCOME_MASK);
+		if (outcome != KVR_SLOT_OK &&
+		    (!(flags & KVR_REQ_BIND) ||
+		     (outcome != KVR_SLOT_EXISTS && outcome != KVR_SLOT_BUSY)))
+			fail("commit outcome", outcome, NULL);
+		if (r->count)
+			last_stage_len = a->slots[0].len;
+		break;
+	default:
+		/* Release, abort, commit_retrieve, ping, stats: no slots. */
+		if (r->count)
+			fail("slots on an answer that has none", r->count,
+			     NULL);
+		break;
+	}
+}
+
+/* Run one request record through parse + exec and check the answer as a
+ * worker would: its type, its length for the form the request asked for,
+ * the worker's own decoder, then the shape rules. */
 static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
 			size_t len, uint32_t op, uint64_t *handles,
 			unsigned *nh)
 {
 	const struct kvr_resp_hdr *r = (const struct kvr_resp_hdr *)s->ans;
-	const struct kvr_slot_desc *sl = (const struct kvr_slot_desc *)(r + 1);
+	struct kvr_resp_view a;
 	struct kvr_req_view v;
 	uint32_t type;
 	size_t alen;
+	int rc;
 
 	if (kvr_req_parse(op, rec, len, s->max_keys, &v) < 0)
 		return; /* kvringd disconnects here; nothing reached the store
@@ -124,30 +268,14 @@ static void run_request(struct kvr_srv *s, struct kvr_conn *c, const void *rec,
 		fail("answer type", type, NULL);
 	if (alen > s->ans_cap)
 		fail("answer longer than the buffer", alen, NULL);
-	if (r->status > 0)
-		fail("positive status", (unsigned long long)r->status, NULL);
-	if (op == KVR_OP_STATS) {
-		if (alen != sizeof(*r) + sizeof(struct kvr_stats_wire))
-			fail("stats answer length", alen, NULL);
-		return;
-	}
-	if (alen != kvr_resp_bytes(r->count))
-		fail("answer length vs count", alen, NULL);
-	if (op == KVR_OP_COMMIT_STORE) {
-		/* A commit's answer carries at most the one staged slot, and
-		 * only when it asked for one or bound one. */
-		if (r->count > 1 ||
-		    (r->count &&
-		     !(v.hdr.flags & (KVR_REQ_STAGE | KVR_REQ_BIND))))
-			fail("staged slot nobody asked for", r->count, NULL);
-		if (r->count && r->status == 0 && sl[0].status == KVR_SLOT_OK)
-			last_stage_len = sl[0].len;
-	} else if (r->count > v.hdr.count && !(v.hdr.flags & KVR_REQ_BY_LEASE))
-		fail("more slots than keys", r->count, NULL);
-	for (uint32_t i = 0; i < r->count; i++)
-		if (sl[i].status == KVR_SLOT_OK &&
-		    !kvr_span_ok(sl[i].off, sl[i].len, POOL))
-			fail("slot outside the pool", sl[i].off, NULL);
+	if (alen != answer_bytes(&v, r))
+		fail("answer length vs the form its request asked for", alen,
+		     kvr_op_name(op));
+	rc = kvr_resp_parse_view(type, s->ans, alen, POOL, &a);
+	if (rc < 0)
+		fail("the worker's decoder refuses the answer",
+		     (unsigned long long)-rc, kvr_op_name(op));
+	check_answer(&v, &a);
 	if (r->handle) {
 		handles[*nh % NHANDLES] = r->handle;
 		(*nh)++;
