@@ -346,9 +346,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    rec_buf[(sizeof(struct kvr_req_hdr) + (MAX_KEYS + 2) * 24) / 8 + 1];
 	static struct kvr_key keys[MAX_KEYS];
 	static uint64_t sizes[MAX_KEYS];
-	static uint8_t ans[sizeof(struct kvr_resp_hdr) +
-			   MAX_KEYS * sizeof(struct kvr_slot_desc) +
-			   sizeof(struct kvr_stats_wire)];
+	/* Room for the largest answer, as kvringd sizes it (srv.c): a
+	 * retrieve of MAX_KEYS slots with their sums, or a stats answer. */
+	static uint8_t
+	    ans[sizeof(struct kvr_resp_hdr) +
+		MAX_KEYS * (sizeof(struct kvr_slot_desc) + sizeof(uint64_t)) +
+		sizeof(struct kvr_stats_wire)];
 	struct kvr_srv *s = calloc(1, sizeof(*s));
 	struct kvr_conn *conns = calloc(NCHAN, sizeof(*conns));
 	/* The namespace table the channels' ns_id index (cache counters). */
