@@ -98,13 +98,21 @@ static uint64_t pick_size(struct in *in)
 	return (uint64_t)b * 977;
 }
 
+/* The most objects (reserved or committed) the store held during this
+ * input: an input that grew the store's tables gets a new store after it
+ * (see reset_store()). */
+static uint64_t objects_peak;
+
 static void audit(struct kvr_store *st, const char *when)
 {
 	char msg[256];
 	int rc = kvr_store_audit(st, msg, sizeof(msg));
+	uint64_t n = kvr_store_ns_objects(st, 1) + kvr_store_ns_objects(st, 2);
 
 	if (rc < 0)
 		fail(when, (unsigned long long)-rc, msg);
+	if (n > objects_peak)
+		objects_peak = n;
 }
 
 /* The length of the last staged slot an answer handed out: a bind that
@@ -330,7 +338,35 @@ static void bind_step(struct kvr_srv *s, struct kvr_conn *c, struct in *in,
 	run_request(s, c, rec, len, KVR_OP_COMMIT_STORE, handles, nh);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/*
+ * The store lives across inputs: creating one (and freeing it) per input
+ * cost more than most inputs' steps, as ASan keeps freed memory in
+ * quarantine and every new store faulted in fresh pages. After an input,
+ * every channel is closed and both namespaces are evicted, which must
+ * leave the store exactly as created: reset_store() proves it with the
+ * audit, the global gauges against those of the new store, and every
+ * channel's gauges at zero; anything left behind aborts like any other
+ * finding. What an emptied store keeps is invisible to requests: its id
+ * counter (a handle a previous input saw is no longer live, and forged
+ * handles are ones no store hands out), the capacity of its tables, and
+ * the monotonic event counters (a stats answer's values are not checked).
+ * The server, connection and namespace structs are zeroed per input.
+ *
+ * The store's object table and index are sized for OBJECTS_HINT objects
+ * and grow past it, never shrink, and the audit after every step walks
+ * them whole: an input that held more than OBJECTS_HINT - MAX_KEYS
+ * objects (a request of MAX_KEYS keys could have grown them) is followed
+ * by a new store, so that one large input does not slow every later one.
+ */
+#define OBJECTS_HINT 128u
+static struct kvr_store *store;
+static struct kvr_store_stats store_new; /* the gauges of the new store */
+static struct kvr_srv srv;
+static struct kvr_conn conns[NCHAN];
+/* The namespace table the channels' ns_id index (cache counters). */
+static struct kvr_ns_ent ns_tab[KVR_SRV_NS_MAX];
+
+static struct kvr_store *store_get(void)
 {
 	struct kvr_store_config cfg = {
 	    .pool_bytes = POOL,
@@ -341,7 +377,76 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    .max_xfers_per_chan = 8,
 	    .max_leases_per_chan = 4,
 	    .hash_seed = 42,
+	    /* Namespaces 1 and 2 only (kvringd has KVR_SRV_NS_MAX): the
+	     * audit walks every namespace's count. */
+	    .max_ns = 3,
+	    .objects_hint = OBJECTS_HINT,
 	};
+
+	if (!store) {
+		if (kvr_store_create(&cfg, &store) < 0)
+			abort();
+		kvr_store_stats(store, &store_new);
+	}
+	return store;
+}
+
+/* The gauges of two stats snapshots (what the store holds now), equal. */
+static bool gauges_equal(const struct kvr_store_stats *a,
+			 const struct kvr_store_stats *b)
+{
+	return a->pool_bytes == b->pool_bytes &&
+	       a->used_bytes == b->used_bytes &&
+	       a->committed_bytes == b->committed_bytes &&
+	       a->reserved_bytes == b->reserved_bytes &&
+	       a->free_bytes == b->free_bytes &&
+	       a->largest_free_bytes == b->largest_free_bytes &&
+	       a->free_extents == b->free_extents && a->objects == b->objects &&
+	       a->reserved_objects == b->reserved_objects &&
+	       a->pinned_objects == b->pinned_objects &&
+	       a->pinned_bytes == b->pinned_bytes && a->pins == b->pins &&
+	       a->leases == b->leases && a->transfers == b->transfers &&
+	       a->staged == b->staged;
+}
+
+/*
+ * Empty the store for the next input (every channel is closed already):
+ * evict both namespaces, then prove that nothing is left: the audit
+ * passes, the gauges are the new store's (no object, one free extent the
+ * size of the pool), every channel holds nothing.
+ */
+static void reset_store(struct kvr_store *st)
+{
+	struct kvr_store_stats now;
+	struct kvr_store_chan_stats cs;
+	bool grown = objects_peak > OBJECTS_HINT - MAX_KEYS;
+
+	for (uint32_t n = 1; n < 3; n++)
+		if (kvr_store_ns_evict(st, n) || kvr_store_ns_objects(st, n))
+			fail("objects left after evicting namespace", n, NULL);
+	audit(st, "after the reset");
+	kvr_store_stats(st, &now);
+	if (!gauges_equal(&now, &store_new))
+		fail("reset store differs from a new one: used bytes",
+		     now.used_bytes, NULL);
+	for (uint32_t i = 0; i < NCHAN; i++) {
+		if (kvr_store_chan_stats(st, i, &cs) < 0)
+			fail("channel stats", i, NULL);
+		if (cs.reserved_bytes || cs.reserved_objects || cs.pins_held ||
+		    cs.leases_owned || cs.transfers_open || cs.pinned_bytes ||
+		    cs.oldest_ns || cs.staged)
+			fail("channel holds something after the reset", i,
+			     NULL);
+	}
+	objects_peak = 0;
+	if (grown) {
+		kvr_store_destroy(store);
+		store = NULL;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
 	static uint64_t
 	    rec_buf[(sizeof(struct kvr_req_hdr) + (MAX_KEYS + 2) * 24) / 8 + 1];
 	static struct kvr_key keys[MAX_KEYS];
@@ -352,18 +457,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    ans[sizeof(struct kvr_resp_hdr) +
 		MAX_KEYS * (sizeof(struct kvr_slot_desc) + sizeof(uint64_t)) +
 		sizeof(struct kvr_stats_wire)];
-	struct kvr_srv *s = calloc(1, sizeof(*s));
-	struct kvr_conn *conns = calloc(NCHAN, sizeof(*conns));
-	/* The namespace table the channels' ns_id index (cache counters). */
-	struct kvr_ns_ent *ns = calloc(KVR_SRV_NS_MAX, sizeof(*ns));
+	struct kvr_srv *s = &srv;
 	struct in in = {data, size};
 	uint64_t handles[NHANDLES] = {0};
 	struct kvr_store_stats stt;
 	unsigned nh = 0;
 
-	if (!s || !conns || !ns || kvr_store_create(&cfg, &s->store) < 0)
-		abort();
-	s->ns = ns;
+	memset(&srv, 0, sizeof(srv));
+	memset(conns, 0, sizeof(conns));
+	memset(ns_tab, 0, sizeof(ns_tab));
+	s->store = store_get();
+	s->ns = ns_tab;
 	s->keys = keys;
 	s->sizes = sizes;
 	s->ans = ans;
@@ -483,9 +587,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     NULL);
 	if (stt.used_bytes != stt.committed_bytes)
 		fail("used != committed after close", stt.used_bytes, NULL);
-	kvr_store_destroy(s->store);
-	free(conns);
-	free(ns);
-	free(s);
+	reset_store(s->store);
 	return 0;
 }
