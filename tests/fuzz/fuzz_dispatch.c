@@ -98,21 +98,27 @@ static uint64_t pick_size(struct in *in)
 	return (uint64_t)b * 977;
 }
 
-/* The most objects (reserved or committed) the store held during this
- * input: an input that grew the store's tables gets a new store after it
- * (see reset_store()). */
-static uint64_t objects_peak;
-
 static void audit(struct kvr_store *st, const char *when)
 {
 	char msg[256];
 	int rc = kvr_store_audit(st, msg, sizeof(msg));
-	uint64_t n = kvr_store_ns_objects(st, 1) + kvr_store_ns_objects(st, 2);
 
 	if (rc < 0)
 		fail(when, (unsigned long long)-rc, msg);
-	if (n > objects_peak)
-		objects_peak = n;
+}
+
+/* The store's tables are sized for OBJECTS_HINT objects (see
+ * reset_store()); true once a step of this input may have grown them. */
+#define OBJECTS_HINT 32u
+static bool tables_grown;
+
+/* Before a step that may create up to n objects: the store grows its
+ * tables when the objects it holds and those asked for exceed them. */
+static void note_growth(const struct kvr_store *st, uint32_t n)
+{
+	if (kvr_store_ns_objects(st, 1) + kvr_store_ns_objects(st, 2) + n >
+	    OBJECTS_HINT)
+		tables_grown = true;
 }
 
 /* The length of the last staged slot an answer handed out: a bind that
@@ -354,11 +360,10 @@ static void bind_step(struct kvr_srv *s, struct kvr_conn *c, struct in *in,
  *
  * The store's object table and index are sized for OBJECTS_HINT objects
  * and grow past it, never shrink, and the audit after every step walks
- * them whole: an input that held more than OBJECTS_HINT - MAX_KEYS
- * objects (a request of MAX_KEYS keys could have grown them) is followed
- * by a new store, so that one large input does not slow every later one.
+ * them whole: an input during which the objects held plus those a step
+ * asked for exceeded OBJECTS_HINT is followed by a new store, so that one
+ * large input does not slow every later one.
  */
-#define OBJECTS_HINT 128u
 static struct kvr_store *store;
 static struct kvr_store_stats store_new; /* the gauges of the new store */
 static struct kvr_srv srv;
@@ -419,7 +424,6 @@ static void reset_store(struct kvr_store *st)
 {
 	struct kvr_store_stats now;
 	struct kvr_store_chan_stats cs;
-	bool grown = objects_peak > OBJECTS_HINT - MAX_KEYS;
 
 	for (uint32_t n = 1; n < 3; n++)
 		if (kvr_store_ns_evict(st, n) || kvr_store_ns_objects(st, n))
@@ -438,10 +442,10 @@ static void reset_store(struct kvr_store *st)
 			fail("channel holds something after the reset", i,
 			     NULL);
 	}
-	objects_peak = 0;
-	if (grown) {
+	if (tables_grown) {
 		kvr_store_destroy(store);
 		store = NULL;
+		tables_grown = false;
 	}
 }
 
@@ -465,7 +469,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&srv, 0, sizeof(srv));
 	memset(conns, 0, sizeof(conns));
-	memset(ns_tab, 0, sizeof(ns_tab));
+	/* Dispatch touches only the entries of its channels' namespaces. */
+	memset(ns_tab, 0, 2 * sizeof(ns_tab[0]));
 	s->store = store_get();
 	s->ns = ns_tab;
 	s->keys = keys;
@@ -503,6 +508,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		}
 		if (kind == 12) { /* a bind and/or a stage, built on purpose */
+			note_growth(s->store, 1);
 			bind_step(s, c, &in, handles, &nh, step);
 			audit(s->store, "after a bind");
 			s->now_ns += 1000;
@@ -512,6 +518,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct kvr_slot_desc d;
 			uint64_t id = 0;
 
+			note_growth(s->store, 1);
 			if (c->stage_len && !c->stage_spare &&
 			    kvr_store_stage(s->store, (uint32_t)c->chan,
 					    c->ns_id, c->stage_len, s->now_ns,
@@ -571,6 +578,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Sometimes a record shorter or longer than its count says. */
 		if ((b & 0x18) == 0x18 && len >= 8)
 			len -= 8;
+		note_growth(s->store, n <= MAX_KEYS ? n : MAX_KEYS);
 		run_request(s, c, rec, len, op, handles, &nh);
 		audit(s->store, "after a request");
 		s->now_ns += 1000;
