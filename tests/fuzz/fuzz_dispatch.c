@@ -352,11 +352,13 @@ static void bind_step(struct kvr_srv *s, struct kvr_conn *c, struct in *in,
  * leave the store exactly as created: reset_store() proves it with the
  * audit, the global gauges against those of the new store, and every
  * channel's gauges at zero; anything left behind aborts like any other
- * finding. What an emptied store keeps is invisible to requests: its id
- * counter (a handle a previous input saw is no longer live, and forged
- * handles are ones no store hands out), the capacity of its tables, and
- * the monotonic event counters (a stats answer's values are not checked).
- * The server, connection and namespace structs are zeroed per input.
+ * finding. What an emptied store keeps is invisible to requests, so an
+ * input replayed alone behaves as it did in the run: its id counter (a
+ * handle an earlier input saw is no longer live, and a forged 64-bit
+ * handle matches a live id of either store by chance alone), the capacity
+ * of its tables, and the monotonic event counters (a stats answer's
+ * values are not checked). The server and connection structs, and the
+ * namespace entries dispatch uses, are zeroed per input.
  *
  * The store's object table and index are sized for OBJECTS_HINT objects
  * and grow past it, never shrink, and the audit after every step walks
