@@ -15,6 +15,12 @@
 #                           (the test command does this first); with
 #                           --fix, rewrite the files that do not
 #   scripts/setup.sh asan   only the ASan+UBSan (and fuzz) half of test
+#   scripts/setup.sh fuzz [SECONDS]  every libFuzzer target of the ASan
+#                           tree for SECONDS each (default 300), growing its
+#                           corpus in build-asan/fuzz-corpus/<target>
+#                           (seeded from tests/fuzz/corpus); prints inputs,
+#                           inputs/s, coverage and findings per target, and
+#                           the path of each finding's reproducer
 #   scripts/setup.sh tsan   the concurrent suites under ThreadSanitizer
 #   scripts/setup.sh stress the 10-minute fault-injection run of docs/reliability.md
 #   scripts/setup.sh bench [ARGS]  install the benchmark peers (libzmq,
@@ -169,15 +175,97 @@ run_tests() {
 	run_asan
 }
 
-# One clang tree under ASan+UBSan builds the suites and the fuzz targets.
+# The sanitizers' options for every run in the ASan tree: leaks count, and
+# the first report stops the process (libFuzzer then keeps the input).
+asan_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
+
+# One clang tree under ASan+UBSan builds the suites and the fuzz targets;
+# asan_configure DIR configures it (the fuzz command builds only the
+# targets in the same tree).
+asan_configure() {
+	# The fault-injection run is shorter here: the gcc pass ran the minute.
+	CC=clang cmake -S "$here" -B "$1" -DKVR_WERROR=ON \
+		-DKVR_SANITIZE=address,undefined -DKVR_BUILD_FUZZ=ON \
+		-DKVR_STRESS_SECONDS=20 -DKVR_BUILD_BENCH=ON >/dev/null
+}
+
 run_asan() {
 	local b=$here/build-asan
-	# The fault-injection run is shorter here: the gcc pass ran the minute.
-	CC=clang build "$b" -DKVR_SANITIZE=address,undefined -DKVR_BUILD_FUZZ=ON \
-		-DKVR_STRESS_SECONDS=20 -DKVR_BUILD_BENCH=ON
-	KVR_TEST_TIMEOUT_MULT=4 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	asan_configure "$b"
+	cmake --build "$b" -j"$jobs"
+	(
+		export KVR_TEST_TIMEOUT_MULT=4 "${asan_env[@]}"
 		run_ctest "$b"
+	)
+}
+
+# fuzz [SECONDS]: one libFuzzer run per target, SECONDS each, one after
+# the other. The corpus each run grows stays in the build tree and is the
+# next run's starting point; the committed seeds are read too. A finding
+# (crash, sanitizer report, leak, timeout) leaves its input in
+# build-asan/fuzz-findings/<target>/; the run goes on with the next target
+# and the command exits 1 at the end. The full output of each run is in
+# build-asan/fuzz-logs/<target>.log.
+run_fuzz() {
+	local secs=${1:-300} b=$here/build-asan t bin out corp art rc found=0
+	local last inputs rate cov ft units repro
+	if ! [[ $secs =~ ^[1-9][0-9]*$ ]]; then
+		echo "usage: scripts/setup.sh fuzz [SECONDS]" >&2
+		return 2
+	fi
+	asan_configure "$b"
+	local targets=()
+	for t in "$here"/tests/fuzz/fuzz_*.c; do
+		targets+=("$(basename "$t" .c)")
+	done
+	cmake --build "$b" -j"$jobs" --target "${targets[@]}"
+	mkdir -p "$b/fuzz-corpus" "$b/fuzz-findings" "$b/fuzz-logs"
+	log "fuzz: ${#targets[@]} targets, ${secs} s each"
+	printf '%-16s %12s %9s %6s %7s %8s  %s\n' target inputs inputs/s \
+		cov ft corpus result
+	for t in "${targets[@]}"; do
+		bin=$b/tests/fuzz/$t
+		corp=$b/fuzz-corpus/$t
+		art=$b/fuzz-findings/$t
+		out=$b/fuzz-logs/$t.log
+		mkdir -p "$corp" "$art"
+		rc=0
+		env "${asan_env[@]}" "$bin" -max_total_time="$secs" \
+			-timeout=25 -print_final_stats=1 \
+			-artifact_prefix="$art/" "$corp" \
+			"$here/tests/fuzz/corpus/$t" >"$out" 2>&1 || rc=$?
+		# The last status line: "#N <event> cov: C ft: F corp: U/..."
+		last=$(grep -E '^#[0-9]+' "$out" | tail -n 1 || true)
+		inputs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out")
+		[ -n "$inputs" ] || inputs=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
+		rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out")
+		[ -n "$rate" ] || rate=$(sed -nE 's/.*exec\/s: ([0-9]+).*/\1/p' <<<"$last")
+		cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
+		ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
+		units=$(find "$corp" -type f | wc -l)
+		repro=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$out" | tail -n 1)
+		if [ $rc -eq 0 ]; then
+			printf '%-16s %12s %9s %6s %7s %8s  %s\n' "$t" \
+				"${inputs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
+				"$units" "no finding"
+			continue
+		fi
+		found=1
+		printf '%-16s %12s %9s %6s %7s %8s  %s\n' "$t" "${inputs:-?}" \
+			"${rate:-?}" "${cov:-?}" "${ft:-?}" "$units" \
+			"FINDING (exit $rc)"
+		grep -m 1 -E 'ERROR: |runtime error|^fuzz_[a-z_0-9]+: ' "$out" |
+			sed 's/^/    /' || true
+		echo "    reproducer: ${repro:-none written, see $out}"
+		echo "    replay: $bin ${repro:-FILE}"
+		echo "    log: $out"
+	done
+	if [ $found -ne 0 ]; then
+		log "fuzz: FINDINGS (reproducers above; add each to tests/fuzz/corpus/<target>/ with its fix)"
+		return 1
+	fi
+	log "fuzz: no finding; corpora in $b/fuzz-corpus"
 }
 
 run_tsan() {
@@ -211,9 +299,10 @@ run) install_deps "${deps[@]}" && run_main ;;
 test) install_deps "${deps[@]}" && run_tests ;;
 format) shift && install_deps "${deps[@]}" && run_format "$@" ;;
 asan) install_deps "${deps[@]}" && run_asan ;;
+fuzz) shift && install_deps "${deps[@]}" && run_fuzz "$@" ;;
 tsan) install_deps "${deps[@]}" && run_tsan ;;
 *)
-	echo "usage: scripts/setup.sh run|test|format|asan|tsan|stress|bench|deps" >&2
+	echo "usage: scripts/setup.sh run|test|format|asan|fuzz|tsan|stress|bench|deps" >&2
 	exit 2
 	;;
 esac

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: kvringd's handshake table policy (issue 12), through
+ * libFuzzer target: kvringd's handshake table policy, through
  * the server's own kvr__hello_victim(). The input is a script over a
  * table of 64 connection slots: accept a socket of one of 6 uids (the
  * server first drops the victim it names, as make_pending_room() does,
@@ -10,7 +10,10 @@
  * table never more than KVR_SRV_PENDING_MAX, a new socket always finds a
  * slot (with at most max_workers of them active, as in the server), and a
  * victim is always a pending handshake, the oldest of those a reference
- * model of the policy says it must be chosen among.
+ * model of the policy says it must be chosen among. The target counts
+ * pending and active slots as its script changes them, so a step's checks
+ * cost O(1) plus the policy's own walk, and recounts the table at the end
+ * of every input.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,35 +32,46 @@ static void check(bool ok)
 		__builtin_trap();
 }
 
-static uint32_t pending(const struct kvr_conn *c, uint32_t n, bool any,
-			uid_t uid)
+/*
+ * What the script has done to the table, kept step by step so that the
+ * per-step checks cost O(1) rather than a walk of the table per uid (the
+ * walks cost twenty times the policy under test). recount() walks the
+ * table at the end of every input and must find the same numbers, so the
+ * counters cannot drift from the table unnoticed.
+ */
+struct tally {
+	uint32_t pending;	    /* HELLO slots */
+	uint32_t pending_uid[NUID]; /* HELLO slots of each uid */
+	uint32_t active;	    /* ACTIVE slots */
+};
+
+static void recount(const struct kvr_conn *c, const struct tally *t)
 {
-	uint32_t k = 0;
+	struct tally r = {0};
 
-	for (uint32_t i = 0; i < n; i++)
-		k += c[i].state == KVR_CONN_HELLO && (any || c[i].uid == uid);
-	return k;
-}
-
-static uint32_t active(const struct kvr_conn *c)
-{
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < NSLOT; i++)
-		k += c[i].state == KVR_CONN_ACTIVE;
-	return k;
+	for (uint32_t i = 0; i < NSLOT; i++) {
+		if (c[i].state == KVR_CONN_HELLO) {
+			check(c[i].uid < NUID);
+			r.pending++;
+			r.pending_uid[c[i].uid]++;
+		}
+		r.active += c[i].state == KVR_CONN_ACTIVE;
+	}
+	check(memcmp(&r, t, sizeof(r)) == 0);
 }
 
 /*
  * The reference the policy is checked against, written the obvious way:
- * accepted_ns of the handshake that must go (0: none must).
+ * accepted_ns of the handshake that must go (0: none must). Below both
+ * limits none must, and the table is not walked.
  */
-static uint64_t expected(const struct kvr_conn *c, uint32_t npending, uid_t uid)
+static uint64_t expected(const struct kvr_conn *c, const struct tally *t,
+			 uid_t uid)
 {
-	bool per_uid = pending(c, NSLOT, false, uid) >= KVR_SRV_PENDING_PER_UID;
+	bool per_uid = t->pending_uid[uid] >= KVR_SRV_PENDING_PER_UID;
 	uint64_t best = 0;
 
-	if (!per_uid && npending < KVR_SRV_PENDING_MAX)
+	if (!per_uid && t->pending < KVR_SRV_PENDING_MAX)
 		return 0;
 	for (uint32_t i = 0; i < NSLOT; i++) {
 		if (c[i].state != KVR_CONN_HELLO ||
@@ -72,10 +86,13 @@ static uint64_t expected(const struct kvr_conn *c, uint32_t npending, uid_t uid)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct kvr_conn conns[NSLOT];
+	struct tally t = {0};
 	uint64_t now = 1;
-	uint32_t npending = 0;
 
-	memset(conns, 0, sizeof(conns));
+	/* The policy reads state, uid and accepted_ns; a free slot's are
+	 * set when it is taken. */
+	for (uint32_t i = 0; i < NSLOT; i++)
+		conns[i].state = KVR_CONN_FREE;
 	for (size_t step = 0; step + 1 < size && step < 2048; step += 2) {
 		uint8_t op = data[step], arg = data[step + 1];
 		uid_t uid = (uid_t)(arg % NUID);
@@ -86,25 +103,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 0: /* accept, as kvr__hello_accepted() */
 		case 1:
 			for (int pass = 0; pass <= 64; pass++) {
-				uint32_t before = npending;
-
-				v = kvr__hello_victim(conns, NSLOT, npending,
+				v = kvr__hello_victim(conns, NSLOT, t.pending,
 						      uid);
 				if (!v) {
-					check(expected(conns, npending, uid) ==
-					      0);
+					check(expected(conns, &t, uid) == 0);
 					break;
 				}
+				check(v >= conns && v < conns + NSLOT);
 				check(v->state == KVR_CONN_HELLO);
 				check(v->accepted_ns ==
-				      expected(conns, npending, uid));
+				      expected(conns, &t, uid));
 				v->state = KVR_CONN_FREE;
-				npending--;
-				check(npending < before);
+				t.pending--;
+				t.pending_uid[v->uid]--;
 			}
-			check(pending(conns, NSLOT, false, uid) <
-			      KVR_SRV_PENDING_PER_UID);
-			check(npending < KVR_SRV_PENDING_MAX);
+			check(t.pending_uid[uid] < KVR_SRV_PENDING_PER_UID);
+			check(t.pending < KVR_SRV_PENDING_MAX);
 			for (uint32_t i = 0; !slot && i < NSLOT; i++)
 				if (conns[i].state == KVR_CONN_FREE)
 					slot = &conns[i];
@@ -115,31 +129,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			slot->state = KVR_CONN_HELLO;
 			slot->uid = uid;
 			slot->accepted_ns = now;
-			npending++;
+			t.pending++;
+			t.pending_uid[uid]++;
 			break;
 		case 2: /* a pending handshake finishes (or hangs up) */
 			slot = &conns[arg % NSLOT];
 			if (slot->state == KVR_CONN_HELLO) {
 				/* A channel, if one of max_workers is free. */
 				bool room =
-				    active(conns) < NSLOT - KVR_SRV_PENDING_MAX;
+				    t.active < NSLOT - KVR_SRV_PENDING_MAX;
 
 				slot->state = (op & 4) && room ? KVR_CONN_ACTIVE
 							       : KVR_CONN_FREE;
-				npending--;
+				t.active += slot->state == KVR_CONN_ACTIVE;
+				t.pending--;
+				t.pending_uid[slot->uid]--;
 			}
 			break;
 		default: /* an active worker leaves */
 			slot = &conns[arg % NSLOT];
-			if (slot->state == KVR_CONN_ACTIVE)
+			if (slot->state == KVR_CONN_ACTIVE) {
 				slot->state = KVR_CONN_FREE;
+				t.active--;
+			}
 			break;
 		}
-		check(npending == pending(conns, NSLOT, true, 0));
-		check(npending <= KVR_SRV_PENDING_MAX);
-		for (uid_t u = 0; u < NUID; u++)
-			check(pending(conns, NSLOT, false, u) <=
-			      KVR_SRV_PENDING_PER_UID);
+		/* Only the uid of this step can have gained a handshake. */
+		check(t.pending <= KVR_SRV_PENDING_MAX);
+		check(t.pending_uid[uid] <= KVR_SRV_PENDING_PER_UID);
 	}
+	recount(conns, &t);
 	return 0;
 }

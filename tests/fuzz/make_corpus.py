@@ -112,3 +112,17 @@ write("fuzz_dispatch", "bind_forged",
       step(0, 9) + bytes([1, 0, 3, 6]) + step(0, 12) + bytes([2, 0])
       + step(2, 12) + bytes([25]) + struct.pack("<Q", 1 << 40) + bytes([4])
       + step(0, 12) + bytes([51, 1, 4]))
+# A retrieve asked with KVR_REQ_SUMS is answered in the sums form (a u64
+# after each slot): store key 5 (64 KiB), commit it, then retrieve it with
+# the flags byte 0x80 (more flag bits follow: 2 << 2 = SUMS) and 0x40 (a
+# handle follows: 0).
+write("fuzz_dispatch", "retrieve_sums",
+      step(0, 9) + bytes([1, 0, 5, 6]) + step(0, 4) + bytes([0, 0, 0])
+      + step(0, 6) + bytes([1, 0xC0, 2]) + struct.pack("<Q", 0) + bytes([5]))
+# The largest answer: 24 keys stored (4 KiB each), then a retrieve of 32
+# keys (the 24 and the first 8 again) with SUMS, 32 slots and 32 sums.
+write("fuzz_dispatch", "retrieve_sums_max",
+      step(0, 9) + bytes([24, 0]) + bytes(range(24)) + bytes([4] * 24)
+      + step(0, 4) + bytes([0, 0, 0])
+      + step(0, 6) + bytes([32, 0xC0, 2]) + struct.pack("<Q", 0)
+      + bytes(list(range(24)) + list(range(8))))
