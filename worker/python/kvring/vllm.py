@@ -15,7 +15,8 @@ optional: kvring_socket, kvring_chunk_tokens (256; a multiple of the
 block size), kvring_model, kvring_timeout_ms (5000), kvring_kv_layout
 (left out: the layout is read from the cache tensors and vLLM's
 attention backend; 'NHD' or 'HND' overrides it for a cache that could be
-read two ways), kvring_checksum ('off', 'on', 'verify'), kvring_prefault
+read two ways), kvring_checksum ('off', 'fill' (also 'on': sums made at
+store, checked on request), 'verify'), kvring_prefault
 ('background', 'inline'), kvring_store_ahead, kvring_server_uid (each
 left out: its environment variable decides), kvring_l2 and
 kvring_l2_asks (read through kvringd's L2 tier, answering vLLM "ask
@@ -199,7 +200,8 @@ CONFIG_KEYS: Dict[str, Tuple[Any, Any, Optional[str]]] = {
     "kvring_kv_layout": (("'NHD' or 'HND'", ("NHD", "HND")), None, None),
     "kvring_l2": (_BOOL, False, None),
     "kvring_l2_asks": (int, 20, None),
-    "kvring_checksum": (("'off', 'on' or 'verify'", ("off", "on", "verify")),
+    "kvring_checksum": (("'off', 'fill' (or 'on') or 'verify'",
+                         ("off", "fill", "on", "verify")),
                         None, "KVRING_CHECKSUM"),
     "kvring_prefault": (("'background' or 'inline'",
                          ("background", "inline")), None, "KVRING_PREFAULT"),
@@ -339,7 +341,9 @@ class KvringConnector(KVConnectorBase_V1):
         self._l2 = cfg["kvring_l2"]
         self._l2_asks = cfg["kvring_l2_asks"]
         self._connect_kw: Dict[str, Any] = {
-            "checksum": cfg["kvring_checksum"],
+            # 'fill' is the library's 'on': sums made at every store.
+            "checksum": ("on" if cfg["kvring_checksum"] == "fill"
+                         else cfg["kvring_checksum"]),
             "prefault_background": cfg["kvring_prefault"] == "background",
             "store_ahead": cfg["kvring_store_ahead"],
             "trust_server_uid": cfg["kvring_server_uid"]}
