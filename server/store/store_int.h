@@ -205,7 +205,23 @@ struct kvr_store {
 	uint64_t *last_sums;	   /* max_keys: sums of the slots the last
 				      prepare_retrieve(_lease) wrote */
 	uint64_t stage_seq;	   /* placeholder keys of staged slots */
+	/* kvr_store_audit()'s tallies, kept between audits so that a
+	 * caller auditing after every step (tests, fuzz_dispatch) does not
+	 * allocate five arrays each time. Scratch, not state: the audit
+	 * (const on the store) writes only through this pointer. */
+	struct kvr__audit_scratch *audit;
 };
+
+/* The audit's tallies (store_audit.c), grown to the store's sizes. */
+struct kvr__audit_scratch {
+	uint32_t *pins, *seen, *holders;
+	uint32_t obj_cap; /* entries of the three arrays above, minus one */
+	struct chan *chans;
+	uint64_t *per_ns;
+};
+
+/* Free the audit's scratch (store_audit.c); accepts NULL. */
+void kvr__store_audit_free(struct kvr__audit_scratch *a);
 
 /*
  * DESIGN.md rule 3 says the pending-transfer tables cannot race because one

@@ -237,8 +237,9 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	s->scratch = calloc(s->cfg.max_keys, sizeof(*s->scratch));
 	s->ns_objs = calloc(s->cfg.max_ns, sizeof(*s->ns_objs));
 	s->last_sums = calloc(s->cfg.max_keys, sizeof(*s->last_sums));
+	s->audit = calloc(1, sizeof(*s->audit));
 	if (!s->chan || !s->uacct || !s->scratch || !s->ns_objs ||
-	    !s->last_sums)
+	    !s->last_sums || !s->audit)
 		goto err_arrays;
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
 		s->chan[c].head = s->chan[c].tail = NIL;
@@ -254,6 +255,7 @@ err_arrays:
 	free(s->uacct);
 	free(s->scratch);
 	free(s->last_sums);
+	free(s->audit);
 	kvr_index_u64_fini(&s->ids);
 err_index:
 	kvr_index_fini(&s->index);
@@ -282,6 +284,7 @@ void kvr_store_destroy(struct kvr_store *s)
 	free(s->heap);
 	free(s->scratch);
 	free(s->last_sums);
+	kvr__store_audit_free(s->audit);
 	kvr_index_u64_fini(&s->ids);
 	kvr_index_fini(&s->index);
 	kvr_alloc_fini(&s->alloc);
