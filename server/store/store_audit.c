@@ -9,9 +9,9 @@
  * It only reads: it never repairs anything (a store that fails its audit
  * is a bug, and hiding it would lose the evidence), and it writes only its
  * own scratch tallies, kept with the store between audits (grown when the
- * object array grew) so that auditing after every step allocates nothing. It costs O(everything), so the event loop never
- * calls it on a request path. The invariants are the ones listed in
- * docs/storage.md, "What the audit checks":
+ * object array grew) so that auditing after every step allocates nothing. It
+ * costs O(everything), so the event loop never calls it on a request path. The
+ * invariants are the ones listed in docs/storage.md, "What the audit checks":
  *  A1 the allocator's own audit passes;
  *  A2 every live object but a staged slot's is in the index under its
  *     key (a staged one is not: store_stage.c), and the index holds
