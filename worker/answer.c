@@ -10,7 +10,7 @@
  * timed-out sync call created on the server (a reservation, a pin, a
  * lease), so nothing leaks and no caller memory is touched after its call
  * returned. Both transports call kvr__answer with a private copy of the
- * record; it never sends (an undo is queued with kvr__submit_owe()).
+ * record; it never sends (an undo is queued with kvr__pend_owe()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -189,7 +189,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		uint64_t extra = kvr__stage_answer(c, p, &h, sd);
 
 		if (extra) /* a staged slot nobody will use */
-			kvr__submit_owe(c, KVR_OP_PREPARE_STORE, extra);
+			kvr__pend_owe(c, KVR_OP_PREPARE_STORE, extra);
 	}
 
 	/* Nobody wants the slots; a payload that follows them (the socket
@@ -206,7 +206,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 
 			kvr__pend_free(c, p);
 			if (orphan && st == 0)
-				kvr__submit_owe(c, op, h.handle);
+				kvr__pend_owe(c, op, h.handle);
 		}
 		return 0;
 	}
@@ -253,7 +253,7 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		if (rc < 0) {
 			/* No memory for the slots: undo on the server. */
 			st = -ENOMEM;
-			kvr__submit_owe(c, op, h.handle);
+			kvr__pend_owe(c, op, h.handle);
 		}
 	}
 	if (op == KVR_OP_STATS && st == 0 && p->stats)

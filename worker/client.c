@@ -15,6 +15,8 @@
  * transport's close.
  */
 #include <errno.h>
+#include <string.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,4 +128,61 @@ long kvr_client_keys(const struct kvr_client *c, const uint32_t *tokens,
 		return -EINVAL;
 	/* The namespace is immutable after connect: no lock needed. */
 	return kvr_keys_from_tokens(&c->ns, tokens, ntokens, out, max_keys);
+}
+
+int kvr__client_slice_ms(uint64_t deadline_ns)
+{
+	uint64_t now = kvr_clock_now_ns(), left_ms;
+
+	if (now >= deadline_ns)
+		return -ETIMEDOUT;
+	/* Rounded up: a wait never ends just before its deadline. */
+	left_ms = (deadline_ns - now) / 1000000ull + 1;
+	return left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
+}
+
+int kvr__client_alive(struct kvr_client *c)
+{
+	uint64_t hb, now, stale_ms, age_ms;
+	uint32_t st;
+
+	if (c->broken)
+		return c->broken;
+	if (!c->hdr)
+		return 0; /* still in the handshake: nothing mapped yet */
+	/* Relaxed: each is one self-contained value written by the server's
+	 * single loop thread; we need it untorn, not ordered with anything. */
+	hb = atomic_load_explicit(&c->hdr->heartbeat_ns, memory_order_relaxed);
+	now = kvr_clock_now_ns();
+	stale_ms = 3ull * c->heartbeat_ms;
+	if (stale_ms < KVR_HB_MIN_STALE_MS)
+		stale_ms = KVR_HB_MIN_STALE_MS;
+	if (hb && now > hb) {
+		age_ms = (now - hb) / 1000000ull;
+		if (age_ms > stale_ms)
+			return kvr__client_break(
+			    c, -ETIMEDOUT,
+			    "kvringd stopped answering (heartbeat "
+			    "%.1f s old); is it stopped or "
+			    "overloaded?",
+			    (double)age_ms / 1e3);
+	}
+	if (memcmp(c->hdr->seg.boot_id, c->info.boot_id, 16) != 0)
+		return kvr__client_break(c, -EOWNERDEAD,
+					 "kvringd restarted (boot id changed); "
+					 "reconnect");
+	st = atomic_load_explicit(&c->ch->state, memory_order_relaxed);
+	if (c->ch->generation != c->generation || st == KVR_CHAN_FREE)
+		return kvr__client_break(c, -EOWNERDEAD,
+					 "kvringd (pid %d) dropped channel %u",
+					 (int)c->server_pid, c->info.channel);
+	return 0;
+}
+
+size_t kvr__client_sum_room(const struct kvr_client *c, uint32_t op, uint32_t n)
+{
+	if (c->checksum == KVR_CHECKSUM_OFF || n == 0 ||
+	    (op != KVR_OP_PREPARE_RETRIEVE && op != KVR_OP_PREPARE_STORE))
+		return 0;
+	return ((size_t)n * (sizeof(uint64_t) + 1) + 63) & ~(size_t)63;
 }

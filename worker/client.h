@@ -188,7 +188,7 @@ struct kvr_client {
 	 * abandoned calls. Queued, never sent from inside answer handling
 	 * (which may run in the middle of a copy-transport send), and sent
 	 * at the start of the next submit; kept while the ring is full. */
-	struct kvr__submit_undo {
+	struct kvr__pend_undo {
 		uint32_t op;
 		uint64_t handle;
 	} * undo;
@@ -319,6 +319,19 @@ void kvr__touch_slots(struct kvr_client *c, const struct kvr_xfer *x);
  * forked child (no such thread there) only forgets it. */
 void kvr__touch_stop(struct kvr_client *c);
 
+/* For a transport's wait: how long one poll(2) may sleep before
+ * @deadline_ns, at most KVR_SLICE_MS, or -ETIMEDOUT when it passed. */
+int kvr__client_slice_ms(uint64_t deadline_ns);
+/* One liveness check: socket hang-up, heartbeat, boot id, generation.
+ * Return 0 or a fatal -errno (client broken). */
+int kvr__client_alive(struct kvr_client *c);
+/* Bytes a retrieve of @n slots keeps its sums in, at the start of
+ * x->priv (a multiple of 64; 0 when @c does not sum or @op is not
+ * PREPARE_RETRIEVE). The socket transport reserves them in front of its
+ * buffers; under the ring transport x->priv is the sums alone. */
+size_t kvr__client_sum_room(const struct kvr_client *c, uint32_t op,
+			    uint32_t n);
+
 /* ---- pend.c: the pending table, the completion queue, xfers ---- */
 
 /* The entry of request @id, or NULL (unknown, or 0). */
@@ -348,6 +361,12 @@ void kvr__pend_cq_push(struct kvr_client *c, const struct kvr_completion *e);
 void kvr__pend_xfer_init(struct kvr_xfer *x, uint32_t op);
 /* Fail every pending request with c->broken (kvr__client_break). */
 void kvr__pend_fail_all(struct kvr_client *c);
+
+/* Owe an undo for what an answer created on the server that nobody will
+ * use: @op is the request that created @handle (a PREPARE_STORE's
+ * transfer, a staged slot, a retrieve, a lease). Sent by the next
+ * submit, never from here. */
+void kvr__pend_owe(struct kvr_client *c, uint32_t op, uint64_t handle);
 
 /* ---- submit.c: how a request leaves ---- */
 
@@ -386,12 +405,6 @@ int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
 int kvr__submit(struct kvr_client *c, const struct kvr__submit_req *s,
 		uint64_t deadline, uint64_t *id_out);
 
-/* Owe an undo for what an answer created on the server that nobody will
- * use: @op is the request that created @handle (a PREPARE_STORE's
- * transfer, a staged slot, a retrieve, a lease). Sent by the next
- * submit, never from here. */
-void kvr__submit_owe(struct kvr_client *c, uint32_t op, uint64_t handle);
-
 /* ---- answer.c: validating, matching and applying answers ---- */
 
 /* Handle one answer record (a private copy, never shared memory): parse,
@@ -425,6 +438,9 @@ int kvr__stage_commit(struct kvr_client *c, struct kvr_xfer *x,
 /* Abort of a staged @x: collects its early bind and owes kvringd an
  * abort if it bound (x freed). Return true if @x was staged. */
 bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x);
+
+/* ---- stage_answer.c: what answers tell store-ahead ---- */
+
 /* Apply what a prepare_store or commit_store answer says to the stage
  * (a validated answer, orphans included). Return a staged slot the
  * answer carried that nobody will use, for the caller to owe an abort of
@@ -450,9 +466,6 @@ int kvr__wait_drain(struct kvr_client *c);
 /* Publish the requests written under kvr_submit_hold() (no-op when none
  * are held). Never fails. */
 void kvr__wait_publish(struct kvr_client *c);
-/* For a transport's wait: how long one poll(2) may sleep before
- * @deadline_ns, at most KVR_SLICE_MS, or -ETIMEDOUT when it passed. */
-int kvr__wait_slice_ms(uint64_t deadline_ns);
 /*
  * Wait until done(c, arg) is true, processing answers; bounded by
  * deadline_ns (CLOCK_MONOTONIC) and by the liveness checks. Return 0,
@@ -460,9 +473,6 @@ int kvr__wait_slice_ms(uint64_t deadline_ns);
  */
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 	      bool (*done)(struct kvr_client *c, void *arg), void *arg);
-/* One liveness check: socket hang-up, heartbeat, boot id, generation.
- * Return 0 or a fatal -errno (client broken). */
-int kvr__wait_alive(struct kvr_client *c);
 /* A deadline @timeout_ms from now on the CLOCK_MONOTONIC time line, read
  * from the coarse clock (no TSC read: a few ns instead of tens on a VM);
  * never earlier than kvr_clock_now_ns() + timeout_ms. */
@@ -529,13 +539,8 @@ uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c);
  * Return 0 or -ENOMEM (message set). */
 int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 		    struct kvr__submit_req *s);
-/* Bytes a retrieve of @n slots keeps its sums in, at the start of
- * x->priv (a multiple of 64; 0 when @c does not sum or @op is not
- * PREPARE_RETRIEVE). The socket transport reserves them in front of its
- * buffers; under the ring transport x->priv is the sums alone. */
-size_t kvr__sum_room(const struct kvr_client *c, uint32_t op, uint32_t n);
 /* Keep a retrieve answer's sums (count of @sd) at the start of x->priv:
- * in the kvr__sum_room() bytes the transport reserved there, or (x->priv
+ * in the kvr__client_sum_room() bytes the transport reserved there, or (x->priv
  * NULL, the ring transport) in a block of their own. Return 0 or -ENOMEM
  * (then x keeps no sums). */
 int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,

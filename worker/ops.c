@@ -187,7 +187,7 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 			return 0;
 		}
 		if (stale) /* sent before this prepare */
-			kvr__submit_owe(c, KVR_OP_PREPARE_STORE, stale);
+			kvr__pend_owe(c, KVR_OP_PREPARE_STORE, stale);
 	}
 	rc = call(c, &s, &r);
 	/* A retrieve answer's value is the stored prefix (docs/protocol.md):

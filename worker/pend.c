@@ -316,3 +316,39 @@ void kvr__pend_fail_all(struct kvr_client *c)
 		kvr__pend_cq_push(c, &e);
 	}
 }
+
+/*
+ * Owe an undo for what an abandoned request created on the server. Only
+ * queued here: answer.c calls it while an answer is handled, possibly in
+ * the middle of a copy-transport send, where writing another frame would
+ * corrupt the stream. kvr__submit() sends it at the start of the next
+ * request (undo_flush above). Only
+ * when the queue cannot grow (out of memory) is it dropped; the server
+ * still frees it when this channel closes.
+ */
+void kvr__pend_owe(struct kvr_client *c, uint32_t op, uint64_t handle)
+{
+	uint32_t uop;
+
+	if (!handle || c->broken)
+		return;
+	if (op == KVR_OP_PREPARE_STORE)
+		uop = KVR_OP_ABORT_STORE;
+	else if (op == KVR_OP_PREPARE_RETRIEVE)
+		uop = KVR_OP_COMMIT_RETRIEVE;
+	else if (op == KVR_OP_LOOKUP)
+		uop = KVR_OP_RELEASE;
+	else
+		return;
+	if (c->undo_n == c->undo_cap) {
+		uint32_t cap = c->undo_cap ? 2 * c->undo_cap : 16;
+		struct kvr__pend_undo *q = realloc(c->undo, cap * sizeof(*q));
+
+		if (!q)
+			return;
+		c->undo = q;
+		c->undo_cap = cap;
+	}
+	c->undo[c->undo_n++] =
+	    (struct kvr__pend_undo){.op = uop, .handle = handle};
+}

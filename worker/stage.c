@@ -43,16 +43,6 @@
 
 #include "client.h"
 
-/* The coarse monotonic clock: a few ns, and precise to a few ms, which
- * is all a lifetime in ms needs. */
-static uint64_t coarse_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * The staged xfer was dropped by kvr_xfer_free(): take its early bind's
  * answer if it is in (without waiting: kvringd may be slow or stopped),
@@ -82,7 +72,7 @@ static void reclaim(struct kvr_client *c)
 		p->x = NULL;
 	}
 	if (!keep && !c->broken) {
-		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, g->id);
+		kvr__pend_owe(c, KVR_OP_PREPARE_STORE, g->id);
 		g->id = 0;
 	} else if (!keep) {
 		g->id = 0;
@@ -138,7 +128,8 @@ int kvr__stage_prepare(struct kvr_client *c, const struct kvr_key *keys,
 	if (!g->on || g->skip || !g->id || g->taken || n != 1 || !keys ||
 	    !sizes || c->broken)
 		return 0;
-	if (sizes[0] != g->len || coarse_now_ns() >= g->use_before_ns) {
+	if (sizes[0] != g->len ||
+	    kvr_clock_ns(CLOCK_MONOTONIC_COARSE) >= g->use_before_ns) {
 		/* Another size (the chunk size changed), or too old to be
 		 * sure it outlives this store: give it back, ask kvringd as
 		 * usual, and the commit asks for one of this size. */
@@ -226,7 +217,7 @@ static int bind_result(struct kvr_client *c, bool *bound)
 		/* Its late answer is dropped; the abort frees the slot. */
 		p->state = KVR_PEND_ORPHAN;
 		p->x = NULL;
-		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, xfer);
+		kvr__pend_owe(c, KVR_OP_PREPARE_STORE, xfer);
 		return kvr__client_fail(
 		    c, -ETIMEDOUT,
 		    "kvringd did not answer the store-ahead "
@@ -288,40 +279,9 @@ bool kvr__stage_abort(struct kvr_client *c, struct kvr_xfer *x)
 	 * (the key was stored) stays ours; a bound one, or one whose bind
 	 * failed, is given back with an owed abort. */
 	if (bind_result(c, &bound) == 0 && bound) {
-		kvr__submit_owe(c, KVR_OP_PREPARE_STORE, c->stage.id);
+		kvr__pend_owe(c, KVR_OP_PREPARE_STORE, c->stage.id);
 		c->stage.id = 0;
 	}
 	kvr_xfer_free(x);
 	return true;
-}
-
-uint64_t kvr__stage_answer(struct kvr_client *c, const struct kvr__pend *p,
-			   const struct kvr_resp_hdr *h,
-			   const struct kvr_slot_desc *sd)
-{
-	struct kvr__stage *g = &c->stage;
-	uint64_t ms;
-
-	if (p->op == KVR_OP_PREPARE_STORE) {
-		/* A prepare asked kvringd and found a new key: duplicates
-		 * are over, stage again. */
-		if (!p->bind && h->status == 0 && h->count == 1 &&
-		    sd[0].status == KVR_SLOT_OK)
-			g->skip = false;
-		return 0;
-	}
-	if (p->op != KVR_OP_COMMIT_STORE || !(p->bind || p->stage_ask))
-		return 0;
-	if (p->stage_ask)
-		g->asked = false;
-	if (h->status != 0 || h->count != 1)
-		return 0;
-	if (g->id || g->taken || p->state == KVR_PEND_ORPHAN)
-		return h->handle; /* one at a time: give the extra back */
-	ms = h->value >> KVR_COMMIT_STAGE_MS_SHIFT;
-	g->id = h->handle;
-	g->off = sd[0].off;
-	g->len = sd[0].len;
-	g->use_before_ns = coarse_now_ns() + ms * 1000000ull / 2;
-	return 0;
 }

@@ -7,7 +7,7 @@
  * ids) and writes the record's bytes with kvr__submit_encode(), in the
  * ring or in a frame. Also the undos owed for what nobody will use (an
  * abandoned call's answer, a staged slot given back): queued by
- * kvr__submit_owe(), sent first, at the start of the next submit.
+ * kvr__pend_owe() (pend.c), sent first, at the start of the next submit.
  *
  * This file does not keep the pending table (pend.c), wait for room or
  * answers (tport_*.c, wait.c) or interpret answers (answer.c).
@@ -47,42 +47,6 @@ static void undo_flush(struct kvr_client *c)
 	memmove(c->undo, c->undo + done, (c->undo_n - done) * sizeof(*c->undo));
 	c->undo_n -= done;
 	c->undo_flushing = false;
-}
-
-/*
- * Owe an undo for what an abandoned request created on the server. Only
- * queued here: answer.c calls it while an answer is handled, possibly in
- * the middle of a copy-transport send, where writing another frame would
- * corrupt the stream. kvr__submit() sends it at the start of the next
- * request (undo_flush above). Only
- * when the queue cannot grow (out of memory) is it dropped; the server
- * still frees it when this channel closes.
- */
-void kvr__submit_owe(struct kvr_client *c, uint32_t op, uint64_t handle)
-{
-	uint32_t uop;
-
-	if (!handle || c->broken)
-		return;
-	if (op == KVR_OP_PREPARE_STORE)
-		uop = KVR_OP_ABORT_STORE;
-	else if (op == KVR_OP_PREPARE_RETRIEVE)
-		uop = KVR_OP_COMMIT_RETRIEVE;
-	else if (op == KVR_OP_LOOKUP)
-		uop = KVR_OP_RELEASE;
-	else
-		return;
-	if (c->undo_n == c->undo_cap) {
-		uint32_t cap = c->undo_cap ? 2 * c->undo_cap : 16;
-		struct kvr__submit_undo *q = realloc(c->undo, cap * sizeof(*q));
-
-		if (!q)
-			return;
-		c->undo = q;
-		c->undo_cap = cap;
-	}
-	c->undo[c->undo_n++] =
-	    (struct kvr__submit_undo){.op = uop, .handle = handle};
 }
 
 int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,

@@ -118,7 +118,7 @@ int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
  * at the start of x->priv (which kvr_xfer_free() frees): nslots u64
  * sums, then nslots bytes saying which slot has one. Under the ring
  * transport that is the whole block; the socket transport reserves
- * kvr__sum_room() bytes for them in front of its slot buffers, zeroed.
+ * kvr__client_sum_room() bytes for them in front of its slot buffers, zeroed.
  */
 static uint64_t *kept_sums(const struct kvr_xfer *x)
 {
@@ -130,14 +130,6 @@ static uint8_t *kept_has(const struct kvr_xfer *x)
 	return (uint8_t *)(kept_sums(x) + x->nslots);
 }
 
-size_t kvr__sum_room(const struct kvr_client *c, uint32_t op, uint32_t n)
-{
-	if (c->checksum == KVR_CHECKSUM_OFF || n == 0 ||
-	    (op != KVR_OP_PREPARE_RETRIEVE && op != KVR_OP_PREPARE_STORE))
-		return 0;
-	return ((size_t)n * (sizeof(uint64_t) + 1) + 63) & ~(size_t)63;
-}
-
 int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
 		  const uint64_t *sums, uint32_t n)
 {
@@ -146,7 +138,7 @@ int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
 
 	if (n != x->nslots)
 		return -EINVAL; /* not this retrieve's answer: a bug */
-	/* The socket transport reserved the room (kvr__sum_room); the
+	/* The socket transport reserved the room (kvr__client_sum_room); the
 	 * ring transport has nothing else in priv. */
 	ks = x->priv;
 	if (!ks) {

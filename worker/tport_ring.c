@@ -56,7 +56,7 @@ static int wait_room(struct kvr_client *c, uint64_t deadline,
 		*last_alive = now; /* first wait of this submit */
 	if (now - *last_alive > (uint64_t)KVR_SLICE_MS * 1000000ull) {
 		*last_alive = now;
-		rc = kvr__wait_alive(c);
+		rc = kvr__client_alive(c);
 		if (rc < 0)
 			return rc;
 	}
@@ -266,7 +266,7 @@ static int ring_wait(struct kvr_client *c, uint64_t deadline_ns)
 		if (got)
 			return 1;
 	}
-	slice = kvr__wait_slice_ms(deadline_ns);
+	slice = kvr__client_slice_ms(deadline_ns);
 	if (slice < 0)
 		return slice;
 	/* F2 inside; pairs with F1 in the server's notify. */

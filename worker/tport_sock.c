@@ -46,7 +46,7 @@ static uint64_t ok_bytes(const struct kvr_xfer *x)
 }
 
 /* One arena for every OK slot of @x, each 64-byte aligned, behind @room
- * bytes kept for a retrieve's checksums (kvr__sum_room); it becomes
+ * bytes kept for a retrieve's checksums (kvr__client_sum_room); it becomes
  * x->priv, which kvr_xfer_free() frees (NULL when there is no room and no
  * slot is OK or has bytes). Return 0 or -ENOMEM (@x untouched). */
 static int arena_alloc(struct kvr_xfer *x, size_t room)
@@ -115,7 +115,7 @@ static int sock_poll(struct kvr_client *c, short ev, uint64_t deadline,
 		if (rc < 0)
 			return rc;
 	}
-	return kvr__wait_alive(c);
+	return kvr__client_alive(c);
 }
 
 /*
@@ -473,7 +473,7 @@ static int sock_drain(struct kvr_client *c)
 static int sock_wait(struct kvr_client *c, uint64_t deadline_ns)
 {
 	struct pollfd p = {c->sock, POLLIN | POLLRDHUP, 0};
-	int rc, slice = kvr__wait_slice_ms(deadline_ns);
+	int rc, slice = kvr__client_slice_ms(deadline_ns);
 
 	if (slice < 0)
 		return slice;
@@ -494,7 +494,7 @@ static int sock_slots(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 		      const struct kvr_resp_hdr *h,
 		      const struct kvr_slot_desc *sd)
 {
-	int rc = x ? arena_alloc(x, kvr__sum_room(c, op, h->count)) : 0;
+	int rc = x ? arena_alloc(x, kvr__client_sum_room(c, op, h->count)) : 0;
 	int rr;
 
 	if (op != KVR_OP_PREPARE_RETRIEVE)

@@ -48,17 +48,6 @@ uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms)
 	       res + (uint64_t)timeout_ms * 1000000ull;
 }
 
-int kvr__wait_slice_ms(uint64_t deadline_ns)
-{
-	uint64_t now = kvr_clock_now_ns(), left_ms;
-
-	if (now >= deadline_ns)
-		return -ETIMEDOUT;
-	/* Rounded up: a wait never ends just before its deadline. */
-	left_ms = (deadline_ns - now) / 1000000ull + 1;
-	return left_ms < KVR_SLICE_MS ? (int)left_ms : KVR_SLICE_MS;
-}
-
 void kvr__wait_publish(struct kvr_client *c)
 {
 	if (c->held == 0)
@@ -75,44 +64,6 @@ int kvr__wait_drain(struct kvr_client *c)
 	/* An answer can only come to a request the server saw. */
 	kvr__wait_publish(c);
 	return c->tp->drain(c);
-}
-
-int kvr__wait_alive(struct kvr_client *c)
-{
-	uint64_t hb, now, stale_ms, age_ms;
-	uint32_t st;
-
-	if (c->broken)
-		return c->broken;
-	if (!c->hdr)
-		return 0; /* still in the handshake: nothing mapped yet */
-	/* Relaxed: each is one self-contained value written by the server's
-	 * single loop thread; we need it untorn, not ordered with anything. */
-	hb = atomic_load_explicit(&c->hdr->heartbeat_ns, memory_order_relaxed);
-	now = kvr_clock_now_ns();
-	stale_ms = 3ull * c->heartbeat_ms;
-	if (stale_ms < KVR_HB_MIN_STALE_MS)
-		stale_ms = KVR_HB_MIN_STALE_MS;
-	if (hb && now > hb) {
-		age_ms = (now - hb) / 1000000ull;
-		if (age_ms > stale_ms)
-			return kvr__client_break(
-			    c, -ETIMEDOUT,
-			    "kvringd stopped answering (heartbeat "
-			    "%.1f s old); is it stopped or "
-			    "overloaded?",
-			    (double)age_ms / 1e3);
-	}
-	if (memcmp(c->hdr->seg.boot_id, c->info.boot_id, 16) != 0)
-		return kvr__client_break(c, -EOWNERDEAD,
-					 "kvringd restarted (boot id changed); "
-					 "reconnect");
-	st = atomic_load_explicit(&c->ch->state, memory_order_relaxed);
-	if (c->ch->generation != c->generation || st == KVR_CHAN_FREE)
-		return kvr__client_break(c, -EOWNERDEAD,
-					 "kvringd (pid %d) dropped channel %u",
-					 (int)c->server_pid, c->info.channel);
-	return 0;
 }
 
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
@@ -134,7 +85,7 @@ int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
 			continue;
 		if (rc < 0)
 			return rc;
-		rc = kvr__wait_alive(c);
+		rc = kvr__client_alive(c);
 		if (rc < 0)
 			return rc;
 	}
