@@ -14,8 +14,9 @@
  *   submit.c        how a request leaves: checks, pending entry, encoding
  *   wait.c          bounded waiting and liveness checks
  *   tport_ring.c    the ring transport (claim/commit/doorbell, the pool)
- *   tport_sock.c    the socket transport (frames, private buffers), and
- *                   the hello and BYE frames both transports exchange
+ *   tport_sock.c    the socket transport (frames, private buffers)
+ *   frame.c         the socket's wire: frames read whole, the hello,
+ *                   BYE; used by both transports and the handshake
  *   answer.c        validating, matching and applying answers
  *   errmsg.c        the wording of kvringd's refusals
  *   client.c        the client object and its sticky error
@@ -26,8 +27,8 @@
  *   kv.c            paged-KV gather/scatter (no client; <kvring/kv.h>)
  *
  * The transport is chosen once, at connect: c->tp is one of two operations
- * tables (send, drain, wait, slots, close), and no other path asks which
- * transport is in use.
+ * tables (claim, commit, receive, wait, slots, close), and no other path asks
+ * which transport is in use.
  *
  * Ownership: a kvr_client is created by kvr_connect() and dies in
  * kvr_close(). It owns the socket, the two doorbell eventfds, the control
@@ -64,7 +65,7 @@ enum kvr__pend_state {
 	KVR_PEND_DONE = 2, /* sync: answered, result below */
 	KVR_PEND_ORPHAN =
 	    3, /* sync caller gave up (timeout): undo the answer */
-	KVR_PEND_SENDING = 4, /* copy transport: frame still being written */
+	KVR_PEND_SENDING = 4, /* being committed (a socket send in progress) */
 };
 
 /*
@@ -97,6 +98,7 @@ struct kvr__pend {
 
 struct kvr__tport;
 struct kvr__submit_req;
+struct kvr__frame_rx;
 
 struct kvr_client {
 	pthread_mutex_t lock; /* serialises every call (kvring.h: Threads) */
@@ -171,11 +173,23 @@ struct kvr_client {
 	uint32_t cq_head;
 	uint32_t cq_tail;
 
-	/* The socket transport's (tport_sock.c): its one send buffer, and
-	 * whether a frame is being read (no nested reads). */
+	/* The socket transport's (tport_sock.c, frame.c): its one send
+	 * buffer and the record claimed in it; the answer frames read whole
+	 * and not yet received (FIFO: frames read while a send waited for
+	 * room wait here), and the one received last, whose payload the slots
+	 * operation may take. */
 	void *tx;
 	size_t tx_bytes;
-	bool reading;
+	size_t tx_len;
+	uint32_t tx_op;
+	struct kvr__frame_rx *rx_head, *rx_tail, *rx_cur;
+
+	/* The ring transport's (tport_ring.c): answers taken since response
+	 * ring room was last given back, and what the socket said during a
+	 * wait (poll revents; only BYE or EOF may come under the ring),
+	 * reported once the ring is drained. */
+	uint32_t resp_taken;
+	short sock_event;
 
 	/* Round trips published into our channel block (worker_rtt): one
 	 * op in rtt_every is timed ($KVRING_RTT_SAMPLE; 0 = none) and counts
@@ -319,7 +333,7 @@ void kvr__touch_slots(struct kvr_client *c, const struct kvr_xfer *x);
  * forked child (no such thread there) only forgets it. */
 void kvr__touch_stop(struct kvr_client *c);
 
-/* For a transport's wait: how long one poll(2) may sleep before
+/* For a wait (wait.c, the transports): how long one poll(2) may sleep before
  * @deadline_ns, at most KVR_SLICE_MS, or -ETIMEDOUT when it passed. */
 int kvr__client_slice_ms(uint64_t deadline_ns);
 /* One liveness check: socket hang-up, heartbeat, boot id, generation.
@@ -339,7 +353,7 @@ struct kvr__pend *kvr__pend_find(struct kvr_client *c, uint64_t id);
 /* Grow the table so that two more entries fit at most half full. Return
  * 0 or -ENOMEM (the table is unchanged). */
 int kvr__pend_reserve(struct kvr_client *c);
-/* For a transport's send: a WAIT entry with a fresh req_id, filled in for
+/* For kvr__submit(): a WAIT entry with a fresh req_id, filled in for
  * request @s (the fields its answer is checked against, the round-trip
  * sample), or NULL when the table can't grow. */
 struct kvr__pend *kvr__pend_open(struct kvr_client *c,
@@ -393,12 +407,6 @@ struct kvr__submit_req {
 	enum kvr__submit_kind kind;
 };
 
-/* For a transport's send: write @s's request record, kvr_req_bytes()
- * long, at @dst (kvr_req_encode, the inverse of the server's parser).
- * Return 0, or -EINVAL/-EMSGSIZE when the encoder refuses it: never for
- * what kvr__submit() let through, so a libkvring bug (nothing written). */
-int kvr__submit_encode(const struct kvr__submit_req *s, uint64_t req_id,
-		       void *dst, size_t cap);
 /* Send one request (owed undos first). Sync requests wait for room in the
  * request ring until @deadline; async ones drain answers once. Return 0
  * and *id_out, -EAGAIN (async or internal: request ring full), or -errno. */
@@ -480,52 +488,101 @@ uint64_t kvr__wait_deadline_ns(uint32_t timeout_ms);
 
 /* ---- tport_ring.c, tport_sock.c: the transport's operations ---- */
 
+/* One answer record a transport hands up: private memory (never the
+ * shared ring), valid until its next receive. */
+struct kvr__rec {
+	const void *data;
+	uint32_t len;
+	uint32_t type;
+};
+
 /*
  * A transport: what differs between the ring and the socket, chosen once
- * per connection (c->tp) like Redis's ae backends. Every operation runs
- * with the client's mutex held; a fatal -errno has broken the client.
+ * per connection (c->tp) like Redis's ae backends. It only moves records:
+ * submit.c claims room, encodes the request into it and commits it;
+ * wait.c receives answers and hands them to answer.c, which asks the
+ * transport for the slots' bytes. A transport never calls back up (no
+ * encoding, no pending table, no answer handling, no waiting policy).
+ * Every operation runs with the client's mutex held; a fatal -errno has
+ * broken the client.
  */
 struct kvr__tport {
 	const char *name; /* "ring" or "socket" */
-	/* Send request @s (kvr__submit checked it): a pending entry from
-	 * kvr__pend_open(), the record from kvr__submit_encode(), out.
-	 * Return as kvr__submit(). */
-	int (*send)(struct kvr_client *c, const struct kvr__submit_req *s,
-		    uint64_t deadline_ns, uint64_t *id_out);
-	/* Process every answer available now, without blocking. Return 0 or
-	 * a fatal -errno. */
-	int (*drain)(struct kvr_client *c);
-	/* Wait, one slice at most, for an answer to arrive. Return 1 (one is
-	 * there: drain now), 0 (woken or the slice ended: check liveness),
-	 * -ETIMEDOUT (@deadline_ns passed) or a fatal -errno. */
+	/* Whether commit may be deferred (kvr_submit_hold): the ring
+	 * publishes every record claimed since its last commit at once. */
+	bool batches;
+	/* Room for one request record of @op, @len bytes, at *dst. Return 0,
+	 * -EAGAIN (no room now: nothing claimed; drain answers and try
+	 * again), -E2BIG (it can never fit; not fatal) or a fatal -errno. */
+	int (*claim)(struct kvr_client *c, uint32_t op, size_t len, void **dst);
+	/* Send what was claimed: the ring publishes every record claimed
+	 * since its last commit (one doorbell check for all; never fails);
+	 * the socket sends the record as a frame, followed by the bytes of
+	 * @payload's OK slots (a commit_store), bounded by the client timeout
+	 * restarted by progress. Return 0 or a fatal -errno. */
+	int (*commit)(struct kvr_client *c, const struct kvr_xfer *payload);
+	/* The next answer, without blocking: 1 (*r filled), 0 (none now) or
+	 * a fatal -errno (a damaged ring, kvringd gone or saying BYE). */
+	int (*receive)(struct kvr_client *c, struct kvr__rec *r);
+	/* Wait, one slice at most, for an answer to arrive. Return 1
+	 * (receive now), 0 (the slice ended: check liveness), -ETIMEDOUT
+	 * (@deadline_ns passed) or a fatal -errno. */
 	int (*wait)(struct kvr_client *c, uint64_t deadline_ns);
-	/* Give the OK slots of a prepare answer (kvr_resp_parse checked it)
-	 * their bytes, and take in a payload that follows the answer. @x
-	 * NULL: nobody wants them (the payload is still consumed). Return 0,
-	 * -ENOMEM (no buffers; nothing else changed) or a fatal -errno. */
+	/* Give the OK slots of the prepare answer received last (answer.c
+	 * checked it; x->slots filled from it) their bytes: the pool, or
+	 * private buffers (a retrieve's payload, which came with the
+	 * answer). @x NULL: nobody wants them. Return 0, -ENOMEM (no
+	 * buffers; nothing else changed) or a fatal -errno. */
 	int (*slots)(struct kvr_client *c, struct kvr_xfer *x, uint32_t op,
 		     const struct kvr_resp_hdr *h,
 		     const struct kvr_slot_desc *sd);
-	/* Release what the transport holds (the pool mapping, the send
-	 * buffer). Never fails; runs once, from kvr__client_destroy(). */
+	/* Release what the transport holds (the pool mapping, the socket's
+	 * buffers). Never fails; runs once, from kvr__client_destroy(). */
 	void (*close)(struct kvr_client *c);
-	/* Publish the requests sent while c->hold was set (ring: one
-	 * commit and one doorbell check for all of them). NULL when send
-	 * always publishes at once (the socket). Never fails. */
-	void (*flush)(struct kvr_client *c);
 };
 
 extern const struct kvr__tport kvr__tport_ring;
 extern const struct kvr__tport kvr__tport_sock;
 
-/* Send one frame with no payload (the hello, before any transport is
- * chosen), bounded by the client timeout. Return 0 or a fatal -errno. */
-int kvr__tport_sock_frame(struct kvr_client *c, uint32_t type, const void *rec,
-			  size_t len);
-/* The socket is readable under the ring transport: read the frame, which
- * can only be BYE, and break the client (-EOWNERDEAD; anything else is
- * -EPROTO). Returns c->broken. */
-int kvr__tport_sock_read_bye(struct kvr_client *c);
+/* ---- frame.c: the socket's wire, under both transports ---- */
+
+/* One answer frame read whole: its record, and a retrieve's payload in
+ * an arena laid out for the transfer's slots (kvr__frame_arena). */
+struct kvr__frame_rx {
+	struct kvr__frame_rx *next;
+	void *arena;	/* the payload's buffers, NULL when none */
+	int arena_rc;	/* -ENOMEM: no arena; the payload was skipped */
+	uint32_t type;	/* the frame type (op | KVR_RESP_BIT) */
+	uint32_t len;	/* record bytes in rec[] */
+	uint64_t rec[]; /* the record (8-byte aligned) */
+};
+
+/* Send one frame: header, @len bytes of @rec and, @payload non-NULL,
+ * the bytes of its OK slots, bounded by the client timeout (restarted by
+ * progress) and the liveness checks. While the socket is full, answer
+ * frames kvringd sends are read whole onto c->rx_head's queue, so two
+ * full socket buffers cannot deadlock. Any failure breaks the client
+ * (the stream would be out of step). Return 0 or a fatal -errno. */
+int kvr__frame_send(struct kvr_client *c, uint32_t type, const void *rec,
+		    size_t len, const struct kvr_xfer *payload);
+/* Read one whole frame, bounded: BYE breaks the client (-EOWNERDEAD, it
+ * is shutting down); with @answers, an answer frame is queued at
+ * c->rx_tail with its payload; anything else breaks it (-EPROTO).
+ * Return 0 or a fatal -errno. */
+int kvr__frame_recv(struct kvr_client *c, bool answers);
+/* Whether the socket has bytes (or a hang-up) to read now: 1 or 0. */
+int kvr__frame_readable(const struct kvr_client *c);
+/* An arena for the OK slots of @sd (@n of them), each 64-byte aligned,
+ * behind @room zeroed bytes (a transfer's kept checksums). Return it
+ * (NULL with *rc 0 when there is nothing to hold), or NULL with *rc
+ * -ENOMEM. */
+void *kvr__frame_arena(size_t room, const struct kvr_slot_desc *sd, uint32_t n,
+		       int *rc);
+/* Point @x's OK slots into @arena as kvr__frame_arena laid it out, and
+ * give it to @x (x->priv, freed by kvr_xfer_free()). */
+void kvr__frame_arena_give(struct kvr_xfer *x, void *arena, size_t room);
+/* Free a frame read whole and its arena. */
+void kvr__frame_rx_free(struct kvr__frame_rx *f);
 
 /* ---- sum.c: per-chunk checksums (KVR_CHECKSUM_*) ---- */
 

@@ -398,7 +398,7 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 	/* A server that closes before its welcome dropped this handshake
 	 * (its handshake table makes room for newer ones, or the first-byte
 	 * deadline passed): -ECONNABORTED, which kvr_connect tries again. */
-	rc = kvr__tport_sock_frame(c, KVR_FRAME_HELLO, &h, sizeof(h));
+	rc = kvr__frame_send(c, KVR_FRAME_HELLO, &h, sizeof(h), NULL);
 	if (rc < 0) {
 		rc =
 		    cfail(errbuf, errlen,

@@ -319,12 +319,11 @@ void kvr__pend_fail_all(struct kvr_client *c)
 
 /*
  * Owe an undo for what an abandoned request created on the server. Only
- * queued here: answer.c calls it while an answer is handled, possibly in
- * the middle of a copy-transport send, where writing another frame would
- * corrupt the stream. kvr__submit() sends it at the start of the next
- * request (undo_flush above). Only
- * when the queue cannot grow (out of memory) is it dropped; the server
- * still frees it when this channel closes.
+ * queued here: answer.c calls it while an answer is handled, possibly
+ * while a sync call waits for room, where sending would re-enter submit.
+ * kvr__submit() sends it at the start of the next request (submit.c,
+ * undo_flush). Only when the queue cannot grow (out of memory) is it
+ * dropped; the server still frees it when this channel closes.
  */
 void kvr__pend_owe(struct kvr_client *c, uint32_t op, uint64_t handle)
 {

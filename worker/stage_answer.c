@@ -41,6 +41,7 @@ uint64_t kvr__stage_answer(struct kvr_client *c, const struct kvr__pend *p,
 	g->id = h->handle;
 	g->off = sd[0].off;
 	g->len = sd[0].len;
-	g->use_before_ns = kvr_clock_ns(CLOCK_MONOTONIC_COARSE) + ms * 1000000ull / 2;
+	g->use_before_ns =
+	    kvr_clock_ns(CLOCK_MONOTONIC_COARSE) + ms * 1000000ull / 2;
 	return 0;
 }

@@ -13,8 +13,10 @@
  * The waiting itself is the transport's (struct kvr__tport): the ring
  * spins, then sleeps on its doorbell (tport_ring.c); the socket sleeps in
  * poll(2) (tport_sock.c); either for one slice at most, after which this
- * loop runs the liveness checks. This file does not send requests
- * (submit.c) or interpret answers (answer.c).
+ * loop runs the liveness checks (kvr__client_alive, client.c). The drain
+ * loop is here too: every answer the transport receives is handed to
+ * answer.c. This file does not send requests (submit.c) or decide what an
+ * answer means (answer.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -52,8 +54,8 @@ void kvr__wait_publish(struct kvr_client *c)
 {
 	if (c->held == 0)
 		return;
-	if (c->tp->flush)
-		c->tp->flush(c);
+	/* Commit never fails under the ring, the one transport that holds. */
+	(void)c->tp->commit(c, NULL);
 	c->held = 0;
 }
 
@@ -63,7 +65,17 @@ int kvr__wait_drain(struct kvr_client *c)
 		return c->broken;
 	/* An answer can only come to a request the server saw. */
 	kvr__wait_publish(c);
-	return c->tp->drain(c);
+	/* Every answer the transport has now, each in private memory. */
+	for (;;) {
+		struct kvr__rec r;
+		int rc = c->tp->receive(c, &r);
+
+		if (rc <= 0)
+			return rc;
+		rc = kvr__answer(c, r.type, r.data, r.len);
+		if (rc < 0)
+			return rc;
+	}
 }
 
 int kvr__wait(struct kvr_client *c, uint64_t deadline_ns,
