@@ -49,7 +49,7 @@
 #include "chan.h"
 #include "disp.h"
 #include "prefault.h"
-#include "sum.h"
+#include "chunk_sum.h"
 
 /* Which kvr_cache_cnt field cache_add() bumps (they are in this order). */
 enum cache_field {
@@ -217,7 +217,7 @@ static int commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 {
 	int rc;
 
-	if (nsums && (rc = kvr__sum_store(s, c, xfer, nsums)) < 0) {
+	if (nsums && (rc = kvr__chunk_sum_store(s, c, xfer, nsums)) < 0) {
 		/* A commit is its worker answering for the transfer, even
 		 * one its deadline put in quarantine (store_quar.c). */
 		(void)kvr_store_settle(s->store, (uint32_t)c->chan, xfer);
@@ -415,7 +415,7 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		memcpy(s->keys, v->keys, (size_t)n * sizeof(*s->keys));
 	if (n && v->sizes)
 		memcpy(s->sizes, v->sizes, (size_t)n * sizeof(*s->sizes));
-	/* A commit's sums or offsets (sum.c) go to the same scratch. */
+	/* A commit's sums or offsets (chunk_sum.c) go to the same scratch. */
 	if (n && v->words)
 		memcpy(s->sizes, v->words, (size_t)n * sizeof(*s->sizes));
 	if (s->stopping) {
@@ -498,7 +498,8 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 		/* Corrupt slots are judged while this transfer still pins
 		 * them; value says how many objects were dropped. */
 		if (v->words)
-			r->value = kvr__sum_report(s, c, v->hdr.handle, n);
+			r->value =
+			    kvr__chunk_sum_report(s, c, v->hdr.handle, n);
 		rc =
 		    kvr_store_commit_retrieve(s->store, ch, v->hdr.handle, now);
 		break;

@@ -272,7 +272,8 @@ struct kvr_conn {
 	 * channel's counters (the loop publishes them when it idles). */
 	bool counters_due;
 	/* Corruption reports of this connection whose bytes matched their
-	 * sum (sum.c): past KVR_SUM_FALSE_MAX its reports are not checked. */
+	 * sum (chunk_sum.c): past KVR_SUM_FALSE_MAX its reports are not
+	 * checked. */
 	uint32_t false_reports;
 	/* Store-ahead (disp.c): a staged slot of this channel not handed
 	 * out yet (0: none), and the size of the one to stage after this

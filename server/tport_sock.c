@@ -12,7 +12,7 @@
  * followed by the payload of each KVR_SLOT_OK slot of that transfer, in
  * order; its payload must equal exactly what prepare_store reserved, or
  * the worker is cut off. The sums are the worker's, of its own buffers,
- * and go to the store exactly as over the ring (sum.c); kvringd does not
+ * and go to the store exactly as over the ring (chunk_sum.c); kvringd does not
  * hash what it receives. A PREPARE_RETRIEVE answer frame is the answer record
  * followed by the bytes of each OK slot.
  *

@@ -238,9 +238,9 @@ int kvr__answer(struct kvr_client *c, uint32_t type, const void *rec,
 		 * under KVR_CHECKSUM_VERIFY checked before the caller sees
 		 * a byte. */
 		if (rc == 0 && x && sums) {
-			rc = kvr__sum_keep(x, sd, sums, h.count);
+			rc = kvr__xfer_sum_keep(x, sd, sums, h.count);
 			if (rc == 0 && c->checksum == KVR_CHECKSUM_VERIFY)
-				(void)kvr__sum_verify(x, NULL);
+				(void)kvr__xfer_sum_verify(x, NULL);
 			if (rc < 0) {
 				free(x->slots);
 				x->slots = NULL;

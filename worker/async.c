@@ -94,7 +94,7 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 	if (!x)
 		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
 	kvr__pend_xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
-	s.flags = kvr__sum_retrieve_flags(c); /* fixed at connect */
+	s.flags = kvr__xfer_sum_retrieve_flags(c); /* fixed at connect */
 	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
@@ -141,7 +141,7 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	if (x->op != want_op)
 		return kvr__client_fail(c, -EINVAL, "%s on a %s transfer",
 					kvr_op_name(op), kvr_op_name(x->op));
-	if (kvr__sum_commit(c, x, &s) < 0)
+	if (kvr__xfer_sum_commit(c, x, &s) < 0)
 		return -ENOMEM;
 	if (op == KVR_OP_COMMIT_STORE) {
 		/* A staged slot: its early bind is collected first. */

@@ -22,7 +22,7 @@
  *   client.c        the client object and its sticky error
  *   pend.c          the pending table, the completion queue, xfers
  *   touch.c         the pool pre-fault, in line or in the background
- *   sum.c           per-chunk checksums: summed at commit, checked at
+ *   xfer_sum.c           per-chunk checksums: summed at commit, checked at
  *                   retrieve
  *   kv.c            paged-KV gather/scatter (no client; <kvring/kv.h>)
  *
@@ -142,7 +142,7 @@ struct kvr_client {
 	uint32_t spin_us;
 	uint32_t timeout_ms;
 
-	/* KVR_CHECKSUM_* in effect (sum.c): decided once at connect, the
+	/* KVR_CHECKSUM_* in effect (xfer_sum.c): decided once at connect, the
 	 * same under both transports. sum_buf holds one commit's words. */
 	uint32_t checksum;
 	uint64_t *sum_buf;
@@ -400,7 +400,7 @@ struct kvr__submit_req {
 	const struct kvr_key *keys;
 	uint32_t n;
 	const uint64_t *sizes;
-	const uint64_t *words; /* commit ops: n sums or offsets (sum.c) */
+	const uint64_t *words; /* commit ops: n sums or offsets (xfer_sum.c) */
 	struct kvr_xfer *x;    /* prepare: filled; commit: payload */
 	struct kvr_stats_wire *stats; /* sync stats */
 	void *user;
@@ -584,36 +584,38 @@ void kvr__frame_arena_give(struct kvr_xfer *x, void *arena, size_t room);
 /* Free a frame read whole and its arena. */
 void kvr__frame_rx_free(struct kvr__frame_rx *f);
 
-/* ---- sum.c: per-chunk checksums (KVR_CHECKSUM_*) ---- */
+/* ---- xfer_sum.c: per-chunk checksums (KVR_CHECKSUM_*) ---- */
 
 /* The mode opts ask for ($KVRING_CHECKSUM when opts->checksum is 0):
  * KVR_CHECKSUM_*, or -EINVAL with the sentence in errbuf. */
-int kvr__sum_mode(const struct kvr_client_opts *o, char *errbuf, size_t errlen);
+int kvr__xfer_sum_mode(const struct kvr_client_opts *o, char *errbuf,
+		       size_t errlen);
 /* Request flags a prepare_retrieve adds: KVR_REQ_SUMS when summing. */
-uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c);
+uint32_t kvr__xfer_sum_retrieve_flags(const struct kvr_client *c);
 /* Fill s->words/n/flags of a commit_store (sums of the OK slots) or a
  * commit_retrieve (offsets of the CORRUPT slots); nothing when off.
  * Return 0 or -ENOMEM (message set). */
-int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
-		    struct kvr__submit_req *s);
+int kvr__xfer_sum_commit(struct kvr_client *c, struct kvr_xfer *x,
+			 struct kvr__submit_req *s);
 /* Keep a retrieve answer's sums (count of @sd) at the start of x->priv:
  * in the kvr__client_sum_room() bytes the transport reserved there, or (x->priv
  * NULL, the ring transport) in a block of their own. Return 0 or -ENOMEM
  * (then x keeps no sums). */
-int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
-		  const uint64_t *sums, uint32_t n);
+int kvr__xfer_sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
+		       const uint64_t *sums, uint32_t n);
 /* Check x's OK slots against the sums kept in x->priv (only call it for
  * an xfer of a checksumming client); returns the corrupt count,
  * *unchecked (may be NULL) the slots without a sum. */
-long kvr__sum_verify(struct kvr_xfer *x, uint32_t *unchecked);
+long kvr__xfer_sum_verify(struct kvr_xfer *x, uint32_t *unchecked);
 /* Keep @sum as the store sum of slot @i of a prepared store (what
  * kvr_store_fill() keeps): kvr_commit_store() sends it without reading
  * the slot. Only for a checksumming client; 0 or -ENOMEM. */
-int kvr__sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
-		      uint64_t sum);
+int kvr__xfer_sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+			   uint64_t sum);
 /* The sum slot @i of a retrieve answer came with: false when it has none
  * (stored without one, or a client that does not sum). */
-bool kvr__sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum);
+bool kvr__xfer_sum_slot_get(const struct kvr_xfer *x, uint32_t i,
+			    uint64_t *sum);
 
 /* ---- kv.c: paged-KV copies (<kvring/kv.h>) ---- */
 

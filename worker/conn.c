@@ -539,7 +539,7 @@ int kvr__conn_attempt(const struct kvr_client_opts *o, struct kvr_client **out,
 	t = want_transport(o, errbuf, errlen);
 	if (t < 0)
 		return t;
-	sum = kvr__sum_mode(o, errbuf, errlen);
+	sum = kvr__xfer_sum_mode(o, errbuf, errlen);
 	if (sum < 0)
 		return sum;
 	every = rtt_sample_env(errbuf, errlen);

@@ -38,8 +38,8 @@ static uint64_t aligned(uint64_t n)
 	return (n + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
 }
 
-void *kvr__frame_arena(size_t room, const struct kvr_slot_desc *sd,
-		       uint32_t n, int *rc)
+void *kvr__frame_arena(size_t room, const struct kvr_slot_desc *sd, uint32_t n,
+		       int *rc)
 {
 	uint64_t total = room;
 	char *arena;
@@ -50,8 +50,8 @@ void *kvr__frame_arena(size_t room, const struct kvr_slot_desc *sd,
 			total += aligned(sd[i].len);
 	if (total == 0)
 		return NULL;
-	arena = total > SIZE_MAX ? NULL
-				 : aligned_alloc(SLOT_ALIGN, (size_t)total);
+	arena =
+	    total > SIZE_MAX ? NULL : aligned_alloc(SLOT_ALIGN, (size_t)total);
 	if (!arena) {
 		*rc = -ENOMEM;
 		return NULL;
@@ -213,7 +213,8 @@ static int read_payload(struct kvr_client *c, struct kvr__frame_rx *f)
 {
 	const struct kvr_resp_hdr *h = (const void *)f->rec;
 	const struct kvr_slot_desc *sd = (const void *)(h + 1);
-	size_t room = kvr__client_sum_room(c, KVR_OP_PREPARE_RETRIEVE, h->count);
+	size_t room =
+	    kvr__client_sum_room(c, KVR_OP_PREPARE_RETRIEVE, h->count);
 	char *dst;
 	int rc;
 
@@ -276,7 +277,8 @@ static int read_answer(struct kvr_client *c, const struct kvr_frame *fh)
 	memcpy(f->rec, &h, sizeof(h));
 	rc = sock_all(c, NULL, (char *)f->rec + sizeof(h), rec - sizeof(h));
 	if (rc == 0 && op == KVR_OP_PREPARE_RETRIEVE && h.status == 0) {
-		const struct kvr_slot_desc *sd = (const void *)((const char *)f->rec + sizeof(h));
+		const struct kvr_slot_desc *sd =
+		    (const void *)((const char *)f->rec + sizeof(h));
 
 		for (uint32_t i = 0; i < h.count; i++)
 			if (sd[i].status == KVR_SLOT_OK)

@@ -7,7 +7,7 @@
  *
  * This file owns the mapping of chunks to slots and what the checksum
  * mode asks for; the copy loops are kv.c's and the sums' storage in the
- * transfer is sum.c's. A gather's sums are kept exactly where
+ * transfer is xfer_sum.c's. A gather's sums are kept exactly where
  * kvr_store_fill() keeps them, so kvr_commit_store() sends them without
  * reading the slots again. A scatter under KVR_CHECKSUM_ON hashes each
  * block of the slot right after copying it out (kv.c says why a write
@@ -128,7 +128,7 @@ static int do_gather(struct kvr_client *c, const struct kvr_kv_cache *kv,
 	 * the commit then sums those slots itself, as for a slot written by
 	 * hand: slower, never wrong. */
 	for (size_t i = 0; i < n; i++)
-		if (kvr__sum_slot_set(c, x, slots[i], sums[i]) < 0)
+		if (kvr__xfer_sum_slot_set(c, x, slots[i], sums[i]) < 0)
 			break;
 out:
 	free(ptrs);
@@ -203,7 +203,7 @@ static long do_scatter(struct kvr_client *c, const struct kvr_kv_cache *kv,
 
 		if (sk > bpc)
 			sk = bpc;
-		if (!kvr__sum_slot_get(x, slots[i], &sum)) {
+		if (!kvr__xfer_sum_slot_get(x, slots[i], &sum)) {
 			/* Stored without a sum: copied unchecked. */
 			rc = kvr_kv_scatter(kv, block_ids + i * bpc, bpc,
 					    (const void *const *)&ptrs[i], 1,

@@ -167,10 +167,11 @@ static int do_prepare(struct kvr_client *c, uint32_t op,
 				    .n = n,
 				    .x = x,
 				    .handle = lease,
-				    .flags = (lease ? KVR_REQ_BY_LEASE : 0) |
-					     (op == KVR_OP_PREPARE_RETRIEVE
-						  ? kvr__sum_retrieve_flags(c)
-						  : 0)};
+				    .flags =
+					(lease ? KVR_REQ_BY_LEASE : 0) |
+					(op == KVR_OP_PREPARE_RETRIEVE
+					     ? kvr__xfer_sum_retrieve_flags(c)
+					     : 0)};
 	struct kvr__pend r = {0};
 	int rc;
 
@@ -261,9 +262,9 @@ static int do_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 		return 0; /* a staged slot stays staged: nothing to send */
 	/* x rides along: a commit_store sends its slots' bytes under the
 	 * socket transport, and the answer frees its memory. Checksums: the
-	 * sums of a store, the corrupt slots of a retrieve (sum.c). A
+	 * sums of a store, the corrupt slots of a retrieve (xfer_sum.c). A
 	 * staged slot is bound by its commit (stage.c). */
-	rc = kvr__sum_commit(c, x, &s);
+	rc = kvr__xfer_sum_commit(c, x, &s);
 	if (rc == 0 && op == KVR_OP_COMMIT_STORE &&
 	    (rc = kvr__stage_commit(c, x, &s)) == 1) {
 		kvr_xfer_free(x); /* rule 1: stored already, a success */

@@ -259,7 +259,8 @@ void kvr_xfer_free(struct kvr_xfer *x)
 	/* A staged xfer dropped without commit or abort (stage.c). */
 	stage_xfer_freed(x);
 	/* The socket transport's buffers (tport_sock.c), or under the ring
-	 * transport a retrieve's checksums (sum.c): one block either way. */
+	 * transport a retrieve's checksums (xfer_sum.c): one block either way.
+	 */
 	free(x->priv);
 	free(x->slots);
 	x->slots = NULL;

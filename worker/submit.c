@@ -66,7 +66,7 @@ static int encode(const struct kvr__submit_req *s, uint64_t req_id, void *dst,
 		    .flags = s->flags},
 	    .keys = s->keys,
 	    .sizes = s->op == KVR_OP_PREPARE_STORE ? s->sizes : NULL,
-	    .words = s->words, /* a commit's sums or offsets (sum.c) */
+	    .words = s->words, /* a commit's sums or offsets (xfer_sum.c) */
 	};
 	int rc = kvr_req_encode(&v, dst, cap);
 

@@ -6,7 +6,7 @@
  * I/O, no allocation, no state; the encoder and the checker sit side by
  * side and test_l2_fmt round-trips them.
  *
- * Payload sums are kvr_sum64's (<kvring/sum.h>, lib/sum.c), the chunk
+ * Payload sums are kvr_sum64's (<kvring/sum.h>, lib/sum_xxh3.c), the chunk
  * checksum workers compute too, through xxHash's x86 dispatch (AVX2 or
  * AVX-512: 10.8 against 6.6 GB/s for the plain entry points here); the
  * lanes feed it in pieces. The small fixed-size hashes here (fingerprint,

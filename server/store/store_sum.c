@@ -5,7 +5,7 @@
  * value: the store never reads the pool), retrieve answers hand it back,
  * and an object the server found corrupt is "doomed": hidden from every
  * lookup at once and freed when its last pin drops. Checking bytes is not
- * done here (server/sum.c does that, on a report only).
+ * done here (server/chunk_sum.c does that, on a report only).
  */
 #include <errno.h>
 

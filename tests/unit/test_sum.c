@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests for lib/sum.c: kvr_sum64() is XXH3_64bits with seed 0, whichever
+ * Tests for lib/sum_xxh3.c: kvr_sum64() is XXH3_64bits with seed 0, whichever
  * entry point (plain or x86 dispatch) computes it, at sizes around XXH3's
  * internal boundaries, so a worker and a server built either way agree;
  * and the sum in pieces (kvr_sum_update, kvringd's L2 lanes) equals it.

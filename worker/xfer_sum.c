@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sum.c - libkvring's per-chunk checksums (KVR_CHECKSUM_*, docs/
+ * xfer_sum.c - libkvring's per-chunk checksums (KVR_CHECKSUM_*, docs/
  * reliability.md "Checksums"): the mode chosen at connect, the XXH3-64 of
  * each OK slot computed at commit_store and sent in it, the sums a
  * retrieve answer carries kept beside the transfer's slots, the check of
@@ -24,7 +24,8 @@
 
 #include "client.h"
 
-int kvr__sum_mode(const struct kvr_client_opts *o, char *errbuf, size_t errlen)
+int kvr__xfer_sum_mode(const struct kvr_client_opts *o, char *errbuf,
+		       size_t errlen)
 {
 	const char *env = getenv("KVRING_CHECKSUM");
 
@@ -51,7 +52,7 @@ int kvr__sum_mode(const struct kvr_client_opts *o, char *errbuf, size_t errlen)
 	return -EINVAL;
 }
 
-uint32_t kvr__sum_retrieve_flags(const struct kvr_client *c)
+uint32_t kvr__xfer_sum_retrieve_flags(const struct kvr_client *c)
 {
 	return c->checksum != KVR_CHECKSUM_OFF ? KVR_REQ_SUMS : 0;
 }
@@ -76,8 +77,8 @@ static int words_reserve(struct kvr_client *c, uint32_t n)
 static uint64_t *kept_sums(const struct kvr_xfer *x);
 static uint8_t *kept_has(const struct kvr_xfer *x);
 
-int kvr__sum_commit(struct kvr_client *c, struct kvr_xfer *x,
-		    struct kvr__submit_req *s)
+int kvr__xfer_sum_commit(struct kvr_client *c, struct kvr_xfer *x,
+			 struct kvr__submit_req *s)
 {
 	uint32_t n = 0;
 	int rc;
@@ -130,8 +131,8 @@ static uint8_t *kept_has(const struct kvr_xfer *x)
 	return (uint8_t *)(kept_sums(x) + x->nslots);
 }
 
-int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
-		  const uint64_t *sums, uint32_t n)
+int kvr__xfer_sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
+		       const uint64_t *sums, uint32_t n)
 {
 	uint64_t *ks;
 	uint8_t *has;
@@ -156,7 +157,7 @@ int kvr__sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
 	return 0;
 }
 
-long kvr__sum_verify(struct kvr_xfer *x, uint32_t *unchecked)
+long kvr__xfer_sum_verify(struct kvr_xfer *x, uint32_t *unchecked)
 {
 	uint32_t bad = 0, none = 0;
 
@@ -201,7 +202,7 @@ static long do_verify(struct kvr_client *c, struct kvr_xfer *x,
 		    "checksums (connect with opts.checksum "
 		    "KVR_CHECKSUM_ON or $KVRING_CHECKSUM=on)");
 	/* A positive count is a success: the slots say which. */
-	bad = kvr__sum_verify(x, unchecked);
+	bad = kvr__xfer_sum_verify(x, unchecked);
 	return bad;
 }
 
@@ -236,12 +237,12 @@ static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 		memcpy(sl->ptr, src, (size_t)sl->len);
 		return 0;
 	}
-	return kvr__sum_slot_set(c, x, i,
-				 kvr_sum64_copy(sl->ptr, src, (size_t)sl->len));
+	return kvr__xfer_sum_slot_set(
+	    c, x, i, kvr_sum64_copy(sl->ptr, src, (size_t)sl->len));
 }
 
-int kvr__sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
-		      uint64_t sum)
+int kvr__xfer_sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+			   uint64_t sum)
 {
 	/* The ring transport's store has no block yet; the socket's
 	 * reserved (and zeroed) its room in front of the buffers. */
@@ -258,7 +259,7 @@ int kvr__sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 	return 0;
 }
 
-bool kvr__sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum)
+bool kvr__xfer_sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum)
 {
 	if (!x->priv || i >= x->nslots || !kept_has(x)[i])
 		return false;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sum.c - kvringd's side of per-chunk checksums (docs/reliability.md,
+ * chunk_sum.c - kvringd's side of per-chunk checksums (docs/reliability.md,
  * "Checksums"): the sums a worker sends with commit_store go to the
  * store, which keeps them with the objects and hands them back in
  * retrieve answers; and a worker's report that slots of its retrieve
@@ -21,17 +21,17 @@
 #include <kvring/store.h>
 #include <kvring/sum.h>
 
-#include "sum.h"
+#include "chunk_sum.h"
 
-int kvr__sum_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
-		   uint32_t n)
+int kvr__chunk_sum_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
+			 uint32_t n)
 {
 	return kvr_store_set_sums(s->store, (uint32_t)c->chan, xfer, s->sizes,
 				  n);
 }
 
-uint32_t kvr__sum_report(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
-			 uint32_t n)
+uint32_t kvr__chunk_sum_report(struct kvr_srv *s, struct kvr_conn *c,
+			       uint64_t xfer, uint32_t n)
 {
 	uint32_t ch = (uint32_t)c->chan, dropped = 0;
 
