@@ -608,7 +608,7 @@ int kvr__xfer_sum_keep(struct kvr_xfer *x, const struct kvr_slot_desc *sd,
  * *unchecked (may be NULL) the slots without a sum. */
 long kvr__xfer_sum_verify(struct kvr_xfer *x, uint32_t *unchecked);
 /* Keep @sum as the store sum of slot @i of a prepared store (what
- * kvr_store_fill() keeps): kvr_commit_store() sends it without reading
+ * kvr_xfer_fill() keeps): kvr_commit_store() sends it without reading
  * the slot. Only for a checksumming client; 0 or -ENOMEM. */
 int kvr__xfer_sum_slot_set(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 			   uint64_t sum);

@@ -8,7 +8,7 @@
  * This file owns the mapping of chunks to slots and what the checksum
  * mode asks for; the copy loops are kv.c's and the sums' storage in the
  * transfer is xfer_sum.c's. A gather's sums are kept exactly where
- * kvr_store_fill() keeps them, so kvr_commit_store() sends them without
+ * kvr_xfer_fill() keeps them, so kvr_commit_store() sends them without
  * reading the slots again. A scatter under KVR_CHECKSUM_ON hashes each
  * block of the slot right after copying it out (kv.c says why a write
  * into the slot meanwhile cannot pass unnoticed).

@@ -95,7 +95,7 @@ int kvr__xfer_sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 
 		/* One sum per reservation, in slot order: what the server
 		 * holds for this transfer (docs/protocol.md). */
-		/* A slot kvr_store_fill() wrote has its sum already. */
+		/* A slot kvr_xfer_fill() wrote has its sum already. */
 		if (s->op == KVR_OP_COMMIT_STORE && sl->status == KVR_SLOT_OK)
 			c->sum_buf[n++] =
 			    x->priv && kept_has(x)[i]
@@ -115,7 +115,7 @@ int kvr__xfer_sum_commit(struct kvr_client *c, struct kvr_xfer *x,
 }
 
 /*
- * The sums of a retrieve (or of a store's slots kvr_store_fill() wrote),
+ * The sums of a retrieve (or of a store's slots kvr_xfer_fill() wrote),
  * at the start of x->priv (which kvr_xfer_free() frees): nslots u64
  * sums, then nslots bytes saying which slot has one. Under the ring
  * transport that is the whole block; the socket transport reserves
@@ -223,14 +223,14 @@ static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 
 	if (x->op != KVR_OP_PREPARE_STORE || !x->slots || i >= x->nslots)
 		return kvr__client_fail(c, -EINVAL,
-					"kvr_store_fill: slot %u of a %s "
+					"kvr_xfer_fill: slot %u of a %s "
 					"transfer of %u slots: only a prepared "
 					"store's slots can be filled",
 					i, kvr_op_name(x->op), x->nslots);
 	sl = &x->slots[i];
 	if (sl->status != KVR_SLOT_OK)
 		return kvr__client_fail(c, -EINVAL,
-					"kvr_store_fill: slot %u has status "
+					"kvr_xfer_fill: slot %u has status "
 					"%d, not OK: nothing to write there",
 					i, sl->status);
 	if (c->checksum == KVR_CHECKSUM_OFF) {
@@ -267,14 +267,20 @@ bool kvr__xfer_sum_slot_get(const struct kvr_xfer *x, uint32_t i, uint64_t *sum)
 	return true;
 }
 
-int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
-		   const void *src)
+int kvr_xfer_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		  const void *src)
 {
 	if (!c)
 		return -EINVAL;
 	if (!x || !src)
 		return KVR_CLIENT_ARG_FAIL(c, "xfer and src are required");
 	return KVR_CLIENT_LOCKED(c, do_fill(c, x, i, src));
+}
+
+int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+		   const void *src)
+{
+	return kvr_xfer_fill(c, x, i, src);
 }
 
 static int do_copy(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,

@@ -434,10 +434,10 @@ Test(checksum, copy_client_without_sums_reads_what_it_did_before)
 	kvr_close(cp);
 }
 
-/* ---- kvr_store_fill: the copy that sums as it goes ---- */
+/* ---- kvr_xfer_fill: the copy that sums as it goes ---- */
 
 /* Prepare NCHUNK chunks of @k through @c and fill each with
- * kvr_store_fill() from a private buffer holding its key's bytes. */
+ * kvr_xfer_fill() from a private buffer holding its key's bytes. */
 static void store_by_fill(struct kvr_client *c, const struct kvr_key *k,
 			  struct kvr_xfer *x)
 {
@@ -453,7 +453,7 @@ static void store_by_fill(struct kvr_client *c, const struct kvr_key *k,
 	for (uint32_t i = 0; i < NCHUNK; i++) {
 		cr_assert_eq(x->slots[i].status, KVR_SLOT_OK);
 		wsrv_fill(&k[i], buf, CHUNK);
-		cr_assert_eq(kvr_store_fill(c, x, i, buf), 0, "%s",
+		cr_assert_eq(kvr_xfer_fill(c, x, i, buf), 0, "%s",
 			     kvr_client_errmsg(c));
 	}
 	free(buf);
@@ -520,14 +520,14 @@ Test(checksum, fill_is_refused_when_the_slot_is_not_a_prepared_ok_store)
 	make_keys(k, NCHUNK + 1, 400);
 	cr_assert_eq(wsrv_store(w, k, 1, CHUNK), 1u);
 	store_by_fill(w, &k[1], &x); /* fills slots of k[1..3]: fine */
-	cr_expect_eq(kvr_store_fill(w, &x, NCHUNK, buf), -EINVAL);
-	cr_expect_neq(strstr(kvr_client_errmsg(w), "kvr_store_fill"), NULL,
-		      "%s", kvr_client_errmsg(w));
-	cr_expect_eq(kvr_store_fill(w, NULL, 0, buf), -EINVAL);
+	cr_expect_eq(kvr_xfer_fill(w, &x, NCHUNK, buf), -EINVAL);
+	cr_expect_neq(strstr(kvr_client_errmsg(w), "kvr_xfer_fill"), NULL, "%s",
+		      kvr_client_errmsg(w));
+	cr_expect_eq(kvr_xfer_fill(w, NULL, 0, buf), -EINVAL);
 	cr_assert_eq(kvr_commit_store(w, &x), 0);
 	/* A retrieve's slots are not for writing. */
 	cr_assert_eq(kvr_prepare_retrieve(w, k, 1, &x), 0);
-	cr_expect_eq(kvr_store_fill(w, &x, 0, buf), -EINVAL);
+	cr_expect_eq(kvr_xfer_fill(w, &x, 0, buf), -EINVAL);
 	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
 	/* A key already stored answers EXISTS: no slot to fill. */
 	{
@@ -535,7 +535,7 @@ Test(checksum, fill_is_refused_when_the_slot_is_not_a_prepared_ok_store)
 
 		cr_assert_eq(kvr_prepare_store(w, k, &sz, 1, &x), 0);
 		cr_assert_eq(x.slots[0].status, KVR_SLOT_EXISTS);
-		cr_expect_eq(kvr_store_fill(w, &x, 0, buf), -EINVAL);
+		cr_expect_eq(kvr_xfer_fill(w, &x, 0, buf), -EINVAL);
 		cr_expect_neq(strstr(kvr_client_errmsg(w), "not OK"), NULL,
 			      "%s", kvr_client_errmsg(w));
 		cr_assert_eq(kvr_commit_store(w, &x), 0);
@@ -618,5 +618,35 @@ Test(checksum, retrieve_copy_is_a_memcpy_when_verify_already_checked)
 	cr_assert_eq(kvr_commit_retrieve(off, &x), 0);
 	free(dst);
 	kvr_close(off);
+	kvr_close(w);
+}
+
+Test(checksum, kvr_store_fill_the_older_name_fills_and_sums_the_same)
+{
+	struct kvr_client *w = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_client *r = connect_sum(KVR_CHECKSUM_ON);
+	struct kvr_key k;
+	struct kvr_xfer x;
+	uint64_t sz = CHUNK;
+	uint32_t unchecked = 1;
+	char *buf = malloc(CHUNK);
+
+	cr_assert(buf);
+	make_keys(&k, 1, 470);
+	wsrv_fill(&k, buf, CHUNK);
+	cr_assert_eq(kvr_prepare_store(w, &k, &sz, 1, &x), 0);
+	cr_assert_eq(x.slots[0].status, KVR_SLOT_OK);
+	cr_assert_eq(kvr_store_fill(w, &x, 0, buf), 0, "%s",
+		     kvr_client_errmsg(w));
+	cr_assert_eq(kvr_commit_store(w, &x), 0);
+	cr_assert_eq(kvr_prepare_retrieve(r, &k, 1, &x), 0);
+	cr_assert_eq(x.nslots, 1u);
+	cr_expect_eq(memcmp(x.slots[0].ptr, buf, CHUNK), 0);
+	/* The sum was kept at the fill: the reader checks it. */
+	cr_expect_eq(kvr_verify_retrieve(r, &x, &unchecked), 0);
+	cr_expect_eq(unchecked, 0u);
+	cr_assert_eq(kvr_commit_retrieve(r, &x), 0);
+	free(buf);
+	kvr_close(r);
 	kvr_close(w);
 }

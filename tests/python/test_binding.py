@@ -280,7 +280,7 @@ class BindingTest(unittest.TestCase):
                 self.assertEqual(tx.corrupt, [0])
 
     def test_fill_sums_while_copying_when_checksum_is_on(self):
-        # StoreTx.fill() is kvr_store_fill(): the sum is taken of the bytes
+        # StoreTx.fill() is kvr_xfer_fill(): the sum is taken of the bytes
         # as they are copied, and commit() sends that sum without reading
         # the slot again. So a write into the slot after the fill (the
         # documented misuse) makes the chunk fail every check, which a

@@ -448,7 +448,7 @@ class ContextTest(ServerCase):
             self.assertEqual(cp.client.stats()["chan_pins"], 0)
 
     def test_fill_sums_while_copying_when_checksum_is_on(self):
-        # ChunkViews.fill() is kvr_store_fill(): the sum is taken as the
+        # ChunkViews.fill() is kvr_xfer_fill(): the sum is taken as the
         # chunk is copied in and the commit sends it without reading the
         # slot again. A write into the view after its fill (the misuse
         # the docstring warns of) therefore makes the chunk fail every

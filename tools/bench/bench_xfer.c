@@ -17,7 +17,7 @@
  *                the retrieve scenario stores through it, so every chunk
  *                all subjects read carries a sum to check;
  *   kvring_sum_fill (store only) kvring_sum filling each slot with
- *                kvr_store_fill(), which sums while it copies, in pieces
+ *                kvr_xfer_fill(), which sums while it copies, in pieces
  *                that stay in cache, instead of memcpy and a hash pass
  *                at commit: the A/B of that way, in the same run;
  *   kvring_sum_copy (retrieve only) a KVR_CHECKSUM_ON client reading
@@ -148,7 +148,7 @@ struct xfer_ctx {
 	struct bench_server srv;
 	struct kvr_client *shm, *copy;
 	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
-	bool fill; /* kv_store fills with kvr_store_fill (kvring_sum_fill) */
+	bool fill; /* kv_store fills with kvr_xfer_fill (kvring_sum_fill) */
 	struct kvr_client *sum_on; /* KVR_CHECKSUM_ON: kvring_sum_copy */
 	struct kvr_client *ahead;  /* store-ahead on: kvring_ahead */
 	struct bench_peer *zmq;
@@ -250,7 +250,7 @@ static int kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			/* The stamp goes into the source: a filled slot is
 			 * not written again (its sum is already made). */
 			bench_stamp(x->src, b, x->keys[i]);
-			rc = kvr_store_fill(c, &xf, i, x->src);
+			rc = kvr_xfer_fill(c, &xf, i, x->src);
 			if (rc < 0) {
 				kvr_abort_store(c, &xf);
 				return fail(x, c, "store_fill", rc);

@@ -164,11 +164,11 @@ int st_op_store(struct st_worker *w, bool abort_it)
 		if (abort_it || linger) {
 			memset(s->ptr, 0xa5, s->len);
 		} else if (w->sum != KVR_CHECKSUM_OFF && ((base + i) & 1)) {
-			/* Odd keys of a summing worker: kvr_store_fill(),
+			/* Odd keys of a summing worker: kvr_xfer_fill(),
 			 * whose sum is made while copying (its own path to
 			 * the commit, judged by every reader). */
 			st_keys_fill(w->scratch, s->len, base + i);
-			rc = kvr_store_fill(w->c, &x, i, w->scratch);
+			rc = kvr_xfer_fill(w->c, &x, i, w->scratch);
 			if (rc < 0) {
 				(void)kvr_abort_store(w->c, &x);
 				return rc;

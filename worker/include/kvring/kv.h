@@ -156,7 +156,7 @@ KVR_API long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
  *   kvr_kv_chunk_bytes(); chunk c goes to slot slots[c].
  * With checksums on, each slot's sum is computed while copying
  * (kvr_kv_gather_sum) and kept for kvr_commit_store(), which sends it
- * without reading the slot again, as after kvr_store_fill(): do not
+ * without reading the slot again, as after kvr_xfer_fill(): do not
  * write the slots afterwards. With checksums off it is kvr_kv_gather().
  * Return: 0, or -EINVAL (as kvr_kv_gather(); x not a prepared store; a
  * slot index out of range, repeated, not OK, or of the wrong length),

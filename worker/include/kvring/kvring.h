@@ -365,7 +365,7 @@ KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 				 uint32_t *unchecked);
 
 /*
- * kvr_store_fill - copy slot @i's len bytes from @src into it (a prepared
+ * kvr_xfer_fill - copy slot @i's len bytes from @src into it (a prepared
  * store's KVR_SLOT_OK slot), the way to fill a whole slot from one
  * buffer. With checksums on, the XXH3-64 is computed while copying, in
  * cache-sized pieces (one pass over memory instead of a copy and then a
@@ -376,6 +376,10 @@ KVR_API long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
  * Return: 0, or -EINVAL (NULL args, not a prepared store, @i out of
  * range or not an OK slot; nothing written).
  */
+KVR_API int kvr_xfer_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
+			  const void *src);
+/* The name kvr_xfer_fill had before 0.3.0, kept for programs built
+ * against it: the same call. */
 KVR_API int kvr_store_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 			   const void *src);
 

@@ -341,11 +341,11 @@ class _Tx(object):
         return i, s.len
 
     def _copy_ptr(self, i: int, ptr: int, out: bool) -> int:
-        """kvr_store_fill (out False) or kvr_retrieve_copy (out True) of
+        """kvr_xfer_fill (out False) or kvr_retrieve_copy (out True) of
         OK slot i from/to the len(slot) bytes at ptr, which the caller
         holds; the library's return code (1: corrupt)."""
         lib = _lib_handle()
-        fn = lib.kvr_retrieve_copy if out else lib.kvr_store_fill
+        fn = lib.kvr_retrieve_copy if out else lib.kvr_xfer_fill
         rc = fn(self._c._handle(), ctypes.byref(self._x), i, ptr)
         if rc < 0:
             _raise(rc, self._c._errmsg())
@@ -420,7 +420,7 @@ class StoreTx(_Tx):
     def fill(self, i: int, src: Any) -> None:
         """Copy src into OK slot i: any object exporting exactly
         len(slot) contiguous bytes (bytes, bytearray, memoryview, array,
-        numpy array). kvr_store_fill(): with checksums on, the XXH3-64
+        numpy array). kvr_xfer_fill(): with checksums on, the XXH3-64
         is computed while copying, 128 KiB at a time, and commit() sends
         it without reading the slot again (one pass over memory instead
         of a copy and a hash). Do not write the slot after filling it:

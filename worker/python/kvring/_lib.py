@@ -213,7 +213,7 @@ def _declare(lib):
         "kvr_verify_retrieve": (ctypes.c_long, [vp, P(Xfer), P(c_u32)]),
         "kvr_xfer_free": (None, [P(Xfer)]),
         # Copies that sum while they copy (checksums at copy speed).
-        "kvr_store_fill": (ctypes.c_int, [vp, P(Xfer), c_u32, vp]),
+        "kvr_xfer_fill": (ctypes.c_int, [vp, P(Xfer), c_u32, vp]),
         "kvr_retrieve_copy": (ctypes.c_int, [vp, P(Xfer), c_u32, vp]),
         "kvr_ping": (ctypes.c_int, [vp, P(c_u64)]),
         "kvr_stats": (ctypes.c_int, [vp, P(StatsWire)]),

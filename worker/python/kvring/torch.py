@@ -221,7 +221,7 @@ class ChunkViews(list):
     def fill(self, j: int, src: torch.Tensor) -> None:
         """Copy src (a contiguous tensor of the layout's dtype and chunk
         size, any shape) into store view j. From a CPU tensor with
-        kvr_store_fill: with checksums on the XXH3-64 is computed while
+        kvr_xfer_fill: with checksums on the XXH3-64 is computed while
         copying and the commit sends it without reading the slot again,
         so do not write view j afterwards: its sum would be of the old
         bytes and every checking reader would find the chunk corrupt.
@@ -598,7 +598,7 @@ class KvringContext(object):
                      salt: Optional[str] = None) -> Optional[int]:
         """Store whole chunks from tensors of the caller's: chunks[i] (a
         list of tensors, or one tensor [n, *layout.shape]) is chunk i of
-        key. Only chunks not yet stored are copied, with kvr_store_fill
+        key. Only chunks not yet stored are copied, with kvr_xfer_fill
         (the checksum computed while copying), then committed. Returns
         how many chunks were written (0: all were stored already), or
         None as prepare_store (the cache cannot take them); a commit the
