@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: a worker's per-channel attach (issue 12 item 1),
+ * libFuzzer target: a worker's per-channel attach,
  * through libkvring's own kvr_chanmap_check() and ring attach. Every
  * value there comes from the server, so each is fuzzed: the input is a
  * list of patches (3 bytes each: a 16-bit position and a byte XORed in)

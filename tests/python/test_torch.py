@@ -304,7 +304,7 @@ class ContextTest(ServerCase):
             self.assertTrue(ctx.commit_retrieve(t, 7))
 
     def test_retrieve_views_stop_at_a_chunk_that_fails_its_checksum(self):
-        # Issue 12 item 10 through the torch layer: checksum="verify"
+        # Checksums through the torch layer: checksum="verify"
         # checks every retrieve; a neighbour's write into chunk 1 cuts
         # the usable prefix there, and the chunk is dropped on commit.
         import ctypes
