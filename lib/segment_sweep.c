@@ -390,6 +390,23 @@ int kvr_seg_sweep(const char *dir, const char *prefix,
 	return (int)rep->removed;
 }
 
+/*
+ * For kvr_seg_list(dir, NULL, ...): a name with KVR_SEG_PREFIX is kvring's
+ * by convention; any other only with proof: a .ctl with kvring's magic and
+ * a full header, or a .pool judged by such a .ctl (classify() sets
+ * owner_pid and a live/stale state only then).
+ */
+static bool proven_ours(const struct kvr_seg_info *in)
+{
+	if (strncmp(in->name, KVR_SEG_PREFIX, strlen(KVR_SEG_PREFIX)) == 0)
+		return true;
+	if (in->role == KVR_SEG_ROLE_CTL)
+		return in->has_hdr;
+	return in->role == KVR_SEG_ROLE_POOL && in->owner_pid > 0 &&
+	       (in->state == KVR_SEG_STATE_LIVE ||
+		in->state == KVR_SEG_STATE_STALE);
+}
+
 int kvr_seg_list(const char *dir, const char *prefix, kvr_seg_list_cb *cb,
 		 void *arg)
 {
@@ -400,12 +417,12 @@ int kvr_seg_list(const char *dir, const char *prefix, kvr_seg_list_cb *cb,
 
 	if (!dir)
 		dir = KVR_SEG_DEFAULT_DIR;
-	if (!kvr_seg_name_valid(prefix) || !cb)
+	if ((prefix && !kvr_seg_name_valid(prefix)) || !cb)
 		return -EINVAL;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	rc = collect(dfd, prefix, &es);
+	rc = collect(dfd, prefix ? prefix : "", &es);
 	if (rc < 0) {
 		close(dfd);
 		return rc;
@@ -415,6 +432,8 @@ int kvr_seg_list(const char *dir, const char *prefix, kvr_seg_list_cb *cb,
 		(void)classify(dfd, es.v[i].name, &info, &st);
 		if (!S_ISREG(st.st_mode))
 			continue; /* not a file, or vanished since readdir */
+		if (!prefix && !proven_ours(&info))
+			continue; /* another program's file: not ours to show */
 		rc = cb(arg, &info);
 		if (rc < 0) {
 			count = rc;

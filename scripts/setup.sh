@@ -55,6 +55,18 @@ deps+=(redis-server redis-tools)
 deps+=(libmicrohttpd-dev)
 # The test command fails on a C file that .clang-format would change.
 deps+=(clang-format)
+# The wheel (cmake --build build --target wheel) builds offline with the
+# system's pip, setuptools and wheel (pip --no-build-isolation); venv
+# makes the fresh virtualenvs of the python_wheel test.
+deps+=(python3-pip python3-setuptools python3-wheel python3-venv)
+# install_tree runs systemd's own checkers on the installed unit
+# (systemd-analyze verify and security, systemd-sysusers and
+# systemd-tmpfiles on a scratch root); verify resolves the unit's
+# man:kvringd(8) link with man (man-db).
+deps+=(systemd man-db)
+# promtool checks the inspector's Prometheus exposition, and a real
+# Prometheus server scrapes kvring-inspect --serve in test_prometheus.
+deps+=(prometheus)
 
 log() { printf '%s setup: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 

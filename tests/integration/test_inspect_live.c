@@ -338,4 +338,61 @@ Test(inspect_live, check_passes_when_server_is_healthy)
 	cr_expect(strstr(r.out, "check=ok"), "%s", r.out);
 	run_free(&r);
 }
+/*
+ * --list finds a kvringd whatever its --name (the shipped unit's is
+ * "kvring", which has no "kvring-" prefix), but not another program's
+ * .ctl/.pool files in the same directory.
+ */
+static struct kvrd named;
+static char stranger[2][128];
+
+static void named_rm(void)
+{
+	t_server_cleanup(&named);
+	for (int i = 0; i < 2; i++)
+		if (stranger[i][0])
+			unlink(stranger[i]);
+}
+
+Test(inspect_live, list_finds_a_server_whatever_its_name, .fini = named_rm)
+{
+	char want[128], *line;
+	struct run r;
+	int fd;
+
+	t_server_init(&named);
+	/* kvring-t-<id> -> kvrt-<id>: a name without the "kvring-" prefix. */
+	snprintf(want, sizeof(want), "kvrt%.40s",
+		 named.name + strlen("kvring-t"));
+	snprintf(named.name, sizeof(named.name), "%.40s", want);
+	snprintf(named.ctl_name, sizeof(named.ctl_name), "%.40s.ctl",
+		 named.name);
+	t_server_start(&named, NULL);
+	/* Another program's files with the same suffixes: never listed. */
+	for (int i = 0; i < 2; i++) {
+		snprintf(stranger[i], sizeof(stranger[i]),
+			 "/dev/shm/kvrt-stranger-%d.%s", (int)getpid(),
+			 i ? "pool" : "ctl");
+		fd = open(stranger[i], O_CREAT | O_WRONLY | O_TRUNC, 0600);
+		cr_assert_geq(fd, 0, "%s: %s", stranger[i], strerror(errno));
+		cr_assert_eq(write(fd, "not a kvring segment\n", 21), 21);
+		close(fd);
+	}
+	r = RUN("--list");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "name=%s.ctl role=ctl state=live ",
+		 named.name);
+	cr_expect(strstr(r.out, want), "%s not listed:\n%s", want, r.out);
+	snprintf(want, sizeof(want), "name=%s.pool role=pool state=live ",
+		 named.name);
+	cr_expect(strstr(r.out, want), "%s not listed:\n%s", want, r.out);
+	/* The suite's own kvring-t-* server is still listed too. */
+	snprintf(want, sizeof(want), "name=%s.ctl role=ctl state=live ",
+		 srv.name);
+	cr_expect(strstr(r.out, want), "%s not listed:\n%s", want, r.out);
+	line = strstr(r.out, "kvrt-stranger-");
+	cr_expect(!line, "another program's file listed: %.120s", line);
+	run_free(&r);
+}
+
 #endif /* live tests */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * t_prom.h - test helper: run Prometheus's own checker, `promtool check
- * metrics`, on exposition text, when promtool is installed (Debian package
- * prometheus, large, so not a dependency of the suite). Tests call it
- * besides their own validator and say when it was not there.
+ * metrics`, on exposition text (Debian package prometheus, which
+ * scripts/setup.sh installs). Tests call it besides their own validator;
+ * a missing promtool fails them, never passes them.
  */
 #ifndef KVR_T_PROM_H
 #define KVR_T_PROM_H
@@ -12,9 +12,9 @@
 
 /*
  * t_promtool_check - pipe @text into `promtool check metrics`.
- * Return: -1 when promtool is not in $PATH (a note goes to stderr once per
- * process: only kvring's validator checked the text), else promtool's exit
- * status (0: clean), with its output in @out (cut to @n).
+ * Return: -1 when promtool is not in $PATH (@out says what to install),
+ * else promtool's exit status (0: clean), with its output in @out (cut to
+ * @n).
  */
 int t_promtool_check(const char *text, char *out, size_t n);
 

@@ -1156,8 +1156,11 @@ int bench_l2_main(int argc, char **argv)
 	char url[128];
 	int rc = 1, rounds, at;
 
-	if (bench_run_opts_parse(argc, argv, "l2", "", &e.o) != 0)
-		return 2;
+	/* 1: --help was printed (exit 0), 2: a usage error. */
+	rc = bench_run_opts_parse(argc, argv, "l2", "", &e.o);
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	rc = 1;
 	rounds = e.o.rounds ? (int)e.o.rounds : (e.o.quick ? 1 : 3);
 	/* A standalone redis-server... */
 	e.target = "redis";

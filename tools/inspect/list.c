@@ -79,8 +79,11 @@ static int list_cb(void *arg, const struct kvr_seg_info *in)
 
 /*
  * --list on o->dir (NULL: /dev/shm): the segments, then a summary (the
- * last text line, or nr_segments/nr_stale in JSON). Only names starting
- * with "kvring-" are considered. Return: INS_EXIT_OK, or
+ * last text line, or nr_segments/nr_stale in JSON). Every kvring
+ * segment this caller can tell is one, whatever its name (kvringd --name
+ * is free: the shipped unit's server is "kvring"): names starting with
+ * "kvring-", and any other .ctl whose header is kvring's, with its .pool
+ * (kvr_seg_list with no prefix). Return: INS_EXIT_OK, or
  * INS_EXIT_RUNTIME if the directory cannot be read (in JSON mode the
  * partial object already printed is then ended with a newline, and is
  * not valid JSON: the exit status says so).
@@ -97,7 +100,7 @@ int ins_list_run(const struct ins_opts *o)
 		kvr_em_str(&l.e, "dir", dir);
 		kvr_em_arr(&l.e, "segments");
 	}
-	rc = kvr_seg_list(dir, KVR_SEG_PREFIX, list_cb, &l);
+	rc = kvr_seg_list(dir, NULL, list_cb, &l);
 	if (rc < 0) {
 		if (o->json)
 			putchar('\n');

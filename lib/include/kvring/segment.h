@@ -414,6 +414,10 @@ typedef int kvr_seg_list_cb(void *arg, const struct kvr_seg_info *info);
  * kvr_seg_list - report every regular file in @dir (NULL = /dev/shm) whose
  * name starts with @prefix and is valid, in name order, with its size,
  * owner and alive/stale state. Reads only (O_RDONLY, no mapping).
+ * @prefix NULL: whatever the name (kvringd --name is free), but a name
+ * without KVR_SEG_PREFIX only when the file proves to be kvring's: a
+ * .ctl whose header this caller can read (has_hdr), or a .pool whose
+ * .ctl is such a file. Other software's files are never reported.
  * Return: the number of entries reported, the callback's negative value,
  * or -errno (-EINVAL bad prefix, -ENOMEM, or opening @dir failed).
  */

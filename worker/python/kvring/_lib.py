@@ -140,6 +140,28 @@ class StatsWire(ctypes.Structure):
         "chan_pins", "chan_leases", "chan_transfers")]
 
 
+def need_torch(module):
+    """Import and return torch for `module` (kvring.torch, kvring.kv, ...).
+
+    The package itself is standard library only; the modules built on
+    torch call this at their top instead of a bare `import torch`, so a
+    venv or interpreter without PyTorch gets an ImportError that names
+    the module, the interpreter and what to install."""
+    try:
+        import torch
+    except ImportError as e:
+        import sys
+        raise ImportError(
+            "%s needs PyTorch, which %s cannot import (%s): install it "
+            "with 'pip install torch' (or 'pip install kvring[torch]') in "
+            "this environment, or use Debian's python3-torch from the "
+            "system python3 or a venv made with "
+            "'python3 -m venv --system-site-packages'; the plain kvring "
+            "module works without it" % (module, sys.executable, e),
+            name="torch") from e
+    return torch
+
+
 def _candidates():
     env = os.environ.get("KVRING_LIB")
     if env:

@@ -32,7 +32,9 @@ import logging
 import threading
 from typing import Any, Iterator, List, Optional
 
-import torch
+from kvring import _lib as _kvr_lib
+
+torch = _kvr_lib.need_torch("kvring.device")
 
 log = logging.getLogger("kvring.device")
 

@@ -35,7 +35,9 @@ from __future__ import annotations
 import ctypes
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
-import torch
+from kvring import _lib as _kvr_lib
+
+torch = _kvr_lib.need_torch("kvring.kv")
 
 import kvring
 

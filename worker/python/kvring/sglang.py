@@ -47,7 +47,9 @@ import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import torch
+from kvring import _lib as _kvr_lib
+
+torch = _kvr_lib.need_torch("kvring.sglang")
 
 import kvring
 from kvring import KvringError, Keys, SlotStatus, _lib

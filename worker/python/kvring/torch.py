@@ -33,7 +33,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import torch
+from kvring import _lib as _kvr_lib
+
+torch = _kvr_lib.need_torch("kvring.torch")
 
 import kvring
 from kvring import Client, Keys, KvringError, SlotStatus

@@ -64,7 +64,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-import torch
+from kvring import _lib as _kvr_lib
+
+torch = _kvr_lib.need_torch("kvring.vllm")
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
