@@ -572,6 +572,61 @@ static int parse_sizes(struct att *a, const char *list)
 	return a->nsizes ? 0 : -EINVAL;
 }
 
+/* Each pool size capped to a third of MemAvailable; returns the largest. */
+static uint64_t cap_sizes(struct att *a)
+{
+	uint64_t cap, need = 0;
+
+	/* A third of what is available now: the pool (twice over while
+	 * the huge pages of a cell are reserved beside the page cache of
+	 * the last 4 KiB one), the bench's buffers and every other process
+	 * on the host must fit. */
+	cap =
+	    bench_attach_mem_available() / 3 / (512ull << 20) * (512ull << 20);
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		if (a->sizes[si] > cap) {
+			fprintf(stderr,
+				"kvring-bench: attach: pool %" PRIu64
+				" MiB capped to %" PRIu64
+				" MiB (a third of MemAvailable)\n",
+				a->sizes[si] >> 20, cap >> 20);
+			a->sizes[si] = cap;
+		}
+		if (a->sizes[si] > need)
+			need = a->sizes[si];
+	}
+	return need;
+}
+
+/*
+ * Whether the huge-page cell @r can run: free huge pages for its pool
+ * (reserved again right before it with --reserve-huge); if not, r->skip
+ * says why and how to reserve them.
+ */
+static bool huge_ready(struct att *a, struct cell *r,
+		       struct kvr_hugetlb_info *hi)
+{
+	uint64_t pages;
+
+	/* Again right before the cell: any kvringd
+	 * on the host in auto mode takes free pages. */
+	if (a->reserve && hi->page_bytes) {
+		pages = kvr_seg_huge_pages_for(r->pool_bytes, hi->page_bytes);
+		(void)bench_attach_reserve_huge(pages + 64);
+	}
+	(void)kvr_seg_hugetlb_info(hi);
+	pages = kvr_seg_huge_pages_for(r->pool_bytes, hi->page_bytes);
+	if (!hi->page_bytes || hi->free_pages < pages) {
+		snprintf(r->skip, sizeof(r->skip),
+			 "needs %" PRIu64 " free huge pages, %" PRIu64
+			 " free (echo %" PRIu64 " > " NR_PATH ")",
+			 pages, hi->free_pages,
+			 hi->total_pages + pages - hi->free_pages);
+		return false;
+	}
+	return true;
+}
+
 int bench_attach_main(int argc, char **argv)
 {
 	static const char extra[] =
@@ -584,7 +639,7 @@ int bench_attach_main(int argc, char **argv)
 	    "huge-page cells\n"
 	    "                      run; the old value is restored at exit\n";
 	struct att *a;
-	uint64_t cap, need = 0;
+	uint64_t need;
 	struct kvr_hugetlb_info hi = {0};
 	int rc, exit_rc = BENCH_EXIT_OK;
 
@@ -615,24 +670,7 @@ int bench_attach_main(int argc, char **argv)
 	for (size_t i = 0; i < CHUNK_BYTES; i++)
 		a->src[i] = (unsigned char)(i * 131 + (i >> 12));
 	a->memset_ms_per_gib = memset_floor();
-	/* A third of what is available now: the pool (twice over while
-	 * the huge pages of a cell are reserved beside the page cache of
-	 * the last 4 KiB one), the bench's buffers and every other process
-	 * on the host must fit. */
-	cap =
-	    bench_attach_mem_available() / 3 / (512ull << 20) * (512ull << 20);
-	for (unsigned si = 0; si < a->nsizes; si++) {
-		if (a->sizes[si] > cap) {
-			fprintf(stderr,
-				"kvring-bench: attach: pool %" PRIu64
-				" MiB capped to %" PRIu64
-				" MiB (a third of MemAvailable)\n",
-				a->sizes[si] >> 20, cap >> 20);
-			a->sizes[si] = cap;
-		}
-		if (a->sizes[si] > need)
-			need = a->sizes[si];
-	}
+	need = cap_sizes(a);
 	(void)kvr_seg_hugetlb_info(&hi);
 	if (a->reserve && hi.page_bytes) {
 		uint64_t pages = kvr_seg_huge_pages_for(need, hi.page_bytes);
@@ -652,32 +690,8 @@ int bench_attach_main(int argc, char **argv)
 			struct cell *r = &a->res[si][p];
 
 			r->pool_bytes = a->sizes[si];
-			if (p == P_HUGE) {
-				uint64_t pages;
-
-				/* Again right before the cell: any kvringd
-				 * on the host in auto mode takes free pages. */
-				if (a->reserve && hi.page_bytes) {
-					pages = kvr_seg_huge_pages_for(
-					    r->pool_bytes, hi.page_bytes);
-					(void)bench_attach_reserve_huge(pages +
-									64);
-				}
-				(void)kvr_seg_hugetlb_info(&hi);
-				pages = kvr_seg_huge_pages_for(r->pool_bytes,
-							       hi.page_bytes);
-				if (!hi.page_bytes || hi.free_pages < pages) {
-					snprintf(r->skip, sizeof(r->skip),
-						 "needs %" PRIu64
-						 " free huge pages, %" PRIu64
-						 " free (echo %" PRIu64
-						 " > " NR_PATH ")",
-						 pages, hi.free_pages,
-						 hi.total_pages + pages -
-						     hi.free_pages);
-					continue;
-				}
-			}
+			if (p == P_HUGE && !huge_ready(a, r, &hi))
+				continue;
 			rc = run_cell(a, si, p);
 			if (rc == -EBADMSG)
 				exit_rc = BENCH_EXIT_ERR;

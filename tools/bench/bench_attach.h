@@ -14,7 +14,6 @@
 
 #include "bench_server.h"
 
-
 #define NCHUNK	    8u
 #define CHUNK_BYTES (2ull << 20)
 #define REQ_BYTES   (NCHUNK * CHUNK_BYTES)

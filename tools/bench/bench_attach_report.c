@@ -113,50 +113,12 @@ void bench_attach_print_json(const struct att *a)
 		}
 }
 
-void bench_attach_print_table(const struct att *a)
+/* The huge-page tables: the zeroing after ready and a worker connecting
+ * at once, then the stores made while the zeroing ran. */
+static void print_huge(const struct att *a)
 {
 	char sz[16];
 
-	printf("attach: %u fresh connections per cell (median), requests of "
-	       "%u x 2 MiB\n\n",
-	       a->rounds, NCHUNK);
-	printf("%-5s %-5s %11s %11s %11s %18s %18s %18s\n", "pages", "pool",
-	       "start ms/G", "restart", "attach ms/G", "first GB/s (x mc)",
-	       "store GB/s (x mc)", "retr GB/s (x mc)");
-	for (unsigned si = 0; si < a->nsizes; si++)
-		for (int p = 0; p < NR_PAGES; p++) {
-			const struct cell *r = &a->res[si][p];
-
-			bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
-			if (!r->done) {
-				printf("%-5s %-5s skipped: %s\n", page_name[p],
-				       sz, r->skip[0] ? r->skip : "failed");
-				continue;
-			}
-			printf("%-5s %-5s %11.1f %11.1f %11.2f %10.2f (%.2f) "
-			       "%10.2f (%.2f) %10.2f (%.2f)\n",
-			       page_name[p], sz,
-			       per_gib(r->start_ms, r->pool_bytes),
-			       per_gib(r->restart_ms, r->pool_bytes),
-			       per_gib(r->attach_ms, r->pool_bytes),
-			       r->first_gbps,
-			       r->first_gbps / r->first_memcpy_gbps,
-			       r->store_gbps, r->store_gbps / r->memcpy_gbps,
-			       r->retr_gbps, r->retr_gbps / r->memcpy_gbps);
-		}
-	printf("\nserver pre-fault alone (ms, from its log): ");
-	for (unsigned si = 0; si < a->nsizes; si++)
-		for (int p = 0; p < NR_PAGES; p++) {
-			const struct cell *r = &a->res[si][p];
-
-			if (r->done)
-				printf(
-				    "%s %s %.1f / restart %.1f; ", page_name[p],
-				    bench_fmt_bytes(r->pool_bytes, sz,
-						    sizeof(sz)),
-				    r->srv_prefault_ms, r->srv_reprefault_ms);
-		}
-	printf("\n");
 	printf("\nhuge pages, zeroing after ready (ms per GiB; zeroed: fork "
 	       "to the end of the server's pre-fault) and a worker "
 	       "connecting at once:\n");
@@ -211,6 +173,53 @@ void bench_attach_print_table(const struct att *a)
 			       r->dur_room_req_gbps,
 			       r->dur_room_req_gbps / r->dur_room_memcpy_gbps);
 	}
+}
+
+void bench_attach_print_table(const struct att *a)
+{
+	char sz[16];
+
+	printf("attach: %u fresh connections per cell (median), requests of "
+	       "%u x 2 MiB\n\n",
+	       a->rounds, NCHUNK);
+	printf("%-5s %-5s %11s %11s %11s %18s %18s %18s\n", "pages", "pool",
+	       "start ms/G", "restart", "attach ms/G", "first GB/s (x mc)",
+	       "store GB/s (x mc)", "retr GB/s (x mc)");
+	for (unsigned si = 0; si < a->nsizes; si++)
+		for (int p = 0; p < NR_PAGES; p++) {
+			const struct cell *r = &a->res[si][p];
+
+			bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
+			if (!r->done) {
+				printf("%-5s %-5s skipped: %s\n", page_name[p],
+				       sz, r->skip[0] ? r->skip : "failed");
+				continue;
+			}
+			printf("%-5s %-5s %11.1f %11.1f %11.2f %10.2f (%.2f) "
+			       "%10.2f (%.2f) %10.2f (%.2f)\n",
+			       page_name[p], sz,
+			       per_gib(r->start_ms, r->pool_bytes),
+			       per_gib(r->restart_ms, r->pool_bytes),
+			       per_gib(r->attach_ms, r->pool_bytes),
+			       r->first_gbps,
+			       r->first_gbps / r->first_memcpy_gbps,
+			       r->store_gbps, r->store_gbps / r->memcpy_gbps,
+			       r->retr_gbps, r->retr_gbps / r->memcpy_gbps);
+		}
+	printf("\nserver pre-fault alone (ms, from its log): ");
+	for (unsigned si = 0; si < a->nsizes; si++)
+		for (int p = 0; p < NR_PAGES; p++) {
+			const struct cell *r = &a->res[si][p];
+
+			if (r->done)
+				printf(
+				    "%s %s %.1f / restart %.1f; ", page_name[p],
+				    bench_fmt_bytes(r->pool_bytes, sz,
+						    sizeof(sz)),
+				    r->srv_prefault_ms, r->srv_reprefault_ms);
+		}
+	printf("\n");
+	print_huge(a);
 	printf("\nbackground pre-fault (4 KiB pages, "
 	       "prefault_background=true):\n");
 	printf("%-5s %14s %20s %18s %9s %16s\n", "pool", "connect ms",
@@ -285,4 +294,3 @@ void bench_attach_plot(const struct att *a)
 			       "'16G' 17179869184, '32G' 34359738368)",
 			       true, l, 3 * NR_PAGES + 1);
 }
-

@@ -311,8 +311,8 @@ static int pclient_slots(struct pclient *pc, const struct redis *rd)
 	return 0;
 }
 
-int bench_l2_pclient_open(struct pclient *pc, const struct redis *rd, uint32_t nn,
-			bool cluster, uint32_t max_keys)
+int bench_l2_pclient_open(struct pclient *pc, const struct redis *rd,
+			  uint32_t nn, bool cluster, uint32_t max_keys)
 {
 	pc->nn = nn;
 	pc->cluster = cluster;
@@ -353,7 +353,7 @@ static uint32_t pclient_share(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
 }
 
 int bench_l2_pclient_put(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-		       uint32_t n, const char *val, size_t bytes)
+			 uint32_t n, const char *val, size_t bytes)
 {
 	for (uint32_t i = 0; i < pc->nn; i++) {
 		uint32_t m = pclient_share(pc, keys, n, i);
@@ -365,7 +365,7 @@ int bench_l2_pclient_put(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
 }
 
 int bench_l2_pclient_get(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-		       uint32_t n, char *dst, size_t bytes)
+			 uint32_t n, char *dst, size_t bytes)
 {
 	for (uint32_t i = 0; i < pc->nn; i++) {
 		uint32_t m = pclient_share(pc, keys, n, i);

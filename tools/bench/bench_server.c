@@ -75,27 +75,95 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		fputs(extra, f);
 }
 
+/* The common options' getopt_long values, above every short option. */
+enum {
+	O_JSON = 256,
+	O_QUICK,
+	O_PLOT,
+	O_CPUC,
+	O_CPUS,
+	O_ROUNDS,
+	O_ITERS,
+	O_SOCKET,
+	O_KVRINGD,
+	O_POOL,
+	O_PAUSE,
+	O_SIZES,
+	O_CHUNKS,
+	O_ONLY,
+	O_RESERVE_HUGE,
+	O_NOHIST,
+};
+
+/*
+ * set_opt - apply option @c (its argument in optarg) to @o. False when the
+ * argument is out of its grammar or range (the caller names the option).
+ */
+static bool set_opt(struct bench_run_opts *o, int c)
+{
+	uint64_t v = 0;
+	bool ok = true;
+
+	switch (c) {
+	case O_JSON:
+		o->json = true;
+		break;
+	case O_QUICK:
+		o->quick = true;
+		break;
+	case O_PLOT:
+		o->plot_dir = optarg;
+		break;
+	case O_CPUC:
+		ok = bench_parse_cpu(optarg, &o->cpu_client);
+		break;
+	case O_CPUS:
+		ok = bench_parse_cpu(optarg, &o->cpu_server);
+		break;
+	case O_ROUNDS:
+		ok = bench_parse_u64(optarg, 1, 100000, &v);
+		o->rounds = (unsigned)v;
+		break;
+	case O_ITERS:
+		ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
+		break;
+	case O_SOCKET:
+		o->socket = optarg;
+		break;
+	case O_KVRINGD:
+		o->kvringd = optarg;
+		break;
+	case O_POOL:
+		ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
+				     &o->pool_bytes);
+		break;
+	case O_PAUSE:
+		ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
+		break;
+	case O_SIZES:
+		o->sizes = optarg;
+		break;
+	case O_CHUNKS:
+		o->chunks = optarg;
+		break;
+	case O_ONLY:
+		o->only = optarg;
+		break;
+	case O_RESERVE_HUGE:
+		o->reserve_huge = true;
+		break;
+	case O_NOHIST:
+		o->no_histograms = true;
+		/* Clients read it at connect: none times a request. */
+		setenv("KVRING_RTT_SAMPLE", "0", 1);
+		break;
+	}
+	return ok;
+}
+
 int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 			 const char *extra_help, struct bench_run_opts *o)
 {
-	enum {
-		O_JSON = 256,
-		O_QUICK,
-		O_PLOT,
-		O_CPUC,
-		O_CPUS,
-		O_ROUNDS,
-		O_ITERS,
-		O_SOCKET,
-		O_KVRINGD,
-		O_POOL,
-		O_PAUSE,
-		O_SIZES,
-		O_CHUNKS,
-		O_ONLY,
-		O_RESERVE_HUGE,
-		O_NOHIST,
-	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
 	    {"quick", no_argument, NULL, O_QUICK},
@@ -116,7 +184,6 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	uint64_t v;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -128,64 +195,14 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		bool ok = true;
 
 		switch (c) {
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_PLOT:
-			o->plot_dir = optarg;
-			break;
-		case O_CPUC:
-			ok = bench_parse_cpu(optarg, &o->cpu_client);
-			break;
-		case O_CPUS:
-			ok = bench_parse_cpu(optarg, &o->cpu_server);
-			break;
-		case O_ROUNDS:
-			ok = bench_parse_u64(optarg, 1, 100000, &v);
-			o->rounds = (unsigned)v;
-			break;
-		case O_ITERS:
-			ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
-			break;
-		case O_SOCKET:
-			o->socket = optarg;
-			break;
-		case O_KVRINGD:
-			o->kvringd = optarg;
-			break;
-		case O_POOL:
-			ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
-					     &o->pool_bytes);
-			break;
-		case O_PAUSE:
-			ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
-			break;
-		case O_SIZES:
-			o->sizes = optarg;
-			break;
-		case O_CHUNKS:
-			o->chunks = optarg;
-			break;
-		case O_ONLY:
-			o->only = optarg;
-			break;
-		case O_RESERVE_HUGE:
-			o->reserve_huge = true;
-			break;
-		case O_NOHIST:
-			o->no_histograms = true;
-			/* Clients read it at connect: none times a request. */
-			setenv("KVRING_RTT_SAMPLE", "0", 1);
-			break;
 		case 'h':
 			common_usage(stdout, scenario, extra_help);
 			return 1;
-		default:
+		case '?':
 			common_usage(stderr, scenario, extra_help);
 			return 2;
+		default:
+			ok = set_opt(o, c);
 		}
 		if (!ok) {
 			/* Name the option and the grammar (lib/parse.c). */

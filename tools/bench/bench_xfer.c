@@ -197,11 +197,207 @@ static uint64_t reps_for(const struct xfer_ctx *x, uint64_t req)
 	return r < lo ? lo : (r > hi ? hi : r);
 }
 
+/*
+ * The store scenario's warm-up of a cell: slots for memcpy, and the first
+ * copy-transport and zeromq buffers. 0 or -errno.
+ */
+static int store_warm(struct xfer_ctx *x, uint64_t b, uint32_t n)
+{
+	uint64_t w;
+	int rc;
+
+	/* Warm-up: slots for memcpy, and the first copy-transport
+	 * and zeromq buffers. */
+	rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+	if (rc == 0) /* the first commit stages a slot */
+		rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+	return rc;
+}
+
+/*
+ * Round @r of a store cell: every subject once, interleaved, into
+ * ns[subject][r]; the kvring stores' phases into ph and pha (3 per
+ * round). 0 or -errno.
+ */
+static int store_round(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t r,
+		       uint64_t **ns, uint64_t *ph, uint64_t *pha)
+{
+	int rc;
+
+	/* Let the previous zeromq request's teardown (frees,
+	 * unmaps) settle before the ceiling runs. */
+	usleep(2000);
+	rc = bench_xfer_mc_store(x, b, n, &ns[S_MEMCPY][r]);
+	if (rc == 0)
+		rc = bench_xfer_mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
+	/* kvring and kvring_ahead take turns going first:
+	 * the second finds kvringd's caches warm from the
+	 * first (measured: +0.03 of memcpy at 256K x 8, where
+	 * both take the same path). */
+	if (rc == 0 && r % 2)
+		rc = bench_xfer_kv_store_ph(x, x->ahead, b, n, &ns[S_AHEAD][r],
+					    &pha[3 * r]);
+	if (rc == 0)
+		rc = bench_xfer_kv_store_ph(x, x->shm, b, n, &ns[S_KVRING][r],
+					    &ph[3 * r]);
+	if (rc == 0 && r % 2 == 0)
+		rc = bench_xfer_kv_store_ph(x, x->ahead, b, n, &ns[S_AHEAD][r],
+					    &pha[3 * r]);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
+	if (rc == 0) {
+		x->fill = true;
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &ns[S_SUMF][r]);
+		x->fill = false;
+	}
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
+	if (rc == 0 && x->zmq) {
+		uint64_t t0;
+
+		/* kvringd's spin must not share the CPU. */
+		usleep(XFER_SPIN_US + 1000);
+		t0 = kvr_clock_now_ns();
+		for (uint32_t i = 0; i < n; i++)
+			x->keys[i] = bench_xfer_next_key(x);
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+		ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
+		if (rc < 0)
+			bench_xfer_fail(x, NULL, "zeromq store", rc);
+	}
+	return rc;
+}
+
+/* Read back what each path of a store cell stored last, every byte. */
+static int store_read_back(struct xfer_ctx *x, uint64_t b, uint32_t n)
+{
+	uint64_t w;
+	int rc = 0;
+
+	if (x->zmq)
+		rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys, n,
+					     x->src);
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+						    "read back copy store");
+	}
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+						    "read back store");
+	}
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(
+			    x, x->shm, b, n, true, &w,
+			    "read back store-ahead store");
+	}
+	/* A summed store, read back verified (every sum checked),
+	 * both ways of filling it. */
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+						    "read back summed store");
+	}
+	if (rc == 0) {
+		x->fill = true;
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+		x->fill = false;
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+						    "read back filled store");
+	}
+	return rc;
+}
+
+/*
+ * A retrieve cell: the chunks stored once, with sums (kvring_sum checks
+ * them; the other subjects ignore them), read by every subject, warm-up
+ * requests byte for byte, then @reps interleaved rounds into ns[][r].
+ */
+static int retrieve_rounds(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			   uint64_t reps, uint64_t **ns)
+{
+	uint64_t w;
+	int rc;
+
+	/* Store the cell's chunks once, with sums (kvring_sum checks
+	 * them; the other subjects ignore them); every subject reads
+	 * them. */
+	rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+	/* Warm-up requests compare every byte. */
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+					    "kvring retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->copy, b, n, true, &w,
+					    "kvring_copy retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+					    "kvring_sum retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->sum_on, b, n, true, &w,
+					    "kvring_sum_copy retrieve");
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys, n,
+					     x->src);
+	for (uint64_t r = 0; rc == 0 && r < reps; r++) {
+		usleep(2000);
+		rc = bench_xfer_mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
+		if (rc == 0)
+			rc = bench_xfer_mc_cold_retrieve(x, b, n,
+							 &ns[S_MCOLD][r]);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, false,
+						    &ns[S_KVRING][r],
+						    "kvring retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, false,
+						    &ns[S_SUM][r],
+						    "kvring_sum retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum_on, b, n, false,
+						    &ns[S_SUMC][r],
+						    "kvring_sum_copy retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->copy, b, n, false,
+						    &ns[S_COPY][r],
+						    "kvring_copy retrieve");
+		if (rc == 0 && x->zmq) {
+			uint64_t t0;
+
+			usleep(XFER_SPIN_US + 1000);
+			t0 = kvr_clock_now_ns();
+			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
+						     n, NULL);
+			ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
+		}
+	}
+	return rc;
+}
+
 static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 {
 	uint64_t b = x->sizes[si], req;
 	uint32_t n = x->chunks[ci];
-	uint64_t reps, *ns[NR_SUBJ], w, *ph = NULL, *pha = NULL;
+	uint64_t reps, *ns[NR_SUBJ], *ph = NULL, *pha = NULL;
 	struct cell *res = x->res[si][ci];
 	int rc = -ENOMEM;
 
@@ -219,174 +415,13 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		goto out;
 
 	if (!x->retrieve) {
-		/* Warm-up: slots for memcpy, and the first copy-transport
-		 * and zeromq buffers. */
-		rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+		rc = store_warm(x, b, n);
+		for (uint64_t r = 0; rc == 0 && r < reps; r++)
+			rc = store_round(x, b, n, r, ns, ph, pha);
 		if (rc == 0)
-			rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
-		if (rc == 0) /* the first commit stages a slot */
-			rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
-		if (rc == 0)
-			rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
-		if (rc == 0 && x->zmq)
-			rc =
-			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
-		if (rc < 0)
-			goto out;
-		if (rc == 0)
-			rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
-		for (uint64_t r = 0; rc == 0 && r < reps; r++) {
-			/* Let the previous zeromq request's teardown (frees,
-			 * unmaps) settle before the ceiling runs. */
-			usleep(2000);
-			rc = bench_xfer_mc_store(x, b, n, &ns[S_MEMCPY][r]);
-			if (rc == 0)
-				rc = bench_xfer_mc_cold_store(x, b, n,
-							      &ns[S_MCOLD][r]);
-			/* kvring and kvring_ahead take turns going first:
-			 * the second finds kvringd's caches warm from the
-			 * first (measured: +0.03 of memcpy at 256K x 8, where
-			 * both take the same path). */
-			if (rc == 0 && r % 2)
-				rc = bench_xfer_kv_store_ph(x, x->ahead, b, n,
-							    &ns[S_AHEAD][r],
-							    &pha[3 * r]);
-			if (rc == 0)
-				rc = bench_xfer_kv_store_ph(x, x->shm, b, n,
-							    &ns[S_KVRING][r],
-							    &ph[3 * r]);
-			if (rc == 0 && r % 2 == 0)
-				rc = bench_xfer_kv_store_ph(x, x->ahead, b, n,
-							    &ns[S_AHEAD][r],
-							    &pha[3 * r]);
-			if (rc == 0)
-				rc = bench_xfer_kv_store(x, x->sum, b, n,
-							 &ns[S_SUM][r]);
-			if (rc == 0) {
-				x->fill = true;
-				rc = bench_xfer_kv_store(x, x->sum, b, n,
-							 &ns[S_SUMF][r]);
-				x->fill = false;
-			}
-			if (rc == 0)
-				rc = bench_xfer_kv_store(x, x->copy, b, n,
-							 &ns[S_COPY][r]);
-			if (rc == 0 && x->zmq) {
-				uint64_t t0;
-
-				/* kvringd's spin must not share the CPU. */
-				usleep(XFER_SPIN_US + 1000);
-				t0 = kvr_clock_now_ns();
-				for (uint32_t i = 0; i < n; i++)
-					x->keys[i] = bench_xfer_next_key(x);
-				rc = bench_peer_zmq_store(x->zmq, x->src, b,
-							  x->keys, n);
-				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
-				if (rc < 0)
-					bench_xfer_fail(x, NULL, "zeromq store",
-							rc);
-			}
-		}
-		/* Read back what each path stored last, every byte. */
-		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
-						     n, x->src);
-		if (rc == 0) {
-			rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->shm, b, n, true, &w,
-				    "read back copy store");
-		}
-		if (rc == 0) {
-			rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(x, x->shm, b, n,
-							    true, &w,
-							    "read back store");
-		}
-		if (rc == 0) {
-			rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->shm, b, n, true, &w,
-				    "read back store-ahead store");
-		}
-		/* A summed store, read back verified (every sum checked),
-		 * both ways of filling it. */
-		if (rc == 0) {
-			rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->sum, b, n, true, &w,
-				    "read back summed store");
-		}
-		if (rc == 0) {
-			x->fill = true;
-			rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
-			x->fill = false;
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->sum, b, n, true, &w,
-				    "read back filled store");
-		}
+			rc = store_read_back(x, b, n);
 	} else {
-		/* Store the cell's chunks once, with sums (kvring_sum checks
-		 * them; the other subjects ignore them); every subject reads
-		 * them. */
-		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
-		if (rc == 0 && x->zmq)
-			rc =
-			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
-		/* Warm-up requests compare every byte. */
-		if (rc == 0)
-			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
-						    "kvring retrieve");
-		if (rc == 0)
-			rc = bench_xfer_kv_retrieve(x, x->copy, b, n, true, &w,
-						    "kvring_copy retrieve");
-		if (rc == 0)
-			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
-						    "kvring_sum retrieve");
-		if (rc == 0)
-			rc =
-			    bench_xfer_kv_retrieve(x, x->sum_on, b, n, true, &w,
-						   "kvring_sum_copy retrieve");
-		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
-						     n, x->src);
-		for (uint64_t r = 0; rc == 0 && r < reps; r++) {
-			usleep(2000);
-			rc = bench_xfer_mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
-			if (rc == 0)
-				rc = bench_xfer_mc_cold_retrieve(
-				    x, b, n, &ns[S_MCOLD][r]);
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->shm, b, n, false, &ns[S_KVRING][r],
-				    "kvring retrieve");
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->sum, b, n, false, &ns[S_SUM][r],
-				    "kvring_sum retrieve");
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->sum_on, b, n, false, &ns[S_SUMC][r],
-				    "kvring_sum_copy retrieve");
-			if (rc == 0)
-				rc = bench_xfer_kv_retrieve(
-				    x, x->copy, b, n, false, &ns[S_COPY][r],
-				    "kvring_copy retrieve");
-			if (rc == 0 && x->zmq) {
-				uint64_t t0;
-
-				usleep(XFER_SPIN_US + 1000);
-				t0 = kvr_clock_now_ns();
-				rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b,
-							     x->keys, n, NULL);
-				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
-			}
-		}
+		rc = retrieve_rounds(x, b, n, reps, ns);
 	}
 	if (rc < 0)
 		goto out;
@@ -462,11 +497,64 @@ static int connect_sum(struct xfer_ctx *x)
 	return rc;
 }
 
+/*
+ * The grid of --sizes x --chunks (the --quick one by default), the largest
+ * chunk in *max_b, and the pool: the largest request up to 1 GiB plus
+ * room, unless --pool-size says. 0, or -EINVAL with the reason on stderr.
+ */
+static int xfer_grid(struct xfer_ctx *x, uint64_t *max_b)
+{
+	uint64_t list[MAX_CHUNKS];
+	unsigned n;
+
+	if (parse_list(x->o.sizes
+			   ? x->o.sizes
+			   : (x->o.quick ? "256K,2M,32M" : "256K,2M,8M,32M"),
+		       x->sizes, MAX_SIZES, &x->nsizes) < 0 ||
+	    parse_list(x->o.chunks ? x->o.chunks
+				   : (x->o.quick ? "1,8" : "1,8,64"),
+		       list, MAX_CHUNKS, &n) < 0) {
+		fprintf(stderr, "kvring-bench: %s: bad --sizes or --chunks\n",
+			x->scenario);
+		return -EINVAL;
+	}
+	x->nchunks = n;
+	for (unsigned i = 0; i < n; i++) {
+		if (list[i] > 1024 || x->sizes[0] < 16) {
+			fprintf(stderr,
+				"kvring-bench: %s: chunks 1..1024, "
+				"sizes >= 16\n",
+				x->scenario);
+			return -EINVAL;
+		}
+		x->chunks[i] = (uint32_t)list[i];
+	}
+	for (unsigned i = 0; i < x->nsizes; i++) {
+		if (x->sizes[i] > *max_b)
+			*max_b = x->sizes[i];
+		for (unsigned k = 0; k < x->nchunks; k++)
+			if (x->sizes[i] * x->chunks[k] > x->max_req)
+				x->max_req = x->sizes[i] * x->chunks[k];
+	}
+	/* Default pool: the largest request up to 1 GiB (so 64 x 32 MiB
+	 * runs only with --pool-size >= 2112M: it alone takes minutes
+	 * through the slow peers), plus room. */
+	x->pool_bytes =
+	    x->o.pool_bytes
+		? x->o.pool_bytes
+		: (x->max_req < (1ull << 30) ? x->max_req : (1ull << 30)) +
+		      (128ull << 20);
+	if (x->max_req + (64ull << 20) > x->pool_bytes)
+		x->max_req = x->pool_bytes > (128ull << 20)
+				 ? x->pool_bytes - (64ull << 20)
+				 : x->pool_bytes / 2;
+	return 0;
+}
+
 static int xfer_main(int argc, char **argv, bool retrieve)
 {
 	struct xfer_ctx *x = calloc(1, sizeof(*x));
-	uint64_t list[MAX_CHUNKS], max_b = 0;
-	unsigned n;
+	uint64_t max_b = 0;
 	int rc, ret = BENCH_EXIT_ERR;
 
 	if (!x)
@@ -489,50 +577,10 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 		free(x);
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	}
-	if (parse_list(x->o.sizes
-			   ? x->o.sizes
-			   : (x->o.quick ? "256K,2M,32M" : "256K,2M,8M,32M"),
-		       x->sizes, MAX_SIZES, &x->nsizes) < 0 ||
-	    parse_list(x->o.chunks ? x->o.chunks
-				   : (x->o.quick ? "1,8" : "1,8,64"),
-		       list, MAX_CHUNKS, &n) < 0) {
-		fprintf(stderr, "kvring-bench: %s: bad --sizes or --chunks\n",
-			x->scenario);
+	if (xfer_grid(x, &max_b) < 0) {
 		free(x);
 		return BENCH_EXIT_USAGE;
 	}
-	x->nchunks = n;
-	for (unsigned i = 0; i < n; i++) {
-		if (list[i] > 1024 || x->sizes[0] < 16) {
-			fprintf(stderr,
-				"kvring-bench: %s: chunks 1..1024, "
-				"sizes >= 16\n",
-				x->scenario);
-			free(x);
-			return BENCH_EXIT_USAGE;
-		}
-		x->chunks[i] = (uint32_t)list[i];
-	}
-	for (unsigned i = 0; i < x->nsizes; i++) {
-		if (x->sizes[i] > max_b)
-			max_b = x->sizes[i];
-		for (unsigned k = 0; k < x->nchunks; k++)
-			if (x->sizes[i] * x->chunks[k] > x->max_req)
-				x->max_req = x->sizes[i] * x->chunks[k];
-	}
-	/* Default pool: the largest request up to 1 GiB (so 64 x 32 MiB
-	 * runs only with --pool-size >= 2112M: it alone takes minutes
-	 * through the slow peers), plus room. */
-	x->pool_bytes =
-	    x->o.pool_bytes
-		? x->o.pool_bytes
-		: (x->max_req < (1ull << 30) ? x->max_req : (1ull << 30)) +
-		      (128ull << 20);
-	if (x->max_req + (64ull << 20) > x->pool_bytes)
-		x->max_req = x->pool_bytes > (128ull << 20)
-				 ? x->pool_bytes - (64ull << 20)
-				 : x->pool_bytes / 2;
-
 	bench_clock_init();
 	if (bench_pin_cpu(x->o.cpu_client) < 0)
 		fprintf(stderr, "kvring-bench: %s: cannot pin to cpu %d\n",

@@ -118,7 +118,7 @@ struct xfer_ctx {
 
 struct kvr_key bench_xfer_next_key(struct xfer_ctx *x);
 int bench_xfer_fail(struct xfer_ctx *x, struct kvr_client *c, const char *what,
-		int rc);
+		    int rc);
 /*
  * An untimed ping before each timed request: kvringd sleeps after 50 us
  * without work, and while the other subjects run it does; a worker that
@@ -131,21 +131,25 @@ int bench_xfer_wake(struct xfer_ctx *x, struct kvr_client *c);
  * @ph (may be NULL): its prepare, copy and commit, in that order.
  */
 int bench_xfer_kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, uint64_t *ns, uint64_t *ph);
+			   uint32_t n, uint64_t *ns, uint64_t *ph);
 int bench_xfer_kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		    uint32_t n, uint64_t *ns);
+			uint32_t n, uint64_t *ns);
 /* The ceiling: the same bytes into the last kvring request's slots. */
-int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns);
+int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			uint64_t *ns);
 int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			 uint64_t *ns);
+			     uint64_t *ns);
 int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			    uint64_t *ns);
+				uint64_t *ns);
 /* Retrieve the keys in x->keys through @c into x->dst, checking stamps
- * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve. */
+ * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve.
+ */
 int bench_xfer_kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, bool full, uint64_t *ns, const char *what);
+			   uint32_t n, bool full, uint64_t *ns,
+			   const char *what);
 /* The ceiling: memcpy out of the same slot addresses (checked too). */
-int bench_xfer_mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns);
+int bench_xfer_mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			   uint64_t *ns);
 
 /* ---- bench_xfer_report.c ---- */
 

@@ -24,7 +24,7 @@ struct kvr_key bench_xfer_next_key(struct xfer_ctx *x)
 }
 
 int bench_xfer_fail(struct xfer_ctx *x, struct kvr_client *c, const char *what,
-		int rc)
+		    int rc)
 {
 	fprintf(stderr, "kvring-bench: %s: %s: %s (%s)\n", x->scenario, what,
 		strerror(-rc), c ? kvr_client_errmsg(c) : "");
@@ -52,7 +52,7 @@ int bench_xfer_wake(struct xfer_ctx *x, struct kvr_client *c)
  * @ph (may be NULL): its prepare, copy and commit, in that order.
  */
 int bench_xfer_kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, uint64_t *ns, uint64_t *ph)
+			   uint32_t n, uint64_t *ns, uint64_t *ph)
 {
 	struct kvr_xfer xf;
 	uint64_t t0, t1, t2;
@@ -115,13 +115,14 @@ int bench_xfer_kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 }
 
 int bench_xfer_kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		    uint32_t n, uint64_t *ns)
+			uint32_t n, uint64_t *ns)
 {
 	return bench_xfer_kv_store_ph(x, c, b, n, ns, NULL);
 }
 
 /* The ceiling: the same bytes into the last kvring request's slots. */
-int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
+int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			uint64_t *ns)
 {
 	uint64_t t0 = kvr_clock_now_ns();
 
@@ -153,7 +154,7 @@ static unsigned char *cold_chunk(struct xfer_ctx *x, uint64_t b)
 }
 
 int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			 uint64_t *ns)
+			     uint64_t *ns)
 {
 	uint64_t t0 = kvr_clock_now_ns();
 
@@ -170,7 +171,7 @@ int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 }
 
 int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			    uint64_t *ns)
+				uint64_t *ns)
 {
 	uint64_t t0 = kvr_clock_now_ns();
 
@@ -186,9 +187,11 @@ int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 }
 
 /* Retrieve the keys in x->keys through @c into x->dst, checking stamps
- * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve. */
+ * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve.
+ */
 int bench_xfer_kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, bool full, uint64_t *ns, const char *what)
+			   uint32_t n, bool full, uint64_t *ns,
+			   const char *what)
 {
 	struct kvr_xfer xf;
 	uint64_t t0;
@@ -245,7 +248,8 @@ int bench_xfer_kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 }
 
 /* The ceiling: memcpy out of the same slot addresses (checked too). */
-int bench_xfer_mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
+int bench_xfer_mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			   uint64_t *ns)
 {
 	uint64_t t0 = kvr_clock_now_ns();
 	int bad = 0;
