@@ -146,6 +146,82 @@ static double pct(double on, double off)
 	return off > 0 ? (on / off - 1.0) * 100.0 : 0.0;
 }
 
+/* Round @r's figures of both sides: one JSON line or table row each. */
+static void print_round(const struct bench_run_opts *o, const struct side *sd,
+			unsigned r)
+{
+	for (int k = 0; k < SIDES; k++) {
+		if (o->json) {
+			struct bench_json jj;
+
+			bench_json_begin(&jj, "hist", side_name[k]);
+			bench_json_u64(&jj, "round", r + 1);
+			bench_json_f64(&jj, "rtt_p50_ns", sd[k].p50[r]);
+			bench_json_f64(&jj, "pipelined_ping_ops_s",
+				       sd[k].ping_ops[r]);
+			bench_json_f64(&jj, "pipelined_lookup_ops_s",
+				       sd[k].lookup_ops[r]);
+			bench_json_print(&jj, stdout);
+		} else {
+			printf("%-5u %-4s %10.0f %14.0f %16.0f\n", r + 1,
+			       side_name[k], sd[k].p50[r], sd[k].ping_ops[r],
+			       sd[k].lookup_ops[r]);
+		}
+	}
+}
+
+/*
+ * The summary: per side the pooled p50 of every round's pings and the
+ * medians of the rounds' ops/s, beside the median of the rounds' on/off
+ * ratios (@r_p50, @r_ping, @r_look). Sorts sd[].all and the ratios.
+ */
+static void print_summary(const struct bench_run_opts *o, struct side *sd,
+			  double *r_p50, double *r_ping, double *r_look,
+			  unsigned rounds, uint64_t iters)
+{
+	double pooled[SIDES], ping_med[SIDES], look_med[SIDES];
+	double m_p50, m_ping, m_look;
+
+	for (int k = 0; k < SIDES; k++) {
+		bench_sort_u64(sd[k].all, rounds * iters);
+		pooled[k] = (double)sd[k].all[(rounds * iters + 1) / 2 - 1];
+		ping_med[k] = bench_median_f64(sd[k].ping_ops, rounds);
+		look_med[k] = bench_median_f64(sd[k].lookup_ops, rounds);
+	}
+	m_p50 = bench_median_f64(r_p50, rounds);
+	m_ping = bench_median_f64(r_ping, rounds);
+	m_look = bench_median_f64(r_look, rounds);
+	if (o->json) {
+		struct bench_json jj;
+
+		bench_json_begin(&jj, "hist", "summary");
+		bench_json_f64(&jj, "rtt_p50_ns_on", pooled[ON]);
+		bench_json_f64(&jj, "rtt_p50_ns_off", pooled[OFF]);
+		bench_json_f64(&jj, "rtt_p50_ratio_median", m_p50);
+		bench_json_f64(&jj, "ping_ops_s_on", ping_med[ON]);
+		bench_json_f64(&jj, "ping_ops_s_off", ping_med[OFF]);
+		bench_json_f64(&jj, "ping_ops_ratio_median", m_ping);
+		bench_json_f64(&jj, "lookup_ops_s_on", look_med[ON]);
+		bench_json_f64(&jj, "lookup_ops_s_off", look_med[OFF]);
+		bench_json_f64(&jj, "lookup_ops_ratio_median", m_look);
+		bench_json_print(&jj, stdout);
+	} else {
+		printf("\n%-22s %12s %12s %9s %22s\n", "figure", "on", "off",
+		       "on/off", "median of round ratios");
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "rtt_hot p50 ns (pooled)", pooled[ON], pooled[OFF],
+		       pct(pooled[ON], pooled[OFF]), (m_p50 - 1) * 100);
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "pipelined ping ops/s", ping_med[ON], ping_med[OFF],
+		       pct(ping_med[ON], ping_med[OFF]), (m_ping - 1) * 100);
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "pipelined lookup ops/s", look_med[ON], look_med[OFF],
+		       pct(look_med[ON], look_med[OFF]), (m_look - 1) * 100);
+		printf("(ops/s: medians of rounds. Budget: p50 at most "
+		       "3%% higher, ops/s at most 3%% lower.)\n");
+	}
+}
+
 int bench_hist_main(int argc, char **argv)
 {
 	static const char extra[] =
@@ -236,76 +312,12 @@ int bench_hist_main(int argc, char **argv)
 			sd[k].cli = NULL;
 			bench_server_stop(&sd[k].srv);
 		}
-		for (int k = 0; k < SIDES; k++) {
-			if (o.json) {
-				struct bench_json jj;
-
-				bench_json_begin(&jj, "hist", side_name[k]);
-				bench_json_u64(&jj, "round", r + 1);
-				bench_json_f64(&jj, "rtt_p50_ns", sd[k].p50[r]);
-				bench_json_f64(&jj, "pipelined_ping_ops_s",
-					       sd[k].ping_ops[r]);
-				bench_json_f64(&jj, "pipelined_lookup_ops_s",
-					       sd[k].lookup_ops[r]);
-				bench_json_print(&jj, stdout);
-			} else {
-				printf("%-5u %-4s %10.0f %14.0f %16.0f\n",
-				       r + 1, side_name[k], sd[k].p50[r],
-				       sd[k].ping_ops[r], sd[k].lookup_ops[r]);
-			}
-		}
+		print_round(&o, sd, r);
 		r_p50[r] = sd[ON].p50[r] / sd[OFF].p50[r];
 		r_ping[r] = sd[ON].ping_ops[r] / sd[OFF].ping_ops[r];
 		r_look[r] = sd[ON].lookup_ops[r] / sd[OFF].lookup_ops[r];
 	}
-	{
-		double pooled[SIDES], ping_med[SIDES], look_med[SIDES];
-		double m_p50, m_ping, m_look;
-
-		for (int k = 0; k < SIDES; k++) {
-			bench_sort_u64(sd[k].all, rounds * iters);
-			pooled[k] =
-			    (double)sd[k].all[(rounds * iters + 1) / 2 - 1];
-			ping_med[k] = bench_median_f64(sd[k].ping_ops, rounds);
-			look_med[k] =
-			    bench_median_f64(sd[k].lookup_ops, rounds);
-		}
-		m_p50 = bench_median_f64(r_p50, rounds);
-		m_ping = bench_median_f64(r_ping, rounds);
-		m_look = bench_median_f64(r_look, rounds);
-		if (o.json) {
-			struct bench_json jj;
-
-			bench_json_begin(&jj, "hist", "summary");
-			bench_json_f64(&jj, "rtt_p50_ns_on", pooled[ON]);
-			bench_json_f64(&jj, "rtt_p50_ns_off", pooled[OFF]);
-			bench_json_f64(&jj, "rtt_p50_ratio_median", m_p50);
-			bench_json_f64(&jj, "ping_ops_s_on", ping_med[ON]);
-			bench_json_f64(&jj, "ping_ops_s_off", ping_med[OFF]);
-			bench_json_f64(&jj, "ping_ops_ratio_median", m_ping);
-			bench_json_f64(&jj, "lookup_ops_s_on", look_med[ON]);
-			bench_json_f64(&jj, "lookup_ops_s_off", look_med[OFF]);
-			bench_json_f64(&jj, "lookup_ops_ratio_median", m_look);
-			bench_json_print(&jj, stdout);
-		} else {
-			printf("\n%-22s %12s %12s %9s %22s\n", "figure", "on",
-			       "off", "on/off", "median of round ratios");
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "rtt_hot p50 ns (pooled)", pooled[ON],
-			       pooled[OFF], pct(pooled[ON], pooled[OFF]),
-			       (m_p50 - 1) * 100);
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "pipelined ping ops/s", ping_med[ON],
-			       ping_med[OFF], pct(ping_med[ON], ping_med[OFF]),
-			       (m_ping - 1) * 100);
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "pipelined lookup ops/s", look_med[ON],
-			       look_med[OFF], pct(look_med[ON], look_med[OFF]),
-			       (m_look - 1) * 100);
-			printf("(ops/s: medians of rounds. Budget: p50 at most "
-			       "3%% higher, ops/s at most 3%% lower.)\n");
-		}
-	}
+	print_summary(&o, sd, r_p50, r_ping, r_look, rounds, iters);
 	rc = 0;
 out:
 	for (int k = 0; k < SIDES; k++) {

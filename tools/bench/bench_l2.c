@@ -285,6 +285,75 @@ static void json_cell(const struct env *e, const char *subject,
 	bench_json_print(&j, stdout);
 }
 
+/* Read the @n chunks server B read through, each compared with the
+ * bytes fill() gives its key (@buf: scratch of @bytes). 0 or -1 (said). */
+static int verify_read(struct env *e, const struct kvr_key *keys, uint32_t n,
+		       uint64_t bytes, char *buf)
+{
+	struct kvr_xfer rx;
+
+	if (kvr_prepare_retrieve(e->cb, keys, n, &rx) < 0 || rx.nslots != n)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		fill(&keys[i], (unsigned char *)buf, bytes);
+		if (memcmp(rx.slots[i].ptr, buf, bytes) != 0) {
+			fprintf(stderr,
+				"kvring-bench l2: chunk %u "
+				"read through differs\n",
+				i);
+			kvr_commit_retrieve(e->cb, &rx);
+			return -1;
+		}
+	}
+	kvr_commit_retrieve(e->cb, &rx);
+	return 0;
+}
+
+/*
+ * One chunk size's figures, the medians of @rounds: upload (rate @up,
+ * with the worker's sums @ups), read-through @rt, each beside the plain
+ * client's (@upp, @rtp), and the CPU each side spent (@cpu, in the order
+ * run_size() fills it).
+ */
+static void print_size(const struct env *e, uint64_t bytes, uint32_t n,
+		       int rounds, double *up, double *upp, double *rt,
+		       double *rtp, double *ups, const struct cpu_acc *cpu)
+{
+	double u = median(up, rounds), pu = median(upp, rounds);
+	double t = median(rt, rounds), pt = median(rtp, rounds);
+	double us = median(ups, rounds);
+	char sz[16];
+
+	bench_fmt_bytes(bytes, sz, sizeof(sz));
+	if (e->o.json) {
+		json_cell(e, "upload", "server", bytes, n, rounds, u, pu,
+			  &cpu[0], &cpu[1]);
+		json_cell(e, "upload", "worker", bytes, n, rounds, us, pu,
+			  &cpu[4], &cpu[1]);
+		json_cell(e, "read_through", "server", bytes, n, rounds, t, pt,
+			  &cpu[2], &cpu[3]);
+	} else {
+		printf("%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
+		       "ratio %.2f | read-through %6.2f GB/s  plain "
+		       "%6.2f GB/s  ratio %.2f\n",
+		       sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
+		       pt > 0 ? t / pt : 0);
+		double gb = (double)rounds * n * (double)bytes / 1e9;
+
+		printf("%-6s x%-4u upload with the worker's sums %6.2f "
+		       "GB/s  ratio %.2f\n",
+		       sz, n, us, pu > 0 ? us / pu : 0);
+		printf("%-6s CPU ms/GB kvringd+redis vs plain+redis: "
+		       "upload %.0f+%.0f vs %.0f+%.0f, with sums "
+		       "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
+		       sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
+		       ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
+		       ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
+		       ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
+		       ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
+	}
+}
+
 static int run_size(struct env *e, uint64_t bytes, int rounds)
 {
 	uint32_t n = (uint32_t)(BATCH_BYTES / bytes);
@@ -295,7 +364,6 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 	/* upload, plain upload, read-through, plain read, upload with sums */
 	struct cpu_acc cpu[5] = {{0, 0}};
 	uint64_t c0, r0;
-	char sz[16];
 	int ret = 1;
 
 	if (!keys || !rk || !buf)
@@ -360,25 +428,8 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			goto out;
 		}
 		rt[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
-		{
-			struct kvr_xfer rx;
-
-			if (kvr_prepare_retrieve(e->cb, keys, n, &rx) < 0 ||
-			    rx.nslots != n)
-				goto out;
-			for (uint32_t i = 0; i < n; i++) {
-				fill(&keys[i], (unsigned char *)buf, bytes);
-				if (memcmp(rx.slots[i].ptr, buf, bytes) != 0) {
-					fprintf(stderr,
-						"kvring-bench l2: chunk %u "
-						"read through differs\n",
-						i);
-					kvr_commit_retrieve(e->cb, &rx);
-					goto out;
-				}
-			}
-			kvr_commit_retrieve(e->cb, &rx);
-		}
+		if (verify_read(e, keys, n, bytes, buf) < 0)
+			goto out;
 		t0 = now_s();
 		c0 = self_cpu_ns();
 		r0 = redis_cpu_ns(e);
@@ -411,42 +462,7 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		cpu[4].redis += redis_cpu_ns(e) - r0;
 		bench_l2_pclient_flush(&e->pl);
 	}
-	bench_fmt_bytes(bytes, sz, sizeof(sz));
-	{
-		double u = median(up, rounds), pu = median(upp, rounds);
-		double t = median(rt, rounds), pt = median(rtp, rounds);
-		double us = median(ups, rounds);
-
-		if (e->o.json) {
-			json_cell(e, "upload", "server", bytes, n, rounds, u,
-				  pu, &cpu[0], &cpu[1]);
-			json_cell(e, "upload", "worker", bytes, n, rounds, us,
-				  pu, &cpu[4], &cpu[1]);
-			json_cell(e, "read_through", "server", bytes, n, rounds,
-				  t, pt, &cpu[2], &cpu[3]);
-		} else {
-			printf(
-			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
-			    "ratio %.2f | read-through %6.2f GB/s  plain "
-			    "%6.2f GB/s  ratio %.2f\n",
-			    sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
-			    pt > 0 ? t / pt : 0);
-			double gb = (double)rounds * n * (double)bytes / 1e9;
-
-			printf("%-6s x%-4u upload with the worker's sums %6.2f "
-			       "GB/s  ratio %.2f\n",
-			       sz, n, us, pu > 0 ? us / pu : 0);
-			printf(
-			    "%-6s CPU ms/GB kvringd+redis vs plain+redis: "
-			    "upload %.0f+%.0f vs %.0f+%.0f, with sums "
-			    "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
-			    sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
-			    ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
-			    ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
-			    ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
-			    ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
-		}
-	}
+	print_size(e, bytes, n, rounds, up, upp, rt, rtp, ups, cpu);
 	ret = 0;
 out:
 	free(keys);
