@@ -263,30 +263,6 @@ static uint64_t above_line(const struct att *a, uint64_t line)
 	return n;
 }
 
-/* A private server's control header, read-only (its pool_zeroed_bytes
- * line); NULL when it cannot be mapped. */
-static const struct kvr_ctl_hdr_shm *map_ctl(const struct bench_server *s,
-					     void **map, size_t *len)
-{
-	char path[128];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) < 0 ||
-	    (size_t)st.st_size < sizeof(struct kvr_ctl_hdr_shm)) {
-		close(fd);
-		return NULL;
-	}
-	*len = (size_t)st.st_size;
-	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	return *map == MAP_FAILED ? NULL : *map;
-}
-
 /* Relaxed: the server's zeroed line, a figure for the report. */
 static uint64_t line_of(const struct kvr_ctl_hdr_shm *h)
 {
@@ -396,7 +372,7 @@ static int run_during(struct att *a, const struct bench_server *s,
 
 	r->dur_pending = !log_has(s->d.log_path, BG_DONE) &&
 			 !log_has(s->d.log_path, "pool pre-faulted:");
-	h = map_ctl(s, &map, &map_len);
+	h = bench_server_map_ctl(s, &map, &map_len);
 	t0 = kvr_clock_now_ns();
 	rc = connect_opts(s, false, &c);
 	if (rc < 0)

@@ -68,20 +68,9 @@ int bench_l2_main(int argc, char **argv);
 static const struct kvr_l2stats_shm *map_l2(const struct bench_server *s,
 					    void **map, size_t *len)
 {
-	char path[128];
-	struct stat st;
-	int fd;
+	const struct kvr_ctl_hdr_shm *h = bench_server_map_ctl(s, map, len);
 
-	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return NULL;
-	*len = (size_t)st.st_size;
-	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (*map == MAP_FAILED)
-		return NULL;
-	return &((const struct kvr_ctl_hdr_shm *)*map)->l2;
+	return h ? &h->l2 : NULL;
 }
 
 /* Relaxed: the server's counters, read for a report; each value only

@@ -269,16 +269,21 @@ out:
 /* ---- children: all_active and pipelined ------------------------------------
  */
 
-static void child_active(struct scale_ctx *x, unsigned idx)
+/*
+ * The start every child shares: die with the parent, pin, connect with
+ * client spin @spin_us, count itself ready (exit 1 with its error when the
+ * connect failed) and wait for go. Returns the connected client.
+ */
+static struct kvr_client *child_join(struct scale_ctx *x, unsigned idx,
+				     uint32_t spin_us)
 {
 	struct scale_shm *s = x->shm;
-	uint64_t *samp = s->samples + idx * x->per_proc, n = 0, last = 0;
 	struct kvr_client *c = NULL;
 	int rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, 50, true, &c);
+	rc = bench_client_connect(&x->srv, 0, spin_us, true, &c);
 	if (rc < 0) {
 		s->proc[idx].err = rc;
 		/* R-BS1: err before ready; pairs with A-BS1 in
@@ -292,6 +297,17 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	 * run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
+	return c;
+}
+
+static void child_active(struct scale_ctx *x, unsigned idx)
+{
+	struct scale_shm *s = x->shm;
+	uint64_t *samp = s->samples + idx * x->per_proc, n = 0, last = 0;
+	struct kvr_client *c;
+	int rc = 0;
+
+	c = child_join(x, idx, 50);
 	while (kvr_clock_now_ns() < s->end_ns) {
 		uint64_t v;
 
@@ -319,21 +335,10 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	struct scale_shm *s = x->shm;
 	uint64_t *samp = s->samples + idx * x->per_proc, n = 0;
 	const uint64_t size = 4096;
-	struct kvr_client *c = NULL;
-	int rc;
+	struct kvr_client *c;
+	int rc = 0;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
-	/* R-BS1: pairs with A-BS1 in run_children(). */
-	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
-	if (rc < 0) {
-		s->proc[idx].err = rc;
-		_exit(1);
-	}
-	/* A-BS2: pairs with R-BS2 in run_children(). */
-	while (!atomic_load_explicit(&s->go, memory_order_acquire))
-		usleep(100);
+	c = child_join(x, idx, CLIENT_SPIN_US);
 	while (kvr_clock_now_ns() < s->end_ns) {
 		/* Distinct key spaces per process: every prepare reserves. */
 		struct kvr_key k = bench_key((uint64_t)(idx + 1) << 40 | n);
@@ -366,93 +371,15 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	_exit(rc < 0 ? 1 : 0);
 }
 
-/*
- * Pipelined: keep up to depth requests in flight until end_ns. With
- * @hold the submits between two reaps are held (kvr_submit_hold) and
- * published together by the reap; without, each submit publishes its own
- * request (and checks the doorbell), the only way before the hold. The count
- * in flight is kept here, as a pipelining caller would.
- */
-static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
-		    bool hold, uint64_t end_ns, uint64_t *count, uint64_t *ns)
-{
-	struct kvr_completion comp[256];
-	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = kvr_clock_now_ns(), done = 0, sent = 0;
-	int rc = 0;
-
-	if (hold && (rc = kvr_submit_hold(c)) < 0)
-		goto err;
-	for (;;) {
-		bool stop = kvr_clock_now_ns() >= end_ns;
-
-		while (!stop && sent - done < depth) {
-			rc = op == KVR_OP_PING
-				 ? kvr_submit_ping(c, NULL)
-				 : kvr_submit_lookup(c, &key, 1, false, NULL);
-			if (rc == -EAGAIN)
-				break;
-			if (rc < 0)
-				goto err;
-			sent++;
-		}
-		if (stop && sent == done)
-			break;
-		rc = kvr_reap(c, comp, 256, 1, -1);
-		if (rc < 0)
-			goto err;
-		for (int i = 0; i < rc; i++) {
-			if (comp[i].status != 0 || comp[i].op != op ||
-			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
-				fprintf(stderr,
-					"kvring-bench: scale: "
-					"completion op %u status %d value "
-					"%ld\n",
-					comp[i].op, comp[i].status,
-					comp[i].value);
-				return -EBADMSG;
-			}
-		}
-		done += (uint64_t)rc;
-	}
-	if (hold && (rc = kvr_submit_flush(c)) < 0)
-		goto err;
-	if (kvr_inflight(c) != 0) {
-		fprintf(stderr,
-			"kvring-bench: scale: pipelined: %u requests "
-			"still in flight after the last reap\n",
-			kvr_inflight(c));
-		return -EBADMSG;
-	}
-	*count = done;
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-err:
-	fprintf(stderr, "kvring-bench: scale: pipelined: %s (%s)\n",
-		strerror(-rc), kvr_client_errmsg(c));
-	return rc;
-}
-
 static void child_pipe(struct scale_ctx *x, unsigned idx)
 {
 	struct scale_shm *s = x->shm;
-	struct kvr_client *c = NULL;
-	int rc;
+	struct kvr_client *c;
+	int rc = 0;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
-	/* R-BS1: pairs with A-BS1 in run_children(). */
-	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
-	if (rc < 0) {
-		s->proc[idx].err = rc;
-		_exit(1);
-	}
-	/* A-BS2: pairs with R-BS2 in run_children(). */
-	while (!atomic_load_explicit(&s->go, memory_order_acquire))
-		usleep(100);
-	rc = pipeline(c, s->depth, s->op, s->hold != 0, s->end_ns,
-		      &s->proc[idx].count, &s->proc[idx].ns);
+	c = child_join(x, idx, CLIENT_SPIN_US);
+	rc = bench_pipeline(c, s->depth, s->op, s->hold != 0, s->end_ns,
+			    SCENARIO, &s->proc[idx].count, &s->proc[idx].ns);
 	s->proc[idx].err = rc;
 	kvr_close(c);
 	_exit(rc < 0 ? 1 : 0);

@@ -15,13 +15,18 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <kvring/layout.h>
 
 #include "bench_common.h"
 #include "bench_server.h"
@@ -452,4 +457,92 @@ const char *bench_fmt_bytes(uint64_t bytes, char *buf, size_t n)
 	else
 		snprintf(buf, n, "%" PRIu64, bytes);
 	return buf;
+}
+
+const struct kvr_ctl_hdr_shm *bench_server_map_ctl(const struct bench_server *s,
+						   void **map, size_t *len)
+{
+	char path[128];
+	struct stat st;
+	int fd;
+
+	*map = NULL;
+	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 ||
+	    (size_t)st.st_size < sizeof(struct kvr_ctl_hdr_shm)) {
+		close(fd);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (*map == MAP_FAILED) {
+		*map = NULL;
+		return NULL;
+	}
+	return *map;
+}
+
+int bench_pipeline(struct kvr_client *c, uint64_t depth, uint32_t op, bool hold,
+		   uint64_t end_ns, const char *who, uint64_t *count,
+		   uint64_t *ns)
+{
+	struct kvr_completion comp[256];
+	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
+	uint64_t t0 = kvr_clock_now_ns(), done = 0, sent = 0;
+	int rc = 0;
+
+	if (hold && (rc = kvr_submit_hold(c)) < 0)
+		goto err;
+	for (;;) {
+		bool stop = kvr_clock_now_ns() >= end_ns;
+
+		while (!stop && sent - done < depth) {
+			rc = op == KVR_OP_PING
+				 ? kvr_submit_ping(c, NULL)
+				 : kvr_submit_lookup(c, &key, 1, false, NULL);
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0)
+				goto err;
+			sent++;
+		}
+		if (stop && sent == done)
+			break;
+		rc = kvr_reap(c, comp, 256, 1, -1);
+		if (rc < 0)
+			goto err;
+		for (int i = 0; i < rc; i++) {
+			if (comp[i].status != 0 || comp[i].op != op ||
+			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
+				fprintf(stderr,
+					"kvring-bench: %s: "
+					"completion op %u status %d value "
+					"%ld\n",
+					who, comp[i].op, comp[i].status,
+					comp[i].value);
+				return -EBADMSG;
+			}
+		}
+		done += (uint64_t)rc;
+	}
+	if (hold && (rc = kvr_submit_flush(c)) < 0)
+		goto err;
+	if (kvr_inflight(c) != 0) {
+		fprintf(stderr,
+			"kvring-bench: %s: pipelined: %u requests "
+			"still in flight after the last reap\n",
+			who, kvr_inflight(c));
+		return -EBADMSG;
+	}
+	*count = done;
+	*ns = kvr_clock_now_ns() - t0;
+	return 0;
+err:
+	fprintf(stderr, "kvring-bench: %s: pipelined: %s (%s)\n", who,
+		strerror(-rc), kvr_client_errmsg(c));
+	return rc;
 }

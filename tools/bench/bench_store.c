@@ -189,6 +189,16 @@ static void fill_keys(struct kvr_key *k, uint64_t first, uint32_t n)
 		k[i] = bench_key(first + i);
 }
 
+/* A random one of the last @rresident of @nreq requests stored (xorshift
+ * of *seed), so that lookups and retrieves hit resident keys. */
+static uint64_t pick_resident(uint64_t *seed, uint64_t nreq, uint64_t rresident)
+{
+	*seed ^= *seed << 13;
+	*seed ^= *seed >> 7;
+	*seed ^= *seed << 17;
+	return nreq - 1 - *seed % rresident;
+}
+
 /* Phase 2: @nreq lookups of random resident requests (of the last
  * @rresident stored), timed one by one into @lat. 0 or -1 (said). */
 static int lookup_phase(struct kvr_store *s, const struct bench_opts *o,
@@ -204,10 +214,7 @@ static int lookup_phase(struct kvr_store *s, const struct bench_opts *o,
 	for (uint64_t r = 0; r < nreq; r++) {
 		uint64_t pick, a, b;
 
-		*seed ^= *seed << 13;
-		*seed ^= *seed >> 7;
-		*seed ^= *seed << 17;
-		pick = nreq - 1 - *seed % rresident;
+		pick = pick_resident(seed, nreq, rresident);
 		fill_keys(k, pick * o->batch, o->batch);
 		a = kvr_clock_now_ns();
 		rc = kvr_store_lookup(s, 1, 1, k, o->batch, false, a, NULL);
@@ -241,10 +248,7 @@ static int retrieve_phase(struct kvr_store *s, const struct bench_opts *o,
 	for (uint64_t r = 0; r < nreq; r++) {
 		uint64_t pick, a, b;
 
-		*seed ^= *seed << 13;
-		*seed ^= *seed >> 7;
-		*seed ^= *seed << 17;
-		pick = nreq - 1 - *seed % rresident;
+		pick = pick_resident(seed, nreq, rresident);
 		fill_keys(k, pick * o->batch, o->batch);
 		a = kvr_clock_now_ns();
 		rc = kvr_store_prepare_retrieve(s, 2, 1, k, o->batch, a, out,
