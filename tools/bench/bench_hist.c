@@ -78,46 +78,12 @@ static int ping_rounds(struct side *s, uint64_t n, uint64_t *out)
 /* @op kept PIPE_DEPTH deep for PIPE_NS; ops/s into *ops. */
 static int pipelined(struct side *s, uint32_t op, double *ops)
 {
-	struct kvr_completion comp[256];
-	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = kvr_clock_now_ns(), end = t0 + PIPE_NS, done = 0;
-	int rc;
+	uint64_t count = 0, ns = 0;
+	int rc =
+	    bench_pipeline(s->cli, PIPE_DEPTH, op, false,
+			   kvr_clock_now_ns() + PIPE_NS, "hist", &count, &ns);
 
-	for (;;) {
-		bool stop = kvr_clock_now_ns() >= end;
-
-		while (!stop && kvr_inflight(s->cli) < PIPE_DEPTH) {
-			rc = op == KVR_OP_PING
-				 ? kvr_submit_ping(s->cli, NULL)
-				 : kvr_submit_lookup(s->cli, &key, 1, false,
-						     NULL);
-			if (rc == -EAGAIN)
-				break;
-			if (rc < 0)
-				goto err;
-		}
-		if (stop && kvr_inflight(s->cli) == 0)
-			break;
-		rc = kvr_reap(s->cli, comp, 256, 1, -1);
-		if (rc < 0)
-			goto err;
-		for (int i = 0; i < rc; i++)
-			if (comp[i].status != 0 || comp[i].op != op ||
-			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
-				fprintf(stderr,
-					"kvring-bench: hist: completion op %u "
-					"status %d value %ld\n",
-					comp[i].op, comp[i].status,
-					comp[i].value);
-				return -EBADMSG;
-			}
-		done += (uint64_t)rc;
-	}
-	*ops = (double)done * 1e9 / (double)(kvr_clock_now_ns() - t0);
-	return 0;
-err:
-	fprintf(stderr, "kvring-bench: hist: pipelined: %s (%s)\n",
-		strerror(-rc), kvr_client_errmsg(s->cli));
+	*ops = ns ? (double)count * 1e9 / (double)ns : 0;
 	return rc;
 }
 
