@@ -59,20 +59,9 @@ static void nap_ms(unsigned ms)
 
 static int ping_rounds(struct side *s, uint64_t n, uint64_t *out)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t t0 = bench_ticks(), sv = 0;
-		int rc = kvr_ping(s->cli, &sv);
+	uint64_t last = 0;
 
-		out[i] = bench_ticks() - t0;
-		if (rc < 0 || sv == 0) {
-			fprintf(stderr, "kvring-bench: hist: ping: %d (%s)\n",
-				rc, kvr_client_errmsg(s->cli));
-			return rc < 0 ? rc : -EBADMSG;
-		}
-	}
-	for (uint64_t i = 0; i < n; i++)
-		out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
-	return 0;
+	return bench_pings(s->cli, n, 0, "hist", &last, out);
 }
 
 /* @op kept PIPE_DEPTH deep for PIPE_NS; ops/s into *ops. */

@@ -109,15 +109,6 @@ static bool child_gone(struct bench_peer *p, unsigned *spins)
 	return true;
 }
 
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {(time_t)(ns / 1000000000ull),
-			      (long)(ns % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
-
 static int read_full(int fd, void *buf, size_t n)
 {
 	unsigned char *b = buf;
@@ -538,7 +529,7 @@ static int cacheline_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		uint64_t seq = ++p->seq, w[3], t0;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, w);
 		t0 = bench_ticks();
 		for (int k = 0; k < 3; k++)
@@ -577,7 +568,7 @@ static int eventfd_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, w);
 		t0 = bench_ticks();
 		/* Relaxed: the eventfd write/read pair (efd_a, then efd_b
@@ -622,7 +613,7 @@ static int uds_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, m);
 		m[3] = seq;
 		t0 = bench_ticks();
@@ -648,7 +639,7 @@ static int zmq_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		h.bytes = h.seq * 3;
 		t0 = bench_ticks();
 		rc = zmq_send(p->zsock, &h, sizeof(h), 0);

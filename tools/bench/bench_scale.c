@@ -149,37 +149,6 @@ static void emit(const struct scale_ctx *x, const char *mode,
 		       rnd, connected, active, "-", "-", "-", ob, r1, r2);
 }
 
-/* @n checked pings on @c; samples in ns. */
-static int pings(struct kvr_client *c, uint64_t n, uint64_t *out,
-		 uint64_t *last_server)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t sns = 0, t0 = bench_ticks();
-		int rc = kvr_ping(c, &sns);
-
-		if (out)
-			out[i] = bench_ticks() - t0;
-		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: ping: %s (%s)\n",
-				strerror(-rc), kvr_client_errmsg(c));
-			return rc;
-		}
-		if (sns == 0 || sns < *last_server) {
-			fprintf(stderr,
-				"kvring-bench: scale: ping answer "
-				"has server time %" PRIu64 " after %" PRIu64
-				"\n",
-				sns, *last_server);
-			return -EBADMSG;
-		}
-		*last_server = sns;
-	}
-	if (out)
-		for (uint64_t i = 0; i < n; i++)
-			out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
-	return 0;
-}
-
 /* ---- one_active -----------------------------------------------------------
  */
 
@@ -216,9 +185,11 @@ static int one_active(struct scale_ctx *x)
 				if (rc < 0)
 					goto out;
 			}
-			rc = pings(main_c, warm, NULL, &last);
+			rc =
+			    bench_pings(main_c, warm, 0, SCENARIO, &last, NULL);
 			if (rc == 0)
-				rc = pings(main_c, x->iters, dst, &last);
+				rc = bench_pings(main_c, x->iters, 0, SCENARIO,
+						 &last, dst);
 			for (unsigned i = 0; i < want; i++) {
 				kvr_close(idle[i]);
 				idle[i] = NULL;
@@ -311,7 +282,7 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	while (kvr_clock_now_ns() < s->end_ns) {
 		uint64_t v;
 
-		rc = pings(c, 1, &v, &last);
+		rc = bench_pings(c, 1, 0, SCENARIO, &last, &v);
 		if (rc < 0) {
 			s->proc[idx].err = rc;
 			break;

@@ -546,3 +546,37 @@ err:
 		strerror(-rc), kvr_client_errmsg(c));
 	return rc;
 }
+
+int bench_pings(struct kvr_client *c, uint64_t n, uint64_t pause_ns,
+		const char *who, uint64_t *last_server, uint64_t *out)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t sns = 0, t0;
+		int rc;
+
+		if (pause_ns)
+			bench_sleep_ns(pause_ns);
+		t0 = bench_ticks();
+		rc = kvr_ping(c, &sns);
+		if (out)
+			out[i] = bench_ticks() - t0;
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: %s: ping: %s (%s)\n",
+				who, strerror(-rc), kvr_client_errmsg(c));
+			return rc;
+		}
+		/* The server's CLOCK_MONOTONIC must move forward. */
+		if (sns == 0 || sns < *last_server) {
+			fprintf(stderr,
+				"kvring-bench: %s: ping answer has server "
+				"time %" PRIu64 " after %" PRIu64 "\n",
+				who, sns, *last_server);
+			return -EBADMSG;
+		}
+		*last_server = sns;
+	}
+	if (out)
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
+	return 0;
+}

@@ -138,6 +138,16 @@ const struct kvr_ctl_hdr_shm *bench_server_map_ctl(const struct bench_server *s,
 						   void **map, size_t *len);
 
 /*
+ * bench_pings - the hot round-trip cell: @n pings on @c, one at a time,
+ * each timed alone with bench_ticks() (after a pause of @pause_ns when
+ * non-zero) and checked: an error, or a server time of 0 or before
+ * *last_server (updated), fails it, said on stderr prefixed by @who.
+ * With @out non-NULL the samples land there in ns. 0, -EBADMSG or -errno.
+ */
+int bench_pings(struct kvr_client *c, uint64_t n, uint64_t pause_ns,
+		const char *who, uint64_t *last_server, uint64_t *out);
+
+/*
  * bench_pipeline - keep up to @depth pings or 1-key lookups (@op, of a
  * key never stored) in flight on @c until @end_ns, every completion
  * checked (a failure is said on stderr, prefixed by @who). With @hold the
