@@ -116,15 +116,20 @@ struct xfer_ctx {
 
 /* ---- bench_xfer_ops.c: one request per subject ---- */
 
+/* The run's next unique key (bench_key of a running sequence). */
 struct kvr_key bench_xfer_next_key(struct xfer_ctx *x);
+
+/* Say @what failed with @rc (and @c's last error) on stderr; returns @rc. */
 int bench_xfer_fail(struct xfer_ctx *x, struct kvr_client *c, const char *what,
 		    int rc);
+
 /*
  * An untimed ping before each timed request: kvringd sleeps after 50 us
  * without work, and while the other subjects run it does; a worker that
  * streams requests finds it awake, and that is what is measured.
  */
 int bench_xfer_wake(struct xfer_ctx *x, struct kvr_client *c);
+
 /*
  * A kvring store of @n fresh chunks of @b bytes through client @c; saves
  * the slot addresses in x->ptrs and the keys in x->keys. *ns: the request;
@@ -132,29 +137,41 @@ int bench_xfer_wake(struct xfer_ctx *x, struct kvr_client *c);
  */
 int bench_xfer_kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			   uint32_t n, uint64_t *ns, uint64_t *ph);
+/* The same without the phases (x->fill: fill each slot with
+ * kvr_store_fill instead of memcpy). */
 int bench_xfer_kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			uint32_t n, uint64_t *ns);
+
 /* The ceiling: the same bytes into the last kvring request's slots. */
 int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			uint64_t *ns);
+
+/* memcpy_cold: the same copies into (or out of) memory not touched for
+ * long, as a fresh slot is (x->cold, walked request by request). */
 int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			     uint64_t *ns);
 int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 				uint64_t *ns);
+
 /* Retrieve the keys in x->keys through @c into x->dst, checking stamps
  * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve.
  */
 int bench_xfer_kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 			   uint32_t n, bool full, uint64_t *ns,
 			   const char *what);
+
 /* The ceiling: memcpy out of the same slot addresses (checked too). */
 int bench_xfer_mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			   uint64_t *ns);
 
 /* ---- bench_xfer_report.c ---- */
 
+/* The table's header (nothing with --json). */
 void bench_xfer_print_header(const struct xfer_ctx *x);
+/* Cell (size @si, chunks @ci): a table row per subject with its phases,
+ * or one JSON line per subject. */
 void bench_xfer_print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci);
+/* The plot <scenario>_gbps under x->o.plot_dir: GB/s by chunk size. */
 void bench_xfer_plot(const struct xfer_ctx *x);
 
 #endif /* KVR_BENCH_XFER_H */
