@@ -163,7 +163,7 @@ static int run_stream(struct xfer_ctx *x, struct kvr_client *cl, uint64_t b,
 	int rc = r ? bench_xfer_kv_store(x, cl, b, n, &w) : -ENOMEM;
 
 	for (uint64_t i = 0; rc == 0 && i < reps; i++) {
-		rc = bench_xfer_mc_cold_store(x, b, n, &mc[i]);
+		rc = bench_xfer_mc_cold(x, b, n, &mc[i]);
 		if (rc == 0)
 			rc = bench_xfer_kv_store_ph(x, cl, b, n, &kv[i],
 						    &ph[3 * i]);
@@ -238,7 +238,7 @@ static int store_round(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t r,
 	usleep(2000);
 	rc = bench_xfer_mc_store(x, b, n, &ns[S_MEMCPY][r]);
 	if (rc == 0)
-		rc = bench_xfer_mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
+		rc = bench_xfer_mc_cold(x, b, n, &ns[S_MCOLD][r]);
 	/* kvring and kvring_ahead take turns going first:
 	 * the second finds kvringd's caches warm from the
 	 * first (measured: +0.03 of memcpy at 256K x 8, where
@@ -361,8 +361,7 @@ static int retrieve_rounds(struct xfer_ctx *x, uint64_t b, uint32_t n,
 		usleep(2000);
 		rc = bench_xfer_mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
 		if (rc == 0)
-			rc = bench_xfer_mc_cold_retrieve(x, b, n,
-							 &ns[S_MCOLD][r]);
+			rc = bench_xfer_mc_cold(x, b, n, &ns[S_MCOLD][r]);
 		if (rc == 0)
 			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, false,
 						    &ns[S_KVRING][r],

@@ -146,12 +146,11 @@ int bench_xfer_kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
 int bench_xfer_mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 			uint64_t *ns);
 
-/* memcpy_cold: the same copies into (or out of) memory not touched for
- * long, as a fresh slot is (x->cold, walked request by request). */
-int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			     uint64_t *ns);
-int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-				uint64_t *ns);
+/* memcpy_cold: the same copies into (store, each chunk stamped) or out
+ * of (retrieve) memory not touched for long, as a fresh slot is (x->cold,
+ * walked request by request). */
+int bench_xfer_mc_cold(struct xfer_ctx *x, uint64_t b, uint32_t n,
+		       uint64_t *ns);
 
 /* Retrieve the keys in x->keys through @c into x->dst, checking stamps
  * (and every byte with @full); saves slot addresses for bench_xfer_mc_retrieve.

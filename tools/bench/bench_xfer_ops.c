@@ -153,8 +153,7 @@ static unsigned char *cold_chunk(struct xfer_ctx *x, uint64_t b)
 	return x->cold + x->cold_off - step;
 }
 
-int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			     uint64_t *ns)
+int bench_xfer_mc_cold(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
 {
 	uint64_t t0 = kvr_clock_now_ns();
 
@@ -163,24 +162,12 @@ int bench_xfer_mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
 
 		if (!d)
 			return -EINVAL;
-		memcpy(d, x->src, b);
-		bench_stamp(d, b, x->pkeys[i]);
-	}
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-}
-
-int bench_xfer_mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-				uint64_t *ns)
-{
-	uint64_t t0 = kvr_clock_now_ns();
-
-	for (uint32_t i = 0; i < n; i++) {
-		unsigned char *d = cold_chunk(x, b);
-
-		if (!d)
-			return -EINVAL;
-		memcpy(x->dst, d, b);
+		if (x->retrieve) {
+			memcpy(x->dst, d, b);
+		} else {
+			memcpy(d, x->src, b);
+			bench_stamp(d, b, x->pkeys[i]);
+		}
 	}
 	*ns = kvr_clock_now_ns() - t0;
 	return 0;
