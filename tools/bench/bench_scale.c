@@ -407,36 +407,50 @@ static int run_children(struct scale_ctx *x, unsigned n,
 	return rc;
 }
 
+/*
+ * One cell of @n children running @child for active_ns: every child's
+ * samples pooled into one latency, their completions summed into ops/s,
+ * emitted as @mode with @n workers all active.
+ */
+static int pooled_cell(struct scale_ctx *x, unsigned n,
+		       void (*child)(struct scale_ctx *, unsigned),
+		       const char *mode)
+{
+	uint64_t total = 0, ns = 0, *pool = x->shm->samples;
+	struct lat l;
+	int rc;
+
+	x->per_proc = SAMPLE_BUDGET / n;
+	rc = run_children(x, n, child, x->active_ns);
+	if (rc < 0) {
+		fprintf(stderr,
+			"kvring-bench: scale: %s with %u workers failed: %s\n",
+			mode, n, strerror(-rc));
+		return rc;
+	}
+	/* Compact every child's samples into one pooled array. */
+	for (unsigned i = 0; i < n; i++) {
+		memmove(pool + ns, x->shm->samples + i * x->per_proc,
+			x->shm->proc[i].nsamp * sizeof(uint64_t));
+		ns += x->shm->proc[i].nsamp;
+		total += x->shm->proc[i].count;
+	}
+	l = lat_of(pool, ns);
+	emit(x, mode, n, n, 0, &l, (double)total * 1e9 / (double)x->active_ns,
+	     0, 0, 0);
+	return 0;
+}
+
 static int all_active(struct scale_ctx *x)
 {
 	const unsigned na = sizeof(active_set) / sizeof(active_set[0]);
 
 	for (unsigned k = 0; k < na; k++) {
-		unsigned n = active_set[k];
-		uint64_t total = 0, ns = 0, *pool;
-		struct lat l;
-		int rc;
+		int rc =
+		    pooled_cell(x, active_set[k], child_active, "all_active");
 
-		x->per_proc = SAMPLE_BUDGET / n;
-		rc = run_children(x, n, child_active, x->active_ns);
-		if (rc < 0) {
-			fprintf(stderr,
-				"kvring-bench: scale: %u active "
-				"workers failed: %s\n",
-				n, strerror(-rc));
+		if (rc < 0)
 			return rc;
-		}
-		/* Compact every child's samples into one pooled array. */
-		pool = x->shm->samples;
-		for (unsigned i = 0; i < n; i++) {
-			memmove(pool + ns, x->shm->samples + i * x->per_proc,
-				x->shm->proc[i].nsamp * sizeof(uint64_t));
-			ns += x->shm->proc[i].nsamp;
-			total += x->shm->proc[i].count;
-		}
-		l = lat_of(pool, ns);
-		emit(x, "all_active", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }
@@ -535,28 +549,10 @@ static int pipelined(struct scale_ctx *x)
 static int store_pairs(struct scale_ctx *x)
 {
 	for (unsigned n = 1; n <= 2; n++) {
-		uint64_t total = 0, ns = 0, *pool = x->shm->samples;
-		struct lat l;
-		int rc;
+		int rc = pooled_cell(x, n, child_store, "store_pairs");
 
-		x->per_proc = SAMPLE_BUDGET / n;
-		rc = run_children(x, n, child_store, x->active_ns);
-		if (rc < 0) {
-			fprintf(stderr,
-				"kvring-bench: scale: store pairs with "
-				"%u workers failed: %s\n",
-				n, strerror(-rc));
+		if (rc < 0)
 			return rc;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			memmove(pool + ns, x->shm->samples + i * x->per_proc,
-				x->shm->proc[i].nsamp * sizeof(uint64_t));
-			ns += x->shm->proc[i].nsamp;
-			total += x->shm->proc[i].count;
-		}
-		l = lat_of(pool, ns);
-		emit(x, "store_pairs", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }
