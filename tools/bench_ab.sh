@@ -2,8 +2,8 @@
 # bench_ab.sh: A/B of two kvring build directories in one session.
 #
 # Runs each build's own kvring-bench (with its own kvringd) alternately,
-# round by round (A B A B ...), on the hot-path cells that issues 12, 13
-# and 16 guard: rtt_hot kvring p50/p99, pipelined 1-key lookups ops/s
+# round by round (A B A B ...), on the hot-path cells a change must not
+# slow: rtt_hot kvring p50/p99, pipelined 1-key lookups ops/s
 # (scale --only pipelined) and store 2M x 1 GB/s. Each round records the
 # 1-minute load average. The summary gives, per figure, the median of each
 # build's rounds and the median of the per-round ratios new/old (the pair
