@@ -293,6 +293,183 @@ out:
 	return ret;
 }
 
+/* Store: prepare, write into the pool, commit; the counts and times
+ * printed. 0, or -1 (said) when a chunk could not be stored. */
+static int demo_store(struct kvr_client *c, const struct demo_opts *o,
+		      struct kvr_xfer *x, struct kvr_key *keys, uint64_t *sizes,
+		      const unsigned char *expect, size_t chunk_bytes)
+{
+	uint32_t stored = 0, exists = 0, noroom = 0, other = 0;
+	double t0, t1, t2, t3;
+	int rc;
+
+	t0 = now_s();
+	rc = kvr_prepare_store(c, keys, sizes, o->chunks, x);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": prepare_store: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	t1 = now_s();
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		struct kvr_slot *s = &x->slots[i];
+
+		switch (s->status) {
+		case KVR_SLOT_OK:
+			memcpy(s->ptr, expect + (size_t)i * chunk_bytes,
+			       chunk_bytes);
+			stored++;
+			break;
+		case KVR_SLOT_EXISTS:
+			exists++;
+			break;
+		case KVR_SLOT_NOROOM:
+			noroom++;
+			break;
+		default:
+			other++;
+			break;
+		}
+	}
+	t2 = now_s();
+	rc = kvr_commit_store(c, x);
+	t3 = now_s();
+	if (rc < 0) {
+		fprintf(stderr, PROG ": commit_store: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	printf("store: %u new, %u already stored, %u no room, %u other; "
+	       "prepare %.2f ms, write %.2f ms, commit %.2f ms; "
+	       "%.2f GB/s (write only %.2f GB/s)\n",
+	       stored, exists, noroom, other, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+	       (t3 - t2) * 1e3,
+	       gbps((double)stored * (double)chunk_bytes, t3 - t0),
+	       gbps((double)stored * (double)chunk_bytes, t2 - t1));
+	if (noroom || other) {
+		fprintf(stderr,
+			PROG ": %u chunks could not be stored (pool too "
+			     "small? try --chunks or --layers lower)\n",
+			noroom + other);
+		return -1;
+	}
+	return 0;
+}
+
+/* Retrieve: prepare (pins), read out of the pool into @got, commit
+ * (unpins); every byte compared with @expect. 0 or -1 (said). */
+static int demo_retrieve(struct kvr_client *c, const struct demo_opts *o,
+			 struct kvr_xfer *x, struct kvr_key *keys,
+			 const unsigned char *expect, unsigned char *got,
+			 size_t chunk_bytes, size_t total)
+{
+	double t0, t1, t2, t3;
+	int rc;
+
+	memset(got, 0xa5, total); /* fault the pages in before timing */
+	t0 = now_s();
+	rc = kvr_prepare_retrieve(c, keys, o->chunks, x);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": prepare_retrieve: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	t1 = now_s();
+	if (x->nslots != o->chunks) {
+		fprintf(stderr, PROG ": retrieve gave %u slots, expected %u\n",
+			x->nslots, o->chunks);
+		kvr_commit_retrieve(c, x);
+		return -1;
+	}
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		if (x->slots[i].len != chunk_bytes) {
+			fprintf(stderr,
+				PROG ": slot %u has %llu bytes, "
+				     "expected %zu\n",
+				i, (unsigned long long)x->slots[i].len,
+				chunk_bytes);
+			kvr_commit_retrieve(c, x);
+			return -1;
+		}
+		memcpy(got + (size_t)i * chunk_bytes, x->slots[i].ptr,
+		       chunk_bytes);
+	}
+	t2 = now_s();
+	rc = kvr_commit_retrieve(c, x);
+	t3 = now_s();
+	if (rc < 0) {
+		fprintf(stderr, PROG ": commit_retrieve: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	printf("retrieve: %u chunks; prepare %.2f ms, read %.2f ms, commit "
+	       "%.2f ms; %.2f GB/s (read only %.2f GB/s)\n",
+	       o->chunks, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
+	       gbps((double)total, t3 - t0), gbps((double)total, t2 - t1));
+
+	for (uint32_t i = 0; i < o->chunks; i++) {
+		size_t off = (size_t)i * chunk_bytes;
+
+		if (memcmp(got + off, expect + off, chunk_bytes) != 0) {
+			size_t b = 0;
+
+			while (got[off + b] == expect[off + b])
+				b++;
+			fprintf(stderr,
+				PROG ": chunk %u differs at byte %zu "
+				     "(0x%02x, expected 0x%02x)\n",
+				i, b, got[off + b], expect[off + b]);
+			return -1;
+		}
+	}
+	printf("verify: all %zu bytes of %u chunks match\n", total, o->chunks);
+	return 0;
+}
+
+/* The same request again: the idempotent path (DESIGN rule 1), every
+ * chunk must answer "already stored". 0 or -1 (said). */
+static int demo_store_again(struct kvr_client *c, const struct demo_opts *o,
+			    struct kvr_xfer *x, struct kvr_key *keys,
+			    uint64_t *sizes, const unsigned char *expect,
+			    size_t chunk_bytes)
+{
+	uint32_t stored = 0, exists = 0;
+	int rc;
+
+	rc = kvr_prepare_store(c, keys, sizes, o->chunks, x);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": prepare_store again: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	for (uint32_t i = 0; i < x->nslots; i++) {
+		if (x->slots[i].status == KVR_SLOT_EXISTS) {
+			exists++;
+		} else if (x->slots[i].status == KVR_SLOT_OK) {
+			/* Evicted meanwhile: a reserved slot must be filled
+			 * before commit, never published half-written. */
+			memcpy(x->slots[i].ptr,
+			       expect + (size_t)i * chunk_bytes, chunk_bytes);
+			stored++;
+		}
+	}
+	rc = kvr_commit_store(c, x);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": commit_store again: %s\n",
+			kvr_client_errmsg(c));
+		return -1;
+	}
+	printf("store again: %u already stored, %u new (expected %u and 0)\n",
+	       exists, stored, o->chunks);
+	if (exists != o->chunks) {
+		/* Written chunks were still committed: the data is fine, but
+		 * the idempotent path did not answer as expected. */
+		fprintf(stderr, PROG ": the repeated store was not a no-op\n");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kvr_client_opts co = {0};
@@ -305,8 +482,7 @@ int main(int argc, char **argv)
 	unsigned char *expect = NULL, *got = NULL;
 	char err[256];
 	size_t chunk_bytes, total;
-	uint32_t stored = 0, exists = 0, noroom = 0, other = 0;
-	double t0, t1, t2, t3;
+	double t0, t1;
 	long nk, hits;
 	int rc, ret = 1;
 
@@ -376,57 +552,8 @@ int main(int argc, char **argv)
 			   chunk_bytes);
 	}
 
-	/* Store: prepare, write into the pool, commit. */
-	t0 = now_s();
-	rc = kvr_prepare_store(c, keys, sizes, o.chunks, &x);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": prepare_store: %s\n",
-			kvr_client_errmsg(c));
+	if (demo_store(c, &o, &x, keys, sizes, expect, chunk_bytes) < 0)
 		goto out;
-	}
-	t1 = now_s();
-	for (uint32_t i = 0; i < x.nslots; i++) {
-		struct kvr_slot *s = &x.slots[i];
-
-		switch (s->status) {
-		case KVR_SLOT_OK:
-			memcpy(s->ptr, expect + (size_t)i * chunk_bytes,
-			       chunk_bytes);
-			stored++;
-			break;
-		case KVR_SLOT_EXISTS:
-			exists++;
-			break;
-		case KVR_SLOT_NOROOM:
-			noroom++;
-			break;
-		default:
-			other++;
-			break;
-		}
-	}
-	t2 = now_s();
-	rc = kvr_commit_store(c, &x);
-	t3 = now_s();
-	if (rc < 0) {
-		fprintf(stderr, PROG ": commit_store: %s\n",
-			kvr_client_errmsg(c));
-		goto out;
-	}
-	printf("store: %u new, %u already stored, %u no room, %u other; "
-	       "prepare %.2f ms, write %.2f ms, commit %.2f ms; "
-	       "%.2f GB/s (write only %.2f GB/s)\n",
-	       stored, exists, noroom, other, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-	       (t3 - t2) * 1e3,
-	       gbps((double)stored * (double)chunk_bytes, t3 - t0),
-	       gbps((double)stored * (double)chunk_bytes, t2 - t1));
-	if (noroom || other) {
-		fprintf(stderr,
-			PROG ": %u chunks could not be stored (pool too "
-			     "small? try --chunks or --layers lower)\n",
-			noroom + other);
-		goto out;
-	}
 
 	/* Lookup. */
 	t0 = now_s();
@@ -444,98 +571,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	/* Retrieve: prepare (pins), read out of the pool, commit (unpins). */
-	memset(got, 0xa5, total); /* fault the pages in before timing */
-	t0 = now_s();
-	rc = kvr_prepare_retrieve(c, keys, o.chunks, &x);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": prepare_retrieve: %s\n",
-			kvr_client_errmsg(c));
+	if (demo_retrieve(c, &o, &x, keys, expect, got, chunk_bytes, total) <
+		0 ||
+	    demo_store_again(c, &o, &x, keys, sizes, expect, chunk_bytes) < 0)
 		goto out;
-	}
-	t1 = now_s();
-	if (x.nslots != o.chunks) {
-		fprintf(stderr, PROG ": retrieve gave %u slots, expected %u\n",
-			x.nslots, o.chunks);
-		kvr_commit_retrieve(c, &x);
-		goto out;
-	}
-	for (uint32_t i = 0; i < x.nslots; i++) {
-		if (x.slots[i].len != chunk_bytes) {
-			fprintf(stderr,
-				PROG ": slot %u has %llu bytes, "
-				     "expected %zu\n",
-				i, (unsigned long long)x.slots[i].len,
-				chunk_bytes);
-			kvr_commit_retrieve(c, &x);
-			goto out;
-		}
-		memcpy(got + (size_t)i * chunk_bytes, x.slots[i].ptr,
-		       chunk_bytes);
-	}
-	t2 = now_s();
-	rc = kvr_commit_retrieve(c, &x);
-	t3 = now_s();
-	if (rc < 0) {
-		fprintf(stderr, PROG ": commit_retrieve: %s\n",
-			kvr_client_errmsg(c));
-		goto out;
-	}
-	printf("retrieve: %u chunks; prepare %.2f ms, read %.2f ms, commit "
-	       "%.2f ms; %.2f GB/s (read only %.2f GB/s)\n",
-	       o.chunks, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
-	       gbps((double)total, t3 - t0), gbps((double)total, t2 - t1));
-
-	for (uint32_t i = 0; i < o.chunks; i++) {
-		size_t off = (size_t)i * chunk_bytes;
-
-		if (memcmp(got + off, expect + off, chunk_bytes) != 0) {
-			size_t b = 0;
-
-			while (got[off + b] == expect[off + b])
-				b++;
-			fprintf(stderr,
-				PROG ": chunk %u differs at byte %zu "
-				     "(0x%02x, expected 0x%02x)\n",
-				i, b, got[off + b], expect[off + b]);
-			goto out;
-		}
-	}
-	printf("verify: all %zu bytes of %u chunks match\n", total, o.chunks);
-
-	/* The same request again: the idempotent path (DESIGN rule 1). */
-	exists = stored = 0;
-	rc = kvr_prepare_store(c, keys, sizes, o.chunks, &x);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": prepare_store again: %s\n",
-			kvr_client_errmsg(c));
-		goto out;
-	}
-	for (uint32_t i = 0; i < x.nslots; i++) {
-		if (x.slots[i].status == KVR_SLOT_EXISTS) {
-			exists++;
-		} else if (x.slots[i].status == KVR_SLOT_OK) {
-			/* Evicted meanwhile: a reserved slot must be filled
-			 * before commit, never published half-written. */
-			memcpy(x.slots[i].ptr, expect + (size_t)i * chunk_bytes,
-			       chunk_bytes);
-			stored++;
-		}
-	}
-	rc = kvr_commit_store(c, &x);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": commit_store again: %s\n",
-			kvr_client_errmsg(c));
-		goto out;
-	}
-	printf("store again: %u already stored, %u new (expected %u and 0)\n",
-	       exists, stored, o.chunks);
-	if (exists != o.chunks) {
-		/* Written chunks were still committed: the data is fine, but
-		 * the idempotent path did not answer as expected. */
-		fprintf(stderr, PROG ": the repeated store was not a no-op\n");
-		goto out;
-	}
 	if (o.l2_peer && peer_check(&o, co, keys, expect, chunk_bytes) != 0)
 		goto out;
 	printf("ok\n");

@@ -54,7 +54,7 @@ static void on_sigint(int sig)
 }
 
 /* Print a usage error (@fmt takes one string) and exit 2. */
-static void die_usage(const char *fmt, const char *arg)
+static _Noreturn void die_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, PROG ": ");
 	fprintf(stderr, fmt, arg);
@@ -253,11 +253,46 @@ static uint64_t parse_num(const char *s, uint64_t max)
  * period (20 x --kill-every, at least 2 s) and, with --ops alone, an
  * unbounded run time.
  */
-static void parse_opts(int argc, char **argv, struct st_opts *o)
+/* --workers: 1..MAX_WORKERS; anything else exits 2. */
+static unsigned parse_workers(const char *arg)
 {
-	bool have_seconds = false;
-	int c;
+	unsigned v = (unsigned)parse_num(arg, MAX_WORKERS);
 
+	if (!v)
+		die_usage("--workers must be 1..256, got %s", arg);
+	return v;
+}
+
+/* --seconds: a positive number of seconds; anything else exits 2. */
+static double parse_seconds(const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (*end || end == arg || !(v > 0))
+		die_usage("bad --seconds \"%s\"", arg);
+	return v;
+}
+
+/* Option @opt's number @arg within [@min, @max] (parse_num's grammar);
+ * below @min exits 2 naming the least value. */
+static unsigned parse_at_least(const char *opt, const char *arg, unsigned min,
+			       uint64_t max)
+{
+	unsigned v = (unsigned)parse_num(arg, max);
+	char fmt[96];
+
+	if (v < min) {
+		snprintf(fmt, sizeof(fmt), "%s: at least %u, got %%s", opt,
+			 min);
+		die_usage(fmt, arg);
+	}
+	return v;
+}
+
+/* Option defaults: 4 workers for 10 s on a private 64 MiB pool. */
+static void set_defaults(struct st_opts *o)
+{
 	memset(o, 0, sizeof(*o));
 	o->workers = 4;
 	o->seconds = 10;
@@ -269,6 +304,82 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	o->stop_ms = 2500;
 	o->checksum = ST_SUM_MIXED;
 	o->store_ahead = ST_AHEAD_MIXED;
+}
+
+/* --checksum off|on|verify|mixed; anything else exits 2. */
+static int parse_checksum(const char *arg)
+{
+	if (!strcmp(arg, "off"))
+		return KVR_CHECKSUM_OFF;
+	if (!strcmp(arg, "on"))
+		return KVR_CHECKSUM_ON;
+	if (!strcmp(arg, "verify"))
+		return KVR_CHECKSUM_VERIFY;
+	if (!strcmp(arg, "mixed"))
+		return ST_SUM_MIXED;
+	die_usage("--checksum must be off, on, verify or mixed, got \"%s\"",
+		  arg);
+}
+
+/* --store-ahead off|on|mixed; anything else exits 2. */
+static int parse_store_ahead(const char *arg)
+{
+	if (!strcmp(arg, "off"))
+		return ST_AHEAD_OFF;
+	if (!strcmp(arg, "on"))
+		return ST_AHEAD_ON;
+	if (!strcmp(arg, "mixed"))
+		return ST_AHEAD_MIXED;
+	die_usage("--store-ahead must be off, on or "
+		  "mixed, got \"%s\"",
+		  arg);
+}
+
+/* The checks and derived values that need every option: exits 2 on a
+ * combination that cannot run. */
+static void check_opts(struct st_opts *o, bool have_seconds)
+{
+	if (o->max_ops && !have_seconds)
+		o->seconds = 1e9; /* --ops alone: run until the count */
+	/* Every chunk starts with its whole 16-byte key (keys.c). */
+	if (o->chunk_min < 16 || o->chunk_min > o->chunk_max)
+		die_usage("--chunk-min must be >= 16 and <= --chunk-max%s", "");
+	/* Several chunks must fit beside the pinned ones, or stores would
+	 * mostly answer NOROOM and eviction would not be exercised. */
+	if (o->chunk_max > o->pool_bytes / 4)
+		die_usage("--chunk-max must be at most a quarter of the pool%s",
+			  "");
+	/* 8 x the pool: most keys cannot be resident, so stores evict
+	 * all the time and retrieves race eviction. */
+	if (!o->keyspace_bytes)
+		o->keyspace_bytes = o->pool_bytes * 8;
+	/* A stop must outlast the server's transfer deadline, which only a
+	 * server of ours is guaranteed to have. */
+	if (o->stop_every && o->socket)
+		die_usage("--stop-every needs a server of our own (no "
+			  "--socket)%s",
+			  "");
+	o->xfer_ms = o->stop_ms / 5 * 3;
+	/* A server we did not start has no supervisor of ours. */
+	if (o->kill_server && o->socket)
+		die_usage("--kill-server needs a server of our own (no "
+			  "--socket)%s",
+			  "");
+	/* Rarer than worker kills: each restart costs the workers a
+	 * reconnect and the pool its contents. */
+	if (o->kill_server && !o->kill_server_every_ms) {
+		o->kill_server_every_ms = o->kill_every_ms * 20;
+		if (o->kill_server_every_ms < 2000)
+			o->kill_server_every_ms = 2000;
+	}
+}
+
+static void parse_opts(int argc, char **argv, struct st_opts *o)
+{
+	bool have_seconds = false;
+	int c;
+
+	set_defaults(o);
 	while ((c = getopt_long(argc, argv, "s:n:w:t:o:k:p:S:jqhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
@@ -279,20 +390,12 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			o->name = optarg;
 			break;
 		case 'w':
-			o->workers = (unsigned)parse_num(optarg, MAX_WORKERS);
-			if (!o->workers)
-				die_usage("--workers must be 1..256, got %s",
-					  optarg);
+			o->workers = parse_workers(optarg);
 			break;
-		case 't': {
-			char *end;
-
-			o->seconds = strtod(optarg, &end);
-			if (*end || end == optarg || !(o->seconds > 0))
-				die_usage("bad --seconds \"%s\"", optarg);
+		case 't':
+			o->seconds = parse_seconds(optarg);
 			have_seconds = true;
 			break;
-		}
 		case 'o':
 			o->max_ops = parse_num(optarg, UINT64_MAX);
 			break;
@@ -303,12 +406,8 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			o->kill_server = true;
 			break;
 		case OPT_KILL_SERVER_EVERY:
-			o->kill_server_every_ms =
-			    (unsigned)parse_num(optarg, 3600000);
-			if (o->kill_server_every_ms < 100)
-				die_usage("--kill-server-every: at least 100, "
-					  "got %s",
-					  optarg);
+			o->kill_server_every_ms = parse_at_least(
+			    "--kill-server-every", optarg, 100, 3600000);
 			break;
 		case OPT_TARGET_PCT:
 			o->target_pct = (unsigned)parse_num(optarg, 100);
@@ -317,10 +416,8 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			o->stop_every = (unsigned)parse_num(optarg, 1u << 30);
 			break;
 		case OPT_STOP_MS:
-			o->stop_ms = (unsigned)parse_num(optarg, 600000);
-			if (o->stop_ms < 500)
-				die_usage("--stop-ms: at least 500, got %s",
-					  optarg);
+			o->stop_ms =
+			    parse_at_least("--stop-ms", optarg, 500, 600000);
 			break;
 		case OPT_INJECT_CORRUPT:
 			o->inject_corrupt =
@@ -364,30 +461,10 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			o->copy = true;
 			break;
 		case OPT_CHECKSUM:
-			if (!strcmp(optarg, "off"))
-				o->checksum = KVR_CHECKSUM_OFF;
-			else if (!strcmp(optarg, "on"))
-				o->checksum = KVR_CHECKSUM_ON;
-			else if (!strcmp(optarg, "verify"))
-				o->checksum = KVR_CHECKSUM_VERIFY;
-			else if (!strcmp(optarg, "mixed"))
-				o->checksum = ST_SUM_MIXED;
-			else
-				die_usage("--checksum must be off, on, verify "
-					  "or mixed, got \"%s\"",
-					  optarg);
+			o->checksum = parse_checksum(optarg);
 			break;
 		case OPT_STORE_AHEAD:
-			if (!strcmp(optarg, "off"))
-				o->store_ahead = ST_AHEAD_OFF;
-			else if (!strcmp(optarg, "on"))
-				o->store_ahead = ST_AHEAD_ON;
-			else if (!strcmp(optarg, "mixed"))
-				o->store_ahead = ST_AHEAD_MIXED;
-			else
-				die_usage("--store-ahead must be off, on or "
-					  "mixed, got \"%s\"",
-					  optarg);
+			o->store_ahead = parse_store_ahead(optarg);
 			break;
 		case OPT_NO_PREFAULT:
 			o->no_prefault = true;
@@ -413,39 +490,7 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument \"%s\"", argv[optind]);
-	if (o->max_ops && !have_seconds)
-		o->seconds = 1e9; /* --ops alone: run until the count */
-	/* Every chunk starts with its whole 16-byte key (keys.c). */
-	if (o->chunk_min < 16 || o->chunk_min > o->chunk_max)
-		die_usage("--chunk-min must be >= 16 and <= --chunk-max%s", "");
-	/* Several chunks must fit beside the pinned ones, or stores would
-	 * mostly answer NOROOM and eviction would not be exercised. */
-	if (o->chunk_max > o->pool_bytes / 4)
-		die_usage("--chunk-max must be at most a quarter of the pool%s",
-			  "");
-	/* 8 x the pool: most keys cannot be resident, so stores evict
-	 * all the time and retrieves race eviction. */
-	if (!o->keyspace_bytes)
-		o->keyspace_bytes = o->pool_bytes * 8;
-	/* A stop must outlast the server's transfer deadline, which only a
-	 * server of ours is guaranteed to have. */
-	if (o->stop_every && o->socket)
-		die_usage("--stop-every needs a server of our own (no "
-			  "--socket)%s",
-			  "");
-	o->xfer_ms = o->stop_ms / 5 * 3;
-	/* A server we did not start has no supervisor of ours. */
-	if (o->kill_server && o->socket)
-		die_usage("--kill-server needs a server of our own (no "
-			  "--socket)%s",
-			  "");
-	/* Rarer than worker kills: each restart costs the workers a
-	 * reconnect and the pool its contents. */
-	if (o->kill_server && !o->kill_server_every_ms) {
-		o->kill_server_every_ms = o->kill_every_ms * 20;
-		if (o->kill_server_every_ms < 2000)
-			o->kill_server_every_ms = 2000;
-	}
+	check_opts(o, have_seconds);
 }
 
 /*

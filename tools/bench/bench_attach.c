@@ -52,175 +52,23 @@
  * exits 1, slow figures never do.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 #include <kvring/segment.h>
 
+#include "bench_attach.h"
 #include "bench_common.h"
 #include "bench_plot.h"
 #include "bench_server.h"
-
-#define NCHUNK	    8u
-#define CHUNK_BYTES (2ull << 20)
-#define REQ_BYTES   (NCHUNK * CHUNK_BYTES)
-#define STEADY_REQS 10u
-#define MAX_SIZES   6
-#define NR_PATH	    "/proc/sys/vm/nr_hugepages"
-
-enum { P_4K, P_HUGE, NR_PAGES };
-static const char *const page_name[NR_PAGES] = {"4k", "huge"};
-
-struct cell {
-	bool done;
-	char skip[160]; /* why not run, "" if run */
-	uint64_t pool_bytes;
-	double start_ms, srv_prefault_ms, attach_ms;
-	double restart_ms, srv_reprefault_ms; /* the same server again */
-	/* huge only: fork to the end of the background zeroing */
-	double zeroed_ms, rezeroed_ms;
-	/* huge only: a worker connecting right after a third start */
-	bool dur_done, dur_pending, dur_follow;
-	double dur_attach_ms, dur_first_gbps, dur_memcpy_gbps;
-	double dur_follow_ms; /* connect to the end of the follower */
-	double dur_req_gbps;  /* prepare + copy + commit */
-	double dur_line_mib, dur_above_mib; /* zeroed line, bytes above */
-	/* huge only: a store once the line has room for it, still zeroing */
-	bool dur_room_done, dur_room_pending;
-	double dur_room_gbps, dur_room_req_gbps, dur_room_memcpy_gbps;
-	double dur_room_line_mib, dur_room_above_mib;
-	double first_gbps, first_memcpy_gbps;
-	double store_gbps, retr_gbps, memcpy_gbps;
-	/* background pre-fault, 4 KiB only */
-	bool bg_done, bg_pending;
-	double bg_connect_ms, bg_first_gbps, bg_memcpy_gbps, bg_prefault_ms;
-	double bg_req_gbps; /* prepare + copy + commit */
-};
-
-struct att {
-	struct bench_run_opts o;
-	double memset_ms_per_gib; /* floor: zeroing memory already mapped */
-	bool reserve;
-	uint64_t sizes[MAX_SIZES];
-	unsigned nsizes, rounds;
-	unsigned char *src, *dst;
-	uint64_t seq;
-	/* The last store_req(): its whole time and its slots' offsets. */
-	uint64_t req_ns, last_off[NCHUNK];
-	struct cell res[MAX_SIZES][NR_PAGES];
-};
-
-/* ---- the huge-page reservation, always given back ---- */
-
-static int saved_fd = -1;  /* NR_PATH, open for the restore */
-static char saved_val[32]; /* the old value, formatted */
-static size_t saved_len;
-static volatile sig_atomic_t reserved;
-
-/* Async-signal-safe: write(2) of a preformatted string. */
-static void restore_huge(void)
-{
-	if (!reserved || saved_fd < 0)
-		return;
-	if (pwrite(saved_fd, saved_val, saved_len, 0) == (ssize_t)saved_len)
-		reserved = 0;
-}
-
-static void restore_on_signal(int sig)
-{
-	restore_huge();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static uint64_t read_u64_file(const char *path)
-{
-	unsigned long long v = 0;
-	FILE *f = fopen(path, "re");
-
-	if (f) {
-		if (fscanf(f, "%llu", &v) != 1)
-			v = 0;
-		fclose(f);
-	}
-	return v;
-}
-
-/* Raise nr_hugepages so that @pages are free; 0 or -errno. */
-static int reserve_huge(uint64_t pages)
-{
-	struct kvr_hugetlb_info hi;
-	uint64_t old = read_u64_file(NR_PATH);
-	char buf[32];
-	int n;
-
-	if (kvr_seg_hugetlb_info(&hi) < 0)
-		return -ENOENT;
-	if (hi.free_pages >= pages)
-		return 0;
-	/* The first raise remembers the value to give back; later ones
-	 * (before each huge cell) only raise further. */
-	if (saved_fd < 0) {
-		saved_fd = open(NR_PATH, O_WRONLY | O_CLOEXEC);
-		if (saved_fd < 0)
-			return -errno;
-		saved_len = (size_t)snprintf(saved_val, sizeof(saved_val),
-					     "%llu\n", (unsigned long long)old);
-		reserved = 1;
-		atexit(restore_huge);
-		signal(SIGINT, restore_on_signal);
-		signal(SIGTERM, restore_on_signal);
-		signal(SIGHUP, restore_on_signal);
-	}
-	n = snprintf(buf, sizeof(buf), "%llu\n",
-		     (unsigned long long)(old + pages - hi.free_pages));
-	if (pwrite(saved_fd, buf, (size_t)n, 0) != n)
-		return -errno;
-	fprintf(stderr,
-		"kvring-bench: attach: nr_hugepages %llu -> %llu for the "
-		"huge-page cells (restored at exit)\n",
-		(unsigned long long)old,
-		(unsigned long long)(old + pages - hi.free_pages));
-	return 0;
-}
-
-/* ---- helpers ---- */
-
-static uint64_t mem_available(void)
-{
-	unsigned long long kb = 0;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb << 10;
-}
-
-static double gbps(uint64_t bytes, uint64_t ns)
-{
-	return ns ? (double)bytes / (double)ns : 0.0;
-}
-
-static double per_gib(double ms, uint64_t bytes)
-{
-	return ms * (double)(1ull << 30) / (double)bytes;
-}
 
 /* The server's "pool pre-faulted[ in the background]: N bytes in X ms"
  * figure, or 0. */
@@ -412,30 +260,6 @@ static uint64_t above_line(const struct att *a, uint64_t line)
 	return n;
 }
 
-/* A private server's control header, read-only (its pool_zeroed_bytes
- * line); NULL when it cannot be mapped. */
-static const struct kvr_ctl_hdr_shm *map_ctl(const struct bench_server *s,
-					     void **map, size_t *len)
-{
-	char path[128];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) < 0 ||
-	    (size_t)st.st_size < sizeof(struct kvr_ctl_hdr_shm)) {
-		close(fd);
-		return NULL;
-	}
-	*len = (size_t)st.st_size;
-	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	return *map == MAP_FAILED ? NULL : *map;
-}
-
 /* Relaxed: the server's zeroed line, a figure for the report. */
 static uint64_t line_of(const struct kvr_ctl_hdr_shm *h)
 {
@@ -545,7 +369,7 @@ static int run_during(struct att *a, const struct bench_server *s,
 
 	r->dur_pending = !log_has(s->d.log_path, BG_DONE) &&
 			 !log_has(s->d.log_path, "pool pre-faulted:");
-	h = map_ctl(s, &map, &map_len);
+	h = bench_server_map_ctl(s, &map, &map_len);
 	t0 = kvr_clock_now_ns();
 	rc = connect_opts(s, false, &c);
 	if (rc < 0)
@@ -679,282 +503,6 @@ out:
 	return rc;
 }
 
-/* ---- output ---- */
-
-static void print_json(const struct att *a)
-{
-	char sz[16];
-
-	for (unsigned si = 0; si < a->nsizes; si++)
-		for (int p = 0; p < NR_PAGES; p++) {
-			const struct cell *r = &a->res[si][p];
-			struct bench_json j;
-
-			bench_json_begin(&j, "attach", page_name[p]);
-			bench_json_str(
-			    &j, "pool",
-			    bench_fmt_bytes(a->sizes[si], sz, sizeof(sz)));
-			bench_json_u64(&j, "pool_bytes", r->pool_bytes);
-			bench_json_bool(&j, "done", r->done);
-			if (r->done) {
-				bench_json_f64(
-				    &j, "server_start_ms_per_gib",
-				    per_gib(r->start_ms, r->pool_bytes));
-				bench_json_f64(&j, "server_prefault_ms",
-					       r->srv_prefault_ms);
-				bench_json_f64(
-				    &j, "server_restart_ms_per_gib",
-				    per_gib(r->restart_ms, r->pool_bytes));
-				bench_json_f64(&j, "server_reprefault_ms",
-					       r->srv_reprefault_ms);
-				bench_json_f64(
-				    &j, "attach_ms_per_gib",
-				    per_gib(r->attach_ms, r->pool_bytes));
-				bench_json_f64(&j, "first_store_gbps",
-					       r->first_gbps);
-				bench_json_f64(&j, "first_memcpy_gbps",
-					       r->first_memcpy_gbps);
-				bench_json_f64(&j, "store_gbps", r->store_gbps);
-				bench_json_f64(&j, "retrieve_gbps",
-					       r->retr_gbps);
-				bench_json_f64(&j, "memcpy_gbps",
-					       r->memcpy_gbps);
-			}
-			if (r->done && p == P_HUGE) {
-				bench_json_f64(
-				    &j, "server_zeroed_ms_per_gib",
-				    per_gib(r->zeroed_ms, r->pool_bytes));
-				bench_json_f64(
-				    &j, "server_rezeroed_ms_per_gib",
-				    per_gib(r->rezeroed_ms, r->pool_bytes));
-			}
-			if (r->dur_done) {
-				bench_json_bool(&j, "during_pending",
-						r->dur_pending);
-				bench_json_bool(&j, "during_follow",
-						r->dur_follow);
-				bench_json_f64(&j, "during_follow_ms",
-					       r->dur_follow_ms);
-				bench_json_f64(
-				    &j, "during_attach_ms_per_gib",
-				    per_gib(r->dur_attach_ms, r->pool_bytes));
-				bench_json_f64(&j, "during_first_store_gbps",
-					       r->dur_first_gbps);
-				bench_json_f64(&j, "during_memcpy_gbps",
-					       r->dur_memcpy_gbps);
-				bench_json_f64(&j, "during_first_request_gbps",
-					       r->dur_req_gbps);
-				bench_json_f64(&j, "during_first_zeroed_mib",
-					       r->dur_line_mib);
-				bench_json_f64(&j,
-					       "during_first_above_line_mib",
-					       r->dur_above_mib);
-			}
-			if (r->dur_room_done) {
-				bench_json_bool(&j, "during_room_pending",
-						r->dur_room_pending);
-				bench_json_f64(&j, "during_room_zeroed_mib",
-					       r->dur_room_line_mib);
-				bench_json_f64(&j, "during_room_above_line_mib",
-					       r->dur_room_above_mib);
-				bench_json_f64(&j, "during_room_store_gbps",
-					       r->dur_room_gbps);
-				bench_json_f64(&j, "during_room_request_gbps",
-					       r->dur_room_req_gbps);
-				bench_json_f64(&j, "during_room_memcpy_gbps",
-					       r->dur_room_memcpy_gbps);
-			}
-			if (r->bg_done) {
-				bench_json_f64(&j, "bg_connect_ms",
-					       r->bg_connect_ms);
-				bench_json_bool(&j, "bg_pending",
-						r->bg_pending);
-				bench_json_f64(&j, "bg_first_store_gbps",
-					       r->bg_first_gbps);
-				bench_json_f64(&j, "bg_memcpy_gbps",
-					       r->bg_memcpy_gbps);
-				bench_json_f64(&j, "bg_first_request_gbps",
-					       r->bg_req_gbps);
-				bench_json_f64(&j, "bg_prefault_ms",
-					       r->bg_prefault_ms);
-			}
-			bench_json_print(&j, stdout);
-		}
-}
-
-static void print_table(const struct att *a)
-{
-	char sz[16];
-
-	printf("attach: %u fresh connections per cell (median), requests of "
-	       "%u x 2 MiB\n\n",
-	       a->rounds, NCHUNK);
-	printf("%-5s %-5s %11s %11s %11s %18s %18s %18s\n", "pages", "pool",
-	       "start ms/G", "restart", "attach ms/G", "first GB/s (x mc)",
-	       "store GB/s (x mc)", "retr GB/s (x mc)");
-	for (unsigned si = 0; si < a->nsizes; si++)
-		for (int p = 0; p < NR_PAGES; p++) {
-			const struct cell *r = &a->res[si][p];
-
-			bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
-			if (!r->done) {
-				printf("%-5s %-5s skipped: %s\n", page_name[p],
-				       sz, r->skip[0] ? r->skip : "failed");
-				continue;
-			}
-			printf("%-5s %-5s %11.1f %11.1f %11.2f %10.2f (%.2f) "
-			       "%10.2f (%.2f) %10.2f (%.2f)\n",
-			       page_name[p], sz,
-			       per_gib(r->start_ms, r->pool_bytes),
-			       per_gib(r->restart_ms, r->pool_bytes),
-			       per_gib(r->attach_ms, r->pool_bytes),
-			       r->first_gbps,
-			       r->first_gbps / r->first_memcpy_gbps,
-			       r->store_gbps, r->store_gbps / r->memcpy_gbps,
-			       r->retr_gbps, r->retr_gbps / r->memcpy_gbps);
-		}
-	printf("\nserver pre-fault alone (ms, from its log): ");
-	for (unsigned si = 0; si < a->nsizes; si++)
-		for (int p = 0; p < NR_PAGES; p++) {
-			const struct cell *r = &a->res[si][p];
-
-			if (r->done)
-				printf(
-				    "%s %s %.1f / restart %.1f; ", page_name[p],
-				    bench_fmt_bytes(r->pool_bytes, sz,
-						    sizeof(sz)),
-				    r->srv_prefault_ms, r->srv_reprefault_ms);
-		}
-	printf("\n");
-	printf("\nhuge pages, zeroing after ready (ms per GiB; zeroed: fork "
-	       "to the end of the server's pre-fault) and a worker "
-	       "connecting at once:\n");
-	printf("%-5s %9s %9s %9s %9s %12s %8s %7s %10s %18s\n", "pool", "start",
-	       "zeroed", "restart", "zeroed", "attach ms/G", "pending",
-	       "follow", "follow ms", "first GB/s (x mc)");
-	for (unsigned si = 0; si < a->nsizes; si++) {
-		const struct cell *r = &a->res[si][P_HUGE];
-
-		if (!r->done)
-			continue;
-		printf("%-5s %9.1f %9.1f %9.1f %9.1f %12.2f %8s %7s %10.1f "
-		       "%10.2f (%.2f)\n",
-		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
-		       per_gib(r->start_ms, r->pool_bytes),
-		       per_gib(r->zeroed_ms, r->pool_bytes),
-		       per_gib(r->restart_ms, r->pool_bytes),
-		       per_gib(r->rezeroed_ms, r->pool_bytes),
-		       per_gib(r->dur_attach_ms, r->pool_bytes),
-		       r->dur_pending ? "yes" : "no",
-		       r->dur_follow ? "yes" : "no", r->dur_follow_ms,
-		       r->dur_first_gbps,
-		       r->dur_memcpy_gbps > 0
-			   ? r->dur_first_gbps / r->dur_memcpy_gbps
-			   : 0.0);
-	}
-	printf("\nhuge pages, stores during the zeroing (line: MiB zeroed "
-	       "just before the store; above: MiB of its slots above that "
-	       "line; req: prepare + copy + commit):\n");
-	printf("%-5s %-6s %8s %8s %8s %18s %18s\n", "pool", "store", "line",
-	       "above", "zeroing", "copy GB/s (x mc)", "req GB/s (x mc)");
-	for (unsigned si = 0; si < a->nsizes; si++) {
-		const struct cell *r = &a->res[si][P_HUGE];
-
-		if (!r->dur_done)
-			continue;
-		bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz));
-		printf("%-5s %-6s %8.0f %8.0f %8s %10.2f (%.2f) %10.2f "
-		       "(%.2f)\n",
-		       sz, "first", r->dur_line_mib, r->dur_above_mib,
-		       r->dur_pending ? "yes" : "no", r->dur_first_gbps,
-		       r->dur_first_gbps / r->dur_memcpy_gbps, r->dur_req_gbps,
-		       r->dur_req_gbps / r->dur_memcpy_gbps);
-		if (r->dur_room_done)
-			printf("%-5s %-6s %8.0f %8.0f %8s %10.2f (%.2f) %10.2f "
-			       "(%.2f)\n",
-			       sz, "room", r->dur_room_line_mib,
-			       r->dur_room_above_mib,
-			       r->dur_room_pending ? "yes" : "no",
-			       r->dur_room_gbps,
-			       r->dur_room_gbps / r->dur_room_memcpy_gbps,
-			       r->dur_room_req_gbps,
-			       r->dur_room_req_gbps / r->dur_room_memcpy_gbps);
-	}
-	printf("\nbackground pre-fault (4 KiB pages, "
-	       "prefault_background=true):\n");
-	printf("%-5s %14s %20s %18s %9s %16s\n", "pool", "connect ms",
-	       "first GB/s (x mc)", "req GB/s (x mc)", "pending",
-	       "pre-fault ms");
-	for (unsigned si = 0; si < a->nsizes; si++) {
-		const struct cell *r = &a->res[si][P_4K];
-
-		if (!r->bg_done)
-			continue;
-		printf("%-5s %14.2f %12.2f (%.2f) %10.2f (%.2f) %9s %16.1f\n",
-		       bench_fmt_bytes(r->pool_bytes, sz, sizeof(sz)),
-		       r->bg_connect_ms, r->bg_first_gbps,
-		       r->bg_first_gbps / r->bg_memcpy_gbps, r->bg_req_gbps,
-		       r->bg_req_gbps / r->bg_memcpy_gbps,
-		       r->bg_pending ? "yes" : "no", r->bg_prefault_ms);
-	}
-	printf("\nfloor: memset of memory already mapped, %.1f ms per GiB "
-	       "(a fresh huge page must be zeroed by the kernel at least this "
-	       "fast; it dominates a huge-page server start)\n",
-	       a->memset_ms_per_gib);
-	printf("\nx mc: GB/s over memcpy of the same bytes into the same slots "
-	       "in the same cell.\n");
-}
-
-static void plot(const struct att *a)
-{
-	double x[NR_PAGES][MAX_SIZES], ya[NR_PAGES][MAX_SIZES],
-	    ys[NR_PAGES][MAX_SIZES], yr[NR_PAGES][MAX_SIZES];
-	double xd[MAX_SIZES], yd[MAX_SIZES];
-	struct bench_plot_line l[3 * NR_PAGES + 1];
-	static const char *const t_att[NR_PAGES] = {"worker attach, 4 KiB",
-						    "worker attach, huge"};
-	static const char *const t_srv[NR_PAGES] = {"server start, 4 KiB",
-						    "server start, huge"};
-	static const char *const t_rst[NR_PAGES] = {"server restart, 4 KiB",
-						    "server restart, huge"};
-	size_t n[NR_PAGES] = {0}, nd = 0;
-
-	for (int p = 0; p < NR_PAGES; p++)
-		for (unsigned si = 0; si < a->nsizes; si++) {
-			const struct cell *r = &a->res[si][p];
-
-			if (!r->done)
-				continue;
-			x[p][n[p]] = (double)r->pool_bytes;
-			ya[p][n[p]] = per_gib(r->attach_ms, r->pool_bytes);
-			ys[p][n[p]] = per_gib(r->start_ms, r->pool_bytes);
-			yr[p][n[p]] = per_gib(r->restart_ms, r->pool_bytes);
-			n[p]++;
-			if (r->dur_done) {
-				xd[nd] = (double)r->pool_bytes;
-				yd[nd++] =
-				    per_gib(r->dur_attach_ms, r->pool_bytes);
-			}
-		}
-	for (int p = 0; p < NR_PAGES; p++) {
-		l[p] = (struct bench_plot_line){t_att[p], x[p], ya[p], n[p],
-						false};
-		l[NR_PAGES + p] =
-		    (struct bench_plot_line){t_srv[p], x[p], ys[p], n[p], true};
-		l[2 * NR_PAGES + p] =
-		    (struct bench_plot_line){t_rst[p], x[p], yr[p], n[p], true};
-	}
-	l[3 * NR_PAGES] = (struct bench_plot_line){
-	    "worker attach, huge, during the zeroing", xd, yd, nd, false};
-	bench_plot_lines_xtics(a->o.plot_dir, "attach",
-			       "Pool attach and server start per GiB",
-			       "pool size", "ms per GiB (log)",
-			       "('512M' 536870912, '1G' 1073741824, '2G' "
-			       "2147483648, '4G' 4294967296, '8G' 8589934592, "
-			       "'16G' 17179869184, '32G' 34359738368)",
-			       true, l, 3 * NR_PAGES + 1);
-}
-
 /* Best of 3 memsets of 256 MiB already mapped, in ms per GiB. */
 static double memset_floor(void)
 {
@@ -997,6 +545,61 @@ static int parse_sizes(struct att *a, const char *list)
 	return a->nsizes ? 0 : -EINVAL;
 }
 
+/* Each pool size capped to a third of MemAvailable; returns the largest. */
+static uint64_t cap_sizes(struct att *a)
+{
+	uint64_t cap, need = 0;
+
+	/* A third of what is available now: the pool (twice over while
+	 * the huge pages of a cell are reserved beside the page cache of
+	 * the last 4 KiB one), the bench's buffers and every other process
+	 * on the host must fit. */
+	cap =
+	    bench_attach_mem_available() / 3 / (512ull << 20) * (512ull << 20);
+	for (unsigned si = 0; si < a->nsizes; si++) {
+		if (a->sizes[si] > cap) {
+			fprintf(stderr,
+				"kvring-bench: attach: pool %" PRIu64
+				" MiB capped to %" PRIu64
+				" MiB (a third of MemAvailable)\n",
+				a->sizes[si] >> 20, cap >> 20);
+			a->sizes[si] = cap;
+		}
+		if (a->sizes[si] > need)
+			need = a->sizes[si];
+	}
+	return need;
+}
+
+/*
+ * Whether the huge-page cell @r can run: free huge pages for its pool
+ * (reserved again right before it with --reserve-huge); if not, r->skip
+ * says why and how to reserve them.
+ */
+static bool huge_ready(struct att *a, struct cell *r,
+		       struct kvr_hugetlb_info *hi)
+{
+	uint64_t pages;
+
+	/* Again right before the cell: any kvringd
+	 * on the host in auto mode takes free pages. */
+	if (a->reserve && hi->page_bytes) {
+		pages = kvr_seg_huge_pages_for(r->pool_bytes, hi->page_bytes);
+		(void)bench_attach_reserve_huge(pages + 64);
+	}
+	(void)kvr_seg_hugetlb_info(hi);
+	pages = kvr_seg_huge_pages_for(r->pool_bytes, hi->page_bytes);
+	if (!hi->page_bytes || hi->free_pages < pages) {
+		snprintf(r->skip, sizeof(r->skip),
+			 "needs %" PRIu64 " free huge pages, %" PRIu64
+			 " free (echo %" PRIu64 " > " NR_PATH ")",
+			 pages, hi->free_pages,
+			 hi->total_pages + pages - hi->free_pages);
+		return false;
+	}
+	return true;
+}
+
 int bench_attach_main(int argc, char **argv)
 {
 	static const char extra[] =
@@ -1009,7 +612,7 @@ int bench_attach_main(int argc, char **argv)
 	    "huge-page cells\n"
 	    "                      run; the old value is restored at exit\n";
 	struct att *a;
-	uint64_t cap, need = 0;
+	uint64_t need;
 	struct kvr_hugetlb_info hi = {0};
 	int rc, exit_rc = BENCH_EXIT_OK;
 
@@ -1040,30 +643,15 @@ int bench_attach_main(int argc, char **argv)
 	for (size_t i = 0; i < CHUNK_BYTES; i++)
 		a->src[i] = (unsigned char)(i * 131 + (i >> 12));
 	a->memset_ms_per_gib = memset_floor();
-	/* A third of what is available now: the pool (twice over while
-	 * the huge pages of a cell are reserved beside the page cache of
-	 * the last 4 KiB one), the bench's buffers and every other process
-	 * on the host must fit. */
-	cap = mem_available() / 3 / (512ull << 20) * (512ull << 20);
-	for (unsigned si = 0; si < a->nsizes; si++) {
-		if (a->sizes[si] > cap) {
-			fprintf(stderr,
-				"kvring-bench: attach: pool %" PRIu64
-				" MiB capped to %" PRIu64
-				" MiB (a third of MemAvailable)\n",
-				a->sizes[si] >> 20, cap >> 20);
-			a->sizes[si] = cap;
-		}
-		if (a->sizes[si] > need)
-			need = a->sizes[si];
-	}
+	need = cap_sizes(a);
 	(void)kvr_seg_hugetlb_info(&hi);
 	if (a->reserve && hi.page_bytes) {
 		uint64_t pages = kvr_seg_huge_pages_for(need, hi.page_bytes);
 
 		/* A margin: other kvringds on the host (auto takes free huge
 		 * pages) must not leave a cell short. */
-		rc = reserve_huge(pages + (pages / 4 > 64 ? pages / 4 : 64));
+		rc = bench_attach_reserve_huge(
+		    pages + (pages / 4 > 64 ? pages / 4 : 64));
 		if (rc < 0)
 			fprintf(
 			    stderr,
@@ -1075,49 +663,26 @@ int bench_attach_main(int argc, char **argv)
 			struct cell *r = &a->res[si][p];
 
 			r->pool_bytes = a->sizes[si];
-			if (p == P_HUGE) {
-				uint64_t pages;
-
-				/* Again right before the cell: any kvringd
-				 * on the host in auto mode takes free pages. */
-				if (a->reserve && hi.page_bytes) {
-					pages = kvr_seg_huge_pages_for(
-					    r->pool_bytes, hi.page_bytes);
-					(void)reserve_huge(pages + 64);
-				}
-				(void)kvr_seg_hugetlb_info(&hi);
-				pages = kvr_seg_huge_pages_for(r->pool_bytes,
-							       hi.page_bytes);
-				if (!hi.page_bytes || hi.free_pages < pages) {
-					snprintf(r->skip, sizeof(r->skip),
-						 "needs %" PRIu64
-						 " free huge pages, %" PRIu64
-						 " free (echo %" PRIu64
-						 " > " NR_PATH ")",
-						 pages, hi.free_pages,
-						 hi.total_pages + pages -
-						     hi.free_pages);
-					continue;
-				}
-			}
+			if (p == P_HUGE && !huge_ready(a, r, &hi))
+				continue;
 			rc = run_cell(a, si, p);
 			if (rc == -EBADMSG)
 				exit_rc = BENCH_EXIT_ERR;
 		}
 	}
-	restore_huge();
+	bench_attach_restore_huge();
 	if (a->o.json) {
 		struct bench_json j;
 
 		bench_json_begin(&j, "attach", "floor_memset");
 		bench_json_f64(&j, "ms_per_gib", a->memset_ms_per_gib);
 		bench_json_print(&j, stdout);
-		print_json(a);
+		bench_attach_print_json(a);
 	} else {
-		print_table(a);
+		bench_attach_print_table(a);
 	}
 	if (a->o.plot_dir)
-		plot(a);
+		bench_attach_plot(a);
 	bench_shm_unmap(a->src, CHUNK_BYTES);
 	bench_shm_unmap(a->dst, REQ_BYTES);
 	free(a);

@@ -202,3 +202,12 @@ bool bench_parse_cpu(const char *s, int *out)
 	 * the bench once took base 0, where "010" was CPU 8. */
 	return kvr_parse_cpu(s, out) == 0;
 }
+
+void bench_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000ull),
+			      (long)(ns % 1000000000ull)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}

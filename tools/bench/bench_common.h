@@ -82,6 +82,9 @@ int bench_pin_cpu(int cpu);
 bool bench_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 bool bench_parse_cpu(const char *s, int *out);
 
+/* bench_sleep_ns - sleep @ns on CLOCK_MONOTONIC, resumed after a signal. */
+void bench_sleep_ns(uint64_t ns);
+
 /* bench_nr_cpus - online CPUs (>= 1). */
 int bench_nr_cpus(void);
 

@@ -59,65 +59,20 @@ static void nap_ms(unsigned ms)
 
 static int ping_rounds(struct side *s, uint64_t n, uint64_t *out)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t t0 = bench_ticks(), sv = 0;
-		int rc = kvr_ping(s->cli, &sv);
+	uint64_t last = 0;
 
-		out[i] = bench_ticks() - t0;
-		if (rc < 0 || sv == 0) {
-			fprintf(stderr, "kvring-bench: hist: ping: %d (%s)\n",
-				rc, kvr_client_errmsg(s->cli));
-			return rc < 0 ? rc : -EBADMSG;
-		}
-	}
-	for (uint64_t i = 0; i < n; i++)
-		out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
-	return 0;
+	return bench_pings(s->cli, n, 0, "hist", &last, out);
 }
 
 /* @op kept PIPE_DEPTH deep for PIPE_NS; ops/s into *ops. */
 static int pipelined(struct side *s, uint32_t op, double *ops)
 {
-	struct kvr_completion comp[256];
-	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = kvr_clock_now_ns(), end = t0 + PIPE_NS, done = 0;
-	int rc;
+	uint64_t count = 0, ns = 0;
+	int rc =
+	    bench_pipeline(s->cli, PIPE_DEPTH, op, false,
+			   kvr_clock_now_ns() + PIPE_NS, "hist", &count, &ns);
 
-	for (;;) {
-		bool stop = kvr_clock_now_ns() >= end;
-
-		while (!stop && kvr_inflight(s->cli) < PIPE_DEPTH) {
-			rc = op == KVR_OP_PING
-				 ? kvr_submit_ping(s->cli, NULL)
-				 : kvr_submit_lookup(s->cli, &key, 1, false,
-						     NULL);
-			if (rc == -EAGAIN)
-				break;
-			if (rc < 0)
-				goto err;
-		}
-		if (stop && kvr_inflight(s->cli) == 0)
-			break;
-		rc = kvr_reap(s->cli, comp, 256, 1, -1);
-		if (rc < 0)
-			goto err;
-		for (int i = 0; i < rc; i++)
-			if (comp[i].status != 0 || comp[i].op != op ||
-			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
-				fprintf(stderr,
-					"kvring-bench: hist: completion op %u "
-					"status %d value %ld\n",
-					comp[i].op, comp[i].status,
-					comp[i].value);
-				return -EBADMSG;
-			}
-		done += (uint64_t)rc;
-	}
-	*ops = (double)done * 1e9 / (double)(kvr_clock_now_ns() - t0);
-	return 0;
-err:
-	fprintf(stderr, "kvring-bench: hist: pipelined: %s (%s)\n",
-		strerror(-rc), kvr_client_errmsg(s->cli));
+	*ops = ns ? (double)count * 1e9 / (double)ns : 0;
 	return rc;
 }
 
@@ -144,6 +99,82 @@ static int start_side(const struct bench_run_opts *o, int k, struct side *s)
 static double pct(double on, double off)
 {
 	return off > 0 ? (on / off - 1.0) * 100.0 : 0.0;
+}
+
+/* Round @r's figures of both sides: one JSON line or table row each. */
+static void print_round(const struct bench_run_opts *o, const struct side *sd,
+			unsigned r)
+{
+	for (int k = 0; k < SIDES; k++) {
+		if (o->json) {
+			struct bench_json jj;
+
+			bench_json_begin(&jj, "hist", side_name[k]);
+			bench_json_u64(&jj, "round", r + 1);
+			bench_json_f64(&jj, "rtt_p50_ns", sd[k].p50[r]);
+			bench_json_f64(&jj, "pipelined_ping_ops_s",
+				       sd[k].ping_ops[r]);
+			bench_json_f64(&jj, "pipelined_lookup_ops_s",
+				       sd[k].lookup_ops[r]);
+			bench_json_print(&jj, stdout);
+		} else {
+			printf("%-5u %-4s %10.0f %14.0f %16.0f\n", r + 1,
+			       side_name[k], sd[k].p50[r], sd[k].ping_ops[r],
+			       sd[k].lookup_ops[r]);
+		}
+	}
+}
+
+/*
+ * The summary: per side the pooled p50 of every round's pings and the
+ * medians of the rounds' ops/s, beside the median of the rounds' on/off
+ * ratios (@r_p50, @r_ping, @r_look). Sorts sd[].all and the ratios.
+ */
+static void print_summary(const struct bench_run_opts *o, struct side *sd,
+			  double *r_p50, double *r_ping, double *r_look,
+			  unsigned rounds, uint64_t iters)
+{
+	double pooled[SIDES], ping_med[SIDES], look_med[SIDES];
+	double m_p50, m_ping, m_look;
+
+	for (int k = 0; k < SIDES; k++) {
+		bench_sort_u64(sd[k].all, rounds * iters);
+		pooled[k] = (double)sd[k].all[(rounds * iters + 1) / 2 - 1];
+		ping_med[k] = bench_median_f64(sd[k].ping_ops, rounds);
+		look_med[k] = bench_median_f64(sd[k].lookup_ops, rounds);
+	}
+	m_p50 = bench_median_f64(r_p50, rounds);
+	m_ping = bench_median_f64(r_ping, rounds);
+	m_look = bench_median_f64(r_look, rounds);
+	if (o->json) {
+		struct bench_json jj;
+
+		bench_json_begin(&jj, "hist", "summary");
+		bench_json_f64(&jj, "rtt_p50_ns_on", pooled[ON]);
+		bench_json_f64(&jj, "rtt_p50_ns_off", pooled[OFF]);
+		bench_json_f64(&jj, "rtt_p50_ratio_median", m_p50);
+		bench_json_f64(&jj, "ping_ops_s_on", ping_med[ON]);
+		bench_json_f64(&jj, "ping_ops_s_off", ping_med[OFF]);
+		bench_json_f64(&jj, "ping_ops_ratio_median", m_ping);
+		bench_json_f64(&jj, "lookup_ops_s_on", look_med[ON]);
+		bench_json_f64(&jj, "lookup_ops_s_off", look_med[OFF]);
+		bench_json_f64(&jj, "lookup_ops_ratio_median", m_look);
+		bench_json_print(&jj, stdout);
+	} else {
+		printf("\n%-22s %12s %12s %9s %22s\n", "figure", "on", "off",
+		       "on/off", "median of round ratios");
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "rtt_hot p50 ns (pooled)", pooled[ON], pooled[OFF],
+		       pct(pooled[ON], pooled[OFF]), (m_p50 - 1) * 100);
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "pipelined ping ops/s", ping_med[ON], ping_med[OFF],
+		       pct(ping_med[ON], ping_med[OFF]), (m_ping - 1) * 100);
+		printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
+		       "pipelined lookup ops/s", look_med[ON], look_med[OFF],
+		       pct(look_med[ON], look_med[OFF]), (m_look - 1) * 100);
+		printf("(ops/s: medians of rounds. Budget: p50 at most "
+		       "3%% higher, ops/s at most 3%% lower.)\n");
+	}
 }
 
 int bench_hist_main(int argc, char **argv)
@@ -236,76 +267,12 @@ int bench_hist_main(int argc, char **argv)
 			sd[k].cli = NULL;
 			bench_server_stop(&sd[k].srv);
 		}
-		for (int k = 0; k < SIDES; k++) {
-			if (o.json) {
-				struct bench_json jj;
-
-				bench_json_begin(&jj, "hist", side_name[k]);
-				bench_json_u64(&jj, "round", r + 1);
-				bench_json_f64(&jj, "rtt_p50_ns", sd[k].p50[r]);
-				bench_json_f64(&jj, "pipelined_ping_ops_s",
-					       sd[k].ping_ops[r]);
-				bench_json_f64(&jj, "pipelined_lookup_ops_s",
-					       sd[k].lookup_ops[r]);
-				bench_json_print(&jj, stdout);
-			} else {
-				printf("%-5u %-4s %10.0f %14.0f %16.0f\n",
-				       r + 1, side_name[k], sd[k].p50[r],
-				       sd[k].ping_ops[r], sd[k].lookup_ops[r]);
-			}
-		}
+		print_round(&o, sd, r);
 		r_p50[r] = sd[ON].p50[r] / sd[OFF].p50[r];
 		r_ping[r] = sd[ON].ping_ops[r] / sd[OFF].ping_ops[r];
 		r_look[r] = sd[ON].lookup_ops[r] / sd[OFF].lookup_ops[r];
 	}
-	{
-		double pooled[SIDES], ping_med[SIDES], look_med[SIDES];
-		double m_p50, m_ping, m_look;
-
-		for (int k = 0; k < SIDES; k++) {
-			bench_sort_u64(sd[k].all, rounds * iters);
-			pooled[k] =
-			    (double)sd[k].all[(rounds * iters + 1) / 2 - 1];
-			ping_med[k] = bench_median_f64(sd[k].ping_ops, rounds);
-			look_med[k] =
-			    bench_median_f64(sd[k].lookup_ops, rounds);
-		}
-		m_p50 = bench_median_f64(r_p50, rounds);
-		m_ping = bench_median_f64(r_ping, rounds);
-		m_look = bench_median_f64(r_look, rounds);
-		if (o.json) {
-			struct bench_json jj;
-
-			bench_json_begin(&jj, "hist", "summary");
-			bench_json_f64(&jj, "rtt_p50_ns_on", pooled[ON]);
-			bench_json_f64(&jj, "rtt_p50_ns_off", pooled[OFF]);
-			bench_json_f64(&jj, "rtt_p50_ratio_median", m_p50);
-			bench_json_f64(&jj, "ping_ops_s_on", ping_med[ON]);
-			bench_json_f64(&jj, "ping_ops_s_off", ping_med[OFF]);
-			bench_json_f64(&jj, "ping_ops_ratio_median", m_ping);
-			bench_json_f64(&jj, "lookup_ops_s_on", look_med[ON]);
-			bench_json_f64(&jj, "lookup_ops_s_off", look_med[OFF]);
-			bench_json_f64(&jj, "lookup_ops_ratio_median", m_look);
-			bench_json_print(&jj, stdout);
-		} else {
-			printf("\n%-22s %12s %12s %9s %22s\n", "figure", "on",
-			       "off", "on/off", "median of round ratios");
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "rtt_hot p50 ns (pooled)", pooled[ON],
-			       pooled[OFF], pct(pooled[ON], pooled[OFF]),
-			       (m_p50 - 1) * 100);
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "pipelined ping ops/s", ping_med[ON],
-			       ping_med[OFF], pct(ping_med[ON], ping_med[OFF]),
-			       (m_ping - 1) * 100);
-			printf("%-22s %12.0f %12.0f %+8.1f%% %+21.1f%%\n",
-			       "pipelined lookup ops/s", look_med[ON],
-			       look_med[OFF], pct(look_med[ON], look_med[OFF]),
-			       (m_look - 1) * 100);
-			printf("(ops/s: medians of rounds. Budget: p50 at most "
-			       "3%% higher, ops/s at most 3%% lower.)\n");
-		}
-	}
+	print_summary(&o, sd, r_p50, r_ping, r_look, rounds, iters);
 	rc = 0;
 out:
 	for (int k = 0; k < SIDES; k++) {

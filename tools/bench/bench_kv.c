@@ -462,21 +462,12 @@ static int run_sums(struct kvb *b, const char *lay)
 	return BENCH_EXIT_OK;
 }
 
-static int run_layout(struct kvb *b)
+/* Warm up: one gather, scatter and gather back, every byte checked.
+ * 0 or -1 (said on stderr). */
+static int warm_check(struct kvb *b)
 {
-	uint64_t g_ns[MAX_ITERS], s_ns[MAX_ITERS], m_ns[MAX_ITERS];
-	double g[MAX_ITERS], s[MAX_ITERS], m[MAX_ITERS];
-	double gr[MAX_ITERS], sr[MAX_ITERS], gm, sm, mm, grm, srm;
-	struct torch_fig tg, ts;
 	char err[256];
-	int rc;
 
-	rc = setup(b);
-	if (rc < 0) {
-		fprintf(stderr, "kvring-bench kv: %s\n", strerror(-rc));
-		return BENCH_EXIT_ERR;
-	}
-	/* Warm up and check once. */
 	if (kvr_kv_gather(&b->kv[0], b->ids, b->nblocks, b->chunk_ptr,
 			  b->chunks, b->chunk_bytes, err, sizeof(err)) < 0 ||
 	    kvr_kv_scatter(&b->kv[1], b->ids, b->nblocks,
@@ -485,15 +476,33 @@ static int run_layout(struct kvb *b)
 	    kvr_kv_gather(&b->kv[1], b->ids, b->nblocks, b->check_ptr,
 			  b->chunks, b->chunk_bytes, err, sizeof(err)) < 0) {
 		fprintf(stderr, "kvring-bench kv: %s\n", err);
-		return BENCH_EXIT_ERR;
+		return -1;
 	}
 	if (!verify_gather(b, (uint8_t *const *)b->chunk_ptr))
-		return BENCH_EXIT_ERR;
+		return -1;
 	if (memcmp(b->chunks_mem, b->check_mem, b->total)) {
 		fprintf(stderr, "kvring-bench kv: scatter then gather did not "
 				"give the chunks back\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int run_layout(struct kvb *b)
+{
+	uint64_t g_ns[MAX_ITERS], s_ns[MAX_ITERS], m_ns[MAX_ITERS];
+	double g[MAX_ITERS], s[MAX_ITERS], m[MAX_ITERS];
+	double gr[MAX_ITERS], sr[MAX_ITERS], gm, sm, mm, grm, srm;
+	struct torch_fig tg, ts;
+	int rc;
+
+	rc = setup(b);
+	if (rc < 0) {
+		fprintf(stderr, "kvring-bench kv: %s\n", strerror(-rc));
 		return BENCH_EXIT_ERR;
 	}
+	if (warm_check(b) < 0)
+		return BENCH_EXIT_ERR;
 	for (uint32_t i = 0; i < b->iters; i++) {
 		uint64_t t0 = kvr_clock_now_ns();
 

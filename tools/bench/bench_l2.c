@@ -32,19 +32,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,469 +46,15 @@
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
 
-#include "bench_common.h"
-#include "bench_server.h"
 #include <kvring/l2.h>
+
+#include "bench_common.h"
+#include "bench_l2.h"
+#include "bench_server.h"
 
 int bench_l2_main(int argc, char **argv);
 
 #define BATCH_BYTES (256ull << 20) /* bytes per size and round */
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-	return (double)kvr_clock_now_ns() / 1e9;
-}
-
-/* ---- a private redis-server ---- */
-
-struct redis {
-	pid_t pid;
-	int port;
-	char dir[64];
-};
-
-#define CLUSTER_N 3
-
-static bool port_free(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static int tcp_connect(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return -ECONNREFUSED;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-/* A redis-server on the first free loopback port from @from (a cluster
- * node needs its bus port, +10000, free too), files in a private dir. */
-static int redis_start(struct redis *r, int from, bool cluster)
-{
-	char port[16];
-
-	snprintf(r->dir, sizeof(r->dir), "/tmp/kvrb-redis-XXXXXX");
-	if (!mkdtemp(r->dir))
-		return -errno;
-	for (r->port = from;
-	     !port_free(r->port) || (cluster && !port_free(r->port + 10000));)
-		r->port++;
-	snprintf(port, sizeof(port), "%d", r->port);
-	r->pid = fork();
-	if (r->pid == 0) {
-		int dn = open("/dev/null", O_WRONLY);
-
-		dup2(dn, 1);
-		execlp("redis-server", "redis-server", "--port", port, "--bind",
-		       "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-		       r->dir, "--protected-mode", "no", "--cluster-enabled",
-		       cluster ? "yes" : "no", "--cluster-config-file",
-		       "nodes.conf", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 400; i++) {
-		int fd = tcp_connect(r->port);
-
-		if (fd >= 0) {
-			close(fd);
-			return 0;
-		}
-		sleep_ms(10);
-	}
-	fprintf(stderr, "kvring-bench l2: redis-server did not start (is "
-			"redis-server installed? scripts/setup.sh deps)\n");
-	return -ENOENT;
-}
-
-static void redis_stop(struct redis *r)
-{
-	char cmd[128];
-	int st;
-
-	if (!r->dir[0])
-		return; /* never started */
-	if (r->pid > 0) {
-		kill(r->pid, SIGTERM);
-		waitpid(r->pid, &st, 0);
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "kvring-bench l2: could not remove %s\n",
-			r->dir);
-}
-
-/* ---- the plain pipelined client ---- */
-
-struct plain {
-	int fd;
-	char *buf;
-	size_t cap, r, w;
-};
-
-static int plain_fill(struct plain *p)
-{
-	ssize_t n;
-
-	if (p->r == p->w)
-		p->r = p->w = 0;
-	if (p->w == p->cap) {
-		memmove(p->buf, p->buf + p->r, p->w - p->r);
-		p->w -= p->r;
-		p->r = 0;
-	}
-	n = recv(p->fd, p->buf + p->w, p->cap - p->w, 0);
-	if (n <= 0)
-		return -EIO;
-	p->w += (size_t)n;
-	return 0;
-}
-
-static int plain_line(struct plain *p, struct kvr_l2_rline *l)
-{
-	for (;;) {
-		long u = kvr_l2_resp_line(p->buf + p->r, p->w - p->r, l);
-
-		if (u > 0) {
-			p->r += (size_t)u;
-			return 0;
-		}
-		if (u != -EAGAIN || plain_fill(p) < 0)
-			return -EIO;
-	}
-}
-
-static int plain_read(struct plain *p, char *dst, size_t n)
-{
-	size_t take = p->w - p->r < n ? p->w - p->r : n;
-
-	memcpy(dst, p->buf + p->r, take);
-	p->r += take;
-	for (size_t got = take; got < n;) {
-		ssize_t k = recv(p->fd, dst + got, n - got, MSG_WAITALL);
-
-		if (k <= 0)
-			return -EIO;
-		got += (size_t)k;
-	}
-	return 0;
-}
-
-static int write_all(int fd, struct iovec *iov, int cnt)
-{
-	while (cnt > 0) {
-		ssize_t w = writev(fd, iov, cnt > 512 ? 512 : cnt);
-
-		if (w < 0)
-			return -errno;
-		while (cnt > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
-/* EXISTS then SET of the n values idx[0..n) of @bytes each (same key
- * format); value i is val + i * bytes: as many distinct bytes as kvringd
- * reads. */
-static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
-		     const uint32_t *idx, uint32_t n, const char *val,
-		     size_t bytes)
-{
-	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
-	char(*pre)[192] = calloc(n, sizeof(*pre));
-	struct kvr_l2_rline l;
-	int rc = -ENOMEM;
-	uint32_t k = 0;
-
-	if (!iov || !pre)
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*2\r\n$6\r\nEXISTS\r\n$%zu\r\n%s\r\n",
-				   strlen(key), key);
-
-		iov[k++] = (struct iovec){pre[i], (size_t)len};
-	}
-	rc = write_all(p->fd, iov, (int)k);
-	for (uint32_t i = 0; rc == 0 && i < n; i++)
-		rc = plain_line(p, &l);
-	k = 0;
-	for (uint32_t i = 0; rc == 0 && i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n",
-				   strlen(key), key, bytes);
-
-		iov[k++] = (struct iovec){pre[i], (size_t)len};
-		iov[k++] = (struct iovec){
-		    (void *)(val + (size_t)idx[i] * bytes), bytes};
-		iov[k++] = (struct iovec){(void *)"\r\n", 2};
-	}
-	if (rc == 0)
-		rc = write_all(p->fd, iov, (int)k);
-	for (uint32_t i = 0; rc == 0 && i < n; i++)
-		if (plain_line(p, &l) < 0 || l.type != '+')
-			rc = -EIO;
-out:
-	free(iov);
-	free(pre);
-	return rc;
-}
-
-/* GET of the n keys idx[0..n), value i into dst + i * bytes. */
-static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
-		     const uint32_t *idx, uint32_t n, char *dst, size_t bytes)
-{
-	struct iovec *iov = calloc(n, sizeof(*iov));
-	char(*pre)[160] = calloc(n, sizeof(*pre));
-	struct kvr_l2_rline l;
-	int rc = -ENOMEM;
-
-	if (!iov || !pre)
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
-				   strlen(key), key);
-
-		iov[i] = (struct iovec){pre[i], (size_t)len};
-	}
-	rc = write_all(p->fd, iov, (int)n);
-	for (uint32_t i = 0; rc == 0 && i < n; i++) {
-		char crlf[2];
-
-		if (plain_line(p, &l) < 0 || l.type != '$' ||
-		    (size_t)l.num != bytes ||
-		    plain_read(p, dst + (size_t)idx[i] * bytes, bytes) < 0 ||
-		    plain_read(p, crlf, 2) < 0)
-			rc = -EIO;
-	}
-out:
-	free(iov);
-	free(pre);
-	return rc;
-}
-
-static int plain_cmd(struct plain *p, const char *cmd)
-{
-	struct iovec iov = {(void *)cmd, strlen(cmd)};
-	struct kvr_l2_rline l;
-
-	if (write_all(p->fd, &iov, 1) < 0 || plain_line(p, &l) < 0)
-		return -EIO;
-	return 0;
-}
-
-/* A complete reply into p's buffer; its span in *span. */
-static int plain_reply(struct plain *p, long *span)
-{
-	for (;;) {
-		*span = kvr_l2_resp_span(p->buf + p->r, p->w - p->r);
-		if (*span > 0)
-			return 0;
-		if (*span != -EAGAIN || plain_fill(p) < 0)
-			return -EIO;
-	}
-}
-
-/*
- * The plain client of one target: one connection per node and, for a
- * cluster, the slot map (CLUSTER SLOTS), so each key goes to its master
- * as kvringd's lanes send it.
- */
-struct pclient {
-	struct plain n[CLUSTER_N];
-	uint32_t nn;
-	bool cluster;
-	uint8_t slot_node[KVR_L2_SLOTS];
-	uint32_t *idx; /* scratch: one node's share */
-};
-
-static int pclient_slots(struct pclient *pc, const struct redis *rd)
-{
-	static const char q[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-	struct kvr_l2_range r[16];
-	struct iovec iov = {(void *)q, sizeof(q) - 1};
-	struct plain *p = &pc->n[0];
-	long span;
-	int nr;
-
-	if (write_all(p->fd, &iov, 1) < 0 || plain_reply(p, &span) < 0)
-		return -EIO;
-	nr = kvr_l2_resp_slots(p->buf + p->r, (size_t)span, r, 16);
-	p->r += (size_t)span;
-	if (nr <= 0)
-		return -EBADMSG;
-	for (int k = 0; k < nr; k++)
-		for (uint32_t i = 0; i < pc->nn; i++)
-			if (r[k].port == rd[i].port)
-				for (uint32_t sl = r[k].lo; sl <= r[k].hi; sl++)
-					pc->slot_node[sl] = (uint8_t)i;
-	return 0;
-}
-
-static int pclient_open(struct pclient *pc, const struct redis *rd, uint32_t nn,
-			bool cluster, uint32_t max_keys)
-{
-	pc->nn = nn;
-	pc->cluster = cluster;
-	pc->idx = calloc(max_keys, sizeof(*pc->idx));
-	for (uint32_t i = 0; i < nn; i++) {
-		pc->n[i].fd = tcp_connect(rd[i].port);
-		pc->n[i].cap = 1u << 20;
-		pc->n[i].buf = malloc(pc->n[i].cap);
-		if (pc->n[i].fd < 0 || !pc->n[i].buf || !pc->idx)
-			return -EIO;
-	}
-	return cluster ? pclient_slots(pc, rd) : 0;
-}
-
-static void pclient_close(struct pclient *pc)
-{
-	for (uint32_t i = 0; i < pc->nn; i++) {
-		if (pc->n[i].fd >= 0)
-			close(pc->n[i].fd);
-		free(pc->n[i].buf);
-	}
-	free(pc->idx);
-	memset(pc, 0, sizeof(*pc));
-}
-
-/* Keys of node @node among keys[0..n) into pc->idx; their count. */
-static uint32_t pclient_share(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-			      uint32_t n, uint32_t node)
-{
-	uint32_t m = 0;
-
-	for (uint32_t i = 0; i < n; i++)
-		if (!pc->cluster ||
-		    pc->slot_node[kvr_l2_slot(keys[i], strlen(keys[i]))] ==
-			node)
-			pc->idx[m++] = i;
-	return m;
-}
-
-static int pclient_put(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-		       uint32_t n, const char *val, size_t bytes)
-{
-	for (uint32_t i = 0; i < pc->nn; i++) {
-		uint32_t m = pclient_share(pc, keys, n, i);
-
-		if (m && plain_put(&pc->n[i], keys, pc->idx, m, val, bytes) < 0)
-			return -EIO;
-	}
-	return 0;
-}
-
-static int pclient_get(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-		       uint32_t n, char *dst, size_t bytes)
-{
-	for (uint32_t i = 0; i < pc->nn; i++) {
-		uint32_t m = pclient_share(pc, keys, n, i);
-
-		if (m && plain_get(&pc->n[i], keys, pc->idx, m, dst, bytes) < 0)
-			return -EIO;
-	}
-	return 0;
-}
-
-static void pclient_flush(struct pclient *pc)
-{
-	for (uint32_t i = 0; i < pc->nn; i++)
-		plain_cmd(&pc->n[i], "*1\r\n$8\r\nFLUSHALL\r\n");
-}
-
-/* Whether every node answers CLUSTER INFO with cluster_state:ok. */
-static bool cluster_ok(const struct redis *rd)
-{
-	static const char q[] = "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n";
-
-	for (int i = 0; i < CLUSTER_N; i++) {
-		struct plain p = {.fd = tcp_connect(rd[i].port),
-				  .cap = 1u << 16};
-		struct iovec iov = {(void *)q, sizeof(q) - 1};
-		long span = 0;
-		bool ok;
-
-		p.buf = malloc(p.cap);
-		ok = p.fd >= 0 && p.buf && write_all(p.fd, &iov, 1) == 0 &&
-		     plain_reply(&p, &span) == 0 &&
-		     memmem(p.buf, (size_t)span, "cluster_state:ok", 16);
-		if (p.fd >= 0)
-			close(p.fd);
-		free(p.buf);
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
-/* Three masters on free ports, slots spread by redis-cli --cluster
- * create, every node agreeing that the cluster is ok. */
-static int cluster_start(struct redis *rd)
-{
-	char cmd[256];
-	int at, from = 27000 + (int)(getpid() % 2000);
-
-	for (int i = 0; i < CLUSTER_N; i++) {
-		if (redis_start(&rd[i], from, true) < 0)
-			return -ENOENT;
-		from = rd[i].port + 1;
-	}
-	at = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
-	for (int i = 0; i < CLUSTER_N; i++)
-		at += snprintf(cmd + at, sizeof(cmd) - (size_t)at,
-			       " 127.0.0.1:%d", rd[i].port);
-	snprintf(cmd + at, sizeof(cmd) - (size_t)at,
-		 " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1");
-	if (system(cmd) != 0) {
-		fprintf(stderr, "kvring-bench l2: redis-cli --cluster create "
-				"failed (is redis-tools installed? "
-				"scripts/setup.sh deps)\n");
-		return -EIO;
-	}
-	for (int i = 0; i < 1000; i++) {
-		if (cluster_ok(rd))
-			return 0;
-		sleep_ms(10);
-	}
-	fprintf(stderr,
-		"kvring-bench l2: the cluster was not ok within 10 s\n");
-	return -ETIMEDOUT;
-}
 
 /* ---- helpers on the kvring side ---- */
 
@@ -522,20 +62,9 @@ static int cluster_start(struct redis *rd)
 static const struct kvr_l2stats_shm *map_l2(const struct bench_server *s,
 					    void **map, size_t *len)
 {
-	char path[128];
-	struct stat st;
-	int fd;
+	const struct kvr_ctl_hdr_shm *h = bench_server_map_ctl(s, map, len);
 
-	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return NULL;
-	*len = (size_t)st.st_size;
-	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (*map == MAP_FAILED)
-		return NULL;
-	return &((const struct kvr_ctl_hdr_shm *)*map)->l2;
+	return h ? &h->l2 : NULL;
 }
 
 /* Relaxed: the server's counters, read for a report; each value only
@@ -739,6 +268,75 @@ static void json_cell(const struct env *e, const char *subject,
 	bench_json_print(&j, stdout);
 }
 
+/* Read the @n chunks server B read through, each compared with the
+ * bytes fill() gives its key (@buf: scratch of @bytes). 0 or -1 (said). */
+static int verify_read(struct env *e, const struct kvr_key *keys, uint32_t n,
+		       uint64_t bytes, char *buf)
+{
+	struct kvr_xfer rx;
+
+	if (kvr_prepare_retrieve(e->cb, keys, n, &rx) < 0 || rx.nslots != n)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		fill(&keys[i], (unsigned char *)buf, bytes);
+		if (memcmp(rx.slots[i].ptr, buf, bytes) != 0) {
+			fprintf(stderr,
+				"kvring-bench l2: chunk %u "
+				"read through differs\n",
+				i);
+			kvr_commit_retrieve(e->cb, &rx);
+			return -1;
+		}
+	}
+	kvr_commit_retrieve(e->cb, &rx);
+	return 0;
+}
+
+/*
+ * One chunk size's figures, the medians of @rounds: upload (rate @up,
+ * with the worker's sums @ups), read-through @rt, each beside the plain
+ * client's (@upp, @rtp), and the CPU each side spent (@cpu, in the order
+ * run_size() fills it).
+ */
+static void print_size(const struct env *e, uint64_t bytes, uint32_t n,
+		       int rounds, double *up, double *upp, double *rt,
+		       double *rtp, double *ups, const struct cpu_acc *cpu)
+{
+	double u = median(up, rounds), pu = median(upp, rounds);
+	double t = median(rt, rounds), pt = median(rtp, rounds);
+	double us = median(ups, rounds);
+	char sz[16];
+
+	bench_fmt_bytes(bytes, sz, sizeof(sz));
+	if (e->o.json) {
+		json_cell(e, "upload", "server", bytes, n, rounds, u, pu,
+			  &cpu[0], &cpu[1]);
+		json_cell(e, "upload", "worker", bytes, n, rounds, us, pu,
+			  &cpu[4], &cpu[1]);
+		json_cell(e, "read_through", "server", bytes, n, rounds, t, pt,
+			  &cpu[2], &cpu[3]);
+	} else {
+		printf("%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
+		       "ratio %.2f | read-through %6.2f GB/s  plain "
+		       "%6.2f GB/s  ratio %.2f\n",
+		       sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
+		       pt > 0 ? t / pt : 0);
+		double gb = (double)rounds * n * (double)bytes / 1e9;
+
+		printf("%-6s x%-4u upload with the worker's sums %6.2f "
+		       "GB/s  ratio %.2f\n",
+		       sz, n, us, pu > 0 ? us / pu : 0);
+		printf("%-6s CPU ms/GB kvringd+redis vs plain+redis: "
+		       "upload %.0f+%.0f vs %.0f+%.0f, with sums "
+		       "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
+		       sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
+		       ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
+		       ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
+		       ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
+		       ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
+	}
+}
+
 static int run_size(struct env *e, uint64_t bytes, int rounds)
 {
 	uint32_t n = (uint32_t)(BATCH_BYTES / bytes);
@@ -749,7 +347,6 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 	/* upload, plain upload, read-through, plain read, upload with sums */
 	struct cpu_acc cpu[5] = {{0, 0}};
 	uint64_t c0, r0;
-	char sz[16];
 	int ret = 1;
 
 	if (!keys || !rk || !buf)
@@ -792,7 +389,7 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		t0 = now_s();
 		c0 = self_cpu_ns();
 		r0 = redis_cpu_ns(e);
-		if (pclient_put(&e->pl, rk, n, buf, bytes) < 0)
+		if (bench_l2_pclient_put(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		upp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
 		cpu[1].own += self_cpu_ns() - c0;
@@ -814,29 +411,12 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 			goto out;
 		}
 		rt[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
-		{
-			struct kvr_xfer rx;
-
-			if (kvr_prepare_retrieve(e->cb, keys, n, &rx) < 0 ||
-			    rx.nslots != n)
-				goto out;
-			for (uint32_t i = 0; i < n; i++) {
-				fill(&keys[i], (unsigned char *)buf, bytes);
-				if (memcmp(rx.slots[i].ptr, buf, bytes) != 0) {
-					fprintf(stderr,
-						"kvring-bench l2: chunk %u "
-						"read through differs\n",
-						i);
-					kvr_commit_retrieve(e->cb, &rx);
-					goto out;
-				}
-			}
-			kvr_commit_retrieve(e->cb, &rx);
-		}
+		if (verify_read(e, keys, n, bytes, buf) < 0)
+			goto out;
 		t0 = now_s();
 		c0 = self_cpu_ns();
 		r0 = redis_cpu_ns(e);
-		if (pclient_get(&e->pl, rk, n, buf, bytes) < 0)
+		if (bench_l2_pclient_get(&e->pl, rk, n, buf, bytes) < 0)
 			goto out;
 		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
 		cpu[3].own += self_cpu_ns() - c0;
@@ -863,44 +443,9 @@ static int run_size(struct env *e, uint64_t bytes, int rounds)
 		ups[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
 		cpu[4].own += proc_cpu_ns(e->a.d.pid) - c0;
 		cpu[4].redis += redis_cpu_ns(e) - r0;
-		pclient_flush(&e->pl);
+		bench_l2_pclient_flush(&e->pl);
 	}
-	bench_fmt_bytes(bytes, sz, sizeof(sz));
-	{
-		double u = median(up, rounds), pu = median(upp, rounds);
-		double t = median(rt, rounds), pt = median(rtp, rounds);
-		double us = median(ups, rounds);
-
-		if (e->o.json) {
-			json_cell(e, "upload", "server", bytes, n, rounds, u,
-				  pu, &cpu[0], &cpu[1]);
-			json_cell(e, "upload", "worker", bytes, n, rounds, us,
-				  pu, &cpu[4], &cpu[1]);
-			json_cell(e, "read_through", "server", bytes, n, rounds,
-				  t, pt, &cpu[2], &cpu[3]);
-		} else {
-			printf(
-			    "%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
-			    "ratio %.2f | read-through %6.2f GB/s  plain "
-			    "%6.2f GB/s  ratio %.2f\n",
-			    sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
-			    pt > 0 ? t / pt : 0);
-			double gb = (double)rounds * n * (double)bytes / 1e9;
-
-			printf("%-6s x%-4u upload with the worker's sums %6.2f "
-			       "GB/s  ratio %.2f\n",
-			       sz, n, us, pu > 0 ? us / pu : 0);
-			printf(
-			    "%-6s CPU ms/GB kvringd+redis vs plain+redis: "
-			    "upload %.0f+%.0f vs %.0f+%.0f, with sums "
-			    "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
-			    sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
-			    ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
-			    ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
-			    ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
-			    ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
-		}
-	}
+	print_size(e, bytes, n, rounds, up, upp, rt, rtp, ups, cpu);
 	ret = 0;
 out:
 	free(keys);
@@ -1116,8 +661,8 @@ static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 	e->la = map_l2(&e->a, &e->ma, &e->na);
 	e->lb = map_l2(&e->b, &e->mb, &e->nb);
 	if (!e->la || !e->lb ||
-	    pclient_open(&e->pl, e->rd, nn, nn > 1,
-			 (uint32_t)(BATCH_BYTES / sizes[0])) < 0) {
+	    bench_l2_pclient_open(&e->pl, e->rd, nn, nn > 1,
+				  (uint32_t)(BATCH_BYTES / sizes[0])) < 0) {
 		fprintf(stderr, "kvring-bench l2: %s: set-up failed\n",
 			e->target);
 		goto out;
@@ -1144,7 +689,7 @@ out:
 	if (e->mb)
 		munmap(e->mb, e->nb);
 	e->ma = e->mb = NULL;
-	pclient_close(&e->pl);
+	bench_l2_pclient_close(&e->pl);
 	bench_server_stop(&e->a);
 	bench_server_stop(&e->b);
 	return rc;
@@ -1164,16 +709,17 @@ int bench_l2_main(int argc, char **argv)
 	rounds = e.o.rounds ? (int)e.o.rounds : (e.o.quick ? 1 : 3);
 	/* A standalone redis-server... */
 	e.target = "redis";
-	if (redis_start(&e.rd[0], 26000 + (int)(getpid() % 1000), false) < 0)
+	if (bench_l2_redis_start(&e.rd[0], 26000 + (int)(getpid() % 1000),
+				 false) < 0)
 		goto out;
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", e.rd[0].port);
 	if (run_target(&e, url, 1, rounds) != 0)
 		goto out;
-	redis_stop(&e.rd[0]);
+	bench_l2_redis_stop(&e.rd[0]);
 	memset(&e.rd[0], 0, sizeof(e.rd[0]));
 	/* ...then a 3-master cluster, in the same run. */
 	e.target = "cluster";
-	if (cluster_start(e.rd) < 0)
+	if (bench_l2_cluster_start(e.rd) < 0)
 		goto out;
 	at = snprintf(url, sizeof(url), "redis-cluster://");
 	for (int i = 0; i < CLUSTER_N; i++)
@@ -1184,6 +730,6 @@ int bench_l2_main(int argc, char **argv)
 	rc = 0;
 out:
 	for (int i = 0; i < CLUSTER_N; i++)
-		redis_stop(&e.rd[i]);
+		bench_l2_redis_stop(&e.rd[i]);
 	return rc;
 }

@@ -32,6 +32,7 @@
 
 #include "bench_common.h"
 #include "bench_peers.h"
+#include "bench_stamp.h"
 
 /* eventfd value that tells the eventfd child to exit (seqs stay below). */
 #define EFD_EXIT (1ull << 50)
@@ -93,47 +94,6 @@ const char *bench_peer_subject(enum bench_peer_kind k)
 	return "?";
 }
 
-/* ---- stamps ----------------------------------------------------------- */
-
-void bench_stamp(void *chunk, uint64_t bytes, struct kvr_key key)
-{
-	memcpy(chunk, &key.lo, 8);
-	memcpy((unsigned char *)chunk + bytes - 8, &key.hi, 8);
-}
-
-int bench_check(const void *chunk, uint64_t bytes, struct kvr_key key,
-		const void *src, const char *what)
-{
-	const unsigned char *c = chunk, *s = src;
-	uint64_t lo, hi;
-
-	memcpy(&lo, c, 8);
-	memcpy(&hi, c + bytes - 8, 8);
-	if (lo != key.lo || hi != key.hi) {
-		fprintf(stderr,
-			"kvring-bench: %s: chunk stamp %016" PRIx64
-			"/%016" PRIx64 ", expected %016" PRIx64 "/%016" PRIx64
-			"\n",
-			what, lo, hi, key.lo, key.hi);
-		return -EBADMSG;
-	}
-	if (s && memcmp(c + 8, s + 8, bytes - 16) != 0) {
-		for (uint64_t i = 8; i < bytes - 8; i++) {
-			if (c[i] != s[i]) {
-				fprintf(stderr,
-					"kvring-bench: %s: byte %" PRIu64
-					" is %#x, expected %#x\n",
-					what, i, c[i], s[i]);
-				break;
-			}
-		}
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* ---- helpers ---------------------------------------------------------- */
-
 /* Parent: true once the child is gone (checked cheaply every 2^20 calls). */
 static bool child_gone(struct bench_peer *p, unsigned *spins)
 {
@@ -147,15 +107,6 @@ static bool child_gone(struct bench_peer *p, unsigned *spins)
 	fprintf(stderr, "kvring-bench: %s: echo child died\n",
 		bench_peer_subject(p->kind));
 	return true;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {(time_t)(ns / 1000000000ull),
-			      (long)(ns % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
 }
 
 static int read_full(int fd, void *buf, size_t n)
@@ -578,7 +529,7 @@ static int cacheline_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		uint64_t seq = ++p->seq, w[3], t0;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, w);
 		t0 = bench_ticks();
 		for (int k = 0; k < 3; k++)
@@ -617,7 +568,7 @@ static int eventfd_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, w);
 		t0 = bench_ticks();
 		/* Relaxed: the eventfd write/read pair (efd_a, then efd_b
@@ -662,7 +613,7 @@ static int uds_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		msg_words(seq, m);
 		m[3] = seq;
 		t0 = bench_ticks();
@@ -688,7 +639,7 @@ static int zmq_rtt(struct bench_peer *p, uint64_t n, uint64_t pause_ns,
 		int rc;
 
 		if (pause_ns)
-			sleep_ns(pause_ns);
+			bench_sleep_ns(pause_ns);
 		h.bytes = h.seq * 3;
 		t0 = bench_ticks();
 		rc = zmq_send(p->zsock, &h, sizeof(h), 0);

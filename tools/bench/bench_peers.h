@@ -85,18 +85,4 @@ int bench_peer_zmq_retrieve(struct bench_peer *p, void *dst, uint64_t bytes,
 /* bench_peer_stop - tell the child to exit and reap it; NULL is fine. */
 void bench_peer_stop(struct bench_peer *p);
 
-/* ---- chunk stamps (shared with bench_xfer.c) ---- */
-
-/* bench_stamp - key.lo into the first word of the chunk, key.hi into the
- * last (chunks are >= 16 bytes). */
-void bench_stamp(void *chunk, uint64_t bytes, struct kvr_key key);
-
-/*
- * bench_check - the stamps of @chunk match @key and, with @src non-NULL,
- * every byte between them matches @src. Return 0 or -EBADMSG (the first
- * difference printed on stderr, prefixed by @what).
- */
-int bench_check(const void *chunk, uint64_t bytes, struct kvr_key key,
-		const void *src, const char *what);
-
 #endif /* KVR_BENCH_PEERS_H */

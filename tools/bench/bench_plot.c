@@ -99,20 +99,33 @@ static void run_gnuplot(const char *dir, const char *name)
 			name);
 }
 
-int bench_plot_cdfs(const char *dir, const char *name, const char *title,
-		    const struct bench_plot_cdf *c, size_t nr)
+/* DIR (made if missing) and its <name>.gp, opened for writing with the
+ * common head written. 0 and *g, or -errno. */
+static int gp_open(const char *dir, const char *name, const char *title,
+		   FILE **g)
 {
 	char file[512];
-	FILE *g, *d;
 	int rc = mkdir_p(dir);
 
 	if (rc < 0)
 		return rc;
 	snprintf(file, sizeof(file), "%s.gp", name);
-	g = open_in(dir, file);
-	if (!g)
+	*g = open_in(dir, file);
+	if (!*g)
 		return -EIO;
-	gp_head(g, name, title);
+	gp_head(*g, name, title);
+	return 0;
+}
+
+int bench_plot_cdfs(const char *dir, const char *name, const char *title,
+		    const struct bench_plot_cdf *c, size_t nr)
+{
+	char file[512];
+	FILE *g, *d;
+	int rc = gp_open(dir, name, title, &g);
+
+	if (rc < 0)
+		return rc;
 	fprintf(g, "set logscale x\n"
 		   "set xlabel 'round trip (ns, log scale)'\n"
 		   "set ylabel 'fraction of round trips'\n"
@@ -165,15 +178,10 @@ int bench_plot_lines_xtics(const char *dir, const char *name, const char *title,
 {
 	char file[512];
 	FILE *g, *d;
-	int rc = mkdir_p(dir);
+	int rc = gp_open(dir, name, title, &g);
 
 	if (rc < 0)
 		return rc;
-	snprintf(file, sizeof(file), "%s.gp", name);
-	g = open_in(dir, file);
-	if (!g)
-		return -EIO;
-	gp_head(g, name, title);
 	fprintf(g,
 		"set logscale x 2\n"
 		"set xlabel '%s'\n"

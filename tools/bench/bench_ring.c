@@ -310,7 +310,11 @@ static bool parse_sizes(const char *arg, struct bench_ring_opts *o)
 	return n > 0;
 }
 
-int bench_ring_main(int argc, char **argv)
+/*
+ * ring_parse - the ring scenario's options into @o (its defaults already
+ * there). 0 to run, 1 after --help, 2 on a bad option (said on stderr).
+ */
+static int ring_parse(int argc, char **argv, struct bench_ring_opts *o)
 {
 	enum {
 		O_JSON = 256,
@@ -338,6 +342,73 @@ int bench_ring_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	uint64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		bool ok = true;
+
+		switch (c) {
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_ITERS:
+			ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
+			break;
+		case O_ROUNDS:
+			ok = bench_parse_u64(optarg, 1, 1000, &v);
+			o->rounds = (unsigned)v;
+			break;
+		case O_TPUT:
+			ok = bench_parse_u64(optarg, 16, UINT64_MAX / 2,
+					     &o->tput_records);
+			break;
+		case O_BATCH:
+			ok = bench_parse_u64(optarg, 1, 1u << 20, &v);
+			o->batch = (uint32_t)v;
+			break;
+		case O_RING:
+		case O_BULK:
+			ok = bench_parse_u64(optarg, 2 * (MAX_BYTES + 8),
+					     KVR_RING_MAX_CAP, &v) &&
+			     (v & (v - 1)) == 0;
+			if (c == O_RING)
+				o->ring_bytes = (uint32_t)v;
+			else
+				o->bulk_bytes = (uint32_t)v;
+			break;
+		case O_CPUP:
+			ok = bench_parse_cpu(optarg, &o->cpu_p);
+			break;
+		case O_CPUC:
+			ok = bench_parse_cpu(optarg, &o->cpu_c);
+			break;
+		case O_SIZES:
+			ok = parse_sizes(optarg, o);
+			break;
+		case 'h':
+			ring_usage(stdout);
+			return 1;
+		default:
+			ring_usage(stderr);
+			return 2;
+		}
+		if (!ok) {
+			fprintf(stderr, "kvring-bench: ring: bad value '%s'\n",
+				optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvring-bench: ring: unexpected '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+int bench_ring_main(int argc, char **argv)
+{
 	struct bench_ring_opts o = {
 	    .iters = 100000,
 	    .tput_records = 5000000,
@@ -350,68 +421,10 @@ int bench_ring_main(int argc, char **argv)
 	    .sizes = {64, 4096},
 	    .nr_sizes = 2,
 	};
-	uint64_t v;
-	int c;
+	int c = ring_parse(argc, argv, &o);
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		bool ok = true;
-
-		switch (c) {
-		case O_JSON:
-			o.json = true;
-			break;
-		case O_ITERS:
-			ok = bench_parse_u64(optarg, 1, 100000000, &o.iters);
-			break;
-		case O_ROUNDS:
-			ok = bench_parse_u64(optarg, 1, 1000, &v);
-			o.rounds = (unsigned)v;
-			break;
-		case O_TPUT:
-			ok = bench_parse_u64(optarg, 16, UINT64_MAX / 2,
-					     &o.tput_records);
-			break;
-		case O_BATCH:
-			ok = bench_parse_u64(optarg, 1, 1u << 20, &v);
-			o.batch = (uint32_t)v;
-			break;
-		case O_RING:
-		case O_BULK:
-			ok = bench_parse_u64(optarg, 2 * (MAX_BYTES + 8),
-					     KVR_RING_MAX_CAP, &v) &&
-			     (v & (v - 1)) == 0;
-			if (c == O_RING)
-				o.ring_bytes = (uint32_t)v;
-			else
-				o.bulk_bytes = (uint32_t)v;
-			break;
-		case O_CPUP:
-			ok = bench_parse_cpu(optarg, &o.cpu_p);
-			break;
-		case O_CPUC:
-			ok = bench_parse_cpu(optarg, &o.cpu_c);
-			break;
-		case O_SIZES:
-			ok = parse_sizes(optarg, &o);
-			break;
-		case 'h':
-			ring_usage(stdout);
-			return BENCH_EXIT_OK;
-		default:
-			ring_usage(stderr);
-			return BENCH_EXIT_USAGE;
-		}
-		if (!ok) {
-			fprintf(stderr, "kvring-bench: ring: bad value '%s'\n",
-				optarg);
-			return BENCH_EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvring-bench: ring: unexpected '%s'\n",
-			argv[optind]);
-		return BENCH_EXIT_USAGE;
-	}
+	if (c)
+		return c == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 
 	/* One mapping: control block, ping, pong, bulk, each page-aligned. */
 	size_t off_ping = 4096;

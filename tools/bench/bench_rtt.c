@@ -69,53 +69,12 @@ struct rtt_ctx {
 	int kv;	   /* index of kvring */
 };
 
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {(time_t)(ns / 1000000000ull),
-			      (long)(ns % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
-
-/* @n pings, each checked; samples in ns. */
-static int kvring_rtt(struct rtt_ctx *x, uint64_t n, uint64_t *out)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t server_ns = 0, t0;
-		int rc;
-
-		if (x->pause_ns)
-			sleep_ns(x->pause_ns);
-		t0 = bench_ticks();
-		rc = kvr_ping(x->cli, &server_ns);
-		out[i] = bench_ticks() - t0;
-		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: %s: ping: %s (%s)\n",
-				x->scenario, strerror(-rc),
-				kvr_client_errmsg(x->cli));
-			return rc;
-		}
-		/* The server's CLOCK_MONOTONIC must move forward. */
-		if (server_ns == 0 || server_ns < x->last_server_ns) {
-			fprintf(stderr,
-				"kvring-bench: %s: ping answer has "
-				"server time %" PRIu64 " after %" PRIu64 "\n",
-				x->scenario, server_ns, x->last_server_ns);
-			return -EBADMSG;
-		}
-		x->last_server_ns = server_ns;
-	}
-	for (uint64_t i = 0; i < n; i++)
-		out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
-	return 0;
-}
-
 static int run_subject(struct rtt_ctx *x, struct subject *s, uint64_t n,
 		       uint64_t *out)
 {
 	if (s->kind == SUBJ_KVRING)
-		return kvring_rtt(x, n, out);
+		return bench_pings(x->cli, n, x->pause_ns, x->scenario,
+				   &x->last_server_ns, out);
 	return bench_peer_rtt(s->peer, n, x->pause_ns, out);
 }
 
@@ -379,8 +338,8 @@ static int rtt_main(int argc, char **argv, bool cold)
 			s->p50_round[r - 1] = l.p50;
 			/* Let a hot kvringd's spin run out before others. */
 			if (s->kind == SUBJ_KVRING && !cold)
-				sleep_ns((HOT_SERVER_SPIN_US + 10000ull) *
-					 1000ull);
+				bench_sleep_ns((HOT_SERVER_SPIN_US + 10000ull) *
+					       1000ull);
 		}
 		for (unsigned i = 0; i < x.nsubj; i++) {
 			struct subject *s = &x.subj[i];

@@ -149,37 +149,6 @@ static void emit(const struct scale_ctx *x, const char *mode,
 		       rnd, connected, active, "-", "-", "-", ob, r1, r2);
 }
 
-/* @n checked pings on @c; samples in ns. */
-static int pings(struct kvr_client *c, uint64_t n, uint64_t *out,
-		 uint64_t *last_server)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t sns = 0, t0 = bench_ticks();
-		int rc = kvr_ping(c, &sns);
-
-		if (out)
-			out[i] = bench_ticks() - t0;
-		if (rc < 0) {
-			fprintf(stderr, "kvring-bench: scale: ping: %s (%s)\n",
-				strerror(-rc), kvr_client_errmsg(c));
-			return rc;
-		}
-		if (sns == 0 || sns < *last_server) {
-			fprintf(stderr,
-				"kvring-bench: scale: ping answer "
-				"has server time %" PRIu64 " after %" PRIu64
-				"\n",
-				sns, *last_server);
-			return -EBADMSG;
-		}
-		*last_server = sns;
-	}
-	if (out)
-		for (uint64_t i = 0; i < n; i++)
-			out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
-	return 0;
-}
-
 /* ---- one_active -----------------------------------------------------------
  */
 
@@ -216,9 +185,11 @@ static int one_active(struct scale_ctx *x)
 				if (rc < 0)
 					goto out;
 			}
-			rc = pings(main_c, warm, NULL, &last);
+			rc =
+			    bench_pings(main_c, warm, 0, SCENARIO, &last, NULL);
 			if (rc == 0)
-				rc = pings(main_c, x->iters, dst, &last);
+				rc = bench_pings(main_c, x->iters, 0, SCENARIO,
+						 &last, dst);
 			for (unsigned i = 0; i < want; i++) {
 				kvr_close(idle[i]);
 				idle[i] = NULL;
@@ -269,16 +240,21 @@ out:
 /* ---- children: all_active and pipelined ------------------------------------
  */
 
-static void child_active(struct scale_ctx *x, unsigned idx)
+/*
+ * The start every child shares: die with the parent, pin, connect with
+ * client spin @spin_us, count itself ready (exit 1 with its error when the
+ * connect failed) and wait for go. Returns the connected client.
+ */
+static struct kvr_client *child_join(struct scale_ctx *x, unsigned idx,
+				     uint32_t spin_us)
 {
 	struct scale_shm *s = x->shm;
-	uint64_t *samp = s->samples + idx * x->per_proc, n = 0, last = 0;
 	struct kvr_client *c = NULL;
 	int rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, 50, true, &c);
+	rc = bench_client_connect(&x->srv, 0, spin_us, true, &c);
 	if (rc < 0) {
 		s->proc[idx].err = rc;
 		/* R-BS1: err before ready; pairs with A-BS1 in
@@ -292,10 +268,21 @@ static void child_active(struct scale_ctx *x, unsigned idx)
 	 * run_children(). */
 	while (!atomic_load_explicit(&s->go, memory_order_acquire))
 		usleep(100);
+	return c;
+}
+
+static void child_active(struct scale_ctx *x, unsigned idx)
+{
+	struct scale_shm *s = x->shm;
+	uint64_t *samp = s->samples + idx * x->per_proc, n = 0, last = 0;
+	struct kvr_client *c;
+	int rc = 0;
+
+	c = child_join(x, idx, 50);
 	while (kvr_clock_now_ns() < s->end_ns) {
 		uint64_t v;
 
-		rc = pings(c, 1, &v, &last);
+		rc = bench_pings(c, 1, 0, SCENARIO, &last, &v);
 		if (rc < 0) {
 			s->proc[idx].err = rc;
 			break;
@@ -319,21 +306,10 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	struct scale_shm *s = x->shm;
 	uint64_t *samp = s->samples + idx * x->per_proc, n = 0;
 	const uint64_t size = 4096;
-	struct kvr_client *c = NULL;
-	int rc;
+	struct kvr_client *c;
+	int rc = 0;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
-	/* R-BS1: pairs with A-BS1 in run_children(). */
-	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
-	if (rc < 0) {
-		s->proc[idx].err = rc;
-		_exit(1);
-	}
-	/* A-BS2: pairs with R-BS2 in run_children(). */
-	while (!atomic_load_explicit(&s->go, memory_order_acquire))
-		usleep(100);
+	c = child_join(x, idx, CLIENT_SPIN_US);
 	while (kvr_clock_now_ns() < s->end_ns) {
 		/* Distinct key spaces per process: every prepare reserves. */
 		struct kvr_key k = bench_key((uint64_t)(idx + 1) << 40 | n);
@@ -366,93 +342,15 @@ static void child_store(struct scale_ctx *x, unsigned idx)
 	_exit(rc < 0 ? 1 : 0);
 }
 
-/*
- * Pipelined: keep up to depth requests in flight until end_ns. With
- * @hold the submits between two reaps are held (kvr_submit_hold) and
- * published together by the reap; without, each submit publishes its own
- * request (and checks the doorbell), the only way before the hold. The count
- * in flight is kept here, as a pipelining caller would.
- */
-static int pipeline(struct kvr_client *c, uint64_t depth, uint32_t op,
-		    bool hold, uint64_t end_ns, uint64_t *count, uint64_t *ns)
-{
-	struct kvr_completion comp[256];
-	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
-	uint64_t t0 = kvr_clock_now_ns(), done = 0, sent = 0;
-	int rc = 0;
-
-	if (hold && (rc = kvr_submit_hold(c)) < 0)
-		goto err;
-	for (;;) {
-		bool stop = kvr_clock_now_ns() >= end_ns;
-
-		while (!stop && sent - done < depth) {
-			rc = op == KVR_OP_PING
-				 ? kvr_submit_ping(c, NULL)
-				 : kvr_submit_lookup(c, &key, 1, false, NULL);
-			if (rc == -EAGAIN)
-				break;
-			if (rc < 0)
-				goto err;
-			sent++;
-		}
-		if (stop && sent == done)
-			break;
-		rc = kvr_reap(c, comp, 256, 1, -1);
-		if (rc < 0)
-			goto err;
-		for (int i = 0; i < rc; i++) {
-			if (comp[i].status != 0 || comp[i].op != op ||
-			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
-				fprintf(stderr,
-					"kvring-bench: scale: "
-					"completion op %u status %d value "
-					"%ld\n",
-					comp[i].op, comp[i].status,
-					comp[i].value);
-				return -EBADMSG;
-			}
-		}
-		done += (uint64_t)rc;
-	}
-	if (hold && (rc = kvr_submit_flush(c)) < 0)
-		goto err;
-	if (kvr_inflight(c) != 0) {
-		fprintf(stderr,
-			"kvring-bench: scale: pipelined: %u requests "
-			"still in flight after the last reap\n",
-			kvr_inflight(c));
-		return -EBADMSG;
-	}
-	*count = done;
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-err:
-	fprintf(stderr, "kvring-bench: scale: pipelined: %s (%s)\n",
-		strerror(-rc), kvr_client_errmsg(c));
-	return rc;
-}
-
 static void child_pipe(struct scale_ctx *x, unsigned idx)
 {
 	struct scale_shm *s = x->shm;
-	struct kvr_client *c = NULL;
-	int rc;
+	struct kvr_client *c;
+	int rc = 0;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	bench_pin_cpu(x->o.cpu_client);
-	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &c);
-	/* R-BS1: pairs with A-BS1 in run_children(). */
-	atomic_fetch_add_explicit(&s->ready, 1, memory_order_release);
-	if (rc < 0) {
-		s->proc[idx].err = rc;
-		_exit(1);
-	}
-	/* A-BS2: pairs with R-BS2 in run_children(). */
-	while (!atomic_load_explicit(&s->go, memory_order_acquire))
-		usleep(100);
-	rc = pipeline(c, s->depth, s->op, s->hold != 0, s->end_ns,
-		      &s->proc[idx].count, &s->proc[idx].ns);
+	c = child_join(x, idx, CLIENT_SPIN_US);
+	rc = bench_pipeline(c, s->depth, s->op, s->hold != 0, s->end_ns,
+			    SCENARIO, &s->proc[idx].count, &s->proc[idx].ns);
 	s->proc[idx].err = rc;
 	kvr_close(c);
 	_exit(rc < 0 ? 1 : 0);
@@ -509,36 +407,50 @@ static int run_children(struct scale_ctx *x, unsigned n,
 	return rc;
 }
 
+/*
+ * One cell of @n children running @child for active_ns: every child's
+ * samples pooled into one latency, their completions summed into ops/s,
+ * emitted as @mode with @n workers all active.
+ */
+static int pooled_cell(struct scale_ctx *x, unsigned n,
+		       void (*child)(struct scale_ctx *, unsigned),
+		       const char *mode)
+{
+	uint64_t total = 0, ns = 0, *pool = x->shm->samples;
+	struct lat l;
+	int rc;
+
+	x->per_proc = SAMPLE_BUDGET / n;
+	rc = run_children(x, n, child, x->active_ns);
+	if (rc < 0) {
+		fprintf(stderr,
+			"kvring-bench: scale: %s with %u workers failed: %s\n",
+			mode, n, strerror(-rc));
+		return rc;
+	}
+	/* Compact every child's samples into one pooled array. */
+	for (unsigned i = 0; i < n; i++) {
+		memmove(pool + ns, x->shm->samples + i * x->per_proc,
+			x->shm->proc[i].nsamp * sizeof(uint64_t));
+		ns += x->shm->proc[i].nsamp;
+		total += x->shm->proc[i].count;
+	}
+	l = lat_of(pool, ns);
+	emit(x, mode, n, n, 0, &l, (double)total * 1e9 / (double)x->active_ns,
+	     0, 0, 0);
+	return 0;
+}
+
 static int all_active(struct scale_ctx *x)
 {
 	const unsigned na = sizeof(active_set) / sizeof(active_set[0]);
 
 	for (unsigned k = 0; k < na; k++) {
-		unsigned n = active_set[k];
-		uint64_t total = 0, ns = 0, *pool;
-		struct lat l;
-		int rc;
+		int rc =
+		    pooled_cell(x, active_set[k], child_active, "all_active");
 
-		x->per_proc = SAMPLE_BUDGET / n;
-		rc = run_children(x, n, child_active, x->active_ns);
-		if (rc < 0) {
-			fprintf(stderr,
-				"kvring-bench: scale: %u active "
-				"workers failed: %s\n",
-				n, strerror(-rc));
+		if (rc < 0)
 			return rc;
-		}
-		/* Compact every child's samples into one pooled array. */
-		pool = x->shm->samples;
-		for (unsigned i = 0; i < n; i++) {
-			memmove(pool + ns, x->shm->samples + i * x->per_proc,
-				x->shm->proc[i].nsamp * sizeof(uint64_t));
-			ns += x->shm->proc[i].nsamp;
-			total += x->shm->proc[i].count;
-		}
-		l = lat_of(pool, ns);
-		emit(x, "all_active", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }
@@ -637,28 +549,10 @@ static int pipelined(struct scale_ctx *x)
 static int store_pairs(struct scale_ctx *x)
 {
 	for (unsigned n = 1; n <= 2; n++) {
-		uint64_t total = 0, ns = 0, *pool = x->shm->samples;
-		struct lat l;
-		int rc;
+		int rc = pooled_cell(x, n, child_store, "store_pairs");
 
-		x->per_proc = SAMPLE_BUDGET / n;
-		rc = run_children(x, n, child_store, x->active_ns);
-		if (rc < 0) {
-			fprintf(stderr,
-				"kvring-bench: scale: store pairs with "
-				"%u workers failed: %s\n",
-				n, strerror(-rc));
+		if (rc < 0)
 			return rc;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			memmove(pool + ns, x->shm->samples + i * x->per_proc,
-				x->shm->proc[i].nsamp * sizeof(uint64_t));
-			ns += x->shm->proc[i].nsamp;
-			total += x->shm->proc[i].count;
-		}
-		l = lat_of(pool, ns);
-		emit(x, "store_pairs", n, n, 0, &l,
-		     (double)total * 1e9 / (double)x->active_ns, 0, 0, 0);
 	}
 	return 0;
 }

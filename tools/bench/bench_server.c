@@ -15,13 +15,18 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <kvring/layout.h>
 
 #include "bench_common.h"
 #include "bench_server.h"
@@ -75,27 +80,95 @@ static void common_usage(FILE *f, const char *scenario, const char *extra)
 		fputs(extra, f);
 }
 
+/* The common options' getopt_long values, above every short option. */
+enum {
+	O_JSON = 256,
+	O_QUICK,
+	O_PLOT,
+	O_CPUC,
+	O_CPUS,
+	O_ROUNDS,
+	O_ITERS,
+	O_SOCKET,
+	O_KVRINGD,
+	O_POOL,
+	O_PAUSE,
+	O_SIZES,
+	O_CHUNKS,
+	O_ONLY,
+	O_RESERVE_HUGE,
+	O_NOHIST,
+};
+
+/*
+ * set_opt - apply option @c (its argument in optarg) to @o. False when the
+ * argument is out of its grammar or range (the caller names the option).
+ */
+static bool set_opt(struct bench_run_opts *o, int c)
+{
+	uint64_t v = 0;
+	bool ok = true;
+
+	switch (c) {
+	case O_JSON:
+		o->json = true;
+		break;
+	case O_QUICK:
+		o->quick = true;
+		break;
+	case O_PLOT:
+		o->plot_dir = optarg;
+		break;
+	case O_CPUC:
+		ok = bench_parse_cpu(optarg, &o->cpu_client);
+		break;
+	case O_CPUS:
+		ok = bench_parse_cpu(optarg, &o->cpu_server);
+		break;
+	case O_ROUNDS:
+		ok = bench_parse_u64(optarg, 1, 100000, &v);
+		o->rounds = (unsigned)v;
+		break;
+	case O_ITERS:
+		ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
+		break;
+	case O_SOCKET:
+		o->socket = optarg;
+		break;
+	case O_KVRINGD:
+		o->kvringd = optarg;
+		break;
+	case O_POOL:
+		ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
+				     &o->pool_bytes);
+		break;
+	case O_PAUSE:
+		ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
+		break;
+	case O_SIZES:
+		o->sizes = optarg;
+		break;
+	case O_CHUNKS:
+		o->chunks = optarg;
+		break;
+	case O_ONLY:
+		o->only = optarg;
+		break;
+	case O_RESERVE_HUGE:
+		o->reserve_huge = true;
+		break;
+	case O_NOHIST:
+		o->no_histograms = true;
+		/* Clients read it at connect: none times a request. */
+		setenv("KVRING_RTT_SAMPLE", "0", 1);
+		break;
+	}
+	return ok;
+}
+
 int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 			 const char *extra_help, struct bench_run_opts *o)
 {
-	enum {
-		O_JSON = 256,
-		O_QUICK,
-		O_PLOT,
-		O_CPUC,
-		O_CPUS,
-		O_ROUNDS,
-		O_ITERS,
-		O_SOCKET,
-		O_KVRINGD,
-		O_POOL,
-		O_PAUSE,
-		O_SIZES,
-		O_CHUNKS,
-		O_ONLY,
-		O_RESERVE_HUGE,
-		O_NOHIST,
-	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
 	    {"quick", no_argument, NULL, O_QUICK},
@@ -116,7 +189,6 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	uint64_t v;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -128,64 +200,14 @@ int bench_run_opts_parse(int argc, char **argv, const char *scenario,
 		bool ok = true;
 
 		switch (c) {
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_PLOT:
-			o->plot_dir = optarg;
-			break;
-		case O_CPUC:
-			ok = bench_parse_cpu(optarg, &o->cpu_client);
-			break;
-		case O_CPUS:
-			ok = bench_parse_cpu(optarg, &o->cpu_server);
-			break;
-		case O_ROUNDS:
-			ok = bench_parse_u64(optarg, 1, 100000, &v);
-			o->rounds = (unsigned)v;
-			break;
-		case O_ITERS:
-			ok = bench_parse_u64(optarg, 1, 100000000, &o->iters);
-			break;
-		case O_SOCKET:
-			o->socket = optarg;
-			break;
-		case O_KVRINGD:
-			o->kvringd = optarg;
-			break;
-		case O_POOL:
-			ok = bench_parse_u64(optarg, 1u << 20, 1ull << 40,
-					     &o->pool_bytes);
-			break;
-		case O_PAUSE:
-			ok = bench_parse_u64(optarg, 1, 1000000, &o->pause_us);
-			break;
-		case O_SIZES:
-			o->sizes = optarg;
-			break;
-		case O_CHUNKS:
-			o->chunks = optarg;
-			break;
-		case O_ONLY:
-			o->only = optarg;
-			break;
-		case O_RESERVE_HUGE:
-			o->reserve_huge = true;
-			break;
-		case O_NOHIST:
-			o->no_histograms = true;
-			/* Clients read it at connect: none times a request. */
-			setenv("KVRING_RTT_SAMPLE", "0", 1);
-			break;
 		case 'h':
 			common_usage(stdout, scenario, extra_help);
 			return 1;
-		default:
+		case '?':
 			common_usage(stderr, scenario, extra_help);
 			return 2;
+		default:
+			ok = set_opt(o, c);
 		}
 		if (!ok) {
 			/* Name the option and the grammar (lib/parse.c). */
@@ -435,4 +457,126 @@ const char *bench_fmt_bytes(uint64_t bytes, char *buf, size_t n)
 	else
 		snprintf(buf, n, "%" PRIu64, bytes);
 	return buf;
+}
+
+const struct kvr_ctl_hdr_shm *bench_server_map_ctl(const struct bench_server *s,
+						   void **map, size_t *len)
+{
+	char path[128];
+	struct stat st;
+	int fd;
+
+	*map = NULL;
+	snprintf(path, sizeof(path), "/dev/shm/%s.ctl", s->d.name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 ||
+	    (size_t)st.st_size < sizeof(struct kvr_ctl_hdr_shm)) {
+		close(fd);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	*map = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (*map == MAP_FAILED) {
+		*map = NULL;
+		return NULL;
+	}
+	return *map;
+}
+
+int bench_pipeline(struct kvr_client *c, uint64_t depth, uint32_t op, bool hold,
+		   uint64_t end_ns, const char *who, uint64_t *count,
+		   uint64_t *ns)
+{
+	struct kvr_completion comp[256];
+	struct kvr_key key = bench_key(~0ull); /* never stored: a miss */
+	uint64_t t0 = kvr_clock_now_ns(), done = 0, sent = 0;
+	int rc = 0;
+
+	if (hold && (rc = kvr_submit_hold(c)) < 0)
+		goto err;
+	for (;;) {
+		bool stop = kvr_clock_now_ns() >= end_ns;
+
+		while (!stop && sent - done < depth) {
+			rc = op == KVR_OP_PING
+				 ? kvr_submit_ping(c, NULL)
+				 : kvr_submit_lookup(c, &key, 1, false, NULL);
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0)
+				goto err;
+			sent++;
+		}
+		if (stop && sent == done)
+			break;
+		rc = kvr_reap(c, comp, 256, 1, -1);
+		if (rc < 0)
+			goto err;
+		for (int i = 0; i < rc; i++) {
+			if (comp[i].status != 0 || comp[i].op != op ||
+			    (op == KVR_OP_LOOKUP && comp[i].value != 0)) {
+				fprintf(stderr,
+					"kvring-bench: %s: "
+					"completion op %u status %d value "
+					"%ld\n",
+					who, comp[i].op, comp[i].status,
+					comp[i].value);
+				return -EBADMSG;
+			}
+		}
+		done += (uint64_t)rc;
+	}
+	if (hold && (rc = kvr_submit_flush(c)) < 0)
+		goto err;
+	if (kvr_inflight(c) != 0) {
+		fprintf(stderr,
+			"kvring-bench: %s: pipelined: %u requests "
+			"still in flight after the last reap\n",
+			who, kvr_inflight(c));
+		return -EBADMSG;
+	}
+	*count = done;
+	*ns = kvr_clock_now_ns() - t0;
+	return 0;
+err:
+	fprintf(stderr, "kvring-bench: %s: pipelined: %s (%s)\n", who,
+		strerror(-rc), kvr_client_errmsg(c));
+	return rc;
+}
+
+int bench_pings(struct kvr_client *c, uint64_t n, uint64_t pause_ns,
+		const char *who, uint64_t *last_server, uint64_t *out)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t sns = 0, t0;
+		int rc;
+
+		if (pause_ns)
+			bench_sleep_ns(pause_ns);
+		t0 = bench_ticks();
+		rc = kvr_ping(c, &sns);
+		if (out)
+			out[i] = bench_ticks() - t0;
+		if (rc < 0) {
+			fprintf(stderr, "kvring-bench: %s: ping: %s (%s)\n",
+				who, strerror(-rc), kvr_client_errmsg(c));
+			return rc;
+		}
+		/* The server's CLOCK_MONOTONIC must move forward. */
+		if (sns == 0 || sns < *last_server) {
+			fprintf(stderr,
+				"kvring-bench: %s: ping answer has server "
+				"time %" PRIu64 " after %" PRIu64 "\n",
+				who, sns, *last_server);
+			return -EBADMSG;
+		}
+		*last_server = sns;
+	}
+	if (out)
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = (uint64_t)bench_ticks_to_ns(out[i]);
+	return 0;
 }

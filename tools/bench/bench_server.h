@@ -128,6 +128,38 @@ int bench_client_connect(const struct bench_server *s, int transport,
 			 uint32_t spin_us, bool no_prefault,
 			 struct kvr_client **out);
 
+/*
+ * bench_server_map_ctl - map the control segment of the private server
+ * @s read-only (its header: counters, the zeroed line, the l2 section);
+ * *map and *len for munmap. NULL, and *map NULL, when it cannot be mapped
+ * or is shorter than the header.
+ */
+const struct kvr_ctl_hdr_shm *bench_server_map_ctl(const struct bench_server *s,
+						   void **map, size_t *len);
+
+/*
+ * bench_pings - the hot round-trip cell: @n pings on @c, one at a time,
+ * each timed alone with bench_ticks() (after a pause of @pause_ns when
+ * non-zero) and checked: an error, or a server time of 0 or before
+ * *last_server (updated), fails it, said on stderr prefixed by @who.
+ * With @out non-NULL the samples land there in ns. 0, -EBADMSG or -errno.
+ */
+int bench_pings(struct kvr_client *c, uint64_t n, uint64_t pause_ns,
+		const char *who, uint64_t *last_server, uint64_t *out);
+
+/*
+ * bench_pipeline - keep up to @depth pings or 1-key lookups (@op, of a
+ * key never stored) in flight on @c until @end_ns, every completion
+ * checked (a failure is said on stderr, prefixed by @who). With @hold the
+ * submits between two reaps are held (kvr_submit_hold) and published
+ * together by the reap; without, each submit publishes its own request.
+ * The count in flight is kept here, as a pipelining caller would. 0 with
+ * *count completions in *ns, -EBADMSG on a wrong answer, or -errno.
+ */
+int bench_pipeline(struct kvr_client *c, uint64_t depth, uint32_t op, bool hold,
+		   uint64_t end_ns, const char *who, uint64_t *count,
+		   uint64_t *ns);
+
 /* bench_key - a unique, well-mixed 128-bit key for sequence number @seq
  * (splitmix64 of the bench's pid and @seq). */
 struct kvr_key bench_key(uint64_t seq);

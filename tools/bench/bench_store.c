@@ -189,6 +189,90 @@ static void fill_keys(struct kvr_key *k, uint64_t first, uint32_t n)
 		k[i] = bench_key(first + i);
 }
 
+/* A random one of the last @rresident of @nreq requests stored (xorshift
+ * of *seed), so that lookups and retrieves hit resident keys. */
+static uint64_t pick_resident(uint64_t *seed, uint64_t nreq, uint64_t rresident)
+{
+	*seed ^= *seed << 13;
+	*seed ^= *seed >> 7;
+	*seed ^= *seed << 17;
+	return nreq - 1 - *seed % rresident;
+}
+
+/* Phase 2: @nreq lookups of random resident requests (of the last
+ * @rresident stored), timed one by one into @lat. 0 or -1 (said). */
+static int lookup_phase(struct kvr_store *s, const struct bench_opts *o,
+			struct kvr_key *k, uint64_t *lat, uint64_t nreq,
+			uint64_t rresident, uint64_t *seed,
+			struct bench_result *res)
+{
+	uint64_t t0, t1;
+	int rc;
+
+	*res = (struct bench_result){.op = "lookup", .keys = nreq * o->batch};
+	t0 = kvr_clock_now_ns();
+	for (uint64_t r = 0; r < nreq; r++) {
+		uint64_t pick, a, b;
+
+		pick = pick_resident(seed, nreq, rresident);
+		fill_keys(k, pick * o->batch, o->batch);
+		a = kvr_clock_now_ns();
+		rc = kvr_store_lookup(s, 1, 1, k, o->batch, false, a, NULL);
+		b = kvr_clock_now_ns();
+		if (rc != (int)o->batch) {
+			fprintf(stderr,
+				"kvring-bench engine: lookup of "
+				"resident request %llu: %d hits, want %u\n",
+				(unsigned long long)pick, rc, o->batch);
+			return -1;
+		}
+		lat[r] = b - a;
+	}
+	t1 = kvr_clock_now_ns();
+	summarise(res, lat, nreq, t0, t1);
+	return 0;
+}
+
+/* Phase 3: @nreq retrieve pairs of random resident requests, timed one
+ * by one into @lat. 0 or -1 (said). */
+static int retrieve_phase(struct kvr_store *s, const struct bench_opts *o,
+			  struct kvr_key *k, struct kvr_slot_desc *out,
+			  uint64_t *lat, uint64_t nreq, uint64_t rresident,
+			  uint64_t *seed, struct bench_result *res)
+{
+	uint64_t t0, t1, x;
+	int rc;
+
+	*res = (struct bench_result){.op = "retrieve", .keys = nreq * o->batch};
+	t0 = kvr_clock_now_ns();
+	for (uint64_t r = 0; r < nreq; r++) {
+		uint64_t pick, a, b;
+
+		pick = pick_resident(seed, nreq, rresident);
+		fill_keys(k, pick * o->batch, o->batch);
+		a = kvr_clock_now_ns();
+		rc = kvr_store_prepare_retrieve(s, 2, 1, k, o->batch, a, out,
+						&x);
+		if (rc == (int)o->batch)
+			rc = kvr_store_commit_retrieve(s, 2, x, a);
+		else if (rc >= 0)
+			rc = -EIO;
+		b = kvr_clock_now_ns();
+		if (rc < 0 || out[0].len != o->chunk_bytes) {
+			fprintf(stderr,
+				"kvring-bench engine: retrieve of "
+				"resident request %llu: %s\n",
+				(unsigned long long)pick,
+				rc < 0 ? strerror(-rc) : "wrong slot length");
+			return -1;
+		}
+		lat[r] = b - a;
+	}
+	t1 = kvr_clock_now_ns();
+	summarise(res, lat, nreq, t0, t1);
+	return 0;
+}
+
 int kvr_bench_store(int argc, char **argv)
 {
 	struct bench_opts o = {
@@ -267,64 +351,10 @@ int kvr_bench_store(int argc, char **argv)
 	t1 = kvr_clock_now_ns();
 	summarise(&res[0], lat, nreq, t0, t1);
 
-	/* Phase 2: lookups of resident requests (the last ones stored). */
-	res[1] = (struct bench_result){.op = "lookup", .keys = nreq * o.batch};
-	t0 = kvr_clock_now_ns();
-	for (uint64_t r = 0; r < nreq; r++) {
-		uint64_t pick, a, b;
-
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
-		pick = nreq - 1 - seed % rresident;
-		fill_keys(k, pick * o.batch, o.batch);
-		a = kvr_clock_now_ns();
-		rc = kvr_store_lookup(s, 1, 1, k, o.batch, false, a, NULL);
-		b = kvr_clock_now_ns();
-		if (rc != (int)o.batch) {
-			fprintf(stderr,
-				"kvring-bench engine: lookup of "
-				"resident request %llu: %d hits, want %u\n",
-				(unsigned long long)pick, rc, o.batch);
-			goto out;
-		}
-		lat[r] = b - a;
-	}
-	t1 = kvr_clock_now_ns();
-	summarise(&res[1], lat, nreq, t0, t1);
-
-	/* Phase 3: retrieve pairs of resident requests. */
-	res[2] =
-	    (struct bench_result){.op = "retrieve", .keys = nreq * o.batch};
-	t0 = kvr_clock_now_ns();
-	for (uint64_t r = 0; r < nreq; r++) {
-		uint64_t pick, a, b;
-
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
-		pick = nreq - 1 - seed % rresident;
-		fill_keys(k, pick * o.batch, o.batch);
-		a = kvr_clock_now_ns();
-		rc =
-		    kvr_store_prepare_retrieve(s, 2, 1, k, o.batch, a, out, &x);
-		if (rc == (int)o.batch)
-			rc = kvr_store_commit_retrieve(s, 2, x, a);
-		else if (rc >= 0)
-			rc = -EIO;
-		b = kvr_clock_now_ns();
-		if (rc < 0 || out[0].len != o.chunk_bytes) {
-			fprintf(stderr,
-				"kvring-bench engine: retrieve of "
-				"resident request %llu: %s\n",
-				(unsigned long long)pick,
-				rc < 0 ? strerror(-rc) : "wrong slot length");
-			goto out;
-		}
-		lat[r] = b - a;
-	}
-	t1 = kvr_clock_now_ns();
-	summarise(&res[2], lat, nreq, t0, t1);
+	if (lookup_phase(s, &o, k, lat, nreq, rresident, &seed, &res[1]) < 0 ||
+	    retrieve_phase(s, &o, k, out, lat, nreq, rresident, &seed,
+			   &res[2]) < 0)
+		goto out;
 
 	if (!o.json)
 		printf("%-9s %10s %14s %14s %9s %9s %9s\n", "op", "requests",

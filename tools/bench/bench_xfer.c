@@ -58,112 +58,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <kvring/kvring.h>
 #include <kvring/parse.h>
 
 #include "bench_common.h"
+#include "bench_xfer.h"
 #include "bench_peers.h"
 #include "bench_plot.h"
-#include "bench_server.h"
-
-/*
- * kvringd's --spin-us here: long enough that the commit after copying
- * 2 MiB finds the server awake, as a worker streaming requests would;
- * the zeromq child, which shares the server CPU, runs only after it ran
- * out.
- */
-#define XFER_SPIN_US 2000u
-
-#define MAX_SIZES  8
-#define MAX_CHUNKS 8
-
-enum {
-	S_MEMCPY,
-	S_KVRING,
-	S_COPY,
-	S_ZMQ,
-	S_MCOLD,
-	S_SUM,
-	S_SUMF,
-	S_SUMC,
-	S_AHEAD,
-	NR_SUBJ
-};
-static const char *const subj_name[NR_SUBJ] = {
-    "memcpy",	       "kvring",	  "kvring_copy",
-    "zeromq",	       "memcpy_cold",	  "kvring_sum",
-    "kvring_sum_fill", "kvring_sum_copy", "kvring_ahead"};
-
-/* Subjects of one scenario only. */
-static bool subj_in(bool retrieve, int s)
-{
-	return retrieve ? s != S_SUMF && s != S_AHEAD : s != S_SUMC;
-}
-
-/* The subjects whose phases and back-to-back run are reported. */
-static bool subj_phased(int s)
-{
-	return s == S_KVRING || s == S_AHEAD;
-}
-
-/*
- * memcpy_cold: the same copy into (or out of) memory this process has not
- * touched for a long time, like a fresh slot, where "memcpy" reuses the
- * last kvring request's slots, still in the caches. A 256 MiB pre-faulted
- * region (8x the L3 here) is walked request by request. It separates what
- * the protocol costs from what a cold destination costs any copy.
- */
-#define COLD_BYTES (256ull << 20)
-
-/* Results of one cell (size, chunks) and subject. */
-struct cell {
-	bool done;
-	uint64_t reps;
-	double p50, p99, p999; /* ns per request */
-	double gbps, ops;
-	double ratio_med; /* median per-request memcpy_ns / ns */
-	/* store, kvring only: p50 ns of prepare, copy and commit */
-	bool phases;
-	double phase_p50[3];
-	/* store, kvring only: the back-to-back run (kvring_stream) */
-	bool stream;
-	uint64_t stream_reps;
-	double stream_p50, stream_mc_p50, stream_ratio_med, stream_ph[3];
-	/* store only: the first store of a fresh connection */
-	bool first;
-	double first_gbps, first_warm_gbps, attach_ms, prefault_ms;
-};
-
-struct xfer_ctx {
-	const char *scenario;
-	bool retrieve;
-	struct bench_run_opts o;
-	uint64_t sizes[MAX_SIZES];
-	uint32_t chunks[MAX_CHUNKS];
-	unsigned nsizes, nchunks;
-	uint64_t pool_bytes, max_req;
-	struct bench_server srv;
-	struct kvr_client *shm, *copy;
-	struct kvr_client *sum; /* shm with KVR_CHECKSUM_VERIFY */
-	bool fill; /* kv_store fills with kvr_xfer_fill (kvring_sum_fill) */
-	struct kvr_client *sum_on; /* KVR_CHECKSUM_ON: kvring_sum_copy */
-	struct kvr_client *ahead;  /* store-ahead on: kvring_ahead */
-	struct bench_peer *zmq;
-	unsigned char *src, *dst; /* one chunk each, pre-faulted */
-	unsigned char *cold;	  /* COLD_BYTES, pre-faulted (memcpy_cold) */
-	uint64_t cold_off;
-	uint64_t key_seq;
-	struct cell res[MAX_SIZES][MAX_CHUNKS][NR_SUBJ];
-	/* Per-request scratch. */
-	struct kvr_key *keys;
-	uint64_t *sizesv;
-	void **ptrs; /* slot addresses of the last kvring (shm) request */
-	struct kvr_key *pkeys; /* and their keys */
-};
-
 static int parse_list(const char *s, uint64_t *out, unsigned max, unsigned *n)
 {
 	char buf[256], *save = NULL, *tok;
@@ -181,250 +84,6 @@ static int parse_list(const char *s, uint64_t *out, unsigned max, unsigned *n)
 	}
 	return *n ? 0 : -EINVAL;
 }
-
-static struct kvr_key next_key(struct xfer_ctx *x)
-{
-	return bench_key(x->key_seq++);
-}
-
-static int fail(struct xfer_ctx *x, struct kvr_client *c, const char *what,
-		int rc)
-{
-	fprintf(stderr, "kvring-bench: %s: %s: %s (%s)\n", x->scenario, what,
-		strerror(-rc), c ? kvr_client_errmsg(c) : "");
-	return rc;
-}
-
-/* ---- one request per subject ------------------------------------------ */
-
-/*
- * An untimed ping before each timed request: kvringd sleeps after 50 us
- * without work, and while the other subjects run it does; a worker that
- * streams requests finds it awake, and that is what is measured.
- */
-static int wake(struct xfer_ctx *x, struct kvr_client *c)
-{
-	uint64_t sns;
-	int rc = kvr_ping(c, &sns);
-
-	return rc < 0 ? fail(x, c, "ping", rc) : 0;
-}
-
-/*
- * A kvring store of @n fresh chunks of @b bytes through client @c; saves
- * the slot addresses in x->ptrs and the keys in x->keys. *ns: the request;
- * @ph (may be NULL): its prepare, copy and commit, in that order.
- */
-static int kv_store_ph(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, uint64_t *ns, uint64_t *ph)
-{
-	struct kvr_xfer xf;
-	uint64_t t0, t1, t2;
-	int rc;
-
-	for (uint32_t i = 0; i < n; i++) {
-		x->keys[i] = next_key(x);
-		x->sizesv[i] = b;
-	}
-	rc = wake(x, c);
-	if (rc < 0)
-		return rc;
-	t0 = kvr_clock_now_ns();
-	rc = kvr_prepare_store(c, x->keys, x->sizesv, n, &xf);
-	if (rc < 0)
-		return fail(x, c, "prepare_store", rc);
-	t1 = kvr_clock_now_ns();
-	for (uint32_t i = 0; i < xf.nslots; i++) {
-		struct kvr_slot *s = &xf.slots[i];
-
-		if (s->status != KVR_SLOT_OK || s->len != b) {
-			fprintf(stderr,
-				"kvring-bench: %s: slot %u of %u: "
-				"status %d len %" PRIu64 " (pool too small "
-				"for %u x %" PRIu64 "?)\n",
-				x->scenario, i, n, s->status, s->len, n, b);
-			kvr_abort_store(c, &xf);
-			return -ENOSPC;
-		}
-		if (x->fill) {
-			/* The stamp goes into the source: a filled slot is
-			 * not written again (its sum is already made). */
-			bench_stamp(x->src, b, x->keys[i]);
-			rc = kvr_xfer_fill(c, &xf, i, x->src);
-			if (rc < 0) {
-				kvr_abort_store(c, &xf);
-				return fail(x, c, "store_fill", rc);
-			}
-		} else {
-			memcpy(s->ptr, x->src, b);
-			bench_stamp(s->ptr, b, x->keys[i]);
-		}
-		/* Pool addresses only: copy-transport buffers die at commit. */
-		if (c == x->shm) {
-			x->ptrs[i] = s->ptr;
-			x->pkeys[i] = x->keys[i];
-		}
-	}
-	t2 = kvr_clock_now_ns();
-	rc = kvr_commit_store(c, &xf);
-	*ns = kvr_clock_now_ns() - t0;
-	if (ph) {
-		ph[0] = t1 - t0;
-		ph[1] = t2 - t1;
-		ph[2] = t0 + *ns - t2;
-	}
-	if (rc < 0)
-		return fail(x, c, "commit_store", rc);
-	return 0;
-}
-
-static int kv_store(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		    uint32_t n, uint64_t *ns)
-{
-	return kv_store_ph(x, c, b, n, ns, NULL);
-}
-
-/* The ceiling: the same bytes into the last kvring request's slots. */
-static int mc_store(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
-{
-	uint64_t t0 = kvr_clock_now_ns();
-
-	/* Same bytes and stamps as the store that made these slots. */
-	for (uint32_t i = 0; i < n; i++) {
-		memcpy(x->ptrs[i], x->src, b);
-		bench_stamp(x->ptrs[i], b, x->pkeys[i]);
-	}
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-}
-
-/*
- * The next cold span of @b bytes (one chunk): the region is walked chunk
- * by chunk and wraps, so a request larger than the region reuses it from
- * the start (by then it is far past any cache). NULL if one chunk alone
- * is larger than the region (the subject is then skipped).
- */
-static unsigned char *cold_chunk(struct xfer_ctx *x, uint64_t b)
-{
-	uint64_t step = (b + 4095) & ~4095ull;
-
-	if (step > COLD_BYTES)
-		return NULL;
-	if (x->cold_off + step > COLD_BYTES)
-		x->cold_off = 0;
-	x->cold_off += step;
-	return x->cold + x->cold_off - step;
-}
-
-static int mc_cold_store(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			 uint64_t *ns)
-{
-	uint64_t t0 = kvr_clock_now_ns();
-
-	for (uint32_t i = 0; i < n; i++) {
-		unsigned char *d = cold_chunk(x, b);
-
-		if (!d)
-			return -EINVAL;
-		memcpy(d, x->src, b);
-		bench_stamp(d, b, x->pkeys[i]);
-	}
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-}
-
-static int mc_cold_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n,
-			    uint64_t *ns)
-{
-	uint64_t t0 = kvr_clock_now_ns();
-
-	for (uint32_t i = 0; i < n; i++) {
-		unsigned char *d = cold_chunk(x, b);
-
-		if (!d)
-			return -EINVAL;
-		memcpy(x->dst, d, b);
-	}
-	*ns = kvr_clock_now_ns() - t0;
-	return 0;
-}
-
-/* Retrieve the keys in x->keys through @c into x->dst, checking stamps
- * (and every byte with @full); saves slot addresses for mc_retrieve. */
-static int kv_retrieve(struct xfer_ctx *x, struct kvr_client *c, uint64_t b,
-		       uint32_t n, bool full, uint64_t *ns, const char *what)
-{
-	struct kvr_xfer xf;
-	uint64_t t0;
-	int rc, bad = 0;
-
-	rc = wake(x, c);
-	if (rc < 0)
-		return rc;
-	t0 = kvr_clock_now_ns();
-	rc = kvr_prepare_retrieve(c, x->keys, n, &xf);
-	if (rc < 0)
-		return fail(x, c, "prepare_retrieve", rc);
-	if (xf.nslots != n) {
-		fprintf(stderr,
-			"kvring-bench: %s: %s: %u of %u chunks "
-			"found\n",
-			x->scenario, what, xf.nslots, n);
-		kvr_commit_retrieve(c, &xf);
-		return -EBADMSG;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct kvr_slot *s = &xf.slots[i];
-
-		if (s->status != KVR_SLOT_OK || s->len != b) {
-			bad = -EBADMSG;
-			break;
-		}
-		if (c == x->sum_on) {
-			/* Checked while copied; 1: it failed its sum. */
-			if (kvr_retrieve_copy(c, &xf, i, x->dst) != 0) {
-				fprintf(stderr,
-					"kvring-bench: %s: %s: chunk %u "
-					"fails its checksum\n",
-					x->scenario, what, i);
-				bad = -EBADMSG;
-				break;
-			}
-		} else {
-			memcpy(x->dst, s->ptr, b);
-		}
-		if (c == x->shm)
-			x->ptrs[i] = s->ptr;
-		if (!bad)
-			bad = bench_check(x->dst, b, x->keys[i],
-					  full ? x->src : NULL, what);
-	}
-	rc = kvr_commit_retrieve(c, &xf);
-	*ns = kvr_clock_now_ns() - t0;
-	if (bad)
-		return bad;
-	if (rc < 0)
-		return fail(x, c, "commit_retrieve", rc);
-	return 0;
-}
-
-/* The ceiling: memcpy out of the same slot addresses (checked too). */
-static int mc_retrieve(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t *ns)
-{
-	uint64_t t0 = kvr_clock_now_ns();
-	int bad = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		memcpy(x->dst, x->ptrs[i], b);
-		if (!bad)
-			bad = bench_check(x->dst, b, x->keys[i], NULL,
-					  "memcpy retrieve");
-	}
-	*ns = kvr_clock_now_ns() - t0;
-	return bad;
-}
-
-/* ---- one cell ------------------------------------------------------------ */
 
 static double gbps_of(uint64_t bytes, uint64_t ns)
 {
@@ -469,9 +128,9 @@ static int first_touch(struct xfer_ctx *x, uint64_t b, uint32_t n,
 	info = kvr_client_info(fresh);
 	c->attach_ms = (double)info->attach_ns / 1e6;
 	c->prefault_ms = (double)info->prefault_ns / 1e6;
-	rc = kv_store(x, fresh, b, n, &ns1);
+	rc = bench_xfer_kv_store(x, fresh, b, n, &ns1);
 	if (rc == 0)
-		rc = kv_store(x, fresh, b, n, &ns2);
+		rc = bench_xfer_kv_store(x, fresh, b, n, &ns2);
 	kvr_close(fresh);
 	if (rc < 0)
 		return rc;
@@ -492,8 +151,8 @@ static double phase_p50(const uint64_t *ph, int k, uint64_t reps, uint64_t *tmp)
 
 /*
  * kvring_stream: @reps pairs of memcpy_cold and a kvring store, back to
- * back (the wake ping before each store stays, untimed). @kv, @mc and @ph
- * are scratch of reps (3 x reps) entries.
+ * back (the bench_xfer_wake ping before each store stays, untimed). @kv, @mc
+ * and @ph are scratch of reps (3 x reps) entries.
  */
 static int run_stream(struct xfer_ctx *x, struct kvr_client *cl, uint64_t b,
 		      uint32_t n, uint64_t reps, struct cell *c, uint64_t *kv,
@@ -501,12 +160,13 @@ static int run_stream(struct xfer_ctx *x, struct kvr_client *cl, uint64_t b,
 {
 	double *r = calloc(reps, sizeof(*r));
 	uint64_t w;
-	int rc = r ? kv_store(x, cl, b, n, &w) : -ENOMEM;
+	int rc = r ? bench_xfer_kv_store(x, cl, b, n, &w) : -ENOMEM;
 
 	for (uint64_t i = 0; rc == 0 && i < reps; i++) {
-		rc = mc_cold_store(x, b, n, &mc[i]);
+		rc = bench_xfer_mc_cold(x, b, n, &mc[i]);
 		if (rc == 0)
-			rc = kv_store_ph(x, cl, b, n, &kv[i], &ph[3 * i]);
+			rc = bench_xfer_kv_store_ph(x, cl, b, n, &kv[i],
+						    &ph[3 * i]);
 		if (rc == 0)
 			r[i] = kv[i] ? (double)mc[i] / (double)kv[i] : 0;
 	}
@@ -536,11 +196,206 @@ static uint64_t reps_for(const struct xfer_ctx *x, uint64_t req)
 	return r < lo ? lo : (r > hi ? hi : r);
 }
 
+/*
+ * The store scenario's warm-up of a cell: slots for memcpy, and the first
+ * copy-transport and zeromq buffers. 0 or -errno.
+ */
+static int store_warm(struct xfer_ctx *x, uint64_t b, uint32_t n)
+{
+	uint64_t w;
+	int rc;
+
+	/* Warm-up: slots for memcpy, and the first copy-transport
+	 * and zeromq buffers. */
+	rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+	if (rc == 0) /* the first commit stages a slot */
+		rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+	return rc;
+}
+
+/*
+ * Round @r of a store cell: every subject once, interleaved, into
+ * ns[subject][r]; the kvring stores' phases into ph and pha (3 per
+ * round). 0 or -errno.
+ */
+static int store_round(struct xfer_ctx *x, uint64_t b, uint32_t n, uint64_t r,
+		       uint64_t **ns, uint64_t *ph, uint64_t *pha)
+{
+	int rc;
+
+	/* Let the previous zeromq request's teardown (frees,
+	 * unmaps) settle before the ceiling runs. */
+	usleep(2000);
+	rc = bench_xfer_mc_store(x, b, n, &ns[S_MEMCPY][r]);
+	if (rc == 0)
+		rc = bench_xfer_mc_cold(x, b, n, &ns[S_MCOLD][r]);
+	/* kvring and kvring_ahead take turns going first:
+	 * the second finds kvringd's caches warm from the
+	 * first (measured: +0.03 of memcpy at 256K x 8, where
+	 * both take the same path). */
+	if (rc == 0 && r % 2)
+		rc = bench_xfer_kv_store_ph(x, x->ahead, b, n, &ns[S_AHEAD][r],
+					    &pha[3 * r]);
+	if (rc == 0)
+		rc = bench_xfer_kv_store_ph(x, x->shm, b, n, &ns[S_KVRING][r],
+					    &ph[3 * r]);
+	if (rc == 0 && r % 2 == 0)
+		rc = bench_xfer_kv_store_ph(x, x->ahead, b, n, &ns[S_AHEAD][r],
+					    &pha[3 * r]);
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
+	if (rc == 0) {
+		x->fill = true;
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &ns[S_SUMF][r]);
+		x->fill = false;
+	}
+	if (rc == 0)
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
+	if (rc == 0 && x->zmq) {
+		uint64_t t0;
+
+		/* kvringd's spin must not share the CPU. */
+		usleep(XFER_SPIN_US + 1000);
+		t0 = kvr_clock_now_ns();
+		for (uint32_t i = 0; i < n; i++)
+			x->keys[i] = bench_xfer_next_key(x);
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+		ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
+		if (rc < 0)
+			bench_xfer_fail(x, NULL, "zeromq store", rc);
+	}
+	return rc;
+}
+
+/* Read back what each path of a store cell stored last, every byte. */
+static int store_read_back(struct xfer_ctx *x, uint64_t b, uint32_t n)
+{
+	uint64_t w;
+	int rc = 0;
+
+	if (x->zmq)
+		rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys, n,
+					     x->src);
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->copy, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+						    "read back copy store");
+	}
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->shm, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+						    "read back store");
+	}
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->ahead, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(
+			    x, x->shm, b, n, true, &w,
+			    "read back store-ahead store");
+	}
+	/* A summed store, read back verified (every sum checked),
+	 * both ways of filling it. */
+	if (rc == 0) {
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+						    "read back summed store");
+	}
+	if (rc == 0) {
+		x->fill = true;
+		rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+		x->fill = false;
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+						    "read back filled store");
+	}
+	return rc;
+}
+
+/*
+ * A retrieve cell: the chunks stored once, with sums (kvring_sum checks
+ * them; the other subjects ignore them), read by every subject, warm-up
+ * requests byte for byte, then @reps interleaved rounds into ns[][r].
+ */
+static int retrieve_rounds(struct xfer_ctx *x, uint64_t b, uint32_t n,
+			   uint64_t reps, uint64_t **ns)
+{
+	uint64_t w;
+	int rc;
+
+	/* Store the cell's chunks once, with sums (kvring_sum checks
+	 * them; the other subjects ignore them); every subject reads
+	 * them. */
+	rc = bench_xfer_kv_store(x, x->sum, b, n, &w);
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
+	/* Warm-up requests compare every byte. */
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->shm, b, n, true, &w,
+					    "kvring retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->copy, b, n, true, &w,
+					    "kvring_copy retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->sum, b, n, true, &w,
+					    "kvring_sum retrieve");
+	if (rc == 0)
+		rc = bench_xfer_kv_retrieve(x, x->sum_on, b, n, true, &w,
+					    "kvring_sum_copy retrieve");
+	if (rc == 0 && x->zmq)
+		rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys, n,
+					     x->src);
+	for (uint64_t r = 0; rc == 0 && r < reps; r++) {
+		usleep(2000);
+		rc = bench_xfer_mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
+		if (rc == 0)
+			rc = bench_xfer_mc_cold(x, b, n, &ns[S_MCOLD][r]);
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->shm, b, n, false,
+						    &ns[S_KVRING][r],
+						    "kvring retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum, b, n, false,
+						    &ns[S_SUM][r],
+						    "kvring_sum retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->sum_on, b, n, false,
+						    &ns[S_SUMC][r],
+						    "kvring_sum_copy retrieve");
+		if (rc == 0)
+			rc = bench_xfer_kv_retrieve(x, x->copy, b, n, false,
+						    &ns[S_COPY][r],
+						    "kvring_copy retrieve");
+		if (rc == 0 && x->zmq) {
+			uint64_t t0;
+
+			usleep(XFER_SPIN_US + 1000);
+			t0 = kvr_clock_now_ns();
+			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
+						     n, NULL);
+			ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
+		}
+	}
+	return rc;
+}
+
 static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 {
 	uint64_t b = x->sizes[si], req;
 	uint32_t n = x->chunks[ci];
-	uint64_t reps, *ns[NR_SUBJ], w, *ph = NULL, *pha = NULL;
+	uint64_t reps, *ns[NR_SUBJ], *ph = NULL, *pha = NULL;
 	struct cell *res = x->res[si][ci];
 	int rc = -ENOMEM;
 
@@ -558,159 +413,13 @@ static int run_cell(struct xfer_ctx *x, unsigned si, unsigned ci)
 		goto out;
 
 	if (!x->retrieve) {
-		/* Warm-up: slots for memcpy, and the first copy-transport
-		 * and zeromq buffers. */
-		rc = kv_store(x, x->shm, b, n, &w);
+		rc = store_warm(x, b, n);
+		for (uint64_t r = 0; rc == 0 && r < reps; r++)
+			rc = store_round(x, b, n, r, ns, ph, pha);
 		if (rc == 0)
-			rc = kv_store(x, x->sum, b, n, &w);
-		if (rc == 0) /* the first commit stages a slot */
-			rc = kv_store(x, x->ahead, b, n, &w);
-		if (rc == 0)
-			rc = kv_store(x, x->copy, b, n, &w);
-		if (rc == 0 && x->zmq)
-			rc =
-			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
-		if (rc < 0)
-			goto out;
-		if (rc == 0)
-			rc = kv_store(x, x->shm, b, n, &w);
-		for (uint64_t r = 0; rc == 0 && r < reps; r++) {
-			/* Let the previous zeromq request's teardown (frees,
-			 * unmaps) settle before the ceiling runs. */
-			usleep(2000);
-			rc = mc_store(x, b, n, &ns[S_MEMCPY][r]);
-			if (rc == 0)
-				rc = mc_cold_store(x, b, n, &ns[S_MCOLD][r]);
-			/* kvring and kvring_ahead take turns going first:
-			 * the second finds kvringd's caches warm from the
-			 * first (measured: +0.03 of memcpy at 256K x 8, where
-			 * both take the same path). */
-			if (rc == 0 && r % 2)
-				rc = kv_store_ph(x, x->ahead, b, n,
-						 &ns[S_AHEAD][r], &pha[3 * r]);
-			if (rc == 0)
-				rc = kv_store_ph(x, x->shm, b, n,
-						 &ns[S_KVRING][r], &ph[3 * r]);
-			if (rc == 0 && r % 2 == 0)
-				rc = kv_store_ph(x, x->ahead, b, n,
-						 &ns[S_AHEAD][r], &pha[3 * r]);
-			if (rc == 0)
-				rc = kv_store(x, x->sum, b, n, &ns[S_SUM][r]);
-			if (rc == 0) {
-				x->fill = true;
-				rc = kv_store(x, x->sum, b, n, &ns[S_SUMF][r]);
-				x->fill = false;
-			}
-			if (rc == 0)
-				rc = kv_store(x, x->copy, b, n, &ns[S_COPY][r]);
-			if (rc == 0 && x->zmq) {
-				uint64_t t0;
-
-				/* kvringd's spin must not share the CPU. */
-				usleep(XFER_SPIN_US + 1000);
-				t0 = kvr_clock_now_ns();
-				for (uint32_t i = 0; i < n; i++)
-					x->keys[i] = next_key(x);
-				rc = bench_peer_zmq_store(x->zmq, x->src, b,
-							  x->keys, n);
-				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
-				if (rc < 0)
-					fail(x, NULL, "zeromq store", rc);
-			}
-		}
-		/* Read back what each path stored last, every byte. */
-		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
-						     n, x->src);
-		if (rc == 0) {
-			rc = kv_store(x, x->copy, b, n, &w);
-			if (rc == 0)
-				rc = kv_retrieve(x, x->shm, b, n, true, &w,
-						 "read back copy store");
-		}
-		if (rc == 0) {
-			rc = kv_store(x, x->shm, b, n, &w);
-			if (rc == 0)
-				rc = kv_retrieve(x, x->shm, b, n, true, &w,
-						 "read back store");
-		}
-		if (rc == 0) {
-			rc = kv_store(x, x->ahead, b, n, &w);
-			if (rc == 0)
-				rc = kv_retrieve(x, x->shm, b, n, true, &w,
-						 "read back store-ahead store");
-		}
-		/* A summed store, read back verified (every sum checked),
-		 * both ways of filling it. */
-		if (rc == 0) {
-			rc = kv_store(x, x->sum, b, n, &w);
-			if (rc == 0)
-				rc = kv_retrieve(x, x->sum, b, n, true, &w,
-						 "read back summed store");
-		}
-		if (rc == 0) {
-			x->fill = true;
-			rc = kv_store(x, x->sum, b, n, &w);
-			x->fill = false;
-			if (rc == 0)
-				rc = kv_retrieve(x, x->sum, b, n, true, &w,
-						 "read back filled store");
-		}
+			rc = store_read_back(x, b, n);
 	} else {
-		/* Store the cell's chunks once, with sums (kvring_sum checks
-		 * them; the other subjects ignore them); every subject reads
-		 * them. */
-		rc = kv_store(x, x->sum, b, n, &w);
-		if (rc == 0 && x->zmq)
-			rc =
-			    bench_peer_zmq_store(x->zmq, x->src, b, x->keys, n);
-		/* Warm-up requests compare every byte. */
-		if (rc == 0)
-			rc = kv_retrieve(x, x->shm, b, n, true, &w,
-					 "kvring retrieve");
-		if (rc == 0)
-			rc = kv_retrieve(x, x->copy, b, n, true, &w,
-					 "kvring_copy retrieve");
-		if (rc == 0)
-			rc = kv_retrieve(x, x->sum, b, n, true, &w,
-					 "kvring_sum retrieve");
-		if (rc == 0)
-			rc = kv_retrieve(x, x->sum_on, b, n, true, &w,
-					 "kvring_sum_copy retrieve");
-		if (rc == 0 && x->zmq)
-			rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b, x->keys,
-						     n, x->src);
-		for (uint64_t r = 0; rc == 0 && r < reps; r++) {
-			usleep(2000);
-			rc = mc_retrieve(x, b, n, &ns[S_MEMCPY][r]);
-			if (rc == 0)
-				rc = mc_cold_retrieve(x, b, n, &ns[S_MCOLD][r]);
-			if (rc == 0)
-				rc = kv_retrieve(x, x->shm, b, n, false,
-						 &ns[S_KVRING][r],
-						 "kvring retrieve");
-			if (rc == 0)
-				rc = kv_retrieve(x, x->sum, b, n, false,
-						 &ns[S_SUM][r],
-						 "kvring_sum retrieve");
-			if (rc == 0)
-				rc = kv_retrieve(x, x->sum_on, b, n, false,
-						 &ns[S_SUMC][r],
-						 "kvring_sum_copy retrieve");
-			if (rc == 0)
-				rc = kv_retrieve(x, x->copy, b, n, false,
-						 &ns[S_COPY][r],
-						 "kvring_copy retrieve");
-			if (rc == 0 && x->zmq) {
-				uint64_t t0;
-
-				usleep(XFER_SPIN_US + 1000);
-				t0 = kvr_clock_now_ns();
-				rc = bench_peer_zmq_retrieve(x->zmq, x->dst, b,
-							     x->keys, n, NULL);
-				ns[S_ZMQ][r] = kvr_clock_now_ns() - t0;
-			}
-		}
+		rc = retrieve_rounds(x, b, n, reps, ns);
 	}
 	if (rc < 0)
 		goto out;
@@ -750,260 +459,6 @@ out:
 	return rc;
 }
 
-/* ---- output -------------------------------------------------------------- */
-
-static void print_header(const struct xfer_ctx *x)
-{
-	char pb[32];
-
-	if (x->o.json)
-		return;
-	printf("# kvring-bench %s: cpu_client=%d cpu_server=%d pool=%s "
-	       "server_spin_us=%u subjects: memcpy kvring kvring_sum%s "
-	       "kvring_copy%s\n",
-	       x->scenario, x->o.cpu_client, x->o.cpu_server,
-	       bench_fmt_bytes(x->pool_bytes, pb, sizeof(pb)), XFER_SPIN_US,
-	       x->retrieve ? " kvring_sum_copy"
-			   : " kvring_sum_fill kvring_ahead",
-	       x->zmq ? " zeromq" : " (zeromq skipped: built without libzmq)");
-	printf("%-6s %6s %-12s %5s %10s %10s %8s %9s %9s %9s\n", "bytes",
-	       "chunks", "subject", "reps", "p50_us", "p99_us", "GB/s",
-	       "x_memcpy", "x_mc_cold", "x_zeromq");
-}
-
-/* The phases and the back-to-back run of subject @s (kvring_phases and
- * kvring_stream for kvring, kvring_ahead_phases and _stream for
- * kvring_ahead). */
-static void print_phased(const struct xfer_ctx *x, unsigned si, unsigned ci,
-			 int s)
-{
-	const struct cell *res = x->res[si][ci];
-	const struct cell *mc = &res[S_MEMCPY], *mcc = &res[S_MCOLD];
-	uint64_t b = x->sizes[si];
-	uint32_t n = x->chunks[ci];
-	char bs[32], sname[32], pname[32];
-
-	snprintf(sname, sizeof(sname), "%s_stream", subj_name[s]);
-	snprintf(pname, sizeof(pname), "%s_phases", subj_name[s]);
-	if (res[s].stream && x->o.json) {
-		const struct cell *c = &res[s];
-		struct bench_json j;
-
-		bench_json_begin(&j, x->scenario, sname);
-		bench_json_u64(&j, "bytes", b);
-		bench_json_u64(&j, "chunks", n);
-		bench_json_u64(&j, "request_bytes", b * n);
-		bench_json_u64(&j, "reps", c->stream_reps);
-		bench_json_f64(&j, "p50_ns", c->stream_p50);
-		bench_json_f64(&j, "memcpy_cold_p50_ns", c->stream_mc_p50);
-		bench_json_f64(&j, "ratio_to_memcpy_cold_median",
-			       c->stream_ratio_med);
-		bench_json_f64(&j, "prepare_p50_ns", c->stream_ph[0]);
-		bench_json_f64(&j, "copy_p50_ns", c->stream_ph[1]);
-		bench_json_f64(&j, "commit_p50_ns", c->stream_ph[2]);
-		bench_json_print(&j, stdout);
-	}
-	if (res[s].stream && !x->o.json) {
-		const struct cell *c = &res[s];
-
-		printf(
-		    "%-6s %6u %-12s  p50 us: %s %.1f, memcpy_cold %.1f "
-		    "(x memcpy_cold %.3f, median of pairs %.3f); prepare %.2f "
-		    "+ copy %.1f + commit %.2f\n",
-		    bench_fmt_bytes(b, bs, sizeof(bs)), n, sname, subj_name[s],
-		    c->stream_p50 / 1e3, c->stream_mc_p50 / 1e3,
-		    c->stream_p50 > 0 ? c->stream_mc_p50 / c->stream_p50 : 0.0,
-		    c->stream_ratio_med, c->stream_ph[0] / 1e3,
-		    c->stream_ph[1] / 1e3, c->stream_ph[2] / 1e3);
-	}
-	if (res[s].phases && !x->o.json) {
-		const struct cell *c = &res[s];
-
-		printf("%-6s %6u %-12s  p50 us: prepare %.2f + copy %.1f + "
-		       "commit %.2f (memcpy %.1f, memcpy_cold %.1f)\n",
-		       bench_fmt_bytes(b, bs, sizeof(bs)), n, pname,
-		       c->phase_p50[0] / 1e3, c->phase_p50[1] / 1e3,
-		       c->phase_p50[2] / 1e3, mc->p50 / 1e3,
-		       mcc->done ? mcc->p50 / 1e3 : 0.0);
-	}
-}
-
-static void print_cell(const struct xfer_ctx *x, unsigned si, unsigned ci)
-{
-	const struct cell *res = x->res[si][ci];
-	const struct cell *mc = &res[S_MEMCPY], *zq = &res[S_ZMQ];
-	const struct cell *mcc = &res[S_MCOLD];
-	uint64_t b = x->sizes[si];
-	uint32_t n = x->chunks[ci];
-	char bs[32];
-
-	for (int s = 0; s < NR_SUBJ; s++) {
-		const struct cell *c = &res[s];
-
-		if (!c->done)
-			continue;
-		if (x->o.json) {
-			struct bench_json j;
-
-			bench_json_begin(&j, x->scenario, subj_name[s]);
-			bench_json_u64(&j, "bytes", b);
-			bench_json_u64(&j, "chunks", n);
-			bench_json_u64(&j, "workers", 1);
-			bench_json_u64(&j, "request_bytes", b * n);
-			bench_json_u64(&j, "reps", c->reps);
-			bench_json_bool(&j, "first_touch", false);
-			bench_json_f64(&j, "p50_ns", c->p50);
-			bench_json_f64(&j, "p99_ns", c->p99);
-			bench_json_f64(&j, "p999_ns", c->p999);
-			bench_json_f64(&j, "gbps", c->gbps);
-			bench_json_f64(&j, "ops_per_s", c->ops);
-			if (s != S_MEMCPY) {
-				bench_json_f64(&j, "ratio_to_memcpy",
-					       c->gbps / mc->gbps);
-				bench_json_f64(&j, "ratio_to_memcpy_median",
-					       c->ratio_med);
-			}
-			if (s != S_MEMCPY && s != S_MCOLD && mcc->done)
-				bench_json_f64(&j, "ratio_to_memcpy_cold",
-					       c->gbps / mcc->gbps);
-			if (s != S_ZMQ && zq->done)
-				bench_json_f64(&j, "ratio_to_zeromq",
-					       c->gbps / zq->gbps);
-			if (c->phases && subj_phased(s)) {
-				bench_json_f64(&j, "prepare_p50_ns",
-					       c->phase_p50[0]);
-				bench_json_f64(&j, "copy_p50_ns",
-					       c->phase_p50[1]);
-				bench_json_f64(&j, "commit_p50_ns",
-					       c->phase_p50[2]);
-			}
-			/* The cost of checksums: same run, interleaved. */
-			if ((s == S_SUM || s == S_SUMF || s == S_SUMC ||
-			     s == S_AHEAD) &&
-			    res[S_KVRING].done)
-				bench_json_f64(&j, "ratio_to_kvring",
-					       c->gbps / res[S_KVRING].gbps);
-			bench_json_print(&j, stdout);
-		} else {
-			char rm[16] = "-", rz[16] = "-", rc[16] = "-";
-
-			if (s != S_MEMCPY)
-				snprintf(rm, sizeof(rm), "%.3f",
-					 c->gbps / mc->gbps);
-			if (s != S_MEMCPY && s != S_MCOLD && mcc->done)
-				snprintf(rc, sizeof(rc), "%.3f",
-					 c->gbps / mcc->gbps);
-			if (s != S_ZMQ && zq->done)
-				snprintf(rz, sizeof(rz), "%.2f",
-					 c->gbps / zq->gbps);
-			printf("%-6s %6u %-12s %5" PRIu64
-			       " %10.1f %10.1f %8.2f %9s %9s %9s\n",
-			       bench_fmt_bytes(b, bs, sizeof(bs)), n,
-			       subj_name[s], c->reps, c->p50 / 1e3,
-			       c->p99 / 1e3, c->gbps, rm, rc, rz);
-		}
-	}
-	for (int s = S_KVRING; s < NR_SUBJ; s++)
-		if (subj_phased(s))
-			print_phased(x, si, ci, s);
-	if (res[S_KVRING].first) {
-		const struct cell *c = &res[S_KVRING];
-
-		if (x->o.json) {
-			struct bench_json j;
-
-			bench_json_begin(&j, x->scenario, "kvring");
-			bench_json_u64(&j, "bytes", b);
-			bench_json_u64(&j, "chunks", n);
-			bench_json_u64(&j, "workers", 1);
-			bench_json_u64(&j, "request_bytes", b * n);
-			bench_json_u64(&j, "reps", 1);
-			bench_json_bool(&j, "first_touch", true);
-			bench_json_f64(&j, "gbps", c->first_gbps);
-			bench_json_f64(&j, "gbps_second_store",
-				       c->first_warm_gbps);
-			bench_json_f64(&j, "ratio_to_memcpy",
-				       c->first_gbps / mc->gbps);
-			if (zq->done)
-				bench_json_f64(&j, "ratio_to_zeromq",
-					       c->first_gbps / zq->gbps);
-			bench_json_f64(&j, "attach_ms", c->attach_ms);
-			bench_json_f64(&j, "prefault_ms", c->prefault_ms);
-			bench_json_print(&j, stdout);
-		} else {
-			printf(
-			    "%-6s %6u %-12s %5s %10s %10s %8.2f %9.3f %9.3f %9s"
-			    "  (first store of a fresh connection; "
-			    "second %.2f GB/s; attach %.0f ms of which "
-			    "pre-fault %.0f ms)\n",
-			    bench_fmt_bytes(b, bs, sizeof(bs)), n,
-			    "kvring_first", "1", "-", "-", c->first_gbps,
-			    c->first_gbps / mc->gbps,
-			    mcc->done ? c->first_gbps / mcc->gbps : 0.0, "-",
-			    c->first_warm_gbps, c->attach_ms, c->prefault_ms);
-		}
-	}
-}
-
-static void xfer_plot(const struct xfer_ctx *x)
-{
-	struct bench_plot_line l[NR_SUBJ + 3];
-	double xs[NR_SUBJ + 3][MAX_SIZES], ys[NR_SUBJ + 3][MAX_SIZES];
-	char titles[NR_SUBJ + 3][64], name[64], title[128];
-	unsigned mid = x->nchunks / 2, nl = 0;
-
-	/* Every subject at the middle chunk count... */
-	for (int s = 0; s < NR_SUBJ; s++) {
-		if ((s == S_ZMQ && !x->zmq) || !subj_in(x->retrieve, s))
-			continue;
-		for (unsigned i = 0; i < x->nsizes; i++) {
-			xs[nl][i] = (double)x->sizes[i];
-			ys[nl][i] = x->res[i][mid][s].gbps;
-		}
-		snprintf(titles[nl], sizeof(titles[nl]), "%s, %u chunks",
-			 subj_name[s], x->chunks[mid]);
-		l[nl] = (struct bench_plot_line){titles[nl], xs[nl], ys[nl],
-						 x->nsizes, false};
-		nl++;
-	}
-	/* ...kvring at the smallest and largest chunk counts... */
-	for (unsigned k = 0; k < x->nchunks; k += x->nchunks - 1) {
-		if (k == mid)
-			goto next;
-		for (unsigned i = 0; i < x->nsizes; i++) {
-			xs[nl][i] = (double)x->sizes[i];
-			ys[nl][i] = x->res[i][k][S_KVRING].gbps;
-		}
-		snprintf(titles[nl], sizeof(titles[nl]), "kvring, %u chunks",
-			 x->chunks[k]);
-		l[nl] = (struct bench_plot_line){titles[nl], xs[nl], ys[nl],
-						 x->nsizes, true};
-		nl++;
-	next:
-		if (x->nchunks == 1)
-			break;
-	}
-	/* ...and the first store of a fresh connection. */
-	if (!x->retrieve) {
-		for (unsigned i = 0; i < x->nsizes; i++) {
-			xs[nl][i] = (double)x->sizes[i];
-			ys[nl][i] = x->res[i][mid][S_KVRING].first_gbps;
-		}
-		snprintf(titles[nl], sizeof(titles[nl]),
-			 "kvring first store, %u chunks", x->chunks[mid]);
-		l[nl] = (struct bench_plot_line){titles[nl], xs[nl], ys[nl],
-						 x->nsizes, true};
-		nl++;
-	}
-	snprintf(name, sizeof(name), "%s_gbps", x->scenario);
-	snprintf(title, sizeof(title),
-		 "%s throughput per request (prepare, copy, commit) vs chunk "
-		 "size",
-		 x->scenario);
-	bench_plot_lines(x->o.plot_dir, name, title, "chunk size (bytes)",
-			 "GB/s", l, nl);
-}
-
 /* ---- entry ----------------------------------------------------------------
  */
 
@@ -1040,11 +495,64 @@ static int connect_sum(struct xfer_ctx *x)
 	return rc;
 }
 
+/*
+ * The grid of --sizes x --chunks (the --quick one by default), the largest
+ * chunk in *max_b, and the pool: the largest request up to 1 GiB plus
+ * room, unless --pool-size says. 0, or -EINVAL with the reason on stderr.
+ */
+static int xfer_grid(struct xfer_ctx *x, uint64_t *max_b)
+{
+	uint64_t list[MAX_CHUNKS];
+	unsigned n;
+
+	if (parse_list(x->o.sizes
+			   ? x->o.sizes
+			   : (x->o.quick ? "256K,2M,32M" : "256K,2M,8M,32M"),
+		       x->sizes, MAX_SIZES, &x->nsizes) < 0 ||
+	    parse_list(x->o.chunks ? x->o.chunks
+				   : (x->o.quick ? "1,8" : "1,8,64"),
+		       list, MAX_CHUNKS, &n) < 0) {
+		fprintf(stderr, "kvring-bench: %s: bad --sizes or --chunks\n",
+			x->scenario);
+		return -EINVAL;
+	}
+	x->nchunks = n;
+	for (unsigned i = 0; i < n; i++) {
+		if (list[i] > 1024 || x->sizes[0] < 16) {
+			fprintf(stderr,
+				"kvring-bench: %s: chunks 1..1024, "
+				"sizes >= 16\n",
+				x->scenario);
+			return -EINVAL;
+		}
+		x->chunks[i] = (uint32_t)list[i];
+	}
+	for (unsigned i = 0; i < x->nsizes; i++) {
+		if (x->sizes[i] > *max_b)
+			*max_b = x->sizes[i];
+		for (unsigned k = 0; k < x->nchunks; k++)
+			if (x->sizes[i] * x->chunks[k] > x->max_req)
+				x->max_req = x->sizes[i] * x->chunks[k];
+	}
+	/* Default pool: the largest request up to 1 GiB (so 64 x 32 MiB
+	 * runs only with --pool-size >= 2112M: it alone takes minutes
+	 * through the slow peers), plus room. */
+	x->pool_bytes =
+	    x->o.pool_bytes
+		? x->o.pool_bytes
+		: (x->max_req < (1ull << 30) ? x->max_req : (1ull << 30)) +
+		      (128ull << 20);
+	if (x->max_req + (64ull << 20) > x->pool_bytes)
+		x->max_req = x->pool_bytes > (128ull << 20)
+				 ? x->pool_bytes - (64ull << 20)
+				 : x->pool_bytes / 2;
+	return 0;
+}
+
 static int xfer_main(int argc, char **argv, bool retrieve)
 {
 	struct xfer_ctx *x = calloc(1, sizeof(*x));
-	uint64_t list[MAX_CHUNKS], max_b = 0;
-	unsigned n;
+	uint64_t max_b = 0;
 	int rc, ret = BENCH_EXIT_ERR;
 
 	if (!x)
@@ -1067,50 +575,10 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 		free(x);
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	}
-	if (parse_list(x->o.sizes
-			   ? x->o.sizes
-			   : (x->o.quick ? "256K,2M,32M" : "256K,2M,8M,32M"),
-		       x->sizes, MAX_SIZES, &x->nsizes) < 0 ||
-	    parse_list(x->o.chunks ? x->o.chunks
-				   : (x->o.quick ? "1,8" : "1,8,64"),
-		       list, MAX_CHUNKS, &n) < 0) {
-		fprintf(stderr, "kvring-bench: %s: bad --sizes or --chunks\n",
-			x->scenario);
+	if (xfer_grid(x, &max_b) < 0) {
 		free(x);
 		return BENCH_EXIT_USAGE;
 	}
-	x->nchunks = n;
-	for (unsigned i = 0; i < n; i++) {
-		if (list[i] > 1024 || x->sizes[0] < 16) {
-			fprintf(stderr,
-				"kvring-bench: %s: chunks 1..1024, "
-				"sizes >= 16\n",
-				x->scenario);
-			free(x);
-			return BENCH_EXIT_USAGE;
-		}
-		x->chunks[i] = (uint32_t)list[i];
-	}
-	for (unsigned i = 0; i < x->nsizes; i++) {
-		if (x->sizes[i] > max_b)
-			max_b = x->sizes[i];
-		for (unsigned k = 0; k < x->nchunks; k++)
-			if (x->sizes[i] * x->chunks[k] > x->max_req)
-				x->max_req = x->sizes[i] * x->chunks[k];
-	}
-	/* Default pool: the largest request up to 1 GiB (so 64 x 32 MiB
-	 * runs only with --pool-size >= 2112M: it alone takes minutes
-	 * through the slow peers), plus room. */
-	x->pool_bytes =
-	    x->o.pool_bytes
-		? x->o.pool_bytes
-		: (x->max_req < (1ull << 30) ? x->max_req : (1ull << 30)) +
-		      (128ull << 20);
-	if (x->max_req + (64ull << 20) > x->pool_bytes)
-		x->max_req = x->pool_bytes > (128ull << 20)
-				 ? x->pool_bytes - (64ull << 20)
-				 : x->pool_bytes / 2;
-
 	bench_clock_init();
 	if (bench_pin_cpu(x->o.cpu_client) < 0)
 		fprintf(stderr, "kvring-bench: %s: cannot pin to cpu %d\n",
@@ -1148,7 +616,7 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 				 &x->copy) < 0 ||
 	    connect_sum(x) < 0)
 		goto out;
-	print_header(x);
+	bench_xfer_print_header(x);
 	for (unsigned si = 0; si < x->nsizes; si++) {
 		for (unsigned ci = 0; ci < x->nchunks; ci++) {
 			uint64_t req = x->sizes[si] * x->chunks[ci];
@@ -1157,11 +625,11 @@ static int xfer_main(int argc, char **argv, bool retrieve)
 				continue;
 			if (run_cell(x, si, ci) < 0)
 				goto out;
-			print_cell(x, si, ci);
+			bench_xfer_print_cell(x, si, ci);
 		}
 	}
 	if (x->o.plot_dir)
-		xfer_plot(x);
+		bench_xfer_plot(x);
 	ret = BENCH_EXIT_OK;
 out:
 	kvr_close(x->shm);

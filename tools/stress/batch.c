@@ -136,6 +136,46 @@ int st_batch_op(struct st_worker *w)
 	return rc;
 }
 
+/*
+ * Submit the commit of every prepared request of @q, held (the caller
+ * flushes); a full ring publishes what was held, and the requests are
+ * reaped to make room. 0, or the error that broke the connection.
+ */
+static int submit_commits(struct st_worker *w, struct breq *q, uint32_t m,
+			  bool stopped)
+{
+	int rc = 0;
+
+	/* The commits, held; sometimes the worker lingers before the
+	 * flush, so a kill finds them written but never published. */
+	(void)kvr_submit_hold(w->c);
+	for (uint32_t i = 0; i < m; i++) {
+		void *user = (void *)(uintptr_t)(i + 1);
+
+		if (!q[i].prepared)
+			continue;
+		q[i].had_id = q[i].x.id != 0;
+		rc = q[i].store
+			 ? kvr_submit_commit_store(w->c, &q[i].x, user)
+			 : kvr_submit_commit_retrieve(w->c, &q[i].x, user);
+		if (rc == -EAGAIN) {
+			/* The full ring published what was held: make room
+			 * and submit this one again. */
+			rc = kvr_submit_flush(w->c);
+			if (rc == 0)
+				rc = reap_all(w, q, m, stopped);
+			if (rc < 0)
+				break;
+			(void)kvr_submit_hold(w->c);
+			i--;
+			continue;
+		}
+		if (rc < 0)
+			break;
+	}
+	return rc;
+}
+
 static int batch_run(struct st_worker *w)
 {
 	struct breq q[BATCH_MAX];
@@ -205,33 +245,7 @@ static int batch_run(struct st_worker *w)
 					st_keys_fill(q[i].x.slots[s].ptr,
 						     q[i].x.slots[s].len,
 						     q[i].base + s);
-	/* The commits, held; sometimes the worker lingers before the
-	 * flush, so a kill finds them written but never published. */
-	(void)kvr_submit_hold(w->c);
-	for (uint32_t i = 0; i < m; i++) {
-		void *user = (void *)(uintptr_t)(i + 1);
-
-		if (!q[i].prepared)
-			continue;
-		q[i].had_id = q[i].x.id != 0;
-		rc = q[i].store
-			 ? kvr_submit_commit_store(w->c, &q[i].x, user)
-			 : kvr_submit_commit_retrieve(w->c, &q[i].x, user);
-		if (rc == -EAGAIN) {
-			/* The full ring published what was held: make room
-			 * and submit this one again. */
-			rc = kvr_submit_flush(w->c);
-			if (rc == 0)
-				rc = reap_all(w, q, m, stopped);
-			if (rc < 0)
-				break;
-			(void)kvr_submit_hold(w->c);
-			i--;
-			continue;
-		}
-		if (rc < 0)
-			break;
-	}
+	rc = submit_commits(w, q, m, stopped);
 	if (rc == 0 && st_rnd_below(&w->rng, 8) == 0)
 		st_sleep_us(500 + st_rnd_below(&w->rng, 2500));
 	if (rc == 0)

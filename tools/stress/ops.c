@@ -129,6 +129,42 @@ void st_op_pick_ahead(struct st_worker *w, uint64_t *base, uint32_t *n)
  * already stored come back EXISTS, keys the pool has no room for NOROOM;
  * every answer is counted by status, and only OK slots are written.
  */
+/*
+ * A lingering store whose worker was stopped past the deadline: the
+ * reservation was reclaimed, so the commit must answer EXPIRED (or, for a
+ * store-ahead one-key store another worker stored already, rule 1's
+ * success). Returns what after_stop() makes of the commit.
+ */
+static int store_after_stop(struct st_worker *w, struct kvr_xfer *x, bool ahead,
+			    uint32_t n)
+{
+	int rc;
+
+	/* Stopped past the deadline: the reservation was reclaimed.
+	 * Every other time the worker resumes its copy first, as a
+	 * paused process does, writing poison into the slots: their
+	 * quarantine keeps them from every other chunk, and a chunk
+	 * that got them would read as corrupt. Committing the poison
+	 * must answer EXPIRED; published poison is corruption too. */
+	if (st_rnd_below(&w->rng, 2) == 0) {
+		for (uint32_t i = 0; i < x->nslots; i++)
+			if (x->slots[i].status == KVR_SLOT_OK)
+				memset(x->slots[i].ptr, 0xa5, x->slots[i].len);
+		st_bump(&w->res->stop_resumed, 1);
+	}
+	rc = kvr_commit_store(w->c, x);
+	st_results_phase(w, PH_OTHER);
+	if (rc == 0 && ahead && n == 1 &&
+	    strstr(kvr_client_errmsg(w->c), "stored already"))
+		/* Store-ahead answered the prepare in the library, so
+		 * a key another worker had stored shows only in the
+		 * early bind, and the commit is rule 1's success that
+		 * says it stored nothing (a lookup now may miss it:
+		 * the key can be evicted meanwhile). */
+		return 0;
+	return after_stop(w, rc);
+}
+
 int st_op_store(struct st_worker *w, bool abort_it)
 {
 	struct kvr_key k[MAX_CHUNKS];
@@ -185,32 +221,8 @@ int st_op_store(struct st_worker *w, bool abort_it)
 			st_bump(&w->res->ops[OP_ABORT], 1);
 		return rc;
 	}
-	if (linger && x.id && st_op_maybe_stop(w)) {
-		/* Stopped past the deadline: the reservation was reclaimed.
-		 * Every other time the worker resumes its copy first, as a
-		 * paused process does, writing poison into the slots: their
-		 * quarantine keeps them from every other chunk, and a chunk
-		 * that got them would read as corrupt. Committing the poison
-		 * must answer EXPIRED; published poison is corruption too. */
-		if (st_rnd_below(&w->rng, 2) == 0) {
-			for (uint32_t i = 0; i < x.nslots; i++)
-				if (x.slots[i].status == KVR_SLOT_OK)
-					memset(x.slots[i].ptr, 0xa5,
-					       x.slots[i].len);
-			st_bump(&w->res->stop_resumed, 1);
-		}
-		rc = kvr_commit_store(w->c, &x);
-		st_results_phase(w, PH_OTHER);
-		if (rc == 0 && ahead && n == 1 &&
-		    strstr(kvr_client_errmsg(w->c), "stored already"))
-			/* Store-ahead answered the prepare in the library, so
-			 * a key another worker had stored shows only in the
-			 * early bind, and the commit is rule 1's success that
-			 * says it stored nothing (a lookup now may miss it:
-			 * the key can be evicted meanwhile). */
-			return 0;
-		return after_stop(w, rc);
-	}
+	if (linger && x.id && st_op_maybe_stop(w))
+		return store_after_stop(w, &x, ahead, n);
 	if (linger) {
 		/* A kill during this sleep leaves a poisoned reservation for
 		 * the server's disconnect cleanup to throw away. */
