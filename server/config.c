@@ -22,6 +22,7 @@
 #include <kvring/proto.h>
 #include <kvring/segment.h>
 
+#include "cfile.h"
 #include "config.h"
 
 #include <kvring/version.h> /* KVR_VERSION_STRING */
@@ -53,6 +54,8 @@ enum {
 	OPT_QUOTA_UID_RESERVED,
 	OPT_QUOTA_UID_PINNED,
 	OPT_XFER_MS,
+	OPT_CONFIG,
+	OPT_PRINT_CONFIG,
 };
 
 static const struct option longopts[] = {
@@ -92,10 +95,42 @@ static const struct option longopts[] = {
     {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
     {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
     {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
+
+/* Every option has a slot in struct kvr_config's from[]. */
+_Static_assert(sizeof(longopts) / sizeof(longopts[0]) <= KVR_CONFIG_MAX_KEYS,
+	       "raise KVR_CONFIG_MAX_KEYS");
+
+#define NR_OPTS (sizeof(longopts) / sizeof(longopts[0]) - 1)
+
+const char *kvr_config_key(unsigned i, bool *has_arg)
+{
+	if (i >= NR_OPTS)
+		return NULL;
+	if (has_arg)
+		*has_arg = longopts[i].has_arg != no_argument;
+	return longopts[i].name;
+}
+
+bool kvr_config_key_settable(unsigned i)
+{
+	if (i >= NR_OPTS)
+		return false;
+	switch (longopts[i].val) {
+	case OPT_CONFIG:
+	case OPT_PRINT_CONFIG:
+	case 'h':
+	case 'V':
+		return false;
+	default:
+		return true;
+	}
+}
 
 /* The --help text. */
 static void usage(FILE *f)
@@ -251,6 +286,19 @@ static void usage(FILE *f)
 	    "ms.\n"
 	    "                          Default: 200.\n"
 	    "      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
+	    "Configuration file (docs/config.md):\n"
+	    "      --config FILE       read settings from FILE first: 'key = "
+	    "value' a\n"
+	    "                          line, keys the long flag names without "
+	    "dashes;\n"
+	    "                          flags given here override it. Refused "
+	    "when its\n"
+	    "                          group or others may write it.\n"
+	    "      --print-config      print every effective setting and "
+	    "where it came\n"
+	    "                          from (default, FILE:LINE, flag, "
+	    "environment),\n"
+	    "                          then exit.\n"
 	    "Other:\n"
 	    "      --log-level L       err | warn | info | debug. Default: "
 	    "info.\n"
@@ -576,25 +624,166 @@ static void resolve_share(uint32_t bp, uint64_t pool_bytes, uint64_t *bytes)
 		*bytes = 64;
 }
 
+/* The table index of the option getopt_long returned as @ch (@li is set
+ * only for a long option). */
+static unsigned opt_index(int ch, int li)
+{
+	if (li >= 0)
+		return (unsigned)li;
+	for (unsigned i = 0; i < NR_OPTS; i++)
+		if (longopts[i].val == ch)
+			return i;
+	return NR_OPTS;
+}
+
+/* Apply option @i of the table with value @a (NULL for a flag). */
+static int apply_index(struct kvr_config *c, unsigned i, const char *a,
+		       FILE *err)
+{
+	if (longopts[i].val == OPT_L2)
+		return kvr_l2_conf_opt(&c->l2, longopts[i].name, a, err) != 0
+			   ? -EINVAL
+			   : 0;
+	return apply_opt(c, longopts[i].val, a, err);
+}
+
+/* The config file being applied (cfile.h callback argument). */
+struct file_ctx {
+	struct kvr_config *c;
+	FILE *err;
+};
+
+/* Apply one "key = value" of the file through the option table. */
+static int file_setting(void *arg, const char *key, const char *val,
+			unsigned line)
+{
+	struct file_ctx *f = arg;
+	const char *path = f->c->config_path;
+	char *msg = NULL, *nl;
+	size_t len = 0;
+	unsigned i;
+	FILE *mem;
+	int rc;
+
+	for (i = 0; i < NR_OPTS; i++)
+		if (strcmp(longopts[i].name, key) == 0)
+			break;
+	if (i == NR_OPTS) {
+		fprintf(f->err,
+			"kvringd: %s:%u: unknown key '%s'; keys are "
+			"kvringd's long flag names without the dashes "
+			"(kvringd --help, docs/config.md)\n",
+			path, line, key);
+		return -EINVAL;
+	}
+	if (!kvr_config_key_settable(i)) {
+		fprintf(f->err,
+			"kvringd: %s:%u: '%s' is not a setting; give it on "
+			"the command line, and delete this line\n",
+			path, line, key);
+		return -EINVAL;
+	}
+	if (longopts[i].has_arg == no_argument) {
+		if (val && strcmp(val, "false") == 0)
+			return 0; /* as if not given: the default stays */
+		if (val && strcmp(val, "true") != 0) {
+			fprintf(f->err,
+				"kvringd: %s:%u: '%s' is a flag and takes no "
+				"value but true or false; write '%s' or "
+				"'%s = true'\n",
+				path, line, key, key, key);
+			return -EINVAL;
+		}
+	} else if (!val || !*val) {
+		fprintf(f->err,
+			"kvringd: %s:%u: '%s' needs a value; write '%s = "
+			"VALUE' (kvringd --help says which)\n",
+			path, line, key, key);
+		return -EINVAL;
+	}
+	/* The option's own message, said about the file's line. */
+	mem = open_memstream(&msg, &len);
+	if (!mem)
+		return -ENOMEM;
+	rc = apply_index(f->c, i, val && *val ? val : NULL, mem);
+	fclose(mem);
+	if (rc < 0) {
+		nl = msg ? strchr(msg, '\n') : NULL;
+		if (nl)
+			*nl = '\0';
+		fprintf(f->err,
+			"kvringd: %s:%u: %s; fix the line, or override it "
+			"with --%s\n",
+			path, line,
+			msg && strncmp(msg, "kvringd: ", 9) == 0 ? msg + 9
+								 : "bad value",
+			key);
+	} else {
+		f->c->from[i] = KVR_FROM_FILE;
+		f->c->from_line[i] = line;
+	}
+	free(msg);
+	return rc;
+}
+
+/* First pass over the command line: only --config (read before any flag
+ * so that flags override it) and whether --help/--version were asked. */
+static int find_config(int argc, char **argv, struct kvr_config *c, bool *meta)
+{
+	int ch, li = -1;
+
+	optind = 0;
+	*meta = false;
+	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, &li)) !=
+	       -1) {
+		if (ch == OPT_CONFIG &&
+		    copy_str(c->config_path, sizeof(c->config_path), optarg) <
+			0)
+			return -EINVAL;
+		if (ch == 'h' || ch == 'V')
+			*meta = true;
+		li = -1;
+	}
+	return 0;
+}
+
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		     FILE *err)
 {
+	struct file_ctx fc = {.c = cfg, .err = err};
 	const char *env;
+	unsigned idx;
+	bool meta;
 	int ch, rc;
 
 	set_defaults(cfg);
 	/* getopt keeps state in globals: reset it so tests can parse twice. */
-	optind = 0;
 	opterr = 0; /* errors are reported to @err by apply_opt() */
+	if (find_config(argc, argv, cfg, &meta) < 0)
+		return bad(err, "--config", "", "use a path of 1-255 bytes");
+	if (cfg->config_path[0] && !meta) {
+		rc = kvr__cfile_read(cfg->config_path, file_setting, &fc, err);
+		if (rc < 0)
+			return rc;
+	}
+	optind = 0;
 	int li = -1;
 
 	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, &li)) !=
 	       -1) {
+		idx = opt_index(ch, li);
+		li = -1;
+		if (idx < NR_OPTS && kvr_config_key_settable(idx))
+			cfg->from[idx] = KVR_FROM_FLAG;
+		if (ch == OPT_CONFIG)
+			continue; /* read above */
+		if (ch == OPT_PRINT_CONFIG) {
+			cfg->print_config = true;
+			continue;
+		}
 		if (ch == OPT_L2) {
-			if (kvr_l2_conf_opt(&cfg->l2, longopts[li].name, optarg,
-					    err) != 0)
+			if (apply_index(cfg, idx, optarg, err) != 0)
 				return -EINVAL;
-			li = -1;
 			continue;
 		}
 		if (ch == 'h') {
@@ -664,6 +853,8 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 				     env) < 0)
 				return bad(err, "$KVRING_SOCKET", env,
 					   "must be 1-107 bytes");
+			idx = opt_index('s', -1);
+			cfg->from[idx] = KVR_FROM_ENV;
 		} else {
 			rc = kvr_default_socket_path(cfg->socket_path,
 						     sizeof(cfg->socket_path));
@@ -681,5 +872,5 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		fprintf(err, "kvringd: default segment name does not fit\n");
 		return -ENAMETOOLONG;
 	}
-	return KVR_CONFIG_RUN;
+	return cfg->print_config ? KVR_CONFIG_PRINT : KVR_CONFIG_RUN;
 }
