@@ -82,8 +82,8 @@ static int open_checked(const char *path, FILE *err)
 		snprintf(hint, sizeof(hint),
 			 " (uid %u); make root or uid %u its owner",
 			 (unsigned)st.st_uid, (unsigned)geteuid());
-		return fail(err, path, 0, -EPERM,
-			    "is owned by another user", hint);
+		return fail(err, path, 0, -EPERM, "is owned by another user",
+			    hint);
 	}
 	return fd;
 }

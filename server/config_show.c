@@ -32,8 +32,7 @@ struct row {
 	const char *const *names; /* K_ENUM: by value; NULL ends */
 };
 
-static const char *const backends[] = {"auto", "shm", "memfd", "private",
-				       NULL};
+static const char *const backends[] = {"auto", "shm", "memfd", "private", NULL};
 static const char *const levels[] = {"err", "warn", "info", "debug", NULL};
 static const char *const huge[] = {"auto", "require", "off", NULL};
 static const char *const uploads[] = {"commit", "none", "evict", NULL};

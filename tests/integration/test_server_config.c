@@ -68,7 +68,7 @@ Test(server_config, file_settings_reach_the_running_server)
 
 Test(server_config, a_bad_file_stops_the_start_naming_file_and_line)
 {
-	const char *argv[] = {"kvringd", "--config", conf, "--socket",
+	const char *argv[] = {"kvringd", "--config", conf,     "--socket",
 			      srv.sock,	 "--name",   srv.name, NULL};
 	char want[256];
 	pid_t pid;
@@ -83,7 +83,7 @@ Test(server_config, a_bad_file_stops_the_start_naming_file_and_line)
 
 Test(server_config, a_file_others_may_write_is_refused)
 {
-	const char *argv[] = {"kvringd", "--config", conf, "--socket",
+	const char *argv[] = {"kvringd", "--config", conf,     "--socket",
 			      srv.sock,	 "--name",   srv.name, NULL};
 	pid_t pid;
 

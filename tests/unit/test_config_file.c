@@ -94,8 +94,8 @@ static int parse_text(struct kvr_config *c, const char *text, char *path)
 	return parse(c, args);
 }
 
-Test(config_file, settings_apply_and_flags_override_them,
-     .init = setup_dir, .fini = rm_dir)
+Test(config_file, settings_apply_and_flags_override_them, .init = setup_dir,
+     .fini = rm_dir)
 {
 	char path[256];
 	const char *args[] = {"--max-workers", "4", "--config", path, NULL};
@@ -172,11 +172,11 @@ Test(config_file, every_setting_has_a_print_config_row)
 	memset(&c, 0, sizeof(c));
 	for (unsigned i = 0; (key = kvr_config_key(i, NULL)); i++)
 		if (kvr_config_key_settable(i))
-			cr_expect(kvr_config_show_value(&c, key, val,
-							sizeof(val)),
-				  "--print-config has no row for '%s' "
-				  "(server/config_show.c)",
-				  key);
+			cr_expect(
+			    kvr_config_show_value(&c, key, val, sizeof(val)),
+			    "--print-config has no row for '%s' "
+			    "(server/config_show.c)",
+			    key);
 }
 
 Test(config_file, unknown_key_is_refused_naming_the_line, .init = setup_dir,
@@ -185,8 +185,9 @@ Test(config_file, unknown_key_is_refused_naming_the_line, .init = setup_dir,
 	char path[256];
 	struct kvr_config c;
 
-	cr_expect_eq(parse_text(&c, "pool-size = 64M\n\npool-sise = 1G\n", path),
-		     -EINVAL);
+	cr_expect_eq(
+	    parse_text(&c, "pool-size = 64M\n\npool-sise = 1G\n", path),
+	    -EINVAL);
 	cr_expect_not_null(strstr(errbuf, "k.conf:3: unknown key 'pool-sise'"),
 			   "%s", errbuf);
 	cr_expect_not_null(strstr(errbuf, "kvringd --help"), "%s", errbuf);
@@ -213,8 +214,8 @@ Test(config_file, wrong_value_is_refused_naming_line_and_option,
 	cr_expect_not_null(strstr(errbuf, "k.conf:1:"), "%s", errbuf);
 }
 
-Test(config_file, duplicate_key_is_refused_naming_both_lines,
-     .init = setup_dir, .fini = rm_dir)
+Test(config_file, duplicate_key_is_refused_naming_both_lines, .init = setup_dir,
+     .fini = rm_dir)
 {
 	char path[256];
 	struct kvr_config c;
@@ -286,7 +287,7 @@ Test(config_file, print_config_shows_every_setting_and_its_source,
      .init = setup_dir, .fini = rm_dir)
 {
 	char path[256], want[400], *text = NULL;
-	const char *args[] = {"--config", path, "--spin-us", "7",
+	const char *args[] = {"--config",	path, "--spin-us", "7",
 			      "--print-config", NULL};
 	struct kvr_config c;
 	const char *key;
@@ -304,10 +305,10 @@ Test(config_file, print_config_shows_every_setting_and_its_source,
 	cr_expect_not_null(strstr(text, "pool-size          = 67108864"), "%s",
 			   text);
 	cr_expect_not_null(strstr(text, want), "%s", text);
-	cr_expect_not_null(strstr(text, "spin-us            = 7 "), "%s",
-			   text);
-	cr_expect_not_null(strstr(text, "socket             = "
-					"/tmp/kvr-cfgtest.sock     # environment"),
+	cr_expect_not_null(strstr(text, "spin-us            = 7 "), "%s", text);
+	cr_expect_not_null(strstr(text,
+				  "socket             = "
+				  "/tmp/kvr-cfgtest.sock     # environment"),
 			   "%s", text);
 	cr_expect_not_null(strstr(text, "align              = 4096 "), "%s",
 			   text);
