@@ -88,6 +88,7 @@ static const struct option longopts[] = {
     {"l2-queue", required_argument, NULL, OPT_L2},
     {"l2-io-ms", required_argument, NULL, OPT_L2},
     {"l2-upload", required_argument, NULL, OPT_L2},
+    {"l2-required", no_argument, NULL, OPT_L2},
     {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
     {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
     {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},

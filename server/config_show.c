@@ -68,6 +68,7 @@ static const struct row rows[] = {
     {"l2-queue", K_U32, F(l2.queue_jobs), NULL},
     {"l2-io-ms", K_U32, F(l2.io_ms), NULL},
     {"l2-upload", K_ENUM, F(l2.upload), uploads},
+    {"l2-required", K_BOOL, F(l2.required), NULL},
     {"quota-reserved", K_U64, F(quota_reserved_bytes), NULL},
     {"quota-pinned", K_U64, F(quota_pinned_bytes), NULL},
     {"max-key-bytes", K_U64, F(max_key_bytes), NULL},

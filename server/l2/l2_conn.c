@@ -328,8 +328,10 @@ static int open_sock(const struct kvr_l2_addr *a, uint32_t io_ms)
 		char port[8];
 
 		snprintf(port, sizeof(port), "%u", a->port);
+		/* -ENOENT, which a TCP connect never returns: the name
+		 * did not resolve (the caller says so, not "no route"). */
 		if (getaddrinfo(a->host, port, &hints, &res) != 0)
-			return -EHOSTUNREACH;
+			return -ENOENT;
 		fd = socket(res->ai_family,
 			    SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0) {
@@ -422,7 +424,12 @@ int kvr__l2_ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 	fd = open_sock(&n->a, ln->l2->cfg.io_ms);
 	if (fd < 0) {
 		count_err(ln, KVR_L2_ERR_CONNECT);
-		snprintf(why, sizeof(why), "connect: %s", strerror(-fd));
+		if (fd == -ENOENT && !n->a.path[0])
+			snprintf(why, sizeof(why),
+				 "host name does not resolve");
+		else
+			snprintf(why, sizeof(why), "connect: %s",
+				 strerror(-fd));
 		kvr__l2_node_down(ln, n, why);
 		return fd;
 	}
