@@ -175,8 +175,10 @@ static long ask(struct job *j, int fd, const char *cmd, size_t len)
 		if (span >= 0)
 			return span;
 		if (span != -EAGAIN || have == sizeof(j->buf)) {
-			set_state(&j->res, KVR_L2_PROBE_ERROR,
-				  "a reply that is not RESP (is it a Redis port?)%s", NULL);
+			set_state(
+			    &j->res, KVR_L2_PROBE_ERROR,
+			    "a reply that is not RESP (is it a Redis port?)%s",
+			    NULL);
 			return -1;
 		}
 		n = recv(fd, j->buf + have, sizeof(j->buf) - have, 0);
@@ -266,15 +268,15 @@ static void probe_one(struct job *j)
 		if (j->buf[0] == '-') {
 			error_state(j, len);
 			strncat(j->res.detail, " (is it a cluster node?)",
-				sizeof(j->res.detail) -
-				    strlen(j->res.detail) - 1);
+				sizeof(j->res.detail) - strlen(j->res.detail) -
+				    1);
 			goto out;
 		}
 		j->ranges = calloc(PROBE_RANGES, sizeof(*j->ranges));
-		j->nranges = j->ranges ? kvr_l2_resp_slots(j->buf, (size_t)len,
-							   j->ranges,
-							   PROBE_RANGES)
-				       : -ENOMEM;
+		j->nranges = j->ranges
+				 ? kvr_l2_resp_slots(j->buf, (size_t)len,
+						     j->ranges, PROBE_RANGES)
+				 : -ENOMEM;
 		if (j->nranges < 0) {
 			set_state(&j->res, KVR_L2_PROBE_ERROR,
 				  "CLUSTER SLOTS: a reply kvringd cannot "
@@ -328,8 +330,7 @@ static void addr_name(const struct kvr_l2_addr *a, char *buf, size_t len)
  */
 static void probe_round(const struct kvr_l2_conf *c, const char *user,
 			const char *pass, const struct kvr_l2_addr *a,
-			uint32_t n, struct kvr_l2_probe *out,
-			struct job **map)
+			uint32_t n, struct kvr_l2_probe *out, struct job **map)
 {
 	struct job *jobs[KVR_L2_PROBE_MAX] = {0};
 	pthread_t th[KVR_L2_PROBE_MAX];
@@ -435,17 +436,16 @@ void kvr_l2_probe(const struct kvr_l2_conf *c, const char *user,
 
 			out->slots += map->ranges[k].hi - map->ranges[k].lo + 1;
 			snprintf(a.host, sizeof(a.host), "%s",
-				 map->ranges[k].host[0]
-				     ? map->ranges[k].host
-				     : map->a.host);
+				 map->ranges[k].host[0] ? map->ranges[k].host
+							: map->a.host);
 			if (probed(out, &a) || nmore == KVR_L2_PROBE_MAX)
 				continue;
 			bool dup = false;
 
 			for (uint32_t m = 0; m < nmore; m++)
-				dup = dup || (strcmp(more[m].host, a.host) ==
-						  0 &&
-					      more[m].port == a.port);
+				dup =
+				    dup || (strcmp(more[m].host, a.host) == 0 &&
+					    more[m].port == a.port);
 			if (!dup)
 				more[nmore++] = a;
 		}
@@ -534,8 +534,9 @@ int kvr_l2_probe_log(const struct kvr_l2_conf *cf, const char *user,
 			"l2: probe: the cluster's slot map assigns %u of %u "
 			"slots%s",
 			p->slots, KVR_L2_SLOTS,
-			whole ? "" : "; keys in the others fail until it is "
-				     "whole (redis-cli --cluster check)");
+			whole ? ""
+			      : "; keys in the others fail until it is "
+				"whole (redis-cli --cluster check)");
 	else if (cf->kind == KVR_L2_CLUSTER)
 		kvr_log_warn("l2: probe: no seed answered CLUSTER SLOTS: "
 			     "check that --l2 names nodes of a cluster");
@@ -544,17 +545,14 @@ int kvr_l2_probe_log(const struct kvr_l2_conf *cf, const char *user,
 		return 0;
 	}
 	if (cf->required) {
-		kvr_log_err("l2: %u of %u nodes usable at start%s and "
-			    "--l2-required is set: not starting. %s%s%s, or "
-			    "drop --l2-required to start and serve from L1",
-			    p->nup, p->nnodes,
-			    whole ? "" : ", the slot map not whole",
-			    bad ? "Fix " : "Make the cluster whole",
-			    bad ? bad->addr : "",
-			    bad ? bad->state == KVR_L2_PROBE_UP
-				      ? ""
-				      : " first"
-				: "");
+		kvr_log_err(
+		    "l2: %u of %u nodes usable at start%s and "
+		    "--l2-required is set: not starting. %s%s%s, or "
+		    "drop --l2-required to start and serve from L1",
+		    p->nup, p->nnodes, whole ? "" : ", the slot map not whole",
+		    bad ? "Fix " : "Make the cluster whole",
+		    bad ? bad->addr : "",
+		    bad ? bad->state == KVR_L2_PROBE_UP ? "" : " first" : "");
 		free(p);
 		return -EHOSTDOWN;
 	}

@@ -83,10 +83,10 @@ static bool before(const char *text, const char *a, const char *b)
  */
 static int start_fails(const char *l2, const char *const *more)
 {
-	const char *argv[32] = {"kvringd",	"--socket",	s1.t.sock,
-				"--name",	s1.t.name,	"--pool-size",
-				"16M",		"--no-prefault", "--huge-pages",
-				"off",		"--l2",		l2};
+	const char *argv[32] = {"kvringd", "--socket",	    s1.t.sock,
+				"--name",  s1.t.name,	    "--pool-size",
+				"16M",	   "--no-prefault", "--huge-pages",
+				"off",	   "--l2",	    l2};
 	int n = 12;
 	pid_t pid;
 
