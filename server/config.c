@@ -57,6 +57,7 @@ enum {
 	OPT_XFER_MS,
 	OPT_CONFIG,
 	OPT_PRINT_CONFIG,
+	OPT_HISTOGRAMS,
 };
 
 static const struct option longopts[] = {
@@ -95,6 +96,7 @@ static const struct option longopts[] = {
     {"quota-uid-reserved", required_argument, NULL, OPT_QUOTA_UID_RESERVED},
     {"quota-uid-pinned", required_argument, NULL, OPT_QUOTA_UID_PINNED},
     {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
+    {"histograms", required_argument, NULL, OPT_HISTOGRAMS},
     {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
     {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -413,7 +415,18 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 				   "bytes");
 		return 0;
 	case OPT_NO_HISTOGRAMS:
-		c->no_histograms = true;
+		c->histograms = KVR_HISTS_OFF;
+		return 0;
+	case OPT_HISTOGRAMS:
+		if (strcmp(a, "per-channel") == 0)
+			c->histograms = KVR_HISTS_PER_CHANNEL;
+		else if (strcmp(a, "global") == 0)
+			c->histograms = KVR_HISTS_GLOBAL;
+		else if (strcmp(a, "off") == 0)
+			c->histograms = KVR_HISTS_OFF;
+		else
+			return bad(err, "--histograms", a,
+				   "use per-channel, global or off");
 		return 0;
 	case OPT_TEST_DELAY:
 		if (parse_test_delay(a, c) < 0)

@@ -67,7 +67,7 @@ struct kvr_config {
 	char group[64];			       /* as given, for logs */
 	bool allow_root;		       /* --allow-root */
 	bool no_prefault;		       /* --no-prefault (tests) */
-	bool no_histograms;		       /* --no-histograms */
+	int histograms;			       /* --histograms: KVR_HISTS_* */
 	uint32_t test_delay_op;		       /* --test-delay OP:US (tests) */
 	uint32_t test_delay_us;
 	int huge_pages;	       /* --huge-pages: KVR_HUGE_* */
@@ -99,6 +99,13 @@ enum kvr_config_from {
 	KVR_FROM_FILE = 1, /* --config FILE, line from_line[] */
 	KVR_FROM_FLAG = 2, /* the command line */
 	KVR_FROM_ENV = 3,  /* an environment variable (KVRING_SOCKET) */
+};
+
+/* --histograms: which latency histograms kvringd keeps (docs/inspect.md). */
+enum kvr_hists_mode {
+	KVR_HISTS_PER_CHANNEL = 0, /* default: global and per channel */
+	KVR_HISTS_GLOBAL = 1,	   /* the global ones only */
+	KVR_HISTS_OFF = 2,	   /* none (--no-histograms) */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */

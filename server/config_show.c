@@ -36,6 +36,7 @@ static const char *const backends[] = {"auto", "shm", "memfd", "private", NULL};
 static const char *const levels[] = {"err", "warn", "info", "debug", NULL};
 static const char *const huge[] = {"auto", "require", "off", NULL};
 static const char *const uploads[] = {"commit", "none", "evict", NULL};
+static const char *const hists[] = {"per-channel", "global", "off", NULL};
 
 #define F(field) offsetof(struct kvr_config, field)
 
@@ -75,7 +76,8 @@ static const struct row rows[] = {
     {"quota-uid-reserved", K_U64, F(quota_uid_reserved_bytes), NULL},
     {"quota-uid-pinned", K_U64, F(quota_uid_pinned_bytes), NULL},
     {"xfer-ms", K_U32, F(xfer_ms), NULL},
-    {"no-histograms", K_BOOL, F(no_histograms), NULL},
+    {"histograms", K_ENUM, F(histograms), hists},
+    {"no-histograms", K_SPECIAL, 0, NULL},
     {"test-delay", K_SPECIAL, 0, NULL},
 };
 
@@ -122,8 +124,13 @@ bool kvr_config_show_value(const struct kvr_config *cfg, const char *key,
 			snprintf(buf, len, "%s",
 				 enum_name(r->names, *(const int *)p));
 			break;
-		case K_SPECIAL: /* test-delay OP:US */
-			if (cfg->test_delay_op)
+		case K_SPECIAL: /* no-histograms, test-delay OP:US */
+			if (r->key[0] == 'n')
+				snprintf(buf, len, "%s",
+					 cfg->histograms == KVR_HISTS_OFF
+					     ? "true"
+					     : "false");
+			else if (cfg->test_delay_op)
 				snprintf(buf, len, "%s:%u",
 					 kvr_op_name(cfg->test_delay_op),
 					 cfg->test_delay_us);

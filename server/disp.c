@@ -173,14 +173,16 @@ static uint64_t lat_start(const struct kvr_srv *s)
 }
 
 /* Time @n answers of @op, published just before @t1, from @t0: into
- * the channel's histogram and the global one. */
+ * the global histogram and, with --histograms per-channel, the
+ * channel's. */
 static void hist_record(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
 			uint64_t n, uint64_t t0, uint64_t t1)
 {
 	int k = kvr_hist_op_slot(op);
 
 	if (k >= 0 && n) {
-		kvr_hist_add(&c->obs->server_lat[k], t1 - t0, n);
+		if (s->chan_hist_on)
+			kvr_hist_add(&c->obs->server_lat[k], t1 - t0, n);
 		kvr_hist_add(&s->obs->lat[k], t1 - t0, n);
 	}
 }

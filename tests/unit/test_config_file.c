@@ -114,7 +114,8 @@ Test(config_file, settings_apply_and_flags_override_them, .init = setup_dir,
 	cr_expect_eq(c.pool_bytes, 64ull << 20);
 	cr_expect_eq(c.max_workers, 4, "the flag wins over the file");
 	cr_expect(c.allow_root);
-	cr_expect_not(c.no_histograms, "'= false' leaves the default");
+	cr_expect_eq(c.histograms, KVR_HISTS_PER_CHANNEL,
+		     "'= false' leaves the default");
 	cr_expect_str_eq(c.l2.prefix, "team:");
 	cr_expect_eq(c.from[key_index("pool-size")], KVR_FROM_FILE);
 	cr_expect_eq(c.from_line[key_index("pool-size")], 3);

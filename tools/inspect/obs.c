@@ -254,6 +254,12 @@ void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 	emit_stage(e, &s->stage);
 	kvr_em_bool(e, "server_histograms",
 		    (s->obs_flags & KVR_OBS_SERVER_HIST) != 0);
+	/* What the server keeps (kvringd --histograms): an empty channel
+	 * "latency" then means "not kept", not "no requests". */
+	kvr_em_str(e, "histograms",
+		   !(s->obs_flags & KVR_OBS_SERVER_HIST) ? "off"
+		   : s->obs_flags & KVR_OBS_NO_CHAN_HIST ? "global"
+							 : "per-channel");
 	emit_lat(e, "latency", s->lat, prev && prev->obs_ok ? prev->lat : NULL,
 		 KVR_HIST_GOPS);
 	kvr_em_arr(e, "namespaces");
