@@ -113,9 +113,9 @@ Test(histograms_mode, per_channel_keeps_global_and_channel_histograms)
 
 	run(NULL);
 	cr_assert(t_wait_until(global_done, NULL, 5000));
-	cr_expect_eq(count_of(&cobs()->server_lat[kvr_hist_op_slot(
-			 KVR_OP_PING)]),
-		     PINGS);
+	cr_expect_eq(
+	    count_of(&cobs()->server_lat[kvr_hist_op_slot(KVR_OP_PING)]),
+	    PINGS);
 	cr_expect_eq(atomic_load(&cobs()->rtt_every), 64,
 		     "the worker samples by default");
 	cr_expect_eq(gobs()->flags & KVR_OBS_NO_CHAN_HIST, 0);
@@ -124,8 +124,8 @@ Test(histograms_mode, per_channel_keeps_global_and_channel_histograms)
 			   out);
 	free(out);
 	out = inspect("--prometheus");
-	cr_expect_not_null(strstr(out, "kvring_channel_op_latency_seconds_count{"),
-			   "%s", out);
+	cr_expect_not_null(
+	    strstr(out, "kvring_channel_op_latency_seconds_count{"), "%s", out);
 	free(out);
 }
 
