@@ -45,6 +45,7 @@
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/hist.h>
+#include <kvring/log.h>
 
 #include "chan.h"
 #include "disp.h"
@@ -530,6 +531,18 @@ out:
 	len = kvr_resp_encode(&rv, s->ans, s->ans_cap);
 	kvr_assert(len > 0);
 	kvr__chan_count(s, c, v->op, r->status);
+	/* --log-level debug: each request, through the peer rate limit (a
+	 * burst per worker, then one line a second, and a count). The
+	 * level is fixed at start: a load of our own config, no call. */
+	if (s->cfg.log_level >= KVR_LOG_DEBUG)
+		kvr_log_peer(KVR_LOG_DEBUG, c->pid,
+			     "channel %d pid %d: %s req %llu, %u keys, flags "
+			     "0x%x -> %s, value %llu, count %u",
+			     c->chan, (int)c->pid, kvr_op_name(v->op),
+			     (unsigned long long)v->hdr.req_id, n,
+			     (unsigned)v->hdr.flags,
+			     rc < 0 ? kvr_strerror(rc) : "ok",
+			     (unsigned long long)r->value, r->count);
 	return (size_t)len;
 }
 
