@@ -30,8 +30,8 @@ TestSuite(log_debug, .fini = teardown, .timeout = 60);
 
 static struct kvr_client *start_and_connect(const char *level)
 {
-	const char *args[] = {"--allow-root", "--heartbeat-ms", "20",
-			      "--log-level", level, NULL};
+	const char *args[] = {
+	    "--allow-root", "--heartbeat-ms", "20", "--log-level", level, NULL};
 	struct kvr_client_opts o = {0};
 	struct kvr_client *c = NULL;
 	char err[256];
