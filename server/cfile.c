@@ -41,20 +41,49 @@ static int fail(FILE *err, const char *path, unsigned line, int rc,
 	return rc;
 }
 
+/*
+ * Refuse a file whose directory others may write without the sticky bit:
+ * they could replace the file between two starts. (/tmp, sticky, is
+ * fine: only the file's owner may replace it there.)
+ */
+static int dir_checked(const char *path, FILE *err)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	struct stat st;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) < 0)
+		return 0; /* the file opened: nothing more to say */
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		fprintf(err,
+			"kvringd: %s: its directory %s may be written by its "
+			"group or others (mode %04o), who could replace the "
+			"file; run 'chmod go-w %s' or move the file\n",
+			path, dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* The file's fd, after refusing a link, a non-file and loose permissions. */
 static int open_checked(const char *path, FILE *err)
 {
 	struct stat st;
 	char hint[160];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0 && errno == ELOOP)
 		return fail(err, path, 0, -EPERM, "is a symbolic link",
 			    "; give --config the file it points to (kvringd "
 			    "checks that file's owner and mode)");
 	if (fd < 0) {
-		int rc = -errno;
-
+		rc = -errno;
 		fprintf(err,
 			"kvringd: cannot open config file %s: %s; create it "
 			"(docs/config.md, \"Configuration file\") or drop "
@@ -76,6 +105,11 @@ static int open_checked(const char *path, FILE *err)
 			    "its group or others may write it, so they could "
 			    "choose kvringd's settings",
 			    hint);
+	}
+	rc = dir_checked(path, err);
+	if (rc < 0) {
+		close(fd);
+		return rc;
 	}
 	if (st.st_uid != 0 && st.st_uid != geteuid()) {
 		close(fd);

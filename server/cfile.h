@@ -33,7 +33,8 @@ typedef int kvr_cfile_cb(void *arg, const char *key, const char *val,
 /*
  * kvr__cfile_read - read @path and call @cb for every setting, in order.
  * Refused before any setting is applied: a path that is a symbolic link
- * or not a regular file, a file that its group or others may write, one
+ * or not a regular file, a file that its group or others may write, or
+ * in a directory they may write (unless it is sticky, like /tmp), one
  * owned by neither root nor the caller's uid, a key given twice (both
  * lines named), a line too long, a key of characters other than
  * [a-z0-9-]. Every refusal is one message on @err naming the file, the

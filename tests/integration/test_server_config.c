@@ -4,7 +4,8 @@
  * disk: the file's settings reach the running server (its control
  * segment's geometry), the file's own socket and name are used, flags on
  * the command line override it, and a bad file stops the start with exit
- * status 2 and a message naming the file and line.
+ * status 2 and a message naming the file and line; the shipped example
+ * (docs/examples/kvringd.conf) is a valid file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,4 +93,26 @@ Test(server_config, a_file_others_may_write_is_refused)
 	pid = t_server_spawn(&srv, argv);
 	cr_expect_eq(t_server_wait_exit(pid, t_timeout_ms(20000)), 1);
 	cr_expect(t_server_log_has(&srv, "chmod go-w"));
+}
+
+Test(server_config, the_shipped_example_is_a_valid_file)
+{
+	const char *argv[] = {"kvringd", "--config", conf, "--print-config",
+			      NULL};
+	char text[4096];
+	size_t n;
+	FILE *f = fopen(KVR_SRC_DIR "/docs/examples/kvringd.conf", "r");
+	pid_t pid;
+
+	/* A copy of our own: the checkout's mode is the umask's. */
+	cr_assert_not_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	write_conf(text);
+	pid = t_server_spawn(&srv, argv);
+	cr_expect_eq(t_server_wait_exit(pid, t_timeout_ms(20000)), 0);
+	cr_expect(t_server_log_has(&srv, "pool-size          = 4294967296"),
+		  "the example's pool-size is not in --print-config");
+	cr_expect(t_server_log_has(&srv, "histograms         = global"));
 }

@@ -33,10 +33,10 @@ static void teardown(void)
 TestSuite(shm_sizing, .fini = teardown, .timeout = 60);
 
 /* The formulas as docs/config.md writes them. */
-#define KIB		(1024ull)
-#define CTL_BYTES	(28 * KIB)
-#define CHAN_BYTES(r)	(2 * (uint64_t)(r) + 40 * KIB)
-#define DIR_BYTES(w)	((128 * (uint64_t)(w) + 64 * KIB + 4095) / 4096 * 4096)
+#define KIB	      (1024ull)
+#define CTL_BYTES     (28 * KIB)
+#define CHAN_BYTES(r) (2 * (uint64_t)(r) + 40 * KIB)
+#define DIR_BYTES(w)  ((128 * (uint64_t)(w) + 64 * KIB + 4095) / 4096 * 4096)
 
 static uint64_t file_size(const char *path)
 {
@@ -75,13 +75,13 @@ static uint64_t memfd_size(const char *prefix)
 	return size;
 }
 
-static void check(const char *workers, uint32_t w, const char *ring,
-		  uint32_t r)
+static void check(const char *workers, uint32_t w, const char *ring, uint32_t r)
 {
-	const char *args[] = {"--allow-root",	"--max-workers", workers,
-			      "--ring-bytes",	ring,		 "--pool-size",
-			      "16M",		"--pool-backend", "shm",
-			      NULL};
+	const char *args[] = {"--allow-root", "--max-workers",
+			      workers,	      "--ring-bytes",
+			      ring,	      "--pool-size",
+			      "16M",	      "--pool-backend",
+			      "shm",	      NULL};
 	struct kvr_client_opts o = {0};
 	struct kvr_client *c = NULL;
 	char path[160], err[256];

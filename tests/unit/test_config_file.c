@@ -254,6 +254,15 @@ Test(config_file, writable_by_others_link_and_other_owner_are_refused,
 	cr_expect_eq(parse(&c, largs), -EPERM);
 	cr_expect_not_null(strstr(errbuf, "is a symbolic link"), "%s", errbuf);
 
+	/* A directory others may write (not sticky): the file could be
+	 * replaced; sticky, as /tmp is, it could not. */
+	cr_assert_eq(chmod(dir, 0777), 0);
+	cr_expect_eq(parse(&c, args), -EPERM);
+	cr_expect_not_null(strstr(errbuf, "its directory"), "%s", errbuf);
+	cr_assert_eq(chmod(dir, 01777), 0);
+	cr_expect_eq(parse(&c, args), KVR_CONFIG_RUN, "%s", errbuf);
+	cr_assert_eq(chmod(dir, 0700), 0);
+
 	if (geteuid() != 0)
 		cr_skip_test("chown to another uid needs root");
 	cr_assert_eq(chown(path, 65534, 65534), 0);
