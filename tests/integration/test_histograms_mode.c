@@ -183,4 +183,9 @@ Test(histograms_mode, off_keeps_none_and_the_inspector_says_so)
 	cr_expect_not_null(strstr(out, "\"server_histograms\":false"), "%s",
 			   out);
 	free(out);
+	/* Not kept, so not exported: no zeros that read as "no requests". */
+	out = inspect("--prometheus");
+	cr_expect_null(strstr(out, "kvring_op_latency_seconds"), "%s", out);
+	cr_expect_not_null(strstr(out, "kvring_lookups_total"), "%s", out);
+	free(out);
 }
