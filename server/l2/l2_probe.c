@@ -257,7 +257,8 @@ static void probe_one(struct job *j)
 	len = ask(j, fd, "*1\r\n$4\r\nPING\r\n", 14);
 	if (len < 0)
 		goto out;
-	if (j->buf[0] == '-') {
+	/* An ACL without PING: the node answers, so it serves us. */
+	if (j->buf[0] == '-' && strncmp(j->buf + 1, "NOPERM", 6) != 0) {
 		error_state(j, len);
 		goto out;
 	}

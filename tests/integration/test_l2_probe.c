@@ -7,8 +7,9 @@
  * real three-master cluster (every master probed, the slot map whole).
  * Each node's state is logged with its reason before "kvringd ready";
  * --l2-required turns a failed probe into exit status 1 with a line that
- * names the node and what to do. And an error reply at run time (NOAUTH
- * on every upload) is logged, not only counted.
+ * names the node and what to do. At run time a lane without a password
+ * finds such a node down (NOAUTH), not up, and error replies (-OOM on
+ * every upload) are logged per kind, rate-limited, not only counted.
  */
 #include <netinet/in.h>
 #include <stdio.h>
@@ -115,14 +116,77 @@ Test(l2_probe, missing_password_is_logged_as_noauth_before_ready)
 	cr_expect_not_null(strstr(log, "0 of 1 nodes usable at start"), "%s",
 			   log);
 	free(log);
-	/* At run time the NOAUTH replies are logged too, not only counted. */
+	/* At run time the lanes find the node down for the same reason,
+	 * never "up" with every command refused. */
 	c = wsrv_connect(&s1, 0, 5000);
 	k = l2t_keys_for(c, 7, 4);
 	cr_assert_eq(wsrv_store(c, k, 4, 4096), 4);
 	l2t_wait_ended(&s1, 4);
 	cr_expect_eq(T_L2(&s1.t, up_failed), 4);
-	cr_expect(t_server_log_has(&s1.t, "with an error (NOAUTH"),
-		  "the NOAUTH reply of an upload was not logged");
+	cr_expect(t_server_log_has(&s1.t, "down (NOAUTH: the node needs a "
+					  "password"),
+		  "the lane does not say why the node is down");
+	snprintf(want, sizeof(want), "l2: node 127.0.0.1:%d up", rds.port);
+	cr_expect(!t_server_log_has(&s1.t, want), "'%s' in the log", want);
+	kvr_close(c);
+	free(k);
+	cr_expect_eq(wsrv_stop(&s1), 0);
+}
+
+/* Count the lines of @t's log that contain @needle. */
+static unsigned log_lines(const struct kvrd *t, const char *needle)
+{
+	char *log = log_text(t), *p = log;
+	unsigned n = 0;
+
+	while ((p = strstr(p, needle))) {
+		n++;
+		p++;
+	}
+	free(log);
+	return n;
+}
+
+static bool oom_summarized(void *arg)
+{
+	return t_server_log_has(arg, "similar lines (log rate limit; they "
+				     "began \"l2: node %s answered %s with");
+}
+
+Test(l2_probe, error_replies_at_run_time_are_logged_per_kind_rate_limited)
+{
+	struct kvr_client *c;
+	struct kvr_key *k;
+	char out[64];
+	unsigned lines;
+
+	t_redis_start(&rds, NULL);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
+	/* Every write refused with -OOM from now on. */
+	t_redis_cli(&rds, out, sizeof(out),
+		    "CONFIG SET maxmemory-policy "
+		    "noeviction");
+	t_redis_cli(&rds, out, sizeof(out), "CONFIG SET maxmemory 1");
+	cr_assert_str_eq(out, "OK");
+	l2t_start(&s1, url, NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	k = l2t_keys_for(c, 11, 48);
+	/* In rounds of 8 commits, well inside --l2-queue: none dropped. */
+	for (int i = 0; i < 48; i++) {
+		cr_assert_eq(wsrv_store(c, &k[i], 1, 4096), 1);
+		if (i % 8 == 7)
+			l2t_wait_ended(&s1, (uint64_t)i + 1);
+	}
+	cr_expect_eq(T_L2(&s1.t, up_failed), 48);
+	cr_expect_geq(T_L2(&s1.t, errors[3]), 48, "errors.oom");
+	lines = log_lines(&s1.t, "with an error (OOM");
+	cr_expect_geq(lines, 1, "the OOM replies were only counted");
+	cr_expect_leq(lines, 20, "%u lines: not rate-limited", lines);
+	cr_expect(t_server_log_has(&s1.t, "raise maxmemory"),
+		  "no hint with the OOM line");
+	/* The held lines are counted once a token is back (heartbeat). */
+	cr_expect(t_wait_until(oom_summarized, &s1.t, 5000),
+		  "no summary of the held OOM lines");
 	kvr_close(c);
 	free(k);
 	cr_expect_eq(wsrv_stop(&s1), 0);
