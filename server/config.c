@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvringd's command line: defaults, getopt_long parsing, size suffixes,
- * group lookup and the --help text. Every option is validated here so that
- * the rest of the server can trust struct kvr_config; a usage error is
- * reported on one line naming the option and the accepted range.
+ * kvringd's command line: defaults, the long-option table, getopt_long
+ * parsing, size suffixes and group lookup. The same table drives the
+ * --config file (cfile.c reads it; every key is looked up here), so an
+ * option added to the table is a key of the file with no other code.
+ * Every option is validated here so that the rest of the server can trust
+ * struct kvr_config; a usage error is reported on one line naming the
+ * option (and, from the file, the file and line) and the accepted range.
+ * The --help text is config_help.c, --print-config config_show.c.
  *
  * This file does not decide anything at run time (which backend actually
  * works, whether the socket is free): the server does, and logs it.
@@ -587,7 +591,8 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	/* getopt keeps state in globals: reset it so tests can parse twice. */
 	opterr = 0; /* errors are reported to @err by apply_opt() */
 	if (find_config(argc, argv, cfg, &meta) < 0)
-		return bad(err, "--config", "", "use a path of 1-255 bytes");
+		return bad(err, "--config", "(too long)",
+			   "use a path of 1-255 bytes");
 	if (cfg->config_path[0] && !meta) {
 		rc = kvr__cfile_read(cfg->config_path, file_setting, &fc, err);
 		if (rc < 0)
