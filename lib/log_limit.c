@@ -87,10 +87,16 @@ static void summarize(struct pair *p)
 {
 	if (!p->held)
 		return;
-	kvr_log(p->level,
-		"suppressed %llu similar lines from pid %ld (log rate limit; "
-		"they began \"%.40s\")",
-		p->held, p->peer, p->site);
+	if (p->peer < 0) /* a kind of event, not a process */
+		kvr_log(p->level,
+			"suppressed %llu similar lines (log rate limit; they "
+			"began \"%.40s\")",
+			p->held, p->site);
+	else
+		kvr_log(p->level,
+			"suppressed %llu similar lines from pid %ld (log rate "
+			"limit; they began \"%.40s\")",
+			p->held, p->peer, p->site);
 	p->held = 0;
 }
 

@@ -381,6 +381,12 @@ void kvr__chan_close(struct kvr_srv *s, struct kvr_conn *c, const char *why,
 		return;
 	if (s->now_ns == 0)
 		s->now_ns = kvr_clock_now_ns();
+	kvr_log_peer(KVR_LOG_DEBUG, c->pid,
+		     "connection %u (channel %d, pid %d) closed in state %s: "
+		     "%s",
+		     c->idx, c->chan, (int)c->pid,
+		     c->state == KVR_CONN_HELLO ? "hello" : "active",
+		     why ? why : "-");
 	if (protocol_error)
 		s->g.protocol_errors++;
 	if (c->chan >= 0)

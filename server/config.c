@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvringd's command line: defaults, getopt_long parsing, size suffixes,
- * group lookup and the --help text. Every option is validated here so that
- * the rest of the server can trust struct kvr_config; a usage error is
- * reported on one line naming the option and the accepted range.
+ * kvringd's command line: defaults, the long-option table, getopt_long
+ * parsing, size suffixes and group lookup. The same table drives the
+ * --config file (cfile.c reads it; every key is looked up here), so an
+ * option added to the table is a key of the file with no other code.
+ * Every option is validated here so that the rest of the server can trust
+ * struct kvr_config; a usage error is reported on one line naming the
+ * option (and, from the file, the file and line) and the accepted range.
+ * The --help text is config_help.c, --print-config config_show.c.
  *
  * This file does not decide anything at run time (which backend actually
  * works, whether the socket is free): the server does, and logs it.
@@ -22,7 +26,9 @@
 #include <kvring/proto.h>
 #include <kvring/segment.h>
 
+#include "cfile.h"
 #include "config.h"
+#include "config_help.h"
 
 #include <kvring/version.h> /* KVR_VERSION_STRING */
 
@@ -53,6 +59,9 @@ enum {
 	OPT_QUOTA_UID_RESERVED,
 	OPT_QUOTA_UID_PINNED,
 	OPT_XFER_MS,
+	OPT_CONFIG,
+	OPT_PRINT_CONFIG,
+	OPT_HISTOGRAMS,
 };
 
 static const struct option longopts[] = {
@@ -84,192 +93,51 @@ static const struct option longopts[] = {
     {"l2-queue", required_argument, NULL, OPT_L2},
     {"l2-io-ms", required_argument, NULL, OPT_L2},
     {"l2-upload", required_argument, NULL, OPT_L2},
+    {"l2-required", no_argument, NULL, OPT_L2},
     {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
     {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
     {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},
     {"quota-uid-reserved", required_argument, NULL, OPT_QUOTA_UID_RESERVED},
     {"quota-uid-pinned", required_argument, NULL, OPT_QUOTA_UID_PINNED},
     {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
+    {"histograms", required_argument, NULL, OPT_HISTOGRAMS},
     {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
     {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
-/* The --help text. */
-static void usage(FILE *f)
+/* Every option has a slot in struct kvr_config's from[]. */
+_Static_assert(sizeof(longopts) / sizeof(longopts[0]) <= KVR_CONFIG_MAX_KEYS,
+	       "raise KVR_CONFIG_MAX_KEYS");
+
+#define NR_OPTS (sizeof(longopts) / sizeof(longopts[0]) - 1)
+
+const char *kvr_config_key(unsigned i, bool *has_arg)
 {
-	fprintf(
-	    f,
-	    "Usage: kvringd [OPTION]...\n"
-	    "Run the kvring KV-cache chunk server in the foreground (logs to "
-	    "stderr).\n"
-	    "Workers on this host connect through a Unix socket and move chunk "
-	    "bytes\n"
-	    "through a shared-memory pool; see docs/config.md.\n"
-	    "\n"
-	    "Names:\n"
-	    "  -s, --socket PATH       Unix socket to listen on (at most 107 "
-	    "bytes).\n"
-	    "                          Default: $KVRING_SOCKET, else "
-	    "kvringd.sock in a\n"
-	    "                          private runtime directory: "
-	    "$XDG_RUNTIME_DIR/kvring,\n"
-	    "                          else /run/kvring/<uid>, else "
-	    "/tmp/kvring-<uid>\n"
-	    "                          (made 0700; refused if another user "
-	    "owns it or\n"
-	    "                          can write it). A lock file PATH.lock "
-	    "guards it\n"
-	    "                          against a second server.\n"
-	    "  -n, --name NAME         segment base name: /dev/shm/NAME.ctl "
-	    "(control)\n"
-	    "                          and /dev/shm/NAME.pool (pool). 1-48 "
-	    "characters of\n"
-	    "                          [A-Za-z0-9._-]. Default: kvring-<uid>.\n"
-	    "Pool:\n"
-	    "  -p, --pool-size SIZE    payload pool size; K, M, G, T suffixes "
-	    "(binary).\n"
-	    "                          Default: 1G. Reserved and pre-faulted "
-	    "at start-up.\n"
-	    "      --align BYTES       slot alignment, a power of two >= 64.\n"
-	    "                          Default: 4096 (page-aligned, good for "
-	    "GPU DMA).\n"
-	    "      --pool-backend B    shm | memfd | private. Default: try shm "
-	    "(a named\n"
-	    "                          /dev/shm file), then memfd (anonymous, "
-	    "survives a\n"
-	    "                          small /dev/shm), then private (copy "
-	    "transport:\n"
-	    "                          payload travels over the socket, "
-	    "slow).\n"
-	    "      --huge-pages MODE   auto | require | off. Default: auto: "
-	    "put the pool\n"
-	    "                          on huge pages when enough are free (a "
-	    "named file\n"
-	    "                          on a hugetlbfs mount, else a hugetlb "
-	    "memfd), else\n"
-	    "                          4 KiB pages and one log line saying how "
-	    "many to\n"
-	    "                          reserve. require: fail instead. off: "
-	    "never.\n"
-	    "      --huge-dir DIR      hugetlbfs mount for the named pool. "
-	    "Default: the\n"
-	    "                          first writable one in "
-	    "/proc/self/mounts.\n"
-	    "      --no-prefault       do not touch every pool page at "
-	    "start-up (tests).\n"
-	    "      --prefault          touch them (the default; undoes an "
-	    "earlier\n"
-	    "                          --no-prefault). On huge pages in a "
-	    "background\n"
-	    "                          thread, after the socket opens.\n"
-	    "Workers:\n"
-	    "  -w, --max-workers N     channels in the control segment "
-	    "(1-4096).\n"
-	    "                          Default: 64.\n"
-	    "      --max-keys N        keys per request (1-4096). Default: "
-	    "1024.\n"
-	    "      --ring-bytes SIZE   bytes of each request and response "
-	    "ring, a power\n"
-	    "                          of two in 64K..16M. Default: 128K.\n"
-	    "      --lease-ms N        lifetime of a lookup's pin lease. "
-	    "Default: 30000.\n"
-	    "      --group GROUP       share with GROUP: socket and segments "
-	    "0660 owned\n"
-	    "                          by GROUP, and peers of that gid are "
-	    "accepted.\n"
-	    "                          Default: owner-only (0600), same uid "
-	    "only.\n"
-	    "      --allow-root        also accept peers running as root (uid "
-	    "0).\n"
-	    "Isolation (per channel; SIZE with K/M/G, or N%% of --pool-size):\n"
-	    "      --quota-reserved Q  bytes one channel may hold reserved in "
-	    "open store\n"
-	    "                          transfers; above it a key answers "
-	    "\"quota\" and\n"
-	    "                          nothing is evicted for it. Default: "
-	    "25%%.\n"
-	    "      --quota-pinned Q    bytes one channel may hold pinned "
-	    "(retrieves and\n"
-	    "                          leases); a lookup or retrieve pins the "
-	    "prefix\n"
-	    "                          that fits. Default: 50%%.\n"
-	    "      --max-key-bytes Q   largest single chunk; above it "
-	    "\"quota\".\n"
-	    "                          Default: 12.5%%.\n"
-	    "      --quota-uid-reserved Q  bytes all channels of one uid may "
-	    "hold\n"
-	    "                          reserved together (\"quota\" above it). "
-	    "Default: 50%%.\n"
-	    "      --quota-uid-pinned Q    bytes all channels of one uid may "
-	    "hold\n"
-	    "                          pinned together. Default: 75%%.\n"
-	    "      --xfer-ms N         an open store or retrieve transfer is "
-	    "reclaimed\n"
-	    "                          N ms after it was prepared; its slots "
-	    "wait in\n"
-	    "                          quarantine until its worker answers or "
-	    "exits.\n"
-	    "                          Default: 30000.\n"
-	    "Timing:\n"
-	    "      --spin-us N         poll the rings N microseconds after "
-	    "work before\n"
-	    "                          sleeping (0 = sleep at once). Default: "
-	    "50.\n"
-	    "      --heartbeat-ms N    heartbeat and housekeeping period "
-	    "(10-10000).\n"
-	    "                          Default: 100.\n"
-	    "      --handshake-ms N    drop a client that has not sent its "
-	    "hello within\n"
-	    "                          N ms. Default: 2000.\n"
-	    "      --stall-ms N        disconnect a worker whose response ring "
-	    "stays\n"
-	    "                          full for N ms. Default: 5000.\n"
-	    "L2 tier (docs/l2.md; off unless --l2 is given):\n"
-	    "      --l2 URL            redis://HOST:PORT, unix:///PATH or\n"
-	    "                          "
-	    "redis-cluster://HOST:PORT,HOST:PORT,...\n"
-	    "      --l2-auth-file F    read 'password' or 'user password' from "
-	    "F\n"
-	    "                          (else $KVRING_L2_PASSWORD; never on the "
-	    "command\n"
-	    "                          line).\n"
-	    "      --l2-prefix P       key prefix. Default: kvr:\n"
-	    "      --l2-salt S         tenant salt mixed into every key. "
-	    "Default: none.\n"
-	    "      --l2-upload MODE    commit (write-behind at every commit), "
-	    "evict (only\n"
-	    "                          chunks about to be evicted) or none "
-	    "(read-only).\n"
-	    "                          Default: commit.\n"
-	    "      --l2-queue N        upload jobs (commits) in flight, 1-48; "
-	    "more are\n"
-	    "                          dropped and counted. Default: 32.\n"
-	    "      --l2-deadline-ms N  a read-through lookup answers within N "
-	    "ms.\n"
-	    "                          Default: 200.\n"
-	    "      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
-	    "Other:\n"
-	    "      --log-level L       err | warn | info | debug. Default: "
-	    "info.\n"
-	    "      --no-histograms     do not time requests into the latency\n"
-	    "                          histograms (cache counters stay on).\n"
-	    "      --test-delay OP:US  tests only: sleep US microseconds in "
-	    "every OP\n"
-	    "                          request (e.g. ping:50) before "
-	    "answering.\n"
-	    "  -h, --help              print this help and exit.\n"
-	    "  -V, --version           print the version and the segment ABI "
-	    "and exit.\n"
-	    "\n"
-	    "Exit status: 0 after SIGTERM/SIGINT (segments and socket "
-	    "removed),\n"
-	    "1 if start-up failed (the message says what to do), 2 on a usage "
-	    "error,\n"
-	    "3 if the shutdown self-check found a leak or a broken invariant "
-	    "(a bug).\n");
+	if (i >= NR_OPTS)
+		return NULL;
+	if (has_arg)
+		*has_arg = longopts[i].has_arg != no_argument;
+	return longopts[i].name;
+}
+
+bool kvr_config_key_settable(unsigned i)
+{
+	if (i >= NR_OPTS)
+		return false;
+	switch (longopts[i].val) {
+	case OPT_CONFIG:
+	case OPT_PRINT_CONFIG:
+	case 'h':
+	case 'V':
+		return false;
+	default:
+		return true;
+	}
 }
 
 /* Parse a decimal u32 within [lo, hi]. */
@@ -551,7 +419,18 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 				   "bytes");
 		return 0;
 	case OPT_NO_HISTOGRAMS:
-		c->no_histograms = true;
+		c->histograms = KVR_HISTS_OFF;
+		return 0;
+	case OPT_HISTOGRAMS:
+		if (strcmp(a, "per-channel") == 0)
+			c->histograms = KVR_HISTS_PER_CHANNEL;
+		else if (strcmp(a, "global") == 0)
+			c->histograms = KVR_HISTS_GLOBAL;
+		else if (strcmp(a, "off") == 0)
+			c->histograms = KVR_HISTS_OFF;
+		else
+			return bad(err, "--histograms", a,
+				   "use per-channel, global or off");
 		return 0;
 	case OPT_TEST_DELAY:
 		if (parse_test_delay(a, c) < 0)
@@ -576,29 +455,171 @@ static void resolve_share(uint32_t bp, uint64_t pool_bytes, uint64_t *bytes)
 		*bytes = 64;
 }
 
+/* The table index of the option getopt_long returned as @ch (@li is set
+ * only for a long option). */
+static unsigned opt_index(int ch, int li)
+{
+	if (li >= 0)
+		return (unsigned)li;
+	for (unsigned i = 0; i < NR_OPTS; i++)
+		if (longopts[i].val == ch)
+			return i;
+	return NR_OPTS;
+}
+
+/* Apply option @i of the table with value @a (NULL for a flag). */
+static int apply_index(struct kvr_config *c, unsigned i, const char *a,
+		       FILE *err)
+{
+	if (longopts[i].val == OPT_L2)
+		return kvr_l2_conf_opt(&c->l2, longopts[i].name, a, err) != 0
+			   ? -EINVAL
+			   : 0;
+	return apply_opt(c, longopts[i].val, a, err);
+}
+
+/* The config file being applied (cfile.h callback argument). */
+struct file_ctx {
+	struct kvr_config *c;
+	FILE *err;
+};
+
+/* Apply one "key = value" of the file through the option table. */
+static int file_setting(void *arg, const char *key, const char *val,
+			unsigned line)
+{
+	struct file_ctx *f = arg;
+	const char *path = f->c->config_path;
+	char *msg = NULL, *nl;
+	size_t len = 0;
+	unsigned i;
+	FILE *mem;
+	int rc;
+
+	for (i = 0; i < NR_OPTS; i++)
+		if (strcmp(longopts[i].name, key) == 0)
+			break;
+	if (i == NR_OPTS) {
+		fprintf(f->err,
+			"kvringd: %s:%u: unknown key '%s'; keys are "
+			"kvringd's long flag names without the dashes "
+			"(kvringd --help, docs/config.md)\n",
+			path, line, key);
+		return -EINVAL;
+	}
+	if (!kvr_config_key_settable(i)) {
+		fprintf(f->err,
+			"kvringd: %s:%u: '%s' is not a setting; give it on "
+			"the command line, and delete this line\n",
+			path, line, key);
+		return -EINVAL;
+	}
+	if (longopts[i].has_arg == no_argument) {
+		if (val && strcmp(val, "false") == 0)
+			return 0; /* as if not given: the default stays */
+		if (val && strcmp(val, "true") != 0) {
+			fprintf(f->err,
+				"kvringd: %s:%u: '%s' is a flag and takes no "
+				"value but true or false; write '%s' or "
+				"'%s = true'\n",
+				path, line, key, key, key);
+			return -EINVAL;
+		}
+	} else if (!val || !*val) {
+		fprintf(f->err,
+			"kvringd: %s:%u: '%s' needs a value; write '%s = "
+			"VALUE' (kvringd --help says which)\n",
+			path, line, key, key);
+		return -EINVAL;
+	}
+	/* The option's own message, said about the file's line. */
+	mem = open_memstream(&msg, &len);
+	if (!mem)
+		return -ENOMEM;
+	rc = apply_index(f->c, i, val && *val ? val : NULL, mem);
+	fclose(mem);
+	if (rc < 0) {
+		nl = msg ? strchr(msg, '\n') : NULL;
+		if (nl)
+			*nl = '\0';
+		fprintf(f->err,
+			"kvringd: %s:%u: %s; fix the line, or override it "
+			"with --%s\n",
+			path, line,
+			msg && strncmp(msg, "kvringd: ", 9) == 0 ? msg + 9
+								 : "bad value",
+			key);
+	} else {
+		f->c->from[i] = KVR_FROM_FILE;
+		f->c->from_line[i] = line;
+	}
+	free(msg);
+	return rc;
+}
+
+/* First pass over the command line: only --config (read before any flag
+ * so that flags override it) and whether --help/--version were asked. */
+static int find_config(int argc, char **argv, struct kvr_config *c, bool *meta)
+{
+	int ch, li = -1;
+
+	optind = 0;
+	*meta = false;
+	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, &li)) !=
+	       -1) {
+		if (ch == OPT_CONFIG &&
+		    copy_str(c->config_path, sizeof(c->config_path), optarg) <
+			0)
+			return -EINVAL;
+		if (ch == 'h' || ch == 'V')
+			*meta = true;
+		li = -1;
+	}
+	return 0;
+}
+
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		     FILE *err)
 {
+	struct file_ctx fc = {.c = cfg, .err = err};
 	const char *env;
+	unsigned idx;
+	bool meta;
 	int ch, rc;
 
 	set_defaults(cfg);
 	/* getopt keeps state in globals: reset it so tests can parse twice. */
-	optind = 0;
 	opterr = 0; /* errors are reported to @err by apply_opt() */
+	if (find_config(argc, argv, cfg, &meta) < 0)
+		return bad(err, "--config", "(too long)",
+			   "use a path of 1-255 bytes");
+	if (cfg->config_path[0] && !meta) {
+		rc = kvr__cfile_read(cfg->config_path, file_setting, &fc, err);
+		if (rc < 0)
+			return rc;
+	}
+	optind = 0;
 	int li = -1;
 
 	while ((ch = getopt_long(argc, argv, "s:n:p:w:hV", longopts, &li)) !=
 	       -1) {
+		idx = opt_index(ch, li);
+		li = -1;
+		if (idx < NR_OPTS && kvr_config_key_settable(idx))
+			cfg->from[idx] = KVR_FROM_FLAG;
+		if (ch == OPT_CONFIG)
+			continue; /* read above */
+		if (ch == OPT_PRINT_CONFIG) {
+			cfg->print_config = true;
+			continue;
+		}
 		if (ch == OPT_L2) {
-			if (kvr_l2_conf_opt(&cfg->l2, longopts[li].name, optarg,
-					    err) != 0)
+			if (apply_index(cfg, idx, optarg, err) != 0)
 				return -EINVAL;
-			li = -1;
 			continue;
 		}
 		if (ch == 'h') {
-			usage(out);
+			kvr__config_usage(out);
 			return KVR_CONFIG_HELP;
 		}
 		if (ch == 'V') {
@@ -664,6 +685,8 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 				     env) < 0)
 				return bad(err, "$KVRING_SOCKET", env,
 					   "must be 1-107 bytes");
+			idx = opt_index('s', -1);
+			cfg->from[idx] = KVR_FROM_ENV;
 		} else {
 			rc = kvr_default_socket_path(cfg->socket_path,
 						     sizeof(cfg->socket_path));
@@ -681,5 +704,5 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		fprintf(err, "kvringd: default segment name does not fit\n");
 		return -ENAMETOOLONG;
 	}
-	return KVR_CONFIG_RUN;
+	return cfg->print_config ? KVR_CONFIG_PRINT : KVR_CONFIG_RUN;
 }

@@ -40,6 +40,9 @@
 #define KVR_CONFIG_DEF_QUOTA_UID_PINNED_BP   7500u /* 75% */
 #define KVR_CONFIG_DEF_XFER_MS		     30000u
 
+/* Room for every long option's source (config.c asserts it fits). */
+#define KVR_CONFIG_MAX_KEYS 96
+
 /*
  * struct kvr_config - the parsed options. Owned by main.c (on its stack);
  * the server copies what it needs and never keeps a pointer to it.
@@ -64,7 +67,7 @@ struct kvr_config {
 	char group[64];			       /* as given, for logs */
 	bool allow_root;		       /* --allow-root */
 	bool no_prefault;		       /* --no-prefault (tests) */
-	bool no_histograms;		       /* --no-histograms */
+	int histograms;			       /* --histograms: KVR_HISTS_* */
 	uint32_t test_delay_op;		       /* --test-delay OP:US (tests) */
 	uint32_t test_delay_us;
 	int huge_pages;	       /* --huge-pages: KVR_HUGE_* */
@@ -81,6 +84,28 @@ struct kvr_config {
 	uint32_t quota_bp[5];		   /* parse-time: basis points, or 0 */
 	uint32_t xfer_ms;		   /* --xfer-ms */
 	bool socket_default; /* socket_path is the runtime default */
+	/* Where each setting came from, by index in the long-option table
+	 * (kvr_config_key()): enum kvr_config_from and, for a file, its
+	 * line. --print-config shows them. */
+	char config_path[256]; /* --config FILE, "" without one */
+	bool print_config;     /* --print-config */
+	uint8_t from[KVR_CONFIG_MAX_KEYS];
+	uint32_t from_line[KVR_CONFIG_MAX_KEYS];
+};
+
+/* Where a setting's value came from (--print-config). */
+enum kvr_config_from {
+	KVR_FROM_DEFAULT = 0,
+	KVR_FROM_FILE = 1, /* --config FILE, line from_line[] */
+	KVR_FROM_FLAG = 2, /* the command line */
+	KVR_FROM_ENV = 3,  /* an environment variable (KVRING_SOCKET) */
+};
+
+/* --histograms: which latency histograms kvringd keeps (docs/inspect.md). */
+enum kvr_hists_mode {
+	KVR_HISTS_PER_CHANNEL = 0, /* default: global and per channel */
+	KVR_HISTS_GLOBAL = 1,	   /* the global ones only */
+	KVR_HISTS_OFF = 2,	   /* none (--no-histograms) */
 };
 
 /* --huge-pages: use huge pages when enough are free, always, or never. */
@@ -94,16 +119,36 @@ enum kvr_huge_mode {
 #define KVR_CONFIG_RUN	   0
 #define KVR_CONFIG_HELP	   1 /* --help printed: exit 0 */
 #define KVR_CONFIG_VERSION 2 /* --version printed: exit 0 */
+#define KVR_CONFIG_PRINT   3 /* --print-config: caller prints, exits 0 */
 
 /*
  * kvr_config_parse - fill @cfg from the command line. Defaults first,
- * then $KVRING_SOCKET (socket path), then the options. Prints --help and
+ * then the --config file (cfile.h; any key is a long option's name), then
+ * the options, which override the file; $KVRING_SOCKET is the socket
+ * path when neither gives one. Records where each setting came from in
+ * cfg->from[]. Prints --help and
  * --version to @out and usage errors (one line naming the option, then a
  * hint) to @err.
- * Return: KVR_CONFIG_RUN, _HELP or _VERSION, or -EINVAL on a usage error
- * (the caller exits 2), -ENAMETOOLONG if no default path fits.
+ * Return: KVR_CONFIG_RUN, _HELP, _VERSION or _PRINT, or -EINVAL on a usage
+ * error (the caller exits 2), -EPERM for a config file others may write,
+ * another negative errno if the file cannot be read or no default path
+ * fits.
  */
 int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		     FILE *err);
+
+/*
+ * kvr_config_key - the name (without dashes) of long option @i, in the
+ * table getopt_long and the config file share, or NULL past its end.
+ * @has_arg, when not NULL, says whether it takes a value.
+ */
+const char *kvr_config_key(unsigned i, bool *has_arg);
+
+/*
+ * kvr_config_key_settable - whether long option @i names a setting (every
+ * option but --config, --print-config, --help and --version): what the
+ * config file accepts and --print-config shows.
+ */
+bool kvr_config_key_settable(unsigned i);
 
 #endif /* KVR_SERVER_CONFIG_H */

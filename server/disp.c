@@ -45,6 +45,7 @@
 #include <kvring/doorbell.h>
 #include <kvring/error.h>
 #include <kvring/hist.h>
+#include <kvring/log.h>
 
 #include "chan.h"
 #include "disp.h"
@@ -173,14 +174,16 @@ static uint64_t lat_start(const struct kvr_srv *s)
 }
 
 /* Time @n answers of @op, published just before @t1, from @t0: into
- * the channel's histogram and the global one. */
+ * the global histogram and, with --histograms per-channel, the
+ * channel's. */
 static void hist_record(struct kvr_srv *s, struct kvr_conn *c, uint32_t op,
 			uint64_t n, uint64_t t0, uint64_t t1)
 {
 	int k = kvr_hist_op_slot(op);
 
 	if (k >= 0 && n) {
-		kvr_hist_add(&c->obs->server_lat[k], t1 - t0, n);
+		if (s->chan_hist_on)
+			kvr_hist_add(&c->obs->server_lat[k], t1 - t0, n);
 		kvr_hist_add(&s->obs->lat[k], t1 - t0, n);
 	}
 }
@@ -529,6 +532,18 @@ out:
 	len = kvr_resp_encode(&rv, s->ans, s->ans_cap);
 	kvr_assert(len > 0);
 	kvr__chan_count(s, c, v->op, r->status);
+	/* --log-level debug: each request, through the peer rate limit (a
+	 * burst per worker, then one line a second, and a count). The
+	 * level is fixed at start: a load of our own config, no call. */
+	if (s->cfg.log_level >= KVR_LOG_DEBUG)
+		kvr_log_peer(KVR_LOG_DEBUG, c->pid,
+			     "channel %d pid %d: %s req %llu, %u keys, flags "
+			     "0x%x -> %s, value %llu, count %u",
+			     c->chan, (int)c->pid, kvr_op_name(v->op),
+			     (unsigned long long)v->hdr.req_id, n,
+			     (unsigned)v->hdr.flags,
+			     rc < 0 ? kvr_strerror(rc) : "ok",
+			     (unsigned long long)r->value, r->count);
 	return (size_t)len;
 }
 

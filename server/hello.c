@@ -219,6 +219,11 @@ void kvr__hello_accepted(struct kvr_srv *s, int fd)
 	c->ops = &kvr__hello_ops;
 	c->state = KVR_CONN_HELLO;
 	s->npending++;
+	kvr_log_peer(KVR_LOG_DEBUG, c->pid,
+		     "connection %u accepted: pid %d uid %u gid %u, hello "
+		     "expected within %u ms",
+		     c->idx, (int)c->pid, (unsigned)c->uid, (unsigned)c->gid,
+		     s->cfg.handshake_ms);
 	kvr__uring_poll(s, fd, POLLIN | POLLRDHUP,
 			kvr_tag_make(KVR_TAG_SOCK, c->idx, c->gen), true);
 }

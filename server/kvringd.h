@@ -384,7 +384,8 @@ struct kvr_srv {
 	struct kvr_prefault *prefault; /* huge-page pool zeroing, prefault.h */
 	/* Observability (disp.c times, chan.c publishes). */
 	struct kvr_ctl_obs_shm *obs; /* in the control segment */
-	bool hist_on;		     /* ! --no-histograms */
+	bool hist_on;		     /* --histograms not off */
+	bool chan_hist_on;	     /* --histograms per-channel */
 	uint64_t lat_mark_ns;	     /* clock read after the last publish */
 	uint32_t stale_passes;	     /* idle loop passes since now_ns */
 	uint64_t pass_ns;	     /* an idle pass's length, measured */

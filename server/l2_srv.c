@@ -651,6 +651,9 @@ int kvr_l2_start(struct kvr_srv *s)
 				sizeof(l2->pass));
 	if (rc < 0)
 		return rc;
+	rc = kvr_l2_probe_log(cf, l2->user, l2->pass);
+	if (rc < 0)
+		return rc;
 	l2->pool = s->pool.base;
 	l2->pool_bytes = s->cfg.pool_bytes;
 	l2->chan = s->cfg.max_workers; /* the extra store channel */

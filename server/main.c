@@ -5,7 +5,9 @@
  * options are config.c, start-up and teardown srv.c, the loop loop.c.
  *
  * Exit status: 0 after SIGTERM/SIGINT with segments and socket removed,
- * 1 when start-up failed (the log says what to do), 2 on a usage error.
+ * 1 when start-up failed (the log says what to do), 2 on a usage error
+ * (a config file's bad line included), 1 when the config file cannot be
+ * used as it is (unreadable, or others may write it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <kvring/paths.h>
 
 #include "config.h"
+#include "config_show.h"
 #include "loop.h"
 #include "kvringd.h"
 
@@ -33,6 +36,10 @@ int main(int argc, char **argv)
 	rc = kvr_config_parse(argc, argv, &cfg, stdout, stderr);
 	if (rc == KVR_CONFIG_HELP || rc == KVR_CONFIG_VERSION)
 		return 0;
+	if (rc == KVR_CONFIG_PRINT) {
+		kvr_config_print(&cfg, stdout);
+		return 0;
+	}
 	if (rc < 0)
 		return rc == -EINVAL ? 2 : 1;
 	kvr_log_set_level(cfg.log_level);

@@ -305,10 +305,12 @@ static void format_ctl(struct kvr_srv *s, const char *ctl_name)
 	atomic_store_explicit(&h->stats.workers, 0, memory_order_relaxed);
 	/* The observability region's geometry, also published by R-SEG1. */
 	s->obs = kvr_ctl_obs(h);
-	s->hist_on = !s->cfg.no_histograms;
+	s->hist_on = s->cfg.histograms != KVR_HISTS_OFF;
+	s->chan_hist_on = s->cfg.histograms == KVR_HISTS_PER_CHANNEL;
 	s->obs->hist_ops = KVR_HIST_GOPS;
 	s->obs->hist_buckets = KVR_HIST_BUCKETS;
-	s->obs->flags = s->hist_on ? KVR_OBS_SERVER_HIST : 0;
+	s->obs->flags = (s->hist_on ? KVR_OBS_SERVER_HIST : 0) |
+			(s->chan_hist_on ? 0 : KVR_OBS_NO_CHAN_HIST);
 	s->obs->ns_slots = KVR_NS_OBS_MAX;
 	if (s->cfg.test_delay_us)
 		kvr_log_warn(

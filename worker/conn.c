@@ -483,14 +483,17 @@ static int connect_once(const struct kvr_client_opts *o, bool want_copy,
 }
 
 /* $KVRING_RTT_SAMPLE: time one op in N into the channel's worker_rtt
- * histograms (0 turns it off). Return N, or -EINVAL (message set). */
+ * histograms (0 turns it off). Return N, RTT_SAMPLE_UNSET when it is not
+ * set (the default then depends on the server), or -EINVAL (message
+ * set). */
+#define RTT_SAMPLE_UNSET (1 << 30)
 static int rtt_sample_env(char *errbuf, size_t errlen)
 {
 	const char *env = getenv("KVRING_RTT_SAMPLE");
 	uint32_t v;
 
 	if (!env || !*env)
-		return KVR_RTT_SAMPLE_DEF;
+		return RTT_SAMPLE_UNSET;
 	if (kvr_parse_u32(env, 0, 1000000, &v) < 0)
 		return cfail(errbuf, errlen, -EINVAL,
 			     "KVRING_RTT_SAMPLE=%s: expected a number of ops "
@@ -505,7 +508,15 @@ static int rtt_sample_env(char *errbuf, size_t errlen)
  * it only to say how the worker samples. */
 static void rtt_start(struct kvr_client *c, uint32_t every)
 {
-	if (!c->ch || c->tp != &kvr__tport_ring || every == 0)
+	if (!c->ch || c->tp != &kvr__tport_ring)
+		return;
+	/* Not asked for: sampled by default, unless the server keeps no
+	 * per-channel histograms (kvringd --histograms global or off). */
+	if (every == RTT_SAMPLE_UNSET)
+		every = kvr_ctl_obs(c->hdr)->flags & KVR_OBS_NO_CHAN_HIST
+			    ? 0
+			    : KVR_RTT_SAMPLE_DEF;
+	if (every == 0)
 		return;
 	c->obs = kvr_chan_obs(c->ch);
 	c->rtt_every = c->rtt_left = every;

@@ -191,26 +191,62 @@ static const char *node_name(const struct node *n, char *buf, size_t len)
 	return buf;
 }
 
-/* An error reply @l to command @c that is no redirect: counted by kind,
- * and, the first time a node refuses a command for good, logged once
- * with what to do. */
+/* What to do about an error reply whose first word is @w (len @n). */
+static const char *refusal_hint(const char *w, size_t n)
+{
+	if (n == 6 && memcmp(w, "NOAUTH", 6) == 0)
+		return ": put the password in --l2-auth-file or "
+		       "$" KVR_L2_AUTH_ENV " and restart kvringd";
+	if (n == 9 && memcmp(w, "WRONGPASS", 9) == 0)
+		return ": check --l2-auth-file or $" KVR_L2_AUTH_ENV;
+	if (n == 3 && memcmp(w, "OOM", 3) == 0)
+		return ": Redis is at maxmemory with noeviction; raise "
+		       "maxmemory or let it evict (docs/l2.md)";
+	if (n == 8 && memcmp(w, "READONLY", 8) == 0)
+		return ": --l2 names a replica; name the master";
+	return "";
+}
+
+/*
+ * An error reply @l to command @c that is no redirect: counted by kind,
+ * and logged. A refusal for good (an ACL) is logged once with what to
+ * do; every other error is logged per kind (its first word: NOAUTH, OOM,
+ * READONLY, ...) through the peer rate limit: a burst, then at most one
+ * line a second for that kind, with a count of what it held back.
+ */
 static void count_refusal(struct kvr_l2_lane *ln, const struct node *n,
 			  const struct cmd *c, const struct kvr_l2_rline *l)
 {
 	static const char *const names[] = {"EXISTS", "SET", "GETRANGE",
 					    "GET",    "DEL", "CLUSTER"};
 	bool oom = l->str_len >= 3 && memcmp(l->str, "OOM", 3) == 0;
+	size_t w = 0;
+	uint32_t h = 2166136261u; /* FNV-1a of the first word */
 	char buf[288];
 
 	count_err(ln, oom ? KVR_L2_ERR_OOM : KVR_L2_ERR_SERVER);
-	if (oom || ln->told_refused || !refused_for_good(l->str, l->str_len))
+	if (!oom && refused_for_good(l->str, l->str_len)) {
+		if (ln->told_refused)
+			return;
+		ln->told_refused = true;
+		kvr_log_warn("l2: node %s refused %s (%.*s): those commands "
+			     "fail (counted in errors.server) until the L2 "
+			     "user may run the commands docs/l2.md lists "
+			     "(\"Redis ACL\")",
+			     node_name(n, buf, sizeof(buf)), names[c->op],
+			     (int)(l->str_len > 120 ? 120 : l->str_len),
+			     l->str);
 		return;
-	ln->told_refused = true;
-	kvr_log_warn("l2: node %s refused %s (%.*s): those commands fail "
-		     "(counted in errors.server) until the L2 user may run "
-		     "the commands docs/l2.md lists (\"Redis ACL\")",
+	}
+	while (w < l->str_len && w < 32 && l->str[w] != ' ')
+		h = (h ^ (uint8_t)l->str[w++]) * 16777619u;
+	/* The kind stands in for the peer: negative, so never a pid. */
+	kvr_log_peer(KVR_LOG_WARN, -1 - (long)(h & 0x7fffffffu),
+		     "l2: node %s answered %s with an error (%.*s), counted "
+		     "in errors.%s%s",
 		     node_name(n, buf, sizeof(buf)), names[c->op],
-		     (int)(l->str_len > 120 ? 120 : l->str_len), l->str);
+		     (int)(l->str_len > 120 ? 120 : l->str_len), l->str,
+		     oom ? "oom" : "server", refusal_hint(l->str, w));
 }
 
 /* Read one command's reply. <0: the connection is broken. */

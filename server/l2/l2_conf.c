@@ -205,6 +205,10 @@ int kvr_l2_conf_opt(struct kvr_l2_conf *c, const char *name, const char *arg,
 			return bad(err, name, arg, "use 10-600000");
 		return 0;
 	}
+	if (strcmp(name, "l2-required") == 0) {
+		c->required = true;
+		return 0;
+	}
 	if (strcmp(name, "l2-upload") == 0) {
 		if (strcmp(arg, "commit") == 0)
 			c->upload = KVR_L2_UP_COMMIT;

@@ -328,8 +328,10 @@ static int open_sock(const struct kvr_l2_addr *a, uint32_t io_ms)
 		char port[8];
 
 		snprintf(port, sizeof(port), "%u", a->port);
+		/* -ENOENT, which a TCP connect never returns: the name
+		 * did not resolve (the caller says so, not "no route"). */
 		if (getaddrinfo(a->host, port, &hints, &res) != 0)
-			return -EHOSTUNREACH;
+			return -ENOENT;
 		fd = socket(res->ai_family,
 			    SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0) {
@@ -403,6 +405,30 @@ static int do_auth(struct kvr_l2_lane *ln, struct node *n)
 	return 0;
 }
 
+/*
+ * Without a password: PING once, so that a node that needs one reads as
+ * down (NOAUTH) instead of up with every command refused. -EACCES for
+ * NOAUTH; any other answer (PONG, or an ACL's refusal of PING itself)
+ * means the node serves us.
+ */
+static int ping_noauth(struct node *n)
+{
+	static const char q[] = "*1\r\n$4\r\nPING\r\n";
+	struct iovec iov = {(void *)q, sizeof(q) - 1};
+	struct kvr_l2_rline l;
+	int rc = kvr__l2_write_all(n->fd, &iov, 1);
+
+	if (rc == 0)
+		rc = kvr__l2_rb_line(n, &l);
+	if (rc == 0)
+		rc = kvr__l2_rb_skip_rest(n, &l);
+	if (rc < 0)
+		return rc;
+	if (l.type == '-' && l.str_len >= 6 && memcmp(l.str, "NOAUTH", 6) == 0)
+		return -EACCES;
+	return 0;
+}
+
 /* Connected, or -EAGAIN while the node's backoff runs. */
 int kvr__l2_ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 {
@@ -422,7 +448,12 @@ int kvr__l2_ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 	fd = open_sock(&n->a, ln->l2->cfg.io_ms);
 	if (fd < 0) {
 		count_err(ln, KVR_L2_ERR_CONNECT);
-		snprintf(why, sizeof(why), "connect: %s", strerror(-fd));
+		if (fd == -ENOENT && !n->a.path[0])
+			snprintf(why, sizeof(why),
+				 "host name does not resolve");
+		else
+			snprintf(why, sizeof(why), "connect: %s",
+				 strerror(-fd));
 		kvr__l2_node_down(ln, n, why);
 		return fd;
 	}
@@ -438,6 +469,19 @@ int kvr__l2_ensure_conn(struct kvr_l2_lane *ln, struct node *n)
 					    "in --l2-auth-file or "
 					    "$" KVR_L2_AUTH_ENV
 					  : "AUTH failed");
+			return rc;
+		}
+	} else {
+		rc = ping_noauth(n);
+		if (rc < 0) {
+			count_err(ln, KVR_L2_ERR_CONNECT);
+			kvr__l2_node_down(
+			    ln, n,
+			    rc == -EACCES
+				? "NOAUTH: the node needs a password; "
+				  "put it in --l2-auth-file or "
+				  "$" KVR_L2_AUTH_ENV
+				: "PING failed");
 			return rc;
 		}
 	}

@@ -254,6 +254,12 @@ void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 	emit_stage(e, &s->stage);
 	kvr_em_bool(e, "server_histograms",
 		    (s->obs_flags & KVR_OBS_SERVER_HIST) != 0);
+	/* What the server keeps (kvringd --histograms): an empty channel
+	 * "latency" then means "not kept", not "no requests". */
+	kvr_em_str(e, "histograms",
+		   !(s->obs_flags & KVR_OBS_SERVER_HIST) ? "off"
+		   : s->obs_flags & KVR_OBS_NO_CHAN_HIST ? "global"
+							 : "per-channel");
 	emit_lat(e, "latency", s->lat, prev && prev->obs_ok ? prev->lat : NULL,
 		 KVR_HIST_GOPS);
 	kvr_em_arr(e, "namespaces");
@@ -675,10 +681,15 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 		return;
 	prom_cache(f, all, s);
 	prom_stage(f, all, s);
-	ins_prom_head(f, "kvring_op_latency_seconds", "histogram",
-		      "Server time per request, from reading it to publishing "
-		      "its answer, all channels.");
+	/* kvringd --histograms off keeps none: no family rather than
+	 * zeros that read as "no requests". */
+	if (s->obs_flags & KVR_OBS_SERVER_HIST)
+		ins_prom_head(f, "kvring_op_latency_seconds", "histogram",
+			      "Server time per request, from reading it to "
+			      "publishing its answer, all channels.");
 	for (unsigned k = 0; k < KVR_HIST_GOPS; k++) {
+		if (!(s->obs_flags & KVR_OBS_SERVER_HIST))
+			break;
 		/* The L2 slots only once the tier exists and writes them. */
 		if (k >= KVR_HIST_OPS && !s->lat[k].count)
 			continue;

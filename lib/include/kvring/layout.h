@@ -344,6 +344,11 @@ enum kvr_evict_reason {
 
 /* Flags in kvr_ctl_obs_shm.flags (written once before ready). */
 #define KVR_OBS_SERVER_HIST 0x1u /* the server records its histograms */
+/* (0.3, kvringd --histograms global or off) no per-channel histograms:
+ * the server times into the global ones only, and libkvring records no
+ * round trips unless $KVRING_RTT_SAMPLE asks. Never set by an older
+ * server, whose channels always had theirs. */
+#define KVR_OBS_NO_CHAN_HIST 0x2u
 
 /* Hit-ratio counters, server-written (relaxed, single writer), monotonic
  * while the server runs. Keys and bytes as the worker asked for them. */

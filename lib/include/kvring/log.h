@@ -106,7 +106,9 @@ int kvr_log_set_fd(int fd);
 #define KVR_LOG_PEERS_PER_S 20u
 
 /* kvr_log at @level, limited per (@peer, the call site's @fmt). @peer is
- * the peer's pid (0: a peer not known yet, such as a failed accept). */
+ * the peer's pid (0: a peer not known yet, such as a failed accept), or a
+ * negative number naming a kind of event that is no process (the L2
+ * tier's error replies, by kind); its summary then names no pid. */
 void kvr_log_peer(int level, long peer, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -10,6 +10,7 @@
  *   l2_resp.c  the small RESP decoder (reply lines, reply spans, CLUSTER
  *              SLOTS); pure, fuzzed (tests/fuzz/fuzz_l2_resp.c)
  *   l2_tier.c  the tier both sides share: node table, done queue
+ *   l2_probe.c the start-up probe of every configured node
  *
  * and the jobs, the tier's struct and the lanes: an L2 lane is one
  * thread with its own connections, slot map and job queue (pipelines,
@@ -85,7 +86,73 @@ struct kvr_l2_conf {
 	uint32_t queue_jobs;  /* --l2-queue */
 	uint32_t io_ms;	      /* --l2-io-ms: socket timeout */
 	int upload;	      /* enum kvr_l2_upload */
+	bool required;	      /* --l2-required: a failed probe stops start */
 };
+
+/* ==== l2_probe.c: the start-up probe ==== */
+
+/* Nodes one probe reports: the seeds and a cluster's other masters. */
+#define KVR_L2_PROBE_MAX 64u
+
+/* What the probe found at a node. */
+enum kvr_l2_probe_state {
+	KVR_L2_PROBE_UP = 0,	       /* connected, AUTH (if any), PONG */
+	KVR_L2_PROBE_NOAUTH = 1,       /* a password is needed, none given */
+	KVR_L2_PROBE_WRONGPASS = 2,    /* the user or password was refused */
+	KVR_L2_PROBE_REFUSED = 3,      /* connection refused (or no socket) */
+	KVR_L2_PROBE_UNRESOLVABLE = 4, /* the host name does not resolve */
+	KVR_L2_PROBE_TIMEOUT = 5,      /* nothing within --l2-io-ms */
+	KVR_L2_PROBE_ERROR = 6,	       /* another error (detail says) */
+};
+
+/* One node's result: "host:port" or "unix:PATH", state, the reply or
+ * error behind it, and how long its probe took. */
+struct kvr_l2_probe_node {
+	char addr[300];
+	int state; /* enum kvr_l2_probe_state */
+	char detail[200];
+	uint32_t ms;
+};
+
+/*
+ * struct kvr_l2_probe - what kvr_l2_probe() found (caller's memory).
+ * slots: for a cluster whose map was read, the hash slots it assigns
+ * (16384 when whole).
+ */
+struct kvr_l2_probe {
+	struct kvr_l2_probe_node node[KVR_L2_PROBE_MAX];
+	uint32_t nnodes, nup;
+	bool have_map;
+	uint32_t slots;
+};
+
+/*
+ * kvr_l2_probe - connect to every seed of @c at once, AUTH with
+ * @user/@pass when @pass is not empty, PING, and for a cluster read
+ * CLUSTER SLOTS and probe every master it names the same way. Each round
+ * waits at most @c->io_ms (a cluster's two rounds, twice that); a node
+ * still silent then is KVR_L2_PROBE_TIMEOUT. Blocks the caller; uses
+ * connections of its own and closes them.
+ */
+void kvr_l2_probe(const struct kvr_l2_conf *c, const char *user,
+		  const char *pass, struct kvr_l2_probe *out);
+
+/*
+ * kvr_l2_probe_log - kvr_l2_probe(), then one log line per node (info
+ * when up, a warning with the reason and what to do when not) and, for a
+ * cluster, how much of the slot space its map assigns.
+ * Return: 0, or -EHOSTDOWN when a node is not usable (or a cluster's map
+ * not whole) and @c->required is set: the error line says which and what
+ * to do. -ENOMEM.
+ */
+int kvr_l2_probe_log(const struct kvr_l2_conf *c, const char *user,
+		     const char *pass);
+
+/* The state's name as log lines print it ("NOAUTH", "refused", ...). */
+const char *kvr_l2_probe_state_name(int state);
+
+/* What to do about a node in @state, one sentence ("" when up). */
+const char *kvr_l2_probe_hint(int state);
 
 /*
  * kvr_l2_conf_defaults - L2 off, default prefix and limits.
