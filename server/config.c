@@ -53,6 +53,7 @@ enum {
 	OPT_QUOTA_UID_RESERVED,
 	OPT_QUOTA_UID_PINNED,
 	OPT_XFER_MS,
+	OPT_DISK, /* every --disk* option: kvr_disk_conf_opt() sorts them */
 };
 
 static const struct option longopts[] = {
@@ -84,6 +85,10 @@ static const struct option longopts[] = {
     {"l2-queue", required_argument, NULL, OPT_L2},
     {"l2-io-ms", required_argument, NULL, OPT_L2},
     {"l2-upload", required_argument, NULL, OPT_L2},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"disk-size", required_argument, NULL, OPT_DISK},
+    {"disk-mode", required_argument, NULL, OPT_DISK},
+    {"disk-chunk", required_argument, NULL, OPT_DISK},
     {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
     {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
     {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},
@@ -251,6 +256,18 @@ static void usage(FILE *f)
 	    "ms.\n"
 	    "                          Default: 200.\n"
 	    "      --l2-io-ms N        Redis socket timeout. Default: 2000.\n"
+	    "Disk tier (docs/storage.md; off unless --disk is given):\n"
+	    "      --disk DIR          keep chunks in DIR/kvring-disk.dat (DIR "
+	    "owned by\n"
+	    "                          this uid, not group/other writable, no "
+	    "symlink).\n"
+	    "      --disk-size SIZE    the data file's size. Default: 1G.\n"
+	    "      --disk-mode MODE    evict (write chunks about to be "
+	    "evicted) or\n"
+	    "                          commit (write every commit). Default: "
+	    "evict.\n"
+	    "      --disk-chunk SIZE   largest chunk kept on disk (one "
+	    "record). Default: 2M.\n"
 	    "Other:\n"
 	    "      --log-level L       err | warn | info | debug. Default: "
 	    "info.\n"
@@ -322,6 +339,7 @@ static void set_defaults(struct kvr_config *c)
 	c->xfer_ms = KVR_CONFIG_DEF_XFER_MS;
 	c->log_level = KVR_LOG_INFO;
 	kvr_l2_conf_defaults(&c->l2);
+	kvr_disk_conf_defaults(&c->disk);
 }
 
 /* Copy a string option into a fixed buffer; too long is a usage error. */
@@ -597,6 +615,17 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 			li = -1;
 			continue;
 		}
+		if (ch == OPT_DISK) {
+			char msg[256];
+
+			if (kvr_disk_conf_opt(&cfg->disk, longopts[li].name,
+					      optarg, msg, sizeof(msg)) != 0) {
+				fprintf(err, "kvringd: %s\n", msg);
+				return -EINVAL;
+			}
+			li = -1;
+			continue;
+		}
 		if (ch == 'h') {
 			usage(out);
 			return KVR_CONFIG_HELP;
@@ -629,6 +658,20 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	}
 	if (cfg->align > cfg->pool_bytes)
 		return bad(err, "--align", "", "larger than --pool-size");
+	if (cfg->disk.dir[0]) {
+		char msg[256];
+
+		if (kvr_disk_conf_check(&cfg->disk, msg, sizeof(msg)) < 0) {
+			fprintf(err, "kvringd: %s\n", msg);
+			return -EINVAL;
+		}
+		/* Records move straight between slots and the file with
+		 * O_DIRECT: slots must start on 4 KiB. */
+		if (cfg->align < KVR_DISK_BLOCK)
+			return bad(err, "--align", "",
+				   "--disk needs slots aligned to at least "
+				   "4096 bytes");
+	}
 	if (cfg->huge_pages == KVR_HUGE_REQUIRE &&
 	    cfg->pool_backend == KVR_POOL_PRIVATE)
 		return bad(err, "--huge-pages", "require",
