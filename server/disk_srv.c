@@ -36,6 +36,7 @@
 #define COLD_EVERY_NS 2000000ull
 #define COLD_HOLD_NS  100000000ull /* after a failed write */
 #define DONE_MAX      64u
+#define PUBLISH_NS    20000000ull /* counters, when nothing completes */
 
 enum { JOB_COLD = 1, JOB_COMMIT, JOB_LOAD };
 
@@ -81,6 +82,7 @@ struct kvr_dsrv {
 	uint32_t rt_busy;
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
 	uint64_t unsaved; /* pool evictions without a disk copy */
+	uint64_t pub_ns;  /* counters last published */
 	struct kvr_disk_done done[DONE_MAX];
 };
 
@@ -112,8 +114,7 @@ static struct djob *job_new(struct kvr_dsrv *ds, int kind)
 	return NULL;
 }
 
-static uint64_t tag(const struct kvr_dsrv *ds, const struct djob *j,
-		    uint32_t i)
+static uint64_t tag(const struct kvr_dsrv *ds, const struct djob *j, uint32_t i)
 {
 	return (uint64_t)(j - ds->job) << 32 | i;
 }
@@ -121,6 +122,7 @@ static uint64_t tag(const struct kvr_dsrv *ds, const struct djob *j,
 /* ---- writes ---- */
 
 static void job_end(struct kvr_srv *s, struct djob *j);
+static void publish(struct kvr_srv *s);
 
 /*
  * Queue the writes of the j->n chunks pinned under j->owner (keys and
@@ -195,8 +197,7 @@ static void cold_write(struct kvr_srv *s)
 	}
 }
 
-void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c,
-			  uint64_t xfer)
+void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
 {
 	struct kvr_dsrv *ds = s->disk;
 	int nk;
@@ -209,6 +210,17 @@ void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c,
 	ds->cn = nk > 0 ? (uint32_t)nk : 0;
 }
 
+/* The writes a commit queued are counted before the worker has its
+ * answer: one that waits for an idle disk after its commit sees them. */
+static void publish_queue(struct kvr_srv *s)
+{
+	struct kvr_disk_stats st;
+
+	kvr_disk_stats(s->disk->d, &st);
+	atomic_store_explicit(&s->hdr->disk.queue_depth, st.queue_depth,
+			      memory_order_relaxed);
+}
+
 void kvr_dsrv_commit_done(struct kvr_srv *s, int rc)
 {
 	struct kvr_dsrv *ds = s->disk;
@@ -219,6 +231,7 @@ void kvr_dsrv_commit_done(struct kvr_srv *s, int rc)
 		return;
 	if (ds->mode == KVR_DISK_EVICT) {
 		cold_write(s); /* this commit may have filled the pool */
+		publish_queue(s);
 		return;
 	}
 	if (!ds->cn)
@@ -227,9 +240,9 @@ void kvr_dsrv_commit_done(struct kvr_srv *s, int rc)
 	if (!j)
 		return;
 	/* The owned pin: eviction cannot free a slot the disk reads. */
-	hits = kvr_store_prepare_retrieve(s->store, ds->chan, ds->cns,
-					  ds->ckeys, ds->cn, s->now_ns,
-					  ds->slots, &j->owner);
+	hits =
+	    kvr_store_prepare_retrieve(s->store, ds->chan, ds->cns, ds->ckeys,
+				       ds->cn, s->now_ns, ds->slots, &j->owner);
 	if (hits <= 0) {
 		j->kind = 0;
 		return;
@@ -237,6 +250,7 @@ void kvr_dsrv_commit_done(struct kvr_srv *s, int rc)
 	memcpy(ds->keys, ds->ckeys, (size_t)hits * sizeof(*ds->keys));
 	j->n = j->left = (uint32_t)hits;
 	write_all(s, j, ds->cns);
+	publish_queue(s);
 }
 
 /* ---- read-through ---- */
@@ -382,8 +396,8 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 
 	switch (j->kind) {
 	case JOB_COLD:
-		ds->cold_bytes -= j->bytes < ds->cold_bytes ? j->bytes
-							    : ds->cold_bytes;
+		ds->cold_bytes -=
+		    j->bytes < ds->cold_bytes ? j->bytes : ds->cold_bytes;
 		for (uint32_t i = 0; i < j->n; i++)
 			if (!j->keep[i])
 				ds->cold_hold_ns = s->now_ns + COLD_HOLD_NS;
@@ -457,6 +471,8 @@ unsigned kvr_dsrv_poll(struct kvr_srv *s)
 	if (ds->mode == KVR_DISK_EVICT &&
 	    s->now_ns - ds->cold_ns >= COLD_EVERY_NS)
 		cold_write(s);
+	if (work || s->now_ns - ds->pub_ns >= PUBLISH_NS)
+		publish(s);
 	for (uint32_t i = 0; ds->rt_busy && i < RT_MAX; i++) {
 		struct drt *rt = &ds->rt[i];
 
@@ -487,6 +503,42 @@ uint64_t kvr_dsrv_sleep_ns(const struct kvr_srv *s)
 	if (first <= s->now_ns + KVR_L2_SLEEP_MIN_NS)
 		return KVR_L2_SLEEP_MIN_NS;
 	return first - s->now_ns;
+}
+
+/* ---- counters ---- */
+
+/* Copy the tier's counters into the control header's disk section. */
+static void publish(struct kvr_srv *s)
+{
+	struct kvr_dsrv *ds = s->disk;
+	struct kvr_disk_shm *o = &s->hdr->disk;
+	struct kvr_disk_stats st;
+
+	kvr_disk_stats(ds->d, &st);
+	ds->pub_ns = s->now_ns;
+#define PUT(f, v) atomic_store_explicit(&o->f, (v), memory_order_relaxed)
+	/* Relaxed throughout: each counter stands alone (layout.h). */
+	PUT(capacity_bytes, st.capacity_bytes);
+	PUT(used_bytes, st.used_bytes);
+	PUT(objects, st.objects);
+	PUT(records, st.records);
+	PUT(hits, st.hits);
+	PUT(misses, st.misses);
+	PUT(reads, st.reads);
+	PUT(read_bytes, st.read_bytes);
+	PUT(writes, st.writes);
+	PUT(write_bytes, st.write_bytes);
+	PUT(queue_depth, st.queue_depth);
+	PUT(corrupt, st.corrupt);
+	PUT(dropped, st.dropped);
+	PUT(io_errors, st.io_errors);
+	PUT(no_space, st.no_space);
+	PUT(evictions, st.evictions);
+	PUT(scanned, st.scanned);
+	PUT(scan_total, st.scan_total);
+	PUT(rebuilt, st.rebuilt ? 1u : 0u);
+	PUT(unsaved, ds->unsaved);
+#undef PUT
 }
 
 /* ---- start and stop ---- */
@@ -536,16 +588,19 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		return rc;
 	}
 	kvr_disk_stats(ds->d, &st);
-	kvr_log_info("disk: %s, %llu records of up to %llu bytes (%llu "
-		     "bytes), %s, %s I/O, %s",
-		     kvr_disk_path(ds->d), (unsigned long long)st.records,
-		     (unsigned long long)cf->chunk_bytes,
-		     (unsigned long long)st.capacity_bytes,
-		     cf->mode == KVR_DISK_COMMIT
-			 ? "write every commit"
-			 : "write chunks about to be evicted",
-		     st.direct ? "O_DIRECT" : "buffered",
-		     st.rebuilt ? "empty" : "rebuilding its index while serving");
+	s->hdr->disk.mode = cf->mode == KVR_DISK_COMMIT ? 2u : 1u;
+	s->hdr->disk.direct = st.direct ? 1u : 0u;
+	publish(s);
+	kvr_log_info(
+	    "disk: %s, %llu records of up to %llu bytes (%llu "
+	    "bytes), %s, %s I/O, %s",
+	    kvr_disk_path(ds->d), (unsigned long long)st.records,
+	    (unsigned long long)cf->chunk_bytes,
+	    (unsigned long long)st.capacity_bytes,
+	    cf->mode == KVR_DISK_COMMIT ? "write every commit"
+					: "write chunks about to be evicted",
+	    st.direct ? "O_DIRECT" : "buffered",
+	    st.rebuilt ? "empty" : "rebuilding its index while serving");
 	return 0;
 }
 
@@ -567,17 +622,15 @@ void kvr_dsrv_stop(struct kvr_srv *s)
 	for (uint32_t i = 0; i < RT_MAX; i++)
 		ds->rt[i].used = false;
 	ds->rt_busy = 0;
-	kvr_log_info("disk: stopped: %llu chunks on disk, %llu written, %llu "
-		     "read through, %llu corrupt, %llu dropped (%llu evicted "
-		     "from the pool unsaved), %llu I/O errors, %llu full",
-		     (unsigned long long)st.objects,
-		     (unsigned long long)st.writes,
-		     (unsigned long long)st.reads,
-		     (unsigned long long)st.corrupt,
-		     (unsigned long long)st.dropped,
-		     (unsigned long long)ds->unsaved,
-		     (unsigned long long)st.io_errors,
-		     (unsigned long long)st.no_space);
+	publish(s);
+	kvr_log_info(
+	    "disk: stopped: %llu chunks on disk, %llu written, %llu "
+	    "read through, %llu corrupt, %llu dropped (%llu evicted "
+	    "from the pool unsaved), %llu I/O errors, %llu full",
+	    (unsigned long long)st.objects, (unsigned long long)st.writes,
+	    (unsigned long long)st.reads, (unsigned long long)st.corrupt,
+	    (unsigned long long)st.dropped, (unsigned long long)ds->unsaved,
+	    (unsigned long long)st.io_errors, (unsigned long long)st.no_space);
 }
 
 void kvr_dsrv_destroy(struct kvr_dsrv *ds)

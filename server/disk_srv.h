@@ -61,8 +61,7 @@ bool kvr_dsrv_lookup(struct kvr_srv *s, struct kvr_conn *c,
  * @xfer: with --disk-mode commit, note its keys (the transfer is gone
  * after the commit).
  */
-void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c,
-			  uint64_t xfer);
+void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
 
 /*
  * kvr_dsrv_commit_done - after that commit, which returned @rc: with

@@ -80,8 +80,7 @@ int kvr_disk_conf_opt(struct kvr_disk_conf *c, const char *name,
 	return -EINVAL;
 }
 
-int kvr_disk_conf_check(const struct kvr_disk_conf *c, char *err,
-			size_t errlen)
+int kvr_disk_conf_check(const struct kvr_disk_conf *c, char *err, size_t errlen)
 {
 	uint64_t rec = KVR_DISK_BLOCK + c->chunk_bytes;
 

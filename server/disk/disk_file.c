@@ -43,8 +43,8 @@ void kvr__disk_log_err(struct kvr_disk *d, int kind, const char *what, int rc)
 {
 	uint64_t now = kvr_clock_now_ns();
 
-	if (kind < 0 || kind > 3 || (d->log_ns[kind] &&
-				     now - d->log_ns[kind] < LOG_EVERY_NS))
+	if (kind < 0 || kind > 3 ||
+	    (d->log_ns[kind] && now - d->log_ns[kind] < LOG_EVERY_NS))
 		return;
 	d->log_ns[kind] = now;
 	kvr_log_warn("disk: %s %s: %s (counted; the pool goes on without "

@@ -147,8 +147,7 @@ uint32_t kvr__disk_take(struct kvr_disk *d)
 		return r;
 	}
 	/* The coldest record no read holds. */
-	for (r = d->lru_tail; r != NIL && d->rec[r].readers;
-	     r = d->rec[r].prev)
+	for (r = d->lru_tail; r != NIL && d->rec[r].readers; r = d->rec[r].prev)
 		;
 	if (r == NIL)
 		return NIL;

@@ -185,14 +185,13 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 	 * record written after a restart is newer than any before it. */
 	if (clock_gettime(CLOCK_REALTIME, &now) == 0 &&
 	    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec > d->seq)
-		d->seq = (uint64_t)now.tv_sec * 1000000000u +
-			 (uint64_t)now.tv_nsec;
+		d->seq =
+		    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	*out = d;
 	return 0;
 fail_nomem:
 	rc = -ENOMEM;
-	snprintf(err, errlen, "--disk: out of memory for %u records",
-		 d->nrec);
+	snprintf(err, errlen, "--disk: out of memory for %u records", d->nrec);
 fail:
 	kvr_disk_close(d);
 	return rc;

@@ -25,8 +25,7 @@ int kvr_store_disk_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 }
 
 int kvr_store_disk_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
-			       const uint8_t *keep, uint32_t n,
-			       uint64_t now_ns)
+			       const uint8_t *keep, uint32_t n, uint64_t now_ns)
 {
 	return kvr__store_commit_mask(s, ch, xfer, keep, n, now_ns, true);
 }

@@ -43,8 +43,8 @@ enum kvr_disk_mode {
  * (struct kvr_config, on main's stack); copied by kvr_disk_open().
  */
 struct kvr_disk_conf {
-	char dir[4096];	     /* --disk DIR; "" = the tier is off */
-	uint64_t size_bytes; /* --disk-size: the data file's size */
+	char dir[4096];	      /* --disk DIR; "" = the tier is off */
+	uint64_t size_bytes;  /* --disk-size: the data file's size */
 	uint64_t chunk_bytes; /* --disk-chunk: largest chunk kept (record
 				 payload), a multiple of 4 KiB */
 	int mode;	      /* --disk-mode: enum kvr_disk_mode */
@@ -72,10 +72,10 @@ int kvr_disk_conf_check(const struct kvr_disk_conf *c, char *err,
 
 /* ---- The record format (disk_fmt.c, docs/layout.md) ---- */
 
-#define KVR_DISK_MAGIC	    0x4b44564bu /* "KVDK" little-endian */
-#define KVR_DISK_SB_MAGIC   0x5344564bu /* "KVDS": the superblock */
-#define KVR_DISK_VERSION    1u
-#define KVR_DISK_HDR_BYTES  64u
+#define KVR_DISK_MAGIC	   0x4b44564bu /* "KVDK" little-endian */
+#define KVR_DISK_SB_MAGIC  0x5344564bu /* "KVDS": the superblock */
+#define KVR_DISK_VERSION   1u
+#define KVR_DISK_HDR_BYTES 64u
 
 /*
  * struct kvr_disk_hdr - the first 64 bytes of a record's 4 KiB header
@@ -88,10 +88,10 @@ struct kvr_disk_hdr {
 	uint16_t hdr_bytes; /* KVR_DISK_HDR_BYTES */
 	uint64_t ns_fp;	    /* namespace fingerprint */
 	uint64_t key_lo, key_hi;
-	uint64_t len;	   /* payload bytes */
-	uint64_t sum;	   /* XXH3-64 of the payload */
-	uint64_t seq;	   /* write sequence: the newest copy of a key wins */
-	uint64_t hdr_sum;  /* XXH3-64 of bytes 0..55 */
+	uint64_t len;	  /* payload bytes */
+	uint64_t sum;	  /* XXH3-64 of the payload */
+	uint64_t seq;	  /* write sequence: the newest copy of a key wins */
+	uint64_t hdr_sum; /* XXH3-64 of bytes 0..55 */
 };
 
 /* kvr_disk_hdr_make - fill @out for one record. */
@@ -118,20 +118,20 @@ struct kvr_disk;
  * A snapshot, filled by kvr_disk_stats().
  */
 struct kvr_disk_stats {
-	uint64_t capacity_bytes; /* records * payload bytes per record */
-	uint64_t used_bytes;	 /* payload bytes of the indexed records */
-	uint64_t objects;	 /* indexed records */
-	uint64_t records;	 /* record slots in the file */
-	uint64_t hits, misses;	 /* kvr_disk_find() */
+	uint64_t capacity_bytes;      /* records * payload bytes per record */
+	uint64_t used_bytes;	      /* payload bytes of the indexed records */
+	uint64_t objects;	      /* indexed records */
+	uint64_t records;	      /* record slots in the file */
+	uint64_t hits, misses;	      /* kvr_disk_find() */
 	uint64_t reads, read_bytes;   /* read-throughs that verified */
 	uint64_t writes, write_bytes; /* records written */
 	uint64_t queue_depth;	      /* I/Os in flight now */
-	uint64_t corrupt;	/* records that failed a check (scan or read) */
-	uint64_t dropped;	/* writes not done: queue full, too large,
-				   I/O error, full disk */
-	uint64_t io_errors;	/* reads or writes the kernel failed */
-	uint64_t no_space;	/* writes refused with ENOSPC */
-	uint64_t evictions;	/* records replaced by the disk's LRU */
+	uint64_t corrupt;   /* records that failed a check (scan or read) */
+	uint64_t dropped;   /* writes not done: queue full, too large,
+			       I/O error, full disk */
+	uint64_t io_errors; /* reads or writes the kernel failed */
+	uint64_t no_space;  /* writes refused with ENOSPC */
+	uint64_t evictions; /* records replaced by the disk's LRU */
 	uint64_t scanned, scan_total; /* rebuild progress, in records */
 	bool direct;		      /* O_DIRECT in use */
 	bool rebuilt;		      /* the rebuild scan has ended */
@@ -176,12 +176,12 @@ enum { KVR_DISK_IO_WRITE = 1, KVR_DISK_IO_READ };
 
 /* struct kvr_disk_done - one finished read or write (kvr_disk_reap). */
 struct kvr_disk_done {
-	uint64_t tag;  /* the caller's, as given */
-	int kind;      /* KVR_DISK_IO_* */
-	int rc;	       /* 0, -EBADMSG (failed a check: not served),
-			  -ENOSPC, -EIO or another -errno */
-	uint64_t sum;  /* read: XXH3-64 of the payload */
-	uint64_t ns;   /* time from submit to completion */
+	uint64_t tag; /* the caller's, as given */
+	int kind;     /* KVR_DISK_IO_* */
+	int rc;	      /* 0, -EBADMSG (failed a check: not served),
+			 -ENOSPC, -EIO or another -errno */
+	uint64_t sum; /* read: XXH3-64 of the payload */
+	uint64_t ns;  /* time from submit to completion */
 };
 
 /*
