@@ -56,21 +56,38 @@ static inline void dt_rmrf(const char *dir)
 		(void)nftw(dir, dt_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* kvringd with a 32 MiB pool and --disk @dir of @size, mode @mode, 1 MiB
- * records, plus the NULL-terminated @more. */
-static inline void dt_start(struct wsrv *s, const char *dir, const char *size,
-			    const char *mode, const char *const *more)
+/* kvringd with a pool of @pool and --disk @dir of @size, mode @mode,
+ * 1 MiB records, plus the NULL-terminated @more. */
+static inline void dt_start_pool(struct wsrv *s, const char *pool,
+				 const char *dir, const char *size,
+				 const char *mode, const char *const *more)
 {
-	const char *args[48] = {
-	    "--pool-size",    "32M",	  "--allow-root",   "--heartbeat-ms",
-	    "50",	      "--log-level", "info",	    "--max-keys",
-	    "1024",	      "--disk",	  dir,		    "--disk-size",
-	    size,	      "--disk-mode", mode,	    "--disk-chunk",
-	    "1M",	      "--quota-reserved", "100%",    "--quota-pinned",
-	    "100%",	      "--max-key-bytes",  "100%"};
+	const char *args[48] = {"--pool-size",
+				pool,
+				"--allow-root",
+				"--heartbeat-ms",
+				"50",
+				"--log-level",
+				"info",
+				"--max-keys",
+				"1024",
+				"--disk",
+				dir,
+				"--disk-size",
+				size,
+				"--disk-mode",
+				mode,
+				"--disk-chunk",
+				"1M",
+				"--quota-reserved",
+				"100%",
+				"--quota-pinned",
+				"100%",
+				"--max-key-bytes",
+				"100%"};
 	int n = 23;
 
-	wsrv_init(s, "32M");
+	wsrv_init(s, pool);
 	for (int i = 0; more && more[i]; i++) {
 		cr_assert_lt(n, 47, "too many kvringd options");
 		args[n++] = more[i];
@@ -78,6 +95,13 @@ static inline void dt_start(struct wsrv *s, const char *dir, const char *size,
 	args[n] = NULL;
 	t_server_start(&s->t, args);
 	s->pid = s->t.pid;
+}
+
+/* The same with the suites' usual 32 MiB pool. */
+static inline void dt_start(struct wsrv *s, const char *dir, const char *size,
+			    const char *mode, const char *const *more)
+{
+	dt_start_pool(s, "32M", dir, size, mode, more);
 }
 
 static inline bool dt_idle(void *arg)
@@ -133,9 +157,9 @@ static inline uint32_t dt_read_back(struct kvr_client *c,
 			wsrv_sleep_ms(10);
 	}
 	if (hits > 0)
-		cr_assert_eq(wsrv_retrieve_check(c, k, (uint32_t)hits,
-						 DT_CHUNK),
-			     (uint32_t)hits);
+		cr_assert_eq(
+		    wsrv_retrieve_check(c, k, (uint32_t)hits, DT_CHUNK),
+		    (uint32_t)hits);
 	return (uint32_t)hits;
 }
 

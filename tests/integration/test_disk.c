@@ -39,7 +39,8 @@ Test(disk, working_set_4x_the_pool_reads_back_bit_exact)
 	cr_expect_geq(T_GSTAT(&s1.t, evictions), 64,
 		      "the pool had to evict most of the working set");
 	cr_expect_eq(T_DISK(&s1.t, unsaved), 0,
-		     "every chunk the pool evicted was on disk first (%llu of %llu were not)",
+		     "every chunk the pool evicted was on disk first (%llu of "
+		     "%llu were not)",
 		     (unsigned long long)T_DISK(&s1.t, unsaved),
 		     (unsigned long long)T_GSTAT(&s1.t, evictions));
 	cr_expect_eq(T_DISK(&s1.t, dropped), 0);
@@ -84,10 +85,11 @@ Test(disk, a_second_server_on_the_directory_is_refused)
 	dt_start(&s1, dir, "64M", "evict", NULL);
 	wsrv_init(&s2, "32M");
 	{
-		const char *argv[] = {"kvringd", "--socket", s2.t.sock,
-				      "--name", s2.t.name, "--pool-size", "32M",
-				      "--allow-root", "--disk", dir,
-				      "--disk-size", "64M", NULL};
+		const char *argv[] = {"kvringd", "--socket",	 s2.t.sock,
+				      "--name",	 s2.t.name,	 "--pool-size",
+				      "32M",	 "--allow-root", "--disk",
+				      dir,	 "--disk-size",	 "64M",
+				      NULL};
 
 		pid = t_server_spawn(&s2.t, argv);
 	}
@@ -99,9 +101,10 @@ Test(disk, a_second_server_on_the_directory_is_refused)
 /* kvringd on @d must refuse to start, saying @why. */
 static void refused(const char *d, const char *why)
 {
-	const char *argv[] = {"kvringd", "--socket", s2.t.sock, "--name",
-			      s2.t.name, "--pool-size", "32M", "--allow-root",
-			      "--disk", d, NULL};
+	const char *argv[] = {
+	    "kvringd",	   "--socket", s2.t.sock,      "--name", s2.t.name,
+	    "--pool-size", "32M",      "--allow-root", "--disk", d,
+	    NULL};
 	pid_t pid;
 
 	wsrv_init(&s2, "32M");
