@@ -49,7 +49,9 @@ void kvr__disk_log_err(struct kvr_disk *d, int kind, const char *what, int rc)
 	d->log_ns[kind] = now;
 	kvr_log_warn("disk: %s %s: %s (counted; the pool goes on without "
 		     "it; lines like this at most every 5 s)",
-		     what, d->path, kvr_strerror(rc));
+		     what, d->path, strerror(-rc)); /* the kernel's words:
+							kvr's ENOSPC means
+							the pool */
 }
 
 /*
@@ -160,7 +162,7 @@ static int format(struct kvr_disk *d, void *blk, const char *why)
 			     "a sparse file, writes that find no room are "
 			     "dropped and counted",
 			     (unsigned long long)d->cf.size_bytes, d->path,
-			     kvr_strerror(rc));
+			     strerror(-rc));
 		if (ftruncate(d->fd, (off_t)d->cf.size_bytes) < 0)
 			return -errno;
 	}
