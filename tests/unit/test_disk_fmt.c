@@ -44,7 +44,8 @@ Test(disk_fmt, every_flipped_bit_fails_the_check)
 	kvr_disk_hdr_make(0xabcdef, &key, 4096, 0x5151, 77, &h);
 	for (size_t bit = 0; bit < sizeof(h) * 8; bit++) {
 		memcpy(&x, &h, sizeof(h));
-		((unsigned char *)&x)[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		((unsigned char *)&x)[bit / 8] ^=
+		    (unsigned char)(1u << (bit % 8));
 		cr_expect_eq(kvr_disk_hdr_check(&x, 1 << 20), -EBADMSG,
 			     "bit %zu", bit);
 	}
@@ -72,8 +73,7 @@ Test(disk_fmt, length_and_namespace_limits)
 	kvr_disk_hdr_make(0xabcdef, &key, 0, 1, 1, &h);
 	cr_expect_eq(kvr_disk_hdr_check(&h, 1 << 20), -EBADMSG, "empty");
 	kvr_disk_hdr_make(0, &key, 10, 1, 1, &h);
-	cr_expect_eq(kvr_disk_hdr_check(&h, 1 << 20), -EBADMSG,
-		     "no namespace");
+	cr_expect_eq(kvr_disk_hdr_check(&h, 1 << 20), -EBADMSG, "no namespace");
 }
 
 Test(disk_fmt, the_payload_sum_is_xxh3_64)
@@ -97,33 +97,28 @@ Test(disk_fmt, options)
 				       sizeof(err)),
 		     0);
 	cr_expect_str_eq(c.dir, "/var/cache/kvring");
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-size", "64G", err,
-				       sizeof(err)),
-		     0);
+	cr_expect_eq(
+	    kvr_disk_conf_opt(&c, "disk-size", "64G", err, sizeof(err)), 0);
 	cr_expect_eq(c.size_bytes, 64ull << 30);
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-mode", "commit", err,
-				       sizeof(err)),
-		     0);
+	cr_expect_eq(
+	    kvr_disk_conf_opt(&c, "disk-mode", "commit", err, sizeof(err)), 0);
 	cr_expect_eq(c.mode, KVR_DISK_COMMIT);
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-chunk", "1M", err,
-				       sizeof(err)),
-		     0);
+	cr_expect_eq(
+	    kvr_disk_conf_opt(&c, "disk-chunk", "1M", err, sizeof(err)), 0);
 	cr_expect_eq(c.chunk_bytes, 1u << 20);
 	cr_expect_eq(kvr_disk_conf_check(&c, err, sizeof(err)), 0);
 
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk", "rel/dir", err,
-				       sizeof(err)),
+	cr_expect_eq(kvr_disk_conf_opt(&c, "disk", "rel/dir", err, sizeof(err)),
 		     -EINVAL);
 	cr_expect(strstr(err, "absolute"), "%s", err);
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-mode", "later", err,
-				       sizeof(err)),
-		     -EINVAL);
+	cr_expect_eq(
+	    kvr_disk_conf_opt(&c, "disk-mode", "later", err, sizeof(err)),
+	    -EINVAL);
 	cr_expect(strstr(err, "evict"), "%s", err);
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-chunk", "1000", err,
-				       sizeof(err)),
-		     -EINVAL, "not a multiple of 4K");
-	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-size", "1M", err,
-				       sizeof(err)),
+	cr_expect_eq(
+	    kvr_disk_conf_opt(&c, "disk-chunk", "1000", err, sizeof(err)),
+	    -EINVAL, "not a multiple of 4K");
+	cr_expect_eq(kvr_disk_conf_opt(&c, "disk-size", "1M", err, sizeof(err)),
 		     -EINVAL, "under 16M");
 	cr_expect_eq(c.size_bytes, 64ull << 30, "unchanged on error");
 	kvr_disk_conf_opt(&c, "disk-size", "16M", err, sizeof(err));
