@@ -45,11 +45,16 @@ enum { JOB_COLD = 1, JOB_COMMIT, JOB_LOAD };
 struct djob {
 	int kind; /* 0: free */
 	uint32_t n, left;
-	uint64_t owner; /* the store transfer */
+	uint32_t sent; /* writes: items queued so far (job_pump) */
+	uint64_t seq;  /* creation order: the oldest waiting job goes first */
+	uint64_t fp;   /* writes: the namespace fingerprint */
+	struct kvr_key *keys;	     /* writes: max_keys, the pinned chunks */
+	struct kvr_slot_desc *slots; /* and their slots */
+	uint64_t owner;		     /* the store transfer */
 	uint64_t bytes;
 	uint32_t rt, rt_gen; /* a load's read-through */
 	uint8_t *keep;	     /* max_keys: saved, or verified */
-	uint64_t *sums;	     /* max_keys: a load's sums */
+	uint64_t *sums;	     /* max_keys: a load's sums, a write's sums */
 };
 
 /* One read-through in flight, as in l2_srv.c. */
@@ -83,6 +88,10 @@ struct kvr_dsrv {
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
 	uint64_t unsaved; /* pool evictions without a disk copy */
 	uint64_t pub_ns;  /* counters last published */
+	uint64_t job_seq;
+	/* Bytes pinned by write jobs until written, and what was not even
+	 * pinned (no job free, or the bound reached): dropped. */
+	uint64_t pend_bytes, pend_max, dropped;
 	struct kvr_disk_done done[DONE_MAX];
 };
 
@@ -108,7 +117,9 @@ static struct djob *job_new(struct kvr_dsrv *ds, int kind)
 		if (!ds->job[i].kind) {
 			ds->job[i].kind = kind;
 			ds->job[i].n = ds->job[i].left = 0;
+			ds->job[i].sent = 0;
 			ds->job[i].bytes = 0;
+			ds->job[i].seq = ++ds->job_seq;
 			return &ds->job[i];
 		}
 	return NULL;
@@ -125,6 +136,56 @@ static void job_end(struct kvr_srv *s, struct djob *j);
 static void publish(struct kvr_srv *s);
 
 /*
+ * Queue what the disk has room for of write job @j, from j->sent on; the
+ * rest waits, pinned, for completions to make room (kvr_dsrv_poll pumps
+ * again). A chunk already on disk counts as saved, one the tier refuses
+ * otherwise as not saved.
+ */
+static void job_pump(struct kvr_srv *s, struct djob *j)
+{
+	struct kvr_dsrv *ds = s->disk;
+
+	while (j->sent < j->n && kvr_disk_room(ds->d)) {
+		uint32_t i = j->sent++;
+		const struct kvr_slot_desc *sl = &j->slots[i];
+		int rc = j->fp
+			     ? kvr_disk_write(ds->d, j->fp, &j->keys[i],
+					      (uint8_t *)s->pool.base + sl->off,
+					      sl->len, j->sums[i],
+					      sl->reserved & KVR_SLOT_F_SUM,
+					      tag(ds, j, i))
+			     : -EINVAL;
+
+		j->keep[i] = rc == -EEXIST;
+		if (rc < 0)
+			j->left--;
+	}
+	if (!j->left)
+		job_end(s, j);
+}
+
+/* Pump every write job that waits for room, oldest first. */
+static void pump_all(struct kvr_srv *s)
+{
+	struct kvr_dsrv *ds = s->disk;
+
+	while (kvr_disk_room(ds->d)) {
+		struct djob *first = NULL;
+
+		for (uint32_t i = 0; i < JOB_MAX; i++) {
+			struct djob *j = &ds->job[i];
+
+			if ((j->kind == JOB_COLD || j->kind == JOB_COMMIT) &&
+			    j->sent < j->n && (!first || j->seq < first->seq))
+				first = j;
+		}
+		if (!first)
+			return;
+		job_pump(s, first);
+	}
+}
+
+/*
  * Queue the writes of the j->n chunks pinned under j->owner (keys and
  * slots in ds->keys / ds->slots, sums from the store's last pin): a chunk
  * already on disk counts as saved, one the tier refuses as not saved.
@@ -133,26 +194,19 @@ static void write_all(struct kvr_srv *s, struct djob *j, uint32_t ns)
 {
 	struct kvr_dsrv *ds = s->disk;
 	const uint64_t *sums = kvr_store_last_sums(s->store);
-	uint64_t fp = ns_fp(s, ns);
 
+	j->fp = ns_fp(s, ns);
+	j->sent = 0;
 	for (uint32_t i = 0; i < j->n; i++) {
-		const struct kvr_slot_desc *sl = &ds->slots[i];
-		int rc = fp ? kvr_disk_write(ds->d, fp, &ds->keys[i],
-					     (uint8_t *)s->pool.base + sl->off,
-					     sl->len, sums[i],
-					     sl->reserved & KVR_SLOT_F_SUM,
-					     tag(ds, j, i))
-			    : -EINVAL;
-
-		j->keep[i] = rc == -EEXIST;
-		j->bytes += sl->len;
-		if (rc < 0)
-			j->left--;
+		j->keys[i] = ds->keys[i];
+		j->slots[i] = ds->slots[i];
+		j->sums[i] = sums[i];
+		j->keep[i] = 0;
+		j->bytes += ds->slots[i].len;
 	}
-	if (!j->left)
-		job_end(s, j);
+	ds->pend_bytes += j->bytes;
+	job_pump(s, j);
 }
-
 /*
  * --disk-mode evict, as the L2's upload on eviction: once the pool is 7/8
  * full, the chunks in its coldest 1/8 without a copy on disk are pinned,
@@ -236,15 +290,19 @@ void kvr_dsrv_commit_done(struct kvr_srv *s, int rc)
 	}
 	if (!ds->cn)
 		return;
-	j = job_new(ds, JOB_COMMIT);
-	if (!j)
+	j = ds->pend_bytes < ds->pend_max ? job_new(ds, JOB_COMMIT) : NULL;
+	if (!j) {
+		/* The disk is that far behind: this commit is not written. */
+		ds->dropped += ds->cn;
 		return;
+	}
 	/* The owned pin: eviction cannot free a slot the disk reads. */
 	hits =
 	    kvr_store_prepare_retrieve(s->store, ds->chan, ds->cns, ds->ckeys,
 				       ds->cn, s->now_ns, ds->slots, &j->owner);
 	if (hits <= 0) {
 		j->kind = 0;
+		ds->dropped += ds->cn;
 		return;
 	}
 	memcpy(ds->keys, ds->ckeys, (size_t)hits * sizeof(*ds->keys));
@@ -394,6 +452,8 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 	struct kvr_dsrv *ds = s->disk;
 	int rc;
 
+	if (j->kind != JOB_LOAD)
+		ds->pend_bytes -= j->bytes;
 	switch (j->kind) {
 	case JOB_COLD:
 		ds->cold_bytes -=
@@ -468,6 +528,7 @@ unsigned kvr_dsrv_poll(struct kvr_srv *s)
 	struct kvr_dsrv *ds = s->disk;
 	unsigned work = drain(s);
 
+	pump_all(s);
 	if (ds->mode == KVR_DISK_EVICT &&
 	    s->now_ns - ds->cold_ns >= COLD_EVERY_NS)
 		cold_write(s);
@@ -530,7 +591,7 @@ static void publish(struct kvr_srv *s)
 	PUT(write_bytes, st.write_bytes);
 	PUT(queue_depth, st.queue_depth);
 	PUT(corrupt, st.corrupt);
-	PUT(dropped, st.dropped);
+	PUT(dropped, st.dropped + ds->dropped);
 	PUT(io_errors, st.io_errors);
 	PUT(no_space, st.no_space);
 	PUT(evictions, st.evictions);
@@ -538,6 +599,7 @@ static void publish(struct kvr_srv *s)
 	PUT(scan_total, st.scan_total);
 	PUT(rebuilt, st.rebuilt ? 1u : 0u);
 	PUT(unsaved, ds->unsaved);
+	PUT(rebuild_ns, st.rebuild_ns);
 #undef PUT
 }
 
@@ -559,6 +621,9 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		return -ENOMEM;
 	s->disk = ds;
 	ds->mode = cf->mode;
+	/* Write-through may fall behind the workers by a quarter of the
+	 * pool, pinned; past that, commits are not written (dropped). */
+	ds->pend_max = s->cfg.pool_bytes / 4;
 	ds->deadline_ns = (uint64_t)s->cfg.l2.deadline_ms * 1000000u;
 	/* The last store channel: after the workers' and the L2's. */
 	ds->chan = s->cfg.max_workers + (s->cfg.l2.kind ? 1u : 0u);
@@ -574,7 +639,10 @@ int kvr_dsrv_start(struct kvr_srv *s)
 	for (uint32_t i = 0; i < JOB_MAX; i++) {
 		ds->job[i].keep = calloc(mk, 1);
 		ds->job[i].sums = calloc(mk, sizeof(uint64_t));
-		if (!ds->job[i].keep || !ds->job[i].sums)
+		ds->job[i].keys = calloc(mk, sizeof(struct kvr_key));
+		ds->job[i].slots = calloc(mk, sizeof(struct kvr_slot_desc));
+		if (!ds->job[i].keep || !ds->job[i].sums || !ds->job[i].keys ||
+		    !ds->job[i].slots)
 			return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < RT_MAX; i++) {
@@ -611,7 +679,20 @@ void kvr_dsrv_stop(struct kvr_srv *s)
 
 	if (!ds || !ds->d)
 		return;
-	/* Every pin and reservation the I/O held ends before the check. */
+	/* Writes still waiting for room are not queued any more; every pin
+	 * and reservation the I/O held ends before the check. */
+	for (uint32_t i = 0; i < JOB_MAX; i++) {
+		struct djob *j = &ds->job[i];
+
+		if ((j->kind == JOB_COLD || j->kind == JOB_COMMIT) &&
+		    j->sent < j->n) {
+			ds->dropped += j->n - j->sent;
+			j->left -= j->n - j->sent;
+			j->sent = j->n;
+			if (!j->left)
+				job_end(s, j);
+		}
+	}
 	for (;;) {
 		kvr_disk_stats(ds->d, &st);
 		if (!st.queue_depth)
@@ -641,6 +722,8 @@ void kvr_dsrv_destroy(struct kvr_dsrv *ds)
 	for (uint32_t i = 0; i < JOB_MAX; i++) {
 		free(ds->job[i].keep);
 		free(ds->job[i].sums);
+		free(ds->job[i].keys);
+		free(ds->job[i].slots);
 	}
 	for (uint32_t i = 0; i < RT_MAX; i++)
 		free(ds->rt[i].keys);

@@ -64,6 +64,7 @@ struct kvr_disk {
 	uint32_t lru_head, lru_tail, free_head;
 	uint64_t seq; /* the last sequence number used or seen */
 	uint32_t scan_next, scan_busy;
+	uint64_t open_ns; /* when the tier was opened: the scan's start */
 	struct io *io;
 	uint32_t *io_free, nio_free, qd;
 	struct kvr_disk_stats st;

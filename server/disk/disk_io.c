@@ -111,10 +111,13 @@ static void scan_done(struct kvr_disk *d, struct io *io, int res)
 	if (!d->st.rebuilt && d->scan_next == d->st.scan_total &&
 	    !d->scan_busy) {
 		d->st.rebuilt = true;
-		kvr_log_info("disk: index of %s rebuilt: %llu chunks (%llu "
-			     "bytes), %llu records skipped as torn or "
-			     "corrupt",
-			     d->path, (unsigned long long)d->st.objects,
+		d->st.rebuild_ns = kvr_clock_now_ns() - d->open_ns;
+		kvr_log_info("disk: index of %s rebuilt in %llu ms: %llu "
+			     "chunks (%llu bytes), %llu records skipped as "
+			     "torn or corrupt",
+			     d->path,
+			     (unsigned long long)(d->st.rebuild_ns / 1000000),
+			     (unsigned long long)d->st.objects,
 			     (unsigned long long)d->st.used_bytes,
 			     (unsigned long long)d->st.corrupt);
 	}
@@ -137,6 +140,7 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 		return -ENOMEM;
 	d->cf = *cf;
 	d->fd = d->dirfd = d->efd = -1;
+	d->open_ns = kvr_clock_now_ns();
 	d->qd = qd;
 	d->rec_bytes = KVR_DISK_BLOCK + cf->chunk_bytes;
 	nrec = (cf->size_bytes - KVR_DISK_BLOCK) / d->rec_bytes;

@@ -41,6 +41,7 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	o->scanned = LD(d->scanned);
 	o->scan_total = LD(d->scan_total);
 	o->unsaved = LD(d->unsaved);
+	o->rebuild_ns = LD(d->rebuild_ns);
 }
 
 static const char *mode_name(uint32_t m)
@@ -75,6 +76,7 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
 		kvr_em_str(e, "state", d->rebuilt ? "done" : "running");
 		kvr_em_u64(e, "scanned", d->scanned);
 		kvr_em_u64(e, "total", d->scan_total);
+		kvr_em_u64(e, "ns", d->rebuild_ns);
 		kvr_em_end(e);
 	}
 	kvr_em_end(e);

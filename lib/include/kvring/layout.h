@@ -195,7 +195,8 @@ struct kvr_disk_shm {
 	uint32_t pad;			 /* 156 */
 	_Atomic uint64_t unsaved;	 /* 160: pool evictions without a
 					    copy on disk (evict mode) */
-	_Atomic uint64_t reserved[3];	 /* 168 */
+	_Atomic uint64_t rebuild_ns;	 /* 168: the rebuild scan's time */
+	_Atomic uint64_t reserved[2];	 /* 176 */
 };
 _Static_assert(sizeof(struct kvr_disk_shm) == 192, "ABI: docs/layout.md");
 

@@ -133,6 +133,7 @@ struct kvr_disk_stats {
 	uint64_t no_space;  /* writes refused with ENOSPC */
 	uint64_t evictions; /* records replaced by the disk's LRU */
 	uint64_t scanned, scan_total; /* rebuild progress, in records */
+	uint64_t rebuild_ns;	      /* the scan's time, once it ended */
 	bool direct;		      /* O_DIRECT in use */
 	bool rebuilt;		      /* the rebuild scan has ended */
 };
