@@ -205,6 +205,8 @@ static void write_all(struct kvr_srv *s, struct djob *j, uint32_t ns)
 		j->bytes += ds->slots[i].len;
 	}
 	ds->pend_bytes += j->bytes;
+	if (j->kind == JOB_COLD)
+		ds->cold_bytes += j->bytes; /* job_end takes them back */
 	job_pump(s, j);
 }
 /*
@@ -246,8 +248,6 @@ static void cold_write(struct kvr_srv *s)
 		}
 		j->n = j->left = (uint32_t)n;
 		write_all(s, j, ns);
-		if (j->kind) /* still in flight */
-			ds->cold_bytes += j->bytes;
 	}
 }
 
@@ -456,8 +456,7 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 		ds->pend_bytes -= j->bytes;
 	switch (j->kind) {
 	case JOB_COLD:
-		ds->cold_bytes -=
-		    j->bytes < ds->cold_bytes ? j->bytes : ds->cold_bytes;
+		ds->cold_bytes -= j->bytes;
 		for (uint32_t i = 0; i < j->n; i++)
 			if (!j->keep[i])
 				ds->cold_hold_ns = s->now_ns + COLD_HOLD_NS;

@@ -9,6 +9,8 @@
  * corrupt records are test_disk_restart.c's; a full file system is
  * test_disk_enospc.c's.
  */
+#include <kvring/clock.h>
+
 #include "disk_suite.h"
 
 static struct wsrv s1, s2;
@@ -129,4 +131,71 @@ Test(disk, unsafe_directories_are_refused)
 	snprintf(p, sizeof(p), "%s/link/sub", dir);
 	refused(p, "is a symlink");
 	refused("relative/dir", "give an absolute directory path");
+}
+
+/*
+ * A worker that floods lookups of chunks the pool evicted to disk (every
+ * one a read-through) next to a worker whose chunks are in the pool: the
+ * second one's stores, lookups and retrieves all succeed, byte for byte,
+ * while the first keeps the disk busy, and the flood is served too.
+ */
+Test(disk, a_worker_flooding_disk_misses_leaves_the_others_working)
+{
+	struct kvr_client *c;
+	uint32_t r, full = 0, reqs = 32; /* 128 MiB: twice the pool */
+	pid_t pid;
+	int st;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start_pool(&s1, "64M", dir, "192M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (r = 0; r < reqs; r++)
+		dt_store(&s1, c, 500 + r, true);
+	kvr_close(c);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* The flood: the oldest 64 MiB, over and over, 1.5 s: more
+		 * than the pool has besides the other worker's 16 MiB, so
+		 * every pass reads through from disk again. */
+		struct kvr_client *f = wsrv_connect(&s1, 0, 5000);
+		uint64_t end = kvr_clock_now_ns() + 1500000000ull, got = 0;
+
+		for (r = 0; kvr_clock_now_ns() < end; r = (r + 1) % 16) {
+			struct kvr_key *k = dt_keys(f, 500 + r);
+			bool pending;
+			long h = kvr_lookup_l2(f, k, DT_BATCH, NULL, &pending);
+
+			free(k);
+			if (h < 0)
+				_exit(2);
+			got += (uint64_t)h;
+		}
+		kvr_close(f);
+		_exit(got > 0 ? 0 : 3);
+	}
+	/* The other worker: 40 rounds of lookup, store what is missing
+	 * (the flood may have pushed it out: a cache owes nobody room),
+	 * retrieve and check. Every call must succeed. */
+	c = wsrv_connect(&s1, 0, 5000);
+	for (r = 0; r < 40; r++) {
+		struct kvr_key *k = dt_keys(c, 900 + r % 4);
+		long hits = kvr_lookup(c, k, DT_BATCH, NULL);
+
+		cr_assert_geq(hits, 0, "round %u: %s", r, kvr_client_errmsg(c));
+		if (hits < (long)DT_BATCH)
+			(void)wsrv_store(c, k, DT_BATCH, DT_CHUNK);
+		/* What it gets is checked byte for byte (inside). */
+		if (wsrv_retrieve_check(c, k, DT_BATCH, DT_CHUNK) == DT_BATCH)
+			full++;
+		free(k);
+	}
+	cr_expect_gt(full, 0, "its requests were served whole");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the flooding worker: status %d", st);
+	cr_expect_gt(T_DISK(&s1.t, reads), 0, "the flood read the disk");
+	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }

@@ -5,8 +5,8 @@
  * in the same run, with the same chunk size and queue depth:
  *
  *   write     a worker stores 2 MiB chunks into a kvringd with
- *             --disk-mode commit, at most 32 chunks ahead of the disk (a commit of 16 and 16 more);
- *             GB/s of chunks written to disk, from the first commit to
+ *             --disk-mode commit, at most 32 chunks ahead of the disk (a commit
+ * of 16 and 16 more); GB/s of chunks written to disk, from the first commit to
  *             the last write (the disk's own counters), beside fio's
  *             O_DIRECT sequential write GB/s (bs 2M, iodepth 16,
  *             io_uring)
@@ -40,11 +40,11 @@
 #include "bench_common.h"
 #include "bench_server.h"
 
-#define CHUNK	((uint64_t)2 << 20)
-#define BATCH	16u /* chunks per request: the read-through queue depth */
-#define FIO_QD	"16"
-#define AHEAD	16u /* chunks the worker stores ahead of the disk's writes */
-#define LD(x)	atomic_load_explicit(&(x), memory_order_relaxed)
+#define CHUNK  ((uint64_t)2 << 20)
+#define BATCH  16u /* chunks per request: the read-through queue depth */
+#define FIO_QD "16"
+#define AHEAD  16u /* chunks the worker stores ahead of the disk's writes */
+#define LD(x)  atomic_load_explicit(&(x), memory_order_relaxed)
 
 /* The run's state. Owned by bench_disk_main (stack). */
 struct env {
@@ -120,12 +120,23 @@ static double fio_run(const struct env *e, const char *rw, const char *dir)
 static int start(struct env *e)
 {
 	char dsize[32];
-	const char *extra[] = {"--disk",      e->data,	"--disk-size",
-			       dsize,	      "--disk-mode", "commit",
-			       "--disk-chunk", "2M",	"--quota-reserved",
-			       "100%",	      "--quota-pinned", "100%",
-			       "--max-key-bytes", "100%", "--l2-deadline-ms",
-			       "60000",	      NULL};
+	const char *extra[] = {"--disk",
+			       e->data,
+			       "--disk-size",
+			       dsize,
+			       "--disk-mode",
+			       "commit",
+			       "--disk-chunk",
+			       "2M",
+			       "--quota-reserved",
+			       "100%",
+			       "--quota-pinned",
+			       "100%",
+			       "--max-key-bytes",
+			       "100%",
+			       "--l2-deadline-ms",
+			       "60000",
+			       NULL};
 	struct kvr_client_opts co;
 	char err[256] = "";
 	int rc;
@@ -137,8 +148,9 @@ static int start(struct env *e)
 		return rc;
 	/* The disk's counters, read from the control header. */
 	if (!e->srv.d.hdr && (rc = kvrd_map(&e->srv.d, 0)) < 0) {
-		fprintf(stderr, "kvring-bench disk: map the control segment: "
-				"%s\n",
+		fprintf(stderr,
+			"kvring-bench disk: map the control segment: "
+			"%s\n",
 			strerror(-rc));
 		return rc;
 	}
@@ -189,8 +201,8 @@ static long read_through(struct env *e, uint64_t i0, uint32_t n)
 		if (hits < 0)
 			return hits;
 	}
-	if (hits == 0 || kvr_prepare_retrieve(e->c, &e->keys[i0],
-					      (uint32_t)hits, &x) < 0)
+	if (hits == 0 ||
+	    kvr_prepare_retrieve(e->c, &e->keys[i0], (uint32_t)hits, &x) < 0)
 		return hits;
 	for (uint32_t k = 0; k < x.nslots; k++)
 		if (!same(i0 + k, x.slots[k].ptr)) {
@@ -253,20 +265,20 @@ static int run(struct env *e)
 		}
 		/* Paced to the disk: at most AHEAD chunks not yet written
 		 * (the tier drops what falls too far behind). */
-		while (i + BATCH > LD(h->disk.writes) + LD(h->disk.dropped) +
-				       AHEAD)
+		while (i + BATCH >
+		       LD(h->disk.writes) + LD(h->disk.dropped) + AHEAD)
 			usleep(50);
 	}
-	while (LD(h->disk.queue_depth) || LD(h->disk.writes) +
-						  LD(h->disk.dropped) <
-					      e->nchunks)
+	while (LD(h->disk.queue_depth) ||
+	       LD(h->disk.writes) + LD(h->disk.dropped) < e->nchunks)
 		usleep(200);
 	t = now_s() - t;
 	w_gbs = (double)LD(h->disk.write_bytes) / t / 1e9;
 	if (!e->o.json)
 		printf("         %" PRIu64 " chunks written, %" PRIu64
 		       " dropped, %" PRIu64 " on disk, %.2f s\n",
-		       (uint64_t)LD(h->disk.writes), (uint64_t)LD(h->disk.dropped),
+		       (uint64_t)LD(h->disk.writes),
+		       (uint64_t)LD(h->disk.dropped),
 		       (uint64_t)LD(h->disk.objects), t);
 	fio_w = fio_run(e, "write", "write");
 	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
@@ -286,9 +298,8 @@ static int run(struct env *e)
 	 * out of the pool: the latency of one 2 MiB read-through. */
 	lat = calloc(e->nchunks, sizeof(*lat));
 	n1 = 0;
-	for (uint64_t i = e->nchunks / 2; lat && i < e->nchunks / 2 + 64 &&
-					  i < e->nchunks;
-	     i++) {
+	for (uint64_t i = e->nchunks / 2;
+	     lat && i < e->nchunks / 2 + 64 && i < e->nchunks; i++) {
 		t0 = kvr_clock_now_ns();
 		got = read_through(e, i, 1);
 		if (got < 0) {
@@ -321,8 +332,8 @@ static int run(struct env *e)
 		bench_json_begin(&j, "disk", "restart");
 		bench_json_f64(&j, "serving_ms", ready_s * 1e3);
 		bench_json_f64(&j, "rebuild_ms_per_gib",
-			       rebuild_s * 1e3 / ((double)e->disk_bytes /
-						  (1u << 30)));
+			       rebuild_s * 1e3 /
+				   ((double)e->disk_bytes / (1u << 30)));
 		bench_json_u64(&j, "objects", LD(h->disk.objects));
 		bench_json_print(&j, stdout);
 	} else {
@@ -368,8 +379,9 @@ int bench_disk_main(int argc, char **argv)
 		return 1;
 	}
 	if (statfs(e.dir, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
-		fprintf(stderr, "kvring-bench disk: %s is on tmpfs: the "
-				"figures are the page cache's\n",
+		fprintf(stderr,
+			"kvring-bench disk: %s is on tmpfs: the "
+			"figures are the page cache's\n",
 			e.dir);
 	snprintf(e.data, sizeof(e.data), "%.512s/kvr", e.dir);
 	snprintf(e.fio_file, sizeof(e.fio_file), "%.512s/fio.dat", e.dir);
