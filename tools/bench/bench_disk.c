@@ -82,6 +82,7 @@ static bool same(uint64_t i, const void *p)
 	return true;
 }
 
+/* The monotonic clock in seconds (vDSO). */
 static double now_s(void)
 {
 	return (double)kvr_clock_now_ns() / 1e9;
@@ -117,6 +118,12 @@ static double fio_run(const struct env *e, const char *rw, const char *dir)
 
 /* ---- the kvringd side ---- */
 
+/*
+ * Start the private kvringd on e->data (commit mode, 2 MiB records, the
+ * pool and disk sizes of the run; read-throughs may take a minute before
+ * "ask again"), map its control header for the disk counters, and
+ * connect the worker. Return 0 or -errno (said on stderr).
+ */
 static int start(struct env *e)
 {
 	char dsize[32];
@@ -162,6 +169,7 @@ static int start(struct env *e)
 	return rc;
 }
 
+/* Close the worker and SIGTERM the server (its disk file stays). */
 static void stop(struct env *e)
 {
 	kvr_close(e->c);
@@ -217,6 +225,8 @@ static long read_through(struct env *e, uint64_t i0, uint32_t n)
 	return hits;
 }
 
+/* One result: a table row, or a JSON line with --json. fio_gbs < 0: fio
+ * was not there; p50_us 0: no latency for this subject. */
 static void report(const struct env *e, const char *subject, double gbs,
 		   double fio_gbs, double p50_us, double p99_us)
 {
@@ -246,6 +256,8 @@ static void report(const struct env *e, const char *subject, double gbs,
 	printf("\n");
 }
 
+/* The three parts, in order, on one server and one file; 0, or 1 when
+ * something failed or a chunk came back wrong. */
 static int run(struct env *e)
 {
 	const struct kvr_ctl_hdr_shm *h;
@@ -385,6 +397,8 @@ int bench_disk_main(int argc, char **argv)
 			e.dir);
 	snprintf(e.data, sizeof(e.data), "%.512s/kvr", e.dir);
 	snprintf(e.fio_file, sizeof(e.fio_file), "%.512s/fio.dat", e.dir);
+	/* A pool of an eighth of the disk (or --pool-size): most chunks
+	 * read back come from the disk, not from the pool. */
 	e.pool_bytes = e.o.pool_bytes ? e.o.pool_bytes : 256ull << 20;
 	e.disk_bytes = e.o.quick ? 1ull << 30 : 4ull << 30;
 	e.nchunks = (e.disk_bytes / (CHUNK + 4096) - 2) / BATCH * BATCH;
@@ -400,6 +414,8 @@ int bench_disk_main(int argc, char **argv)
 		       e.disk_bytes >> 20, e.nchunks, e.pool_bytes >> 20,
 		       e.dir);
 	rc = run(&e);
+	/* Everything the run made goes: the server, fio's file, the disk
+	 * tier's file and both directories. */
 	stop(&e);
 	unlink(e.fio_file);
 	snprintf(e.fio_file, sizeof(e.fio_file), "%.540s/kvring-disk.dat",
