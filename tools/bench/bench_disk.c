@@ -13,6 +13,8 @@
  *   read      16-chunk lookups of chunks the pool no longer holds, read
  *             through from disk (GB/s), and 1-chunk lookups (p50/p99 per
  *             2 MiB chunk), beside fio's O_DIRECT sequential read GB/s
+ *   rtt_hot   another worker's ping round trip (p50), idle and while
+ *             the read-through runs
  *   restart   kvringd stopped and started on the same --disk: time to
  *             serve, and the index rebuild in ms per GiB of disk
  *
@@ -23,6 +25,8 @@
  * stored: a wrong byte fails the run.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -51,6 +55,7 @@ struct env {
 	struct bench_run_opts o;
 	struct bench_server srv;
 	struct kvr_client *c;
+	struct kvr_client *hot; /* another worker: ping round trips */
 	char dir[512], data[544], fio_file[600];
 	uint64_t disk_bytes, pool_bytes, nchunks;
 	struct kvr_key *keys;
@@ -86,6 +91,39 @@ static bool same(uint64_t i, const void *p)
 static double now_s(void)
 {
 	return (double)kvr_clock_now_ns() / 1e9;
+}
+
+/* ---- another worker's hot round trip ---- */
+
+#define RTT_MAX 200000u
+
+/* The pinger: kvr_ping on e->hot until told to stop. Owned by run(). */
+struct pinger {
+	struct kvr_client *c;
+	atomic_bool stop;
+	uint64_t n, ns[RTT_MAX];
+};
+
+static void *ping_loop(void *arg)
+{
+	struct pinger *p = arg;
+	uint64_t t_ns;
+
+	while (!atomic_load(&p->stop) && p->n < RTT_MAX) {
+		uint64_t t0 = kvr_clock_now_ns();
+
+		if (kvr_ping(p->c, &t_ns) < 0)
+			break;
+		p->ns[p->n++] = kvr_clock_now_ns() - t0;
+	}
+	return NULL;
+}
+
+/* p50 of @p's samples in us (sorts them). */
+static double p50_us(struct pinger *p)
+{
+	bench_sort_u64(p->ns, p->n);
+	return p->n ? (double)bench_percentile(p->ns, p->n, 50) / 1e3 : 0;
 }
 
 /* ---- fio ---- */
@@ -164,6 +202,8 @@ static int start(struct env *e)
 	bench_client_opts(&e->srv, &co);
 	co.spin_us = 50;
 	rc = kvr_connect(&co, &e->c, err, sizeof(err));
+	if (rc == 0)
+		rc = kvr_connect(&co, &e->hot, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "kvring-bench disk: connect: %s\n", err);
 	return rc;
@@ -173,7 +213,8 @@ static int start(struct env *e)
 static void stop(struct env *e)
 {
 	kvr_close(e->c);
-	e->c = NULL;
+	kvr_close(e->hot);
+	e->c = e->hot = NULL;
 	bench_server_stop(&e->srv);
 }
 
@@ -261,9 +302,12 @@ static void report(const struct env *e, const char *subject, double gbs,
 static int run(struct env *e)
 {
 	const struct kvr_ctl_hdr_shm *h;
+	struct pinger *pg;
+	pthread_t th;
+	double idle_us, busy_us;
 	uint64_t *lat, t0, n1 = 0;
 	double t, w_gbs, r_gbs, fio_w, fio_r, ready_s, rebuild_s;
-	long got;
+	long got = 0;
 
 	if (start(e) < 0)
 		return 1;
@@ -295,15 +339,49 @@ static int run(struct env *e)
 	fio_w = fio_run(e, "write", "write");
 	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
 
-	/* read: the oldest chunks, gone from the pool, 16 at a time. */
+	/* Another worker's hot round trip, idle: 0.3 s of pings. */
+	pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return 1;
+	pg->c = e->hot;
+	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
+		return 1;
+	usleep(300000);
+	atomic_store(&pg->stop, true);
+	pthread_join(th, NULL);
+	idle_us = p50_us(pg);
+	/* read: the oldest chunks, gone from the pool, 16 at a time, while
+	 * the other worker pings. */
+	pg->n = 0;
+	atomic_store(&pg->stop, false);
+	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
+		return 1;
 	t = now_s();
 	for (uint64_t i = 0; i + BATCH <= e->nchunks / 2; i += BATCH) {
 		got = read_through(e, i, BATCH);
 		if (got < 0)
-			return 1;
+			break;
 		n1 += (uint64_t)got;
 	}
 	t = now_s() - t;
+	atomic_store(&pg->stop, true);
+	pthread_join(th, NULL);
+	busy_us = p50_us(pg);
+	free(pg);
+	if (got < 0)
+		return 1;
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "rtt_hot");
+		bench_json_f64(&j, "idle_p50_us", idle_us);
+		bench_json_f64(&j, "during_read_through_p50_us", busy_us);
+		bench_json_print(&j, stdout);
+	} else {
+		printf("rtt_hot  another worker's ping p50 %.1f us idle, %.1f "
+		       "us during the read-through (x%.2f)\n",
+		       idle_us, busy_us, idle_us > 0 ? busy_us / idle_us : 0);
+	}
 	r_gbs = (double)n1 * CHUNK / t / 1e9;
 	fio_r = fio_run(e, "read", "read");
 	/* One chunk at a time, from the newer half the reads above pushed
