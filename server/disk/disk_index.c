@@ -69,6 +69,21 @@ static void lru_unlink(struct kvr_disk *d, uint32_t r)
 	x->prev = x->next = NIL;
 }
 
+/* The tail: a record found by the rebuild scan, of unknown recency, is
+ * colder than any written or read since the start. */
+static void lru_push_tail(struct kvr_disk *d, uint32_t r)
+{
+	struct rec *x = &d->rec[r];
+
+	x->next = NIL;
+	x->prev = d->lru_tail;
+	if (d->lru_tail != NIL)
+		d->rec[d->lru_tail].next = r;
+	d->lru_tail = r;
+	if (d->lru_head == NIL)
+		d->lru_head = r;
+}
+
 static void lru_push_head(struct kvr_disk *d, uint32_t r)
 {
 	struct rec *x = &d->rec[r];
@@ -97,7 +112,7 @@ void kvr__disk_free_push(struct kvr_disk *d, uint32_t r)
 	d->free_head = r;
 }
 
-void kvr__disk_index_add(struct kvr_disk *d, uint32_t r)
+void kvr__disk_index_add(struct kvr_disk *d, uint32_t r, bool cold)
 {
 	struct rec *x = &d->rec[r];
 	uint32_t old = kvr__disk_index_find(d, x->ns_fp, x->lo, x->hi);
@@ -116,7 +131,10 @@ void kvr__disk_index_add(struct kvr_disk *d, uint32_t r)
 	x->hnext = d->hash[b];
 	d->hash[b] = r;
 	x->state = REC_VALID;
-	lru_push_head(d, r);
+	if (cold)
+		lru_push_tail(d, r);
+	else
+		lru_push_head(d, r);
 	d->st.objects++;
 	d->st.used_bytes += x->len;
 }

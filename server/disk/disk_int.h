@@ -83,9 +83,10 @@ int kvr__disk_index_init(struct kvr_disk *d);
 void kvr__disk_index_fini(struct kvr_disk *d);
 uint32_t kvr__disk_index_find(const struct kvr_disk *d, uint64_t ns_fp,
 			      uint64_t lo, uint64_t hi);
-/* Record @r (its fields set) becomes VALID: indexed, at the LRU head; an
- * older copy of its key becomes dead. */
-void kvr__disk_index_add(struct kvr_disk *d, uint32_t r);
+/* Record @r (its fields set) becomes VALID: indexed, at the LRU head (at
+ * the tail if @cold: found by the scan); an older copy of its key becomes
+ * dead. */
+void kvr__disk_index_add(struct kvr_disk *d, uint32_t r, bool cold);
 /* Take VALID record @r out of index and LRU: DEAD, or FREE if unread. */
 void kvr__disk_index_drop(struct kvr_disk *d, uint32_t r);
 void kvr__disk_lru_touch(struct kvr_disk *d, uint32_t r);

@@ -79,6 +79,24 @@ static void scan_submit(struct kvr_disk *d)
 	}
 }
 
+/* The scan has ended once every record was read or taken: say so once. */
+static void scan_check_end(struct kvr_disk *d)
+{
+	if (!d->st.rebuilt && d->scan_next == d->st.scan_total &&
+	    !d->scan_busy) {
+		d->st.rebuilt = true;
+		d->st.rebuild_ns = kvr_clock_now_ns() - d->open_ns;
+		kvr_log_info("disk: index of %s rebuilt in %llu ms: %llu "
+			     "chunks (%llu bytes), %llu records skipped as "
+			     "torn or corrupt",
+			     d->path,
+			     (unsigned long long)(d->st.rebuild_ns / 1000000),
+			     (unsigned long long)d->st.objects,
+			     (unsigned long long)d->st.used_bytes,
+			     (unsigned long long)d->st.corrupt);
+	}
+}
+
 static void scan_done(struct kvr_disk *d, struct io *io, int res)
 {
 	const struct kvr_disk_hdr *h = io->hdr;
@@ -106,21 +124,9 @@ static void scan_done(struct kvr_disk *d, struct io *io, int res)
 		x->seq = h->seq;
 		if (h->seq > d->seq)
 			d->seq = h->seq;
-		kvr__disk_index_add(d, io->rec);
+		kvr__disk_index_add(d, io->rec, true);
 	}
-	if (!d->st.rebuilt && d->scan_next == d->st.scan_total &&
-	    !d->scan_busy) {
-		d->st.rebuilt = true;
-		d->st.rebuild_ns = kvr_clock_now_ns() - d->open_ns;
-		kvr_log_info("disk: index of %s rebuilt in %llu ms: %llu "
-			     "chunks (%llu bytes), %llu records skipped as "
-			     "torn or corrupt",
-			     d->path,
-			     (unsigned long long)(d->st.rebuild_ns / 1000000),
-			     (unsigned long long)d->st.objects,
-			     (unsigned long long)d->st.used_bytes,
-			     (unsigned long long)d->st.corrupt);
-	}
+	scan_check_end(d);
 }
 
 /* ---- open and close ---- */
@@ -278,9 +284,11 @@ bool kvr_disk_find(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 static uint32_t take(struct kvr_disk *d)
 {
 	if (d->free_head == NIL && d->scan_next < d->st.scan_total) {
-		d->st.scan_total--; /* not scanned: its old record is lost */
-		d->st.scanned++;
-		return (uint32_t)d->st.scan_total;
+		uint32_t r = (uint32_t)--d->st.scan_total;
+
+		d->st.scanned++; /* not scanned: its old record is lost */
+		scan_check_end(d);
+		return r;
 	}
 	return kvr__disk_take(d);
 }
@@ -364,7 +372,7 @@ static int write_done(struct kvr_disk *d, struct io *io, int res)
 	if (res == (int)io->want) {
 		d->st.writes++;
 		d->st.write_bytes += x->len;
-		kvr__disk_index_add(d, io->rec);
+		kvr__disk_index_add(d, io->rec, false);
 		return 0;
 	}
 	res = res < 0 ? res : -ENOSPC; /* short: the file system is full */
