@@ -355,6 +355,8 @@ static int rt_answer(struct kvr_srv *s, struct drt *rt, bool pending)
 	    &(struct kvr_resp_view){.op = KVR_OP_LOOKUP, .hdr = h}, p,
 	    sizeof(h));
 	kvr_assert(rc == (int)sizeof(h));
+	/* Counters first: a worker that has its answer sees them. */
+	publish(s);
 	kvr__chan_publish(c);
 	kvr__chan_count(s, c, KVR_OP_LOOKUP, h.status);
 	rt->answered = true;
