@@ -24,8 +24,7 @@
 static char dir[600];
 static void *buf[8];
 
-static int rm_one(const char *p, const struct stat *st, int fl,
-		  struct FTW *f)
+static int rm_one(const char *p, const struct stat *st, int fl, struct FTW *f)
 {
 	(void)st;
 	(void)fl;
@@ -63,8 +62,7 @@ static struct kvr_disk *open_tier(void)
 	snprintf(cf.dir, sizeof(cf.dir), "%s/d", dir);
 	cf.size_bytes = 16u << 20;
 	cf.chunk_bytes = CH;
-	cr_assert_eq(kvr_disk_open(&cf, 8, &d, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(kvr_disk_open(&cf, 8, &d, err, sizeof(err)), 0, "%s", err);
 	return d;
 }
 
@@ -140,8 +138,8 @@ Test(disk_tier, written_records_read_back_and_survive_a_reopen)
 
 	for (uint64_t i = 0; i < 20; i++)
 		cr_assert_eq(put(d, i), 0);
-	cr_expect_eq(kvr_disk_write(d, 42, &(struct kvr_key){1, 0}, buf[0],
-				    CH, 0, false, 0),
+	cr_expect_eq(kvr_disk_write(d, 42, &(struct kvr_key){1, 0}, buf[0], CH,
+				    0, false, 0),
 		     -EEXIST, "already on disk");
 	for (uint64_t i = 0; i < 20; i++)
 		cr_expect_eq(get(d, i), 0);

@@ -4,6 +4,8 @@
  * (docs/storage.md, "The disk tier") beside fio on the same file system,
  * in the same run, with the same chunk size and queue depth:
  *
+ *   write_back  --disk-mode evict: the chunks the pool evicts, written
+ *             as it is about to (GB/s), and those it evicted first
  *   write     a worker stores 2 MiB chunks into a kvringd with
  *             --disk-mode commit, at most 32 chunks ahead of the disk (a commit
  * of 16 and 16 more); GB/s of chunks written to disk, from the first commit to
@@ -57,6 +59,7 @@ struct env {
 	struct kvr_client *c;
 	struct kvr_client *hot; /* another worker: ping round trips */
 	char dir[512], data[544], fio_file[600];
+	const char *mode; /* --disk-mode of the next start() */
 	uint64_t disk_bytes, pool_bytes, nchunks;
 	struct kvr_key *keys;
 };
@@ -170,7 +173,7 @@ static int start(struct env *e)
 			       "--disk-size",
 			       dsize,
 			       "--disk-mode",
-			       "commit",
+			       e->mode,
 			       "--disk-chunk",
 			       "2M",
 			       "--quota-reserved",
@@ -297,7 +300,63 @@ static void report(const struct env *e, const char *subject, double gbs,
 	printf("\n");
 }
 
-/* The three parts, in order, on one server and one file; 0, or 1 when
+/*
+ * write-back: a fresh file and --disk-mode evict; the worker stores every
+ * chunk, waiting only while the disk has 16 or more writes in flight. The
+ * tier writes what the pool is about to evict (its coldest eighth once it
+ * is seven eighths full): GB/s from the first write to the last, and the
+ * chunks the pool had to evict before the disk had them.
+ */
+static int write_back(struct env *e)
+{
+	const struct kvr_ctl_hdr_shm *h;
+	double t = 0, gbs;
+	int rc = 1;
+
+	e->mode = "evict";
+	if (start(e) < 0)
+		goto out;
+	h = e->srv.d.hdr;
+	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
+		if (store(e, i, BATCH) < 0)
+			goto out;
+		if (t == 0 && LD(h->disk.writes))
+			t = now_s();
+		while (LD(h->disk.queue_depth) >= BATCH)
+			usleep(50);
+	}
+	while (LD(h->disk.queue_depth))
+		usleep(200);
+	t = t ? now_s() - t : 0;
+	gbs = t > 0 ? (double)LD(h->disk.write_bytes) / t / 1e9 : 0;
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "write_back");
+		bench_json_f64(&j, "gb_per_s", gbs);
+		bench_json_u64(&j, "chunks_written", LD(h->disk.writes));
+		bench_json_u64(&j, "evicted_unsaved", LD(h->disk.unsaved));
+		bench_json_print(&j, stdout);
+	} else {
+		printf("write_back %5.2f GB/s   %" PRIu64 " chunks written as "
+		       "the pool evicted them, %" PRIu64 " evicted before the "
+		       "disk had them\n",
+		       gbs, (uint64_t)LD(h->disk.writes),
+		       (uint64_t)LD(h->disk.unsaved));
+	}
+	rc = 0;
+out:
+	stop(e);
+	/* The next part starts from an empty file. */
+	snprintf(e->fio_file, sizeof(e->fio_file), "%.540s/kvring-disk.dat",
+		 e->data);
+	unlink(e->fio_file);
+	snprintf(e->fio_file, sizeof(e->fio_file), "%.512s/fio.dat", e->dir);
+	e->mode = "commit";
+	return rc;
+}
+
+/* The parts, in order, on one server and one file; 0, or 1 when
  * something failed or a chunk came back wrong. */
 static int run(struct env *e)
 {
@@ -478,6 +537,7 @@ int bench_disk_main(int argc, char **argv)
 	/* A pool of an eighth of the disk (or --pool-size): most chunks
 	 * read back come from the disk, not from the pool. */
 	e.pool_bytes = e.o.pool_bytes ? e.o.pool_bytes : 256ull << 20;
+	e.mode = "commit";
 	e.disk_bytes = e.o.quick ? 1ull << 30 : 4ull << 30;
 	e.nchunks = (e.disk_bytes / (CHUNK + 4096) - 2) / BATCH * BATCH;
 	e.keys = calloc(e.nchunks, sizeof(*e.keys));
@@ -491,7 +551,9 @@ int bench_disk_main(int argc, char **argv)
 		       "bs 2M iodepth " FIO_QD " O_DIRECT io_uring\n",
 		       e.disk_bytes >> 20, e.nchunks, e.pool_bytes >> 20,
 		       e.dir);
-	rc = run(&e);
+	rc = write_back(&e);
+	if (rc == 0)
+		rc = run(&e);
 	/* Everything the run made goes: the server, fio's file, the disk
 	 * tier's file and both directories. */
 	stop(&e);
