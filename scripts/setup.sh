@@ -24,7 +24,7 @@
 #   scripts/setup.sh tsan   the concurrent suites under ThreadSanitizer
 #   scripts/setup.sh stress the 10-minute fault-injection run of docs/reliability.md
 #   scripts/setup.sh bench [ARGS]  install the benchmark peers (libzmq,
-#                           gnuplot), build, run kvring-bench all (plots in
+#                           gnuplot, fio), build, run kvring-bench all (plots in
 #                           build-bench/plots; ARGS go to kvring-bench)
 #   scripts/setup.sh deps   only install the Debian packages
 # Exit status: 0 only when everything asked for succeeded.
@@ -35,7 +35,7 @@ cd "$here"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # Build and test dependencies, all from Debian's archive (README says why
-# each is here). Benchmark-only peers (libzmq, gnuplot) are installed by
+# each is here). Benchmark-only peers (libzmq, gnuplot, fio) are installed by
 # the bench command, not here.
 deps=(build-essential cmake pkg-config liburing-dev libxxhash-dev
       libcriterion-dev python3 clang)
@@ -296,7 +296,9 @@ run_stress() {
 # depends on them.
 run_bench() {
 	local b=$here/build-bench
-	install_deps "${deps[@]}" libzmq3-dev gnuplot-nox
+	# fio: kvring-bench disk's baseline, O_DIRECT sequential writes and
+	# reads of the disk tier's chunk size on the same file system.
+	install_deps "${deps[@]}" libzmq3-dev gnuplot-nox fio
 	cmake -S "$here" -B "$b" -DKVR_BUILD_TESTS=OFF -DKVR_BUILD_BENCH=ON >/dev/null
 	cmake --build "$b" -j"$jobs" --target kvringd kvring-bench
 	mkdir -p "$b/plots"

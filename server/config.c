@@ -62,6 +62,7 @@ enum {
 	OPT_CONFIG,
 	OPT_PRINT_CONFIG,
 	OPT_HISTOGRAMS,
+	OPT_DISK, /* every --disk* option: kvr_disk_conf_opt() sorts them */
 };
 
 static const struct option longopts[] = {
@@ -94,6 +95,10 @@ static const struct option longopts[] = {
     {"l2-io-ms", required_argument, NULL, OPT_L2},
     {"l2-upload", required_argument, NULL, OPT_L2},
     {"l2-required", no_argument, NULL, OPT_L2},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"disk-size", required_argument, NULL, OPT_DISK},
+    {"disk-mode", required_argument, NULL, OPT_DISK},
+    {"disk-chunk", required_argument, NULL, OPT_DISK},
     {"quota-reserved", required_argument, NULL, OPT_QUOTA_RESERVED},
     {"quota-pinned", required_argument, NULL, OPT_QUOTA_PINNED},
     {"max-key-bytes", required_argument, NULL, OPT_MAX_KEY_BYTES},
@@ -190,6 +195,7 @@ static void set_defaults(struct kvr_config *c)
 	c->xfer_ms = KVR_CONFIG_DEF_XFER_MS;
 	c->log_level = KVR_LOG_INFO;
 	kvr_l2_conf_defaults(&c->l2);
+	kvr_disk_conf_defaults(&c->disk);
 }
 
 /* Copy a string option into a fixed buffer; too long is a usage error. */
@@ -475,6 +481,16 @@ static int apply_index(struct kvr_config *c, unsigned i, const char *a,
 		return kvr_l2_conf_opt(&c->l2, longopts[i].name, a, err) != 0
 			   ? -EINVAL
 			   : 0;
+	if (longopts[i].val == OPT_DISK) {
+		char msg[256];
+
+		if (kvr_disk_conf_opt(&c->disk, longopts[i].name, a, msg,
+				      sizeof(msg)) != 0) {
+			fprintf(err, "kvringd: %s\n", msg);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	return apply_opt(c, longopts[i].val, a, err);
 }
 
@@ -613,7 +629,7 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 			cfg->print_config = true;
 			continue;
 		}
-		if (ch == OPT_L2) {
+		if (ch == OPT_L2 || ch == OPT_DISK) {
 			if (apply_index(cfg, idx, optarg, err) != 0)
 				return -EINVAL;
 			continue;
@@ -650,6 +666,20 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	}
 	if (cfg->align > cfg->pool_bytes)
 		return bad(err, "--align", "", "larger than --pool-size");
+	if (cfg->disk.dir[0]) {
+		char msg[256];
+
+		if (kvr_disk_conf_check(&cfg->disk, msg, sizeof(msg)) < 0) {
+			fprintf(err, "kvringd: %s\n", msg);
+			return -EINVAL;
+		}
+		/* Records move straight between slots and the file with
+		 * O_DIRECT: slots must start on 4 KiB. */
+		if (cfg->align < KVR_DISK_BLOCK)
+			return bad(err, "--align", "",
+				   "--disk needs slots aligned to at least "
+				   "4096 bytes");
+	}
 	if (cfg->huge_pages == KVR_HUGE_REQUIRE &&
 	    cfg->pool_backend == KVR_POOL_PRIVATE)
 		return bad(err, "--huge-pages", "require",

@@ -17,6 +17,7 @@
 
 #include <kvring/paths.h>
 
+#include <kvring/disk.h>
 #include <kvring/l2.h>
 
 /* Defaults (docs/config.md). */
@@ -70,9 +71,10 @@ struct kvr_config {
 	int histograms;			       /* --histograms: KVR_HISTS_* */
 	uint32_t test_delay_op;		       /* --test-delay OP:US (tests) */
 	uint32_t test_delay_us;
-	int huge_pages;	       /* --huge-pages: KVR_HUGE_* */
-	char huge_dir[256];    /* --huge-dir ("" = find) */
-	struct kvr_l2_conf l2; /* --l2* (l2_conf.c) */
+	int huge_pages;		   /* --huge-pages: KVR_HUGE_* */
+	char huge_dir[256];	   /* --huge-dir ("" = find) */
+	struct kvr_l2_conf l2;	   /* --l2* (l2_conf.c) */
+	struct kvr_disk_conf disk; /* --disk* (disk_conf.c) */
 	/* Per-channel limits, in bytes once parsed (a "N%" option is
 	 * resolved against --pool-size after every option was read). */
 	uint64_t quota_reserved_bytes; /* --quota-reserved */

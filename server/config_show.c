@@ -37,6 +37,7 @@ static const char *const levels[] = {"err", "warn", "info", "debug", NULL};
 static const char *const huge[] = {"auto", "require", "off", NULL};
 static const char *const uploads[] = {"commit", "none", "evict", NULL};
 static const char *const hists[] = {"per-channel", "global", "off", NULL};
+static const char *const dmodes[] = {"evict", "commit", NULL};
 
 #define F(field) offsetof(struct kvr_config, field)
 
@@ -77,6 +78,10 @@ static const struct row rows[] = {
     {"quota-uid-pinned", K_U64, F(quota_uid_pinned_bytes), NULL},
     {"xfer-ms", K_U32, F(xfer_ms), NULL},
     {"histograms", K_ENUM, F(histograms), hists},
+    {"disk", K_STR, F(disk.dir), NULL},
+    {"disk-size", K_U64, F(disk.size_bytes), NULL},
+    {"disk-mode", K_ENUM, F(disk.mode), dmodes},
+    {"disk-chunk", K_U64, F(disk.chunk_bytes), NULL},
     {"no-histograms", K_SPECIAL, 0, NULL},
     {"test-delay", K_SPECIAL, 0, NULL},
 };

@@ -226,10 +226,16 @@ static int commit_store(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer,
 		(void)kvr_store_settle(s->store, (uint32_t)c->chan, xfer);
 		return rc;
 	}
+	if (s->disk)
+		kvr_dsrv_commit_keys(s, c, xfer);
 	if (s->l2) /* write-behind: commit, then queue the upload */
-		return kvr_l2_commit_store(s, c, xfer);
-	return kvr_store_commit_store(s->store, (uint32_t)c->chan, xfer,
-				      s->now_ns);
+		rc = kvr_l2_commit_store(s, c, xfer);
+	else
+		rc = kvr_store_commit_store(s->store, (uint32_t)c->chan, xfer,
+					    s->now_ns);
+	if (s->disk) /* write-through, or the pool's cold end written */
+		kvr_dsrv_commit_done(s, rc);
+	return rc;
 }
 
 /*
@@ -430,7 +436,12 @@ size_t kvr__disp_exec(struct kvr_srv *s, struct kvr_conn *c,
 
 	switch (v->op) {
 	case KVR_OP_LOOKUP:
-		/* Read-through: answered later by l2_srv.c (length 0). */
+		/* Read-through: answered later by disk_srv.c or l2_srv.c
+		 * (length 0); the disk first, the L2 if the disk holds
+		 * nothing after the pool's hits. */
+		if (s->disk && (v->hdr.flags & KVR_REQ_L2) &&
+		    kvr_dsrv_lookup(s, c, v))
+			return 0;
 		if (s->l2 && (v->hdr.flags & KVR_REQ_L2) &&
 		    kvr_l2_lookup(s, c, v))
 			return 0;

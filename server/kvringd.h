@@ -24,6 +24,7 @@
  *   tport_ring.c the ring transport: the request ring's drain, answers
  *   tport_sock.c the copy transport's socket framing
  *   l2_srv.c     the L2 tier's event-loop side
+ *   disk_srv.c   the disk tier's event-loop side
  * The storage engine (server/store/, <kvring/store.h>) is documented in
  * docs/storage.md, the L2 tier (server/l2/, <kvring/l2.h>) in docs/l2.md;
  * this layer only calls them.
@@ -47,6 +48,7 @@
 #include <kvring/store.h>
 
 #include "config.h"
+#include "disk_srv.h"
 #include "l2_srv.h"
 
 /* Sockets allowed in the handshake at once (beyond max_workers); when
@@ -94,6 +96,7 @@ enum kvr_tag_kind {
 	KVR_TAG_L2 = 8,	      /* L2 done queue rung (l2_srv.c) */
 	KVR_TAG_DETACHED = 9, /* a detached channel's process exited; the
 				 index is the channel (chan.c) */
+	KVR_TAG_DISK = 10,    /* disk tier I/O completed (disk_srv.c) */
 };
 
 static inline uint64_t kvr_tag_make(unsigned kind, uint32_t idx, uint32_t gen)
@@ -381,6 +384,7 @@ struct kvr_srv {
 	uint64_t now_ns;
 	struct kvr_gcount g;
 	struct kvr_l2 *l2;	       /* NULL without --l2 (l2_srv.h) */
+	struct kvr_dsrv *disk;	       /* NULL without --disk (disk_srv.h) */
 	struct kvr_prefault *prefault; /* huge-page pool zeroing, prefault.h */
 	/* Observability (disp.c times, chan.c publishes). */
 	struct kvr_ctl_obs_shm *obs; /* in the control segment */

@@ -237,6 +237,12 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		if (!(flags & IORING_CQE_F_MORE) && s->l2)
 			kvr__uring_poll(s, s->l2->efd, POLLIN, ud, true);
 		return;
+	case KVR_TAG_DISK:
+		kvr_dsrv_bell(s);
+		if (!(flags & IORING_CQE_F_MORE) && s->disk)
+			kvr__uring_poll(s, kvr_dsrv_efd(s->disk), POLLIN, ud,
+					true);
+		return;
 	case KVR_TAG_DETACHED:
 		if (res >= 0)
 			kvr__chan_detached_exit(s, kvr_tag_idx(ud),
@@ -318,7 +324,7 @@ static void sleep_once(struct kvr_srv *s)
 	struct __kernel_timespec ts = {.tv_nsec = 1000000};
 	struct io_uring_cqe *cqe;
 	bool found = false, blocked = false;
-	uint64_t l2_ns = kvr_l2_sleep_ns(s);
+	uint64_t l2_ns = kvr_l2_sleep_ns(s), disk_ns = kvr_dsrv_sleep_ns(s);
 
 	if (s->counters_due)
 		kvr__chan_counters_flush(s);
@@ -337,6 +343,8 @@ static void sleep_once(struct kvr_srv *s)
 		if (!c->blocked && !kvr_ring_empty(&c->req))
 			found = true;
 	}
+	if (disk_ns < l2_ns)
+		l2_ns = disk_ns; /* the nearest read-through deadline */
 	if (!blocked && l2_ns != UINT64_MAX) {
 		/* A read-through deadline: wake for it, not before. */
 		blocked = true;
@@ -424,7 +432,8 @@ static void stop(struct kvr_srv *s)
 	}
 	for (uint32_t i = 0; i < s->nconns; i++)
 		kvr__chan_close(s, &s->conns[i], "server stopping", false);
-	kvr_l2_stop(s); /* its pins and reservations end before the check */
+	kvr_l2_stop(s);	  /* its pins and reservations end before the check */
+	kvr_dsrv_stop(s); /* and the disk tier's */
 	io_uring_submit(&s->ring);
 	kvr__chan_gstats(s);
 }
@@ -449,6 +458,9 @@ int kvr_loop_run(struct kvr_srv *s)
 	if (s->l2)
 		kvr__uring_poll(s, s->l2->efd, POLLIN,
 				kvr_tag_make(KVR_TAG_L2, 0, 0), true);
+	if (s->disk)
+		kvr__uring_poll(s, kvr_dsrv_efd(s->disk), POLLIN,
+				kvr_tag_make(KVR_TAG_DISK, 0, 0), true);
 	io_uring_submit(&s->ring);
 	/* R-LOOP1: everything start-up wrote to the header (geometry,
 	 * counters) before RUNNING; pairs with A-ST3 in kvring-stress and
@@ -483,6 +495,8 @@ int kvr_loop_run(struct kvr_srv *s)
 		work += drain_all(s);
 		if (s->l2)
 			work += kvr_l2_poll(s);
+		if (s->disk)
+			work += kvr_dsrv_poll(s);
 		/* Enter the kernel only when something was queued. */
 		if (io_uring_sq_ready(&s->ring))
 			io_uring_submit(&s->ring);

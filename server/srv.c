@@ -335,8 +335,10 @@ static int create_store(struct kvr_srv *s)
 	sc.pool_bytes = s->cfg.pool_bytes;
 	sc.align = s->cfg.align;
 	sc.lease_ms = s->cfg.lease_ms;
-	/* With --l2 one more channel owns the tier's pins and loads. */
-	sc.max_channels = s->cfg.max_workers + (s->cfg.l2.kind ? 1u : 0u);
+	/* With --l2, and with --disk, one more channel each owns the
+	 * tier's pins and loads. */
+	sc.max_channels = s->cfg.max_workers + (s->cfg.l2.kind ? 1u : 0u) +
+			  (s->cfg.disk.dir[0] ? 1u : 0u);
 	sc.max_keys = s->cfg.max_keys;
 	sc.quota_reserved_bytes = s->cfg.quota_reserved_bytes;
 	sc.quota_pinned_bytes = s->cfg.quota_pinned_bytes;
@@ -558,6 +560,11 @@ int kvr_srv_create(const struct kvr_config *cfg, struct kvr_srv **out)
 		kvr_log_err("start-up: L2 tier: %s", kvr_strerror(rc));
 		goto fail;
 	}
+	rc = kvr_dsrv_start(s);
+	if (rc < 0) {
+		kvr_log_err("start-up: disk tier: %s", kvr_strerror(rc));
+		goto fail;
+	}
 	/* The socket appears last: a client (or a script waiting for the
 	 * file) that sees it finds a server ready to answer, instead of
 	 * waiting out a long pool pre-fault inside its connect timeout. A
@@ -589,6 +596,8 @@ void kvr_srv_destroy(struct kvr_srv *s)
 			close(s->detached[i].pidfd);
 	kvr_l2_destroy(s->l2); /* its threads read the pool: before unmap */
 	s->l2 = NULL;
+	kvr_dsrv_destroy(s->disk); /* its I/O moves pool bytes: before unmap */
+	s->disk = NULL;
 	if (s->hdr)
 		atomic_store_explicit(&s->hdr->state, KVR_SERVER_STOPPING,
 				      memory_order_relaxed);

@@ -67,6 +67,7 @@ enum {
 	OPT_KILL_SERVER = 0x100,
 	OPT_KILL_SERVER_EVERY,
 	OPT_KVRINGD,
+	OPT_DISK,
 	OPT_SERVER_ARG,
 	OPT_SERVER_LOG,
 	OPT_KEYSPACE,
@@ -106,6 +107,7 @@ static const struct option longopts[] = {
     {"chunk-max", required_argument, NULL, OPT_CHUNK_MAX},
     {"seed", required_argument, NULL, 'S'},
     {"kvringd", required_argument, NULL, OPT_KVRINGD},
+    {"disk", required_argument, NULL, OPT_DISK},
     {"server-arg", required_argument, NULL, OPT_SERVER_ARG},
     {"server-log", required_argument, NULL, OPT_SERVER_LOG},
     {"keep-log", no_argument, NULL, OPT_KEEP_LOG},
@@ -163,6 +165,10 @@ static void usage(FILE *f)
 	    "                           beside this program, else "
 	    "../server/kvringd\n"
 	    "                           from it, else kvringd from PATH\n"
+	    "      --disk DIR           give our server a disk tier in DIR "
+	    "(keyspace +\n"
+	    "                           pool bytes, evict mode); lookups "
+	    "read through it\n"
 	    "      --server-arg ARG     extra argument for kvringd "
 	    "(repeatable)\n"
 	    "      --server-log PATH    kvringd's stderr. Default: /tmp/" PROG
@@ -440,6 +446,9 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case OPT_KVRINGD:
 			o->kvringd = optarg;
+			break;
+		case OPT_DISK:
+			o->disk = optarg;
 			break;
 		case OPT_SERVER_ARG:
 			/* Passed after ours, so they may override them. */

@@ -81,6 +81,7 @@ struct obj {
 	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
 	uint16_t state;	     /* enum obj_state */
 	uint8_t l2;	     /* 1: a copy is in L2 (store_l2.c) */
+	uint8_t disk;	     /* 1: a copy is on the disk tier (store_disk.c) */
 	uint8_t summed;	     /* sum holds the storer's XXH3-64 */
 	uint64_t sum;	     /* opaque to the store: what the worker sent */
 };
@@ -311,6 +312,20 @@ void kvr__store_owner_redeem(struct kvr_store *s, uint32_t o, uint32_t ch,
 /* Evict unpinned committed object @x (on the LRU list): it is gone. */
 void kvr__store_lru_evict(struct kvr_store *s, uint32_t x);
 
+/* The L2 and disk tiers' shared bodies (store_l2.c): @disk says which copy
+ * (obj.disk or obj.l2) is chosen by or marked; @cold, whether unpinned
+ * objects go to the LRU tail. */
+int kvr__store_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			   const uint8_t *keep, uint32_t n, uint64_t now_ns,
+			   bool disk);
+int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
+			uint64_t zone_bytes, uint64_t now_ns,
+			struct kvr_key *keys, struct kvr_slot_desc *slots,
+			uint32_t *ns_out, uint64_t *xfer_out, bool disk);
+int kvr__store_cold_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			  const uint8_t *saved, uint32_t n, bool disk,
+			  bool cold);
+
 /* Touch s->scratch[0..hits) last to first, so keys[0] is the most recent. */
 void kvr__store_lru_touch_prefix(struct kvr_store *s, uint32_t hits);
 
@@ -356,6 +371,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	s->ns_objs[o->ns]--;
 	o->state = OBJ_FREE;
 	o->l2 = 0;
+	o->disk = 0;
 	o->summed = 0;
 	o->owner = NIL;
 	o->pins = 0;

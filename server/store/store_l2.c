@@ -8,7 +8,8 @@
  * checks and frees the others, never publishing one that failed), and for
  * --l2-upload evict, pinning the coldest objects without a copy in L2 and
  * marking the ones whose upload succeeded (obj.l2), which then wait at the
- * LRU tail to be evicted first.
+ * LRU tail to be evicted first. The disk tier's twins (store_disk.c) share
+ * the partial commit and the cold pins, marking obj.disk instead.
  *
  * Same rules as store.c: owner thread only, arguments checked first,
  * all-or-nothing. It does not hold the object states or owner bookkeeping
@@ -79,6 +80,13 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				const uint8_t *keep, uint32_t n,
 				uint64_t now_ns)
 {
+	return kvr__store_commit_mask(s, ch, xfer, keep, n, now_ns, false);
+}
+
+int kvr__store_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			   const uint8_t *keep, uint32_t n, uint64_t now_ns,
+			   bool disk)
+{
 	struct owner *w;
 	struct chan *c;
 	uint64_t kept = 0, kept_bytes = 0, gone = 0, gone_bytes = 0;
@@ -101,7 +109,11 @@ int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 		if (keep[i]) {
 			s->obj[x].state = OBJ_COMMITTED;
-			s->obj[x].l2 = 1; /* it came from there */
+			/* It came from there: a copy is there. */
+			if (disk)
+				s->obj[x].disk = 1;
+			else
+				s->obj[x].l2 = 1;
 			s->obj[x].owner = NIL;
 			lru_push_head(s, x);
 			kept++;
@@ -141,6 +153,15 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 		      struct kvr_key *keys, struct kvr_slot_desc *slots,
 		      uint32_t *ns_out, uint64_t *xfer_out)
 {
+	return kvr__store_cold_pin(s, ch, max, zone_bytes, now_ns, keys, slots,
+				   ns_out, xfer_out, false);
+}
+
+int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
+			uint64_t zone_bytes, uint64_t now_ns,
+			struct kvr_key *keys, struct kvr_slot_desc *slots,
+			uint32_t *ns_out, uint64_t *xfer_out, bool disk)
+{
 	const struct owner *w;
 	uint32_t k = 0, ns = 0, o, x, walk = COLD_WALK_MAX;
 	uint64_t seen = 0;
@@ -160,7 +181,8 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 	     x != NIL && walk > 0 && k < max && seen < zone_bytes;
 	     x = s->obj[x].prev, walk--) {
 		seen += obj_bytes(s, &s->obj[x]);
-		if (s->obj[x].l2 || (k > 0 && s->obj[x].ns != ns))
+		if ((disk ? s->obj[x].disk : s->obj[x].l2) ||
+		    (k > 0 && s->obj[x].ns != ns))
 			continue;
 		ns = s->obj[x].ns;
 		s->scratch[k++] = x;
@@ -190,6 +212,13 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       const uint8_t *saved, uint32_t n)
 {
+	return kvr__store_cold_saved(s, ch, xfer, saved, n, false, true);
+}
+
+int kvr__store_cold_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			  const uint8_t *saved, uint32_t n, bool disk,
+			  bool cold)
+{
 	const struct owner *w;
 	uint32_t o;
 	int rc;
@@ -203,9 +232,14 @@ int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (!saved || n != w->nr)
 		return -EINVAL;
 	for (uint32_t i = 0; i < n; i++)
-		if (saved[i])
+		if (saved[i] && disk)
+			s->obj[w->objs[i]].disk = 1;
+		else if (saved[i])
 			s->obj[w->objs[i]].l2 = 1;
-	kvr__store_owner_unpin_all_cold(s, o);
+	if (cold)
+		kvr__store_owner_unpin_all_cold(s, o);
+	else
+		kvr__store_owner_unpin_all(s, o);
 	kvr__store_owner_free(s, o);
 	s->st.retrieve_commits++;
 	return 0;

@@ -46,6 +46,8 @@ void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
 	s->st.evicted_bytes += b;
 	if (!s->obj[x].l2)
 		s->st.l2_unsaved_evictions++;
+	if (!s->obj[x].disk)
+		s->st.disk_unsaved_evictions++;
 	obj_destroy(s, x);
 }
 

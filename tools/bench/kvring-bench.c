@@ -36,6 +36,7 @@ int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
 int bench_kv_main(int argc, char **argv) BENCH_WEAK;
 int bench_l2_main(int argc, char **argv) BENCH_WEAK;
 int bench_e2e_main(int argc, char **argv) BENCH_WEAK;
+int bench_disk_main(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
     {"ring", "SPSC ring round trip and one-way throughput vs cache-line floors",
@@ -59,6 +60,8 @@ static const struct bench_scenario scenarios[] = {
      bench_hist_main},
     {"l2", "L2 tier on a private redis-server vs a plain pipelined client",
      bench_l2_main},
+    {"disk", "disk tier: write-back, read-through, restart, beside fio",
+     bench_disk_main},
     {"e2e", "prefix reuse through the vLLM connector, Llama-style torch model",
      bench_e2e_main},
     {"all", "every scenario in one run", bench_all_main},

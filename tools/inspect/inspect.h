@@ -250,6 +250,16 @@ struct ins_chan_snap {
  * from ins_chan_alloc() that the caller frees (ins_snap_take() keeps the
  * pointer and overwrites the rest).
  */
+/* The control header's disk section (disk.c, abi 5.4), mode 0 without
+ * --disk: the fields of struct kvr_disk_shm, in its order. */
+struct ins_disk_snap {
+	uint32_t mode, direct, rebuilt;
+	uint64_t capacity_bytes, used_bytes, objects, records, hits, misses;
+	uint64_t reads, read_bytes, writes, write_bytes, queue_depth, corrupt;
+	uint64_t dropped, io_errors, no_space, evictions, scanned, scan_total;
+	uint64_t unsaved, rebuild_ns;
+};
+
 /* The control header's l2 section (l2.c), mode 0 without --l2. */
 #define INS_L2_ERRS 6
 struct ins_l2_snap {
@@ -307,6 +317,7 @@ struct ins_snap {
 	uint32_t nns; /* entries of ns[] in use */
 	struct ins_ns_snap ns[KVR_NS_OBS_MAX];
 	struct ins_l2_snap l2;
+	struct ins_disk_snap disk;
 };
 
 struct ins_chan_snap *ins_chan_alloc(const struct ins_attach *a);
@@ -353,6 +364,11 @@ int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 /* overview.c: the default output, also each --watch frame. */
 void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 		       const struct ins_snap *s, const struct ins_snap *prev);
+/* disk.c: the disk section: snapshot, overview object, Prometheus. */
+void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *out);
+void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d);
+void ins_disk_prom(FILE *f, const struct ins_disk_snap *d);
+
 /* l2.c: the L2 section: snapshot, overview object, Prometheus families. */
 void ins_l2_snap(const struct kvr_ctl_hdr_shm *h, struct ins_l2_snap *out);
 void ins_l2_emit(struct kvr_em *e, const struct ins_l2_snap *l);

@@ -406,6 +406,7 @@ void ins_prom_emit(FILE *f, bool all, const struct ins_target *t,
 	prom_server_info(f, t, s);
 	prom_server(f, s);
 	ins_l2_prom(f, &s->l2);
+	ins_disk_prom(f, &s->disk);
 	prom_channels(f, s, all);
 	prom_uids(f, s);
 	prom_ops(f, s, all);

@@ -291,6 +291,7 @@ int ins_snap_take(const struct ins_attach *a, struct ins_snap *s)
 	snap_gstats(s, &h->stats);
 	snap_quar(s, &h->quar);
 	ins_l2_snap(h, &s->l2);
+	ins_disk_snap(h, &s->disk);
 	s->dir_rc = a->geom_ok ? a->dir_rc : 0;
 	if (a->geom_ok && a->dir.base) {
 		s->nchan = a->g.max_channels;

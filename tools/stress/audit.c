@@ -141,6 +141,14 @@ void st_audit_run(struct st_run *r, struct st_audit *a)
 	snap_gstats(r->srv.hdr, &a->g);
 	a->quar_bytes =
 	    atomic_load_explicit(&r->srv.hdr->quar.bytes, memory_order_relaxed);
+	a->disk_writes = atomic_load_explicit(&r->srv.hdr->disk.writes,
+					      memory_order_relaxed);
+	a->disk_reads =
+	    atomic_load_explicit(&r->srv.hdr->disk.reads, memory_order_relaxed);
+	a->disk_corrupt = atomic_load_explicit(&r->srv.hdr->disk.corrupt,
+					       memory_order_relaxed);
+	a->disk_dropped = atomic_load_explicit(&r->srv.hdr->disk.dropped,
+					       memory_order_relaxed);
 	a->have_ctl = true;
 	a->pool_bytes = r->srv.hdr->pool_bytes;
 	a->workers_gone = ST_AUD(a, workers) == 0;

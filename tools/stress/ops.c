@@ -367,17 +367,21 @@ int st_op_retrieve(struct st_worker *w)
 }
 
 /* Lookup without pin: all the worker can check is that the hit count is
- * not larger than the window. */
+ * not larger than the window. With --disk it reads through the tiers, so
+ * chunks come back from disk into the pool, where retrieves check them
+ * byte for byte. */
 int st_op_lookup(struct st_worker *w)
 {
 	struct kvr_key k[MAX_CHUNKS];
+	bool pending = false;
 	uint64_t base;
 	uint32_t n;
 	long hits;
 
 	st_op_pick_window(w, st_rnd_below(&w->rng, 2) != 0, &base, &n);
 	st_keys_window(base, n, k, NULL);
-	hits = kvr_lookup(w->c, k, n, NULL);
+	hits = w->o->disk ? kvr_lookup_l2(w->c, k, n, NULL, &pending)
+			  : kvr_lookup(w->c, k, n, NULL);
 	if (hits < 0)
 		return (int)hits;
 	if ((uint64_t)hits > n) {

@@ -310,6 +310,14 @@ static void print_text(const struct st_run *r, const struct st_audit *a,
 		       "\nobjects=%" PRIu64 "\nevictions=%" PRIu64 "\n",
 		       a->pool_bytes, ST_AUD(a, used_bytes), ST_AUD(a, objects),
 		       ST_AUD(a, evictions));
+	/* The disk tier's own view (the chunks it served were checked by
+	 * the retrieves above). */
+	if (r->o.disk && a->have_ctl)
+		printf("disk_writes=%" PRIu64 "\ndisk_reads=%" PRIu64
+		       "\ndisk_corrupt_records=%" PRIu64
+		       "\ndisk_dropped_writes=%" PRIu64 "\n",
+		       a->disk_writes, a->disk_reads, a->disk_corrupt,
+		       a->disk_dropped);
 	printf("ok=%d\n", f->nf == 0);
 }
 

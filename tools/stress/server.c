@@ -32,8 +32,8 @@
  */
 static int start_server(struct st_run *r)
 {
-	char pool[32], maxw[16], xfer[16], stall[16];
-	const char *argv[20 + MAX_SRV_ARGS];
+	char pool[32], maxw[16], xfer[16], stall[16], dsize[32], dchunk[32];
+	const char *argv[28 + MAX_SRV_ARGS];
 	unsigned n = 0;
 
 	snprintf(pool, sizeof(pool), "%" PRIu64, r->o.pool_bytes);
@@ -51,6 +51,20 @@ static int start_server(struct st_run *r)
 		argv[n++] = xfer;
 		argv[n++] = "--stall-ms";
 		argv[n++] = stall;
+	}
+	if (r->o.disk) {
+		/* Room for the whole keyspace: every chunk the pool evicts
+		 * can come back from disk, byte for byte. */
+		snprintf(dsize, sizeof(dsize), "%" PRIu64,
+			 r->o.keyspace_bytes + r->o.pool_bytes + (16u << 20));
+		snprintf(dchunk, sizeof(dchunk), "%" PRIu64,
+			 (r->o.chunk_max + 4095) & ~(uint64_t)4095);
+		argv[n++] = "--disk";
+		argv[n++] = r->o.disk;
+		argv[n++] = "--disk-size";
+		argv[n++] = dsize;
+		argv[n++] = "--disk-chunk";
+		argv[n++] = dchunk;
 	}
 	for (unsigned i = 0; i < r->o.nsrv_args; i++)
 		argv[n++] = r->o.srv_args[i];

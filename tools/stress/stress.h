@@ -224,6 +224,7 @@ struct st_opts {
 	unsigned checksum;	  /* KVR_CHECKSUM_* or ST_SUM_MIXED */
 	unsigned store_ahead;	  /* ST_AHEAD_* */
 	const char *latency_plot; /* --latency-plot DIR (latplot.c) */
+	const char *disk;	  /* --disk DIR: our server's disk tier */
 };
 
 /*
@@ -292,6 +293,9 @@ struct st_audit {
 	struct kvr_gstats_shm g; /* plain copy (atomics read one by one) */
 	uint64_t quar_bytes;	 /* the quarantine's bytes (abi 5.3) */
 	uint64_t pool_bytes;
+	/* The disk tier's (abi 5.4): chunks written and read through,
+	 * records that failed a check, writes dropped. */
+	uint64_t disk_writes, disk_reads, disk_corrupt, disk_dropped;
 	struct kvr_stats_wire w;
 	bool accounting_ok;
 	char why[512];

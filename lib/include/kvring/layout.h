@@ -165,6 +165,41 @@ struct kvr_quar_shm {
 };
 _Static_assert(sizeof(struct kvr_quar_shm) == 64, "ABI: docs/layout.md");
 
+/*
+ * The disk tier (abi 5.4, server/disk/, docs/storage.md "The disk tier"):
+ * 192 bytes at 1216 in the header; server-written (relaxed, single
+ * writer) after I/O completes and every few ms. mode 0 means no --disk.
+ */
+struct kvr_disk_shm {
+	uint32_t mode;			 /* 0: 0 off, 1 evict, 2 commit */
+	uint32_t direct;		 /* 4: 1 O_DIRECT, 0 buffered */
+	_Atomic uint64_t capacity_bytes; /* 8: records x payload bytes */
+	_Atomic uint64_t used_bytes;	 /* 16: payload bytes indexed */
+	_Atomic uint64_t objects;	 /* 24: chunks on disk */
+	_Atomic uint64_t records;	 /* 32: record slots in the file */
+	_Atomic uint64_t hits;		 /* 40: read-through lookups found */
+	_Atomic uint64_t misses;	 /* 48: and not found */
+	_Atomic uint64_t reads;		 /* 56: chunks read and verified */
+	_Atomic uint64_t read_bytes;	 /* 64 */
+	_Atomic uint64_t writes;	 /* 72: chunks written */
+	_Atomic uint64_t write_bytes;	 /* 80 */
+	_Atomic uint64_t queue_depth;	 /* 88: I/Os in flight now */
+	_Atomic uint64_t corrupt;	 /* 96: records that failed a check */
+	_Atomic uint64_t dropped;	 /* 104: writes not done */
+	_Atomic uint64_t io_errors;	 /* 112 */
+	_Atomic uint64_t no_space;	 /* 120: writes that found it full */
+	_Atomic uint64_t evictions;	 /* 128: records the disk LRU reused */
+	_Atomic uint64_t scanned;	 /* 136: rebuild progress, records */
+	_Atomic uint64_t scan_total;	 /* 144: records to scan */
+	_Atomic uint32_t rebuilt;	 /* 152: 1 once the scan ended */
+	uint32_t pad;			 /* 156 */
+	_Atomic uint64_t unsaved;	 /* 160: pool evictions without a
+					    copy on disk (evict mode) */
+	_Atomic uint64_t rebuild_ns;	 /* 168: the rebuild scan's time */
+	_Atomic uint64_t reserved[2];	 /* 176 */
+};
+_Static_assert(sizeof(struct kvr_disk_shm) == 192, "ABI: docs/layout.md");
+
 struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */
 
@@ -212,7 +247,8 @@ struct kvr_ctl_hdr_shm {
 	uint8_t pad2[104];
 	struct kvr_gstats_shm stats; /* 896 */
 	struct kvr_quar_shm quar;    /* 1152: abi 5.3 */
-	uint8_t pad3[320];	     /* 1216 .. 1536 */
+	struct kvr_disk_shm disk;    /* 1216: abi 5.4 */
+	uint8_t pad3[128];	     /* 1408 .. 1536 */
 	struct kvr_l2stats_shm l2;   /* 1536 .. 2048: the L2 tier */
 };
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");
@@ -222,6 +258,7 @@ _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_zeroed_bytes) == 784,
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, stats) == 896, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, l2) == 1536, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quar) == 1152, "ABI");
+_Static_assert(offsetof(struct kvr_ctl_hdr_shm, disk) == 1216, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, dir_fd) == 344, "ABI");
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, quota_uid_reserved_bytes) ==
 		   416,

@@ -110,6 +110,9 @@ struct kvr_store_stats {
 	/* Of those, objects without a copy in L2 (only the L2 tier's
 	 * --l2-upload evict mode marks copies: store_l2.c). */
 	uint64_t l2_unsaved_evictions;
+	/* Of those, objects without a copy on the disk tier (marked by
+	 * store_disk.c). */
+	uint64_t disk_unsaved_evictions;
 	/* Of those, the objects of a namespace freed for another model. */
 	uint64_t ns_evictions, ns_evicted_bytes;
 	uint64_t leases_created, leases_released, leases_redeemed;
@@ -576,6 +579,37 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
  */
 int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       const uint8_t *saved, uint32_t n);
+
+/* ---- For the disk tier (store_disk.c, docs/storage.md) ---- */
+
+/*
+ * kvr_store_disk_cold - kvr_store_l2_cold for the disk tier's
+ * --disk-mode evict: the same pins of the coldest objects, choosing those
+ * without a copy on disk.
+ */
+int kvr_store_disk_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
+			uint64_t zone_bytes, uint64_t now_ns,
+			struct kvr_key *keys, struct kvr_slot_desc *slots,
+			uint32_t *ns_out, uint64_t *xfer_out);
+
+/*
+ * kvr_store_disk_saved - kvr_store_l2_saved for transfers of
+ * kvr_store_disk_cold (@cold true: the objects whose last pin this was go
+ * back to the LRU tail) or of kvr_store_prepare_retrieve (a commit's
+ * write-through; @cold false: their recency stays). saved[i] marks a copy
+ * on disk. Same returns.
+ */
+int kvr_store_disk_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			 const uint8_t *saved, uint32_t n, bool cold);
+
+/*
+ * kvr_store_disk_commit_mask - kvr_store_commit_store_mask for a disk
+ * read-through's load: the kept objects are marked as having a copy on
+ * disk (not in L2). Same returns.
+ */
+int kvr_store_disk_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+			       const uint8_t *keep, uint32_t n,
+			       uint64_t now_ns);
 
 /* ---- Per-chunk checksums (store_sum.c, docs/reliability.md) ---- */
 

@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk_io.c - the disk tier's I/O on an io_uring of its own: opening and
+ * closing the tier, record writes and reads straight between pool slots
+ * and the data file (a header block and the slot, one writev or readv),
+ * the checks of every record read (header, key, sequence, XXH3-64 of the
+ * payload as it landed in the slot) before the caller may publish it,
+ * and the rebuild scan that indexes the records of a previous run while
+ * the server already serves. The ring's completions ring an eventfd the
+ * loop polls; the loop calls kvr_disk_poll() to collect them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/clock.h>
+#include <kvring/error.h>
+#include <kvring/log.h>
+
+#include "disk_int.h"
+
+static uint64_t round_blk(uint64_t n)
+{
+	return (n + KVR_DISK_BLOCK - 1) & ~(uint64_t)(KVR_DISK_BLOCK - 1);
+}
+
+/* ---- I/O slots ---- */
+
+static struct io *io_get(struct kvr_disk *d)
+{
+	return d->nio_free ? &d->io[d->io_free[--d->nio_free]] : NULL;
+}
+
+static void io_put(struct kvr_disk *d, struct io *io)
+{
+	d->io_free[d->nio_free++] = (uint32_t)(io - d->io);
+}
+
+/* Queue @io: a vectored read or write of its iovecs at record @io->rec's
+ * offset, submitted at once (one syscall per record: records are large). */
+static void io_submit(struct kvr_disk *d, struct io *io, unsigned niov,
+		      bool write)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+	uint64_t off = kvr__disk_rec_off(d, io->rec);
+
+	/* The ring has twice as many entries as I/Os can be in flight. */
+	if (write)
+		io_uring_prep_writev(sqe, d->fd, io->iov, niov, off);
+	else
+		io_uring_prep_readv(sqe, d->fd, io->iov, niov, off);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(io - d->io));
+	io->want = 0;
+	for (unsigned i = 0; i < niov; i++)
+		io->want += io->iov[i].iov_len;
+	io->start_ns = kvr_clock_now_ns();
+	io_uring_submit(&d->ring);
+}
+
+/* ---- the rebuild scan ---- */
+
+/* Read the header blocks of the next records, keeping half the I/O slots
+ * for writes and read-throughs. */
+static void scan_submit(struct kvr_disk *d)
+{
+	while (d->scan_next < d->st.scan_total && d->nio_free > d->qd / 2) {
+		struct io *io = io_get(d);
+
+		io->kind = IO_SCAN;
+		io->rec = d->scan_next++;
+		io->iov[0].iov_base = io->hdr;
+		io->iov[0].iov_len = KVR_DISK_BLOCK;
+		d->scan_busy++;
+		io_submit(d, io, 1, false);
+	}
+}
+
+/* The scan has ended once every record was read or taken: say so once. */
+static void scan_check_end(struct kvr_disk *d)
+{
+	if (!d->st.rebuilt && d->scan_next == d->st.scan_total &&
+	    !d->scan_busy) {
+		d->st.rebuilt = true;
+		d->st.rebuild_ns = kvr_clock_now_ns() - d->open_ns;
+		kvr_log_info("disk: index of %s rebuilt in %llu ms: %llu "
+			     "chunks (%llu bytes), %llu records skipped as "
+			     "torn or corrupt",
+			     d->path,
+			     (unsigned long long)(d->st.rebuild_ns / 1000000),
+			     (unsigned long long)d->st.objects,
+			     (unsigned long long)d->st.used_bytes,
+			     (unsigned long long)d->st.corrupt);
+	}
+}
+
+static void scan_done(struct kvr_disk *d, struct io *io, int res)
+{
+	const struct kvr_disk_hdr *h = io->hdr;
+	struct rec *x = &d->rec[io->rec];
+	int rc;
+
+	d->scan_busy--;
+	d->st.scanned++;
+	if (x->state != REC_UNKNOWN)
+		; /* taken for a write while its header was read */
+	else if (res != (int)KVR_DISK_BLOCK) {
+		d->st.io_errors++;
+		kvr__disk_log_err(d, 0, "rebuild: read a header of",
+				  res < 0 ? res : -EIO);
+		kvr__disk_free_push(d, io->rec);
+	} else if ((rc = kvr_disk_hdr_check(h, d->cf.chunk_bytes)) < 0) {
+		if (rc == -EBADMSG)
+			d->st.corrupt++; /* torn or damaged: skipped */
+		kvr__disk_free_push(d, io->rec);
+	} else {
+		x->ns_fp = h->ns_fp;
+		x->lo = h->key_lo;
+		x->hi = h->key_hi;
+		x->len = h->len;
+		x->seq = h->seq;
+		if (h->seq > d->seq)
+			d->seq = h->seq;
+		kvr__disk_index_add(d, io->rec, true);
+	}
+	scan_check_end(d);
+}
+
+/* ---- open and close ---- */
+
+int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
+		  struct kvr_disk **out, char *err, size_t errlen)
+{
+	struct kvr_disk *d;
+	struct timespec now;
+	uint64_t nrec;
+	int rc, fresh;
+
+	if (!cf || !out || !cf->dir[0] || qd == 0 || qd > 1024)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->cf = *cf;
+	d->fd = d->dirfd = d->efd = -1;
+	d->open_ns = kvr_clock_now_ns();
+	d->qd = qd;
+	d->rec_bytes = KVR_DISK_BLOCK + cf->chunk_bytes;
+	nrec = (cf->size_bytes - KVR_DISK_BLOCK) / d->rec_bytes;
+	d->nrec = nrec >= NIL ? NIL - 1 : (uint32_t)nrec;
+	fresh = kvr__disk_file_open(d, err, errlen);
+	if (fresh < 0) {
+		rc = fresh;
+		goto fail;
+	}
+	rc = kvr__disk_index_init(d);
+	d->io = calloc(qd, sizeof(*d->io));
+	d->io_free = calloc(qd, sizeof(*d->io_free));
+	if (rc < 0 || !d->io || !d->io_free)
+		goto fail_nomem;
+	for (unsigned i = 0; i < qd; i++) {
+		if (posix_memalign(&d->io[i].hdr, KVR_DISK_BLOCK,
+				   KVR_DISK_BLOCK))
+			goto fail_nomem;
+		memset(d->io[i].hdr, 0, KVR_DISK_BLOCK);
+		d->io_free[d->nio_free++] = qd - 1 - i;
+	}
+	rc = io_uring_queue_init(2 * qd, &d->ring, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "--disk: io_uring for %s: %s", d->path,
+			 strerror(-rc));
+		goto fail;
+	}
+	d->ring_ok = true;
+	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->efd < 0 || io_uring_register_eventfd(&d->ring, d->efd) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "--disk: eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	d->st.records = d->nrec;
+	d->st.capacity_bytes = (uint64_t)d->nrec * cf->chunk_bytes;
+	d->st.direct = d->direct;
+	if (fresh) {
+		for (uint32_t r = d->nrec; r-- > 0;)
+			kvr__disk_free_push(d, r);
+		d->st.rebuilt = true;
+	} else {
+		d->st.scan_total = d->nrec;
+	}
+	/* Sequence numbers go on from the wall clock's nanoseconds, so a
+	 * record written after a restart is newer than any before it. */
+	if (clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+	    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec > d->seq)
+		d->seq =
+		    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	*out = d;
+	return 0;
+fail_nomem:
+	rc = -ENOMEM;
+	snprintf(err, errlen, "--disk: out of memory for %u records", d->nrec);
+fail:
+	kvr_disk_close(d);
+	return rc;
+}
+
+unsigned kvr_disk_room(const struct kvr_disk *d)
+{
+	return d->nio_free;
+}
+
+void kvr_disk_close(struct kvr_disk *d)
+{
+	struct kvr_disk_done dd[16];
+
+	if (!d)
+		return;
+	/* The pool outlives the tier: wait for what moves its bytes. */
+	while (d->ring_ok && d->nio_free < d->qd) {
+		struct io_uring_cqe *cqe;
+
+		if (io_uring_wait_cqe(&d->ring, &cqe) < 0)
+			break;
+		(void)kvr_disk_poll(d, dd, 16);
+	}
+	if (d->ring_ok)
+		io_uring_queue_exit(&d->ring);
+	if (d->efd >= 0)
+		close(d->efd);
+	kvr__disk_file_close(d);
+	for (unsigned i = 0; d->io && i < d->qd; i++)
+		free(d->io[i].hdr);
+	free(d->io);
+	free(d->io_free);
+	kvr__disk_index_fini(d);
+	free(d);
+}
+
+int kvr_disk_efd(const struct kvr_disk *d)
+{
+	return d->efd;
+}
+
+void kvr_disk_bell(struct kvr_disk *d)
+{
+	uint64_t v;
+
+	if (read(d->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		kvr_log_debug("disk: read eventfd: %s", strerror(errno));
+}
+
+const char *kvr_disk_path(const struct kvr_disk *d)
+{
+	return d->path;
+}
+
+/* ---- lookups, writes, reads ---- */
+
+bool kvr_disk_has(const struct kvr_disk *d, uint64_t ns_fp,
+		  const struct kvr_key *k)
+{
+	return kvr__disk_index_find(d, ns_fp, k->lo, k->hi) != NIL;
+}
+
+bool kvr_disk_find(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
+		   uint64_t *len_out)
+{
+	uint32_t r = kvr__disk_index_find(d, ns_fp, k->lo, k->hi);
+
+	if (r == NIL) {
+		d->st.misses++;
+		return false;
+	}
+	d->st.hits++;
+	*len_out = d->rec[r].len;
+	return true;
+}
+
+/* Take a record for a write: a free one, else (while the scan runs) the
+ * last unscanned one, else the LRU tail's. */
+static uint32_t take(struct kvr_disk *d)
+{
+	if (d->free_head == NIL && d->scan_next < d->st.scan_total) {
+		uint32_t r = (uint32_t)--d->st.scan_total;
+
+		d->st.scanned++; /* not scanned: its old record is lost */
+		scan_check_end(d);
+		return r;
+	}
+	return kvr__disk_take(d);
+}
+
+int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
+		   const void *buf, uint64_t len, uint64_t sum, bool has_sum,
+		   uint64_t tag)
+{
+	struct io *io;
+	struct rec *x;
+	uint32_t r;
+
+	if (len == 0 || len > d->cf.chunk_bytes) {
+		d->st.dropped++;
+		return -EFBIG;
+	}
+	if (kvr__disk_index_find(d, ns_fp, k->lo, k->hi) != NIL)
+		return -EEXIST;
+	if (!d->nio_free) {
+		d->st.dropped++;
+		return -EAGAIN;
+	}
+	r = take(d);
+	if (r == NIL) {
+		d->st.dropped++;
+		return -ENOSPC;
+	}
+	io = io_get(d);
+	if (!has_sum)
+		sum = kvr_disk_sum(buf, len);
+	x = &d->rec[r];
+	x->ns_fp = ns_fp;
+	x->lo = k->lo;
+	x->hi = k->hi;
+	x->len = len;
+	x->seq = ++d->seq;
+	x->state = REC_WRITING;
+	x->readers = 0;
+	kvr_disk_hdr_make(ns_fp, k, len, sum, x->seq, io->hdr);
+	io->kind = KVR_DISK_IO_WRITE;
+	io->rec = r;
+	io->tag = tag;
+	io->iov[0].iov_base = io->hdr;
+	io->iov[0].iov_len = KVR_DISK_BLOCK;
+	io->iov[1].iov_base = (void *)(uintptr_t)buf;
+	io->iov[1].iov_len = round_blk(len);
+	io_submit(d, io, 2, true);
+	return 0;
+}
+
+int kvr_disk_read(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
+		  void *buf, uint64_t len, uint64_t tag)
+{
+	uint32_t r = kvr__disk_index_find(d, ns_fp, k->lo, k->hi);
+	struct io *io;
+
+	if (r == NIL || d->rec[r].len != len)
+		return -ENOENT;
+	io = io_get(d);
+	if (!io)
+		return -EAGAIN;
+	d->rec[r].readers++;
+	kvr__disk_lru_touch(d, r);
+	io->kind = KVR_DISK_IO_READ;
+	io->rec = r;
+	io->tag = tag;
+	io->iov[0].iov_base = io->hdr;
+	io->iov[0].iov_len = KVR_DISK_BLOCK;
+	io->iov[1].iov_base = buf;
+	io->iov[1].iov_len = round_blk(len);
+	io_submit(d, io, 2, false);
+	return 0;
+}
+
+/* ---- completions ---- */
+
+static int write_done(struct kvr_disk *d, struct io *io, int res)
+{
+	struct rec *x = &d->rec[io->rec];
+
+	if (res == (int)io->want) {
+		d->st.writes++;
+		d->st.write_bytes += x->len;
+		kvr__disk_index_add(d, io->rec, false);
+		return 0;
+	}
+	res = res < 0 ? res : -ENOSPC; /* short: the file system is full */
+	d->st.dropped++;
+	if (res == -ENOSPC) {
+		d->st.no_space++;
+		kvr__disk_log_err(d, 1, "write to", res);
+	} else {
+		d->st.io_errors++;
+		kvr__disk_log_err(d, 2, "write to", res);
+	}
+	kvr__disk_free_push(d, io->rec);
+	return res;
+}
+
+/* Everything a read must agree on before its bytes are published. */
+static int read_check(struct kvr_disk *d, struct io *io, int res,
+		      struct kvr_disk_done *out)
+{
+	const struct kvr_disk_hdr *h = io->hdr;
+	const struct rec *x = &d->rec[io->rec];
+
+	if (res != (int)io->want) {
+		d->st.io_errors++;
+		kvr__disk_log_err(d, 3, "read from", res < 0 ? res : -EIO);
+		return res < 0 ? res : -EIO;
+	}
+	if (kvr_disk_hdr_check(h, d->cf.chunk_bytes) < 0 ||
+	    h->ns_fp != x->ns_fp || h->key_lo != x->lo || h->key_hi != x->hi ||
+	    h->len != x->len || h->seq != x->seq ||
+	    kvr_disk_sum(io->iov[1].iov_base, x->len) != h->sum)
+		return -EBADMSG;
+	out->sum = h->sum;
+	d->st.reads++;
+	d->st.read_bytes += x->len;
+	return 0;
+}
+
+static void read_done(struct kvr_disk *d, struct io *io, int res,
+		      struct kvr_disk_done *out)
+{
+	struct rec *x = &d->rec[io->rec];
+
+	out->rc = read_check(d, io, res, out);
+	x->readers--;
+	if (out->rc == -EBADMSG) {
+		d->st.corrupt++;
+		if (x->state == REC_VALID)
+			kvr__disk_index_drop(d, io->rec); /* never again */
+	}
+	if (x->state == REC_DEAD && !x->readers)
+		kvr__disk_free_push(d, io->rec);
+}
+
+unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
+		       unsigned max)
+{
+	struct io_uring_cqe *cqe;
+	unsigned n = 0;
+
+	scan_submit(d);
+	while (n < max && io_uring_peek_cqe(&d->ring, &cqe) == 0) {
+		struct io *io = &d->io[cqe->user_data];
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&d->ring, cqe);
+		if (io->kind == IO_SCAN) {
+			scan_done(d, io, res);
+			io_put(d, io);
+			continue;
+		}
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].tag = io->tag;
+		out[n].kind = io->kind;
+		out[n].ns = kvr_clock_now_ns() - io->start_ns;
+		if (io->kind == KVR_DISK_IO_WRITE)
+			out[n].rc = write_done(d, io, res);
+		else
+			read_done(d, io, res, &out[n]);
+		io_put(d, io);
+		n++;
+	}
+	scan_submit(d);
+	return n;
+}
+
+void kvr_disk_wait(struct kvr_disk *d)
+{
+	struct io_uring_cqe *cqe;
+
+	if (d->nio_free < d->qd)
+		(void)io_uring_wait_cqe(&d->ring, &cqe);
+}
+
+void kvr_disk_stats(const struct kvr_disk *d, struct kvr_disk_stats *out)
+{
+	*out = d->st;
+	out->queue_depth = d->qd - d->nio_free;
+}

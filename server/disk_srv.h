@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk_srv.h - the disk tier on the event loop's side (disk_srv.c): start
+ * and stop, the writes of evicted or committed chunks, read-through
+ * lookups, the completion bell and the counters (docs/storage.md, "The
+ * disk tier"). Loop thread only. kvringd.h includes it, so the loop, the
+ * dispatcher and start-up see these calls.
+ */
+#ifndef KVR_SERVER_DISK_SRV_H
+#define KVR_SERVER_DISK_SRV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvring/disk.h>
+
+struct kvr_srv;
+struct kvr_conn;
+struct kvr_req_view;
+struct kvr_dsrv;
+
+/*
+ * kvr_dsrv_start - when --disk is given: open the tier (checks, lock,
+ * file, the rebuild scan begins), log once what is used. Return: 0 (also
+ * when the tier is off), or -errno with the reason logged.
+ */
+int kvr_dsrv_start(struct kvr_srv *s);
+
+/* kvr_dsrv_stop - at shutdown, before the self-check: wait for the I/O in
+ * flight and end every owner its jobs held; log the totals. */
+void kvr_dsrv_stop(struct kvr_srv *s);
+
+/* kvr_dsrv_destroy - close the file and free the tier; NULL-safe. */
+void kvr_dsrv_destroy(struct kvr_dsrv *ds);
+
+/* kvr_dsrv_efd - the completion eventfd the loop polls. */
+int kvr_dsrv_efd(const struct kvr_dsrv *ds);
+
+/* kvr_dsrv_bell - that eventfd became readable. */
+void kvr_dsrv_bell(struct kvr_srv *s);
+
+/* kvr_dsrv_poll - each loop pass: finished I/O, the rebuild scan,
+ * evict-mode writes, deadlines. Return: work done (0 when idle). */
+unsigned kvr_dsrv_poll(struct kvr_srv *s);
+
+/* kvr_dsrv_sleep_ns - how long the loop may sleep for the tier: the time
+ * to the nearest read-through deadline, or UINT64_MAX. */
+uint64_t kvr_dsrv_sleep_ns(const struct kvr_srv *s);
+
+/*
+ * kvr_dsrv_lookup - a lookup flagged KVR_REQ_L2 with keys in s->keys: if
+ * the chunks after the pool's hits are on disk, reserve slots, start
+ * their reads and return true (the answer comes later); false: nothing
+ * on disk for it (the L2 tier, or a plain answer, goes next).
+ */
+bool kvr_dsrv_lookup(struct kvr_srv *s, struct kvr_conn *c,
+		     const struct kvr_req_view *v);
+
+/*
+ * kvr_dsrv_commit_keys - before a worker's commit of store transfer
+ * @xfer: with --disk-mode commit, note its keys (the transfer is gone
+ * after the commit).
+ */
+void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
+
+/*
+ * kvr_dsrv_commit_done - after that commit, which returned @rc: with
+ * --disk-mode commit, pin the noted chunks and write them; with evict,
+ * the commit may have filled the pool: write the coldest chunks.
+ */
+void kvr_dsrv_commit_done(struct kvr_srv *s, int rc);
+
+#endif /* KVR_SERVER_DISK_SRV_H */

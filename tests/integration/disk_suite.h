@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk_suite.h - helpers of the disk tier suites (test_disk*.c): a
+ * scratch directory on the machine's disk (under the test's working
+ * directory, in the build tree; a tmpfs there fails the test, since the
+ * suites exist to drive real files with O_DIRECT), kvringd with --disk,
+ * the disk counters of the control header, and chunk batches stored and
+ * read back bit-exact. Header-only, as worker_srv.h.
+ */
+#ifndef KVR_DISK_SUITE_H
+#define KVR_DISK_SUITE_H
+
+#include <ftw.h>
+#include <linux/magic.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include "l2_suite.h"
+
+#define T_DISK(t, f)                                                           \
+	atomic_load_explicit(&(t)->hdr->disk.f, memory_order_relaxed)
+
+#define DT_CHUNK (1u << 20) /* every chunk: 1 MiB */
+#define DT_BATCH 4u	    /* chunks per stored request */
+
+/* A fresh private directory for --disk (0700), on a real disk. */
+static inline void dt_scratch(char *dir, size_t n)
+{
+	struct statfs sf;
+	char cwd[512];
+
+	cr_assert(getcwd(cwd, sizeof(cwd)));
+	snprintf(dir, n, "%s/kvr-disk-XXXXXX", cwd);
+	cr_assert(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+	cr_assert_eq(statfs(dir, &sf), 0);
+	cr_assert_neq((unsigned long)sf.f_type, (unsigned long)TMPFS_MAGIC,
+		      "%s is on tmpfs: run the disk suites from a build "
+		      "tree on a real file system",
+		      dir);
+}
+
+static inline int dt_rm_one(const char *p, const struct stat *st, int flag,
+			    struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+/* Remove @dir and everything in it (NULL or "" is fine). */
+static inline void dt_rmrf(const char *dir)
+{
+	if (dir && dir[0])
+		(void)nftw(dir, dt_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* kvringd with a pool of @pool and --disk @dir of @size, mode @mode,
+ * 1 MiB records, plus the NULL-terminated @more. */
+static inline void dt_start_pool(struct wsrv *s, const char *pool,
+				 const char *dir, const char *size,
+				 const char *mode, const char *const *more)
+{
+	const char *args[48] = {"--pool-size",
+				pool,
+				"--allow-root",
+				"--heartbeat-ms",
+				"50",
+				"--log-level",
+				"info",
+				"--max-keys",
+				"1024",
+				"--disk",
+				dir,
+				"--disk-size",
+				size,
+				"--disk-mode",
+				mode,
+				"--disk-chunk",
+				"1M",
+				"--quota-reserved",
+				"100%",
+				"--quota-pinned",
+				"100%",
+				"--max-key-bytes",
+				"100%"};
+	int n = 23;
+
+	wsrv_init(s, pool);
+	for (int i = 0; more && more[i]; i++) {
+		cr_assert_lt(n, 47, "too many kvringd options");
+		args[n++] = more[i];
+	}
+	args[n] = NULL;
+	t_server_start(&s->t, args);
+	s->pid = s->t.pid;
+}
+
+/* The same with the suites' usual 32 MiB pool. */
+static inline void dt_start(struct wsrv *s, const char *dir, const char *size,
+			    const char *mode, const char *const *more)
+{
+	dt_start_pool(s, "32M", dir, size, mode, more);
+}
+
+static inline bool dt_idle(void *arg)
+{
+	const struct wsrv *s = arg;
+
+	return T_DISK(&s->t, queue_depth) == 0;
+}
+
+static inline bool dt_rebuilt(void *arg)
+{
+	const struct wsrv *s = arg;
+
+	return T_DISK(&s->t, rebuilt) == 1;
+}
+
+/* Keys of request @r (DT_BATCH chunks). The caller frees them. */
+static inline struct kvr_key *dt_keys(struct kvr_client *c, uint32_t r)
+{
+	return l2t_keys_for(c, r, DT_BATCH);
+}
+
+/* Store request @r and, if @wait, wait until the disk is idle again. */
+static inline void dt_store(struct wsrv *s, struct kvr_client *c, uint32_t r,
+			    bool wait)
+{
+	struct kvr_key *k = dt_keys(c, r);
+
+	cr_assert_eq(wsrv_store(c, k, DT_BATCH, DT_CHUNK), DT_BATCH,
+		     "store %u: %s", r, kvr_client_errmsg(c));
+	if (wait)
+		cr_assert(t_wait_until(dt_idle, s, 10000), "queue %llu",
+			  (unsigned long long)T_DISK(&s->t, queue_depth));
+	free(k);
+}
+
+/*
+ * Look @n keys up through the tiers until nothing is pending (the disk
+ * read-through answers within its deadline, or says "ask again"), then
+ * retrieve the hits and check every byte. Return the hits.
+ */
+static inline uint32_t dt_read_back(struct kvr_client *c,
+				    const struct kvr_key *k, uint32_t n)
+{
+	bool pending = true;
+	long hits = 0;
+
+	for (int i = 0; i < 200 && pending; i++) {
+		hits = kvr_lookup_l2(c, k, n, NULL, &pending);
+		cr_assert_geq(hits, 0, "lookup_l2: %ld %s", hits,
+			      kvr_client_errmsg(c));
+		if (pending)
+			wsrv_sleep_ms(10);
+	}
+	if (hits > 0)
+		cr_assert_eq(
+		    wsrv_retrieve_check(c, k, (uint32_t)hits, DT_CHUNK),
+		    (uint32_t)hits);
+	return (uint32_t)hits;
+}
+
+#endif /* KVR_DISK_SUITE_H */

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_disk_inspect.c - the disk tier seen from outside: kvring-inspect's
+ * JSON overview ("disk": mode, capacity and use, objects, reads, writes,
+ * queue depth, corrupt, dropped, rebuild progress) and its Prometheus
+ * families (kvring_disk_*), read from a real kvringd with --disk after
+ * real writes and read-throughs; a server without --disk says "off".
+ */
+#include "inspect_suite.h"
+
+#include "disk_suite.h"
+
+static struct wsrv s1;
+static char dir[600];
+
+static bool one_miss(void *arg)
+{
+	const struct wsrv *s = arg;
+
+	return T_DISK(&s->t, misses) == 1;
+}
+
+static void disk_down(void)
+{
+	l2t_down(&s1);
+	dt_rmrf(dir);
+	dir[0] = '\0';
+}
+
+TestSuite(disk_inspect, .fini = disk_down, .timeout = 120);
+
+Test(disk_inspect, json_and_prometheus_show_the_tier)
+{
+	char why[256] = "";
+	struct kvr_client *c;
+	struct kvr_key *k;
+	struct t_json *j;
+	struct run r;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "64M", "commit", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	dt_store(&s1, c, 1, true);
+	/* A second server would read them through; here, a miss. */
+	k = dt_keys(c, 2);
+	cr_expect_eq(dt_read_back(c, k, DT_BATCH), 0);
+	free(k);
+	/* Counters follow within a heartbeat. */
+	cr_expect(t_wait_until(one_miss, &s1, 5000));
+
+	r = RUN("--name", s1.t.name, "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	cr_expect_str_eq(JS(j, "disk.mode"), "commit");
+	cr_expect_str_eq(JS(j, "disk.io"), "direct");
+	cr_expect_eq(JN(j, "disk.write_chunks"), DT_BATCH);
+	cr_expect_eq(JN(j, "disk.write_bytes"), DT_BATCH * DT_CHUNK);
+	cr_expect_eq(JN(j, "disk.objects"), DT_BATCH);
+	cr_expect_eq(JN(j, "disk.used_bytes"), DT_BATCH * DT_CHUNK);
+	cr_expect_eq(JN(j, "disk.capacity_bytes"),
+		     (long long)JN(j, "disk.records") * DT_CHUNK);
+	cr_expect_eq(JN(j, "disk.misses"), 1);
+	cr_expect_eq(JN(j, "disk.queue_depth"), 0);
+	cr_expect_eq(JN(j, "disk.corrupt"), 0);
+	cr_expect_str_eq(JS(j, "disk.rebuild.state"), "done");
+	t_json_free(j);
+	run_free(&r);
+
+	r = RUN("--name", s1.t.name, "--prometheus");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_gt(prom_validate(r.out, why, sizeof(why)), 20,
+		     "invalid exposition (%s)", why);
+	expect_promtool_ok(r.out);
+	cr_expect(strstr(r.out, "\nkvring_disk_enabled 1\n"), "%s", r.out);
+	cr_expect(strstr(r.out, "\nkvring_disk_write_chunks_total 4\n"), "%s",
+		  r.out);
+	cr_expect(strstr(r.out, "\nkvring_disk_objects 4\n"), "%s", r.out);
+	run_free(&r);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+
+	/* Without --disk. */
+	wsrv_up(&s1);
+	r = RUN("--name", s1.t.name, "--json");
+	j = jparse_run(&r);
+	cr_expect_str_eq(JS(j, "disk.mode"), "off");
+	t_json_free(j);
+	run_free(&r);
+	r = RUN("--name", s1.t.name, "--prometheus");
+	cr_expect(strstr(r.out, "\nkvring_disk_enabled 0\n"), "%s", r.out);
+	run_free(&r);
+}

@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_disk.c - the disk scenario of kvring-bench: kvringd's disk tier
+ * (docs/storage.md, "The disk tier") beside fio on the same file system,
+ * in the same run, with the same chunk size and queue depth:
+ *
+ *   write_back  --disk-mode evict: the chunks the pool evicts, written
+ *             as it is about to (GB/s), and those it evicted first
+ *   write     a worker stores 2 MiB chunks into a kvringd with
+ *             --disk-mode commit, at most 32 chunks ahead of the disk (a commit
+ * of 16 and 16 more); GB/s of chunks written to disk, from the first commit to
+ *             the last write (the disk's own counters), beside fio's
+ *             O_DIRECT sequential write GB/s (bs 2M, iodepth 16,
+ *             io_uring)
+ *   read      16-chunk lookups of chunks the pool no longer holds, read
+ *             through from disk (GB/s), and 1-chunk lookups (p50/p99 per
+ *             2 MiB chunk), beside fio's O_DIRECT sequential read GB/s
+ *   rtt_hot   another worker's ping round trip (p50), idle and while
+ *             the read-through runs
+ *   restart   kvringd stopped and started on the same --disk: time to
+ *             serve, and the index rebuild in ms per GiB of disk
+ *
+ * The data directory is --dir-like: $KVR_BENCH_DISK_DIR, else
+ * kvr-bench-disk-<pid> in the working directory (refused on tmpfs). fio
+ * is Debian's package (scripts/setup.sh bench); without it the fio
+ * columns say so. Every chunk read back is compared with what was
+ * stored: a wrong byte fails the run.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvring/clock.h>
+#include <kvring/kvring.h>
+
+#include "bench_common.h"
+#include "bench_server.h"
+
+#define CHUNK  ((uint64_t)2 << 20)
+#define BATCH  16u /* chunks per request: the read-through queue depth */
+#define FIO_QD "16"
+#define AHEAD  16u /* chunks the worker stores ahead of the disk's writes */
+#define LD(x)  atomic_load_explicit(&(x), memory_order_relaxed)
+
+/* The run's state. Owned by bench_disk_main (stack). */
+struct env {
+	struct bench_run_opts o;
+	struct bench_server srv;
+	struct kvr_client *c;
+	struct kvr_client *hot; /* another worker: ping round trips */
+	char dir[512], data[544], fio_file[600];
+	const char *mode; /* --disk-mode of the next start() */
+	uint64_t disk_bytes, pool_bytes, nchunks;
+	struct kvr_key *keys;
+};
+
+/* Chunk i's key and bytes: a pattern derived from i, so any chunk read
+ * back can be checked. */
+static void key_of(uint64_t i, struct kvr_key *k)
+{
+	k->lo = 0x6b76726469736b00ull ^ (i * 0x9e3779b97f4a7c15ull);
+	k->hi = i + 1;
+}
+
+static void fill(uint64_t i, void *p)
+{
+	uint64_t *w = p;
+
+	for (size_t k = 0; k < CHUNK / 8; k += 512)
+		w[k] = i * 0x100000001b3ull + k;
+}
+
+static bool same(uint64_t i, const void *p)
+{
+	const uint64_t *w = p;
+
+	for (size_t k = 0; k < CHUNK / 8; k += 512)
+		if (w[k] != i * 0x100000001b3ull + k)
+			return false;
+	return true;
+}
+
+/* The monotonic clock in seconds (vDSO). */
+static double now_s(void)
+{
+	return (double)kvr_clock_now_ns() / 1e9;
+}
+
+/* ---- another worker's hot round trip ---- */
+
+#define RTT_MAX 200000u
+
+/* The pinger: kvr_ping on e->hot until told to stop. Owned by run(). */
+struct pinger {
+	struct kvr_client *c;
+	atomic_bool stop;
+	uint64_t n, ns[RTT_MAX];
+};
+
+static void *ping_loop(void *arg)
+{
+	struct pinger *p = arg;
+	uint64_t t_ns;
+
+	while (!atomic_load(&p->stop) && p->n < RTT_MAX) {
+		uint64_t t0 = kvr_clock_now_ns();
+
+		if (kvr_ping(p->c, &t_ns) < 0)
+			break;
+		p->ns[p->n++] = kvr_clock_now_ns() - t0;
+	}
+	return NULL;
+}
+
+/* p50 of @p's samples in us (sorts them). */
+static double p50_us(struct pinger *p)
+{
+	bench_sort_u64(p->ns, p->n);
+	return p->n ? (double)bench_percentile(p->ns, p->n, 50) / 1e3 : 0;
+}
+
+/* ---- fio ---- */
+
+/* fio's bw_bytes of direction @dir ("read"/"write") from its JSON, or a
+ * negative value when fio is missing or failed. */
+static double fio_run(const struct env *e, const char *rw, const char *dir)
+{
+	char cmd[1536], buf[65536];
+	const char *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "fio --name=kvr --filename='%s' --size=%" PRIu64
+		 " --bs=2M --iodepth=" FIO_QD " --rw=%s --direct=1 "
+		 "--ioengine=io_uring --output-format=json 2>/dev/null",
+		 e->fio_file, e->nchunks * CHUNK, rw);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	if (pclose(f) != 0)
+		return -1;
+	p = strstr(buf, dir[0] == 'r' ? "\"read\" :" : "\"write\" :");
+	p = p ? strstr(p, "\"bw_bytes\" :") : NULL;
+	return p ? strtod(p + 12, NULL) : -1;
+}
+
+/* ---- the kvringd side ---- */
+
+/*
+ * Start the private kvringd on e->data (commit mode, 2 MiB records, the
+ * pool and disk sizes of the run; read-throughs may take a minute before
+ * "ask again"), map its control header for the disk counters, and
+ * connect the worker. Return 0 or -errno (said on stderr).
+ */
+static int start(struct env *e)
+{
+	char dsize[32];
+	const char *extra[] = {"--disk",
+			       e->data,
+			       "--disk-size",
+			       dsize,
+			       "--disk-mode",
+			       e->mode,
+			       "--disk-chunk",
+			       "2M",
+			       "--quota-reserved",
+			       "100%",
+			       "--quota-pinned",
+			       "100%",
+			       "--max-key-bytes",
+			       "100%",
+			       "--l2-deadline-ms",
+			       "60000",
+			       NULL};
+	struct kvr_client_opts co;
+	char err[256] = "";
+	int rc;
+
+	snprintf(dsize, sizeof(dsize), "%" PRIu64, e->disk_bytes);
+	rc = bench_server_start_args(&e->o, e->pool_bytes, 50, 8, extra,
+				     &e->srv);
+	if (rc < 0)
+		return rc;
+	/* The disk's counters, read from the control header. */
+	if (!e->srv.d.hdr && (rc = kvrd_map(&e->srv.d, 0)) < 0) {
+		fprintf(stderr,
+			"kvring-bench disk: map the control segment: "
+			"%s\n",
+			strerror(-rc));
+		return rc;
+	}
+	bench_client_opts(&e->srv, &co);
+	co.spin_us = 50;
+	rc = kvr_connect(&co, &e->c, err, sizeof(err));
+	if (rc == 0)
+		rc = kvr_connect(&co, &e->hot, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "kvring-bench disk: connect: %s\n", err);
+	return rc;
+}
+
+/* Close the worker and SIGTERM the server (its disk file stays). */
+static void stop(struct env *e)
+{
+	kvr_close(e->c);
+	kvr_close(e->hot);
+	e->c = e->hot = NULL;
+	bench_server_stop(&e->srv);
+}
+
+/* Store chunks [i0, i0 + n) in one request. */
+static int store(struct env *e, uint64_t i0, uint32_t n)
+{
+	uint64_t sz[BATCH];
+	struct kvr_xfer x;
+	int rc;
+
+	for (uint32_t k = 0; k < n; k++)
+		sz[k] = CHUNK;
+	rc = kvr_prepare_store(e->c, &e->keys[i0], sz, n, &x);
+	if (rc < 0)
+		return rc;
+	for (uint32_t k = 0; k < x.nslots; k++)
+		if (x.slots[k].status == KVR_SLOT_OK)
+			fill(i0 + k, x.slots[k].ptr);
+	return kvr_commit_store(e->c, &x);
+}
+
+/* Look chunks [i0, i0 + n) up through the tiers until the read-through
+ * answered (no "ask again"), retrieve and check them. Return the hits,
+ * or -1 on a wrong byte. */
+static long read_through(struct env *e, uint64_t i0, uint32_t n)
+{
+	bool pending = true;
+	struct kvr_xfer x;
+	long hits = 0;
+
+	while (pending) {
+		hits = kvr_lookup_l2(e->c, &e->keys[i0], n, NULL, &pending);
+		if (hits < 0)
+			return hits;
+	}
+	if (hits == 0 ||
+	    kvr_prepare_retrieve(e->c, &e->keys[i0], (uint32_t)hits, &x) < 0)
+		return hits;
+	for (uint32_t k = 0; k < x.nslots; k++)
+		if (!same(i0 + k, x.slots[k].ptr)) {
+			fprintf(stderr,
+				"kvring-bench disk: chunk %" PRIu64
+				" read back wrong\n",
+				i0 + k);
+			return -1;
+		}
+	hits = (long)x.nslots; /* the commit clears x */
+	(void)kvr_commit_retrieve(e->c, &x);
+	return hits;
+}
+
+/* One result: a table row, or a JSON line with --json. fio_gbs < 0: fio
+ * was not there; p50_us 0: no latency for this subject. */
+static void report(const struct env *e, const char *subject, double gbs,
+		   double fio_gbs, double p50_us, double p99_us)
+{
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", subject);
+		bench_json_f64(&j, "gb_per_s", gbs);
+		if (fio_gbs >= 0)
+			bench_json_f64(&j, "fio_gb_per_s", fio_gbs);
+		if (p50_us > 0) {
+			bench_json_f64(&j, "p50_us_per_chunk", p50_us);
+			bench_json_f64(&j, "p99_us_per_chunk", p99_us);
+		}
+		bench_json_print(&j, stdout);
+		return;
+	}
+	printf("%-8s %7.2f GB/s", subject, gbs);
+	if (fio_gbs >= 0)
+		printf("   fio %7.2f GB/s   ratio %.2f", fio_gbs,
+		       fio_gbs > 0 ? gbs / fio_gbs : 0);
+	else
+		printf("   fio: not installed (scripts/setup.sh bench)");
+	if (p50_us > 0)
+		printf("   p50 %.0f us  p99 %.0f us per 2 MiB chunk", p50_us,
+		       p99_us);
+	printf("\n");
+}
+
+/*
+ * write-back: a fresh file and --disk-mode evict; the worker stores every
+ * chunk, waiting only while the disk has 16 or more writes in flight. The
+ * tier writes what the pool is about to evict (its coldest eighth once it
+ * is seven eighths full): GB/s from the first write to the last, and the
+ * chunks the pool had to evict before the disk had them.
+ */
+static int write_back(struct env *e)
+{
+	const struct kvr_ctl_hdr_shm *h;
+	double t = 0, gbs;
+	int rc = 1;
+
+	e->mode = "evict";
+	if (start(e) < 0)
+		goto out;
+	h = e->srv.d.hdr;
+	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
+		if (store(e, i, BATCH) < 0)
+			goto out;
+		if (t == 0 && LD(h->disk.writes))
+			t = now_s();
+		while (LD(h->disk.queue_depth) >= BATCH)
+			usleep(50);
+	}
+	while (LD(h->disk.queue_depth))
+		usleep(200);
+	t = t ? now_s() - t : 0;
+	gbs = t > 0 ? (double)LD(h->disk.write_bytes) / t / 1e9 : 0;
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "write_back");
+		bench_json_f64(&j, "gb_per_s", gbs);
+		bench_json_u64(&j, "chunks_written", LD(h->disk.writes));
+		bench_json_u64(&j, "evicted_unsaved", LD(h->disk.unsaved));
+		bench_json_print(&j, stdout);
+	} else {
+		printf("write_back %5.2f GB/s   %" PRIu64 " chunks written as "
+		       "the pool evicted them, %" PRIu64 " evicted before the "
+		       "disk had them\n",
+		       gbs, (uint64_t)LD(h->disk.writes),
+		       (uint64_t)LD(h->disk.unsaved));
+	}
+	rc = 0;
+out:
+	stop(e);
+	/* The next part starts from an empty file. */
+	snprintf(e->fio_file, sizeof(e->fio_file), "%.540s/kvring-disk.dat",
+		 e->data);
+	unlink(e->fio_file);
+	snprintf(e->fio_file, sizeof(e->fio_file), "%.512s/fio.dat", e->dir);
+	e->mode = "commit";
+	return rc;
+}
+
+/* The parts, in order, on one server and one file; 0, or 1 when
+ * something failed or a chunk came back wrong. */
+static int run(struct env *e)
+{
+	const struct kvr_ctl_hdr_shm *h;
+	struct pinger *pg;
+	pthread_t th;
+	double idle_us, busy_us;
+	uint64_t *lat, t0, n1 = 0;
+	double t, w_gbs, r_gbs, fio_w, fio_r, ready_s, rebuild_s;
+	long got = 0;
+
+	if (start(e) < 0)
+		return 1;
+	h = e->srv.d.hdr;
+	/* write: every chunk, 16 per request, written through. */
+	t = now_s();
+	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
+		if (store(e, i, BATCH) < 0) {
+			fprintf(stderr, "kvring-bench disk: store failed\n");
+			return 1;
+		}
+		/* Paced to the disk: at most AHEAD chunks not yet written
+		 * (the tier drops what falls too far behind). */
+		while (i + BATCH >
+		       LD(h->disk.writes) + LD(h->disk.dropped) + AHEAD)
+			usleep(50);
+	}
+	while (LD(h->disk.queue_depth) ||
+	       LD(h->disk.writes) + LD(h->disk.dropped) < e->nchunks)
+		usleep(200);
+	t = now_s() - t;
+	w_gbs = (double)LD(h->disk.write_bytes) / t / 1e9;
+	if (!e->o.json)
+		printf("         %" PRIu64 " chunks written, %" PRIu64
+		       " dropped, %" PRIu64 " on disk, %.2f s\n",
+		       (uint64_t)LD(h->disk.writes),
+		       (uint64_t)LD(h->disk.dropped),
+		       (uint64_t)LD(h->disk.objects), t);
+	fio_w = fio_run(e, "write", "write");
+	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
+
+	/* Another worker's hot round trip, idle: 0.3 s of pings. */
+	pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return 1;
+	pg->c = e->hot;
+	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
+		return 1;
+	usleep(300000);
+	atomic_store(&pg->stop, true);
+	pthread_join(th, NULL);
+	idle_us = p50_us(pg);
+	/* read: the oldest chunks, gone from the pool, 16 at a time, while
+	 * the other worker pings. */
+	pg->n = 0;
+	atomic_store(&pg->stop, false);
+	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
+		return 1;
+	t = now_s();
+	for (uint64_t i = 0; i + BATCH <= e->nchunks / 2; i += BATCH) {
+		got = read_through(e, i, BATCH);
+		if (got < 0)
+			break;
+		n1 += (uint64_t)got;
+	}
+	t = now_s() - t;
+	atomic_store(&pg->stop, true);
+	pthread_join(th, NULL);
+	busy_us = p50_us(pg);
+	free(pg);
+	if (got < 0)
+		return 1;
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "rtt_hot");
+		bench_json_f64(&j, "idle_p50_us", idle_us);
+		bench_json_f64(&j, "during_read_through_p50_us", busy_us);
+		bench_json_print(&j, stdout);
+	} else {
+		printf("rtt_hot  another worker's ping p50 %.1f us idle, %.1f "
+		       "us during the read-through (x%.2f)\n",
+		       idle_us, busy_us, idle_us > 0 ? busy_us / idle_us : 0);
+	}
+	r_gbs = (double)n1 * CHUNK / t / 1e9;
+	fio_r = fio_run(e, "read", "read");
+	/* One chunk at a time, from the newer half the reads above pushed
+	 * out of the pool: the latency of one 2 MiB read-through. */
+	lat = calloc(e->nchunks, sizeof(*lat));
+	n1 = 0;
+	for (uint64_t i = e->nchunks / 2;
+	     lat && i < e->nchunks / 2 + 64 && i < e->nchunks; i++) {
+		t0 = kvr_clock_now_ns();
+		got = read_through(e, i, 1);
+		if (got < 0) {
+			free(lat);
+			return 1;
+		}
+		if (got == 1)
+			lat[n1++] = kvr_clock_now_ns() - t0;
+	}
+	bench_sort_u64(lat, n1);
+	report(e, "read", r_gbs, fio_r < 0 ? -1 : fio_r / 1e9,
+	       n1 ? (double)bench_percentile(lat, n1, 50) / 1e3 : 0,
+	       n1 ? (double)bench_percentile(lat, n1, 99) / 1e3 : 0);
+	free(lat);
+
+	/* restart on the same disk. */
+	stop(e);
+	t = now_s();
+	if (start(e) < 0)
+		return 1;
+	ready_s = now_s() - t;
+	h = e->srv.d.hdr;
+	while (!LD(h->disk.rebuilt))
+		usleep(100);
+	/* The scan's own time, from the tier's open to its last header. */
+	rebuild_s = (double)LD(h->disk.rebuild_ns) / 1e9;
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "restart");
+		bench_json_f64(&j, "serving_ms", ready_s * 1e3);
+		bench_json_f64(&j, "rebuild_ms_per_gib",
+			       rebuild_s * 1e3 /
+				   ((double)e->disk_bytes / (1u << 30)));
+		bench_json_u64(&j, "objects", LD(h->disk.objects));
+		bench_json_print(&j, stdout);
+	} else {
+		printf("restart  serving %.0f ms after the start (pool set-up "
+		       "included), index rebuilt in %.1f ms per GiB of disk "
+		       "(%.1f GiB/s), %" PRIu64 " chunks\n",
+		       ready_s * 1e3,
+		       rebuild_s * 1e3 / ((double)e->disk_bytes / (1u << 30)),
+		       rebuild_s > 0
+			   ? (double)e->disk_bytes / (1u << 30) / rebuild_s
+			   : 0,
+		       (uint64_t)LD(h->disk.objects));
+	}
+	return 0;
+}
+
+int bench_disk_main(int argc, char **argv);
+
+int bench_disk_main(int argc, char **argv)
+{
+	struct env e = {0};
+	const char *d = getenv("KVR_BENCH_DISK_DIR");
+	char cwd[448];
+	struct statfs sf;
+	int rc;
+
+	if (bench_run_opts_parse(argc, argv, "disk",
+				 "  the data directory: $KVR_BENCH_DISK_DIR, "
+				 "else ./kvr-bench-disk-<pid>\n",
+				 &e.o) != 0)
+		return 2;
+	bench_clock_init();
+	if (d && *d)
+		snprintf(e.dir, sizeof(e.dir), "%.500s", d);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return 1;
+	else
+		snprintf(e.dir, sizeof(e.dir), "%s/kvr-bench-disk-%d", cwd,
+			 (int)getpid());
+	if (mkdir(e.dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "kvring-bench disk: mkdir %s: %s\n", e.dir,
+			strerror(errno));
+		return 1;
+	}
+	if (statfs(e.dir, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+		fprintf(stderr,
+			"kvring-bench disk: %s is on tmpfs: the "
+			"figures are the page cache's\n",
+			e.dir);
+	snprintf(e.data, sizeof(e.data), "%.512s/kvr", e.dir);
+	snprintf(e.fio_file, sizeof(e.fio_file), "%.512s/fio.dat", e.dir);
+	/* A pool of an eighth of the disk (or --pool-size): most chunks
+	 * read back come from the disk, not from the pool. */
+	e.pool_bytes = e.o.pool_bytes ? e.o.pool_bytes : 256ull << 20;
+	e.mode = "commit";
+	e.disk_bytes = e.o.quick ? 1ull << 30 : 4ull << 30;
+	e.nchunks = (e.disk_bytes / (CHUNK + 4096) - 2) / BATCH * BATCH;
+	e.keys = calloc(e.nchunks, sizeof(*e.keys));
+	if (!e.keys)
+		return 1;
+	for (uint64_t i = 0; i < e.nchunks; i++)
+		key_of(i, &e.keys[i]);
+	if (!e.o.json)
+		printf("disk tier: %" PRIu64 " MiB file, %" PRIu64
+		       " chunks of 2 MiB, %" PRIu64 " MiB pool, in %s; fio "
+		       "bs 2M iodepth " FIO_QD " O_DIRECT io_uring\n",
+		       e.disk_bytes >> 20, e.nchunks, e.pool_bytes >> 20,
+		       e.dir);
+	rc = write_back(&e);
+	if (rc == 0)
+		rc = run(&e);
+	/* Everything the run made goes: the server, fio's file, the disk
+	 * tier's file and both directories. */
+	stop(&e);
+	unlink(e.fio_file);
+	snprintf(e.fio_file, sizeof(e.fio_file), "%.540s/kvring-disk.dat",
+		 e.data);
+	unlink(e.fio_file);
+	rmdir(e.data);
+	rmdir(e.dir);
+	free(e.keys);
+	return rc;
+}
