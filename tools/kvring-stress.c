@@ -380,6 +380,41 @@ static void check_opts(struct st_opts *o, bool have_seconds)
 	}
 }
 
+/* The options about the server kvring-stress starts (and kills): true
+ * when @c was one of them. */
+static bool parse_server_opt(int c, struct st_opts *o)
+{
+	switch (c) {
+	case OPT_KILL_SERVER:
+		o->kill_server = true;
+		return true;
+	case OPT_KILL_SERVER_EVERY:
+		o->kill_server_every_ms =
+		    parse_at_least("--kill-server-every", optarg, 100, 3600000);
+		return true;
+	case OPT_KVRINGD:
+		o->kvringd = optarg;
+		return true;
+	case OPT_DISK:
+		o->disk = optarg;
+		return true;
+	case OPT_SERVER_ARG:
+		/* Passed after ours, so they may override them. */
+		if (o->nsrv_args >= MAX_SRV_ARGS)
+			die_usage("too many --server-arg (max %s)", "32");
+		o->srv_args[o->nsrv_args++] = optarg;
+		return true;
+	case OPT_SERVER_LOG:
+		o->log_path = optarg;
+		return true;
+	case OPT_KEEP_LOG:
+		o->keep_log = true;
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void parse_opts(int argc, char **argv, struct st_opts *o)
 {
 	bool have_seconds = false;
@@ -407,13 +442,6 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case 'k':
 			o->kill_every_ms = (unsigned)parse_num(optarg, 3600000);
-			break;
-		case OPT_KILL_SERVER:
-			o->kill_server = true;
-			break;
-		case OPT_KILL_SERVER_EVERY:
-			o->kill_server_every_ms = parse_at_least(
-			    "--kill-server-every", optarg, 100, 3600000);
 			break;
 		case OPT_TARGET_PCT:
 			o->target_pct = (unsigned)parse_num(optarg, 100);
@@ -443,25 +471,6 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			break;
 		case 'S':
 			o->seed = parse_num(optarg, UINT64_MAX);
-			break;
-		case OPT_KVRINGD:
-			o->kvringd = optarg;
-			break;
-		case OPT_DISK:
-			o->disk = optarg;
-			break;
-		case OPT_SERVER_ARG:
-			/* Passed after ours, so they may override them. */
-			if (o->nsrv_args >= MAX_SRV_ARGS)
-				die_usage("too many --server-arg (max %s)",
-					  "32");
-			o->srv_args[o->nsrv_args++] = optarg;
-			break;
-		case OPT_SERVER_LOG:
-			o->log_path = optarg;
-			break;
-		case OPT_KEEP_LOG:
-			o->keep_log = true;
 			break;
 		case OPT_LATENCY_PLOT:
 			o->latency_plot = optarg;
@@ -493,6 +502,8 @@ static void parse_opts(int argc, char **argv, struct st_opts *o)
 			       KVR_ABI_MAJOR, KVR_ABI_MINOR);
 			exit(EXIT_OK);
 		default:
+			if (parse_server_opt(c, o))
+				break;
 			fprintf(stderr, "Try '" PROG " --help'.\n");
 			exit(EXIT_USAGE);
 		}

@@ -12,7 +12,8 @@
 #   4. python3 -c 'import kvring' works with PYTHONPATH as the only
 #      variable set, and loads the installed libkvring, not the build's;
 #   5. installed tools find the kvringd installed beside them;
-#   6. systemd-analyze verify accepts the installed unit as it is;
+#   6. systemd-analyze verify accepts the installed unit as it is, and
+#      kvringd takes the installed config file the unit names;
 #   7. systemd-analyze security rates it 4.0 or lower ("OK");
 #   8. its sysusers.d and tmpfiles.d files create group and user kvring
 #      and /run/kvring (0750) in a scratch root;
@@ -130,8 +131,12 @@ command -v systemd-analyze >/dev/null ||
 	fail "systemd-analyze is missing (apt-get install systemd)"
 unit=$p/lib/systemd/system/kvringd.service
 step "6. systemd-analyze verify kvringd.service as installed"
-grep -q "^ExecStart=$p/bin/kvringd " "$unit" ||
-	fail "the installed unit's ExecStart is not $p/bin/kvringd: $(grep ^ExecStart= "$unit")"
+grep -q "^ExecStart=$p/bin/kvringd --config $p/etc/kvring/kvringd.conf " "$unit" ||
+	fail "the installed unit's ExecStart is not $p/bin/kvringd --config $p/etc/kvring/kvringd.conf: $(grep ^ExecStart= "$unit")"
+# The unit's config file is installed, and kvringd takes it as it is.
+"${clean_env[@]}" "$p/bin/kvringd" --config "$p/etc/kvring/kvringd.conf" \
+	--print-config >"$scratch/print-config.out" 2>&1 ||
+	fail "kvringd --config (installed file) --print-config: $(tail -3 "$scratch/print-config.out")"
 out=$(MANPATH="$p/share/man" systemd-analyze verify "$unit" 2>&1) ||
 	fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify: $out"

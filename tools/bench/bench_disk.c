@@ -358,20 +358,13 @@ out:
 
 /* The parts, in order, on one server and one file; 0, or 1 when
  * something failed or a chunk came back wrong. */
-static int run(struct env *e)
+/* Write every chunk through, 16 per request, paced to the disk, and
+ * report the rate beside fio's sequential O_DIRECT writes. */
+static int phase_write(struct env *e)
 {
-	const struct kvr_ctl_hdr_shm *h;
-	struct pinger *pg;
-	pthread_t th;
-	double idle_us, busy_us;
-	uint64_t *lat, t0, n1 = 0;
-	double t, w_gbs, r_gbs, fio_w, fio_r, ready_s, rebuild_s;
-	long got = 0;
+	const struct kvr_ctl_hdr_shm *h = e->srv.d.hdr;
+	double t, w_gbs, fio_w;
 
-	if (start(e) < 0)
-		return 1;
-	h = e->srv.d.hdr;
-	/* write: every chunk, 16 per request, written through. */
 	t = now_s();
 	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
 		if (store(e, i, BATCH) < 0) {
@@ -397,24 +390,46 @@ static int run(struct env *e)
 		       (uint64_t)LD(h->disk.objects), t);
 	fio_w = fio_run(e, "write", "write");
 	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
+	return 0;
+}
 
-	/* Another worker's hot round trip, idle: 0.3 s of pings. */
-	pg = calloc(1, sizeof(*pg));
-	if (!pg)
-		return 1;
-	pg->c = e->hot;
-	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
-		return 1;
+/* Another worker's ping p50 (us) over 0.3 s idle; *@ok false when its
+ * thread could not start. */
+static double idle_pings(struct pinger *pg, bool *ok)
+{
+	pthread_t th;
+
+	*ok = pthread_create(&th, NULL, ping_loop, pg) == 0;
+	if (!*ok)
+		return 0;
 	usleep(300000);
 	atomic_store(&pg->stop, true);
 	pthread_join(th, NULL);
-	idle_us = p50_us(pg);
-	/* read: the oldest chunks, gone from the pool, 16 at a time, while
-	 * the other worker pings. */
+	return p50_us(pg);
+}
+
+/* Read the oldest half back through the disk, 16 at a time, while
+ * another worker pings; report its ping p50 idle and during. Return the
+ * read-through GB/s, or a negative value on failure. */
+static double phase_read(struct env *e)
+{
+	struct pinger *pg = calloc(1, sizeof(*pg));
+	double idle_us, busy_us, t;
+	uint64_t n1 = 0;
+	pthread_t th;
+	long got = 0;
+	bool ok;
+
+	if (!pg)
+		return -1;
+	pg->c = e->hot;
+	idle_us = idle_pings(pg, &ok);
 	pg->n = 0;
 	atomic_store(&pg->stop, false);
-	if (pthread_create(&th, NULL, ping_loop, pg) != 0)
-		return 1;
+	if (!ok || pthread_create(&th, NULL, ping_loop, pg) != 0) {
+		free(pg);
+		return -1;
+	}
 	t = now_s();
 	for (uint64_t i = 0; i + BATCH <= e->nchunks / 2; i += BATCH) {
 		got = read_through(e, i, BATCH);
@@ -428,7 +443,7 @@ static int run(struct env *e)
 	busy_us = p50_us(pg);
 	free(pg);
 	if (got < 0)
-		return 1;
+		return -1;
 	if (e->o.json) {
 		struct bench_json j;
 
@@ -441,12 +456,18 @@ static int run(struct env *e)
 		       "us during the read-through (x%.2f)\n",
 		       idle_us, busy_us, idle_us > 0 ? busy_us / idle_us : 0);
 	}
-	r_gbs = (double)n1 * CHUNK / t / 1e9;
-	fio_r = fio_run(e, "read", "read");
-	/* One chunk at a time, from the newer half the reads above pushed
-	 * out of the pool: the latency of one 2 MiB read-through. */
-	lat = calloc(e->nchunks, sizeof(*lat));
-	n1 = 0;
+	return (double)n1 * CHUNK / t / 1e9;
+}
+
+/* One chunk at a time, from the newer half the reads above pushed out of
+ * the pool: the latency of one 2 MiB read-through, reported with the
+ * read rate @r_gbs beside fio's sequential reads. */
+static int phase_latency(struct env *e, double r_gbs)
+{
+	double fio_r = fio_run(e, "read", "read");
+	uint64_t *lat = calloc(e->nchunks, sizeof(*lat)), n1 = 0, t0;
+	long got;
+
 	for (uint64_t i = e->nchunks / 2;
 	     lat && i < e->nchunks / 2 + 64 && i < e->nchunks; i++) {
 		t0 = kvr_clock_now_ns();
@@ -463,8 +484,16 @@ static int run(struct env *e)
 	       n1 ? (double)bench_percentile(lat, n1, 50) / 1e3 : 0,
 	       n1 ? (double)bench_percentile(lat, n1, 99) / 1e3 : 0);
 	free(lat);
+	return 0;
+}
 
-	/* restart on the same disk. */
+/* Restart on the same disk: time to serving, and the index rebuild's
+ * rate per GiB of disk. */
+static int phase_restart(struct env *e)
+{
+	const struct kvr_ctl_hdr_shm *h;
+	double t, ready_s, rebuild_s, gib = (double)e->disk_bytes / (1u << 30);
+
 	stop(e);
 	t = now_s();
 	if (start(e) < 0)
@@ -480,23 +509,30 @@ static int run(struct env *e)
 
 		bench_json_begin(&j, "disk", "restart");
 		bench_json_f64(&j, "serving_ms", ready_s * 1e3);
-		bench_json_f64(&j, "rebuild_ms_per_gib",
-			       rebuild_s * 1e3 /
-				   ((double)e->disk_bytes / (1u << 30)));
+		bench_json_f64(&j, "rebuild_ms_per_gib", rebuild_s * 1e3 / gib);
 		bench_json_u64(&j, "objects", LD(h->disk.objects));
 		bench_json_print(&j, stdout);
 	} else {
 		printf("restart  serving %.0f ms after the start (pool set-up "
 		       "included), index rebuilt in %.1f ms per GiB of disk "
 		       "(%.1f GiB/s), %" PRIu64 " chunks\n",
-		       ready_s * 1e3,
-		       rebuild_s * 1e3 / ((double)e->disk_bytes / (1u << 30)),
-		       rebuild_s > 0
-			   ? (double)e->disk_bytes / (1u << 30) / rebuild_s
-			   : 0,
+		       ready_s * 1e3, rebuild_s * 1e3 / gib,
+		       rebuild_s > 0 ? gib / rebuild_s : 0,
 		       (uint64_t)LD(h->disk.objects));
 	}
 	return 0;
+}
+
+static int run(struct env *e)
+{
+	double r_gbs;
+
+	if (start(e) < 0 || phase_write(e) != 0)
+		return 1;
+	r_gbs = phase_read(e);
+	if (r_gbs < 0 || phase_latency(e, r_gbs) != 0)
+		return 1;
+	return phase_restart(e);
 }
 
 int bench_disk_main(int argc, char **argv);
@@ -509,11 +545,13 @@ int bench_disk_main(int argc, char **argv)
 	struct statfs sf;
 	int rc;
 
-	if (bench_run_opts_parse(argc, argv, "disk",
-				 "  the data directory: $KVR_BENCH_DISK_DIR, "
-				 "else ./kvr-bench-disk-<pid>\n",
-				 &e.o) != 0)
-		return 2;
+	/* 1: --help was printed (exit 0), 2: a usage error. */
+	rc = bench_run_opts_parse(argc, argv, "disk",
+				  "  the data directory: $KVR_BENCH_DISK_DIR, "
+				  "else ./kvr-bench-disk-<pid>\n",
+				  &e.o);
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	bench_clock_init();
 	if (d && *d)
 		snprintf(e.dir, sizeof(e.dir), "%.500s", d);
