@@ -15,6 +15,7 @@
 #include <kvring/version.h>
 
 #include "bench_common.h"
+#include "bench_place.h"
 #include "bench_server.h"
 
 /*
@@ -129,7 +130,12 @@ int main(int argc, char **argv)
 				return BENCH_EXIT_ERR;
 			}
 			optind = 1; /* the scenario parses from its argv[1] */
-			return scenarios[i].run(sargc, sargv);
+			int rc = scenarios[i].run(sargc, sargv);
+
+			/* Busy-poll figures per placement, if any were taken.
+			 */
+			bench_place_summary();
+			return rc;
 		}
 	}
 	fprintf(stderr, "kvring-bench: unknown scenario '%s'\n", argv[optind]);
