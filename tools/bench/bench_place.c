@@ -44,8 +44,7 @@ struct bench_place bench_place_of(double floor_ns)
 
 const char *bench_place_name(enum bench_placement w)
 {
-	static const char *const names[] = {"near", "far", "mixed",
-					    "unknown"};
+	static const char *const names[] = {"near", "far", "mixed", "unknown"};
 
 	return (unsigned)w < 4 ? names[w] : "unknown";
 }
@@ -59,8 +58,8 @@ struct bench_place bench_place_probe(struct bench_peer *peer, int cpu_server)
 
 	if (!v)
 		return bench_place_of(0);
-	if (!peer && bench_peer_start(BENCH_PEER_CACHELINE, cpu_server, 0,
-				      &own) == 0)
+	if (!peer &&
+	    bench_peer_start(BENCH_PEER_CACHELINE, cpu_server, 0, &own) == 0)
 		peer = own;
 	/* The warm-up wakes the child and settles the line; then the probe. */
 	if (peer && bench_peer_rtt(peer, warm, 0, v) == 0 &&
@@ -163,8 +162,7 @@ static void summary_json(void)
 	kvr_em_fixed(&e, "near_max_ns", BENCH_PLACE_NEAR_MAX_NS, 0);
 	kvr_em_u64(&e, "probes_near", rec.probes[0]);
 	kvr_em_u64(&e, "probes_far", rec.probes[1]);
-	kvr_em_bool(&e, "single_placement",
-		    !(rec.probes[0] && rec.probes[1]));
+	kvr_em_bool(&e, "single_placement", !(rec.probes[0] && rec.probes[1]));
 	kvr_em_str(&e, "seen", place_verdict());
 	for (unsigned i = 0; i < rec.nfig; i++) {
 		struct place_fig *f = &rec.fig[i];
@@ -188,15 +186,14 @@ static void summary_text(void)
 	       "above; probes: %u near, %u far\n",
 	       BENCH_PLACE_NEAR_MAX_NS, rec.probes[0], rec.probes[1]);
 	printf("# placement: this run saw %s\n", place_verdict());
-	printf("%-44s %16s %16s\n", "figure (median per placement)",
-	       "near (n)", "far (n)");
+	printf("%-44s %16s %16s\n", "figure (median per placement)", "near (n)",
+	       "far (n)");
 	for (unsigned i = 0; i < rec.nfig; i++) {
 		struct place_fig *f = &rec.fig[i];
 
 		for (unsigned w = 0; w < 2; w++) {
 			if (f->n[w])
-				snprintf(cell[w], sizeof(cell[w]),
-					 "%.4g (%zu)",
+				snprintf(cell[w], sizeof(cell[w]), "%.4g (%zu)",
 					 bench_median_f64(f->v[w], f->n[w]),
 					 f->n[w]);
 			else

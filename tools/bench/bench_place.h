@@ -34,7 +34,7 @@
 enum bench_placement {
 	BENCH_PLACE_NEAR,
 	BENCH_PLACE_FAR,
-	BENCH_PLACE_MIXED, /* a figure pooled over probes of both */
+	BENCH_PLACE_MIXED,   /* a figure pooled over probes of both */
 	BENCH_PLACE_UNKNOWN, /* the probe failed */
 };
 

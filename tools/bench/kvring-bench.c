@@ -37,6 +37,7 @@ int kvr_bench_store(int argc, char **argv) BENCH_WEAK;
 int bench_kv_main(int argc, char **argv) BENCH_WEAK;
 int bench_l2_main(int argc, char **argv) BENCH_WEAK;
 int bench_e2e_main(int argc, char **argv) BENCH_WEAK;
+int bench_capacity_main(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
     {"ring", "SPSC ring round trip and one-way throughput vs cache-line floors",
@@ -52,6 +53,8 @@ static const struct bench_scenario scenarios[] = {
     {"scale", "kvringd control path as workers are added", bench_scale_main},
     {"engine", "kvringd storage engine in-process: store, lookup, retrieve",
      kvr_bench_store},
+    {"capacity", "storage engine costs at 1e4..1e7 objects, in-process",
+     bench_capacity_main},
     {"attach", "pool attach and server start, 4 KiB vs huge pages",
      bench_attach_main},
     {"kv", "paged-KV gather/scatter vs memcpy and torch indexing",
