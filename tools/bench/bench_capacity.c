@@ -145,12 +145,11 @@ static int cap_store(struct kvr_store *s, uint64_t i, uint64_t chunk,
 			rc = -EPROTO;
 	}
 	if (rc < 0)
-		fprintf(stderr,
-			"kvring-bench capacity: store of key %" PRIu64
-			"%s: %s\n",
-			i, evicting ? " into the full engine" : "",
-			rc == -EPROTO ? "not exactly one eviction"
-				      : strerror(-rc));
+		fprintf(
+		    stderr,
+		    "kvring-bench capacity: store of key %" PRIu64 "%s: %s\n",
+		    i, evicting ? " into the full engine" : "",
+		    rc == -EPROTO ? "not exactly one eviction" : strerror(-rc));
 	return rc < 0 ? -1 : 0;
 }
 
@@ -228,8 +227,9 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	cfg.hash_seed = 0x6b7672696e67ull;
 	rc = kvr_store_create(&cfg, &s);
 	if (rc < 0 || !lat) {
-		fprintf(stderr, "kvring-bench capacity: %" PRIu64
-				" objects: setup: %s\n",
+		fprintf(stderr,
+			"kvring-bench capacity: %" PRIu64
+			" objects: setup: %s\n",
 			n, strerror(rc < 0 ? -rc : ENOMEM));
 		goto out;
 	}
@@ -277,8 +277,7 @@ static void cap_print_text(const struct cap_result *r,
 	printf("%9" PRIu64 " %6.1f %5.2f %6.1f %15s %15s %15s %15s %15s %15s "
 	       "%7.0f\n",
 	       r->objects, r->meta_per_obj, r->meta_per_obj / CAP_META_TARGET,
-	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5],
-	       r->stats_ns);
+	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5], r->stats_ns);
 }
 
 static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
