@@ -3,7 +3,7 @@
  * bench_place.h - the placement probe of kvring-bench. The machine's two
  * vCPUs move between a "near" and a "far" placement on the host every few
  * seconds, and every figure where both sides busy-poll (ring, rtt_hot,
- * scale's one_active and pipelined cells) follows it. So each such figure
+ * scale's one_active and pipelined cells, hist) follows it. So each such figure
  * is taken right after a short cache-line ping-pong (the probe: its p50
  * names the placement), printed with it (JSON keys placement_floor_ns and
  * placement), and recorded here; at the end of a run bench_place_summary()
