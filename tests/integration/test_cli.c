@@ -3,8 +3,9 @@
  * test_cli.c - the command-line conventions every kvring tool shares
  * (STYLE.md section 12): a missing SCENARIO is a usage
  * error (exit 2), sizes follow kvringd's grammar everywhere (lib/parse.c)
- * and bad ones are named, and kvring-inspect looks at the server of
- * $KVRING_SOCKET when told nothing else. Each case runs the real binary.
+ * and bad ones are named, kvring-bench's output keeps its contracts
+ * (placement keys, the capacity lines), and kvring-inspect looks at the server
+ * of $KVRING_SOCKET when told nothing else. Each case runs the real binary.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -117,6 +118,102 @@ Test(cli, bench_refuses_a_base_prefix_when_a_cpu_is_given)
 		      o.text);
 	run(dec, NULL, &o);
 	cr_expect_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+}
+
+/* Counts the lines of @text holding @a and also @b (NULL: any). */
+static int lines_with(const char *text, const char *a, const char *b)
+{
+	int n = 0;
+
+	for (const char *l = text; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+		char line[4096];
+
+		if (len < sizeof(line)) {
+			memcpy(line, l, len);
+			line[len] = '\0';
+			if (strstr(line, a) && (!b || strstr(line, b)))
+				n++;
+		}
+		l = end ? end + 1 : NULL;
+	}
+	return n;
+}
+
+/* Every busy-poll line of ring names the placement its round's probe saw,
+ * and the run ends with one summary line that counts those probes. */
+Test(cli, bench_ring_names_the_placement_of_each_round)
+{
+	const char *argv[] = {BENCH,	 "ring",	   "--sizes",  "64",
+			      "--iters", "2000",	   "--rounds", "2",
+			      "--json",	 "--tput-records", "20000",    NULL};
+	unsigned near = 99, far = 99;
+	const char *sum;
+	struct out o;
+	int rtt;
+
+	run(argv, NULL, &o);
+	cr_assert_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+	rtt = lines_with(o.text, "\"mode\":\"rtt\"", NULL);
+	cr_expect_eq(rtt, 9, "rtt lines: %d: %s", rtt, o.text);
+	cr_expect_eq(
+	    lines_with(o.text, "\"mode\":\"rtt\"", "\"placement_floor_ns\":"),
+	    rtt, "%s", o.text);
+	cr_expect_eq(
+	    lines_with(o.text, "\"round\":1,", "\"placement\":\"n") +
+		lines_with(o.text, "\"round\":1,", "\"placement\":\"far\""),
+	    4, "round 1 lines not near/far: %s", o.text);
+	sum = strstr(o.text, "\"scenario\":\"placement\"");
+	cr_assert_neq(sum, NULL, "no summary: %s", o.text);
+	cr_assert_neq(strstr(sum, "\"probes_near\":"), NULL, "%s", sum);
+	sscanf(strstr(sum, "\"probes_near\":"), "\"probes_near\":%u", &near);
+	cr_assert_neq(strstr(sum, "\"probes_far\":"), NULL, "%s", sum);
+	sscanf(strstr(sum, "\"probes_far\":"), "\"probes_far\":%u", &far);
+	cr_expect_eq(near + far, 2, "probes %u near + %u far: %s", near, far,
+		     sum);
+	cr_expect_neq(strstr(sum, "\"ring.kvring_64.ratio_to_floor."), NULL,
+		      "%s", sum);
+	cr_expect_neq(strstr(sum, near && far ? "\"single_placement\":false"
+					      : "\"single_placement\":true"),
+		      NULL, "%s", sum);
+}
+
+/* capacity prints one line per size, each beside the first size. */
+Test(cli, bench_capacity_reports_each_size_beside_the_first)
+{
+	const char *argv[] = {BENCH,	   "capacity", "--sizes", "1e3,4000",
+			      "--samples", "200",      "--json",  NULL};
+	double meta = 0;
+	const char *p;
+	struct out o;
+
+	run(argv, NULL, &o);
+	cr_assert_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+	cr_expect_eq(lines_with(o.text, "\"scenario\":\"capacity\"",
+				"\"baseline_objects\":1000,"),
+		     2, "%s", o.text);
+	cr_expect_eq(
+	    lines_with(o.text, "\"objects\":4000,", "\"ratio_lookup_p99\":"), 1,
+	    "%s", o.text);
+	cr_expect_eq(
+	    lines_with(o.text, "\"objects\":1000,", "\"ratio_evict_p50\":1,"),
+	    1, "%s", o.text);
+	p = strstr(o.text, "\"meta_bytes_per_object\":");
+	cr_assert_neq(p, NULL, "%s", o.text);
+	sscanf(p, "\"meta_bytes_per_object\":%lf", &meta);
+	/* A 1000-object engine holds at least its object records. */
+	cr_expect(meta >= 32 && meta < 100000, "meta %f: %s", meta, o.text);
+}
+
+Test(cli, bench_capacity_names_a_bad_size)
+{
+	const char *argv[] = {BENCH, "capacity", "--sizes", "1e3,1e9", NULL};
+	struct out o;
+
+	run(argv, NULL, &o);
+	cr_expect_eq(o.status, 2, "exit %d: %s", o.status, o.text);
+	cr_expect_neq(strstr(o.text, "--sizes '1e3,1e9'"), NULL, "%s", o.text);
 }
 #endif /* KVR_HAVE_BENCH */
 

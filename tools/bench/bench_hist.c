@@ -32,6 +32,7 @@
 #include <kvring/kvring.h>
 
 #include "bench_common.h"
+#include "bench_place.h"
 #include "bench_server.h"
 
 #define HIST_SPIN_US   20000u	    /* kvringd --spin-us: hot */
@@ -47,6 +48,7 @@ struct side {
 	struct kvr_client *cli;
 	uint64_t *all;			     /* rounds * iters RTT samples */
 	double *p50, *ping_ops, *lookup_ops; /* per round */
+	struct bench_place place[64];	     /* per round: probe before it */
 };
 
 static void nap_ms(unsigned ms)
@@ -55,6 +57,18 @@ static void nap_ms(unsigned ms)
 
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
+}
+
+/*
+ * The placement probe before a side's cells: after @nap (the other side's
+ * server was just started and may still spin) a short cache-line
+ * ping-pong on the server CPU.
+ */
+static struct bench_place hist_probe(const struct bench_run_opts *o, bool nap)
+{
+	if (nap)
+		nap_ms(HIST_SPIN_US / 1000 + 10);
+	return bench_place_probe(NULL, o->cpu_server);
 }
 
 static int ping_rounds(struct side *s, uint64_t n, uint64_t *out)
@@ -101,6 +115,22 @@ static double pct(double on, double off)
 	return off > 0 ? (on / off - 1.0) * 100.0 : 0.0;
 }
 
+/* Side @k's figures of round @r, for the per-placement summary. */
+static void hist_record(const struct bench_run_opts *o, const struct side *s,
+			int k, unsigned r)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "hist.%s.rtt_p50_ns", side_name[k]);
+	bench_place_record(name, s->p50[r], &s->place[r], o->json);
+	snprintf(name, sizeof(name), "hist.%s.pipelined_ping_ops_s",
+		 side_name[k]);
+	bench_place_record(name, s->ping_ops[r], &s->place[r], o->json);
+	snprintf(name, sizeof(name), "hist.%s.pipelined_lookup_ops_s",
+		 side_name[k]);
+	bench_place_record(name, s->lookup_ops[r], &s->place[r], o->json);
+}
+
 /* Round @r's figures of both sides: one JSON line or table row each. */
 static void print_round(const struct bench_run_opts *o, const struct side *sd,
 			unsigned r)
@@ -116,12 +146,16 @@ static void print_round(const struct bench_run_opts *o, const struct side *sd,
 				       sd[k].ping_ops[r]);
 			bench_json_f64(&jj, "pipelined_lookup_ops_s",
 				       sd[k].lookup_ops[r]);
+			bench_place_json(&jj, &sd[k].place[r]);
 			bench_json_print(&jj, stdout);
 		} else {
-			printf("%-5u %-4s %10.0f %14.0f %16.0f\n", r + 1,
-			       side_name[k], sd[k].p50[r], sd[k].ping_ops[r],
-			       sd[k].lookup_ops[r]);
+			printf("%-5u %-4s %10.0f %14.0f %16.0f %-4s %5.0f\n",
+			       r + 1, side_name[k], sd[k].p50[r],
+			       sd[k].ping_ops[r], sd[k].lookup_ops[r],
+			       bench_place_name(sd[k].place[r].where),
+			       sd[k].place[r].floor_ns);
 		}
+		hist_record(o, &sd[k], k, r);
 	}
 }
 
@@ -219,10 +253,10 @@ int bench_hist_main(int argc, char **argv)
 	if (!o.json)
 		printf("hist: histograms on vs off, %u rounds of %" PRIu64
 		       " pings, pipelined %u deep for %.1f s per cell\n"
-		       "%-5s %-4s %10s %14s %16s\n",
+		       "%-5s %-4s %10s %14s %16s %-4s %5s\n",
 		       rounds, iters, PIPE_DEPTH, (double)PIPE_NS / 1e9,
 		       "round", "side", "rtt_p50_ns", "ping_ops_s",
-		       "lookup_ops_s");
+		       "lookup_ops_s", "place", "floor");
 	for (unsigned r = 0; r < rounds; r++) {
 		/* Fresh servers and clients every round, started in
 		 * alternating order: two kvringd processes differ by their
@@ -242,6 +276,7 @@ int bench_hist_main(int argc, char **argv)
 			uint64_t *v = s->all + (uint64_t)r * iters;
 			static uint64_t *tmp;
 
+			s->place[r] = hist_probe(&o, j == 0);
 			rc = ping_rounds(s, iters, v);
 			if (rc == 0)
 				rc = pipelined(s, KVR_OP_PING, &s->ping_ops[r]);

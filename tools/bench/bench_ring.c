@@ -33,6 +33,7 @@
 #include <kvring/ring.h>
 
 #include "bench_common.h"
+#include "bench_place.h"
 #include "bench_ring.h"
 
 #define SCENARIO "ring"
@@ -82,8 +83,8 @@ struct ratios {
 
 /* One latency line; @round 0 is "all rounds". */
 static void print_lat(const struct bench_ring_opts *o, unsigned round,
-		      const char *subject, uint32_t bytes, struct lat l,
-		      struct ratios ra)
+		      const struct bench_place *pl, const char *subject,
+		      uint32_t bytes, struct lat l, struct ratios ra)
 {
 	if (o->json) {
 		struct bench_json j;
@@ -104,6 +105,7 @@ static void print_lat(const struct bench_ring_opts *o, unsigned round,
 			bench_json_f64(&j, "ratio_to_floor_2line", ra.floor2);
 		if (ra.median >= 0)
 			bench_json_f64(&j, "ratio_median_of_rounds", ra.median);
+		bench_place_json(&j, pl);
 		bench_json_print(&j, stdout);
 		return;
 	}
@@ -118,7 +120,8 @@ static void print_lat(const struct bench_ring_opts *o, unsigned round,
 }
 
 static void print_tput(const struct bench_ring_opts *o, unsigned round,
-		       uint32_t bytes, uint64_t n, uint64_t ns)
+		       const struct bench_place *pl, uint32_t bytes, uint64_t n,
+		       uint64_t ns)
 {
 	double ops = (double)n * 1e9 / (double)ns;
 	double gbps = ops * bytes / 1e9;
@@ -134,6 +137,7 @@ static void print_tput(const struct bench_ring_opts *o, unsigned round,
 		bench_json_u64(&j, "batch", o->batch);
 		bench_json_f64(&j, "ops_per_s", ops);
 		bench_json_f64(&j, "gbps", gbps);
+		bench_place_json(&j, pl);
 		bench_json_print(&j, stdout);
 		return;
 	}
@@ -159,7 +163,49 @@ struct results {
 	uint64_t tput_ns[NR_SIZES]; /* summed over rounds */
 	uint64_t tput_n[NR_SIZES];
 	double *ratio[NR_SIZES]; /* per round */
+	struct bench_place *pl;	 /* per round: the probe before it */
 };
+
+/*
+ * The placement probe of a round: a short cache-line ping-pong with the
+ * child (the floor phase, BENCH_PLACE_PROBE_N bounces) before the round's
+ * figures; its p50 names the placement. @tmp holds the samples.
+ */
+static int ring_probe(struct bench_ring_side *s,
+		      const struct bench_ring_opts *o, unsigned round,
+		      struct bench_place *out, uint64_t *tmp)
+{
+	uint64_t n = BENCH_PLACE_PROBE_N;
+
+	if (bench_ring_floor(s, n / 4, n, tmp) < 0)
+		return -1;
+	*out = bench_place_of(lat_of(tmp, n).p50);
+	if (!o->json)
+		printf("# round %u: placement %s (cache-line probe p50 %.0f "
+		       "ns)\n",
+		       round, bench_place_name(out->where), out->floor_ns);
+	return 0;
+}
+
+/* Round @round's busy-poll figures, for the per-placement summary. */
+static void ring_record(const struct bench_ring_opts *o,
+			const struct results *r, unsigned round,
+			double floor_p50, const double *p50)
+{
+	const struct bench_place *pl = &r->pl[round - 1];
+	char name[64];
+
+	bench_place_record("ring.floor_cacheline.p50_ns", floor_p50, pl,
+			   o->json);
+	for (unsigned i = 0; i < o->nr_sizes; i++) {
+		snprintf(name, sizeof(name), "ring.kvring_%u.p50_ns",
+			 o->sizes[i]);
+		bench_place_record(name, p50[i], pl, o->json);
+		snprintf(name, sizeof(name), "ring.kvring_%u.ratio_to_floor",
+			 o->sizes[i]);
+		bench_place_record(name, r->ratio[i][round - 1], pl, o->json);
+	}
+}
 
 static int parent_main(struct bench_ring_side *s,
 		       const struct bench_ring_opts *o)
@@ -167,9 +213,13 @@ static int parent_main(struct bench_ring_side *s,
 	uint64_t warm = o->iters / 10 + 100, *tmp;
 	size_t per = o->iters, all = per * o->rounds;
 	struct results r = {0};
+	struct bench_place *pl, all_pl;
+	double p50[NR_SIZES];
+	char name[64];
 	int rc = -1, i;
 
-	tmp = calloc(all, sizeof(*tmp));
+	tmp = calloc(all > BENCH_PLACE_PROBE_N ? all : BENCH_PLACE_PROBE_N,
+		     sizeof(*tmp));
 	r.floor = calloc(all, sizeof(*r.floor));
 	r.floor2 = calloc(all, sizeof(*r.floor2));
 	for (i = 0; i < (int)o->nr_sizes; i++) {
@@ -178,7 +228,8 @@ static int parent_main(struct bench_ring_side *s,
 		if (!r.rtt[i] || !r.ratio[i])
 			goto out;
 	}
-	if (!tmp || !r.floor || !r.floor2)
+	r.pl = pl = calloc(o->rounds, sizeof(*pl));
+	if (!tmp || !r.floor || !r.floor2 || !pl)
 		goto out;
 	print_header(o);
 
@@ -187,17 +238,19 @@ static int parent_main(struct bench_ring_side *s,
 		uint64_t *fl2 = r.floor2 + (round - 1) * per;
 		struct lat lf, lf2, lr;
 
-		/* The floors first, then the ring, back to back. */
-		if (bench_ring_floor(s, warm, per, fl) < 0)
+		/* The probe, the floors, then the ring, back to back. */
+		if (ring_probe(s, o, round, &pl[round - 1], tmp) < 0 ||
+		    bench_ring_floor(s, warm, per, fl) < 0)
 			goto out;
 		memcpy(tmp, fl, per * sizeof(*tmp));
 		lf = lat_of(tmp, per);
-		print_lat(o, round, "floor_cacheline", 8, lf, NO_RATIOS);
+		print_lat(o, round, &pl[round - 1], "floor_cacheline", 8, lf,
+			  NO_RATIOS);
 		if (bench_ring_floor2(s, warm, per, fl2) < 0)
 			goto out;
 		memcpy(tmp, fl2, per * sizeof(*tmp));
 		lf2 = lat_of(tmp, per);
-		print_lat(o, round, "floor_2line", 64, lf2,
+		print_lat(o, round, &pl[round - 1], "floor_2line", 64, lf2,
 			  (struct ratios){lf2.p50 / lf.p50, -1, -1});
 		for (i = 0; i < (int)o->nr_sizes; i++) {
 			uint64_t *rt = r.rtt[i] + (round - 1) * per;
@@ -207,7 +260,9 @@ static int parent_main(struct bench_ring_side *s,
 			memcpy(tmp, rt, per * sizeof(*tmp));
 			lr = lat_of(tmp, per);
 			r.ratio[i][round - 1] = lr.p50 / lf.p50;
-			print_lat(o, round, "kvring", o->sizes[i], lr,
+			p50[i] = lr.p50;
+			print_lat(o, round, &pl[round - 1], "kvring",
+				  o->sizes[i], lr,
 				  (struct ratios){r.ratio[i][round - 1],
 						  lr.p50 / lf2.p50, -1});
 		}
@@ -220,32 +275,41 @@ static int parent_main(struct bench_ring_side *s,
 				goto out;
 			r.tput_ns[i] += ns;
 			r.tput_n[i] += n;
-			print_tput(o, round, o->sizes[i], n, ns);
+			print_tput(o, round, &pl[round - 1], o->sizes[i], n,
+				   ns);
+			snprintf(name, sizeof(name),
+				 "ring.kvring_%u.oneway_ops_s", o->sizes[i]);
+			bench_place_record(name, (double)n * 1e9 / (double)ns,
+					   &pl[round - 1], o->json);
 		}
+		ring_record(o, &r, round, lf.p50, p50);
 	}
+	all_pl = bench_place_pool(pl, o->rounds);
 
 	/* Overall: pooled samples of every round. */
 	struct lat lf = lat_of(r.floor, all);
 	struct lat lf2 = lat_of(r.floor2, all);
 
-	print_lat(o, 0, "floor_cacheline", 8, lf, NO_RATIOS);
-	print_lat(o, 0, "floor_2line", 64, lf2,
+	print_lat(o, 0, &all_pl, "floor_cacheline", 8, lf, NO_RATIOS);
+	print_lat(o, 0, &all_pl, "floor_2line", 64, lf2,
 		  (struct ratios){lf2.p50 / lf.p50, -1, -1});
 	for (i = 0; i < (int)o->nr_sizes; i++) {
 		struct lat lr = lat_of(r.rtt[i], all);
 
 		print_lat(
-		    o, 0, "kvring", o->sizes[i], lr,
+		    o, 0, &all_pl, "kvring", o->sizes[i], lr,
 		    (struct ratios){lr.p50 / lf.p50, lr.p50 / lf2.p50,
 				    bench_median_f64(r.ratio[i], o->rounds)});
 	}
 	for (i = 0; i < (int)o->nr_sizes; i++)
-		print_tput(o, 0, o->sizes[i], r.tput_n[i], r.tput_ns[i]);
+		print_tput(o, 0, &all_pl, o->sizes[i], r.tput_n[i],
+			   r.tput_ns[i]);
 	rc = 0;
 out:
 	if (rc < 0 && !r.floor)
 		fprintf(stderr, "kvring-bench: ring: out of memory\n");
 	free(tmp);
+	free(r.pl);
 	free(r.floor);
 	free(r.floor2);
 	for (i = 0; i < (int)o->nr_sizes; i++) {

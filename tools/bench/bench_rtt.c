@@ -37,6 +37,7 @@
 
 #include "bench_common.h"
 #include "bench_peers.h"
+#include "bench_place.h"
 #include "bench_plot.h"
 #include "bench_server.h"
 
@@ -65,8 +66,9 @@ struct rtt_ctx {
 	uint64_t last_server_ns;
 	struct subject subj[6];
 	unsigned nsubj;
-	int floor; /* index of the floor subject */
-	int kv;	   /* index of kvring */
+	struct bench_place *place; /* rtt_hot: the probe of each round */
+	int floor;		   /* index of the floor subject */
+	int kv;			   /* index of kvring */
 };
 
 static int run_subject(struct rtt_ctx *x, struct subject *s, uint64_t n,
@@ -125,6 +127,13 @@ static void print_line(struct rtt_ctx *x, unsigned round, struct subject *s,
 		bench_json_f64(&j, "p999_ns", l.p999);
 		bench_json_f64(&j, "mean_ns", l.mean);
 		bench_json_f64(&j, "ops_per_s", l.mean > 0 ? 1e9 / l.mean : 0);
+		if (x->place) {
+			struct bench_place pl =
+			    all ? bench_place_pool(x->place, x->rounds)
+				: x->place[round - 1];
+
+			bench_place_json(&j, &pl);
+		}
 		if (s != fl)
 			bench_json_f64(&j, "ratio_to_floor", l.p50 / floor_p50);
 		if (s == kv) {
@@ -221,6 +230,24 @@ static void print_summary(struct rtt_ctx *x)
 	}
 }
 
+/* rtt_hot: round @r's placement, and its busy-poll figures recorded for
+ * the per-placement summary. */
+static void rtt_place_round(struct rtt_ctx *x, unsigned r)
+{
+	const struct bench_place *pl = &x->place[r - 1];
+	double fl = x->subj[x->floor].p50_round[r - 1];
+	double kv = x->subj[x->kv].p50_round[r - 1];
+
+	if (!x->o.json)
+		printf("# round %u: placement %s (cache-line probe p50 %.0f "
+		       "ns)\n",
+		       r, bench_place_name(pl->where), pl->floor_ns);
+	bench_place_record("rtt_hot.floor_cacheline.p50_ns", fl, pl, x->o.json);
+	bench_place_record("rtt_hot.kvring.p50_ns", kv, pl, x->o.json);
+	bench_place_record("rtt_hot.kvring.ratio_to_floor", kv / fl, pl,
+			   x->o.json);
+}
+
 static int rtt_plot(struct rtt_ctx *x)
 {
 	struct bench_plot_cdf c[6];
@@ -256,6 +283,25 @@ static int add_peer(struct rtt_ctx *x, enum bench_peer_kind k)
 	s->name = bench_peer_subject(k);
 	x->nsubj++;
 	return 0;
+}
+
+/* The per-subject sample arrays, and rtt_hot's probes; 0 or -ENOMEM. */
+static int rtt_alloc(struct rtt_ctx *x)
+{
+	bool oom = false;
+
+	if (!x->cold) {
+		x->place = calloc(x->rounds, sizeof(*x->place));
+		oom |= !x->place;
+	}
+	for (unsigned i = 0; i < x->nsubj; i++) {
+		x->subj[i].all =
+		    calloc((size_t)x->rounds * x->iters, sizeof(uint64_t));
+		x->subj[i].p50_round = calloc(x->rounds, sizeof(double));
+		if (!x->subj[i].all || !x->subj[i].p50_round)
+			oom = true;
+	}
+	return oom ? -ENOMEM : 0;
 }
 
 static int rtt_main(int argc, char **argv, bool cold)
@@ -306,16 +352,7 @@ static int rtt_main(int argc, char **argv, bool cold)
 		goto out;
 
 	tmp = calloc(x.iters + warm, sizeof(*tmp));
-	bool oom = !tmp;
-
-	for (unsigned i = 0; i < x.nsubj; i++) {
-		x.subj[i].all =
-		    calloc((size_t)x.rounds * x.iters, sizeof(uint64_t));
-		x.subj[i].p50_round = calloc(x.rounds, sizeof(double));
-		if (!x.subj[i].all || !x.subj[i].p50_round)
-			oom = true;
-	}
-	if (oom) {
+	if (!tmp || rtt_alloc(&x) < 0) {
 		fprintf(stderr, "kvring-bench: %s: out of memory\n",
 			x.scenario);
 		goto out;
@@ -323,6 +360,10 @@ static int rtt_main(int argc, char **argv, bool cold)
 	print_header(&x);
 
 	for (unsigned r = 1; r <= x.rounds; r++) {
+		/* rtt_hot: the placement first (the floor's own peer). */
+		if (x.place)
+			x.place[r - 1] =
+			    bench_place_probe(x.subj[x.floor].peer, -1);
 		for (unsigned i = 0; i < x.nsubj; i++) {
 			struct subject *s = &x.subj[i];
 			uint64_t *dst = s->all + (size_t)(r - 1) * x.iters;
@@ -351,6 +392,8 @@ static int rtt_main(int argc, char **argv, bool cold)
 			l = lat_sorted(tmp, x.iters);
 			print_line(&x, r, s, l, x.iters);
 		}
+		if (x.place)
+			rtt_place_round(&x, r);
 		fflush(stdout);
 	}
 	for (unsigned i = 0; i < x.nsubj; i++)
@@ -373,6 +416,7 @@ out:
 		free(x.subj[i].p50_round);
 	}
 	free(tmp);
+	free(x.place);
 	return ret;
 }
 

@@ -44,6 +44,7 @@
 #include <kvring/kvring.h>
 
 #include "bench_common.h"
+#include "bench_place.h"
 #include "bench_server.h"
 
 #define SCENARIO       "scale"
@@ -85,6 +86,9 @@ struct scale_ctx {
 	uint64_t iters;
 	uint64_t active_ns;
 	uint64_t depth;
+	/* The placement of the busy-poll figure emit() prints (NULL: not a
+	 * busy-poll figure); set by its caller. */
+	const struct bench_place *pl;
 };
 
 struct lat {
@@ -128,6 +132,8 @@ static void emit(const struct scale_ctx *x, const char *mode,
 				       ratio_med);
 		if (ratio_each > 0)
 			bench_json_f64(&j, "ratio_to_each", ratio_each);
+		if (x->pl)
+			bench_place_json(&j, x->pl);
 		bench_json_print(&j, stdout);
 		return;
 	}
@@ -152,12 +158,48 @@ static void emit(const struct scale_ctx *x, const char *mode,
 /* ---- one_active -----------------------------------------------------------
  */
 
+/*
+ * The placement probe before a busy-poll cell: first the server's spin
+ * after the last request runs out (it would share the server CPU with
+ * the probe's echo child), then a short cache-line ping-pong.
+ */
+static struct bench_place scale_probe(struct scale_ctx *x, const char *what)
+{
+	struct bench_place p;
+
+	bench_sleep_ns((SERVER_SPIN_US + 10000ull) * 1000ull);
+	p = bench_place_probe(NULL, x->o.cpu_server);
+	if (!x->o.json)
+		printf("# scale: %s: placement %s (cache-line probe p50 %.0f "
+		       "ns)\n",
+		       what, bench_place_name(p.where), p.floor_ns);
+	return p;
+}
+
+/* Records one_active's round figures for the per-placement summary. */
+static void one_active_record(const struct scale_ctx *x, unsigned k, double p50,
+			      double ratio)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "scale.one_active_%u.p50_ns",
+		 connected_set[k]);
+	bench_place_record(name, p50, x->pl, x->o.json);
+	if (k) {
+		snprintf(name, sizeof(name),
+			 "scale.one_active_%u.ratio_to_1_worker",
+			 connected_set[k]);
+		bench_place_record(name, ratio, x->pl, x->o.json);
+	}
+}
+
 static int one_active(struct scale_ctx *x)
 {
 	const unsigned nc = sizeof(connected_set) / sizeof(connected_set[0]);
 	struct kvr_client *main_c = NULL, *idle[MAX_PROCS] = {0};
 	uint64_t *all[3] = {0}, *tmp = NULL, last = 0;
 	double *p50[3] = {0};
+	struct bench_place *place = NULL, all_pl;
 	uint64_t warm = x->iters / 10 + 10;
 	int rc = -ENOMEM;
 
@@ -168,12 +210,18 @@ static int one_active(struct scale_ctx *x)
 			goto out;
 	}
 	tmp = calloc(x->iters + warm, sizeof(uint64_t));
-	if (!tmp)
+	place = calloc(x->rounds, sizeof(*place));
+	if (!tmp || !place)
 		goto out;
 	rc = bench_client_connect(&x->srv, 0, CLIENT_SPIN_US, true, &main_c);
 	if (rc < 0)
 		goto out;
 	for (unsigned r = 1; r <= x->rounds; r++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "one_active round %u", r);
+		place[r - 1] = scale_probe(x, what);
+		x->pl = &place[r - 1];
 		for (unsigned k = 0; k < nc; k++) {
 			unsigned want = connected_set[k] - 1;
 			uint64_t *dst = all[k] + (size_t)(r - 1) * x->iters;
@@ -201,8 +249,12 @@ static int one_active(struct scale_ctx *x)
 			p50[k][r - 1] = l.p50;
 			emit(x, "one_active", connected_set[k], 1, r, &l, 0,
 			     k ? l.p50 / p50[0][r - 1] : 0, 0, 0);
+			one_active_record(x, k, l.p50,
+					  k ? l.p50 / p50[0][r - 1] : 0);
 		}
 	}
+	all_pl = bench_place_pool(place, x->rounds);
+	x->pl = &all_pl;
 	for (unsigned k = 0; k < nc; k++) {
 		size_t n = (size_t)x->rounds * x->iters;
 		struct lat l = lat_of(all[k], n), l1 = lat_of(all[0], n);
@@ -226,6 +278,8 @@ static int one_active(struct scale_ctx *x)
 	}
 	rc = 0;
 out:
+	x->pl = NULL;
+	free(place);
 	for (unsigned i = 0; i < MAX_PROCS; i++)
 		kvr_close(idle[i]);
 	kvr_close(main_c);
@@ -489,6 +543,21 @@ static int pipe_run(struct scale_ctx *x, const char *mode, uint32_t op,
  */
 #define PIPE_ROUNDS 5u
 
+/* One pipelined round's figures, for the per-placement summary. */
+static void pipe_record(const struct scale_ctx *x, const char *mode,
+			double held, double each, double ratio,
+			const struct bench_place *pl)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "scale.%s.ops_s", mode);
+	bench_place_record(name, held, pl, x->o.json);
+	snprintf(name, sizeof(name), "scale.%s_each.ops_s", mode);
+	bench_place_record(name, each, pl, x->o.json);
+	snprintf(name, sizeof(name), "scale.%s.ratio_to_each", mode);
+	bench_place_record(name, ratio, pl, x->o.json);
+}
+
 static int pipelined(struct scale_ctx *x)
 {
 	static const struct {
@@ -503,9 +572,11 @@ static int pipelined(struct scale_ctx *x)
 	for (unsigned k = 0; k < sizeof(cells) / sizeof(cells[0]); k++) {
 		double held[PIPE_ROUNDS], each[PIPE_ROUNDS], ratio[PIPE_ROUNDS],
 		    mh, me, mr;
+		struct bench_place place[PIPE_ROUNDS], pl;
 		int rc;
 
 		for (unsigned r = 0; r < PIPE_ROUNDS; r++) {
+			place[r] = scale_probe(x, cells[k].mode);
 			rc = pipe_run(x, cells[k].mode, cells[k].op, 1, 1, ns,
 				      &held[r]);
 			if (rc == 0)
@@ -514,12 +585,18 @@ static int pipelined(struct scale_ctx *x)
 			if (rc < 0)
 				return rc;
 			ratio[r] = each[r] > 0 ? held[r] / each[r] : 0;
+			pipe_record(x, cells[k].mode, held[r], each[r],
+				    ratio[r], &place[r]);
 		}
 		mh = bench_median_f64(held, PIPE_ROUNDS);
 		me = bench_median_f64(each, PIPE_ROUNDS);
 		mr = bench_median_f64(ratio, PIPE_ROUNDS);
+		/* The medians carry the pooled placement of their rounds. */
+		pl = bench_place_pool(place, PIPE_ROUNDS);
+		x->pl = &pl;
 		emit(x, cells[k].mode, 1, 1, 0, NULL, mh, 0, 0, mr);
 		emit(x, cells[k].each, 1, 1, 0, NULL, me, 0, 0, 0);
+		x->pl = NULL;
 		if (!x->o.json)
 			printf("# scale: %s with 1 client, depth %" PRIu64
 			       ": %.3g server ops/s with held submits "
@@ -531,12 +608,17 @@ static int pipelined(struct scale_ctx *x)
 	}
 	{
 		double ops;
+		struct bench_place pl = scale_probe(x, "pipelined_ping x2");
 		int rc = pipe_run(x, "pipelined_ping", KVR_OP_PING, 2, 1,
 				  x->active_ns, &ops);
 
 		if (rc < 0)
 			return rc;
+		x->pl = &pl;
 		emit(x, "pipelined_ping", 2, 2, 0, NULL, ops, 0, 0, 0);
+		x->pl = NULL;
+		bench_place_record("scale.pipelined_ping_2_clients.ops_s", ops,
+				   &pl, x->o.json);
 		if (!x->o.json)
 			printf("# scale: pipelined_ping with 2 clients, depth "
 			       "%" PRIu64 ", held submits: %.3g server "

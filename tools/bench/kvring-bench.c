@@ -15,6 +15,7 @@
 #include <kvring/version.h>
 
 #include "bench_common.h"
+#include "bench_place.h"
 #include "bench_server.h"
 
 /*
@@ -37,6 +38,7 @@ int bench_kv_main(int argc, char **argv) BENCH_WEAK;
 int bench_l2_main(int argc, char **argv) BENCH_WEAK;
 int bench_e2e_main(int argc, char **argv) BENCH_WEAK;
 int bench_disk_main(int argc, char **argv) BENCH_WEAK;
+int bench_capacity_main(int argc, char **argv) BENCH_WEAK;
 
 static const struct bench_scenario scenarios[] = {
     {"ring", "SPSC ring round trip and one-way throughput vs cache-line floors",
@@ -52,6 +54,8 @@ static const struct bench_scenario scenarios[] = {
     {"scale", "kvringd control path as workers are added", bench_scale_main},
     {"engine", "kvringd storage engine in-process: store, lookup, retrieve",
      kvr_bench_store},
+    {"capacity", "storage engine costs at 1e4..1e7 objects, in-process",
+     bench_capacity_main},
     {"attach", "pool attach and server start, 4 KiB vs huge pages",
      bench_attach_main},
     {"kv", "paged-KV gather/scatter vs memcpy and torch indexing",
@@ -132,7 +136,12 @@ int main(int argc, char **argv)
 				return BENCH_EXIT_ERR;
 			}
 			optind = 1; /* the scenario parses from its argv[1] */
-			return scenarios[i].run(sargc, sargv);
+			int rc = scenarios[i].run(sargc, sargv);
+
+			/* Busy-poll figures per placement, if any were taken.
+			 */
+			bench_place_summary();
+			return rc;
 		}
 	}
 	fprintf(stderr, "kvring-bench: unknown scenario '%s'\n", argv[optind]);

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_capacity.c - kvring-bench scenario "capacity": how the storage
+ * engine's costs grow with the number of objects it holds. Like `engine`
+ * it drives kvringd's storage engine (server/store) in-process: the pool
+ * is only arithmetic (nothing is mapped), so small chunks of many objects
+ * cost no pool memory, only the engine's own metadata.
+ *
+ * For each size (default 10^4, 10^5, 10^6, 10^7 objects) it creates an
+ * engine whose pool holds exactly that many chunks, fills it with one key
+ * per request, and measures:
+ *   meta       server metadata per object: the engine's heap in use
+ *              (mallinfo2: uordblks + hblkhd) after the fill minus before
+ *              create, over the objects; the RSS delta beside it
+ *   store      prepare_store + commit_store of one new key: the last
+ *              --samples stores of the fill (the engine nearly full)
+ *   lookup     one resident key, picked at random (no pin)
+ *   evict      a store of a new key into the full engine, which evicts
+ *              the least recently used object first
+ *   stats      kvr_store_stats(): what kvringd computes to publish the
+ *              stats block the inspector reads. The inspector's own
+ *              snapshot reads a live server's control segment and cannot
+ *              be taken in-process, so it is not measured here.
+ * Each request is timed alone with the TSC (bench_ticks, about 20 ns of
+ * its own). Each size prints beside the first size's figures as ratios
+ * (the target: flat within 1.5x) and the metadata beside 64 bytes/object.
+ * It checks what the engine answers (placements, hits, evictions) and
+ * exits 1 only when an answer is wrong, never because a figure is slow.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kvring/store.h>
+
+#include "bench_common.h"
+
+int bench_capacity_main(int argc, char **argv);
+
+#define CAP_MAX_SIZES	   8u
+#define CAP_META_TARGET	   64.0 /* bytes of metadata per object */
+#define CAP_FLAT_TARGET	   1.5	/* largest / first size */
+#define CAP_DEFAULT_SAMPLE 100000u
+
+struct cap_opts {
+	uint64_t sizes[CAP_MAX_SIZES];
+	unsigned nsizes;
+	uint64_t chunk_bytes;
+	uint64_t samples;
+	bool json;
+};
+
+/* What one size measured; latencies in ns. */
+struct cap_result {
+	uint64_t objects;
+	double meta_per_obj, rss_per_obj;
+	const char *meta_src; /* "mallinfo2", or "rss" where it says nothing */
+	double lookup_p50, lookup_p99;
+	double store_p50, store_p99;
+	double evict_p50, evict_p99;
+	double stats_ns;
+};
+
+/* Key i: distinct and well mixed, as XXH3 output would be. */
+static struct kvr_key cap_key(uint64_t i)
+{
+	uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+	struct kvr_key k;
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	k.lo = z ^ (z >> 27);
+	k.hi = i;
+	return k;
+}
+
+/* The engine's heap in use (small chunks and mmap()ed ones), bytes. */
+static uint64_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+/* Resident set size from /proc/self/statm, bytes (0 if unreadable). */
+static uint64_t rss_bytes(void)
+{
+	unsigned long long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%llu %llu", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* p50 and p99 in ns of @n tick samples (sorted in place). */
+static void cap_pcts(uint64_t *v, size_t n, double *p50, double *p99)
+{
+	bench_sort_u64(v, n);
+	*p50 = bench_ticks_to_ns(bench_percentile(v, n, 50));
+	*p99 = bench_ticks_to_ns(bench_percentile(v, n, 99));
+}
+
+/*
+ * One store of key @i (timed into *ticks). @evicting: the engine is full
+ * and exactly one object must go. 0, or -1 with the reason said.
+ */
+static int cap_store(struct kvr_store *s, uint64_t i, uint64_t chunk,
+		     bool evicting, uint64_t *ticks)
+{
+	struct kvr_key k = cap_key(i);
+	struct kvr_slot_desc out;
+	uint64_t x, ev0 = 0, t0;
+	struct kvr_store_stats st;
+	int rc;
+
+	if (evicting) {
+		kvr_store_stats(s, &st);
+		ev0 = st.evictions;
+	}
+	t0 = bench_ticks();
+	rc = kvr_store_prepare_store(s, 0, 1, &k, &chunk, 1, i, &out, &x);
+	if (rc == 1)
+		rc = kvr_store_commit_store(s, 0, x, i);
+	else if (rc >= 0)
+		rc = -ENOSPC; /* a new key in a pool of its size: must fit */
+	*ticks = bench_ticks() - t0;
+	if (rc == 0 && evicting) {
+		kvr_store_stats(s, &st);
+		if (st.evictions != ev0 + 1)
+			rc = -EPROTO;
+	}
+	if (rc < 0)
+		fprintf(
+		    stderr,
+		    "kvring-bench capacity: store of key %" PRIu64 "%s: %s\n",
+		    i, evicting ? " into the full engine" : "",
+		    rc == -EPROTO ? "not exactly one eviction" : strerror(-rc));
+	return rc < 0 ? -1 : 0;
+}
+
+/* Fill @n objects; the last @ns stores are timed into @lat. 0 or -1. */
+static int cap_fill(struct kvr_store *s, uint64_t n, uint64_t chunk,
+		    uint64_t *lat, uint64_t ns)
+{
+	uint64_t t;
+
+	for (uint64_t i = 0; i < n; i++) {
+		if (cap_store(s, i, chunk, false, &t) < 0)
+			return -1;
+		if (i >= n - ns)
+			lat[i - (n - ns)] = t;
+	}
+	return 0;
+}
+
+/* @ns random lookups of resident keys [@lo, @hi), timed into @lat. */
+static int cap_lookups(struct kvr_store *s, uint64_t lo, uint64_t hi,
+		       uint64_t *lat, uint64_t ns, uint64_t *seed)
+{
+	for (uint64_t r = 0; r < ns; r++) {
+		uint64_t i = lo + xorshift(seed) % (hi - lo), t0;
+		struct kvr_key k = cap_key(i);
+		int rc;
+
+		t0 = bench_ticks();
+		rc = kvr_store_lookup(s, 1, 1, &k, 1, false, i, NULL);
+		lat[r] = bench_ticks() - t0;
+		if (rc != 1) {
+			fprintf(stderr,
+				"kvring-bench capacity: lookup of resident "
+				"key %" PRIu64 ": %d hits, want 1\n",
+				i, rc);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* kvr_store_stats() cost: the median of 101 calls, ns. */
+static double cap_stats_ns(const struct kvr_store *s)
+{
+	uint64_t v[101];
+	struct kvr_store_stats st;
+
+	for (unsigned i = 0; i < 101; i++) {
+		uint64_t t0 = bench_ticks();
+
+		kvr_store_stats(s, &st);
+		v[i] = bench_ticks() - t0;
+	}
+	bench_sort_u64(v, 101);
+	return bench_ticks_to_ns(v[50]);
+}
+
+/* Everything for one size @n into *r. 0, or -1 (said). */
+static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
+{
+	struct kvr_store_config cfg = {0};
+	struct kvr_store *s = NULL;
+	uint64_t ns = o->samples < n ? o->samples : n;
+	uint64_t *lat = calloc(ns, sizeof(*lat));
+	uint64_t heap0, rss0, seed = 88172645463325252ull;
+	int rc, ret = -1;
+
+	*r = (struct cap_result){.objects = n};
+	heap0 = heap_in_use();
+	rss0 = rss_bytes();
+	cfg.pool_bytes = n * o->chunk_bytes; /* full at exactly n objects */
+	cfg.align = (uint32_t)o->chunk_bytes;
+	cfg.max_keys = 1;
+	cfg.objects_hint = n;
+	cfg.hash_seed = 0x6b7672696e67ull;
+	rc = kvr_store_create(&cfg, &s);
+	if (rc < 0 || !lat) {
+		fprintf(stderr,
+			"kvring-bench capacity: %" PRIu64
+			" objects: setup: %s\n",
+			n, strerror(rc < 0 ? -rc : ENOMEM));
+		goto out;
+	}
+	if (cap_fill(s, n, o->chunk_bytes, lat, ns) < 0)
+		goto out;
+	r->meta_per_obj = (double)(heap_in_use() - heap0) / (double)n;
+	r->rss_per_obj = (double)(rss_bytes() - rss0) / (double)n;
+	r->meta_src = "mallinfo2";
+	if (heap0 == 0 && heap_in_use() == 0) {
+		/* A sanitizer's allocator answers mallinfo2 with zeros. */
+		r->meta_per_obj = r->rss_per_obj;
+		r->meta_src = "rss";
+	}
+	cap_pcts(lat, ns, &r->store_p50, &r->store_p99);
+	if (cap_lookups(s, 0, n, lat, ns, &seed) < 0)
+		goto out;
+	cap_pcts(lat, ns, &r->lookup_p50, &r->lookup_p99);
+	r->stats_ns = cap_stats_ns(s);
+	/* The engine is full: each new key evicts the oldest one. */
+	for (uint64_t i = 0; i < ns; i++)
+		if (cap_store(s, n + i, o->chunk_bytes, true, &lat[i]) < 0)
+			goto out;
+	cap_pcts(lat, ns, &r->evict_p50, &r->evict_p99);
+	ret = 0;
+out:
+	kvr_store_destroy(s);
+	free(lat);
+	return ret;
+}
+
+/* One ratio to the first size's figure ("-" where there is none). */
+static void cap_cell(char *buf, size_t len, double v, double base)
+{
+	if (base > 0)
+		snprintf(buf, len, "%.0f (%.2fx)", v, v / base);
+	else
+		snprintf(buf, len, "%.0f", v);
+}
+
+static void cap_print_text(const struct cap_result *r,
+			   const struct cap_result *b)
+{
+	const double v[6] = {r->lookup_p50, r->lookup_p99, r->store_p50,
+			     r->store_p99,  r->evict_p50,  r->evict_p99};
+	const double w[6] = {b->lookup_p50, b->lookup_p99, b->store_p50,
+			     b->store_p99,  b->evict_p50,  b->evict_p99};
+	char c[6][32];
+
+	for (unsigned i = 0; i < 6; i++)
+		cap_cell(c[i], sizeof(c[i]), v[i], r == b ? 0 : w[i]);
+	printf("%9" PRIu64 " %6.1f %5.2f %6.1f %15s %15s %15s %15s %15s %15s "
+	       "%7.0f\n",
+	       r->objects, r->meta_per_obj, r->meta_per_obj / CAP_META_TARGET,
+	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5], r->stats_ns);
+}
+
+static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
+			   const struct cap_result *b)
+{
+	struct bench_json j;
+
+	bench_json_begin(&j, "capacity", "kvring");
+	bench_json_u64(&j, "objects", r->objects);
+	bench_json_u64(&j, "chunk_bytes", o->chunk_bytes);
+	bench_json_u64(&j, "samples",
+		       o->samples < r->objects ? o->samples : r->objects);
+	bench_json_f64(&j, "meta_bytes_per_object", r->meta_per_obj);
+	bench_json_str(&j, "meta_source", r->meta_src);
+	bench_json_f64(&j, "meta_target_bytes", CAP_META_TARGET);
+	bench_json_f64(&j, "rss_bytes_per_object", r->rss_per_obj);
+	bench_json_f64(&j, "lookup_p50_ns", r->lookup_p50);
+	bench_json_f64(&j, "lookup_p99_ns", r->lookup_p99);
+	bench_json_f64(&j, "store_p50_ns", r->store_p50);
+	bench_json_f64(&j, "store_p99_ns", r->store_p99);
+	bench_json_f64(&j, "evict_p50_ns", r->evict_p50);
+	bench_json_f64(&j, "evict_p99_ns", r->evict_p99);
+	bench_json_f64(&j, "stats_ns", r->stats_ns);
+	bench_json_u64(&j, "baseline_objects", b->objects);
+	bench_json_f64(&j, "ratio_lookup_p50", r->lookup_p50 / b->lookup_p50);
+	bench_json_f64(&j, "ratio_lookup_p99", r->lookup_p99 / b->lookup_p99);
+	bench_json_f64(&j, "ratio_store_p50", r->store_p50 / b->store_p50);
+	bench_json_f64(&j, "ratio_store_p99", r->store_p99 / b->store_p99);
+	bench_json_f64(&j, "ratio_evict_p50", r->evict_p50 / b->evict_p50);
+	bench_json_f64(&j, "ratio_evict_p99", r->evict_p99 / b->evict_p99);
+	bench_json_print(&j, stdout);
+}
+
+static void cap_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvring-bench capacity [--sizes LIST] [--chunk-bytes N]"
+		"\n                             [--samples N] [--json]\n"
+		"  the storage engine in-process, filled with ever more "
+		"objects: metadata\n"
+		"  bytes per object, lookup / store / evicting store p50 and "
+		"p99, each size\n"
+		"  beside the first one\n"
+		"  --sizes LIST     object counts, comma-separated, each "
+		"100..1e8, as 10000\n"
+		"                   or 1e4 (default 1e4,1e5,1e6,1e7)\n"
+		"  --chunk-bytes N  object size and slot alignment, a power "
+		"of two >= 64\n"
+		"                   (default 4096; nothing is mapped)\n"
+		"  --samples N      timed requests per figure and size "
+		"(default %u)\n"
+		"  --json           one JSON object per size\n"
+		"  -h, --help       show this help and exit\n",
+		CAP_DEFAULT_SAMPLE);
+}
+
+/* One count of --sizes: "10000" or "1e4"; 100..1e8. */
+static bool cap_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long m = strtoull(s, &end, 10), v = m;
+
+	if (end == s)
+		return false;
+	if (*end == 'e' || *end == 'E') {
+		unsigned long long e = strtoull(end + 1, &end, 10);
+
+		if (e > 8)
+			return false;
+		while (e--)
+			v *= 10;
+	}
+	if (*end || v < 100 || v > 100000000ull)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool cap_parse_sizes(const char *arg, struct cap_opts *o)
+{
+	char buf[256], *save = NULL, *tok;
+
+	if (strlen(arg) >= sizeof(buf))
+		return false;
+	strcpy(buf, arg);
+	o->nsizes = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->nsizes == CAP_MAX_SIZES ||
+		    !cap_parse_size(tok, &o->sizes[o->nsizes]))
+			return false;
+		o->nsizes++;
+	}
+	return o->nsizes > 0;
+}
+
+/* 0: run; 1: --help printed; 2: usage error (said). */
+static int cap_parse(int argc, char **argv, struct cap_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"sizes", required_argument, NULL, 's'},
+	    {"chunk-bytes", required_argument, NULL, 'c'},
+	    {"samples", required_argument, NULL, 'n'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "s:c:n:jh", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 's':
+			if (!cap_parse_sizes(optarg, o)) {
+				fprintf(stderr,
+					"kvring-bench capacity: --sizes '%s': "
+					"want up to %u comma-separated counts "
+					"of 100..1e8, as 1e4,1e5 or 10000\n",
+					optarg, CAP_MAX_SIZES);
+				return 2;
+			}
+			break;
+		case 'c':
+			if (!bench_parse_u64(optarg, 64, 1u << 30,
+					     &o->chunk_bytes) ||
+			    (o->chunk_bytes & (o->chunk_bytes - 1))) {
+				fprintf(stderr,
+					"kvring-bench capacity: --chunk-bytes "
+					"'%s': want a power of two from 64 to "
+					"1G\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			if (!bench_parse_u64(optarg, 100, 100000000ull,
+					     &o->samples)) {
+				fprintf(stderr,
+					"kvring-bench capacity: --samples "
+					"'%s': want a count from 100 to 1e8\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'h':
+			cap_usage(stdout);
+			return 1;
+		default:
+			cap_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvring-bench capacity: unexpected '%s'\n",
+			argv[optind]);
+		cap_usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+int bench_capacity_main(int argc, char **argv)
+{
+	struct cap_opts o = {
+	    .sizes = {10000, 100000, 1000000, 10000000},
+	    .nsizes = 4,
+	    .chunk_bytes = 4096,
+	    .samples = CAP_DEFAULT_SAMPLE,
+	};
+	struct cap_result res[CAP_MAX_SIZES];
+	int rc = cap_parse(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	bench_clock_init();
+	if (!o.json)
+		printf("# kvring-bench capacity: chunk_bytes=%" PRIu64
+		       " samples=%" PRIu64 "; meta = engine heap in use "
+		       "(mallinfo2) per object, target <= %.0f B; latencies "
+		       "in ns, (Nx) = ratio to %" PRIu64
+		       " objects, target <= %.1fx\n"
+		       "# the inspector's snapshot needs a live server: not "
+		       "measured here; stats_ns is kvr_store_stats()\n"
+		       "%9s %6s %5s %6s %15s %15s %15s %15s %15s %15s %7s\n",
+		       o.chunk_bytes, o.samples, CAP_META_TARGET, o.sizes[0],
+		       CAP_FLAT_TARGET, "objects", "meta_B", "x64", "rss_B",
+		       "lookup_p50", "lookup_p99", "store_p50", "store_p99",
+		       "evict_p50", "evict_p99", "stats");
+	for (unsigned i = 0; i < o.nsizes; i++) {
+		if (cap_one(&o, o.sizes[i], &res[i]) < 0)
+			return BENCH_EXIT_ERR;
+		if (o.json)
+			cap_print_json(&o, &res[i], &res[0]);
+		else
+			cap_print_text(&res[i], &res[0]);
+		if (!o.json && strcmp(res[i].meta_src, "mallinfo2") != 0)
+			printf("# meta_B of %" PRIu64 " objects is the RSS "
+			       "delta: mallinfo2 reports nothing here (a "
+			       "sanitizer's allocator?)\n",
+			       res[i].objects);
+		fflush(stdout);
+	}
+	return BENCH_EXIT_OK;
+}
