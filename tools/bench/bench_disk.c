@@ -327,7 +327,7 @@ static int write_back(struct env *e)
 	}
 	while (LD(h->disk.queue_depth))
 		usleep(200);
-	t = t ? now_s() - t : 0;
+	t = t > 0 ? now_s() - t : 0;
 	gbs = t > 0 ? (double)LD(h->disk.write_bytes) / t / 1e9 : 0;
 	if (e->o.json) {
 		struct bench_json j;
