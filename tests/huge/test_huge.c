@@ -38,6 +38,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 static const char *hdir;
@@ -164,18 +165,11 @@ static void start_huge(const char *pool, const char *extra)
 
 static struct kvr_client *connect_worker(bool prefault)
 {
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	t_worker_opts(&o, &srv);
 	o.no_prefault = !prefault;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
 }
 
 /* Prepare one chunk; its slot's address is inside the pool mapping. */

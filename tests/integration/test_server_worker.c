@@ -28,6 +28,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 
@@ -63,19 +64,12 @@ static unsigned char pattern(const struct kvr_key *k, uint64_t i)
 
 static struct kvr_client *connect_worker(int transport)
 {
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
+	t_worker_opts(&o, &srv);
 	o.transport = transport;
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
 	o.no_prefault = true;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
 }
 
 /* Store the prompt's chunks; returns how many were written (OK slots). */

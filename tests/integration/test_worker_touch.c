@@ -24,6 +24,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 
@@ -45,11 +46,9 @@ TestSuite(worker_touch, .init = setup, .fini = teardown, .timeout = 60);
 
 static struct kvr_client_opts opts_bg(bool background)
 {
-	struct kvr_client_opts o = {0};
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	t_worker_opts(&o, &srv);
 	o.prefault_background = background;
 	return o;
 }
@@ -57,13 +56,8 @@ static struct kvr_client_opts opts_bg(bool background)
 static struct kvr_client *connect_bg(bool background)
 {
 	struct kvr_client_opts o = opts_bg(background);
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
 
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
 }
 
 Test(worker_touch, stores_land_while_background_prefault_runs)
