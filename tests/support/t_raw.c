@@ -35,6 +35,19 @@ void t_ns_default(struct kvr_ns_desc *ns)
 	ns->chunk_tokens = 128;
 }
 
+void t_ns_small(struct kvr_ns_desc *ns, const char *model)
+{
+	t_ns_default(ns);
+	snprintf(ns->model, sizeof(ns->model), "%s", model);
+	ns->chunk_tokens = 16;
+}
+
+void t_ns_tiny(struct kvr_ns_desc *ns, const char *model)
+{
+	t_ns_small(ns, model);
+	ns->layers = ns->kv_heads = ns->head_size = 1;
+}
+
 int t_raw_sock(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};

@@ -38,6 +38,13 @@ struct t_raw {
 /* A valid test namespace ("t-model", 128 tokens per chunk). */
 void t_ns_default(struct kvr_ns_desc *ns);
 
+/* The same layout with 16 tokens per chunk (small chunks) under @model. */
+void t_ns_small(struct kvr_ns_desc *ns, const char *model);
+
+/* One layer, one KV head of one element, 16 tokens per chunk, under
+ * @model: the smallest chunks, for tests that only count requests. */
+void t_ns_tiny(struct kvr_ns_desc *ns, const char *model);
+
 /* Connect to @path; the fd, or -errno. */
 int t_raw_sock(const char *path);
 
