@@ -182,16 +182,27 @@ def child_redeem(sock, lease, keys, q):
         q.put(("error", repr(e)))
 
 
-class BindingTest(unittest.TestCase):
+class ServerTestCase(unittest.TestCase):
+    """Tests that share one kvringd per class (cls.srv): server_pool is
+    its --pool-size (None: Server's default), server_extra more
+    arguments."""
+    server_pool = None
+    server_extra = ()
+
     @classmethod
     def setUpClass(cls):
         cls.srv = Server()
+        if cls.server_pool:
+            cls.srv.pool = cls.server_pool
+        cls.srv.extra = list(cls.server_extra)
         cls.srv.start()
 
     @classmethod
     def tearDownClass(cls):
         cls.srv.stop()
 
+
+class BindingTest(ServerTestCase):
     def connect(self, **kw):
         return kvring.connect(socket=self.srv.sock, **dict(LAYOUT, **kw))
 

@@ -31,7 +31,7 @@ from unittest.mock import MagicMock
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in lmcache package
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import REPO, Server, ServerTestCase  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -73,16 +73,8 @@ def chunk(r, i, shape=SHAPE, dtype=torch.float16):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-class ServerCase(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.pool = "64M"
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+class ServerCase(ServerTestCase):
+    server_pool = "64M"
 
     def ctx(self, md=None, **kw):
         c = KvringEngineDrivenContext(md or metadata(), MagicMock(), 3.0,

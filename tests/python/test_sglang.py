@@ -21,7 +21,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in sglang and vllm packages
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import REPO, Server, ServerTestCase  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -42,16 +42,8 @@ def toks(r, n):
     return [(r * 7919 + j * 104729) % 50000 for j in range(n)]
 
 
-class ServerCase(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.pool = "64M"
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+class ServerCase(ServerTestCase):
+    server_pool = "64M"
 
     def spec(self, **kw):
         kw.setdefault("page_size", PS)

@@ -21,7 +21,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in vllm package, engine.py
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import REPO, Server, ServerTestCase  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -86,17 +86,8 @@ def lmcache_chunks(spec, tokens, n):
     return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
 
 
-class ServerCase(unittest.TestCase):
+class ServerCase(ServerTestCase):
     pool = "64M"
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def ctx(self, layout=LAYOUT, model="torch-test", **kw):
         return KvringContext(layout, model=model, socket=self.srv.sock, **kw)
@@ -1625,11 +1616,7 @@ class ConnectorTest(ServerCase):
 
 
 class LeaseExpiryTest(ServerCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.extra = ["--lease-ms", "200"]
-        cls.srv.start()
+    server_extra = ("--lease-ms", "200")
 
     def test_lookup_never_taken_up_is_released_at_lease_expiry(self):
         # Nothing follows the lookup (the engine died, say): kvringd drops
