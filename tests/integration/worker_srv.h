@@ -155,6 +155,26 @@ wsrv_connect(const struct wsrv *s, int transport, uint32_t timeout_ms)
 }
 
 /*
+ * wsrv_expect_env_refused - with $@var set to @value, kvr_connect() is
+ * refused: -EINVAL, no client, and an error message that contains @says
+ * (the variable, so that the user knows what to fix). @var is unset after.
+ */
+static inline void wsrv_expect_env_refused(const struct wsrv *s,
+					   const char *var, const char *value,
+					   const char *says)
+{
+	struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+
+	setenv(var, value, 1);
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
+	cr_expect_null(c);
+	cr_expect(strstr(err, says), "%s=%s: %s", var, value, err);
+	unsetenv(var);
+}
+
+/*
  * wsrv_corrupt_in_child - the hostile neighbour: a separate process,
  * connected without checksums, finds where chunk @victim of @keys lives (a
  * retrieve of keys[0..victim] tells it), lets go of it and then XORs @mask
