@@ -182,6 +182,18 @@ def child_redeem(sock, lease, keys, q):
         q.put(("error", repr(e)))
 
 
+def run_without_stand_ins(code):
+    """Run code in a fresh python3 that finds worker/python but, with
+    PYTHONPATH unset, none of the stand-in engine packages: how kvring
+    imports where vLLM, SGLang or LMCache is not installed."""
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            % os.path.join(REPO, "worker", "python")) + code
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
 class ServerTestCase(unittest.TestCase):
     """Tests that share one kvringd per class (cls.srv): server_pool is
     its --pool-size (None: Server's default), server_extra more

@@ -31,7 +31,8 @@ from unittest.mock import MagicMock
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in lmcache package
 
-from test_binding import REPO, Server, ServerTestCase  # noqa: E402
+from test_binding import (REPO, Server, ServerTestCase,  # noqa: E402
+                          run_without_stand_ins)
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -500,13 +501,9 @@ class BadInputTest(ServerCase):
         self.assertIsNone(ctx.prepare_retrieve(key(40), 1))
 
     def test_module_imports_without_lmcache(self):
-        code = ("import sys; sys.path.insert(0, %r); import kvring.lmcache "
-                "as m; print(m.LMCACHE_IMPORT_ERROR is not None)"
-                % os.path.join(REPO, "worker", "python"))
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        out = subprocess.run([sys.executable, "-c", code], env=env,
-                             capture_output=True, text=True, timeout=60)
+        out = run_without_stand_ins(
+            "import kvring.lmcache as m\n"
+            "print(m.LMCACHE_IMPORT_ERROR is not None)\n")
         self.assertEqual(out.stdout.strip(), "True", out.stderr)
         self.assertTrue(klm.LMCACHE_IMPORT_ERROR is None)
 

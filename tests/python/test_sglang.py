@@ -13,7 +13,6 @@ dynamic backend factory does.
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 import unittest
@@ -21,7 +20,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in sglang and vllm packages
 
-from test_binding import REPO, Server, ServerTestCase  # noqa: E402
+from test_binding import (REPO, Server, ServerTestCase,  # noqa: E402
+                          run_without_stand_ins)
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -92,15 +92,11 @@ class FactoryTest(ServerCase):
     def test_module_imports_without_sglang_and_says_what_is_needed(self):
         # No stand-in on the path: kvring.sglang still imports, and the
         # class says it needs SGLang when constructed.
-        code = ("import sys; sys.path.insert(0, %r); import kvring.sglang "
-                "as m; assert m.SGLANG_IMPORT_ERROR is not None\n"
-                "try:\n    m.KvringHiCacheStorage(None, {})\n"
-                "except ImportError as e:\n    print('needs:', e)\n"
-                % os.path.join(REPO, "worker", "python"))
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        out = subprocess.run([sys.executable, "-c", code], env=env,
-                             capture_output=True, text=True, timeout=60)
+        out = run_without_stand_ins(
+            "import kvring.sglang as m\n"
+            "assert m.SGLANG_IMPORT_ERROR is not None\n"
+            "try:\n    m.KvringHiCacheStorage(None, {})\n"
+            "except ImportError as e:\n    print('needs:', e)\n")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("needs SGLang", out.stdout)
 
