@@ -77,13 +77,15 @@ static const char *huge_dir_or_skip(void)
 }
 
 /*
- * KernelPageSize (kB) of the mapping of @pid that contains @addr (when
- * non-NULL) or whose path contains @needle; 0 if none.
+ * Call @fn(line, @arg) for each field line of /proc/@pid/smaps in a
+ * mapping that contains @addr (when non-NULL) or whose header line
+ * contains @needle, until @fn returns true.
  */
-static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
+static void smaps_each(pid_t pid, const void *addr, const char *needle,
+		       bool (*fn)(const char *line, void *arg), void *arg)
 {
 	char path[64], line[512];
-	unsigned long kb = 0, lo, hi;
+	unsigned long lo, hi;
 	bool in = false;
 	FILE *f;
 
@@ -98,11 +100,29 @@ static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
 				 : strstr(line, needle) != NULL;
 			continue;
 		}
-		if (in && sscanf(line, "KernelPageSize: %lu kB", &kb) == 1)
+		if (in && fn(line, arg))
 			break;
 	}
 	fclose(f);
-	return in ? kb : 0;
+}
+
+/* smaps_each: the mapping's KernelPageSize into *(unsigned long *)arg. */
+static bool kernel_page_kb(const char *line, void *arg)
+{
+	return sscanf(line, "KernelPageSize: %lu kB", (unsigned long *)arg) ==
+	       1;
+}
+
+/*
+ * KernelPageSize (kB) of the mapping of @pid that contains @addr (when
+ * non-NULL) or whose path contains @needle; 0 if none.
+ */
+static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
+{
+	unsigned long kb = 0;
+
+	smaps_each(pid, addr, needle, kernel_page_kb, &kb);
+	return kb;
 }
 
 static unsigned long long free_huge(void)
@@ -424,6 +444,18 @@ Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
 	cr_expect_eq(t_server_stop(&srv), 0);
 }
 
+/* smaps_each: adds the mapping's hugetlb kB (shared or private) to
+ * *(unsigned long long *)arg; never stops the walk. */
+static bool add_hugetlb_kb(const char *line, void *arg)
+{
+	unsigned long long v;
+
+	if (sscanf(line, "Shared_Hugetlb: %llu kB", &v) == 1 ||
+	    sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1)
+		*(unsigned long long *)arg += v;
+	return false;
+}
+
 /*
  * Huge-page bytes of @pid's mapping whose path contains @needle that are
  * in its page tables (Shared_Hugetlb + Private_Hugetlb in smaps, kB): how
@@ -431,26 +463,9 @@ Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
  */
 static unsigned long long mapped_huge_kb(pid_t pid, const char *needle)
 {
-	char path[64], line[512];
-	unsigned long long kb = 0, v;
-	unsigned long lo, hi;
-	bool in = false;
-	FILE *f;
+	unsigned long long kb = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-	f = fopen(path, "re");
-	cr_assert(f, "open %s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = strstr(line, needle) != NULL;
-			continue;
-		}
-		if (in && (sscanf(line, "Shared_Hugetlb: %llu kB", &v) == 1 ||
-			   sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1))
-			kb += v;
-	}
-	fclose(f);
+	smaps_each(pid, NULL, needle, add_hugetlb_kb, &kb);
 	return kb;
 }
 
