@@ -148,6 +148,16 @@ Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 	t_raw_close(&r);
 }
 
+/* kvringd run with @argv into @other's log exits 1 and logs @says. */
+static void expect_refused(struct kvrd *other, const char *const *argv,
+			   const char *says)
+{
+	cr_expect_eq(t_server_wait_exit(t_server_spawn(other, argv),
+					t_timeout_ms(10000)),
+		     1);
+	cr_expect(t_server_log_has(other, says), "log lacks \"%s\"", says);
+}
+
 Test(server, second_server_refuses_when_socket_is_in_use)
 {
 	struct kvrd other;
@@ -163,10 +173,7 @@ Test(server, second_server_refuses_when_socket_is_in_use)
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
 	argv[4] = other.name;
-	cr_expect_eq(t_server_wait_exit(t_server_spawn(&other, argv),
-					t_timeout_ms(10000)),
-		     1);
-	cr_expect(t_server_log_has(&other, "another kvringd"));
+	expect_refused(&other, argv, "another kvringd");
 	/* The first server and its files are untouched. */
 	cr_expect(exists(srv.sock));
 	shm_path(ctl, sizeof(ctl), &srv, ".ctl");
@@ -192,10 +199,7 @@ Test(server, second_server_refuses_when_segment_name_is_in_use)
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
 	argv[2] = other.sock;
-	cr_expect_eq(t_server_wait_exit(t_server_spawn(&other, argv),
-					t_timeout_ms(10000)),
-		     1);
-	cr_expect(t_server_log_has(&other, "belongs to a live kvringd"));
+	expect_refused(&other, argv, "belongs to a live kvringd");
 	cr_expect_not(exists(other.sock), "refused server left its socket");
 	shm_path(ctl, sizeof(ctl), &srv, ".ctl");
 	shm_path(pool, sizeof(pool), &srv, ".pool");
