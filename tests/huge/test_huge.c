@@ -144,6 +144,20 @@ static unsigned long long mount_used(void)
 	return (unsigned long long)(sf.f_blocks - sf.f_bfree);
 }
 
+/* Append to @args at *n: a pool of @pool bytes that must be on huge
+ * pages, in the suite's hugetlbfs mount. */
+static void push_huge_pool(const char **args, int *n, const char *pool)
+{
+	static const char *const fixed[] = {"--huge-pages", "require",
+					    "--huge-dir"};
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		args[(*n)++] = fixed[i];
+	args[(*n)++] = hdir;
+	args[(*n)++] = "--pool-size";
+	args[(*n)++] = pool;
+}
+
 static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 {
 	const char *args[24];
@@ -162,12 +176,7 @@ static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 	args[n++] = "100%";
 	args[n++] = "--quota-uid-pinned";
 	args[n++] = "100%";
-	args[n++] = "--huge-pages";
-	args[n++] = "require";
-	args[n++] = "--huge-dir";
-	args[n++] = hdir;
-	args[n++] = "--pool-size";
-	args[n++] = pool;
+	push_huge_pool(args, &n, pool);
 	if (extra) {
 		args[n++] = "--pool-backend";
 		args[n++] = extra;
@@ -322,8 +331,7 @@ Test(huge, reservation_is_freed_when_worker_dies_before_commit)
 	/* Global counters are published by the loop's housekeeping. */
 	cr_expect(t_wait_until(store_reserved, &srv, t_timeout_ms(5000)),
 		  "the child's reservation never showed");
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(store_released, &srv, t_timeout_ms(5000)),
 		  "reserved %llu",
 		  (unsigned long long)T_GSTAT(&srv, reserved_bytes));
@@ -390,12 +398,7 @@ Test(huge, require_fails_with_reserve_command_when_pages_are_short)
 	argv[n++] = srv.sock;
 	argv[n++] = "--name";
 	argv[n++] = srv.name;
-	argv[n++] = "--huge-pages";
-	argv[n++] = "require";
-	argv[n++] = "--huge-dir";
-	argv[n++] = hdir;
-	argv[n++] = "--pool-size";
-	argv[n++] = sizebuf;
+	push_huge_pool(argv, &n, sizebuf);
 	argv[n] = NULL;
 	srv.pid = t_server_spawn(&srv, argv);
 	cr_expect_neq(t_server_wait_exit(srv.pid, t_timeout_ms(10000)), 0);

@@ -340,8 +340,7 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	reserved_ch = ch;
 	cr_expect(t_wait_until(reserved_shows, &srv, 5000),
 		  "channel %u never showed the reservation", ch);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(store_released, &srv, 5000),
 		  "used %llu reserved %llu",
 		  (unsigned long long)T_GSTAT(&srv, used_bytes),
@@ -379,8 +378,7 @@ Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
 	pins_ch = ch;
 	cr_expect(t_wait_until(pins_show, &srv, 5000));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), NTOK / 128);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(pins_released, &srv, 5000), "pins %llu",
 		  (unsigned long long)T_GSTAT(&srv, pins));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), 0);

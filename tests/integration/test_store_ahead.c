@@ -378,8 +378,7 @@ Test(store_ahead, frees_the_staged_slots_when_the_worker_is_killed)
 	cr_assert_eq(read(p[0], &b, 1), 1);
 	watcher = wsrv_connect(&srv, 0, 5000);
 	cr_expect_gt(reserved(watcher), 0u);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(nothing_reserved, NULL, 3000),
 		  "%llu bytes still reserved after kill -9",
 		  (unsigned long long)reserved(watcher));

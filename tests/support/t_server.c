@@ -6,10 +6,12 @@
  */
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +87,12 @@ pid_t t_server_spawn_as(struct kvrd *t, const char *const *argv, uid_t uid)
 	}
 	t->pid = pid;
 	return pid;
+}
+
+void t_kill_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }
 
 int t_server_map(struct kvrd *t)
