@@ -465,6 +465,19 @@ static inline void expect_cut_off(struct t_raw *r, const char *reason)
 	t_raw_close(r);
 }
 
+/*
+ * The outcome every ring attack must have: @r is cut off with @reason in
+ * the log, the good worker makes 20 more rounds and nothing leaks; @after
+ * names the attack in the failure messages.
+ */
+static inline void expect_cut_off_and_clean(struct t_raw *r, const char *reason,
+					    const char *after)
+{
+	expect_cut_off(r, reason);
+	expect_good_progress(20, after);
+	expect_no_leak(after);
+}
+
 /* Send one request of @op with @h as header and nothing after it. */
 static inline int push_raw(struct t_raw *r, uint32_t op, const void *body,
 			   uint32_t len)

@@ -318,12 +318,19 @@ static bool store_released(void *arg)
 	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, transfers) == 0;
 }
 
-/* Channel whose reservation reserved_shows() waits for. */
-static uint32_t reserved_ch;
+/* What chan_holds() waits for: channel @ch holds a reservation, or
+ * pins when @pins. */
+struct chan_hold {
+	uint32_t ch;
+	bool pins;
+};
 
-static bool reserved_shows(void *arg)
+static bool chan_holds(void *arg)
 {
-	return T_CSTAT((struct kvrd *)arg, reserved_ch, reserved_bytes) > 0;
+	const struct chan_hold *h = arg;
+
+	return h->pins ? T_CSTAT(&srv, h->ch, pins) > 0
+		       : T_CSTAT(&srv, h->ch, reserved_bytes) > 0;
 }
 
 Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
@@ -337,9 +344,9 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	cr_assert_lt(ch, 64);
 	/* The channel counters follow the answers by up to one batch
 	 * (server/tport_ring.c: answers first), so wait for them to show it. */
-	reserved_ch = ch;
-	cr_expect(t_wait_until(reserved_shows, &srv, 5000),
-		  "channel %u never showed the reservation", ch);
+	cr_expect(
+	    t_wait_until(chan_holds, &(struct chan_hold){ch, false}, 5000),
+	    "channel %u never showed the reservation", ch);
 	t_kill_reap(pid);
 	cr_expect(t_wait_until(store_released, &srv, 5000),
 		  "used %llu reserved %llu",
@@ -350,14 +357,6 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	cr_expect_eq(T_GSTAT(&srv, objects), 0, "a reservation was published");
 	/* The abandoned keys can be stored by someone else. */
 	roundtrip(0);
-}
-
-/* Channel whose pins pins_show() waits for. */
-static uint32_t pins_ch;
-
-static bool pins_show(void *arg)
-{
-	return T_CSTAT((struct kvrd *)arg, pins_ch, pins) > 0;
 }
 
 Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
@@ -375,8 +374,8 @@ Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
 	cr_assert_lt(ch, 64);
 	/* The channel's counters are published after the answer the worker
 	 * reported ready on: wait for them, as for reservations above. */
-	pins_ch = ch;
-	cr_expect(t_wait_until(pins_show, &srv, 5000));
+	cr_expect(
+	    t_wait_until(chan_holds, &(struct chan_hold){ch, true}, 5000));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), NTOK / 128);
 	t_kill_reap(pid);
 	cr_expect(t_wait_until(pins_released, &srv, 5000), "pins %llu",
