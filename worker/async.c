@@ -58,6 +58,22 @@ int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
+/*
+ * The prepares' common half: refuse a NULL xfer, start it empty (caller
+ * memory only, so outside the lock: an empty xfer is freeable whatever
+ * the submit does), then submit @s under the lock. @c is not NULL; @who
+ * is the public function, named in the error as KVR_CLIENT_ARG_FAIL does.
+ */
+static int submit_prepare(struct kvr_client *c, struct kvr__submit_req *s,
+			  const char *who)
+{
+	if (!s->x)
+		return KVR_CLIENT_LOCKED(
+		    c, kvr__client_fail(c, -EINVAL, "%s: xfer is NULL", who));
+	kvr__pend_xfer_init(s->x, s->op);
+	return KVR_CLIENT_LOCKED(c, do_submit(c, s));
+}
+
 int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			     const uint64_t *sizes, uint32_t n,
 			     struct kvr_xfer *x, void *user)
@@ -71,12 +87,7 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 
 	if (!c)
 		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	/* Caller memory only, so outside the lock: an empty xfer, freeable
-	 * whatever the submit does. */
-	kvr__pend_xfer_init(x, KVR_OP_PREPARE_STORE);
-	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
+	return submit_prepare(c, &s, __func__);
 }
 
 int kvr_submit_prepare_retrieve(struct kvr_client *c,
@@ -91,11 +102,8 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 
 	if (!c)
 		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	kvr__pend_xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
 	s.flags = kvr__xfer_sum_retrieve_flags(c); /* fixed at connect */
-	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
+	return submit_prepare(c, &s, __func__);
 }
 
 int kvr_submit_ping(struct kvr_client *c, void *user)
