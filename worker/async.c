@@ -163,39 +163,37 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	return do_submit(c, &s);
 }
 
-int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
-			    void *user)
+/* The finishes' common half: @c and @x checked (the error names @who,
+ * the public call), then do_submit_finish under the lock. */
+static int submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
+			 struct kvr_xfer *x, void *user, const char *who)
 {
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
-						     KVR_OP_PREPARE_STORE, x,
-						     user));
+		return KVR_CLIENT_LOCKED(
+		    c, kvr__client_fail(c, -EINVAL, "%s: xfer is NULL", who));
+	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, op, want_op, x, user));
+}
+
+int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
+			    void *user)
+{
+	return submit_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x,
+			     user, __func__);
 }
 
 int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 {
-	if (!c)
-		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
-						     KVR_OP_PREPARE_STORE, x,
-						     user));
+	return submit_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x,
+			     user, __func__);
 }
 
 int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 			       void *user)
 {
-	if (!c)
-		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
-						     KVR_OP_PREPARE_RETRIEVE, x,
-						     user));
+	return submit_finish(c, KVR_OP_COMMIT_RETRIEVE, KVR_OP_PREPARE_RETRIEVE,
+			     x, user, __func__);
 }
 
 /* ---- held submits: one publish for a batch ---- */
