@@ -54,6 +54,15 @@ class ServerCase(ServerTestCase):
         self.addCleanup(i.close)
         return i
 
+    def backed_up(self, r, **kw):
+        """An instance (spec from kw) that computed and backed up the two
+        pages of request r's tokens; returns it and the tokens."""
+        t = toks(r, PS * 2)
+        a = self.inst(**kw)
+        a.compute(t, [0, 1])
+        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        return a, t
+
 
 # Runs in a forked child: one SGLang instance computes and backs up a
 # prompt's pages.
@@ -131,19 +140,13 @@ class ShareTest(ServerCase):
                      "tp_rank": 1, "tp_size": 2}, 3)
 
     def test_mha_pages_are_not_shared_across_tp_ranks(self):
-        t = toks(4, PS * 2)
-        a = self.inst(tp_rank=0, tp_size=2)
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        _, t = self.backed_up(4, tp_rank=0, tp_size=2)
         b = self.inst(tp_rank=1, tp_size=2)
         self.assertEqual(b.prefetch(t, [0, 1]), [False, False])
         self.assertTrue(b.untouched([0, 1]))
 
     def test_pp_stages_do_not_share_pages(self):
-        t = toks(5, PS * 2)
-        a = self.inst(pp_rank=0, pp_size=2)
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        _, t = self.backed_up(5, pp_rank=0, pp_size=2)
         b = self.inst(pp_rank=1, pp_size=2)
         self.assertEqual(b.backend.batch_exists(
             se.page_hashes(t, PS)), 0)
@@ -167,10 +170,7 @@ class ShareTest(ServerCase):
         self.assertTrue(c.untouched([6, 7]))
 
     def test_storing_pages_again_succeeds_and_writes_nothing(self):
-        t = toks(7, PS * 2)
-        a = self.inst()
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        a, t = self.backed_up(7)
         n = a.backend.counters["pages_stored"]
         self.assertEqual(a.backup(t, [0, 1]), [True, True])
         self.assertEqual(a.backend.counters["pages_stored"], n)
