@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import unittest
+from unittest import mock
 from unittest.mock import MagicMock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -171,19 +172,12 @@ class ShmContextTest(ServerCase):
                                                     chunk(4, 1)]))
 
     def test_socket_of_maps_lmcache_segment_names_to_kvringd(self):
-        old = os.environ.get("KVRING_SOCKET")
-        os.environ["KVRING_SOCKET"] = "/run/k.sock"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_SOCKET": "/run/k.sock"}):
             self.assertEqual(klm.socket_of("/tmp/x.sock"), "/tmp/x.sock")
             self.assertEqual(klm.socket_of("kvring:/tmp/y.sock"),
                              "/tmp/y.sock")
             for name in ("", "kvring:", "lmcache_l1_pool_x"):
                 self.assertEqual(klm.socket_of(name), "/run/k.sock")
-        finally:
-            if old is None:
-                del os.environ["KVRING_SOCKET"]
-            else:
-                os.environ["KVRING_SOCKET"] = old
 
     def test_a_with_block_closes_the_context(self):
         with KvringEngineDrivenContext(metadata(), MagicMock(), 3.0,

@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import unittest
+from unittest import mock
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1230,16 +1231,9 @@ class ConnectorTest(ServerCase):
         # connector says once in its log that it runs on the copy
         # transport. (Before, prepare_store returned None and the saves
         # were dropped without a word.)
-        old = os.environ.get("KVRING_TRANSPORT")
-        os.environ["KVRING_TRANSPORT"] = "copy"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_TRANSPORT": "copy"}):
             with self.assertLogs("kvring.vllm", "WARNING") as logs:
                 self.roundtrip(dtype="float16")
-        finally:
-            if old is None:
-                del os.environ["KVRING_TRANSPORT"]
-            else:
-                os.environ["KVRING_TRANSPORT"] = old
         said = [m for m in logs.output if "copy transport" in m]
         self.assertEqual(len(said), 2, logs.output)  # two engines
 
@@ -1250,9 +1244,7 @@ class ConnectorTest(ServerCase):
         # load is cut there, vLLM recomputes, and the KV is right.
         from kvring.torch import salted_keys
         from kvring.vllm import _layout
-        old = os.environ.get("KVRING_CHECKSUM")
-        os.environ["KVRING_CHECKSUM"] = "on"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_CHECKSUM": "on"}):
             spec1 = self.spec()
             p1 = self.prompt(9, 2 * 64 + 40)
             e1 = engine.Engine(spec1)
@@ -1277,11 +1269,6 @@ class ConnectorTest(ServerCase):
                 self.check_loaded(e2, spec2, r2, p1, 128)
             finally:
                 e2.stop()
-        finally:
-            if old is None:
-                del os.environ["KVRING_CHECKSUM"]
-            else:
-                os.environ["KVRING_CHECKSUM"] = old
 
     def test_partial_last_chunk_is_not_stored(self):
         spec = self.spec()
