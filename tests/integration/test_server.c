@@ -400,10 +400,7 @@ Test(server,
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
-	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k4, sz4, 4, &a, sizeof(a));
-	t_raw_call(&r, KVR_OP_COMMIT_STORE, a.h.handle, 0, NULL, NULL, 0, &a,
-		   sizeof(a));
-	cr_assert_eq(a.h.status, 0);
+	cr_assert_eq(t_raw_store(&r, k4, sz4, 4, &a, sizeof(a)), 0);
 	t_raw_close(&r);
 	cr_assert(t_wait_until(idle_with_objects, &srv, 5000));
 	used = T_GSTAT(&srv, used_bytes);

@@ -271,6 +271,21 @@ int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 	return -ETIMEDOUT;
 }
 
+int t_raw_store(struct t_raw *r, const struct kvr_key *keys,
+		const uint64_t *sizes, uint32_t n, void *ans, size_t cap)
+{
+	const struct kvr_resp_hdr *h = ans;
+	int rc;
+
+	rc =
+	    t_raw_call(r, KVR_OP_PREPARE_STORE, 0, 0, keys, sizes, n, ans, cap);
+	if (rc < 0)
+		return rc;
+	rc = t_raw_call(r, KVR_OP_COMMIT_STORE, h->handle, 0, NULL, NULL, 0,
+			ans, cap);
+	return rc < 0 ? rc : h->status;
+}
+
 bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms)
 {
 	struct pollfd p = {.fd = r->sock, .events = POLLIN | POLLRDHUP};
