@@ -92,28 +92,19 @@ static int read_stat(pid_t pid, char *state, uint64_t *start)
 	return kvr__proc_parse_stat(buf, state, start);
 }
 
+/* Both leave their output untouched on failure, as read_stat() does. */
 int kvr_proc_start_time(pid_t pid, uint64_t *out)
 {
-	uint64_t start;
 	char state;
-	int rc = read_stat(pid, &state, &start);
 
-	if (rc < 0)
-		return rc;
-	*out = start;
-	return 0;
+	return read_stat(pid, &state, out);
 }
 
 int kvr_proc_state(pid_t pid, char *state)
 {
 	uint64_t start;
-	char st;
-	int rc = read_stat(pid, &st, &start);
 
-	if (rc < 0)
-		return rc;
-	*state = st;
-	return 0;
+	return read_stat(pid, state, &start);
 }
 
 bool kvr_proc_alive(pid_t pid, uint64_t start_time)

@@ -115,6 +115,27 @@ static int collect(int dfd, const char *prefix, struct entries *es)
 }
 
 /* "<base>.pool" -> "<base>.ctl" and back; false if it does not fit. */
+/*
+ * Open @dir (NULL: KVR_SEG_DEFAULT_DIR) and collect() its names under
+ * @prefix into @es. Returns the directory's fd, which the caller closes
+ * (and frees es->v), or -errno with nothing left open.
+ */
+static int open_collect(const char *dir, const char *prefix, struct entries *es)
+{
+	int dfd, rc;
+
+	dfd = open(dir ? dir : KVR_SEG_DEFAULT_DIR,
+		   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	rc = collect(dfd, prefix, es);
+	if (rc < 0) {
+		close(dfd);
+		return rc;
+	}
+	return dfd;
+}
+
 static bool sibling_name(const char *name, enum kvr_seg_role role,
 			 char out[KVR_SEG_NAME_MAX + 1])
 {
@@ -326,18 +347,11 @@ int kvr_seg_sweep(const char *dir, const char *prefix,
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	if (!dir)
-		dir = KVR_SEG_DEFAULT_DIR;
 	if (!kvr_seg_name_valid(prefix))
 		return -EINVAL;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open_collect(dir, prefix, &es);
 	if (dfd < 0)
-		return -errno;
-	rc = collect(dfd, prefix, &es);
-	if (rc < 0) {
-		close(dfd);
-		return rc;
-	}
+		return dfd;
 	rep->skipped += es.nr_bad_names;
 
 	/* Pass 1: control segments decide for themselves and their pools. */
@@ -415,18 +429,11 @@ int kvr_seg_list(const char *dir, const char *prefix, kvr_seg_list_cb *cb,
 	struct stat st;
 	int dfd, rc, count = 0;
 
-	if (!dir)
-		dir = KVR_SEG_DEFAULT_DIR;
 	if ((prefix && !kvr_seg_name_valid(prefix)) || !cb)
 		return -EINVAL;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open_collect(dir, prefix ? prefix : "", &es);
 	if (dfd < 0)
-		return -errno;
-	rc = collect(dfd, prefix ? prefix : "", &es);
-	if (rc < 0) {
-		close(dfd);
-		return rc;
-	}
+		return dfd;
 	for (size_t i = 0; i < es.n; i++) {
 		/* An unreadable header still lists, with state UNKNOWN. */
 		(void)classify(dfd, es.v[i].name, &info, &st);

@@ -58,6 +58,22 @@ int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
 }
 
+/*
+ * The prepares' common half: refuse a NULL xfer, start it empty (caller
+ * memory only, so outside the lock: an empty xfer is freeable whatever
+ * the submit does), then submit @s under the lock. @c is not NULL; @who
+ * is the public function, named in the error as KVR_CLIENT_ARG_FAIL does.
+ */
+static int submit_prepare(struct kvr_client *c, struct kvr__submit_req *s,
+			  const char *who)
+{
+	if (!s->x)
+		return KVR_CLIENT_LOCKED(
+		    c, kvr__client_fail(c, -EINVAL, "%s: xfer is NULL", who));
+	kvr__pend_xfer_init(s->x, s->op);
+	return KVR_CLIENT_LOCKED(c, do_submit(c, s));
+}
+
 int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 			     const uint64_t *sizes, uint32_t n,
 			     struct kvr_xfer *x, void *user)
@@ -71,12 +87,7 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 
 	if (!c)
 		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	/* Caller memory only, so outside the lock: an empty xfer, freeable
-	 * whatever the submit does. */
-	kvr__pend_xfer_init(x, KVR_OP_PREPARE_STORE);
-	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
+	return submit_prepare(c, &s, __func__);
 }
 
 int kvr_submit_prepare_retrieve(struct kvr_client *c,
@@ -91,11 +102,8 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 
 	if (!c)
 		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	kvr__pend_xfer_init(x, KVR_OP_PREPARE_RETRIEVE);
 	s.flags = kvr__xfer_sum_retrieve_flags(c); /* fixed at connect */
-	return KVR_CLIENT_LOCKED(c, do_submit(c, &s));
+	return submit_prepare(c, &s, __func__);
 }
 
 int kvr_submit_ping(struct kvr_client *c, void *user)
@@ -155,39 +163,37 @@ static int do_submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
 	return do_submit(c, &s);
 }
 
-int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
-			    void *user)
+/* The finishes' common half: @c and @x checked (the error names @who,
+ * the public call), then do_submit_finish under the lock. */
+static int submit_finish(struct kvr_client *c, uint32_t op, uint32_t want_op,
+			 struct kvr_xfer *x, void *user, const char *who)
 {
 	if (!c)
 		return -EINVAL;
 	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_STORE,
-						     KVR_OP_PREPARE_STORE, x,
-						     user));
+		return KVR_CLIENT_LOCKED(
+		    c, kvr__client_fail(c, -EINVAL, "%s: xfer is NULL", who));
+	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, op, want_op, x, user));
+}
+
+int kvr_submit_commit_store(struct kvr_client *c, struct kvr_xfer *x,
+			    void *user)
+{
+	return submit_finish(c, KVR_OP_COMMIT_STORE, KVR_OP_PREPARE_STORE, x,
+			     user, __func__);
 }
 
 int kvr_submit_abort_store(struct kvr_client *c, struct kvr_xfer *x, void *user)
 {
-	if (!c)
-		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_ABORT_STORE,
-						     KVR_OP_PREPARE_STORE, x,
-						     user));
+	return submit_finish(c, KVR_OP_ABORT_STORE, KVR_OP_PREPARE_STORE, x,
+			     user, __func__);
 }
 
 int kvr_submit_commit_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 			       void *user)
 {
-	if (!c)
-		return -EINVAL;
-	if (!x)
-		return KVR_CLIENT_ARG_FAIL(c, "xfer is NULL");
-	return KVR_CLIENT_LOCKED(c, do_submit_finish(c, KVR_OP_COMMIT_RETRIEVE,
-						     KVR_OP_PREPARE_RETRIEVE, x,
-						     user));
+	return submit_finish(c, KVR_OP_COMMIT_RETRIEVE, KVR_OP_PREPARE_RETRIEVE,
+			     x, user, __func__);
 }
 
 /* ---- held submits: one publish for a batch ---- */

@@ -137,6 +137,24 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 }
 
 /*
+ * The start of every call that ends a transfer: xfer 0 (nothing was
+ * reserved or pinned) has nothing to end; otherwise find the open
+ * transfer, and answer for a missing one through the quarantine
+ * (store_quar.c: a late call on an expired transfer frees its slots).
+ * Return: 1 and *o_out, 0 for xfer 0, or a negative error to return.
+ */
+static int xfer_to_end(struct kvr_store *s, uint32_t ch, uint64_t xfer,
+		       uint32_t kind, uint32_t *o_out)
+{
+	int rc;
+
+	if (s && ch < s->cfg.max_channels && xfer == 0)
+		return 0;
+	rc = xfer_lookup(s, ch, xfer, kind, o_out);
+	return rc < 0 ? kvr__store_quar_answer(s, ch, xfer, kind, rc) : 1;
+}
+
+/*
  * Lookup never changes an object's state, only its recency, and with @pin
  * adds one owner. The owner is reserved before the index is read, so the
  * only failures come before the LRU is touched.
@@ -399,11 +417,9 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	int rc;
 
 	(void)now_ns;
-	if (s && ch < s->cfg.max_channels && xfer == 0)
-		return 0;
-	rc = xfer_lookup(s, ch, xfer, OWN_STORE, &o);
-	if (rc < 0)
-		return kvr__store_quar_answer(s, ch, xfer, OWN_STORE, rc);
+	rc = xfer_to_end(s, ch, xfer, OWN_STORE, &o);
+	if (rc <= 0)
+		return rc;
 	w = &s->own[o];
 	/* A staged slot's object sits under a placeholder key: only a bind
 	 * (store_stage.c) names it, so it is never published as it is. */
@@ -450,11 +466,9 @@ int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	int rc;
 
 	(void)now_ns;
-	if (s && ch < s->cfg.max_channels && xfer == 0)
-		return 0;
-	rc = xfer_lookup(s, ch, xfer, OWN_STORE, &o);
-	if (rc < 0)
-		return kvr__store_quar_answer(s, ch, xfer, OWN_STORE, rc);
+	rc = xfer_to_end(s, ch, xfer, OWN_STORE, &o);
+	if (rc <= 0)
+		return rc;
 	kvr__store_owner_abort(s, o, &bytes);
 	s->st.aborts++;
 	return 0;
@@ -574,11 +588,9 @@ int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	int rc;
 
 	(void)now_ns;
-	if (s && ch < s->cfg.max_channels && xfer == 0)
-		return 0;
-	rc = xfer_lookup(s, ch, xfer, OWN_RETRIEVE, &o);
-	if (rc < 0)
-		return kvr__store_quar_answer(s, ch, xfer, OWN_RETRIEVE, rc);
+	rc = xfer_to_end(s, ch, xfer, OWN_RETRIEVE, &o);
+	if (rc <= 0)
+		return rc;
 	kvr__store_owner_unpin_all(s, o);
 	kvr__store_owner_free(s, o);
 	s->st.retrieve_commits++;

@@ -38,6 +38,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 static const char *hdir;
@@ -76,13 +77,15 @@ static const char *huge_dir_or_skip(void)
 }
 
 /*
- * KernelPageSize (kB) of the mapping of @pid that contains @addr (when
- * non-NULL) or whose path contains @needle; 0 if none.
+ * Call @fn(line, @arg) for each field line of /proc/@pid/smaps in a
+ * mapping that contains @addr (when non-NULL) or whose header line
+ * contains @needle, until @fn returns true.
  */
-static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
+static void smaps_each(pid_t pid, const void *addr, const char *needle,
+		       bool (*fn)(const char *line, void *arg), void *arg)
 {
 	char path[64], line[512];
-	unsigned long kb = 0, lo, hi;
+	unsigned long lo, hi;
 	bool in = false;
 	FILE *f;
 
@@ -97,11 +100,29 @@ static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
 				 : strstr(line, needle) != NULL;
 			continue;
 		}
-		if (in && sscanf(line, "KernelPageSize: %lu kB", &kb) == 1)
+		if (in && fn(line, arg))
 			break;
 	}
 	fclose(f);
-	return in ? kb : 0;
+}
+
+/* smaps_each: the mapping's KernelPageSize into *(unsigned long *)arg. */
+static bool kernel_page_kb(const char *line, void *arg)
+{
+	return sscanf(line, "KernelPageSize: %lu kB", (unsigned long *)arg) ==
+	       1;
+}
+
+/*
+ * KernelPageSize (kB) of the mapping of @pid that contains @addr (when
+ * non-NULL) or whose path contains @needle; 0 if none.
+ */
+static unsigned long page_kb(pid_t pid, const void *addr, const char *needle)
+{
+	unsigned long kb = 0;
+
+	smaps_each(pid, addr, needle, kernel_page_kb, &kb);
+	return kb;
 }
 
 static unsigned long long free_huge(void)
@@ -123,6 +144,20 @@ static unsigned long long mount_used(void)
 	return (unsigned long long)(sf.f_blocks - sf.f_bfree);
 }
 
+/* Append to @args at *n: a pool of @pool bytes that must be on huge
+ * pages, in the suite's hugetlbfs mount. */
+static void push_huge_pool(const char **args, int *n, const char *pool)
+{
+	static const char *const fixed[] = {"--huge-pages", "require",
+					    "--huge-dir"};
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		args[(*n)++] = fixed[i];
+	args[(*n)++] = hdir;
+	args[(*n)++] = "--pool-size";
+	args[(*n)++] = pool;
+}
+
 static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 {
 	const char *args[24];
@@ -141,12 +176,7 @@ static void start_huge_opt(const char *pool, const char *extra, const char *opt)
 	args[n++] = "100%";
 	args[n++] = "--quota-uid-pinned";
 	args[n++] = "100%";
-	args[n++] = "--huge-pages";
-	args[n++] = "require";
-	args[n++] = "--huge-dir";
-	args[n++] = hdir;
-	args[n++] = "--pool-size";
-	args[n++] = pool;
+	push_huge_pool(args, &n, pool);
 	if (extra) {
 		args[n++] = "--pool-backend";
 		args[n++] = extra;
@@ -164,18 +194,11 @@ static void start_huge(const char *pool, const char *extra)
 
 static struct kvr_client *connect_worker(bool prefault)
 {
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	t_worker_opts(&o, &srv);
 	o.no_prefault = !prefault;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
 }
 
 /* Prepare one chunk; its slot's address is inside the pool mapping. */
@@ -308,8 +331,7 @@ Test(huge, reservation_is_freed_when_worker_dies_before_commit)
 	/* Global counters are published by the loop's housekeeping. */
 	cr_expect(t_wait_until(store_reserved, &srv, t_timeout_ms(5000)),
 		  "the child's reservation never showed");
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(store_released, &srv, t_timeout_ms(5000)),
 		  "reserved %llu",
 		  (unsigned long long)T_GSTAT(&srv, reserved_bytes));
@@ -376,12 +398,7 @@ Test(huge, require_fails_with_reserve_command_when_pages_are_short)
 	argv[n++] = srv.sock;
 	argv[n++] = "--name";
 	argv[n++] = srv.name;
-	argv[n++] = "--huge-pages";
-	argv[n++] = "require";
-	argv[n++] = "--huge-dir";
-	argv[n++] = hdir;
-	argv[n++] = "--pool-size";
-	argv[n++] = sizebuf;
+	push_huge_pool(argv, &n, sizebuf);
 	argv[n] = NULL;
 	srv.pid = t_server_spawn(&srv, argv);
 	cr_expect_neq(t_server_wait_exit(srv.pid, t_timeout_ms(10000)), 0);
@@ -430,6 +447,18 @@ Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
 	cr_expect_eq(t_server_stop(&srv), 0);
 }
 
+/* smaps_each: adds the mapping's hugetlb kB (shared or private) to
+ * *(unsigned long long *)arg; never stops the walk. */
+static bool add_hugetlb_kb(const char *line, void *arg)
+{
+	unsigned long long v;
+
+	if (sscanf(line, "Shared_Hugetlb: %llu kB", &v) == 1 ||
+	    sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1)
+		*(unsigned long long *)arg += v;
+	return false;
+}
+
 /*
  * Huge-page bytes of @pid's mapping whose path contains @needle that are
  * in its page tables (Shared_Hugetlb + Private_Hugetlb in smaps, kB): how
@@ -437,26 +466,9 @@ Test(huge, auto_falls_back_to_small_pages_with_one_hint_when_pages_are_short)
  */
 static unsigned long long mapped_huge_kb(pid_t pid, const char *needle)
 {
-	char path[64], line[512];
-	unsigned long long kb = 0, v;
-	unsigned long lo, hi;
-	bool in = false;
-	FILE *f;
+	unsigned long long kb = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-	f = fopen(path, "re");
-	cr_assert(f, "open %s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = strstr(line, needle) != NULL;
-			continue;
-		}
-		if (in && (sscanf(line, "Shared_Hugetlb: %llu kB", &v) == 1 ||
-			   sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1))
-			kb += v;
-	}
-	fclose(f);
+	smaps_each(pid, NULL, needle, add_hugetlb_kb, &kb);
 	return kb;
 }
 

@@ -465,6 +465,19 @@ static inline void expect_cut_off(struct t_raw *r, const char *reason)
 	t_raw_close(r);
 }
 
+/*
+ * The outcome every ring attack must have: @r is cut off with @reason in
+ * the log, the good worker makes 20 more rounds and nothing leaks; @after
+ * names the attack in the failure messages.
+ */
+static inline void expect_cut_off_and_clean(struct t_raw *r, const char *reason,
+					    const char *after)
+{
+	expect_cut_off(r, reason);
+	expect_good_progress(20, after);
+	expect_no_leak(after);
+}
+
 /* Send one request of @op with @h as header and nothing after it. */
 static inline int push_raw(struct t_raw *r, uint32_t op, const void *body,
 			   uint32_t len)
@@ -492,6 +505,62 @@ static inline int push_ping(struct t_raw *r, uint64_t req_id)
 static inline const struct kvr_slot_desc *ans_slots(const union ans *a)
 {
 	return (const struct kvr_slot_desc *)(&a->h + 1);
+}
+
+/* ---- what kvring-inspect shows ---- */
+
+/*
+ * hostile_inspect - kvring-inspect's text output (stdout and stderr) for
+ * the suite's server, in a buffer the next call overwrites.
+ */
+static inline const char *hostile_inspect(void)
+{
+	static char out[1 << 16];
+	char cmd[512];
+	size_t n;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s 2>&1",
+		 KVR_BIN_DIR, srv.name);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p, "popen %s: %s", cmd, strerror(errno));
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	pclose(p);
+	return out;
+}
+
+/* The line of @out after the one at @p, or NULL past the last. */
+static inline const char *inspect_next_line(const char *p)
+{
+	p = strchr(p, '\n');
+	return p && p[1] ? p + 1 : NULL;
+}
+
+/* The value of the first line "@key=N" of kvring-inspect's text output
+ * (the server-wide section comes first), or UINT64_MAX if none. */
+static inline uint64_t inspect_first(const char *out, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = *out ? out : NULL; p; p = inspect_next_line(p))
+		if (!strncmp(p, key, kl) && p[kl] == '=')
+			return strtoull(p + kl + 1, NULL, 10);
+	return UINT64_MAX;
+}
+
+/* Whether some line of @out is "@key=@want". */
+static inline bool inspect_has(const char *out, const char *key,
+			       unsigned long long want)
+{
+	size_t kl = strlen(key);
+	unsigned long long v;
+
+	for (const char *p = *out ? out : NULL; p; p = inspect_next_line(p))
+		if (!strncmp(p, key, kl) && p[kl] == '=' &&
+		    sscanf(p + kl + 1, "%llu", &v) == 1 && v == want)
+			return true;
+	return false;
 }
 
 #endif /* KVR_HOSTILE_SUITE_H */

@@ -178,6 +178,22 @@ static inline struct t_json *jparse_run(const struct run *r)
 	return j;
 }
 
+/* The overview (--json) of segment base @name in @dir exits 0 and says
+ * the server is not alive. */
+static inline void expect_overview_dead(char *dir, char *name)
+{
+	struct run r = RUN("--dir", dir, "--name", name, "--json");
+	struct t_json *j;
+
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	cr_expect(t_json_has(j, "server_alive") &&
+		      !t_json_true(j, "server_alive"),
+		  "%s", r.out);
+	t_json_free(j);
+	run_free(&r);
+}
+
 /* The integer at @path, LLONG_MIN when absent (never a real value). */
 #define JN(j, path) t_json_int((j), (path), LLONG_MIN)
 

@@ -115,34 +115,70 @@ static inline uint64_t l2t_up_ended(const struct wsrv *s)
 struct l2t_upwait {
 	const struct wsrv *s;
 	uint64_t want;
+	bool failed_count; /* failed uploads count as ended */
 };
 
 static inline bool l2t_settled(void *arg)
 {
 	const struct l2t_upwait *w = arg;
+	uint64_t ended = w->failed_count ? l2t_up_ended(w->s)
+					 : T_L2(&w->s->t, up_chunks) +
+					       T_L2(&w->s->t, up_exists);
 
-	return l2t_up_ended(w->s) >= w->want &&
-	       T_L2(&w->s->t, queue_depth) == 0;
+	return ended >= w->want && T_L2(&w->s->t, queue_depth) == 0;
 }
 
 /*
  * Wait (10 s at most, else the test fails saying where the counters
- * stand) until @want uploads of @s have ended, failed ones included, and
- * its queue is empty. The server publishes counters after it answers, so
- * a test reads them only through a wait like this one.
+ * stand) until @want uploads of @s have ended (failed ones included when
+ * @failed_count, else only those stored or found present) and its queue
+ * is empty. The server publishes counters after it answers, so a test
+ * reads them only through a wait like this one.
  */
-static inline void l2t_wait_ended(const struct wsrv *s, uint64_t want)
+static inline void l2t_wait_uploads(const struct wsrv *s, uint64_t want,
+				    bool failed_count)
 {
-	struct l2t_upwait w = {s, want};
+	struct l2t_upwait w = {s, want, failed_count};
 
 	cr_assert(t_wait_until(l2t_settled, &w, 10000),
 		  "uploads: %llu done, %llu existed, %llu failed, queue %llu "
-		  "(want %llu ended)",
+		  "(want %llu %s)",
 		  (unsigned long long)T_L2(&s->t, up_chunks),
 		  (unsigned long long)T_L2(&s->t, up_exists),
 		  (unsigned long long)T_L2(&s->t, up_failed),
 		  (unsigned long long)T_L2(&s->t, queue_depth),
-		  (unsigned long long)want);
+		  (unsigned long long)want, failed_count ? "ended" : "stored");
+}
+
+/* l2t_wait_uploads counting failed uploads as ended. */
+static inline void l2t_wait_ended(const struct wsrv *s, uint64_t want)
+{
+	l2t_wait_uploads(s, want, true);
+}
+
+/*
+ * l2t_cluster_find - find chunk key @k in @cl by its hex (the fingerprint
+ * part of the Redis key is opaque): the Redis key goes to @out (the test
+ * fails if it does not fit) and the index of the master it was found on
+ * is returned; -1 when no master has it.
+ */
+static inline int l2t_cluster_find(const struct t_cluster *cl,
+				   const struct kvr_key *k, char *out, size_t n)
+{
+	char pat[64], buf[2048];
+
+	snprintf(pat, sizeof(pat), "*:%016llx%016llx",
+		 (unsigned long long)k->hi, (unsigned long long)k->lo);
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		t_redis_cli(&cl->node[i], buf, sizeof(buf),
+			    "--scan --pattern '%s'", pat);
+		if (buf[0]) {
+			cr_assert_lt(strlen(buf), n, "key %s too long", buf);
+			memcpy(out, buf, strlen(buf) + 1);
+			return i;
+		}
+	}
+	return -1;
 }
 
 #endif /* KVR_L2_SUITE_H */

@@ -78,40 +78,6 @@ static void make_keys(struct kvr_key *k, uint32_t n, uint64_t salt)
 					.hi = wsrv_mix(~salt - i)};
 }
 
-/*
- * The hostile neighbour: a separate process, connected without
- * checksums, finds where chunk @victim lives (a retrieve tells it), lets
- * go of it and then flips one byte in the pool, behind the server's back.
- */
-static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
-{
-	pid_t pid = fork();
-	int st;
-
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
-		struct kvr_client *c = NULL;
-		struct kvr_xfer x;
-		unsigned char *p;
-
-		o.checksum = KVR_CHECKSUM_OFF;
-		if (kvr_connect(&o, &c, NULL, 0) < 0 ||
-		    kvr_prepare_retrieve(c, keys, victim + 1, &x) < 0 ||
-		    x.nslots != victim + 1)
-			_exit(10);
-		p = x.slots[victim].ptr;
-		if (kvr_commit_retrieve(c, &x) < 0)
-			_exit(11);
-		p[CHUNK / 2] ^= 0x5a; /* after commit: nothing holds it */
-		kvr_close(c);
-		_exit(0);
-	}
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "neighbour failed: status 0x%x", st);
-}
-
 static uint64_t gstat_dropped(void)
 {
 	return T_GSTAT(&srv.t, corrupt_dropped);
@@ -121,6 +87,12 @@ static bool dropped_is_one(void *arg)
 {
 	(void)arg;
 	return gstat_dropped() == 1;
+}
+
+/* A neighbour flips a byte in the middle of chunk @victim in the pool. */
+static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
+{
+	wsrv_corrupt_in_child(&srv, keys, victim, CHUNK / 2, 0x5a);
 }
 
 /*

@@ -403,19 +403,6 @@ static bool holder_chan_holds(void *arg)
 	       T_CSTAT(&srv, ch, pins) > 0 && T_CSTAT(&srv, ch, leases) > 0;
 }
 
-/* The value of the first line "@key=N" of kvring-inspect's text output
- * (the server-wide section comes first), or UINT64_MAX if none. */
-static uint64_t inspect_first(const char *out, const char *key)
-{
-	size_t kl = strlen(key);
-
-	for (const char *p = out; p && *p;
-	     p = strchr(p, '\n'), p = p ? p + 1 : p)
-		if (!strncmp(p, key, kl) && p[kl] == '=')
-			return strtoull(p + kl + 1, NULL, 10);
-	return UINT64_MAX;
-}
-
 /*
  * What kvring-inspect shows with the good worker paused between rounds:
  * one worker, nothing reserved, pinned, leased or in transfer.
@@ -424,22 +411,13 @@ static void expect_inspector_shows_nothing_held(void)
 {
 	static const char *const keys[] = {"reserved_bytes", "reserved_objects",
 					   "pins", "leases", "transfers"};
-	static char out[1 << 16];
-	char cmd[512];
-	size_t n;
-	FILE *p;
+	const char *out;
 
 	atomic_store(&good->pause, 1);
 	cr_assert(t_wait_until(good_is_paused, NULL, 10000),
 		  "good worker did not pause");
 	cr_expect(t_wait_until(only_good_and_nothing_held, NULL, 5000));
-	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s 2>&1",
-		 KVR_BIN_DIR, srv.name);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = 0;
-	pclose(p);
+	out = hostile_inspect();
 	for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		cr_expect_eq(inspect_first(out, keys[i]), 0u,
 			     "kvring-inspect shows %s=%llu", keys[i],

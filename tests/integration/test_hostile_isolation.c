@@ -369,24 +369,7 @@ Test(hostile, worker_cannot_read_another_namespaces_model)
 /* kvring-inspect's text output shows @key=@want for some line. */
 static bool inspector_shows(const char *key, unsigned long long want)
 {
-	char cmd[512], line[512];
-	bool found = false;
-	size_t n = strlen(key);
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "%s/tools/kvring-inspect --name %s 2>&1",
-		 KVR_BIN_DIR, srv.name);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	while (fgets(line, sizeof(line), p)) {
-		unsigned long long v;
-
-		if (strncmp(line, key, n) == 0 && line[n] == '=' &&
-		    sscanf(line + n + 1, "%llu", &v) == 1 && v == want)
-			found = true;
-	}
-	pclose(p);
-	return found;
+	return inspect_has(hostile_inspect(), key, want);
 }
 
 /*

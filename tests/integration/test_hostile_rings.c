@@ -28,9 +28,8 @@ Test(hostile, worker_is_cut_off_when_it_writes_random_bytes_as_records)
 		rs->data[off + i] = (unsigned char)(seed >> 56);
 	}
 	scribble_tail(&r, pos + len);
-	expect_cut_off(&r, "request ring damaged");
-	expect_good_progress(20, "after the random bytes");
-	expect_no_leak("after the random bytes");
+	expect_cut_off_and_clean(&r, "request ring damaged",
+				 "after the random bytes");
 	cr_expect_eq(T_GSTAT(&srv, protocol_errors), 1);
 	finish();
 }
@@ -63,9 +62,8 @@ Test(hostile, worker_is_cut_off_when_its_request_tail_goes_backwards)
 		  "kvringd never went to sleep on the hostile channel");
 	usleep(20000); /* past its re-check, into the kernel */
 	scribble_tail(&r, tail - 64);
-	expect_cut_off(&r, "request ring damaged");
-	expect_good_progress(20, "after the tail went backwards");
-	expect_no_leak("after the tail went backwards");
+	expect_cut_off_and_clean(&r, "request ring damaged",
+				 "after the tail went backwards");
 	finish();
 }
 
@@ -77,9 +75,8 @@ Test(hostile, worker_is_cut_off_when_its_request_tail_passes_capacity)
 	hostile_connect_and_hold(&r, 300);
 	head = atomic_load(&req_shm(&r)->head);
 	scribble_tail(&r, head + r.w.req_ring_cap + 4096);
-	expect_cut_off(&r, "request ring damaged");
-	expect_good_progress(20, "after the tail passed the capacity");
-	expect_no_leak("after the tail passed the capacity");
+	expect_cut_off_and_clean(&r, "request ring damaged",
+				 "after the tail passed the capacity");
 	finish();
 }
 
@@ -98,9 +95,7 @@ Test(hostile, worker_is_cut_off_when_its_response_head_is_bogus)
 		if (push_ping(&r, (uint64_t)i + 1) < 0)
 			usleep(200);
 	}
-	expect_cut_off(&r, "protocol error");
-	expect_good_progress(20, "after the bogus head");
-	expect_no_leak("after the bogus head");
+	expect_cut_off_and_clean(&r, "protocol error", "after the bogus head");
 	finish();
 }
 
@@ -173,9 +168,7 @@ Test(hostile, worker_is_cut_off_when_it_floods_without_reading)
 		}
 		(void)push_ping(&r, ++sent);
 	}
-	expect_cut_off(&r, "unresponsive");
-	expect_good_progress(20, "after the flood");
-	expect_no_leak("after the flood");
+	expect_cut_off_and_clean(&r, "unresponsive", "after the flood");
 	finish();
 }
 
@@ -190,9 +183,7 @@ Test(hostile, worker_is_cut_off_when_it_never_reads_its_response_ring)
 		while (push_ping(&r, 1000 + i) == -EAGAIN)
 			usleep(1000);
 	}
-	expect_cut_off(&r, "unresponsive");
-	expect_good_progress(20, "after the hung worker");
-	expect_no_leak("after the hung worker");
+	expect_cut_off_and_clean(&r, "unresponsive", "after the hung worker");
 	finish();
 }
 

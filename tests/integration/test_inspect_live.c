@@ -12,6 +12,7 @@
 #if __has_include(<kvring/kvring.h>) && __has_include("t_server.h")
 #include <kvring/kvring.h>
 
+#include "t_raw.h"
 #include "t_server.h"
 
 #define CHUNK (64u << 10)
@@ -40,13 +41,7 @@ static struct kvr_client *live_connect(void)
 	char why[256] = "";
 	int rc;
 
-	snprintf(o.ns.model, sizeof(o.ns.model), "inspect-live");
-	o.ns.layers = 2;
-	o.ns.kv_heads = 2;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
+	t_ns_small(&o.ns, "inspect-live");
 	rc = kvr_connect(&o, &c, why, sizeof(why));
 	cr_assert_eq(rc, 0, "connect: %d %s", rc, why);
 	return c;
@@ -283,7 +278,6 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled,
      .fini = dead_dir_rm)
 {
 	char want[128], *dir = dead_dir, from[128], to[160];
-	struct t_json *j;
 	struct run r;
 	char *line;
 
@@ -317,14 +311,7 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled,
 		  "%.200s", line);
 	run_free(&r);
 	/* The overview still reads it and says the server is dead. */
-	r = RUN("--dir", dir, "--name", srv.name, "--json");
-	cr_expect_eq(r.status, 0, "%s", r.err);
-	j = jparse_run(&r);
-	cr_expect(t_json_has(j, "server_alive") &&
-		      !t_json_true(j, "server_alive"),
-		  "%s", r.out);
-	t_json_free(j);
-	run_free(&r);
+	expect_overview_dead(dir, srv.name);
 	r = RUN("--dir", dir, "--name", srv.name, "--check");
 	cr_expect_eq(r.status, 3, "%s%s", r.out, r.err);
 	run_free(&r);

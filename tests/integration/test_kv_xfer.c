@@ -156,35 +156,6 @@ Test(kv_xfer, gather_keeps_the_sums_it_took_when_the_slot_changes_after)
 	free(src.mem);
 }
 
-/* A neighbour process flips one byte of chunk @victim in the pool. */
-static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
-{
-	pid_t pid = fork();
-	int st;
-
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		struct kvr_client *c = NULL;
-		struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
-		struct kvr_xfer x;
-		uint8_t *p;
-
-		o.checksum = KVR_CHECKSUM_OFF;
-		if (kvr_connect(&o, &c, NULL, 0) < 0 ||
-		    kvr_prepare_retrieve(c, keys, victim + 1, &x) < 0 ||
-		    x.nslots != victim + 1)
-			_exit(10);
-		p = x.slots[victim].ptr;
-		if (kvr_commit_retrieve(c, &x) < 0)
-			_exit(11);
-		p[100] ^= 0x21;
-		kvr_close(c);
-		_exit(0);
-	}
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
-}
-
 static struct kvr_client *lookup_client;
 static const struct kvr_key *lookup_keys;
 
@@ -192,6 +163,12 @@ static bool lookup_is_one(void *arg)
 {
 	(void)arg;
 	return kvr_lookup(lookup_client, lookup_keys, NCHUNK, NULL) == 1;
+}
+
+/* A neighbour process flips one byte of chunk @victim in the pool. */
+static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
+{
+	wsrv_corrupt_in_child(&srv, keys, victim, 100, 0x21);
 }
 
 Test(kv_xfer, scatter_stops_at_the_chunk_a_neighbour_flipped)

@@ -59,32 +59,9 @@ static void redis_up(const char *extra)
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rds.port);
 }
 
-struct l2cond {
-	struct wsrv *s;
-	uint64_t want;
-};
-
-static bool uploaded(void *arg)
-{
-	struct l2cond *c = arg;
-
-	return T_L2(&c->s->t, up_chunks) + T_L2(&c->s->t, up_exists) >=
-		   c->want &&
-	       T_L2(&c->s->t, queue_depth) == 0;
-}
-
 static void wait_uploaded(struct wsrv *s, uint64_t n)
 {
-	struct l2cond c = {s, n};
-
-	cr_assert(t_wait_until(uploaded, &c, 10000),
-		  "uploads: %llu done, %llu existed, %llu failed, queue %llu "
-		  "(want %llu)",
-		  (unsigned long long)T_L2(&s->t, up_chunks),
-		  (unsigned long long)T_L2(&s->t, up_exists),
-		  (unsigned long long)T_L2(&s->t, up_failed),
-		  (unsigned long long)T_L2(&s->t, queue_depth),
-		  (unsigned long long)n);
+	l2t_wait_uploads(s, n, false);
 }
 
 /* The L2 key of chunk key @k for the test namespace, via a server's log-

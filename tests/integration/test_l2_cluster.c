@@ -62,19 +62,10 @@ static void start_l2(struct wsrv *s, const char *const *more)
 /* The Redis key of chunk key @k (found by its hex, fingerprint opaque). */
 static void redis_key_of(const struct kvr_key *k, char *out, size_t n)
 {
-	char pat[64], buf[2048];
-
-	snprintf(pat, sizeof(pat), "*:%016llx%016llx",
-		 (unsigned long long)k->hi, (unsigned long long)k->lo);
-	for (int i = 0; i < T_CLUSTER_N; i++) {
-		t_redis_cli(&cl.node[i], buf, sizeof(buf),
-			    "--scan --pattern '%s'", pat);
-		if (buf[0] && strlen(buf) < n) {
-			memcpy(out, buf, strlen(buf) + 1);
-			return;
-		}
-	}
-	cr_assert_fail("key %s on no node", pat);
+	if (l2t_cluster_find(&cl, k, out, n) < 0)
+		cr_assert_fail("key %016llx%016llx on no node",
+			       (unsigned long long)k->hi,
+			       (unsigned long long)k->lo);
 }
 
 Test(l2_cluster, two_hosts_share_a_4k_token_request_through_the_cluster)

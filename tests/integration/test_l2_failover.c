@@ -53,18 +53,13 @@ static void start(struct wsrv *s)
 /* The master holding chunk key @k's value (found by its hex). */
 static int master_of(const struct kvr_key *k)
 {
-	char pat[64], key[256];
+	char key[256];
 
-	snprintf(pat, sizeof(pat), "*:%016llx%016llx",
-		 (unsigned long long)k->hi, (unsigned long long)k->lo);
-	for (int i = 0; i < T_CLUSTER_N; i++) {
-		t_redis_cli(&cl.node[i], key, sizeof(key),
-			    "--scan --pattern '%s'", pat);
-		if (key[0])
-			return t_cluster_node_of(&cl, key);
-	}
-	cr_assert_fail("key %s on no master", pat);
-	return -1;
+	if (l2t_cluster_find(&cl, k, key, sizeof(key)) < 0)
+		cr_assert_fail("key %016llx%016llx on no master",
+			       (unsigned long long)k->hi,
+			       (unsigned long long)k->lo);
+	return t_cluster_node_of(&cl, key);
 }
 
 Test(l2_failover, promoted_replica_serves_and_takes_uploads)

@@ -61,14 +61,9 @@ static struct kvr_client *connect_worker(uint32_t spin_us)
 	char err[256];
 	int rc;
 
-	strcpy(o.ns.model, "kvring-metrics-model");
-	o.ns.layers = 2;
-	o.ns.kv_heads = 2;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
+	t_ns_small(&o.ns, "kvring-metrics-model");
 	o.ns.tp_rank = 1;
 	o.ns.tp_size = 2;
-	o.ns.chunk_tokens = 16;
 	o.socket_path = srv.sock;
 	o.spin_us = spin_us;
 	o.timeout_ms = 10000;
@@ -524,11 +519,7 @@ Test(metrics, connect_is_refused_with_the_name_when_rtt_sample_is_garbage)
 
 	start(NULL);
 	setenv("KVRING_RTT_SAMPLE", "often", 1);
-	strcpy(o.ns.model, "m");
-	o.ns.layers = o.ns.kv_heads = o.ns.head_size = 1;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
+	t_ns_tiny(&o.ns, "m");
 	o.socket_path = srv.sock;
 	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "KVRING_RTT_SAMPLE=often"), "message: %s", err);

@@ -138,11 +138,7 @@ Test(metrics_http, serves_fresh_metrics_when_scraped_twice)
 
 	start_server();
 	start_serve("127.0.0.1:0", url, sizeof(url));
-	strcpy(o.ns.model, "http-model");
-	o.ns.layers = o.ns.kv_heads = o.ns.head_size = 1;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
+	t_ns_tiny(&o.ns, "http-model");
 	o.socket_path = srv.sock;
 	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
 	for (int i = 0; i < 10; i++)

@@ -357,6 +357,29 @@ static bool overlaps(uint64_t off, const uint64_t *offs, uint32_t n)
 }
 
 /*
+ * Connect another worker (returned in *out) and store @rounds batches of
+ * 8 chunks of @byte through it, tags from @tag0: whether any of them got
+ * one of the first @held slots the sleeper @sl still holds.
+ */
+static bool others_take_held_slot(const struct sleeper *sl, int held,
+				  uint64_t tag0, uint64_t rounds,
+				  unsigned char byte, struct kvr_client **out)
+{
+	char err[200];
+	uint64_t off[8];
+	bool hit = false;
+
+	*out = client(err, sizeof(err));
+	cr_assert_not_null(*out, "connect: %s", err);
+	for (uint64_t round = 0; round < rounds; round++) {
+		store(*out, tag0 + round, 8, byte, off);
+		for (int j = 0; j < held; j++)
+			hit |= overlaps(sl->off[j], off, 8);
+	}
+	return hit;
+}
+
+/*
  * A reader stopped in the middle of its read past its deadline: the chunk
  * it reads must stay where it is, however hard other workers push the
  * pool into eviction, until the reader answered.
@@ -365,23 +388,15 @@ Test(quarantine, resumed_read_finds_its_chunk_whatever_was_evicted,
      .fini = kill_sleeper, .timeout = 60)
 {
 	struct sleeper *sl = t_shm_anon(sizeof(*sl));
-	char err[200];
 	struct kvr_client *b;
-	uint64_t off[8];
-	bool hit = false;
 	pid_t pid;
 
 	start(NULL);
 	pid = sleeper_start(sl, RESUME_READ, 1);
 	wait_reclaimed(sl);
-	b = client(err, sizeof(err));
-	cr_assert_not_null(b, "connect: %s", err);
 	/* 96 chunks through a 64-chunk pool: every unpinned chunk goes. */
-	for (uint64_t round = 0; round < 12; round++) {
-		store(b, 0x1000 + round, 8, 0xCC, off);
-		hit |= overlaps(sl->off[0], off, 8);
-	}
-	cr_expect(!hit, "the stopped reader's slot was given to another");
+	cr_expect(!others_take_held_slot(sl, 1, 0x1000, 12, 0xCC, &b),
+		  "the stopped reader's slot was given to another");
 	kill(pid, SIGCONT);
 	cr_assert_eq(sleeper_finish(pid), 0);
 	cr_expect_eq(sl->bad_bytes, 0u,
@@ -515,10 +530,7 @@ Test(quarantine, released_when_the_worker_closes_and_then_exits,
      .fini = kill_sleeper, .timeout = 60)
 {
 	struct sleeper *sl = t_shm_anon(sizeof(*sl));
-	char err[200];
 	struct kvr_client *b;
-	uint64_t off[8];
-	bool hit = false;
 
 	start(NULL);
 	sleeper_start(sl, RESUME_CLOSE, 2);
@@ -531,14 +543,8 @@ Test(quarantine, released_when_the_worker_closes_and_then_exits,
 	cr_expect_eq(T_GSTAT(&srv, workers), 0u);
 	expect_inspector_shows(2u * CHUNK, 1);
 	/* Others store meanwhile, never into those slots. */
-	b = client(err, sizeof(err));
-	cr_assert_not_null(b, "connect: %s", err);
-	for (uint64_t round = 0; round < 10; round++) {
-		store(b, 0x2000 + round, 8, 0xDD, off);
-		for (int j = 0; j < 2; j++)
-			hit |= overlaps(sl->off[j], off, 8);
-	}
-	cr_expect(!hit, "a detached channel's slot was given to another");
+	cr_expect(!others_take_held_slot(sl, 2, 0x2000, 10, 0xDD, &b),
+		  "a detached channel's slot was given to another");
 	cr_expect_eq(bad_bytes(b, 0x2009, 8, 0xDD), 0u);
 	kvr_close(b);
 	atomic_store(&sl->go, 1);

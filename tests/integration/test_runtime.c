@@ -17,7 +17,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -331,8 +330,6 @@ Test(runtime, squatted_lock_in_tmp_does_not_keep_the_server_down)
 	const char *argv[] = {t_server_bin(), "--name", srv.name,
 			      "--pool-size",  "16M",	"--no-prefault",
 			      "--huge-pages", "off",	NULL};
-	gid_t g = OTHER_UID;
-	pid_t pid;
 	int fd, st;
 
 	if (geteuid() != 0)
@@ -342,23 +339,8 @@ Test(runtime, squatted_lock_in_tmp_does_not_keep_the_server_down)
 	fd = open(old_lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0, "lock %s", old_lock);
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int lfd =
-		    open(srv.log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-
-		if (lfd >= 0)
-			dup2(lfd, 2);
-		unsetenv("XDG_RUNTIME_DIR");
-		if (setgroups(1, &g) < 0 || setgid(OTHER_UID) < 0 ||
-		    setuid(OTHER_UID) < 0)
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	srv.pid = pid;
+	unsetenv("XDG_RUNTIME_DIR"); /* kvringd then takes the /tmp path */
+	t_server_spawn_as(&srv, argv, OTHER_UID);
 	cr_expect(t_wait_until(log_says_ready, &srv, 10000),
 		  "kvringd as uid %u did not start beside a squatted lock",
 		  OTHER_UID);

@@ -148,6 +148,16 @@ Test(server, answers_eshutdown_when_stopping_with_requests_in_ring)
 	t_raw_close(&r);
 }
 
+/* kvringd run with @argv into @other's log exits 1 and logs @says. */
+static void expect_refused(struct kvrd *other, const char *const *argv,
+			   const char *says)
+{
+	cr_expect_eq(t_server_wait_exit(t_server_spawn(other, argv),
+					t_timeout_ms(10000)),
+		     1);
+	cr_expect(t_server_log_has(other, says), "log lacks \"%s\"", says);
+}
+
 Test(server, second_server_refuses_when_socket_is_in_use)
 {
 	struct kvrd other;
@@ -163,10 +173,7 @@ Test(server, second_server_refuses_when_socket_is_in_use)
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
 	argv[4] = other.name;
-	cr_expect_eq(t_server_wait_exit(t_server_spawn(&other, argv),
-					t_timeout_ms(10000)),
-		     1);
-	cr_expect(t_server_log_has(&other, "another kvringd"));
+	expect_refused(&other, argv, "another kvringd");
 	/* The first server and its files are untouched. */
 	cr_expect(exists(srv.sock));
 	shm_path(ctl, sizeof(ctl), &srv, ".ctl");
@@ -192,10 +199,7 @@ Test(server, second_server_refuses_when_segment_name_is_in_use)
 	t_server_start(&srv, NULL);
 	t_server_init(&other);
 	argv[2] = other.sock;
-	cr_expect_eq(t_server_wait_exit(t_server_spawn(&other, argv),
-					t_timeout_ms(10000)),
-		     1);
-	cr_expect(t_server_log_has(&other, "belongs to a live kvringd"));
+	expect_refused(&other, argv, "belongs to a live kvringd");
 	cr_expect_not(exists(other.sock), "refused server left its socket");
 	shm_path(ctl, sizeof(ctl), &srv, ".ctl");
 	shm_path(pool, sizeof(pool), &srv, ".pool");
@@ -310,22 +314,25 @@ static bool chan_four_pins(void *arg)
 	return T_CSTAT((struct kvrd *)arg, counted_ch, pins) == 4;
 }
 
-/* Child: connect, @op a prepare (store of 4 keys, or retrieve), report
- * the channel through @fd, then wait to be killed. */
+/* The four 64 KiB chunks the kill tests prepare, and their answer. */
+static const struct kvr_key k4[4] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
+static const uint64_t sz4[4] = {65536, 65536, 65536, 65536};
+union ans4 {
+	struct kvr_resp_hdr h;
+	char b[1024];
+};
+
+/* Child: connect, @op a prepare (store of the 4 keys, or retrieve),
+ * report the channel through @fd, then wait to be killed. */
 static void child_prepare(int fd, uint32_t op)
 {
-	struct kvr_key k[4] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
-	uint64_t sz[4] = {65536, 65536, 65536, 65536};
-	union {
-		struct kvr_resp_hdr h;
-		char b[1024];
-	} a;
+	union ans4 a;
 	struct t_raw r;
 	uint32_t ch;
 
 	if (t_raw_connect(srv.sock, 0, &r) < 0)
 		_exit(2);
-	t_raw_call(&r, op, 0, 0, k, sz, 4, &a, sizeof(a));
+	t_raw_call(&r, op, 0, 0, k4, sz4, 4, &a, sizeof(a));
 	ch = a.h.status == 0 && a.h.handle ? r.w.channel : UINT32_MAX;
 	if (write(fd, &ch, sizeof(ch)) != sizeof(ch))
 		_exit(3);
@@ -363,8 +370,7 @@ Test(server, nothing_leaks_when_worker_is_killed_between_prepare_and_commit)
 	cr_expect(t_wait_until(chan_reserved, &srv, 5000),
 		  "channel %u never showed the child's reservation", ch);
 	cr_expect(t_wait_until(some_used, &srv, 5000));
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(idle_and_empty, &srv, 5000),
 		  "used %llu reserved %llu workers %llu",
 		  (unsigned long long)T_GSTAT(&srv, used_bytes),
@@ -379,20 +385,14 @@ Test(server, nothing_leaks_when_worker_is_killed_between_prepare_and_commit)
 	/* The channel is reusable. */
 	ch = fork_prepare(KVR_OP_PREPARE_STORE, &pid);
 	cr_expect_neq(ch, UINT32_MAX);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(idle_and_empty, &srv, 5000));
 }
 
 Test(server,
      nothing_leaks_when_worker_is_killed_between_prepare_and_commit_retrieve)
 {
-	struct kvr_key k[4] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
-	uint64_t sz[4] = {65536, 65536, 65536, 65536};
-	union {
-		struct kvr_resp_hdr h;
-		char b[1024];
-	} a;
+	union ans4 a;
 	struct t_raw r;
 	uint64_t used;
 	pid_t pid;
@@ -400,10 +400,7 @@ Test(server,
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
-	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 4, &a, sizeof(a));
-	t_raw_call(&r, KVR_OP_COMMIT_STORE, a.h.handle, 0, NULL, NULL, 0, &a,
-		   sizeof(a));
-	cr_assert_eq(a.h.status, 0);
+	cr_assert_eq(t_raw_store(&r, k4, sz4, 4, &a, sizeof(a)), 0);
 	t_raw_close(&r);
 	cr_assert(t_wait_until(idle_with_objects, &srv, 5000));
 	used = T_GSTAT(&srv, used_bytes);
@@ -414,8 +411,7 @@ Test(server,
 	cr_expect(t_wait_until(chan_four_pins, &srv, 5000), "pins %llu",
 		  (unsigned long long)T_CSTAT(&srv, ch, pins));
 	cr_expect(t_wait_until(four_pins, &srv, 5000));
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(idle_with_objects, &srv, 5000),
 		  "pins %llu workers %llu",
 		  (unsigned long long)T_GSTAT(&srv, pins),

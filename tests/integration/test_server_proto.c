@@ -138,10 +138,7 @@ Test(server_proto, store_is_noop_success_when_keys_exist)
 
 	t_server_start(&srv, NULL);
 	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
-	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 2, &a, sizeof(a));
-	t_raw_call(&r, KVR_OP_COMMIT_STORE, a.h.handle, 0, NULL, NULL, 0, &a,
-		   sizeof(a));
-	cr_assert_eq(a.h.status, 0);
+	cr_assert_eq(t_raw_store(&r, k, sz, 2, &a, sizeof(a)), 0);
 	t_raw_call(&r, KVR_OP_PREPARE_STORE, 0, 0, k, sz, 2, &a, sizeof(a));
 	cr_assert_eq(a.h.status, 0);
 	cr_expect_eq(a.h.handle, 0, "nothing reserved, no transfer");

@@ -28,6 +28,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 
@@ -63,19 +64,12 @@ static unsigned char pattern(const struct kvr_key *k, uint64_t i)
 
 static struct kvr_client *connect_worker(int transport)
 {
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
+	t_worker_opts(&o, &srv);
 	o.transport = transport;
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
 	o.no_prefault = true;
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
 }
 
 /* Store the prompt's chunks; returns how many were written (OK slots). */
@@ -324,12 +318,19 @@ static bool store_released(void *arg)
 	       T_GSTAT(t, reserved_bytes) == 0 && T_GSTAT(t, transfers) == 0;
 }
 
-/* Channel whose reservation reserved_shows() waits for. */
-static uint32_t reserved_ch;
+/* What chan_holds() waits for: channel @ch holds a reservation, or
+ * pins when @pins. */
+struct chan_hold {
+	uint32_t ch;
+	bool pins;
+};
 
-static bool reserved_shows(void *arg)
+static bool chan_holds(void *arg)
 {
-	return T_CSTAT((struct kvrd *)arg, reserved_ch, reserved_bytes) > 0;
+	const struct chan_hold *h = arg;
+
+	return h->pins ? T_CSTAT(&srv, h->ch, pins) > 0
+		       : T_CSTAT(&srv, h->ch, reserved_bytes) > 0;
 }
 
 Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
@@ -343,11 +344,10 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	cr_assert_lt(ch, 64);
 	/* The channel counters follow the answers by up to one batch
 	 * (server/tport_ring.c: answers first), so wait for them to show it. */
-	reserved_ch = ch;
-	cr_expect(t_wait_until(reserved_shows, &srv, 5000),
-		  "channel %u never showed the reservation", ch);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	cr_expect(
+	    t_wait_until(chan_holds, &(struct chan_hold){ch, false}, 5000),
+	    "channel %u never showed the reservation", ch);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(store_released, &srv, 5000),
 		  "used %llu reserved %llu",
 		  (unsigned long long)T_GSTAT(&srv, used_bytes),
@@ -357,14 +357,6 @@ Test(server_worker, reservations_are_freed_when_worker_dies_before_commit)
 	cr_expect_eq(T_GSTAT(&srv, objects), 0, "a reservation was published");
 	/* The abandoned keys can be stored by someone else. */
 	roundtrip(0);
-}
-
-/* Channel whose pins pins_show() waits for. */
-static uint32_t pins_ch;
-
-static bool pins_show(void *arg)
-{
-	return T_CSTAT((struct kvrd *)arg, pins_ch, pins) > 0;
 }
 
 Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
@@ -382,11 +374,10 @@ Test(server_worker, pins_are_dropped_when_worker_dies_before_commit_retrieve)
 	cr_assert_lt(ch, 64);
 	/* The channel's counters are published after the answer the worker
 	 * reported ready on: wait for them, as for reservations above. */
-	pins_ch = ch;
-	cr_expect(t_wait_until(pins_show, &srv, 5000));
+	cr_expect(
+	    t_wait_until(chan_holds, &(struct chan_hold){ch, true}, 5000));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), NTOK / 128);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(pins_released, &srv, 5000), "pins %llu",
 		  (unsigned long long)T_GSTAT(&srv, pins));
 	cr_expect_eq(T_CSTAT(&srv, ch, pins), 0);

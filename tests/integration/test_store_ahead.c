@@ -169,14 +169,8 @@ Test(store_ahead, holds_nothing_at_rest_when_off)
 
 Test(store_ahead, refuses_to_connect_when_the_variable_is_not_0_or_1)
 {
-	struct kvr_client_opts o = wsrv_opts(&srv, 0, 5000);
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-
-	setenv("KVRING_STORE_AHEAD", "yes", 1);
-	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
-	cr_expect_null(c);
-	cr_expect(strstr(err, "KVRING_STORE_AHEAD=yes"), "%s", err);
+	wsrv_expect_env_refused(&srv, "KVRING_STORE_AHEAD", "yes",
+				"KVRING_STORE_AHEAD=yes");
 }
 
 /* opts.store_ahead, for engines that configure in code: it wins over
@@ -384,8 +378,7 @@ Test(store_ahead, frees_the_staged_slots_when_the_worker_is_killed)
 	cr_assert_eq(read(p[0], &b, 1), 1);
 	watcher = wsrv_connect(&srv, 0, 5000);
 	cr_expect_gt(reserved(watcher), 0u);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	t_kill_reap(pid);
 	cr_expect(t_wait_until(nothing_reserved, NULL, 3000),
 		  "%llu bytes still reserved after kill -9",
 		  (unsigned long long)reserved(watcher));

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,25 +57,9 @@ static void start_as_other_uid(void)
 	    t_server_bin(), "--socket",	   srv.sock, "--name",
 	    srv.name,	    "--pool-size", "16M",    "--no-prefault",
 	    "--allow-root", NULL};
-	gid_t g = OTHER_UID;
-	pid_t pid;
 
 	t_server_init(&srv);
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(srv.log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-
-		if (fd >= 0)
-			dup2(fd, 2);
-		if (setgroups(1, &g) < 0 || setgid(OTHER_UID) < 0 ||
-		    setuid(OTHER_UID) < 0)
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	srv.pid = pid;
+	t_server_spawn_as(&srv, argv, OTHER_UID);
 	cr_assert(t_wait_until(server_running, &srv, 10000),
 		  "kvringd as uid %u did not start (see %s)", OTHER_UID,
 		  srv.log_path);

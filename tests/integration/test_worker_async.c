@@ -430,6 +430,35 @@ Test(worker_async, hold_and_flush_refuse_a_null_client)
 	cr_expect_eq(kvr_submit_flush(NULL), -EINVAL);
 }
 
+Test(worker_async, submits_refuse_a_null_xfer_and_name_the_call)
+{
+	struct kvr_client *c = wsrv_connect(&srv, 0, 5000);
+	struct kvr_key k = {1, 2};
+	uint64_t size = 4096;
+	const char *msg;
+
+	cr_expect_eq(kvr_submit_prepare_store(NULL, &k, &size, 1, NULL, NULL),
+		     -EINVAL);
+	cr_expect_eq(kvr_submit_prepare_store(c, &k, &size, 1, NULL, NULL),
+		     -EINVAL);
+	msg = kvr_client_errmsg(c);
+	cr_expect(strstr(msg, "kvr_submit_prepare_store: xfer is NULL"), "%s",
+		  msg);
+	cr_expect_eq(kvr_submit_prepare_retrieve(c, &k, 1, NULL, NULL),
+		     -EINVAL);
+	msg = kvr_client_errmsg(c);
+	cr_expect(strstr(msg, "kvr_submit_prepare_retrieve: xfer is NULL"),
+		  "%s", msg);
+	cr_expect_eq(kvr_submit_commit_store(NULL, NULL, NULL), -EINVAL);
+	cr_expect_eq(kvr_submit_abort_store(c, NULL, NULL), -EINVAL);
+	msg = kvr_client_errmsg(c);
+	cr_expect(strstr(msg, "kvr_submit_abort_store: xfer is NULL"), "%s",
+		  msg);
+	/* A refused argument leaves the client usable. */
+	cr_expect_eq(kvr_ping(c, NULL), 0);
+	kvr_close(c);
+}
+
 /* ---- channel counters while the channel stays busy ---- */
 
 struct busy {

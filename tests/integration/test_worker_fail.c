@@ -45,6 +45,16 @@ static void keys_for(struct kvr_client *c, uint32_t r, struct kvr_key *k,
 	cr_assert_eq(kvr_client_keys(c, t, (size_t)n * 16, k, n), (long)n);
 }
 
+/* Store @n chunks of @k through @c, stop the server (SIGSTOP) and look
+ * them up: the lookup's result. The caller sends SIGCONT. */
+static long lookup_while_frozen(struct kvr_client *c, const struct kvr_key *k,
+				uint32_t n)
+{
+	cr_assert_eq(wsrv_store(c, k, n, 4096), n);
+	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+	return kvr_lookup(c, k, n, NULL);
+}
+
 Test(worker_fail, call_returns_etimedout_when_server_is_stopped)
 {
 	struct kvr_client *c = wsrv_connect(&srv, 0, 1000);
@@ -52,9 +62,7 @@ Test(worker_fail, call_returns_etimedout_when_server_is_stopped)
 	long rc;
 
 	keys_for(c, 1, k, 4);
-	cr_assert_eq(wsrv_store(c, k, 4, 4096), 4);
-	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
-	rc = kvr_lookup(c, k, 4, NULL);
+	rc = lookup_while_frozen(c, k, 4);
 	cr_expect_eq(rc, -ETIMEDOUT, "lookup while frozen: %ld (%s)", rc,
 		     kvr_client_errmsg(c));
 	cr_expect_neq(kvr_client_errmsg(c)[0], '\0');
@@ -88,9 +96,7 @@ Test(worker_fail,
 	long rc;
 
 	keys_for(c, 2, k, 2);
-	cr_assert_eq(wsrv_store(c, k, 2, 4096), 2);
-	cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
-	rc = kvr_lookup(c, k, 2, NULL);
+	rc = lookup_while_frozen(c, k, 2);
 	cr_expect_eq(rc, -ETIMEDOUT, "%ld", rc);
 	kill(srv.pid, SIGCONT);
 	/* The late answer is matched and dropped; the next call works. */

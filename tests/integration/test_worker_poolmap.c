@@ -19,6 +19,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 
@@ -40,17 +41,10 @@ TestSuite(worker_poolmap, .init = setup, .fini = teardown, .timeout = 60);
 
 static struct kvr_client *connect_one(void)
 {
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	t_worker_opts(&o, &srv);
+	return t_worker_connect(&o);
 }
 
 static bool shared(struct kvr_client *c)

@@ -24,6 +24,7 @@
 
 #include "t_raw.h"
 #include "t_server.h"
+#include "t_worker.h"
 
 static struct kvrd srv;
 
@@ -45,11 +46,9 @@ TestSuite(worker_touch, .init = setup, .fini = teardown, .timeout = 60);
 
 static struct kvr_client_opts opts_bg(bool background)
 {
-	struct kvr_client_opts o = {0};
+	struct kvr_client_opts o;
 
-	o.socket_path = srv.sock;
-	t_ns_default(&o.ns);
-	o.timeout_ms = (uint32_t)t_timeout_ms(5000);
+	t_worker_opts(&o, &srv);
 	o.prefault_background = background;
 	return o;
 }
@@ -57,13 +56,29 @@ static struct kvr_client_opts opts_bg(bool background)
 static struct kvr_client *connect_bg(bool background)
 {
 	struct kvr_client_opts o = opts_bg(background);
-	struct kvr_client *c = NULL;
-	char err[256] = "";
-	int rc;
 
-	rc = kvr_connect(&o, &c, err, sizeof(err));
-	cr_assert_eq(rc, 0, "kvr_connect: %d %s", rc, err);
-	return c;
+	return t_worker_connect(&o);
+}
+
+/*
+ * Retrieve @n chunks of @keys through @c and check that chunk i reads
+ * @first + i (sampled every 4093 bytes, so every page is looked at).
+ */
+static void expect_chunks(struct kvr_client *c, const struct kvr_key *keys,
+			  uint32_t n, unsigned first)
+{
+	struct kvr_xfer x = {0};
+
+	cr_assert_eq(kvr_prepare_retrieve(c, keys, n, &x), 0);
+	cr_assert_eq(x.nslots, n);
+	for (uint32_t i = 0; i < x.nslots; i++) {
+		const unsigned char *p = x.slots[i].ptr;
+
+		for (uint64_t j = 0; j < x.slots[i].len; j += 4093)
+			cr_assert_eq(p[j], first + i, "chunk %u byte %llu", i,
+				     (unsigned long long)j);
+	}
+	cr_assert_eq(kvr_commit_retrieve(c, &x), 0);
 }
 
 Test(worker_touch, stores_land_while_background_prefault_runs)
@@ -86,16 +101,7 @@ Test(worker_touch, stores_land_while_background_prefault_runs)
 	cr_assert_eq(kvr_prefault_status(c, true, &ns), 0);
 	cr_expect_gt(ns, 0, "no pre-fault time reported");
 	cr_expect_eq(kvr_prefault_status(c, false, NULL), 0);
-	cr_assert_eq(kvr_prepare_retrieve(c, keys, 8, &x), 0);
-	cr_assert_eq(x.nslots, 8);
-	for (uint32_t i = 0; i < x.nslots; i++) {
-		const unsigned char *p = x.slots[i].ptr;
-
-		for (uint64_t j = 0; j < x.slots[i].len; j += 4093)
-			cr_assert_eq(p[j], 0x40 + i, "chunk %u byte %llu", i,
-				     (unsigned long long)j);
-	}
-	cr_assert_eq(kvr_commit_retrieve(c, &x), 0);
+	expect_chunks(c, keys, 8, 0x40);
 	kvr_close(c);
 	/* Not an assertion on speed: only a note of what this run saw. */
 	cr_log_info("pre-fault was %s at the first store",
@@ -258,16 +264,7 @@ Test(worker_touch, store_slots_are_mapped_when_prepare_returns_during_prefault)
 	for (uint32_t i = 0; i < x.nslots; i++)
 		memset(x.slots[i].ptr, (int)(0x61 + i), x.slots[i].len);
 	cr_assert_eq(kvr_commit_store(c, &x), 0);
-	cr_assert_eq(kvr_prepare_retrieve(c, keys, N, &x), 0);
-	cr_assert_eq(x.nslots, N);
-	for (uint32_t i = 0; i < x.nslots; i++) {
-		const unsigned char *p = x.slots[i].ptr;
-
-		for (uint64_t j = 0; j < x.slots[i].len; j += 4093)
-			cr_assert_eq(p[j], 0x61 + i, "chunk %u byte %llu", i,
-				     (unsigned long long)j);
-	}
-	cr_assert_eq(kvr_commit_retrieve(c, &x), 0);
+	expect_chunks(c, keys, N, 0x61);
 	kvr_close(c);
 	kvr_close(fill);
 }

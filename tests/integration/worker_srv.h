@@ -26,6 +26,7 @@
 
 #include <kvring/kvring.h>
 
+#include "t_raw.h"
 #include "t_server.h"
 
 /* A kvringd under test: t_server (tests/support) plus the options the
@@ -134,13 +135,7 @@ wsrv_opts(const struct wsrv *s, int transport, uint32_t timeout_ms)
 {
 	struct kvr_client_opts o = {0};
 
-	strcpy(o.ns.model, "kvring-test-model");
-	o.ns.layers = 2;
-	o.ns.kv_heads = 2;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
+	t_ns_small(&o.ns, "kvring-test-model");
 	o.socket_path = s->sock;
 	o.transport = transport;
 	o.timeout_ms = timeout_ms;
@@ -157,6 +152,65 @@ wsrv_connect(const struct wsrv *s, int transport, uint32_t timeout_ms)
 
 	cr_assert_eq(rc, 0, "connect %s: %d %s", s->sock, rc, err);
 	return c;
+}
+
+/*
+ * wsrv_expect_env_refused - with $@var set to @value, kvr_connect() is
+ * refused: -EINVAL, no client, and an error message that contains @says
+ * (the variable, so that the user knows what to fix). @var is unset after.
+ */
+static inline void wsrv_expect_env_refused(const struct wsrv *s,
+					   const char *var, const char *value,
+					   const char *says)
+{
+	struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
+	struct kvr_client *c = NULL;
+	char err[256] = "";
+
+	setenv(var, value, 1);
+	cr_expect_eq(kvr_connect(&o, &c, err, sizeof(err)), -EINVAL);
+	cr_expect_null(c);
+	cr_expect(strstr(err, says), "%s=%s: %s", var, value, err);
+	unsetenv(var);
+}
+
+/*
+ * wsrv_corrupt_in_child - the hostile neighbour: a separate process,
+ * connected without checksums, finds where chunk @victim of @keys lives (a
+ * retrieve of keys[0..victim] tells it), lets go of it and then XORs @mask
+ * into its byte @off in the pool, behind the server's back. The test fails
+ * unless the child did all of that.
+ */
+static inline void wsrv_corrupt_in_child(const struct wsrv *s,
+					 const struct kvr_key *keys,
+					 uint32_t victim, size_t off,
+					 uint8_t mask)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct kvr_client_opts o = wsrv_opts(s, 0, 5000);
+		struct kvr_client *c = NULL;
+		struct kvr_xfer x;
+		uint8_t *p;
+
+		o.checksum = KVR_CHECKSUM_OFF;
+		if (kvr_connect(&o, &c, NULL, 0) < 0 ||
+		    kvr_prepare_retrieve(c, keys, victim + 1, &x) < 0 ||
+		    x.nslots != victim + 1)
+			_exit(10);
+		p = x.slots[victim].ptr;
+		if (kvr_commit_retrieve(c, &x) < 0)
+			_exit(11);
+		p[off] ^= mask; /* after commit: nothing holds it */
+		kvr_close(c);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "neighbour failed: status 0x%x", st);
 }
 
 /* Deterministic tokens: request r, token j. */

@@ -182,16 +182,39 @@ def child_redeem(sock, lease, keys, q):
         q.put(("error", repr(e)))
 
 
-class BindingTest(unittest.TestCase):
+def run_without_stand_ins(code):
+    """Run code in a fresh python3 that finds worker/python but, with
+    PYTHONPATH unset, none of the stand-in engine packages: how kvring
+    imports where vLLM, SGLang or LMCache is not installed."""
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            % os.path.join(REPO, "worker", "python")) + code
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+class ServerTestCase(unittest.TestCase):
+    """Tests that share one kvringd per class (cls.srv): server_pool is
+    its --pool-size (None: Server's default), server_extra more
+    arguments."""
+    server_pool = None
+    server_extra = ()
+
     @classmethod
     def setUpClass(cls):
         cls.srv = Server()
+        if cls.server_pool:
+            cls.srv.pool = cls.server_pool
+        cls.srv.extra = list(cls.server_extra)
         cls.srv.start()
 
     @classmethod
     def tearDownClass(cls):
         cls.srv.stop()
 
+
+class BindingTest(ServerTestCase):
     def connect(self, **kw):
         return kvring.connect(socket=self.srv.sock, **dict(LAYOUT, **kw))
 

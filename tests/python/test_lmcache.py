@@ -26,12 +26,14 @@ import sys
 import threading
 import time
 import unittest
+from unittest import mock
 from unittest.mock import MagicMock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in lmcache package
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import (REPO, Server, ServerTestCase,  # noqa: E402
+                          run_without_stand_ins)
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -73,16 +75,8 @@ def chunk(r, i, shape=SHAPE, dtype=torch.float16):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-class ServerCase(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.pool = "64M"
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+class ServerCase(ServerTestCase):
+    server_pool = "64M"
 
     def ctx(self, md=None, **kw):
         c = KvringEngineDrivenContext(md or metadata(), MagicMock(), 3.0,
@@ -178,19 +172,12 @@ class ShmContextTest(ServerCase):
                                                     chunk(4, 1)]))
 
     def test_socket_of_maps_lmcache_segment_names_to_kvringd(self):
-        old = os.environ.get("KVRING_SOCKET")
-        os.environ["KVRING_SOCKET"] = "/run/k.sock"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_SOCKET": "/run/k.sock"}):
             self.assertEqual(klm.socket_of("/tmp/x.sock"), "/tmp/x.sock")
             self.assertEqual(klm.socket_of("kvring:/tmp/y.sock"),
                              "/tmp/y.sock")
             for name in ("", "kvring:", "lmcache_l1_pool_x"):
                 self.assertEqual(klm.socket_of(name), "/run/k.sock")
-        finally:
-            if old is None:
-                del os.environ["KVRING_SOCKET"]
-            else:
-                os.environ["KVRING_SOCKET"] = old
 
     def test_a_with_block_closes_the_context(self):
         with KvringEngineDrivenContext(metadata(), MagicMock(), 3.0,
@@ -508,13 +495,9 @@ class BadInputTest(ServerCase):
         self.assertIsNone(ctx.prepare_retrieve(key(40), 1))
 
     def test_module_imports_without_lmcache(self):
-        code = ("import sys; sys.path.insert(0, %r); import kvring.lmcache "
-                "as m; print(m.LMCACHE_IMPORT_ERROR is not None)"
-                % os.path.join(REPO, "worker", "python"))
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        out = subprocess.run([sys.executable, "-c", code], env=env,
-                             capture_output=True, text=True, timeout=60)
+        out = run_without_stand_ins(
+            "import kvring.lmcache as m\n"
+            "print(m.LMCACHE_IMPORT_ERROR is not None)\n")
         self.assertEqual(out.stdout.strip(), "True", out.stderr)
         self.assertTrue(klm.LMCACHE_IMPORT_ERROR is None)
 

@@ -13,7 +13,6 @@ dynamic backend factory does.
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 import unittest
@@ -21,7 +20,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in sglang and vllm packages
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import (REPO, Server, ServerTestCase,  # noqa: E402
+                          run_without_stand_ins)
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -42,16 +42,8 @@ def toks(r, n):
     return [(r * 7919 + j * 104729) % 50000 for j in range(n)]
 
 
-class ServerCase(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.pool = "64M"
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
+class ServerCase(ServerTestCase):
+    server_pool = "64M"
 
     def spec(self, **kw):
         kw.setdefault("page_size", PS)
@@ -61,6 +53,15 @@ class ServerCase(unittest.TestCase):
         i = Instance(self.spec(**kw))
         self.addCleanup(i.close)
         return i
+
+    def backed_up(self, r, **kw):
+        """An instance (spec from kw) that computed and backed up the two
+        pages of request r's tokens; returns it and the tokens."""
+        t = toks(r, PS * 2)
+        a = self.inst(**kw)
+        a.compute(t, [0, 1])
+        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        return a, t
 
 
 # Runs in a forked child: one SGLang instance computes and backs up a
@@ -100,15 +101,11 @@ class FactoryTest(ServerCase):
     def test_module_imports_without_sglang_and_says_what_is_needed(self):
         # No stand-in on the path: kvring.sglang still imports, and the
         # class says it needs SGLang when constructed.
-        code = ("import sys; sys.path.insert(0, %r); import kvring.sglang "
-                "as m; assert m.SGLANG_IMPORT_ERROR is not None\n"
-                "try:\n    m.KvringHiCacheStorage(None, {})\n"
-                "except ImportError as e:\n    print('needs:', e)\n"
-                % os.path.join(REPO, "worker", "python"))
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        out = subprocess.run([sys.executable, "-c", code], env=env,
-                             capture_output=True, text=True, timeout=60)
+        out = run_without_stand_ins(
+            "import kvring.sglang as m\n"
+            "assert m.SGLANG_IMPORT_ERROR is not None\n"
+            "try:\n    m.KvringHiCacheStorage(None, {})\n"
+            "except ImportError as e:\n    print('needs:', e)\n")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("needs SGLang", out.stdout)
 
@@ -143,19 +140,13 @@ class ShareTest(ServerCase):
                      "tp_rank": 1, "tp_size": 2}, 3)
 
     def test_mha_pages_are_not_shared_across_tp_ranks(self):
-        t = toks(4, PS * 2)
-        a = self.inst(tp_rank=0, tp_size=2)
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        _, t = self.backed_up(4, tp_rank=0, tp_size=2)
         b = self.inst(tp_rank=1, tp_size=2)
         self.assertEqual(b.prefetch(t, [0, 1]), [False, False])
         self.assertTrue(b.untouched([0, 1]))
 
     def test_pp_stages_do_not_share_pages(self):
-        t = toks(5, PS * 2)
-        a = self.inst(pp_rank=0, pp_size=2)
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        _, t = self.backed_up(5, pp_rank=0, pp_size=2)
         b = self.inst(pp_rank=1, pp_size=2)
         self.assertEqual(b.backend.batch_exists(
             se.page_hashes(t, PS)), 0)
@@ -179,10 +170,7 @@ class ShareTest(ServerCase):
         self.assertTrue(c.untouched([6, 7]))
 
     def test_storing_pages_again_succeeds_and_writes_nothing(self):
-        t = toks(7, PS * 2)
-        a = self.inst()
-        a.compute(t, [0, 1])
-        self.assertEqual(a.backup(t, [0, 1]), [True, True])
+        a, t = self.backed_up(7)
         n = a.backend.counters["pages_stored"]
         self.assertEqual(a.backup(t, [0, 1]), [True, True])
         self.assertEqual(a.backend.counters["pages_stored"], n)

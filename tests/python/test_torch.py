@@ -16,12 +16,13 @@ import signal
 import sys
 import time
 import unittest
+from unittest import mock
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the stand-in vllm package, engine.py
 
-from test_binding import REPO, Server  # noqa: E402
+from test_binding import REPO, Server, ServerTestCase  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "worker", "python"))
 
@@ -86,17 +87,8 @@ def lmcache_chunks(spec, tokens, n):
     return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
 
 
-class ServerCase(unittest.TestCase):
+class ServerCase(ServerTestCase):
     pool = "64M"
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
 
     def ctx(self, layout=LAYOUT, model="torch-test", **kw):
         return KvringContext(layout, model=model, socket=self.srv.sock, **kw)
@@ -1239,16 +1231,9 @@ class ConnectorTest(ServerCase):
         # connector says once in its log that it runs on the copy
         # transport. (Before, prepare_store returned None and the saves
         # were dropped without a word.)
-        old = os.environ.get("KVRING_TRANSPORT")
-        os.environ["KVRING_TRANSPORT"] = "copy"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_TRANSPORT": "copy"}):
             with self.assertLogs("kvring.vllm", "WARNING") as logs:
                 self.roundtrip(dtype="float16")
-        finally:
-            if old is None:
-                del os.environ["KVRING_TRANSPORT"]
-            else:
-                os.environ["KVRING_TRANSPORT"] = old
         said = [m for m in logs.output if "copy transport" in m]
         self.assertEqual(len(said), 2, logs.output)  # two engines
 
@@ -1259,9 +1244,7 @@ class ConnectorTest(ServerCase):
         # load is cut there, vLLM recomputes, and the KV is right.
         from kvring.torch import salted_keys
         from kvring.vllm import _layout
-        old = os.environ.get("KVRING_CHECKSUM")
-        os.environ["KVRING_CHECKSUM"] = "on"
-        try:
+        with mock.patch.dict(os.environ, {"KVRING_CHECKSUM": "on"}):
             spec1 = self.spec()
             p1 = self.prompt(9, 2 * 64 + 40)
             e1 = engine.Engine(spec1)
@@ -1286,11 +1269,6 @@ class ConnectorTest(ServerCase):
                 self.check_loaded(e2, spec2, r2, p1, 128)
             finally:
                 e2.stop()
-        finally:
-            if old is None:
-                del os.environ["KVRING_CHECKSUM"]
-            else:
-                os.environ["KVRING_CHECKSUM"] = old
 
     def test_partial_last_chunk_is_not_stored(self):
         spec = self.spec()
@@ -1625,11 +1603,7 @@ class ConnectorTest(ServerCase):
 
 
 class LeaseExpiryTest(ServerCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-        cls.srv.extra = ["--lease-ms", "200"]
-        cls.srv.start()
+    server_extra = ("--lease-ms", "200")
 
     def test_lookup_never_taken_up_is_released_at_lease_expiry(self):
         # Nothing follows the lookup (the engine died, say): kvringd drops

@@ -35,6 +35,19 @@ void t_ns_default(struct kvr_ns_desc *ns)
 	ns->chunk_tokens = 128;
 }
 
+void t_ns_small(struct kvr_ns_desc *ns, const char *model)
+{
+	t_ns_default(ns);
+	snprintf(ns->model, sizeof(ns->model), "%s", model);
+	ns->chunk_tokens = 16;
+}
+
+void t_ns_tiny(struct kvr_ns_desc *ns, const char *model)
+{
+	t_ns_small(ns, model);
+	ns->layers = ns->kv_heads = ns->head_size = 1;
+}
+
 int t_raw_sock(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -256,6 +269,21 @@ int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 		sleep_us(i < 1000 ? 0 : 10);
 	}
 	return -ETIMEDOUT;
+}
+
+int t_raw_store(struct t_raw *r, const struct kvr_key *keys,
+		const uint64_t *sizes, uint32_t n, void *ans, size_t cap)
+{
+	const struct kvr_resp_hdr *h = ans;
+	int rc;
+
+	rc =
+	    t_raw_call(r, KVR_OP_PREPARE_STORE, 0, 0, keys, sizes, n, ans, cap);
+	if (rc < 0)
+		return rc;
+	rc = t_raw_call(r, KVR_OP_COMMIT_STORE, h->handle, 0, NULL, NULL, 0,
+			ans, cap);
+	return rc < 0 ? rc : h->status;
 }
 
 bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms)

@@ -38,6 +38,13 @@ struct t_raw {
 /* A valid test namespace ("t-model", 128 tokens per chunk). */
 void t_ns_default(struct kvr_ns_desc *ns);
 
+/* The same layout with 16 tokens per chunk (small chunks) under @model. */
+void t_ns_small(struct kvr_ns_desc *ns, const char *model);
+
+/* One layer, one KV head of one element, 16 tokens per chunk, under
+ * @model: the smallest chunks, for tests that only count requests. */
+void t_ns_tiny(struct kvr_ns_desc *ns, const char *model);
+
 /* Connect to @path; the fd, or -errno. */
 int t_raw_sock(const char *path);
 
@@ -83,6 +90,15 @@ int t_raw_push(struct t_raw *r, const struct kvr_req_view *v, bool bell);
 int t_raw_call(struct t_raw *r, uint32_t op, uint64_t handle, uint32_t flags,
 	       const struct kvr_key *keys, const uint64_t *sizes, uint32_t n,
 	       void *ans, size_t cap);
+
+/*
+ * t_raw_store - prepare a store of @n keys and commit it at once (the
+ * slots keep whatever bytes the pool held), both answers in @ans (which
+ * starts with a struct kvr_resp_hdr). Returns the commit's status, or
+ * t_raw_call()'s error.
+ */
+int t_raw_store(struct t_raw *r, const struct kvr_key *keys,
+		const uint64_t *sizes, uint32_t n, void *ans, size_t cap);
 
 /* Wait up to @timeout_ms for the server to close our socket. */
 bool t_raw_wait_hangup(struct t_raw *r, int timeout_ms);

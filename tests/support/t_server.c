@@ -4,11 +4,16 @@
  * tests' defaults and aborts around tools/kvrd/kvrd.c, which owns the
  * names, the fork and exec, the waits and the clean-up.
  */
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <kvring/chanmap.h>
 #include <kvring/segment.h>
@@ -59,6 +64,35 @@ pid_t t_server_spawn(struct kvrd *t, const char *const *argv)
 	if (pid < 0)
 		die("fork failed");
 	return pid;
+}
+
+pid_t t_server_spawn_as(struct kvrd *t, const char *const *argv, uid_t uid)
+{
+	gid_t g = (gid_t)uid;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork failed");
+	if (pid == 0) {
+		int fd = open(t->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+
+		if (fd >= 0)
+			dup2(fd, 2);
+		if (setgroups(1, &g) < 0 || setgid(g) < 0 || setuid(uid) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	t->pid = pid;
+	return pid;
+}
+
+void t_kill_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }
 
 int t_server_map(struct kvrd *t)

@@ -46,6 +46,18 @@ void t_server_start(struct kvrd *t, const char *const *args);
  */
 pid_t t_server_spawn(struct kvrd *t, const char *const *argv);
 
+/*
+ * t_server_spawn_as - start kvringd as @uid (and group @uid): argv[0] is
+ * the binary, @argv exactly its arguments, its stderr in @t's log. Sets
+ * t->pid and returns it without waiting; needs root. The child exits 126
+ * if it cannot take the uid, 127 if the exec fails.
+ */
+pid_t t_server_spawn_as(struct kvrd *t, const char *const *argv, uid_t uid);
+
+/* t_kill_reap - SIGKILL the child @pid and reap it (a worker the test
+ * kills in the middle of something). */
+void t_kill_reap(pid_t pid);
+
 /* t_server_wait_exit - reap @pid; the exit status, or 128+signal, or -1
  * if it does not exit within @timeout_ms (it is then SIGKILLed). */
 int t_server_wait_exit(pid_t pid, int timeout_ms);

@@ -43,6 +43,13 @@ static void fill(const uint64_t *v, size_t n, struct kvr_hist_snap *s)
 	kvr_hist_read(&h, s);
 }
 
+/* The quantile @q of snapshot @s falls in the bucket of @ns. A macro, so
+ * that a failure names the line of the test. */
+#define EXPECT_QUANTILE_BUCKET(s, q, ns)                                       \
+	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile((s), (q))),             \
+		     kvr_hist_bucket(ns), "quantile %g of %s", (double)(q),    \
+		     #s)
+
 Test(hist, bounds_tile_the_range_when_walked_in_order)
 {
 	cr_expect_eq(kvr_hist_lo(0), 0);
@@ -131,10 +138,8 @@ Test(hist, quantile_of_three_samples_is_the_middle_when_q_is_half)
 	p50 = kvr_hist_quantile(&s, 0.5);
 	cr_expect_eq(kvr_hist_bucket(p50), kvr_hist_bucket(50000), "p50 %lu",
 		     (unsigned long)p50);
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&s, 0.34)),
-		     kvr_hist_bucket(50000));
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&s, 0.33)),
-		     kvr_hist_bucket(1000));
+	EXPECT_QUANTILE_BUCKET(&s, 0.34, 50000);
+	EXPECT_QUANTILE_BUCKET(&s, 0.33, 1000);
 	cr_expect_eq(s.sum_ns, 1000 + 50000 + 3000000);
 	cr_expect_eq(kvr_hist_mean(&s), (1000 + 50000 + 3000000) / 3.0);
 }
@@ -161,10 +166,8 @@ Test(hist, add_with_weight_counts_n_samples_when_n_above_one)
 	cr_expect_eq(s.count, 10);
 	cr_expect_eq(atomic_load(&h.count), 10);
 	cr_expect_eq(s.sum_ns, 5 * 700 + 5 * 90000);
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&s, 0.5)),
-		     kvr_hist_bucket(700));
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&s, 0.51)),
-		     kvr_hist_bucket(90000));
+	EXPECT_QUANTILE_BUCKET(&s, 0.5, 700);
+	EXPECT_QUANTILE_BUCKET(&s, 0.51, 90000);
 }
 
 Test(hist, diff_holds_only_the_interval_when_snapshots_differ)
@@ -180,11 +183,9 @@ Test(hist, diff_holds_only_the_interval_when_snapshots_differ)
 	kvr_hist_read(&h, &b);
 	cr_assert(kvr_hist_diff(&b, &a, &d));
 	cr_expect_eq(d.count, 10);
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&d, 0.5)),
-		     kvr_hist_bucket(1000000));
+	EXPECT_QUANTILE_BUCKET(&d, 0.5, 1000000);
 	/* Since start, the p50 is still the 1 us bulk. */
-	cr_expect_eq(kvr_hist_bucket(kvr_hist_quantile(&b, 0.5)),
-		     kvr_hist_bucket(1000));
+	EXPECT_QUANTILE_BUCKET(&b, 0.5, 1000);
 }
 
 Test(hist, diff_is_empty_when_the_histogram_was_reset)
