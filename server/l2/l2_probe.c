@@ -56,6 +56,7 @@ struct job {
 	char buf[PROBE_BUF];
 };
 
+/* Milliseconds on the monotonic clock: what a node's probe took. */
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -64,6 +65,9 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Record a node's outcome: a KVR_L2_PROBE_* state and the sentence behind
+ * it (@fmt takes @detail as its one %s; NULL reads as ""). The last call
+ * wins, so each step sets the state it knows best. */
 static void set_state(struct kvr_l2_probe_node *r, int state, const char *fmt,
 		      const char *detail)
 {
@@ -71,7 +75,17 @@ static void set_state(struct kvr_l2_probe_node *r, int state, const char *fmt,
 	snprintf(r->detail, sizeof(r->detail), fmt, detail ? detail : "");
 }
 
-/* Connect to @a within @io_ms; the fd, or <0 with the state set. */
+/*
+ * Connect to the job's address within its io_ms; the fd, or <0 with the
+ * state set. A Unix path is used as it is; a host name is resolved here,
+ * in the probe's own thread, because getaddrinfo() has no timeout of its
+ * own: a resolver that never answers costs the caller only its deadline.
+ * The connect is non-blocking and polled, so a black-holed address reads
+ * "timeout", ECONNREFUSED (or a missing socket file) "refused", and
+ * anything else "error" with the kernel's words. The socket is then
+ * blocking with SO_RCVTIMEO/SO_SNDTIMEO of io_ms, so every later send and
+ * recv is bounded the same way.
+ */
 static int connect_node(struct job *j)
 {
 	struct timeval tv = {.tv_sec = j->io_ms / 1000,
@@ -153,8 +167,16 @@ static int connect_node(struct job *j)
 	return fd;
 }
 
-/* Send @cmd and read one whole reply into j->buf; its length, or <0 with
- * the state set. */
+/*
+ * Send @cmd and read one whole reply into j->buf; its length, or <0 with
+ * the state set. "Whole" is kvr_l2_resp_span()'s judgement, the same RESP
+ * decoder the lanes use: it answers -EAGAIN while the reply is still
+ * incomplete and anything else negative when the bytes cannot be RESP,
+ * which is how a probe of a port where something other than Redis listens
+ * fails with a sentence instead of waiting for its deadline. A socket
+ * timeout (EAGAIN from recv) means the node accepted the connection but
+ * never answered.
+ */
 static long ask(struct job *j, int fd, const char *cmd, size_t len)
 {
 	size_t have = 0;
@@ -198,7 +220,10 @@ io:
 	return -1;
 }
 
-/* An error reply in j->buf[0..len): its state by its first word. */
+/* An error reply in j->buf[0..len): its state by its first word. Redis
+ * answers NOAUTH to a command sent without the password it requires and
+ * WRONGPASS (older servers: "invalid password") to an AUTH it refuses;
+ * every other error is kept word for word for the log line. */
 static int error_state(struct job *j, long len)
 {
 	char msg[160];
@@ -217,7 +242,9 @@ static int error_state(struct job *j, long len)
 	return j->res.state;
 }
 
-/* A RESP array of bulk strings. */
+/* A RESP array of bulk strings (the form every Redis command takes);
+ * its length, or 0 when it does not fit @cap (a password too long for
+ * the probe's buffer fails as an error, never truncated). */
 static size_t resp_cmd(char *out, size_t cap, int argc, const char **argv)
 {
 	size_t n = (size_t)snprintf(out, cap, "*%d\r\n", argc);
@@ -228,7 +255,14 @@ static size_t resp_cmd(char *out, size_t cap, int argc, const char **argv)
 	return n < cap ? n : 0;
 }
 
-/* Connect, AUTH when there is a password, PING, CLUSTER SLOTS. */
+/*
+ * Connect, AUTH when there is a password, PING, CLUSTER SLOTS: the same
+ * sequence a lane runs on a new connection, so a node the probe calls up
+ * is one the lanes can use. The AUTH command holds the password and is
+ * wiped from the stack once sent. A PING refused only by an ACL rule
+ * (NOPERM) still proves the node answers and took our credentials, and
+ * the lanes never PING under an ACL that forbids it.
+ */
 static void probe_one(struct job *j)
 {
 	const char *argv[3] = {"AUTH"};
@@ -293,6 +327,7 @@ out:
 	j->res.ms = (uint32_t)(mono_ms() - t0);
 }
 
+/* Free a finished or abandoned job, its password wiped first. */
 static void job_free(struct job *j)
 {
 	explicit_bzero(j->pass, sizeof(j->pass));
@@ -301,6 +336,9 @@ static void job_free(struct job *j)
 	free(j);
 }
 
+/* A probe thread: probe, then hand the job over. If the caller gave up
+ * waiting (abandoned, under the lock), nobody will read the result and
+ * the thread frees the job itself; otherwise the caller does. */
 static void *job_main(void *arg)
 {
 	struct job *j = arg;
@@ -339,6 +377,9 @@ static void probe_round(const struct kvr_l2_conf *c, const char *user,
 	struct timespec dl;
 	uint32_t base = out->nnodes;
 
+	/* One absolute deadline for every join (pthread_timedjoin_np takes
+	 * CLOCK_REALTIME): io_ms plus 100 ms, so a thread whose own socket
+	 * timeout fires at io_ms still reports its reason. */
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += c->io_ms / 1000;
 	dl.tv_nsec += (long)(c->io_ms % 1000) * 1000000L + 100000000L;
@@ -408,7 +449,8 @@ static void probe_round(const struct kvr_l2_conf *c, const char *user,
 	}
 }
 
-/* Whether @a is already among out->node[] (by the name it prints as). */
+/* Whether @a is already among out->node[] (by the name it prints as): a
+ * seed the slot map names again is not probed twice. */
 static bool probed(const struct kvr_l2_probe *out, const struct kvr_l2_addr *a)
 {
 	char name[sizeof(out->node[0].addr)];
@@ -420,6 +462,9 @@ static bool probed(const struct kvr_l2_probe *out, const struct kvr_l2_addr *a)
 	return false;
 }
 
+/* Two rounds for a cluster: the seeds, then every master the first slot
+ * map read names that is not a seed (a cluster is reached through its
+ * seeds but served by all of its masters). A single node: one round. */
 void kvr_l2_probe(const struct kvr_l2_conf *c, const char *user,
 		  const char *pass, struct kvr_l2_probe *out)
 {
