@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <kvring/chanmap.h>
+
 #include "inspect.h"
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -42,6 +44,33 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	o->scan_total = LD(d->scan_total);
 	o->unsaved = LD(d->unsaved);
 	o->rebuild_ns = LD(d->rebuild_ns);
+}
+
+void ins_disk_hist(const struct ins_attach *a, struct ins_snap *s)
+{
+	const struct kvr_disk_shm *d = &a->h->disk;
+	const struct kvr_disk_hist_shm *h;
+	struct kvr_seg m = {.fd = -1};
+	struct kvr_err e = {0};
+	uint32_t bytes;
+
+	memset(&s->lat[INS_HIST_DISK_WRITE], 0,
+	       KVR_DISK_HISTS * sizeof(s->lat[0]));
+	/* A-DHIST1: pairs with R-DHIST1 in kvringd's hist_open(). */
+	bytes =
+	    atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&d->hist_bytes,
+				 memory_order_acquire);
+	if (bytes < sizeof(*h) || d->hist_fd < 0)
+		return;
+	/* Not allowed (the directory's rule) or gone: nothing to show. */
+	if (kvr_chanmap_open_disk_hist(a->h->seg.creator_pid, d->hist_fd,
+				       sizeof(*h), &m, &e) < 0)
+		return;
+	h = m.base;
+	kvr_hist_read(&h->lat[KVR_DISK_HIST_WRITE],
+		      &s->lat[INS_HIST_DISK_WRITE]);
+	kvr_hist_read(&h->lat[KVR_DISK_HIST_READ], &s->lat[INS_HIST_DISK_READ]);
+	kvr_seg_detach(&m);
 }
 
 static const char *mode_name(uint32_t m)
