@@ -38,7 +38,8 @@
 #define COLD_EVERY_NS 2000000ull
 #define COLD_HOLD_NS  100000000ull /* after a failed write */
 #define DONE_MAX      64u
-#define PUBLISH_NS    20000000ull /* counters, when nothing completes */
+#define PUBLISH_NS    20000000ull  /* counters, when nothing completes */
+#define CHECK_NS      100000000ull /* is the data file still there? */
 
 enum { JOB_COLD = 1, JOB_COMMIT, JOB_LOAD };
 
@@ -88,8 +89,9 @@ struct kvr_dsrv {
 	struct drt rt[RT_MAX];
 	uint32_t rt_busy;
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
-	uint64_t unsaved; /* pool evictions without a disk copy */
-	uint64_t pub_ns;  /* counters last published */
+	uint64_t unsaved;  /* pool evictions without a disk copy */
+	uint64_t pub_ns;   /* counters last published */
+	uint64_t check_ns; /* the data file last checked (kvr_disk_check) */
 	uint64_t job_seq;
 	/* Bytes pinned by write jobs until written, and what was not even
 	 * pinned (no job free, or the bound reached): dropped. */
@@ -542,6 +544,11 @@ unsigned kvr_dsrv_poll(struct kvr_srv *s)
 	struct kvr_dsrv *ds = s->disk;
 	unsigned work = drain(s);
 
+	if (s->now_ns - ds->check_ns >= CHECK_NS) {
+		ds->check_ns = s->now_ns;
+		if (!kvr_disk_check(ds->d))
+			publish(s);
+	}
 	pump_all(s);
 	if (ds->mode == KVR_DISK_EVICT &&
 	    s->now_ns - ds->cold_ns >= COLD_EVERY_NS)
@@ -614,6 +621,7 @@ static void publish(struct kvr_srv *s)
 	PUT(rebuilt, st.rebuilt ? 1u : 0u);
 	PUT(unsaved, ds->unsaved);
 	PUT(rebuild_ns, st.rebuild_ns);
+	PUT(deleted, st.deleted);
 #undef PUT
 }
 

@@ -70,6 +70,7 @@ struct kvr_disk {
 	struct kvr_disk_stats st;
 	/* Rate limits of the error lines, one per kind. */
 	uint64_t log_ns[4];
+	bool gone; /* the data file was deleted under us (kvr_disk_check) */
 };
 
 /* disk_file.c */

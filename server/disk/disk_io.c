@@ -307,6 +307,11 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	}
 	if (kvr__disk_index_find(d, ns_fp, k->lo, k->hi) != NIL)
 		return -EEXIST;
+	/* The file lost its name (kvr_disk_check): nothing more into it. */
+	if (d->gone) {
+		d->st.dropped++;
+		return -ENOENT;
+	}
 	if (!d->nio_free) {
 		d->st.dropped++;
 		return -EAGAIN;

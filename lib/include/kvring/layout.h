@@ -205,7 +205,10 @@ struct kvr_disk_shm {
 	 * or kvringd --histograms off). See struct kvr_disk_hist_shm. */
 	int32_t hist_fd;	     /* 176 */
 	_Atomic uint32_t hist_bytes; /* 180 */
-	_Atomic uint64_t reserved;   /* 184 */
+	/* 184 (abi 5.5): 1 once the data file was found deleted (its
+	 * directory removed) under the running server; writes are then
+	 * dropped (counted) until a restart makes a new one. */
+	_Atomic uint64_t deleted;
 };
 _Static_assert(sizeof(struct kvr_disk_shm) == 192, "ABI: docs/layout.md");
 _Static_assert(offsetof(struct kvr_disk_shm, hist_fd) == 176, "ABI");

@@ -134,8 +134,9 @@ struct kvr_disk_stats {
 	uint64_t evictions; /* records replaced by the disk's LRU */
 	uint64_t scanned, scan_total; /* rebuild progress, in records */
 	uint64_t rebuild_ns;	      /* the scan's time, once it ended */
-	bool direct;		      /* O_DIRECT in use */
-	bool rebuilt;		      /* the rebuild scan has ended */
+	uint64_t deleted; /* 1 once the data file was found deleted */
+	bool direct;	  /* O_DIRECT in use */
+	bool rebuilt;	  /* the rebuild scan has ended */
 };
 
 /*
@@ -226,6 +227,18 @@ void kvr_disk_wait(struct kvr_disk *d);
 
 /* kvr_disk_stats - a snapshot of the counters. */
 void kvr_disk_stats(const struct kvr_disk *d, struct kvr_disk_stats *out);
+
+/*
+ * kvr_disk_check - whether the data file still has a name (fstat: a link
+ * count of 0 means it, or its directory, was deleted under us). The first
+ * time it has none: one log line, stats.deleted = 1, and from then on
+ * every write is refused (-ENOENT, counted as dropped) so that no more
+ * space goes to a file nobody can see; what the index holds is still read
+ * from the open file, exact, until a restart makes a new one. Cheap (one
+ * fstat): call it every fraction of a second.
+ * Return: true while the file is usable for writes.
+ */
+bool kvr_disk_check(struct kvr_disk *d);
 
 /* kvr_disk_path - the data file's path (for log lines). */
 const char *kvr_disk_path(const struct kvr_disk *d);
