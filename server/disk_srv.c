@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <kvring/error.h>
 #include <kvring/keys.h>
@@ -589,77 +588,16 @@ uint64_t kvr_dsrv_sleep_ns(const struct kvr_srv *s)
 
 /* ---- counters ---- */
 
-/* Copy the tier's counters into the control header's disk section. */
+/* Copy the tier's counters into the control header (disk_srv_pub.c). */
 static void publish(struct kvr_srv *s)
 {
 	struct kvr_dsrv *ds = s->disk;
-	struct kvr_disk_shm *o = &s->hdr->disk;
-	struct kvr_disk_stats st;
 
-	kvr_disk_stats(ds->d, &st);
 	ds->pub_ns = s->now_ns;
-#define PUT(f, v) atomic_store_explicit(&o->f, (v), memory_order_relaxed)
-	/* Relaxed throughout: each counter stands alone (layout.h). */
-	PUT(capacity_bytes, st.capacity_bytes);
-	PUT(used_bytes, st.used_bytes);
-	PUT(objects, st.objects);
-	PUT(records, st.records);
-	PUT(hits, st.hits);
-	PUT(misses, st.misses);
-	PUT(reads, st.reads);
-	PUT(read_bytes, st.read_bytes);
-	PUT(writes, st.writes);
-	PUT(write_bytes, st.write_bytes);
-	PUT(queue_depth, st.queue_depth);
-	PUT(corrupt, st.corrupt);
-	PUT(dropped, st.dropped + ds->dropped);
-	PUT(io_errors, st.io_errors);
-	PUT(no_space, st.no_space);
-	PUT(evictions, st.evictions);
-	PUT(scanned, st.scanned);
-	PUT(scan_total, st.scan_total);
-	PUT(rebuilt, st.rebuilt ? 1u : 0u);
-	PUT(unsaved, ds->unsaved);
-	PUT(rebuild_ns, st.rebuild_ns);
-	PUT(deleted, st.deleted);
-#undef PUT
+	kvr_dsrv_publish(s, ds->d, ds->dropped, ds->unsaved);
 }
 
 /* ---- start and stop ---- */
-
-/*
- * The latency histograms in a memfd of their own (layout.h, abi 5.5),
- * named in the header for the inspector (R-DHIST1: the fd before the
- * size, release). Without them the tier still runs: one log line.
- */
-static void hist_open(struct kvr_srv *s)
-{
-	struct kvr_dsrv *ds = s->disk;
-	struct kvr_disk_shm *o = &s->hdr->disk;
-	struct kvr_err e = {0};
-	int rc;
-
-	if (!s->hist_on)
-		return;
-	rc = kvr_seg_create_memfd("kvring-disk-hist",
-				  sizeof(struct kvr_disk_hist_shm), 0,
-				  &ds->hist_seg, &e);
-	if (rc < 0) {
-		kvr_log_warn("disk: no latency histograms (memfd of %zu "
-			     "bytes: %s); the counters are kept",
-			     sizeof(struct kvr_disk_hist_shm),
-			     kvr_err_str(&e, rc));
-		return;
-	}
-	if (fchmod(ds->hist_seg.fd, 0400) < 0)
-		kvr_log_warn("disk histograms: chmod 0400: %s",
-			     strerror(errno));
-	ds->hist = ds->hist_seg.base;
-	o->hist_fd = ds->hist_seg.fd;
-	atomic_store_explicit(&o->hist_bytes,
-			      (uint32_t)sizeof(struct kvr_disk_hist_shm),
-			      memory_order_release);
-}
 
 int kvr_dsrv_start(struct kvr_srv *s)
 {
@@ -712,7 +650,7 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		kvr_log_err("start-up: %s", err[0] ? err : kvr_strerror(rc));
 		return rc;
 	}
-	hist_open(s);
+	ds->hist = kvr_dsrv_hist_open(s, &ds->hist_seg);
 	kvr_disk_stats(ds->d, &st);
 	s->hdr->disk.mode = cf->mode == KVR_DISK_COMMIT ? 2u : 1u;
 	s->hdr->disk.direct = st.direct ? 1u : 0u;

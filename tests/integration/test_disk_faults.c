@@ -203,8 +203,7 @@ Test(disk_faults, a_deleted_directory_keeps_the_pool_working)
 	t_json_free(j);
 	run_free(&r);
 	r = RUN("--name", s1.t.name, "--prometheus");
-	cr_expect(strstr(r.out, "\nkvring_disk_file_deleted 1\n"), "%s",
-		  r.out);
+	cr_expect(strstr(r.out, "\nkvring_disk_file_deleted 1\n"), "%s", r.out);
 	run_free(&r);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
