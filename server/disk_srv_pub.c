@@ -65,8 +65,7 @@ struct kvr_disk_hist_shm *kvr_dsrv_hist_open(struct kvr_srv *s,
 	if (!s->hist_on)
 		return NULL;
 	rc = kvr_seg_create_memfd("kvring-disk-hist",
-				  sizeof(struct kvr_disk_hist_shm), 0,
-				  seg, &e);
+				  sizeof(struct kvr_disk_hist_shm), 0, seg, &e);
 	if (rc < 0) {
 		kvr_log_warn("disk: no latency histograms (memfd of %zu "
 			     "bytes: %s); the counters are kept",

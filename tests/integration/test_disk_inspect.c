@@ -164,4 +164,26 @@ Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
 	run_free(&r);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	wsrv_cleanup(&s1);
+
+	/* kvringd --histograms off keeps none: no memfd, no disk ops. */
+	{
+		const char *const off[] = {"--histograms", "off", NULL};
+
+		dt_start(&s1, dir, "64M", "commit", off);
+	}
+	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
+	c = wsrv_connect(&s1, 0, 5000);
+	k = dt_keys(c, 1);
+	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
+	free(k);
+	cr_expect_eq(atomic_load(&s1.t.hdr->disk.hist_bytes), 0);
+	r = RUN("--name", s1.t.name, "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	cr_expect(!t_json_has(j, "latency.disk_read"), "%s", r.out);
+	t_json_free(j);
+	run_free(&r);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
