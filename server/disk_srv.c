@@ -651,19 +651,30 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		return rc;
 	}
 	ds->hist = kvr_dsrv_hist_open(s, &ds->hist_seg);
+	/* A huge-page pool can be registered with the ring once: records
+	 * then move by READ_FIXED / WRITE_FIXED. Else, or refused: the
+	 * vectored path, said once. */
+	if (s->pool.hugetlb &&
+	    (rc = kvr_disk_register(ds->d, s->pool.base, s->pool.bytes, err,
+				    sizeof(err))) < 0)
+		kvr_log_info("disk: no registered buffers (%s); records move "
+			     "by plain reads and writes",
+			     err[0] ? err : kvr_strerror(rc));
 	kvr_disk_stats(ds->d, &st);
 	s->hdr->disk.mode = cf->mode == KVR_DISK_COMMIT ? 2u : 1u;
 	s->hdr->disk.direct = st.direct ? 1u : 0u;
+	s->hdr->disk.fixed = st.fixed ? 1u : 0u;
 	publish(s);
 	kvr_log_info(
 	    "disk: %s, %llu records of up to %llu bytes (%llu "
-	    "bytes), %s, %s I/O, %s",
+	    "bytes), %s, %s I/O%s, %s",
 	    kvr_disk_path(ds->d), (unsigned long long)st.records,
 	    (unsigned long long)cf->chunk_bytes,
 	    (unsigned long long)st.capacity_bytes,
 	    cf->mode == KVR_DISK_COMMIT ? "write every commit"
 					: "write chunks about to be evicted",
 	    st.direct ? "O_DIRECT" : "buffered",
+	    st.fixed ? " on registered buffers" : "",
 	    st.rebuilt ? "empty" : "rebuilding its index while serving");
 	return 0;
 }

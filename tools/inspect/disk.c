@@ -23,6 +23,7 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	/* Relaxed: each counter stands alone (layout.h). */
 	o->mode = d->mode;
 	o->direct = d->direct;
+	o->fixed = d->fixed;
 	o->rebuilt = LD(d->rebuilt);
 	o->capacity_bytes = LD(d->capacity_bytes);
 	o->used_bytes = LD(d->used_bytes);
@@ -85,6 +86,7 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
 	kvr_em_str(e, "mode", mode_name(d->mode));
 	if (d->mode) {
 		kvr_em_str(e, "io", d->direct ? "direct" : "buffered");
+		kvr_em_bool(e, "registered_buffers", d->fixed != 0);
 		kvr_em_u64(e, "capacity_bytes", d->capacity_bytes);
 		kvr_em_u64(e, "used_bytes", d->used_bytes);
 		kvr_em_u64(e, "objects", d->objects);
@@ -182,6 +184,10 @@ void ins_disk_prom(FILE *f, const struct ins_disk_snap *d)
 		     d->mode);
 	ins_prom_u64(f, "kvring_disk_direct", "gauge",
 		     "1 with O_DIRECT, 0 buffered.", d->direct);
+	ins_prom_u64(f, "kvring_disk_registered_buffers", "gauge",
+		     "1 when records move on buffers registered with the "
+		     "io_uring (a huge-page pool).",
+		     d->fixed);
 	ins_prom_u64(f, "kvring_disk_rebuild_done", "gauge",
 		     "1 once the index rebuild at start has ended.",
 		     d->rebuilt);

@@ -258,7 +258,7 @@ struct ins_chan_snap {
 #define INS_HIST_DISK_READ  (KVR_HIST_GOPS + 1u)
 #define INS_HIST_N	    (KVR_HIST_GOPS + 2u)
 struct ins_disk_snap {
-	uint32_t mode, direct, rebuilt;
+	uint32_t mode, direct, rebuilt, fixed;
 	uint64_t capacity_bytes, used_bytes, objects, records, hits, misses;
 	uint64_t reads, read_bytes, writes, write_bytes, queue_depth, corrupt;
 	uint64_t dropped, io_errors, no_space, evictions, scanned, scan_total;

@@ -192,7 +192,8 @@ struct kvr_disk_shm {
 	_Atomic uint64_t scanned;	 /* 136: rebuild progress, records */
 	_Atomic uint64_t scan_total;	 /* 144: records to scan */
 	_Atomic uint32_t rebuilt;	 /* 152: 1 once the scan ended */
-	uint32_t pad;			 /* 156 */
+	uint32_t fixed;			 /* 156: 1 registered buffers
+					    (abi 5.5), once */
 	_Atomic uint64_t unsaved;	 /* 160: pool evictions without a
 					    copy on disk (evict mode) */
 	_Atomic uint64_t rebuild_ns;	 /* 168: the rebuild scan's time */
