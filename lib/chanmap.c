@@ -214,6 +214,12 @@ static int open_server_fd(const char *what, pid_t server_pid, int fd,
 	return kvr_seg_attach_fd(bfd, bytes, PROT_READ, out, e);
 }
 
+int kvr_chanmap_open_disk_hist(pid_t server_pid, int fd, size_t bytes,
+			       struct kvr_seg *out, struct kvr_err *e)
+{
+	return open_server_fd("disk histograms", server_pid, fd, bytes, out, e);
+}
+
 int kvr_chanmap_open_block(pid_t server_pid, int fd, size_t bytes,
 			   struct kvr_seg *out, struct kvr_err *e)
 {

@@ -24,6 +24,7 @@
 #include <kvring/error.h>
 #include <kvring/keys.h>
 #include <kvring/log.h>
+#include <kvring/segment.h>
 
 #include "chan.h"
 
@@ -36,7 +37,8 @@
 #define COLD_EVERY_NS 2000000ull
 #define COLD_HOLD_NS  100000000ull /* after a failed write */
 #define DONE_MAX      64u
-#define PUBLISH_NS    20000000ull /* counters, when nothing completes */
+#define PUBLISH_NS    20000000ull  /* counters, when nothing completes */
+#define CHECK_NS      100000000ull /* is the data file still there? */
 
 enum { JOB_COLD = 1, JOB_COMMIT, JOB_LOAD };
 
@@ -86,13 +88,18 @@ struct kvr_dsrv {
 	struct drt rt[RT_MAX];
 	uint32_t rt_busy;
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
-	uint64_t unsaved; /* pool evictions without a disk copy */
-	uint64_t pub_ns;  /* counters last published */
+	uint64_t unsaved;  /* pool evictions without a disk copy */
+	uint64_t pub_ns;   /* counters last published */
+	uint64_t check_ns; /* the data file last checked (kvr_disk_check) */
 	uint64_t job_seq;
 	/* Bytes pinned by write jobs until written, and what was not even
 	 * pinned (no job free, or the bound reached): dropped. */
 	uint64_t pend_bytes, pend_max, dropped;
 	struct kvr_disk_done done[DONE_MAX];
+	/* The latency histograms' memfd (hdr->disk.hist_fd), and them in
+	 * it; NULL with kvringd --histograms off. */
+	struct kvr_seg hist_seg;
+	struct kvr_disk_hist_shm *hist;
 };
 
 /* ---- helpers ---- */
@@ -492,6 +499,13 @@ static void on_done(struct kvr_srv *s, const struct kvr_disk_done *dn)
 	struct djob *j = &ds->job[dn->tag >> 32];
 	uint32_t i = (uint32_t)dn->tag;
 
+	/* Submit to completion, failed I/Os included (their time is the
+	 * disk's too); the loop is the histograms' single writer. */
+	if (ds->hist)
+		kvr_hist_add(&ds->hist->lat[dn->kind == KVR_DISK_IO_WRITE
+						? KVR_DISK_HIST_WRITE
+						: KVR_DISK_HIST_READ],
+			     dn->ns, 1);
 	j->keep[i] = dn->rc == 0;
 	if (j->kind == JOB_LOAD)
 		j->sums[i] = dn->sum;
@@ -529,6 +543,11 @@ unsigned kvr_dsrv_poll(struct kvr_srv *s)
 	struct kvr_dsrv *ds = s->disk;
 	unsigned work = drain(s);
 
+	if (s->now_ns - ds->check_ns >= CHECK_NS) {
+		ds->check_ns = s->now_ns;
+		if (!kvr_disk_check(ds->d))
+			publish(s);
+	}
 	pump_all(s);
 	if (ds->mode == KVR_DISK_EVICT &&
 	    s->now_ns - ds->cold_ns >= COLD_EVERY_NS)
@@ -569,39 +588,13 @@ uint64_t kvr_dsrv_sleep_ns(const struct kvr_srv *s)
 
 /* ---- counters ---- */
 
-/* Copy the tier's counters into the control header's disk section. */
+/* Copy the tier's counters into the control header (disk_srv_pub.c). */
 static void publish(struct kvr_srv *s)
 {
 	struct kvr_dsrv *ds = s->disk;
-	struct kvr_disk_shm *o = &s->hdr->disk;
-	struct kvr_disk_stats st;
 
-	kvr_disk_stats(ds->d, &st);
 	ds->pub_ns = s->now_ns;
-#define PUT(f, v) atomic_store_explicit(&o->f, (v), memory_order_relaxed)
-	/* Relaxed throughout: each counter stands alone (layout.h). */
-	PUT(capacity_bytes, st.capacity_bytes);
-	PUT(used_bytes, st.used_bytes);
-	PUT(objects, st.objects);
-	PUT(records, st.records);
-	PUT(hits, st.hits);
-	PUT(misses, st.misses);
-	PUT(reads, st.reads);
-	PUT(read_bytes, st.read_bytes);
-	PUT(writes, st.writes);
-	PUT(write_bytes, st.write_bytes);
-	PUT(queue_depth, st.queue_depth);
-	PUT(corrupt, st.corrupt);
-	PUT(dropped, st.dropped + ds->dropped);
-	PUT(io_errors, st.io_errors);
-	PUT(no_space, st.no_space);
-	PUT(evictions, st.evictions);
-	PUT(scanned, st.scanned);
-	PUT(scan_total, st.scan_total);
-	PUT(rebuilt, st.rebuilt ? 1u : 0u);
-	PUT(unsaved, ds->unsaved);
-	PUT(rebuild_ns, st.rebuild_ns);
-#undef PUT
+	kvr_dsrv_publish(s, ds->d, ds->dropped, ds->unsaved);
 }
 
 /* ---- start and stop ---- */
@@ -621,6 +614,7 @@ int kvr_dsrv_start(struct kvr_srv *s)
 	if (!ds)
 		return -ENOMEM;
 	s->disk = ds;
+	ds->hist_seg.fd = -1;
 	ds->mode = cf->mode;
 	/* Write-through may fall behind the workers by a quarter of the
 	 * pool, pinned; past that, commits are not written (dropped). */
@@ -656,19 +650,31 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		kvr_log_err("start-up: %s", err[0] ? err : kvr_strerror(rc));
 		return rc;
 	}
+	ds->hist = kvr_dsrv_hist_open(s, &ds->hist_seg);
+	/* A huge-page pool can be registered with the ring once: records
+	 * then move by READ_FIXED / WRITE_FIXED. Else, or refused: the
+	 * vectored path, said once. */
+	if (s->pool.hugetlb &&
+	    (rc = kvr_disk_register(ds->d, s->pool.base, s->pool.bytes, err,
+				    sizeof(err))) < 0)
+		kvr_log_info("disk: no registered buffers (%s); records move "
+			     "by plain reads and writes",
+			     err[0] ? err : kvr_strerror(rc));
 	kvr_disk_stats(ds->d, &st);
 	s->hdr->disk.mode = cf->mode == KVR_DISK_COMMIT ? 2u : 1u;
 	s->hdr->disk.direct = st.direct ? 1u : 0u;
+	s->hdr->disk.fixed = st.fixed ? 1u : 0u;
 	publish(s);
 	kvr_log_info(
 	    "disk: %s, %llu records of up to %llu bytes (%llu "
-	    "bytes), %s, %s I/O, %s",
+	    "bytes), %s, %s I/O%s, %s",
 	    kvr_disk_path(ds->d), (unsigned long long)st.records,
 	    (unsigned long long)cf->chunk_bytes,
 	    (unsigned long long)st.capacity_bytes,
 	    cf->mode == KVR_DISK_COMMIT ? "write every commit"
 					: "write chunks about to be evicted",
 	    st.direct ? "O_DIRECT" : "buffered",
+	    st.fixed ? " on registered buffers" : "",
 	    st.rebuilt ? "empty" : "rebuilding its index while serving");
 	return 0;
 }
@@ -732,5 +738,6 @@ void kvr_dsrv_destroy(struct kvr_dsrv *ds)
 	free(ds->ckeys);
 	free(ds->sizes);
 	free(ds->slots);
+	kvr_seg_destroy(&ds->hist_seg);
 	free(ds);
 }

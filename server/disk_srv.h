@@ -70,4 +70,22 @@ void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
  */
 void kvr_dsrv_commit_done(struct kvr_srv *s, int rc);
 
+/* ---- disk_srv_pub.c (disk_srv.c's callees) ---- */
+
+/* kvr_dsrv_publish - copy @d's counters, plus the loop side's @dropped
+ * writes and pool evictions @unsaved, into the control header's disk
+ * section (relaxed stores: each counter stands alone). */
+void kvr_dsrv_publish(struct kvr_srv *s, const struct kvr_disk *d,
+		      uint64_t dropped, uint64_t unsaved);
+
+struct kvr_seg;
+/*
+ * kvr_dsrv_hist_open - unless kvringd --histograms off: create the disk
+ * histograms' memfd in @seg (struct kvr_disk_hist_shm) and name it in the
+ * header (R-DHIST1). Without it the tier still runs (one log line).
+ * Return: the histograms, or NULL (kvr_seg_destroy() @seg either way).
+ */
+struct kvr_disk_hist_shm *kvr_dsrv_hist_open(struct kvr_srv *s,
+					     struct kvr_seg *seg);
+
 #endif /* KVR_SERVER_DISK_SRV_H */

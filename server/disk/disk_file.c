@@ -4,8 +4,9 @@
  * mode and symlink checks of --disk DIR, the lock that keeps a second
  * kvringd out, opening the file with O_DIRECT (buffered where the file
  * system refuses it, said once), its preallocation and its superblock
- * (docs/layout.md, "Disk records"); and the rate limit of the tier's
- * error lines. Runs at start and stop, and for the log lines.
+ * (docs/layout.md, "Disk records"); the check that the file was not
+ * deleted under the server; and the rate limit of the tier's error
+ * lines. Runs at start and stop, for the log lines and for the check.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +39,26 @@ struct sb {
 
 /* Error lines: one per kind every LOG_EVERY_NS. */
 #define LOG_EVERY_NS 5000000000ull
+
+bool kvr_disk_check(struct kvr_disk *d)
+{
+	struct stat st;
+
+	if (d->gone)
+		return false;
+	/* A failing fstat says nothing about the name: keep writing. */
+	if (fstat(d->fd, &st) < 0 || st.st_nlink > 0)
+		return true;
+	d->gone = true;
+	d->st.deleted = 1;
+	kvr_log_warn("disk: %s was deleted under the running server (its "
+		     "directory removed?): the chunks already on disk are "
+		     "still served from the open file, new writes are dropped "
+		     "(counted), and its space comes back when kvringd stops; "
+		     "restart kvringd to make a new one",
+		     d->path);
+	return false;
+}
 
 void kvr__disk_log_err(struct kvr_disk *d, int kind, const char *what, int rc)
 {

@@ -45,6 +45,11 @@ struct io {
 	uint32_t rec;
 	int kind; /* KVR_DISK_IO_* or IO_SCAN */
 	struct iovec iov[2];
+	/* Completions still to come (2: a fixed header and payload pair,
+	 * kvr_disk_register), the bytes they moved, their first error. */
+	uint32_t parts;
+	int err;
+	uint64_t got;
 };
 
 #define IO_SCAN 3
@@ -70,7 +75,17 @@ struct kvr_disk {
 	struct kvr_disk_stats st;
 	/* Rate limits of the error lines, one per kind. */
 	uint64_t log_ns[4];
+	bool gone; /* the data file was deleted under us (kvr_disk_check) */
+	/* Registered buffers (kvr_disk_register): the I/O slots' header
+	 * blocks at indexes 0..qd-1, then the caller's region in pieces of
+	 * FIXED_PIECE bytes from index qd. */
+	bool fixed;
+	const char *fixed_base;
+	uint64_t fixed_bytes;
 };
+
+/* The kernel's limit for one registered buffer: 1 GiB. */
+#define FIXED_PIECE (1ull << 30)
 
 /* disk_file.c */
 int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen);

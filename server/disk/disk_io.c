@@ -40,25 +40,119 @@ static void io_put(struct kvr_disk *d, struct io *io)
 	d->io_free[d->nio_free++] = (uint32_t)(io - d->io);
 }
 
+/* The registered piece that holds the payload of @io (iov[1]) whole, or
+ * -1: not registered, or outside the region, or across two pieces. */
+static int fixed_piece(const struct kvr_disk *d, const struct io *io)
+{
+	const char *p = io->iov[1].iov_base;
+	uint64_t lo, hi;
+
+	if (!d->fixed || p < d->fixed_base ||
+	    p + io->iov[1].iov_len > d->fixed_base + d->fixed_bytes)
+		return -1;
+	lo = (uint64_t)(p - d->fixed_base);
+	hi = lo + io->iov[1].iov_len - 1;
+	return lo / FIXED_PIECE == hi / FIXED_PIECE ? (int)(lo / FIXED_PIECE)
+						    : -1;
+}
+
+/* Queue a header and a payload on registered buffers: two requests at
+ * the record's offset and past its header block; both complete before
+ * the I/O counts as done (kvr_disk_poll). */
+static void submit_fixed(struct kvr_disk *d, struct io *io, int piece,
+			 uint64_t off, bool write)
+{
+	struct io_uring_sqe *h = io_uring_get_sqe(&d->ring);
+	struct io_uring_sqe *p = io_uring_get_sqe(&d->ring);
+	int hidx = (int)(io - d->io), pidx = (int)d->qd + piece;
+
+	if (write) {
+		io_uring_prep_write_fixed(h, d->fd, io->hdr, KVR_DISK_BLOCK,
+					  off, hidx);
+		io_uring_prep_write_fixed(p, d->fd, io->iov[1].iov_base,
+					  (unsigned)io->iov[1].iov_len,
+					  off + KVR_DISK_BLOCK, pidx);
+	} else {
+		io_uring_prep_read_fixed(h, d->fd, io->hdr, KVR_DISK_BLOCK, off,
+					 hidx);
+		io_uring_prep_read_fixed(p, d->fd, io->iov[1].iov_base,
+					 (unsigned)io->iov[1].iov_len,
+					 off + KVR_DISK_BLOCK, pidx);
+	}
+	io_uring_sqe_set_data64(h, (uint64_t)(io - d->io));
+	io_uring_sqe_set_data64(p, (uint64_t)(io - d->io));
+	io->parts = 2;
+}
+
 /* Queue @io: a vectored read or write of its iovecs at record @io->rec's
- * offset, submitted at once (one syscall per record: records are large). */
+ * offset (or, on registered buffers, the pair of fixed ones), submitted
+ * at once (one syscall per record: records are large). */
 static void io_submit(struct kvr_disk *d, struct io *io, unsigned niov,
 		      bool write)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
 	uint64_t off = kvr__disk_rec_off(d, io->rec);
+	int piece = niov == 2 ? fixed_piece(d, io) : -1;
 
-	/* The ring has twice as many entries as I/Os can be in flight. */
-	if (write)
-		io_uring_prep_writev(sqe, d->fd, io->iov, niov, off);
-	else
-		io_uring_prep_readv(sqe, d->fd, io->iov, niov, off);
-	io_uring_sqe_set_data64(sqe, (uint64_t)(io - d->io));
 	io->want = 0;
 	for (unsigned i = 0; i < niov; i++)
 		io->want += io->iov[i].iov_len;
+	io->err = 0;
+	io->got = 0;
+	/* The ring has two entries per I/O slot: room for either way. */
+	if (piece >= 0) {
+		submit_fixed(d, io, piece, off, write);
+	} else {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+
+		if (write)
+			io_uring_prep_writev(sqe, d->fd, io->iov, niov, off);
+		else
+			io_uring_prep_readv(sqe, d->fd, io->iov, niov, off);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(io - d->io));
+		io->parts = 1;
+	}
 	io->start_ns = kvr_clock_now_ns();
 	io_uring_submit(&d->ring);
+}
+
+int kvr_disk_register(struct kvr_disk *d, void *base, uint64_t bytes, char *err,
+		      size_t errlen)
+{
+	uint64_t pieces = (bytes + FIXED_PIECE - 1) / FIXED_PIECE;
+	struct iovec *iov;
+	int rc;
+
+	if (!d || !base || !bytes || d->fixed || pieces > 16384 - d->qd)
+		return -EINVAL;
+	iov = calloc(d->qd + pieces, sizeof(*iov));
+	if (!iov)
+		return -ENOMEM;
+	for (unsigned i = 0; i < d->qd; i++) {
+		iov[i].iov_base = d->io[i].hdr;
+		iov[i].iov_len = KVR_DISK_BLOCK;
+	}
+	for (uint64_t p = 0; p < pieces; p++) {
+		iov[d->qd + p].iov_base = (char *)base + p * FIXED_PIECE;
+		iov[d->qd + p].iov_len = bytes - p * FIXED_PIECE < FIXED_PIECE
+					     ? bytes - p * FIXED_PIECE
+					     : FIXED_PIECE;
+	}
+	rc = io_uring_register_buffers(&d->ring, iov,
+				       (unsigned)(d->qd + pieces));
+	free(iov);
+	if (rc < 0) {
+		snprintf(err, errlen,
+			 "io_uring_register_buffers of %llu bytes in %llu "
+			 "pieces: %s",
+			 (unsigned long long)bytes, (unsigned long long)pieces,
+			 strerror(-rc));
+		return rc;
+	}
+	d->fixed = true;
+	d->fixed_base = base;
+	d->fixed_bytes = bytes;
+	d->st.fixed = true;
+	return 0;
 }
 
 /* ---- the rebuild scan ---- */
@@ -307,6 +401,11 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	}
 	if (kvr__disk_index_find(d, ns_fp, k->lo, k->hi) != NIL)
 		return -EEXIST;
+	/* The file lost its name (kvr_disk_check): nothing more into it. */
+	if (d->gone) {
+		d->st.dropped++;
+		return -ENOENT;
+	}
 	if (!d->nio_free) {
 		d->st.dropped++;
 		return -EAGAIN;
@@ -439,6 +538,17 @@ unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 		int res = cqe->res;
 
 		io_uring_cqe_seen(&d->ring, cqe);
+		/* An I/O is done with its last completion (a fixed pair has
+		 * two), with the bytes all moved or the first error. */
+		if (res < 0 && !io->err)
+			io->err = res;
+		else if (res >= 0)
+			io->got += (uint64_t)res;
+		if (io->parts > 1) {
+			io->parts--;
+			continue;
+		}
+		res = io->err ? io->err : (int)io->got;
 		if (io->kind == IO_SCAN) {
 			scan_done(d, io, res);
 			io_put(d, io);

@@ -4,7 +4,10 @@
  * JSON overview ("disk": mode, capacity and use, objects, reads, writes,
  * queue depth, corrupt, dropped, rebuild progress) and its Prometheus
  * families (kvring_disk_*), read from a real kvringd with --disk after
- * real writes and read-throughs; a server without --disk says "off".
+ * real writes and read-throughs; a server without --disk says "off". The
+ * latency histograms of disk writes and read-through reads (op disk_write
+ * and disk_read in "latency", --latency and kvring_op_latency_seconds)
+ * hold one sample per chunk written or read.
  */
 #include "inspect_suite.h"
 
@@ -89,4 +92,98 @@ Test(disk_inspect, json_and_prometheus_show_the_tier)
 	r = RUN("--name", s1.t.name, "--prometheus");
 	cr_expect(strstr(r.out, "\nkvring_disk_enabled 0\n"), "%s", r.out);
 	run_free(&r);
+}
+
+/* The Prometheus sample line of @name for @op, its value; -1 if absent. */
+static long long prom_op(const char *out, const char *name, const char *op)
+{
+	char pat[160];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\n%s{op=\"%s\"} ", name, op);
+	p = strstr(out, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
+{
+	char why[256] = "";
+	struct kvr_client *c;
+	struct kvr_key *k;
+	struct t_json *j;
+	struct run r;
+	long long w, rd;
+
+	/* Chunks on disk from a first server; the second reads them
+	 * through (its pool starts empty) and writes new ones. */
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "64M", "commit", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	dt_store(&s1, c, 1, true);
+	kvr_close(c);
+	cr_assert_eq(wsrv_stop(&s1), 0, "self-check");
+	wsrv_cleanup(&s1);
+
+	dt_start(&s1, dir, "64M", "commit", NULL);
+	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
+	c = wsrv_connect(&s1, 0, 5000);
+	k = dt_keys(c, 1);
+	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
+	free(k);
+	dt_store(&s1, c, 2, true);
+	cr_assert_eq(T_DISK(&s1.t, reads), DT_BATCH);
+	cr_assert_eq(T_DISK(&s1.t, writes), DT_BATCH);
+	cr_expect_gt(atomic_load(&s1.t.hdr->disk.hist_bytes), 0);
+
+	r = RUN("--name", s1.t.name, "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	/* One sample per chunk, each above a microsecond (a real I/O). */
+	cr_expect_eq(JN(j, "latency.disk_write.count"), DT_BATCH);
+	cr_expect_eq(JN(j, "latency.disk_read.count"), DT_BATCH);
+	cr_expect_gt(JN(j, "latency.disk_write.p50_ns"), 1000);
+	cr_expect_gt(JN(j, "latency.disk_read.p99_ns"), 1000);
+	t_json_free(j);
+	run_free(&r);
+
+	r = RUN("--name", s1.t.name, "--latency");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "disk_write"), "%s", r.out);
+	cr_expect(strstr(r.out, "disk_read"), "%s", r.out);
+	run_free(&r);
+
+	r = RUN("--name", s1.t.name, "--prometheus");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_gt(prom_validate(r.out, why, sizeof(why)), 20,
+		     "invalid exposition (%s)", why);
+	expect_promtool_ok(r.out);
+	w = prom_op(r.out, "kvring_op_latency_seconds_count", "disk_write");
+	rd = prom_op(r.out, "kvring_op_latency_seconds_count", "disk_read");
+	cr_expect_eq(w, DT_BATCH, "%s", r.out);
+	cr_expect_eq(rd, DT_BATCH, "%s", r.out);
+	run_free(&r);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	wsrv_cleanup(&s1);
+
+	/* kvringd --histograms off keeps none: no memfd, no disk ops. */
+	{
+		const char *const off[] = {"--histograms", "off", NULL};
+
+		dt_start(&s1, dir, "64M", "commit", off);
+	}
+	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
+	c = wsrv_connect(&s1, 0, 5000);
+	k = dt_keys(c, 1);
+	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
+	free(k);
+	cr_expect_eq(atomic_load(&s1.t.hdr->disk.hist_bytes), 0);
+	r = RUN("--name", s1.t.name, "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	cr_expect(!t_json_has(j, "latency.disk_read"), "%s", r.out);
+	t_json_free(j);
+	run_free(&r);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }

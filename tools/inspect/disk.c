@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <kvring/chanmap.h>
+
 #include "inspect.h"
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -21,6 +23,7 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	/* Relaxed: each counter stands alone (layout.h). */
 	o->mode = d->mode;
 	o->direct = d->direct;
+	o->fixed = d->fixed;
 	o->rebuilt = LD(d->rebuilt);
 	o->capacity_bytes = LD(d->capacity_bytes);
 	o->used_bytes = LD(d->used_bytes);
@@ -42,6 +45,34 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	o->scan_total = LD(d->scan_total);
 	o->unsaved = LD(d->unsaved);
 	o->rebuild_ns = LD(d->rebuild_ns);
+	o->deleted = LD(d->deleted);
+}
+
+void ins_disk_hist(const struct ins_attach *a, struct ins_snap *s)
+{
+	const struct kvr_disk_shm *d = &a->h->disk;
+	const struct kvr_disk_hist_shm *h;
+	struct kvr_seg m = {.fd = -1};
+	struct kvr_err e = {0};
+	uint32_t bytes;
+
+	memset(&s->lat[INS_HIST_DISK_WRITE], 0,
+	       KVR_DISK_HISTS * sizeof(s->lat[0]));
+	/* A-DHIST1: pairs with R-DHIST1 in kvringd's hist_open(). */
+	bytes =
+	    atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&d->hist_bytes,
+				 memory_order_acquire);
+	if (bytes < sizeof(*h) || d->hist_fd < 0)
+		return;
+	/* Not allowed (the directory's rule) or gone: nothing to show. */
+	if (kvr_chanmap_open_disk_hist(a->h->seg.creator_pid, d->hist_fd,
+				       sizeof(*h), &m, &e) < 0)
+		return;
+	h = m.base;
+	kvr_hist_read(&h->lat[KVR_DISK_HIST_WRITE],
+		      &s->lat[INS_HIST_DISK_WRITE]);
+	kvr_hist_read(&h->lat[KVR_DISK_HIST_READ], &s->lat[INS_HIST_DISK_READ]);
+	kvr_seg_detach(&m);
 }
 
 static const char *mode_name(uint32_t m)
@@ -55,6 +86,7 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
 	kvr_em_str(e, "mode", mode_name(d->mode));
 	if (d->mode) {
 		kvr_em_str(e, "io", d->direct ? "direct" : "buffered");
+		kvr_em_bool(e, "registered_buffers", d->fixed != 0);
 		kvr_em_u64(e, "capacity_bytes", d->capacity_bytes);
 		kvr_em_u64(e, "used_bytes", d->used_bytes);
 		kvr_em_u64(e, "objects", d->objects);
@@ -72,6 +104,7 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
 		kvr_em_u64(e, "no_space", d->no_space);
 		kvr_em_u64(e, "evictions", d->evictions);
 		kvr_em_u64(e, "pool_evictions_unsaved", d->unsaved);
+		kvr_em_bool(e, "file_deleted", d->deleted != 0);
 		kvr_em_obj(e, "rebuild");
 		kvr_em_str(e, "state", d->rebuilt ? "done" : "running");
 		kvr_em_u64(e, "scanned", d->scanned);
@@ -129,6 +162,10 @@ static const struct {
     {"kvring_disk_pool_evictions_unsaved_total", "counter",
      "Chunks the pool evicted with no copy on disk.",
      offsetof(struct ins_disk_snap, unsaved)},
+    {"kvring_disk_file_deleted", "gauge",
+     "1 once the data file was deleted under the server (writes dropped "
+     "until a restart).",
+     offsetof(struct ins_disk_snap, deleted)},
     {"kvring_disk_rebuild_scanned_records", "gauge",
      "Records the rebuild scan has read.",
      offsetof(struct ins_disk_snap, scanned)},
@@ -147,6 +184,10 @@ void ins_disk_prom(FILE *f, const struct ins_disk_snap *d)
 		     d->mode);
 	ins_prom_u64(f, "kvring_disk_direct", "gauge",
 		     "1 with O_DIRECT, 0 buffered.", d->direct);
+	ins_prom_u64(f, "kvring_disk_registered_buffers", "gauge",
+		     "1 when records move on buffers registered with the "
+		     "io_uring (a huge-page pool).",
+		     d->fixed);
 	ins_prom_u64(f, "kvring_disk_rebuild_done", "gauge",
 		     "1 once the index rebuild at start has ended.",
 		     d->rebuilt);

@@ -251,13 +251,18 @@ struct ins_chan_snap {
  * pointer and overwrites the rest).
  */
 /* The control header's disk section (disk.c, abi 5.4), mode 0 without
- * --disk: the fields of struct kvr_disk_shm, in its order. */
+ * --disk: the fields of struct kvr_disk_shm, in its order. Its latency
+ * histograms (abi 5.5) go into ins_snap.lat[INS_HIST_DISK_*]. */
+/* Slots of ins_snap.lat after the server's KVR_HIST_GOPS global ones. */
+#define INS_HIST_DISK_WRITE (KVR_HIST_GOPS + 0u)
+#define INS_HIST_DISK_READ  (KVR_HIST_GOPS + 1u)
+#define INS_HIST_N	    (KVR_HIST_GOPS + 2u)
 struct ins_disk_snap {
-	uint32_t mode, direct, rebuilt;
+	uint32_t mode, direct, rebuilt, fixed;
 	uint64_t capacity_bytes, used_bytes, objects, records, hits, misses;
 	uint64_t reads, read_bytes, writes, write_bytes, queue_depth, corrupt;
 	uint64_t dropped, io_errors, no_space, evictions, scanned, scan_total;
-	uint64_t unsaved, rebuild_ns;
+	uint64_t unsaved, rebuild_ns, deleted;
 };
 
 /* The control header's l2 section (l2.c), mode 0 without --l2. */
@@ -313,7 +318,8 @@ struct ins_snap {
 	uint64_t evictions_by[KVR_EVICT_REASONS];
 	uint64_t evicted_bytes_by[KVR_EVICT_REASONS];
 	struct ins_stage stage;
-	struct kvr_hist_snap lat[KVR_HIST_GOPS];
+	/* The global histograms, then the disk tier's two (disk.c). */
+	struct kvr_hist_snap lat[INS_HIST_N];
 	uint32_t nns; /* entries of ns[] in use */
 	struct ins_ns_snap ns[KVR_NS_OBS_MAX];
 	struct ins_l2_snap l2;
@@ -366,6 +372,11 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 		       const struct ins_snap *s, const struct ins_snap *prev);
 /* disk.c: the disk section: snapshot, overview object, Prometheus. */
 void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *out);
+/* ins_disk_hist - copy the disk tier's latency histograms (their memfd,
+ * through /proc like the directory) into s->lat[INS_HIST_DISK_*]; empty
+ * when the server keeps none or they cannot be opened (not root nor
+ * kvringd's uid). */
+void ins_disk_hist(const struct ins_attach *a, struct ins_snap *s);
 void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d);
 void ins_disk_prom(FILE *f, const struct ins_disk_snap *d);
 

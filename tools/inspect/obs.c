@@ -35,6 +35,10 @@ static const char *op_name(unsigned k)
 		return "l2_write";
 	if (k == KVR_HIST_L2_READ)
 		return "l2_read";
+	if (k == INS_HIST_DISK_WRITE)
+		return "disk_write";
+	if (k == INS_HIST_DISK_READ)
+		return "disk_read";
 	return "?";
 }
 
@@ -81,6 +85,7 @@ void ins_obs_snap(const struct ins_attach *a, struct ins_snap *s)
 	}
 	for (unsigned k = 0; k < KVR_HIST_GOPS; k++)
 		kvr_hist_read(&o->lat[k], &s->lat[k]);
+	ins_disk_hist(a, s);
 	s->nns = 0;
 	/* The namespace slots live in the channel directory (abi 5.0):
 	 * without it (not root nor kvringd's uid; attach said so once)
@@ -261,7 +266,7 @@ void ins_obs_emit_server(struct kvr_em *e, const struct ins_snap *s,
 		   : s->obs_flags & KVR_OBS_NO_CHAN_HIST ? "global"
 							 : "per-channel");
 	emit_lat(e, "latency", s->lat, prev && prev->obs_ok ? prev->lat : NULL,
-		 KVR_HIST_GOPS);
+		 INS_HIST_N);
 	kvr_em_arr(e, "namespaces");
 	for (uint32_t i = 0; i < s->nns; i++) {
 		const struct ins_ns_snap *n = &s->ns[i];
@@ -341,7 +346,7 @@ static void table_rows(FILE *f, const char *side, const struct kvr_hist_snap *h,
 /* What --latency shows: the server's histograms (global, or the channel's)
  * and the workers' round trips (all channels in use merged, or the one). */
 struct lat_view {
-	struct kvr_hist_snap srv[KVR_HIST_GOPS];
+	struct kvr_hist_snap srv[INS_HIST_N];
 	struct kvr_hist_snap wrk[KVR_HIST_OPS];
 	unsigned nsrv;
 };
@@ -359,7 +364,7 @@ static void lat_view(const struct ins_opts *o, const struct ins_snap *s,
 		return;
 	}
 	memcpy(v->srv, s->lat, sizeof(s->lat));
-	v->nsrv = KVR_HIST_GOPS;
+	v->nsrv = INS_HIST_N;
 	for (uint32_t i = 0; i < s->nchan; i++)
 		for (unsigned k = 0; k < KVR_HIST_OPS; k++)
 			kvr_hist_merge(&v->wrk[k], &s->ch[i].wrk[k]);
@@ -687,10 +692,11 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 		ins_prom_head(f, "kvring_op_latency_seconds", "histogram",
 			      "Server time per request, from reading it to "
 			      "publishing its answer, all channels.");
-	for (unsigned k = 0; k < KVR_HIST_GOPS; k++) {
+	for (unsigned k = 0; k < INS_HIST_N; k++) {
 		if (!(s->obs_flags & KVR_OBS_SERVER_HIST))
 			break;
-		/* The L2 slots only once the tier exists and writes them. */
+		/* The L2's and the disk's slots only once the tier exists
+		 * and writes them. */
 		if (k >= KVR_HIST_OPS && !s->lat[k].count)
 			continue;
 		snprintf(labels, sizeof(labels), "op=\"%s\",", op_name(k));

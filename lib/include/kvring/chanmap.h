@@ -81,4 +81,13 @@ int kvr_chanmap_open_dir(pid_t server_pid, int fd, size_t bytes,
 int kvr_chanmap_open_block(pid_t server_pid, int fd, size_t bytes,
 			   struct kvr_seg *out, struct kvr_err *e);
 
+/*
+ * kvr_chanmap_open_disk_hist - map read-only the disk tier's histograms
+ * (abi 5.5: struct kvr_disk_hist_shm) that process @server_pid holds as
+ * descriptor @fd (the header's disk.hist_fd), @bytes long (its
+ * disk.hist_bytes); the same rules and errors as kvr_chanmap_open_block().
+ */
+int kvr_chanmap_open_disk_hist(pid_t server_pid, int fd, size_t bytes,
+			       struct kvr_seg *out, struct kvr_err *e);
+
 #endif /* KVRING_CHANMAP_H */

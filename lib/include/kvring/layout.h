@@ -192,13 +192,36 @@ struct kvr_disk_shm {
 	_Atomic uint64_t scanned;	 /* 136: rebuild progress, records */
 	_Atomic uint64_t scan_total;	 /* 144: records to scan */
 	_Atomic uint32_t rebuilt;	 /* 152: 1 once the scan ended */
-	uint32_t pad;			 /* 156 */
+	uint32_t fixed;			 /* 156: 1 registered buffers
+					    (abi 5.5), once */
 	_Atomic uint64_t unsaved;	 /* 160: pool evictions without a
 					    copy on disk (evict mode) */
 	_Atomic uint64_t rebuild_ns;	 /* 168: the rebuild scan's time */
-	_Atomic uint64_t reserved[2];	 /* 176 */
+	/* abi 5.5: the latency histograms of disk writes and reads, in a
+	 * memfd of their own (the control segment cannot grow without
+	 * breaking older workers' size check): the server's descriptor
+	 * number, opened as /proc/<creator_pid>/fd/<hist_fd> like the
+	 * channel directory. hist_fd is stored first, then hist_bytes with
+	 * release (R-DHIST1); 0 bytes: none (an older server, no --disk,
+	 * or kvringd --histograms off). See struct kvr_disk_hist_shm. */
+	int32_t hist_fd;	     /* 176 */
+	_Atomic uint32_t hist_bytes; /* 180 */
+	/* 184 (abi 5.5): 1 once the data file was found deleted (its
+	 * directory removed) under the running server; writes are then
+	 * dropped (counted) until a restart makes a new one. */
+	_Atomic uint64_t deleted;
 };
 _Static_assert(sizeof(struct kvr_disk_shm) == 192, "ABI: docs/layout.md");
+_Static_assert(offsetof(struct kvr_disk_shm, hist_fd) == 176, "ABI");
+
+/* The disk histograms' memfd (abi 5.5): written by kvringd's loop thread
+ * alone (one writer per histogram, <kvring/hist.h>), read by
+ * kvring-inspect. Time from submitting an I/O to reaping its completion. */
+enum { KVR_DISK_HIST_WRITE = 0, KVR_DISK_HIST_READ = 1, KVR_DISK_HISTS = 2 };
+struct kvr_disk_hist_shm {
+	struct kvr_hist_shm lat[KVR_DISK_HISTS]; /* 0: by KVR_DISK_HIST_* */
+};
+_Static_assert(sizeof(struct kvr_disk_hist_shm) == 4224, "ABI: docs/layout.md");
 
 struct kvr_ctl_hdr_shm {
 	struct kvr_seg_hdr_shm seg; /* 0: magic, abi, ready, creator ... */

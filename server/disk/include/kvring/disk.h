@@ -134,8 +134,12 @@ struct kvr_disk_stats {
 	uint64_t evictions; /* records replaced by the disk's LRU */
 	uint64_t scanned, scan_total; /* rebuild progress, in records */
 	uint64_t rebuild_ns;	      /* the scan's time, once it ended */
-	bool direct;		      /* O_DIRECT in use */
-	bool rebuilt;		      /* the rebuild scan has ended */
+	uint64_t deleted; /* 1 once the data file was found deleted */
+	bool direct;
+	bool fixed;
+	/* registered buffers in use (kvr_disk_register) */ /* O_DIRECT in
+							       use */
+	bool rebuilt; /* the rebuild scan has ended */
 };
 
 /*
@@ -209,6 +213,21 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 int kvr_disk_read(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 		  void *buf, uint64_t len, uint64_t tag);
 
+/*
+ * kvr_disk_register - register the I/O slots' header blocks and the
+ * region @base (@bytes long, the pool) with the tier's io_uring, so that
+ * a record whose payload lies inside @base moves with READ_FIXED /
+ * WRITE_FIXED (two requests: header and payload) and the kernel skips
+ * pinning its pages at every I/O. Call once, before any I/O. The region
+ * must stay mapped until kvr_disk_close(). Pinning needs memory the
+ * kernel lets it pin (a hugetlb mapping; RLIMIT_MEMLOCK without
+ * CAP_IPC_LOCK): on failure nothing changes and the plain vectored path
+ * stays in use.
+ * Return: 0, or -errno with one sentence in @err.
+ */
+int kvr_disk_register(struct kvr_disk *d, void *base, uint64_t bytes, char *err,
+		      size_t errlen);
+
 /* kvr_disk_room - I/Os that can be queued now. */
 unsigned kvr_disk_room(const struct kvr_disk *d);
 
@@ -226,6 +245,18 @@ void kvr_disk_wait(struct kvr_disk *d);
 
 /* kvr_disk_stats - a snapshot of the counters. */
 void kvr_disk_stats(const struct kvr_disk *d, struct kvr_disk_stats *out);
+
+/*
+ * kvr_disk_check - whether the data file still has a name (fstat: a link
+ * count of 0 means it, or its directory, was deleted under us). The first
+ * time it has none: one log line, stats.deleted = 1, and from then on
+ * every write is refused (-ENOENT, counted as dropped) so that no more
+ * space goes to a file nobody can see; what the index holds is still read
+ * from the open file, exact, until a restart makes a new one. Cheap (one
+ * fstat): call it every fraction of a second.
+ * Return: true while the file is usable for writes.
+ */
+bool kvr_disk_check(struct kvr_disk *d);
 
 /* kvr_disk_path - the data file's path (for log lines). */
 const char *kvr_disk_path(const struct kvr_disk *d);
