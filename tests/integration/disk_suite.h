@@ -146,10 +146,13 @@ static inline void dt_store(struct wsrv *s, struct kvr_client *c, uint32_t r,
 static inline uint32_t dt_read_back(struct kvr_client *c,
 				    const struct kvr_key *k, uint32_t n)
 {
+	/* Up to 5 s (scaled) for the reads to land: a loaded 2-vCPU machine
+	 * can take seconds for a 4 MiB read-through under the sanitizers. */
+	int tries = t_timeout_ms(5000) / 10;
 	bool pending = true;
 	long hits = 0;
 
-	for (int i = 0; i < 200 && pending; i++) {
+	for (int i = 0; i < tries && pending; i++) {
 		hits = kvr_lookup_l2(c, k, n, NULL, &pending);
 		cr_assert_geq(hits, 0, "lookup_l2: %ld %s", hits,
 			      kvr_client_errmsg(c));
