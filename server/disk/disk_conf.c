@@ -11,6 +11,7 @@
 #include <kvring/disk.h>
 #include <kvring/parse.h>
 
+/* The tier starts off (dir ""): only --disk turns it on. */
 void kvr_disk_conf_defaults(struct kvr_disk_conf *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -19,12 +20,16 @@ void kvr_disk_conf_defaults(struct kvr_disk_conf *c)
 	c->mode = KVR_DISK_EVICT;
 }
 
+/* One option, checked alone so the message names it; limits that tie
+ * two options wait for kvr_disk_conf_check(). On error @c is unchanged. */
 int kvr_disk_conf_opt(struct kvr_disk_conf *c, const char *name,
 		      const char *val, char *err, size_t errlen)
 {
 	uint64_t v;
 
 	if (strcmp(name, "disk") == 0) {
+		/* Absolute only: kvr_disk_open() walks the path from "/",
+		 * one component at a time, to check each for a symlink. */
 		if (!val || val[0] != '/' || strlen(val) >= sizeof(c->dir)) {
 			snprintf(err, errlen,
 				 "--disk '%s': give an absolute directory "
@@ -51,6 +56,8 @@ int kvr_disk_conf_opt(struct kvr_disk_conf *c, const char *name,
 		return 0;
 	}
 	if (strcmp(name, "disk-size") == 0 || strcmp(name, "disk-chunk") == 0) {
+		/* A chunk is a record's payload, moved with O_DIRECT: a
+		 * multiple of the 4 KiB block. */
 		bool chunk = name[5] == 'c';
 
 		if (!val || kvr_parse_size(val, &v) < 0 ||
@@ -80,6 +87,8 @@ int kvr_disk_conf_opt(struct kvr_disk_conf *c, const char *name,
 	return -EINVAL;
 }
 
+/* The options together, once all are parsed, so that their order on the
+ * command line does not matter. */
 int kvr_disk_conf_check(const struct kvr_disk_conf *c, char *err, size_t errlen)
 {
 	uint64_t rec = KVR_DISK_BLOCK + c->chunk_bytes;

@@ -40,6 +40,12 @@ struct sb {
 /* Error lines: one per kind every LOG_EVERY_NS. */
 #define LOG_EVERY_NS 5000000000ull
 
+/*
+ * A deleted file keeps working through our fd: writes would go on filling
+ * space nobody can see or reclaim until kvringd stops. So they are
+ * refused from then on, while the records already written stay readable.
+ * Logs once; later calls return false at once.
+ */
 bool kvr_disk_check(struct kvr_disk *d)
 {
 	struct stat st;
@@ -60,6 +66,8 @@ bool kvr_disk_check(struct kvr_disk *d)
 	return false;
 }
 
+/* A failing disk fails every I/O and the counters say how many: the log
+ * only needs to say that it happens and why, not once per chunk. */
 void kvr__disk_log_err(struct kvr_disk *d, int kind, const char *what, int rc)
 {
 	uint64_t now = kvr_clock_now_ns();
@@ -88,6 +96,12 @@ static int open_dir(const char *dir, char *err, size_t errlen)
 	int fd, nfd;
 
 	snprintf(buf, sizeof(buf), "%s", dir);
+	/*
+	 * One component at a time, each looked up and opened (O_NOFOLLOW)
+	 * through the fd of the one before, so a symlink is refused, not
+	 * followed. The server truncates and overwrites its data file: a
+	 * planted link would aim that at another file.
+	 */
 	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -130,6 +144,8 @@ static int open_dir(const char *dir, char *err, size_t errlen)
 		close(fd);
 		return -errno;
 	}
+	/* Records are served to workers as hits: whoever can write into DIR
+	 * could plant chunks, so DIR must be the server's alone. */
 	if (st.st_uid != geteuid()) {
 		snprintf(err, errlen,
 			 "--disk %s is owned by uid %u, not by this server's "
@@ -164,7 +180,13 @@ static void sb_make(const struct kvr_disk *d, void *blk)
 	b->sum = XXH3_64bits(b, offsetof(struct sb, sum));
 }
 
-/* Truncate, preallocate and write a fresh superblock. */
+/*
+ * Truncate, preallocate and write a fresh superblock. Truncating zeroes
+ * every old record, so no header of another geometry survives to be
+ * indexed; preallocating spares later writes a full file system. The
+ * superblock is synced before any record is written: a crash before that
+ * leaves a file the next start formats again. Return: 1 or -errno.
+ */
 static int format(struct kvr_disk *d, void *blk, const char *why)
 {
 	int rc;
@@ -195,7 +217,8 @@ static int format(struct kvr_disk *d, void *blk, const char *why)
 	return 1;
 }
 
-/* Keep the file if its superblock says this geometry; else format it.
+/* Keep the file if its superblock says this geometry; else format it:
+ * records of another size sit at other offsets, so none could be used.
  * Return 0 (kept: scan it), 1 (formatted: empty) or -errno. */
 static int superblock(struct kvr_disk *d)
 {
@@ -203,6 +226,7 @@ static int superblock(struct kvr_disk *d)
 	void *blk = NULL;
 	int rc;
 
+	/* Block aligned: an O_DIRECT fd refuses any other buffer (EINVAL). */
 	if (posix_memalign(&blk, KVR_DISK_BLOCK, KVR_DISK_BLOCK))
 		return -ENOMEM;
 	if (fstat(d->fd, &st) < 0) {
@@ -215,6 +239,7 @@ static int superblock(struct kvr_disk *d)
 		struct sb want;
 		void *mine = NULL;
 
+		/* Byte for byte against the one this geometry would write. */
 		memcpy(&want, blk, sizeof(want));
 		sb_make(d, blk);
 		mine = blk;
@@ -231,6 +256,9 @@ static int superblock(struct kvr_disk *d)
 	return rc;
 }
 
+/* Open DIR and the data file, then keep or format it. Return: 0 (kept:
+ * scan it), 1 (formatted: all free) or -errno with a sentence in @err;
+ * the fds opened so far stay in @d for kvr__disk_file_close(). */
 int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen)
 {
 	const int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
@@ -249,6 +277,8 @@ int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen)
 	close(d->dirfd);
 	d->dirfd = rc;
 	d->direct = true;
+	/* O_DIRECT, so the page cache holds no second copy of each chunk; a
+	 * file system without it (tmpfs) answers EINVAL: buffered then. */
 	d->fd = openat(d->dirfd, KVR_DISK_FILE, flags | O_DIRECT, 0600);
 	if (d->fd < 0 && errno == EINVAL) {
 		d->direct = false;
@@ -261,6 +291,12 @@ int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen)
 	}
 	if (d->fd < 0)
 		goto fail_errno;
+	/*
+	 * Two servers on one file would overwrite each other's records and
+	 * serve chunks changed underneath them. Locked before anything is
+	 * read or formatted, so a second server reads and formats nothing;
+	 * the lock goes with the fd, so a killed server leaves none behind.
+	 */
 	if (flock(d->fd, LOCK_EX | LOCK_NB) < 0) {
 		rc = -errno;
 		if (rc == -EWOULDBLOCK) {
@@ -277,6 +313,7 @@ int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen)
 	}
 	if (fstat(d->fd, &st) < 0)
 		goto fail_errno;
+	/* The file may predate this start: refuse one another user made. */
 	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
 		snprintf(err, errlen,
 			 "--disk: %s is not a regular file of this server's "

@@ -16,11 +16,14 @@
 _Static_assert(sizeof(struct kvr_disk_hdr) == KVR_DISK_HDR_BYTES,
 	       "the record header is 64 bytes on disk");
 
+/* XXH3-64, as workers sum a chunk: a worker's sum can be reused. */
 uint64_t kvr_disk_sum(const void *p, uint64_t len)
 {
 	return XXH3_64bits(p, (size_t)len);
 }
 
+/* The header sum comes last and covers every byte before it, so a torn
+ * or stale header fails its check. */
 void kvr_disk_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,
 		       uint64_t sum, uint64_t seq, struct kvr_disk_hdr *out)
 {
@@ -37,6 +40,9 @@ void kvr_disk_hdr_make(uint64_t ns_fp, const struct kvr_key *k, uint64_t len,
 	out->hdr_sum = XXH3_64bits(out, offsetof(struct kvr_disk_hdr, hdr_sum));
 }
 
+/* All zeros is a record never written (a formatted file reads as
+ * zeros): -ENODATA, so the scan frees it without counting it corrupt.
+ * A length or fingerprint kvr_disk_write() never writes is damage. */
 int kvr_disk_hdr_check(const struct kvr_disk_hdr *h, uint64_t max_len)
 {
 	static const struct kvr_disk_hdr zero;

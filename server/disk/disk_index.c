@@ -11,11 +11,15 @@
 
 #include "disk_int.h"
 
+/* The namespace is mixed in, so one key in two namespaces lands apart. */
 static uint32_t bucket(const struct kvr_disk *d, uint64_t fp, uint64_t lo)
 {
 	return (uint32_t)((lo ^ (fp * 0x9e3779b97f4a7c15ull)) & d->hmask);
 }
 
+/* A power of two of buckets, at least one per record: chains stay about
+ * one long and bucket() masks. Records start REC_UNKNOWN (calloc).
+ * Return: 0 or -ENOMEM (kvr__disk_index_fini() frees what was made). */
 int kvr__disk_index_init(struct kvr_disk *d)
 {
 	uint32_t nb = 1;
@@ -41,6 +45,7 @@ void kvr__disk_index_fini(struct kvr_disk *d)
 	d->hash = NULL;
 }
 
+/* Only VALID records are on a chain: one being written is not found. */
 uint32_t kvr__disk_index_find(const struct kvr_disk *d, uint64_t ns_fp,
 			      uint64_t lo, uint64_t hi)
 {
@@ -97,6 +102,8 @@ static void lru_push_head(struct kvr_disk *d, uint32_t r)
 		d->lru_tail = r;
 }
 
+/* A read makes @r the most recently used: the LRU orders records by
+ * their last write or read. */
 void kvr__disk_lru_touch(struct kvr_disk *d, uint32_t r)
 {
 	if (d->lru_head == r)
@@ -105,6 +112,7 @@ void kvr__disk_lru_touch(struct kvr_disk *d, uint32_t r)
 	lru_push_head(d, r);
 }
 
+/* Singly linked through next; taken before anything is evicted. */
 void kvr__disk_free_push(struct kvr_disk *d, uint32_t r)
 {
 	d->rec[r].state = REC_FREE;
@@ -150,12 +158,16 @@ void kvr__disk_index_drop(struct kvr_disk *d, uint32_t r)
 	lru_unlink(d, r);
 	d->st.objects--;
 	d->st.used_bytes -= x->len;
+	/* A read still moves its bytes into a slot: not rewritten until it
+	 * ends, it waits as DEAD and read_done() frees it. */
 	if (x->readers)
 		x->state = REC_DEAD;
 	else
 		kvr__disk_free_push(d, r);
 }
 
+/* Nothing is evicted while a record is free. A record a read holds is
+ * skipped: its bytes are on their way into a pool slot. */
 uint32_t kvr__disk_take(struct kvr_disk *d)
 {
 	uint32_t r = d->free_head;

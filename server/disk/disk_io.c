@@ -23,6 +23,7 @@
 
 #include "disk_int.h"
 
+/* O_DIRECT moves whole blocks: a short chunk's slot is this long. */
 static uint64_t round_blk(uint64_t n)
 {
 	return (n + KVR_DISK_BLOCK - 1) & ~(uint64_t)(KVR_DISK_BLOCK - 1);
@@ -30,6 +31,7 @@ static uint64_t round_blk(uint64_t n)
 
 /* ---- I/O slots ---- */
 
+/* A slot's index is its requests' user_data: no lookup at completion. */
 static struct io *io_get(struct kvr_disk *d)
 {
 	return d->nio_free ? &d->io[d->io_free[--d->nio_free]] : NULL;
@@ -115,6 +117,9 @@ static void io_submit(struct kvr_disk *d, struct io *io, unsigned niov,
 	io_uring_submit(&d->ring);
 }
 
+/* Header blocks at indexes 0..qd-1 (a slot's index is its header's),
+ * then @base in pieces; 16384 buffers is the kernel's limit. Once, before
+ * any I/O: the table must not change under requests in flight. */
 int kvr_disk_register(struct kvr_disk *d, void *base, uint64_t bytes, char *err,
 		      size_t errlen)
 {
@@ -158,7 +163,9 @@ int kvr_disk_register(struct kvr_disk *d, void *base, uint64_t bytes, char *err,
 /* ---- the rebuild scan ---- */
 
 /* Read the header blocks of the next records, keeping half the I/O slots
- * for writes and read-throughs. */
+ * for writes and read-throughs. Only the header block is read: that is
+ * why a header has a block of its own (a file of 2 MiB records is
+ * scanned at 512 times its reading speed). */
 static void scan_submit(struct kvr_disk *d)
 {
 	while (d->scan_next < d->st.scan_total && d->nio_free > d->qd / 2) {
@@ -191,6 +198,10 @@ static void scan_check_end(struct kvr_disk *d)
 	}
 }
 
+/* A scanned record enters the LRU at its cold end: its recency before
+ * the restart is unknown, while what was written or read since is known
+ * to be in use. Empty, torn or unreadable records are freed. The
+ * newest sequence seen moves d->seq, so that new writes are newer. */
 static void scan_done(struct kvr_disk *d, struct io *io, int res)
 {
 	const struct kvr_disk_hdr *h = io->hdr;
@@ -225,6 +236,10 @@ static void scan_done(struct kvr_disk *d, struct io *io, int res)
 
 /* ---- open and close ---- */
 
+/* Open the tier: the file, the index, qd I/O slots with a 4 KiB aligned
+ * header block each, and a ring whose completions ring an eventfd. A kept
+ * file starts the scan, which kvr_disk_poll() drives. On error
+ * kvr_disk_close() frees a tier half built (fds start at -1). */
 int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 		  struct kvr_disk **out, char *err, size_t errlen)
 {
@@ -244,6 +259,7 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 	d->qd = qd;
 	d->rec_bytes = KVR_DISK_BLOCK + cf->chunk_bytes;
 	nrec = (cf->size_bytes - KVR_DISK_BLOCK) / d->rec_bytes;
+	/* NIL ends every list of records, so it cannot be a record. */
 	d->nrec = nrec >= NIL ? NIL - 1 : (uint32_t)nrec;
 	fresh = kvr__disk_file_open(d, err, errlen);
 	if (fresh < 0) {
@@ -259,9 +275,11 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 		if (posix_memalign(&d->io[i].hdr, KVR_DISK_BLOCK,
 				   KVR_DISK_BLOCK))
 			goto fail_nomem;
+		/* A write sends the whole block; the header fills 64 bytes. */
 		memset(d->io[i].hdr, 0, KVR_DISK_BLOCK);
 		d->io_free[d->nio_free++] = qd - 1 - i;
 	}
+	/* Two entries per I/O slot: a registered pair takes two. */
 	rc = io_uring_queue_init(2 * qd, &d->ring, 0);
 	if (rc < 0) {
 		snprintf(err, errlen, "--disk: io_uring for %s: %s", d->path,
@@ -279,6 +297,7 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 	d->st.capacity_bytes = (uint64_t)d->nrec * cf->chunk_bytes;
 	d->st.direct = d->direct;
 	if (fresh) {
+		/* In reverse, so that writes fill the file from its start. */
 		for (uint32_t r = d->nrec; r-- > 0;)
 			kvr__disk_free_push(d, r);
 		d->st.rebuilt = true;
@@ -342,6 +361,7 @@ void kvr_disk_bell(struct kvr_disk *d)
 {
 	uint64_t v;
 
+	/* EAGAIN: the count was already read; nothing is lost. */
 	if (read(d->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		kvr_log_debug("disk: read eventfd: %s", strerror(errno));
 }
@@ -377,6 +397,8 @@ bool kvr_disk_find(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
  * last unscanned one, else the LRU tail's. */
 static uint32_t take(struct kvr_disk *d)
 {
+	/* An unscanned record may hold nothing; the LRU tail is a chunk
+	 * known good. Taken from the end, out of the scan's way. */
 	if (d->free_head == NIL && d->scan_next < d->st.scan_total) {
 		uint32_t r = (uint32_t)--d->st.scan_total;
 
@@ -387,6 +409,12 @@ static uint32_t take(struct kvr_disk *d)
 	return kvr__disk_take(d);
 }
 
+/*
+ * Bounded: a chunk larger than a record is refused, and with the queue
+ * full the write is dropped (counted), never waited for, so no worker
+ * waits on the disk. The record stays out of the index (REC_WRITING)
+ * until the whole write completes: no lookup can find it half written.
+ */
 int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 		   const void *buf, uint64_t len, uint64_t sum, bool has_sum,
 		   uint64_t tag)
@@ -432,12 +460,16 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	io->tag = tag;
 	io->iov[0].iov_base = io->hdr;
 	io->iov[0].iov_len = KVR_DISK_BLOCK;
+	/* Not copied: the kernel reads the pinned pool slot itself. */
 	io->iov[1].iov_base = (void *)(uintptr_t)buf;
 	io->iov[1].iov_len = round_blk(len);
 	io_submit(d, io, 2, true);
 	return 0;
 }
 
+/* Another length than the caller's is a miss: its slot was reserved for
+ * that length. The reader count keeps the record from being taken for a
+ * write (kvr__disk_take skips it) until the read ends. */
 int kvr_disk_read(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 		  void *buf, uint64_t len, uint64_t tag)
 {
@@ -464,6 +496,8 @@ int kvr_disk_read(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 
 /* ---- completions ---- */
 
+/* Only a write that moved every byte is indexed; a failure is counted,
+ * logged at most once per kind every 5 s, and frees the record. */
 static int write_done(struct kvr_disk *d, struct io *io, int res)
 {
 	struct rec *x = &d->rec[io->rec];
@@ -487,7 +521,8 @@ static int write_done(struct kvr_disk *d, struct io *io, int res)
 	return res;
 }
 
-/* Everything a read must agree on before its bytes are published. */
+/* Everything a read must agree on before its bytes are published; the
+ * sum is over the bytes as they landed, so what is checked is served. */
 static int read_check(struct kvr_disk *d, struct io *io, int res,
 		      struct kvr_disk_done *out)
 {
@@ -510,6 +545,8 @@ static int read_check(struct kvr_disk *d, struct io *io, int res,
 	return 0;
 }
 
+/* A record that failed a check leaves the index, never to be read again;
+ * one dropped while read (DEAD) is freed by its last reader. */
 static void read_done(struct kvr_disk *d, struct io *io, int res,
 		      struct kvr_disk_done *out)
 {
@@ -526,6 +563,8 @@ static void read_done(struct kvr_disk *d, struct io *io, int res,
 		kvr__disk_free_push(d, io->rec);
 }
 
+/* Scan completions are handled here, not reported; the scan is topped
+ * up again after them, since they freed I/O slots. */
 unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 		       unsigned max)
 {
