@@ -90,8 +90,7 @@ static void prom_rings(FILE *f, const struct ins_snap *s, bool all,
 			    : what == RV_TAIL	    ? rs->s.tail
 						    : (uint64_t)(rs->rc == 0);
 
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, c);
+			ins_prom_chan_open(f, name, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -118,8 +117,7 @@ static void prom_bells(FILE *f, const struct ins_snap *s, bool all,
 				     : what == BV_SUPPRESSED ? b->suppressed
 							     : b->sleeps;
 
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, c);
+			ins_prom_chan_open(f, name, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -314,8 +312,7 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 
 		if (!ins_chan_shown(c, all))
 			continue;
-		fprintf(f, "kvring_channel_info{");
-		ins_prom_chan_labels(f, c);
+		ins_prom_chan_open(f, "kvring_channel_info", c);
 		fprintf(f,
 			",pid=\"%" PRId32 "\",state=\"%s\",transport=\"%s\","
 			"tp_rank=\"%u\",tp_size=\"%u\",namespace=\"%u\"} 1\n",
@@ -328,17 +325,16 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
-		fprintf(f, "kvring_channel_worker_up{");
-		ins_prom_chan_labels(f, &s->ch[i]);
-		fprintf(f, "} %d\n", s->ch[i].alive ? 1 : 0);
+		ins_prom_chan_u64(f, "kvring_channel_worker_up", &s->ch[i],
+				  s->ch[i].alive ? 1 : 0);
 	}
 	ins_prom_head(f, "kvring_channel_last_activity_age_seconds", "gauge",
 		      "Seconds since the channel's last request.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
-		fprintf(f, "kvring_channel_last_activity_age_seconds{");
-		ins_prom_chan_labels(f, &s->ch[i]);
+		ins_prom_chan_open(
+		    f, "kvring_channel_last_activity_age_seconds", &s->ch[i]);
 		fprintf(
 		    f, "} %.3f\n",
 		    (double)ins_age_ns(s->mono_ns, s->ch[i].last_activity_ns) /
@@ -356,9 +352,7 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 				continue;
 			memcpy(&v, (const char *)c + chan_metrics[m].off,
 			       sizeof(v));
-			fprintf(f, "%s{", chan_metrics[m].name);
-			ins_prom_chan_labels(f, c);
-			fprintf(f, "} %" PRIu64 "\n", v);
+			ins_prom_chan_u64(f, chan_metrics[m].name, c, v);
 		}
 	}
 }
@@ -373,8 +367,8 @@ static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (uint32_t k = 1; k < KVR_OP__MAX; k++) {
-			fprintf(f, "kvring_channel_requests_total{");
-			ins_prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_open(f, "kvring_channel_requests_total",
+					   &s->ch[i]);
 			fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", kvr_op_name(k),
 				s->ch[i].requests[k]);
 		}
@@ -385,8 +379,8 @@ static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (unsigned k = 1; k < KVR_ERR_SLOTS; k++) {
-			fprintf(f, "kvring_channel_errors_total{");
-			ins_prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_open(f, "kvring_channel_errors_total",
+					   &s->ch[i]);
 			fprintf(f, ",code=\"%s\"} %" PRIu64 "\n",
 				kvr_err_slot_name(k), s->ch[i].errors[k]);
 		}
