@@ -23,26 +23,11 @@
 #include <kvring/proc.h>
 #include <kvring/segment.h>
 
+#include "t_dir.h"
+
 #define PFX "kvtest-"
 
 static char dir[64];
-
-static void rm_tree(const char *d)
-{
-	DIR *dp = opendir(d);
-	struct dirent *de;
-
-	if (!dp)
-		return;
-	while ((de = readdir(dp)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (unlinkat(dirfd(dp), de->d_name, 0) < 0)
-			unlinkat(dirfd(dp), de->d_name, AT_REMOVEDIR);
-	}
-	closedir(dp);
-	rmdir(d);
-}
 
 static void setup(void)
 {
@@ -58,7 +43,7 @@ static void teardown(void)
 {
 	while (nlive > 0)
 		close(live_fds[--nlive]);
-	rm_tree(dir);
+	t_dir_remove(dir);
 }
 
 TestSuite(sweep, .init = setup, .fini = teardown, .timeout = 20);
