@@ -225,11 +225,9 @@ static bool lease_visible(const struct kvr_store *s, uint32_t ch, uint32_t o)
 int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 			    uint64_t now_ns)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t o;
 
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	o = owner_find(s, lease_id, OWN_LEASE);
 	if (o == NIL || s->own[o].deadline_ns <= now_ns ||
