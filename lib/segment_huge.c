@@ -148,15 +148,6 @@ static const struct kvr_seg_info *find_name(const struct seen *sn,
 	return NULL;
 }
 
-static void note_name(char names[][KVR_SEG_NAME_MAX + 1], unsigned *nr,
-		      const char *name)
-{
-	if (*nr >= KVR_SWEEP_MAX_NAMES)
-		return;
-	memcpy(names[*nr], name, strlen(name) + 1);
-	(*nr)++;
-}
-
 /*
  * Whether the pool's .ctl forbids removing it: present now and not judged
  * STALE (live, unknown, or created after the listing). Absent means no
@@ -221,7 +212,7 @@ static int sweep_one(int dfd, const char *ctl_dir,
 		return 0;
 	}
 	r->removed++;
-	note_name(r->removed_names, &r->nr_removed_names, pool->name);
+	kvr_sweep_note_name(r->removed_names, &r->nr_removed_names, pool->name);
 	return 1;
 }
 

@@ -282,8 +282,8 @@ static int classify(int dfd, const char *name, struct kvr_seg_info *info,
 	return 0;
 }
 
-static void note_name(char names[][KVR_SEG_NAME_MAX + 1], unsigned *nr,
-		      const char *name)
+void kvr_sweep_note_name(char names[][KVR_SEG_NAME_MAX + 1], unsigned *nr,
+			 const char *name)
 {
 	if (*nr >= KVR_SWEEP_MAX_NAMES)
 		return;
@@ -313,7 +313,8 @@ static void count_removal(struct kvr_sweep_report *rep, const char *name,
 {
 	if (rc == 0) {
 		rep->removed++;
-		note_name(rep->removed_names, &rep->nr_removed_names, name);
+		kvr_sweep_note_name(rep->removed_names, &rep->nr_removed_names,
+				    name);
 	} else if (rc != -ENOENT) {
 		rep->errors++;
 	}
@@ -367,7 +368,8 @@ int kvr_seg_sweep(const char *dir, const char *prefix,
 			rep->skipped++;
 		} else if (!info.has_hdr) {
 			rep->bad_header++;
-			note_name(rep->bad_names, &rep->nr_bad_names, name);
+			kvr_sweep_note_name(rep->bad_names, &rep->nr_bad_names,
+					    name);
 		} else if (info.state == KVR_SEG_STATE_LIVE) {
 			rep->kept_live++;
 		} else {

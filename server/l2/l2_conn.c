@@ -199,6 +199,25 @@ int kvr__l2_rb_line(struct node *n, struct kvr_l2_rline *l)
 	}
 }
 
+/*
+ * One recv(MSG_WAITALL) of up to @len bytes into @d, again after EINTR.
+ * Return: the bytes received (> 0), -ECONNRESET when Redis closed,
+ * -ETIMEDOUT when the socket's receive timeout passed, or -errno.
+ */
+static ssize_t recv_some(int fd, void *d, size_t len)
+{
+	for (;;) {
+		ssize_t got = recv(fd, d, len, MSG_WAITALL);
+
+		if (got > 0)
+			return got;
+		if (got == 0)
+			return -ECONNRESET;
+		if (errno != EINTR)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	}
+}
+
 /* Exactly @len bytes into @dst (NULL: discard), buffered bytes first,
  * then straight from the socket: a payload lands in its pool slot. */
 int kvr__l2_rb_read(struct node *n, void *dst, size_t len)
@@ -226,14 +245,9 @@ int kvr__l2_rb_read(struct node *n, void *dst, size_t len)
 			len -= take;
 			continue;
 		}
-		got = recv(n->fd, d, len, MSG_WAITALL);
-		if (got == 0)
-			return -ECONNRESET;
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		}
+		got = recv_some(n->fd, d, len);
+		if (got < 0)
+			return (int)got;
 		d += got;
 		len -= (size_t)got;
 	}
@@ -258,15 +272,10 @@ int kvr__l2_rb_read_sum(struct kvr_l2_lane *ln, struct node *n, uint8_t *dst,
 	rb->r += take;
 	for (size_t at = take; at < len;) {
 		size_t want = len - at < PIECE ? len - at : PIECE;
-		ssize_t got = recv(n->fd, dst + at, want, MSG_WAITALL);
+		ssize_t got = recv_some(n->fd, dst + at, want);
 
-		if (got == 0)
-			return -ECONNRESET;
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		}
+		if (got < 0)
+			return (int)got;
 		kvr_sum_update(ln->sum, dst + at, (size_t)got);
 		at += (size_t)got;
 	}

@@ -465,12 +465,7 @@ void kvr_alloc_stats(const struct kvr_alloc *a, struct kvr_alloc_stats *out)
 
 /* ==== Audit ==== */
 
-#define FAIL(...)                                                              \
-	do {                                                                   \
-		if (msg_len)                                                   \
-			snprintf(msg, msg_len, __VA_ARGS__);                   \
-		return -ENOTRECOVERABLE;                                       \
-	} while (0)
+#define FAIL KVR_AUDIT_FAIL /* alloc.h */
 
 /*
  * Check the treap under @t: BST order within (lo, hi) bounds, heap order

@@ -149,4 +149,17 @@ void kvr_alloc_stats(const struct kvr_alloc *a, struct kvr_alloc_stats *out);
  */
 int kvr_alloc_audit(const struct kvr_alloc *a, char *msg, size_t msg_len);
 
+/*
+ * KVR_AUDIT_FAIL - the way out of an audit (kvr_alloc_audit and the
+ * storage engine's, store_audit.c): record the first violation, a printf
+ * format and its arguments, in msg (msg_len bytes, in scope) and return
+ * -ENOTRECOVERABLE. The walkers own no memory, so a plain return is all.
+ */
+#define KVR_AUDIT_FAIL(...)                                                    \
+	do {                                                                   \
+		if (msg_len)                                                   \
+			snprintf(msg, msg_len, __VA_ARGS__);                   \
+		return -ENOTRECOVERABLE;                                       \
+	} while (0)
+
 #endif /* KVR_SERVER_ALLOC_H */

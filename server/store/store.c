@@ -137,8 +137,9 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 }
 
 /*
- * The start of every call that ends a transfer: xfer 0 (nothing was
- * reserved or pinned) has nothing to end; otherwise find the open
+ * The start of every call that ends a transfer: the owner-thread check
+ * (OWNER_ONLY, when @s is set); xfer 0 (nothing was reserved or pinned)
+ * has nothing to end; otherwise find the open
  * transfer, and answer for a missing one through the quarantine
  * (store_quar.c: a late call on an expired transfer frees its slots).
  * Return: 1 and *o_out, 0 for xfer 0, or a negative error to return.
@@ -148,6 +149,8 @@ static int xfer_to_end(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 {
 	int rc;
 
+	if (s)
+		OWNER_ONLY(s);
 	if (s && ch < s->cfg.max_channels && xfer == 0)
 		return 0;
 	rc = xfer_lookup(s, ch, xfer, kind, o_out);
@@ -225,11 +228,9 @@ static bool lease_visible(const struct kvr_store *s, uint32_t ch, uint32_t o)
 int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 			    uint64_t now_ns)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t o;
 
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	o = owner_find(s, lease_id, OWN_LEASE);
 	if (o == NIL || s->own[o].deadline_ns <= now_ns ||
@@ -409,8 +410,6 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			   uint64_t now_ns)
 {
-	if (s)
-		OWNER_ONLY(s);
 	struct owner *w;
 	struct chan *c;
 	uint32_t o;
@@ -459,8 +458,6 @@ int kvr_store_check_store(const struct kvr_store *s, uint32_t ch, uint64_t xfer)
 int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			  uint64_t now_ns)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint64_t bytes;
 	uint32_t o;
 	int rc;
@@ -582,8 +579,6 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			      uint64_t now_ns)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t o;
 	int rc;
 

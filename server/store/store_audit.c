@@ -43,16 +43,10 @@
 #include "store_int.h"
 
 /*
- * Record the first violation in msg and stop. Every check below reads as
- * "if (broken) FAIL(what was found, what was expected)". The walkers own
- * no memory, so stopping is a plain return.
+ * Record the first violation in msg and stop (alloc.h). Every check below
+ * reads as "if (broken) FAIL(what was found, what was expected)".
  */
-#define FAIL(...)                                                              \
-	do {                                                                   \
-		if (msg_len)                                                   \
-			snprintf(msg, msg_len, __VA_ARGS__);                   \
-		return -ENOTRECOVERABLE;                                       \
-	} while (0)
+#define FAIL KVR_AUDIT_FAIL
 
 /*
  * Scratch of the audit: what the owner walk found, for the object walk to

@@ -54,13 +54,11 @@ static void release_owner(struct kvr_store *s, uint32_t o, enum quar_why why,
 int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			    struct kvr_store_released *rel_out)
 {
-	if (s)
-		OWNER_ONLY(s);
 	struct kvr_store_released rel = {0};
 	struct chan *c;
 
 	(void)now_ns;
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	c = &s->chan[ch];
 	while (c->head != NIL)
@@ -92,13 +90,11 @@ int kvr_store_channel_close(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 int kvr_store_channel_detach(struct kvr_store *s, uint32_t ch, uint64_t now_ns,
 			     struct kvr_store_released *rel_out)
 {
-	if (s)
-		OWNER_ONLY(s);
 	struct kvr_store_released rel = {0};
 	struct chan *c;
 	uint32_t o;
 
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	c = &s->chan[ch];
 	if (c->nr_quar == 0)

@@ -236,6 +236,19 @@ void kvr__store_audit_free(struct kvr__audit_scratch *a);
  */
 #define OWNER_ONLY(s) kvr_assert(pthread_equal(pthread_self(), (s)->owner))
 
+/*
+ * kvr__store_chan_ok - the start of an entry point on channel @ch: the
+ * owner-thread check above (when @s is set), then whether @s is set and
+ * @ch in range. false: the caller answers -EINVAL.
+ */
+static inline bool kvr__store_chan_ok(const struct kvr_store *s, uint32_t ch)
+{
+	if (!s)
+		return false;
+	OWNER_ONLY(s);
+	return ch < s->cfg.max_channels;
+}
+
 /* ==== store_mem.c: heap memory, reserved before any state changes ==== */
 
 /*

@@ -38,9 +38,7 @@ static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch)
 {
-	if (s)
-		OWNER_ONLY(s);
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	s->chan[ch].trusted = true;
 	return 0;

@@ -124,11 +124,9 @@ int kvr__store_quar_answer(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 
 int kvr_store_settle(struct kvr_store *s, uint32_t ch, uint64_t xfer)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t o;
 
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	o = quar_find(s, ch, xfer);
 	if (o == NIL)

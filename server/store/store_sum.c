@@ -89,11 +89,9 @@ int kvr_store_xfer_sum(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_drop_corrupt(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			   uint64_t off)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t x;
 
-	if (!s || ch >= s->cfg.max_channels)
+	if (!kvr__store_chan_ok(s, ch))
 		return -EINVAL;
 	x = xfer_obj(s, ch, xfer, off);
 	if (x == NIL)

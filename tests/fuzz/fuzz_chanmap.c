@@ -18,16 +18,10 @@
 #include <kvring/chanmap.h>
 #include <kvring/ring.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 #define CH    3u
 #define RINGS 4096u
-
-static void check(bool ok)
-{
-	if (!ok)
-		__builtin_trap();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Exactly the mapped sizes: ASan flags any read past them. */
 	ctl = calloc(1, g0.ctl_bytes);
 	blk = calloc(1, g0.channel_bytes);
-	check(ctl && blk);
+	fuzz_check(ctl && blk);
 	h = (struct kvr_ctl_hdr_shm *)ctl;
 	ch = (struct kvr_channel_shm *)blk;
 	kvr_seg_hdr_format(&h->seg, KVR_SEG_KIND_CONTROL, kvr_layout_hash(),
@@ -62,10 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ch->generation = 5;
 	ch->req_ring_off = g0.req_ring_off;
 	ch->resp_ring_off = g0.resp_ring_off;
-	check(kvr_ring_format(blk + g0.req_ring_off, kvr_ring_shm_bytes(RINGS),
-			      RINGS) == 0);
-	check(kvr_ring_format(blk + g0.resp_ring_off, kvr_ring_shm_bytes(RINGS),
-			      RINGS) == 0);
+	fuzz_check(kvr_ring_format(blk + g0.req_ring_off,
+				   kvr_ring_shm_bytes(RINGS), RINGS) == 0);
+	fuzz_check(kvr_ring_format(blk + g0.resp_ring_off,
+				   kvr_ring_shm_bytes(RINGS), RINGS) == 0);
 	memset(&w, 0, sizeof(w));
 	w.channel = CH;
 	w.req_ring_cap = w.resp_ring_cap = RINGS;
@@ -91,12 +85,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (kvr_chanmap_check(&w, ctl, g0.ctl_bytes, blk, g0.channel_bytes, &g,
 			      &gen, NULL) == 0) {
-		check(gen != 0);
-		check(g.ctl_bytes == g0.ctl_bytes);
-		check(g.req_ring_off + kvr_ring_shm_bytes(w.req_ring_cap) <=
-		      g0.channel_bytes);
-		check(g.resp_ring_off + kvr_ring_shm_bytes(w.resp_ring_cap) <=
-		      g0.channel_bytes);
+		fuzz_check(gen != 0);
+		fuzz_check(g.ctl_bytes == g0.ctl_bytes);
+		fuzz_check(g.req_ring_off +
+			       kvr_ring_shm_bytes(w.req_ring_cap) <=
+			   g0.channel_bytes);
+		fuzz_check(g.resp_ring_off +
+			       kvr_ring_shm_bytes(w.resp_ring_cap) <=
+			   g0.channel_bytes);
 		/* The rings' own headers are untrusted too: attach may
 		 * refuse them, never fault. */
 		(void)kvr_ring_attach_producer(

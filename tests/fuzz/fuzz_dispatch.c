@@ -46,8 +46,7 @@
 #include "disp.h"
 #include "tport_ring.h"
 #include "kvringd.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 #define NCHAN	 4u
 #define MAX_KEYS 32u

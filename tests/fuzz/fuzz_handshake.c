@@ -20,17 +20,10 @@
 #include <string.h>
 
 #include "hello.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 #define NSLOT 64u
 #define NUID  6u
-
-static void check(bool ok)
-{
-	if (!ok)
-		__builtin_trap();
-}
 
 /*
  * What the script has done to the table, kept step by step so that the
@@ -51,13 +44,13 @@ static void recount(const struct kvr_conn *c, const struct tally *t)
 
 	for (uint32_t i = 0; i < NSLOT; i++) {
 		if (c[i].state == KVR_CONN_HELLO) {
-			check(c[i].uid < NUID);
+			fuzz_check(c[i].uid < NUID);
 			r.pending++;
 			r.pending_uid[c[i].uid]++;
 		}
 		r.active += c[i].state == KVR_CONN_ACTIVE;
 	}
-	check(memcmp(&r, t, sizeof(r)) == 0);
+	fuzz_check(memcmp(&r, t, sizeof(r)) == 0);
 }
 
 /*
@@ -106,26 +99,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				v = kvr__hello_victim(conns, NSLOT, t.pending,
 						      uid);
 				if (!v) {
-					check(expected(conns, &t, uid) == 0);
+					fuzz_check(expected(conns, &t, uid) ==
+						   0);
 					break;
 				}
-				check(v >= conns && v < conns + NSLOT);
-				check(v->state == KVR_CONN_HELLO);
-				check(v->accepted_ns ==
-				      expected(conns, &t, uid));
+				fuzz_check(v >= conns && v < conns + NSLOT);
+				fuzz_check(v->state == KVR_CONN_HELLO);
+				fuzz_check(v->accepted_ns ==
+					   expected(conns, &t, uid));
 				v->state = KVR_CONN_FREE;
 				t.pending--;
 				t.pending_uid[v->uid]--;
 			}
-			check(t.pending_uid[uid] < KVR_SRV_PENDING_PER_UID);
-			check(t.pending < KVR_SRV_PENDING_MAX);
+			fuzz_check(t.pending_uid[uid] <
+				   KVR_SRV_PENDING_PER_UID);
+			fuzz_check(t.pending < KVR_SRV_PENDING_MAX);
 			for (uint32_t i = 0; !slot && i < NSLOT; i++)
 				if (conns[i].state == KVR_CONN_FREE)
 					slot = &conns[i];
 			/* The server has max_workers + KVR_SRV_PENDING_MAX
 			 * slots and at most max_workers workers: after the
 			 * room is made, a new socket always finds one. */
-			check(slot != NULL);
+			fuzz_check(slot != NULL);
 			slot->state = KVR_CONN_HELLO;
 			slot->uid = uid;
 			slot->accepted_ns = now;
@@ -155,8 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		/* Only the uid of this step can have gained a handshake. */
-		check(t.pending <= KVR_SRV_PENDING_MAX);
-		check(t.pending_uid[uid] <= KVR_SRV_PENDING_PER_UID);
+		fuzz_check(t.pending <= KVR_SRV_PENDING_MAX);
+		fuzz_check(t.pending_uid[uid] <= KVR_SRV_PENDING_PER_UID);
 	}
 	recount(conns, &t);
 	return 0;

@@ -14,9 +14,9 @@
 
 #include <kvring/ring.h>
 
-#define CAP 1024u
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define CAP 1024u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

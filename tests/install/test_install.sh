@@ -25,18 +25,9 @@
 set -euo pipefail
 
 build=$1 src=$2 py=$3 pydir=$4 libdir=$5 bench=${6:-bench}
-scratch=$(mktemp -d /tmp/kvring-install.XXXXXX)
-srv_pid=
-cleanup() {
-	if [ -n "$srv_pid" ]; then
-		kill -TERM "$srv_pid" 2>/dev/null || true
-		wait "$srv_pid" 2>/dev/null || true
-	fi
-	rm -rf "$scratch"
-}
-trap cleanup EXIT
-fail() { echo "install_tree: FAIL: $*" >&2; exit 1; }
-step() { echo "install_tree: $*"; }
+kvr_test=install_tree kvr_tag=install
+# shellcheck source=tests/install/common.sh
+. "$(dirname "$0")/common.sh"
 
 p=$scratch/prefix
 cmake --install "$build" --prefix "$p" >"$scratch/install.log" ||
@@ -63,8 +54,8 @@ done
 
 # The environment a user of a non-system prefix sets (README, Install):
 # PKG_CONFIG_PATH to build, LD_LIBRARY_PATH (or an rpath) to run C, and
-# PYTHONPATH for Python. Nothing else from this shell leaks in.
-clean_env=(env -i PATH=/usr/bin:/bin HOME="$scratch")
+# PYTHONPATH for Python. Nothing else from this shell leaks in
+# (clean_env, common.sh).
 pc=$p/$libdir/pkgconfig
 
 step "2. the guide's C example via pkg-config"
@@ -73,15 +64,8 @@ step "2. the guide's C example via pkg-config"
 	sh "$scratch/minimal" "$src/docs/examples/minimal.c" ||
 	fail "compile docs/examples/minimal.c against the installed tree"
 sock=$scratch/k.sock
-"$p/bin/kvringd" --socket "$sock" --name "kvring-inst-$$" --pool-size 64M \
-	--no-prefault --allow-root 2>"$scratch/kvringd.log" &
-srv_pid=$!
-for _ in $(seq 1 200); do
-	[ -S "$sock" ] && break
-	kill -0 "$srv_pid" 2>/dev/null || fail "kvringd: $(cat "$scratch/kvringd.log")"
-	sleep 0.05
-done
-[ -S "$sock" ] || fail "installed kvringd did not create $sock"
+start_kvringd "installed kvringd" "$p/bin/kvringd" "$sock" \
+	--name "kvring-inst-$$" --pool-size 64M --no-prefault --allow-root
 "${clean_env[@]}" LD_LIBRARY_PATH="$p/$libdir" "$scratch/minimal" "$sock" \
 	>"$scratch/minimal.out" 2>&1 ||
 	fail "minimal: $(cat "$scratch/minimal.out")"

@@ -19,21 +19,11 @@ set -euo pipefail
 
 src=$1 lib=$2 soname=$3 version=$4 kvringd=$5
 py=/usr/bin/python3
-scratch=$(mktemp -d /tmp/kvring-wheel.XXXXXX)
-srv_pid=
-cleanup() {
-	if [ -n "$srv_pid" ]; then
-		kill -TERM "$srv_pid" 2>/dev/null || true
-		wait "$srv_pid" 2>/dev/null || true
-	fi
-	rm -rf "$scratch"
-}
-trap cleanup EXIT
-fail() { echo "python_wheel: FAIL: $*" >&2; exit 1; }
-step() { echo "python_wheel: $*"; }
-# Nothing from this shell leaks into the venv's python: no KVRING_LIB, no
-# PYTHONPATH, no LD_LIBRARY_PATH.
-clean_env=(env -i PATH=/usr/bin:/bin HOME="$scratch")
+kvr_test=python_wheel kvr_tag=wheel
+# Nothing from this shell leaks into the venv's python (clean_env): no
+# KVRING_LIB, no PYTHONPATH, no LD_LIBRARY_PATH.
+# shellcheck source=tests/install/common.sh
+. "$(dirname "$0")/common.sh"
 
 step "1. build the wheel"
 cmake -DSRC="$src/worker/python" -DLIB="$lib" -DSONAME="$soname" \
@@ -112,15 +102,8 @@ PY
 sock=$scratch/k.sock
 # kvringd's default pool (1 GiB, not pre-faulted): the quick start stores
 # three 32 MiB chunks, which its default quotas allow on that pool.
-"$kvringd" --socket "$sock" --name "kvring-wheel-$$" \
-	--no-prefault --allow-root 2>"$scratch/kvringd.log" &
-srv_pid=$!
-for _ in $(seq 1 200); do
-	[ -S "$sock" ] && break
-	kill -0 "$srv_pid" 2>/dev/null || fail "kvringd: $(cat "$scratch/kvringd.log")"
-	sleep 0.05
-done
-[ -S "$sock" ] || fail "kvringd did not create $sock"
+start_kvringd kvringd "$kvringd" "$sock" --name "kvring-wheel-$$" \
+	--no-prefault --allow-root
 out=$(cd "$scratch" && "${clean_env[@]}" KVRING_SOCKET="$sock" "$vpy" quick.py 2>&1) ||
 	fail "README quick start in the venv: $out"
 grep -q "^cached: 3 of 3 chunks" <<<"$out" || fail "README quick start printed: $out"

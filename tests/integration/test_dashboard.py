@@ -20,12 +20,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from procs import free_port, start_kvringd, stop, store_filled
 
 KVRINGD, INSPECT, LIB, SRC = sys.argv[1:5]
 DASH = os.path.join(SRC, "docs", "grafana", "kvring.json")
@@ -45,23 +46,6 @@ IMPLICIT = {"le", "instance", "job"}  # added by Prometheus or histograms
 def fail(msg):
     print("test_dashboard: FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
-
-
-def stop(proc):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def queries(dash):
@@ -174,9 +158,7 @@ def load_and_look(sock, name):
                         kv_heads=2, head_size=64, dtype_bytes=2,
                         chunk_tokens=16) as c:
         keys = c.keys(list(range(8 * 16)))
-        with c.store(keys[:4], [c.chunk_bytes] * 4) as tx:
-            for _st, view in tx.slots:
-                view[:] = b"\x05" * len(view)
+        store_filled(c, keys[:4], b"\x05")
         for _ in range(200):
             c.lookup(keys)
             with c.retrieve(keys[:4]):
@@ -210,19 +192,8 @@ def main():
         else:
             fail("redis-server did not listen on %d" % port)
         name = "kvring-dash-%d" % os.getpid()
-        sock = os.path.join(tmp, "k.sock")
-        srv = subprocess.Popen(
-            [KVRINGD, "--socket", sock, "--name", name, "--pool-size", "32M",
-             "--no-prefault", "--allow-root",
-             "--l2", "redis://127.0.0.1:%d" % port],
-            stderr=open(os.path.join(tmp, "kvringd.log"), "w"))
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
-            if srv.poll() is not None:
-                fail("kvringd: " + open(os.path.join(tmp,
-                                                     "kvringd.log")).read())
-            time.sleep(0.05)
+        srv, sock = start_kvringd(KVRINGD, tmp, name, fail,
+                                  ["--l2", "redis://127.0.0.1:%d" % port])
         series = load_and_look(sock, name)
         errors = check_against(exprs, series)
         for e in errors:

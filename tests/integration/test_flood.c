@@ -75,12 +75,8 @@ Test(flood, bad_handshakes_write_a_bounded_log, .timeout = 120)
 	hello.pid = (int32_t)getpid();
 	t_ns_default(&hello.ns);
 	for (unsigned i = 0; i < floods; i++) {
-		fd = t_raw_sock(srv.sock);
-		cr_assert_geq(fd, 0);
-		cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, &hello,
-					      sizeof(hello)),
-			     0);
-		cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
+		fd = t_raw_hello(srv.sock, &hello, &w, fds, &nfds);
+		cr_assert_geq(fd, 0, "handshake %u: %d", i, fd);
 		close(fd);
 	}
 	secs = (kvr_clock_now_ns() - t0) / 1000000000u + 1;

@@ -30,9 +30,7 @@ static void teardown(void)
 	if (cli)
 		kvr_close(cli);
 	cli = NULL;
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 }
 
 TestSuite(histograms_mode, .fini = teardown, .timeout = 60);
@@ -42,8 +40,6 @@ TestSuite(histograms_mode, .fini = teardown, .timeout = 60);
 static void run(const char *mode)
 {
 	const char *args[8] = {"--allow-root", "--heartbeat-ms", "20"};
-	struct kvr_client_opts o = {0};
-	char err[256];
 	int n = 3;
 
 	if (mode) {
@@ -53,16 +49,7 @@ static void run(const char *mode)
 	args[n] = NULL;
 	t_server_init(&srv);
 	t_server_start(&srv, args);
-	strcpy(o.ns.model, "kvring-hist-mode");
-	o.ns.layers = 1;
-	o.ns.kv_heads = 1;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
-	o.socket_path = srv.sock;
-	o.timeout_ms = 10000;
-	cr_assert_eq(kvr_connect(&o, &cli, err, sizeof(err)), 0, "%s", err);
+	cli = t_connect_1x1(&srv, "kvring-hist-mode");
 	for (unsigned i = 0; i < PINGS; i++)
 		cr_assert_eq(kvr_ping(cli, NULL), 0);
 }

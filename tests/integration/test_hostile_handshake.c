@@ -76,12 +76,8 @@ Test(hostile, worker_is_refused_when_hello_has_wrong_version)
 			hello.version = KVR_PROTO_VERSION;
 			hello.magic = 0xdeadbeef;
 		}
-		fd = t_raw_sock(srv.sock);
-		cr_assert_geq(fd, 0);
-		cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, &hello,
-					      sizeof(hello)),
-			     0);
-		cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
+		fd = t_raw_hello(srv.sock, &hello, &w, fds, &nfds);
+		cr_assert_geq(fd, 0, "pass %d: %d", pass, fd);
 		cr_expect_lt(w.status, 0, "pass %d accepted", pass);
 		if (pass == 0)
 			cr_expect_eq(w.status, -EPROTO, "status %d", w.status);

@@ -130,14 +130,12 @@ Test(hostile, control_descriptor_cannot_be_made_writable)
 	int fd, fds[T_RAW_FDS], nfds = 0;
 	void *p;
 
-	fd = t_raw_sock(srv.sock);
-	cr_assert_geq(fd, 0);
 	h.magic = KVR_PROTO_MAGIC;
 	h.version = KVR_PROTO_VERSION;
 	h.pid = (int32_t)getpid();
 	t_ns_default(&h.ns);
-	cr_assert_eq(t_raw_send_frame(fd, KVR_FRAME_HELLO, &h, sizeof(h)), 0);
-	cr_assert_eq(t_raw_read_welcome(fd, &w, fds, &nfds, 5000), 0);
+	fd = t_raw_hello(srv.sock, &h, &w, fds, &nfds);
+	cr_assert_geq(fd, 0, "handshake: %d", fd);
 	cr_assert_eq(w.status, 0, "%s", w.reason);
 	cr_assert_geq(nfds, 1);
 	p = mmap(NULL, (size_t)w.ctl_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,

@@ -21,9 +21,7 @@ static struct kvrd srv;
 
 static void teardown(void)
 {
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 }
 
 TestSuite(log_debug, .fini = teardown, .timeout = 60);
@@ -32,23 +30,10 @@ static struct kvr_client *start_and_connect(const char *level)
 {
 	const char *args[] = {
 	    "--allow-root", "--heartbeat-ms", "20", "--log-level", level, NULL};
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char err[256];
 
 	t_server_init(&srv);
 	t_server_start(&srv, args);
-	strcpy(o.ns.model, "kvring-log-debug");
-	o.ns.layers = 1;
-	o.ns.kv_heads = 1;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
-	o.socket_path = srv.sock;
-	o.timeout_ms = 10000;
-	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
-	return c;
+	return t_connect_1x1(&srv, "kvring-log-debug");
 }
 
 /* Lines of the server's log that contain @needle. */

@@ -47,9 +47,7 @@ static void start(const char *const *extra)
 static void teardown(void)
 {
 	unsetenv("KVRING_RTT_SAMPLE");
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 }
 
 TestSuite(metrics, .fini = teardown, .timeout = 120);

@@ -38,9 +38,7 @@ static void teardown(void)
 		waitpid(serve_pid, NULL, 0);
 		serve_pid = 0;
 	}
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 }
 
 TestSuite(metrics_http, .fini = teardown, .timeout = 60);

@@ -16,14 +16,14 @@ Usage: test_prometheus.py KVRINGD KVRING_INSPECT LIBKVRING SOURCE_DIR
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+from procs import free_port, start_kvringd, stop, store_filled
 
 KVRINGD, INSPECT, LIB, SRC = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRC, "worker", "python"))
@@ -39,24 +39,6 @@ P99 = ("histogram_quantile(0.99, sum by (le) "
 def fail(msg):
     print("test_prometheus: FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(proc):
-    """SIGTERM by pid, then SIGKILL if it lingers; never by name."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def get(url, timeout=2):
@@ -84,9 +66,7 @@ def load(sock, seconds):
                         kv_heads=2, head_size=64, dtype_bytes=2,
                         chunk_tokens=16) as c:
         keys = c.keys(list(range(4 * 16)))
-        with c.store(keys[:2], [c.chunk_bytes] * 2) as tx:
-            for _st, view in tx.slots:
-                view[:] = b"\x07" * len(view)
+        store_filled(c, keys[:2], b"\x07")
         end = time.monotonic() + seconds
         n = 0
         while time.monotonic() < end:
@@ -101,19 +81,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kvring-prom-", dir="/tmp")
     srv = ins = prom = None
     name = "kvring-prom-%d" % os.getpid()
-    sock = os.path.join(tmp, "k.sock")
     try:
-        srv = subprocess.Popen(
-            [KVRINGD, "--socket", sock, "--name", name, "--pool-size", "32M",
-             "--no-prefault", "--allow-root"],
-            stderr=open(os.path.join(tmp, "kvringd.log"), "w"))
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
-            if srv.poll() is not None:
-                fail("kvringd exited: " + open(
-                    os.path.join(tmp, "kvringd.log")).read())
-            time.sleep(0.05)
+        srv, sock = start_kvringd(KVRINGD, tmp, name, fail)
         ins = subprocess.Popen([INSPECT, "--name", name, "--serve",
                                 "127.0.0.1:0"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)

@@ -58,9 +58,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 	unsetenv("XDG_RUNTIME_DIR");
 	rm_rf(xdg);
 }

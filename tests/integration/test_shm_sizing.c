@@ -25,9 +25,7 @@ static struct kvrd srv;
 
 static void teardown(void)
 {
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 }
 
 TestSuite(shm_sizing, .fini = teardown, .timeout = 60);
@@ -82,9 +80,8 @@ static void check(const char *workers, uint32_t w, const char *ring, uint32_t r)
 			      ring,	      "--pool-size",
 			      "16M",	      "--pool-backend",
 			      "shm",	      NULL};
-	struct kvr_client_opts o = {0};
-	struct kvr_client *c = NULL;
-	char path[160], err[256];
+	struct kvr_client *c;
+	char path[160];
 
 	t_server_init(&srv);
 	t_server_start(&srv, args);
@@ -95,16 +92,7 @@ static void check(const char *workers, uint32_t w, const char *ring, uint32_t r)
 	cr_expect_eq(memfd_size("kvring-dir"), DIR_BYTES(w),
 		     "channel directory, %u workers", w);
 	cr_expect_eq(srv.hdr->channel_bytes, CHAN_BYTES(r));
-	strcpy(o.ns.model, "kvring-sizing");
-	o.ns.layers = 1;
-	o.ns.kv_heads = 1;
-	o.ns.head_size = 64;
-	o.ns.dtype_bytes = 2;
-	o.ns.tp_size = 1;
-	o.ns.chunk_tokens = 16;
-	o.socket_path = srv.sock;
-	o.timeout_ms = 10000;
-	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	c = t_connect_1x1(&srv, "kvring-sizing");
 	cr_expect_eq(memfd_size("kvring-ch"), CHAN_BYTES(r),
 		     "channel block, ring %u", r);
 	kvr_close(c);

@@ -33,9 +33,7 @@ static struct kvrd srv;
 
 static void teardown(void)
 {
-	if (srv.pid > 0)
-		t_server_stop(&srv);
-	t_server_cleanup(&srv);
+	t_server_down(&srv);
 	unsetenv("KVRING_SERVER_UID");
 }
 

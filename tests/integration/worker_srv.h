@@ -129,6 +129,27 @@ static inline void wsrv_down(struct wsrv *s)
 	wsrv_cleanup(s);
 }
 
+/*
+ * t_connect_1x1 - a client of the plain t_server @t with a one-layer,
+ * one-head layout (head size 64, 2-byte dtype, 16-token chunks) named
+ * @model and a 10 s timeout; aborts the test if the connect fails.
+ */
+static inline struct kvr_client *t_connect_1x1(const struct kvrd *t,
+					       const char *model)
+{
+	struct kvr_client_opts o = {0};
+	struct kvr_client *c = NULL;
+	char err[256];
+
+	t_ns_small(&o.ns, model);
+	o.ns.layers = 1;
+	o.ns.kv_heads = 1;
+	o.socket_path = t->sock;
+	o.timeout_ms = 10000;
+	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
+	return c;
+}
+
 /* The small layout the suites use: chunk bytes are chosen per call. */
 static inline struct kvr_client_opts
 wsrv_opts(const struct wsrv *s, int transport, uint32_t timeout_ms)

@@ -144,6 +144,27 @@ int t_raw_connect(const char *path, uint32_t hello_flags, struct t_raw *r)
 	return t_raw_connect_ns(path, hello_flags, &ns, r);
 }
 
+int t_raw_hello(const char *path, const struct kvr_hello *hello,
+		struct kvr_welcome *w, int *fds, int *nfds)
+{
+	int fd = t_raw_sock(path), rc;
+
+	if (fd < 0) {
+		fprintf(stderr, "t_raw: connect %s: %s\n", path, strerror(-fd));
+		return fd;
+	}
+	rc = t_raw_send_frame(fd, KVR_FRAME_HELLO, hello, sizeof(*hello));
+	if (rc == 0)
+		rc = t_raw_read_welcome(fd, w, fds, nfds, 5000);
+	if (rc < 0) {
+		fprintf(stderr, "t_raw: HELLO to %s: %s\n", path,
+			strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 int t_raw_connect_ns(const char *path, uint32_t hello_flags,
 		     const struct kvr_ns_desc *ns, struct t_raw *r)
 {

@@ -60,6 +60,14 @@ int t_raw_read_welcome(int fd, struct kvr_welcome *w, int *fds, int *nfds,
 		       int timeout_ms);
 
 /*
+ * t_raw_hello - connect to @path, send @hello as it is and read the
+ * WELCOME (as t_raw_read_welcome, 5 s). Returns the connected fd, or
+ * -errno of the step that failed (said on stderr); maps nothing.
+ */
+int t_raw_hello(const char *path, const struct kvr_hello *hello,
+		struct kvr_welcome *w, int *fds, int *nfds);
+
+/*
  * t_raw_connect - full handshake with @hello_flags and the default
  * namespace; on status 0 maps the control segment and pool and attaches
  * the rings. Returns the welcome's status (0 or -errno); on a refusal

@@ -154,6 +154,13 @@ void t_server_cleanup(struct kvrd *t)
 	kvrd_cleanup(t, !getenv("KVR_KEEP_LOGS"));
 }
 
+void t_server_down(struct kvrd *t)
+{
+	if (t->pid > 0)
+		t_server_stop(t);
+	t_server_cleanup(t);
+}
+
 /* Channel blocks mapped by t_server_chan(), one per channel index, kept
  * while the server and the channel's generation stay the same. */
 #define T_CHAN_CACHE 256

@@ -72,6 +72,10 @@ void t_server_kill(struct kvrd *t);
  * log). Safe after stop or kill, and twice. */
 void t_server_cleanup(struct kvrd *t);
 
+/* t_server_down - a suite's .fini for one plain server: SIGTERM if it
+ * still runs, then t_server_cleanup(). */
+void t_server_down(struct kvrd *t);
+
 /* t_server_map - (re)map the control segment read-only; 0 or -errno. */
 int t_server_map(struct kvrd *t);
 

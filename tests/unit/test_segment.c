@@ -25,21 +25,9 @@
 #include <kvring/proc.h>
 #include <kvring/segment.h>
 
+#include "t_dir.h"
+
 static char dir[64];
-
-/* Remove everything in d (files only; our tests make no subdirs here). */
-static void empty_dir(const char *d)
-{
-	DIR *dp = opendir(d);
-	struct dirent *de;
-
-	if (!dp)
-		return;
-	while ((de = readdir(dp)) != NULL)
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			unlinkat(dirfd(dp), de->d_name, 0);
-	closedir(dp);
-}
 
 static int dir_entries(const char *d)
 {
@@ -63,8 +51,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	empty_dir(dir);
-	rmdir(dir);
+	t_dir_remove(dir);
 }
 
 TestSuite(segment, .init = setup, .fini = teardown, .timeout = 20);
@@ -747,7 +734,7 @@ static void mount_teardown(void)
 {
 	if (mnt[0] == '\0')
 		return;
-	empty_dir(mnt);
+	t_dir_empty(mnt);
 	umount2(mnt, MNT_DETACH);
 	rmdir(mnt);
 }

@@ -23,26 +23,11 @@
 #include <kvring/proc.h>
 #include <kvring/segment.h>
 
+#include "t_dir.h"
+
 #define PFX "kvtest-"
 
 static char dir[64];
-
-static void rm_tree(const char *d)
-{
-	DIR *dp = opendir(d);
-	struct dirent *de;
-
-	if (!dp)
-		return;
-	while ((de = readdir(dp)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (unlinkat(dirfd(dp), de->d_name, 0) < 0)
-			unlinkat(dirfd(dp), de->d_name, AT_REMOVEDIR);
-	}
-	closedir(dp);
-	rmdir(d);
-}
 
 static void setup(void)
 {
@@ -58,7 +43,7 @@ static void teardown(void)
 {
 	while (nlive > 0)
 		close(live_fds[--nlive]);
-	rm_tree(dir);
+	t_dir_remove(dir);
 }
 
 TestSuite(sweep, .init = setup, .fini = teardown, .timeout = 20);
@@ -143,6 +128,22 @@ static void dead_owner(pid_t *pid, uint64_t *start)
 	close(p[0]);
 	cr_assert_eq(waitpid(c, NULL, 0), c);
 	*pid = c;
+}
+
+/* A published header at @name whose creator is dead (dead_owner()). */
+static void write_dead_ctl(const char *name)
+{
+	uint64_t start;
+	pid_t pid;
+
+	dead_owner(&pid, &start);
+	write_ctl(name, pid, start);
+}
+
+/* Give @name to uid and gid 65534 (nobody): not ours. Needs root. */
+static void chown_nobody(const char *name)
+{
+	cr_assert_eq(chown(P(name), 65534, 65534), 0, "chown %s", name);
 }
 
 static void self_owner(pid_t *pid, uint64_t *start)
@@ -259,11 +260,8 @@ Test(sweep, removes_ctl_when_pid_reused_with_other_start_time)
 Test(sweep, keeps_file_when_prefix_differs)
 {
 	struct kvr_sweep_report r;
-	uint64_t start;
-	pid_t pid;
 
-	dead_owner(&pid, &start);
-	write_ctl("other-a.ctl", pid, start);
+	write_dead_ctl("other-a.ctl");
 	write_file("other-a.pool", 4096);
 	write_file("kvtes.pool", 4096); /* a shorter near-miss */
 	cr_expect_eq(kvr_seg_sweep(dir, PFX, &r), 0);
@@ -277,12 +275,9 @@ Test(sweep, keeps_file_when_prefix_differs)
 Test(sweep, keeps_symlink_and_target_when_name_matches)
 {
 	struct kvr_sweep_report r;
-	uint64_t start;
-	pid_t pid;
 
-	dead_owner(&pid, &start);
 	/* Targets that would be removed if the sweep followed links. */
-	write_ctl("target.ctl", pid, start);
+	write_dead_ctl("target.ctl");
 	write_file("target.pool", 4096);
 	cr_assert_eq(symlink(P("target.ctl"), P(PFX "l.ctl")), 0);
 	cr_assert_eq(symlink(P("target.pool"), P(PFX "l.pool")), 0);
@@ -299,18 +294,15 @@ Test(sweep, keeps_symlink_and_target_when_name_matches)
 Test(sweep, keeps_file_when_uid_differs)
 {
 	struct kvr_sweep_report r;
-	uint64_t start;
-	pid_t pid;
 
 	if (geteuid() != 0)
 		cr_skip("chown to another uid needs root");
-	dead_owner(&pid, &start);
-	write_ctl(PFX "u.ctl", pid, start);
+	write_dead_ctl(PFX "u.ctl");
 	write_file(PFX "u.pool", 4096);
 	write_file(PFX "uorph.pool", 4096);
-	cr_assert_eq(chown(P(PFX "u.ctl"), 65534, 65534), 0);
-	cr_assert_eq(chown(P(PFX "u.pool"), 65534, 65534), 0);
-	cr_assert_eq(chown(P(PFX "uorph.pool"), 65534, 65534), 0);
+	chown_nobody(PFX "u.ctl");
+	chown_nobody(PFX "u.pool");
+	chown_nobody(PFX "uorph.pool");
 	cr_expect_eq(kvr_seg_sweep(dir, PFX, &r), 0);
 	cr_expect(exists(PFX "u.ctl"));
 	cr_expect(exists(PFX "u.pool"));
@@ -321,15 +313,12 @@ Test(sweep, keeps_file_when_uid_differs)
 Test(sweep, keeps_pool_of_other_uid_when_own_ctl_is_stale)
 {
 	struct kvr_sweep_report r;
-	uint64_t start;
-	pid_t pid;
 
 	if (geteuid() != 0)
 		cr_skip("chown to another uid needs root");
-	dead_owner(&pid, &start);
-	write_ctl(PFX "mix.ctl", pid, start);
+	write_dead_ctl(PFX "mix.ctl");
 	write_file(PFX "mix.pool", 4096);
-	cr_assert_eq(chown(P(PFX "mix.pool"), 65534, 65534), 0);
+	chown_nobody(PFX "mix.pool");
 	cr_expect_eq(kvr_seg_sweep(dir, PFX, &r), 1);
 	cr_expect(!exists(PFX "mix.ctl"));
 	cr_expect(exists(PFX "mix.pool"), "another uid's pool removed");

@@ -66,18 +66,6 @@ struct cap_result {
 	double stats_ns;
 };
 
-/* Key i: distinct and well mixed, as XXH3 output would be. */
-static struct kvr_key cap_key(uint64_t i)
-{
-	uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-	struct kvr_key k;
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	k.lo = z ^ (z >> 27);
-	k.hi = i;
-	return k;
-}
-
 /* The engine's heap in use (small chunks and mmap()ed ones), bytes. */
 static uint64_t heap_in_use(void)
 {
@@ -123,7 +111,7 @@ static void cap_pcts(uint64_t *v, size_t n, double *p50, double *p99)
 static int cap_store(struct kvr_store *s, uint64_t i, uint64_t chunk,
 		     bool evicting, uint64_t *ticks)
 {
-	struct kvr_key k = cap_key(i);
+	struct kvr_key k = bench_mixed_key(i);
 	struct kvr_slot_desc out;
 	uint64_t x, ev0 = 0, t0;
 	struct kvr_store_stats st;
@@ -175,7 +163,7 @@ static int cap_lookups(struct kvr_store *s, uint64_t lo, uint64_t hi,
 {
 	for (uint64_t r = 0; r < ns; r++) {
 		uint64_t i = lo + xorshift(seed) % (hi - lo), t0;
-		struct kvr_key k = cap_key(i);
+		struct kvr_key k = bench_mixed_key(i);
 		int rc;
 
 		t0 = bench_ticks();

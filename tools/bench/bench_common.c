@@ -97,6 +97,17 @@ int bench_wait_child(pid_t pid)
 	return 1;
 }
 
+struct kvr_key bench_mixed_key(uint64_t i)
+{
+	uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+	struct kvr_key k;
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	k.lo = z ^ (z >> 27);
+	k.hi = i;
+	return k;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <kvring/proto.h>
+
 #include "emit.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -105,6 +107,12 @@ void bench_shm_unmap(void *p, size_t bytes);
 int bench_wait_child(pid_t pid);
 
 /* ---- statistics ---- */
+
+/*
+ * bench_mixed_key - key @i of a bench's key space: distinct for every @i
+ * and well mixed (a splitmix step), as XXH3 output would be; hi is @i.
+ */
+struct kvr_key bench_mixed_key(uint64_t i);
 
 /* bench_sort_u64 - sort ascending in place. */
 void bench_sort_u64(uint64_t *v, size_t n);

@@ -109,13 +109,6 @@ static int prepare_fill(struct kvr_client *c, const struct kvr_key *keys,
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n)
 {
 	for (int i = 1; i < n; i++)
@@ -137,7 +130,7 @@ static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
 		kvr_ping(c, &srv);
 		buf[i] = kvr_clock_now_ns() - t0;
 	}
-	qsort(buf, iters, sizeof(*buf), cmp_u64);
+	bench_sort_u64(buf, iters);
 	return buf[iters / 2];
 }
 
@@ -524,7 +517,7 @@ static int run_rtt(struct env *e)
 			done);
 		busy = 0;
 	} else {
-		qsort(lat, done, sizeof(*lat), cmp_u64);
+		bench_sort_u64(lat, done);
 		busy = lat[done / 2];
 	}
 	if (e->o.json) {

@@ -75,29 +75,10 @@ static void usage(FILE *f)
 	       "  --json           one JSON object per line\n");
 }
 
-/* Key i: distinct, well mixed, as XXH3 output would be. */
-static struct kvr_key bench_key(uint64_t i)
-{
-	uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-	struct kvr_key k;
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	k.lo = z ^ (z >> 27);
-	k.hi = i;
-	return k;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void summarise(struct bench_result *r, uint64_t *lat, uint64_t n,
 		      uint64_t t0, uint64_t t1)
 {
-	qsort(lat, n, sizeof(*lat), cmp_u64);
+	bench_sort_u64(lat, n);
 	r->reqs = n;
 	r->secs = (double)(t1 - t0) / 1e9;
 	r->p50_ns = n ? lat[n / 2] : 0;
@@ -186,7 +167,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 static void fill_keys(struct kvr_key *k, uint64_t first, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
-		k[i] = bench_key(first + i);
+		k[i] = bench_mixed_key(first + i);
 }
 
 /* A random one of the last @rresident of @nreq requests stored (xorshift

@@ -360,7 +360,14 @@ void ins_prom_head(FILE *f, const char *name, const char *type,
 void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
 		  uint64_t v);
 void ins_prom_lv(FILE *f, const char *v);
-void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c);
+/* The start of a per-channel sample, "@name{" and @c's labels (channel,
+ * model, rank; promtext.c says why those): the caller adds its own
+ * labels, "}" and the value. */
+void ins_prom_chan_open(FILE *f, const char *name,
+			const struct ins_chan_snap *c);
+/* A whole per-channel sample: @name{@c's labels} @v. */
+void ins_prom_chan_u64(FILE *f, const char *name, const struct ins_chan_snap *c,
+		       uint64_t v);
 /* serve.c: --serve ADDR:PORT, /metrics over HTTP until SIGINT/SIGTERM. */
 int ins_serve_run(const struct ins_opts *o, const struct ins_target *t,
 		  struct ins_attach *a);

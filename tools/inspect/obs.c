@@ -501,7 +501,7 @@ static void prom_hist(FILE *f, const char *name, const char *labels,
 }
 
 /* The per-channel label set as a string, for prom_hist(): the same labels
- * as ins_prom_chan_labels(). The model went through ins_copy_clean(),
+ * as ins_prom_chan_open(). The model went through ins_copy_clean(),
  * which leaves no quote, backslash or newline to escape. */
 static void chan_labels(char *b, size_t n, const struct ins_chan_snap *c,
 			const char *op)
@@ -581,10 +581,8 @@ static void prom_cache(FILE *f, bool all, const struct ins_snap *s)
 		for (uint32_t i = 0; i < s->nchan; i++) {
 			if (!ins_chan_shown(&s->ch[i], all))
 				continue;
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, &s->ch[i]);
-			fprintf(
-			    f, "} %" PRIu64 "\n",
+			ins_prom_chan_u64(
+			    f, name, &s->ch[i],
 			    cache_at(&s->ch[i].cache, cache_metrics[m].off));
 		}
 	}
@@ -669,10 +667,8 @@ static void prom_stage(FILE *f, bool all, const struct ins_snap *s)
 		for (uint32_t i = 0; i < s->nchan; i++) {
 			if (!ins_chan_shown(&s->ch[i], all))
 				continue;
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, &s->ch[i]);
-			fprintf(
-			    f, "} %" PRIu64 "\n",
+			ins_prom_chan_u64(
+			    f, name, &s->ch[i],
 			    stage_at(&s->ch[i].stage, stage_metrics[m].off));
 		}
 	}
@@ -738,8 +734,7 @@ void ins_prom_obs(FILE *f, bool all, const struct ins_snap *s)
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
-		fprintf(f, "kvring_channel_rtt_sample_every{");
-		ins_prom_chan_labels(f, &s->ch[i]);
-		fprintf(f, "} %u\n", s->ch[i].rtt_every);
+		ins_prom_chan_u64(f, "kvring_channel_rtt_sample_every",
+				  &s->ch[i], s->ch[i].rtt_every);
 	}
 }

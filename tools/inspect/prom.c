@@ -90,8 +90,7 @@ static void prom_rings(FILE *f, const struct ins_snap *s, bool all,
 			    : what == RV_TAIL	    ? rs->s.tail
 						    : (uint64_t)(rs->rc == 0);
 
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, c);
+			ins_prom_chan_open(f, name, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -118,8 +117,7 @@ static void prom_bells(FILE *f, const struct ins_snap *s, bool all,
 				     : what == BV_SUPPRESSED ? b->suppressed
 							     : b->sleeps;
 
-			fprintf(f, "%s{", name);
-			ins_prom_chan_labels(f, c);
+			ins_prom_chan_open(f, name, c);
 			fprintf(f, ",ring=\"%s\"} %" PRIu64 "\n",
 				r ? "resp" : "req", v);
 		}
@@ -180,6 +178,90 @@ static void prom_quar(FILE *f, const struct ins_quar *q)
 	    q->detached);
 }
 
+/* A server-wide series that is one uint64_t field of the snapshot. */
+struct prom_field {
+	const char *name, *type, *help;
+	size_t off; /* offsetof(struct ins_snap, the field) */
+};
+
+/* An entry for @field. prom_fields() reads it as uint64_t, so a field of
+ * another size fails to compile (PROM_U64_ONLY: a negative array size). */
+#define PROM_U64_ONLY(field)                                                   \
+	(0 * sizeof(char[sizeof(((struct ins_snap *)0)->field) == 8 ? 1 : -1]))
+#define PROM_FIELD(name, type, help, field)                                    \
+	{                                                                      \
+		name, type, help,                                              \
+		    offsetof(struct ins_snap, field) + PROM_U64_ONLY(field)    \
+	}
+
+/* Pool bytes by state, after used and free. */
+static const struct prom_field prom_pool_fields[] = {
+    PROM_FIELD("kvring_pool_committed_bytes", "gauge",
+	       "Pool bytes of committed (readable) objects.", committed),
+    PROM_FIELD("kvring_pool_reserved_bytes", "gauge",
+	       "Pool bytes reserved by open store transfers.", reserved),
+    PROM_FIELD("kvring_pool_pinned_bytes", "gauge",
+	       "Pool bytes of pinned objects.", pinned_bytes),
+};
+
+/* Object, pin, lease and channel counts. */
+static const struct prom_field prom_count_fields[] = {
+    PROM_FIELD("kvring_pool_free_extents", "gauge",
+	       "Number of free extents in the pool.", free_extents),
+    PROM_FIELD("kvring_objects", "gauge", "Committed objects.", objects),
+    PROM_FIELD("kvring_reserved_objects", "gauge",
+	       "Objects reserved but not committed.", reserved_objects),
+    PROM_FIELD("kvring_pins", "gauge", "(object, owner) pin pairs.", pins),
+    PROM_FIELD("kvring_leases", "gauge", "Live leases.", leases),
+    PROM_FIELD("kvring_transfers", "gauge",
+	       "Open store and retrieve transfers.", transfers),
+    PROM_FIELD("kvring_workers", "gauge", "Channels in use.", workers),
+};
+
+/* Server-wide counters since the start. */
+static const struct prom_field prom_total_fields[] = {
+    PROM_FIELD("kvring_evictions_total", "counter",
+	       "Objects evicted to make room.", evictions),
+    PROM_FIELD("kvring_evicted_bytes_total", "counter",
+	       "Bytes evicted to make room.", evicted_bytes),
+    PROM_FIELD("kvring_stores_skipped_total", "counter",
+	       "Keys a store skipped because they were already stored.",
+	       stores_skipped),
+    PROM_FIELD("kvring_no_room_total", "counter", "Keys answered no-room.",
+	       no_room),
+    PROM_FIELD("kvring_requests_total", "counter",
+	       "Requests served (all channels, all time).", requests),
+    PROM_FIELD("kvring_connects_total", "counter",
+	       "Workers that completed the handshake.", connects),
+    PROM_FIELD("kvring_disconnect_cleanups_total", "counter",
+	       "Channels cleaned up after a disconnect.", cleanups),
+    PROM_FIELD("kvring_protocol_errors_total", "counter",
+	       "Workers disconnected for breaking the protocol.",
+	       protocol_errors),
+    PROM_FIELD("kvring_handshake_refused_total", "counter",
+	       "Handshakes refused.", handshake_refused),
+    PROM_FIELD("kvring_leases_expired_total", "counter", "Leases that expired.",
+	       leases_expired),
+    PROM_FIELD("kvring_loop_wakeups_total", "counter",
+	       "Times the server loop slept and woke.", loop_wakeups),
+    PROM_FIELD("kvring_corrupt_dropped_total", "counter",
+	       "Chunks that failed their checksum, confirmed by the server and "
+	       "dropped.",
+	       corrupt_dropped),
+    PROM_FIELD("kvring_corrupt_unconfirmed_total", "counter",
+	       "Chunks reported corrupt whose bytes matched their sum.",
+	       corrupt_unconfirmed),
+};
+
+/* One series per entry of @tab, in its order. */
+static void prom_fields(FILE *f, const struct ins_snap *s,
+			const struct prom_field *tab, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ins_prom_u64(f, tab[i].name, tab[i].type, tab[i].help,
+			     *(const uint64_t *)((const char *)s + tab[i].off));
+}
+
 static void prom_server(FILE *f, const struct ins_snap *s)
 {
 	ins_prom_u64(f, "kvring_server_up", "gauge",
@@ -197,64 +279,17 @@ static void prom_server(FILE *f, const struct ins_snap *s)
 		     "Pool bytes reserved or committed.", s->used);
 	ins_prom_u64(f, "kvring_pool_free_bytes", "gauge", "Pool bytes free.",
 		     s->pool_bytes > s->used ? s->pool_bytes - s->used : 0);
-	ins_prom_u64(f, "kvring_pool_committed_bytes", "gauge",
-		     "Pool bytes of committed (readable) objects.",
-		     s->committed);
-	ins_prom_u64(f, "kvring_pool_reserved_bytes", "gauge",
-		     "Pool bytes reserved by open store transfers.",
-		     s->reserved);
-	ins_prom_u64(f, "kvring_pool_pinned_bytes", "gauge",
-		     "Pool bytes of pinned objects.", s->pinned_bytes);
+	prom_fields(f, s, prom_pool_fields,
+		    sizeof(prom_pool_fields) / sizeof(prom_pool_fields[0]));
 	prom_dbl(f, "kvring_pool_fragmentation_ratio", "gauge",
 		 "1 - largest free extent / free bytes.",
 		 (double)s->frag_ppm / 1e6);
-	ins_prom_u64(f, "kvring_pool_free_extents", "gauge",
-		     "Number of free extents in the pool.", s->free_extents);
-	ins_prom_u64(f, "kvring_objects", "gauge", "Committed objects.",
-		     s->objects);
-	ins_prom_u64(f, "kvring_reserved_objects", "gauge",
-		     "Objects reserved but not committed.",
-		     s->reserved_objects);
-	ins_prom_u64(f, "kvring_pins", "gauge", "(object, owner) pin pairs.",
-		     s->pins);
-	ins_prom_u64(f, "kvring_leases", "gauge", "Live leases.", s->leases);
-	ins_prom_u64(f, "kvring_transfers", "gauge",
-		     "Open store and retrieve transfers.", s->transfers);
-	ins_prom_u64(f, "kvring_workers", "gauge", "Channels in use.",
-		     s->workers);
+	prom_fields(f, s, prom_count_fields,
+		    sizeof(prom_count_fields) / sizeof(prom_count_fields[0]));
 	ins_prom_u64(f, "kvring_max_workers", "gauge", "Channels available.",
 		     s->max_channels);
-	ins_prom_u64(f, "kvring_evictions_total", "counter",
-		     "Objects evicted to make room.", s->evictions);
-	ins_prom_u64(f, "kvring_evicted_bytes_total", "counter",
-		     "Bytes evicted to make room.", s->evicted_bytes);
-	ins_prom_u64(f, "kvring_stores_skipped_total", "counter",
-		     "Keys a store skipped because they were already stored.",
-		     s->stores_skipped);
-	ins_prom_u64(f, "kvring_no_room_total", "counter",
-		     "Keys answered no-room.", s->no_room);
-	ins_prom_u64(f, "kvring_requests_total", "counter",
-		     "Requests served (all channels, all time).", s->requests);
-	ins_prom_u64(f, "kvring_connects_total", "counter",
-		     "Workers that completed the handshake.", s->connects);
-	ins_prom_u64(f, "kvring_disconnect_cleanups_total", "counter",
-		     "Channels cleaned up after a disconnect.", s->cleanups);
-	ins_prom_u64(f, "kvring_protocol_errors_total", "counter",
-		     "Workers disconnected for breaking the protocol.",
-		     s->protocol_errors);
-	ins_prom_u64(f, "kvring_handshake_refused_total", "counter",
-		     "Handshakes refused.", s->handshake_refused);
-	ins_prom_u64(f, "kvring_leases_expired_total", "counter",
-		     "Leases that expired.", s->leases_expired);
-	ins_prom_u64(f, "kvring_loop_wakeups_total", "counter",
-		     "Times the server loop slept and woke.", s->loop_wakeups);
-	ins_prom_u64(f, "kvring_corrupt_dropped_total", "counter",
-		     "Chunks that failed their checksum, confirmed by the "
-		     "server and dropped.",
-		     s->corrupt_dropped);
-	ins_prom_u64(f, "kvring_corrupt_unconfirmed_total", "counter",
-		     "Chunks reported corrupt whose bytes matched their sum.",
-		     s->corrupt_unconfirmed);
+	prom_fields(f, s, prom_total_fields,
+		    sizeof(prom_total_fields) / sizeof(prom_total_fields[0]));
 	prom_quar(f, &s->quar);
 	ins_prom_u64(
 	    f, "kvring_inspect_directory_readable", "gauge",
@@ -277,8 +312,7 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 
 		if (!ins_chan_shown(c, all))
 			continue;
-		fprintf(f, "kvring_channel_info{");
-		ins_prom_chan_labels(f, c);
+		ins_prom_chan_open(f, "kvring_channel_info", c);
 		fprintf(f,
 			",pid=\"%" PRId32 "\",state=\"%s\",transport=\"%s\","
 			"tp_rank=\"%u\",tp_size=\"%u\",namespace=\"%u\"} 1\n",
@@ -291,17 +325,16 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
-		fprintf(f, "kvring_channel_worker_up{");
-		ins_prom_chan_labels(f, &s->ch[i]);
-		fprintf(f, "} %d\n", s->ch[i].alive ? 1 : 0);
+		ins_prom_chan_u64(f, "kvring_channel_worker_up", &s->ch[i],
+				  s->ch[i].alive ? 1 : 0);
 	}
 	ins_prom_head(f, "kvring_channel_last_activity_age_seconds", "gauge",
 		      "Seconds since the channel's last request.");
 	for (uint32_t i = 0; i < s->nchan; i++) {
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
-		fprintf(f, "kvring_channel_last_activity_age_seconds{");
-		ins_prom_chan_labels(f, &s->ch[i]);
+		ins_prom_chan_open(
+		    f, "kvring_channel_last_activity_age_seconds", &s->ch[i]);
 		fprintf(
 		    f, "} %.3f\n",
 		    (double)ins_age_ns(s->mono_ns, s->ch[i].last_activity_ns) /
@@ -319,9 +352,7 @@ static void prom_channels(FILE *f, const struct ins_snap *s, bool all)
 				continue;
 			memcpy(&v, (const char *)c + chan_metrics[m].off,
 			       sizeof(v));
-			fprintf(f, "%s{", chan_metrics[m].name);
-			ins_prom_chan_labels(f, c);
-			fprintf(f, "} %" PRIu64 "\n", v);
+			ins_prom_chan_u64(f, chan_metrics[m].name, c, v);
 		}
 	}
 }
@@ -336,8 +367,8 @@ static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (uint32_t k = 1; k < KVR_OP__MAX; k++) {
-			fprintf(f, "kvring_channel_requests_total{");
-			ins_prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_open(f, "kvring_channel_requests_total",
+					   &s->ch[i]);
 			fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", kvr_op_name(k),
 				s->ch[i].requests[k]);
 		}
@@ -348,8 +379,8 @@ static void prom_ops(FILE *f, const struct ins_snap *s, bool all)
 		if (!ins_chan_shown(&s->ch[i], all))
 			continue;
 		for (unsigned k = 1; k < KVR_ERR_SLOTS; k++) {
-			fprintf(f, "kvring_channel_errors_total{");
-			ins_prom_chan_labels(f, &s->ch[i]);
+			ins_prom_chan_open(f, "kvring_channel_errors_total",
+					   &s->ch[i]);
 			fprintf(f, ",code=\"%s\"} %" PRIu64 "\n",
 				kvr_err_slot_name(k), s->ch[i].errors[k]);
 		}

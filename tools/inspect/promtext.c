@@ -46,9 +46,23 @@ void ins_prom_u64(FILE *f, const char *name, const char *type, const char *help,
  * than opening new series at every restart. The pid is on
  * kvring_channel_info only, to join on when needed.
  */
-void ins_prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
+static void prom_chan_labels(FILE *f, const struct ins_chan_snap *c)
 {
 	fprintf(f, "channel=\"%" PRIu32 "\",model=\"", c->idx);
 	ins_prom_lv(f, c->ns.model);
 	fprintf(f, "\",rank=\"%u\"", c->ns.tp_rank);
+}
+
+void ins_prom_chan_open(FILE *f, const char *name,
+			const struct ins_chan_snap *c)
+{
+	fprintf(f, "%s{", name);
+	prom_chan_labels(f, c);
+}
+
+void ins_prom_chan_u64(FILE *f, const char *name, const struct ins_chan_snap *c,
+		       uint64_t v)
+{
+	ins_prom_chan_open(f, name, c);
+	fprintf(f, "} %" PRIu64 "\n", v);
 }

@@ -354,6 +354,14 @@ struct kvr_sweep_report {
 };
 
 /*
+ * kvr_sweep_note_name - append @name (a valid segment name) to a report's
+ * list @names of *@nr entries (removed_names or bad_names); past
+ * KVR_SWEEP_MAX_NAMES the name is counted elsewhere but not kept.
+ */
+void kvr_sweep_note_name(char names[][KVR_SEG_NAME_MAX + 1], unsigned *nr,
+			 const char *name);
+
+/*
  * kvr_seg_sweep - remove stale segments of dead owners from @dir.
  * @dir: NULL for /dev/shm.
  * @prefix: e.g. "kvring-" or "kvring-0"; must be non-empty and valid name
