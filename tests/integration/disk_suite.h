@@ -11,6 +11,8 @@
 #define KVR_DISK_SUITE_H
 
 #include <ftw.h>
+#include <stdlib.h>
+#include <sys/mount.h>
 #include <linux/magic.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -164,6 +166,47 @@ static inline uint32_t dt_read_back(struct kvr_client *c,
 		    wsrv_retrieve_check(c, k, (uint32_t)hits, DT_CHUNK),
 		    (uint32_t)hits);
 	return (uint32_t)hits;
+}
+
+/* Run @cmd through the shell; fail the test with it if it fails. */
+static inline void dt_sh(const char *cmd)
+{
+	int rc = system(cmd);
+
+	cr_assert_eq(rc, 0, "'%s' failed (%d)", cmd, rc);
+}
+
+/*
+ * A small ext4 file system of @size (e.g. "40M") made in an image under
+ * the scratch directory @dir and loop-mounted, with mount options @opts
+ * ("loop" plus any), at @mnt (@mlen bytes); the data directory for --disk
+ * in it goes to @data (@dlen). Root only: the caller skips without it.
+ * Undo with dt_unmount() in the suite's teardown, whatever happened.
+ */
+static inline void dt_loop_mount(const char *dir, const char *size,
+				 const char *opts, char *mnt, size_t mlen,
+				 char *data, size_t dlen)
+{
+	char cmd[4096], img[700];
+
+	snprintf(img, sizeof(img), "%s/fs.img", dir);
+	snprintf(mnt, mlen, "%s/mnt", dir);
+	cr_assert_eq(mkdir(mnt, 0700), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "truncate -s %s '%s' && mkfs.ext4 -q -F -m 0 '%s' && "
+		 "mount -o %s '%s' '%s'",
+		 size, img, img, opts, img, mnt);
+	dt_sh(cmd);
+	snprintf(data, dlen, "%s/kvr", mnt);
+	cr_assert_eq(mkdir(data, 0700), 0);
+}
+
+/* Detach the mount dt_loop_mount() made (none: @mnt ""), then forget it. */
+static inline void dt_unmount(char *mnt)
+{
+	if (mnt[0])
+		(void)umount2(mnt, MNT_DETACH);
+	mnt[0] = '\0';
 }
 
 #endif /* KVR_DISK_SUITE_H */

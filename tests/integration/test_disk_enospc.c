@@ -8,8 +8,6 @@
  * pool goes on storing and serving byte for byte; the self-check at
  * stop finds nothing left pinned. The mount is undone in every path.
  */
-#include <sys/mount.h>
-
 #include "disk_suite.h"
 
 static struct wsrv s1;
@@ -18,42 +16,23 @@ static char dir[600], mnt[700];
 static void teardown(void)
 {
 	l2t_down(&s1);
-	if (mnt[0])
-		(void)umount2(mnt, MNT_DETACH);
-	mnt[0] = '\0';
+	dt_unmount(mnt);
 	dt_rmrf(dir);
 	dir[0] = '\0';
 }
 
 TestSuite(disk_enospc, .fini = teardown, .timeout = 120);
 
-/* Run @cmd through the shell; fail the test with it if it fails. */
-static void sh(const char *cmd)
-{
-	int rc = system(cmd);
-
-	cr_assert_eq(rc, 0, "'%s' failed (%d)", cmd, rc);
-}
-
 Test(disk_enospc, a_full_disk_keeps_the_pool_working)
 {
-	char cmd[4096], img[700], data[720];
+	char data[720];
 	struct kvr_client *c;
 	struct kvr_key *k;
 
 	if (geteuid() != 0)
 		cr_skip_test("loop-mounting an image needs root");
 	dt_scratch(dir, sizeof(dir));
-	snprintf(img, sizeof(img), "%s/fs.img", dir);
-	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-	cr_assert_eq(mkdir(mnt, 0700), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "truncate -s 40M '%s' && mkfs.ext4 -q -F -m 0 '%s' && "
-		 "mount -o loop '%s' '%s'",
-		 img, img, img, mnt);
-	sh(cmd);
-	snprintf(data, sizeof(data), "%s/kvr", mnt);
-	cr_assert_eq(mkdir(data, 0700), 0);
+	dt_loop_mount(dir, "40M", "loop", mnt, sizeof(mnt), data, sizeof(data));
 
 	dt_start(&s1, data, "96M", "evict", NULL);
 	cr_expect(t_server_log_has(&s1.t, "using a sparse file"));

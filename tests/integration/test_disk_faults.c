@@ -15,8 +15,6 @@
  * read through exact or missed, never wrong, and the self-check at stop
  * finds nothing left pinned.
  */
-#include <sys/mount.h>
-
 #include "inspect_suite.h"
 
 #include "disk_suite.h"
@@ -27,22 +25,12 @@ static char dir[600], mnt[700];
 static void faults_down(void)
 {
 	l2t_down(&s1);
-	if (mnt[0])
-		(void)umount2(mnt, MNT_DETACH);
-	mnt[0] = '\0';
+	dt_unmount(mnt);
 	dt_rmrf(dir);
 	dir[0] = '\0';
 }
 
 TestSuite(disk_faults, .fini = faults_down, .timeout = 120);
-
-/* Run @cmd through the shell; fail the test with it if it fails. */
-static void sh(const char *cmd)
-{
-	int rc = system(cmd);
-
-	cr_assert_eq(rc, 0, "'%s' failed (%d)", cmd, rc);
-}
 
 /* Lines of kvringd's log that hold @needle. */
 static unsigned log_count(const char *needle)
@@ -126,7 +114,7 @@ static void after_fault(struct kvr_client *c, uint64_t writes0)
 
 Test(disk_faults, a_file_system_turned_read_only_keeps_the_pool_working)
 {
-	char cmd[4096], img[700], data[720], dev[64] = "";
+	char cmd[4096], data[720], dev[64] = "";
 	struct kvr_client *c;
 	uint64_t writes0;
 	FILE *p;
@@ -134,16 +122,8 @@ Test(disk_faults, a_file_system_turned_read_only_keeps_the_pool_working)
 	if (geteuid() != 0)
 		cr_skip_test("loop-mounting an image needs root");
 	dt_scratch(dir, sizeof(dir));
-	snprintf(img, sizeof(img), "%s/fs.img", dir);
-	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-	cr_assert_eq(mkdir(mnt, 0700), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "truncate -s 64M '%s' && mkfs.ext4 -q -F -m 0 '%s' && "
-		 "mount -o loop,errors=remount-ro '%s' '%s'",
-		 img, img, img, mnt);
-	sh(cmd);
-	snprintf(data, sizeof(data), "%s/kvr", mnt);
-	cr_assert_eq(mkdir(data, 0700), 0);
+	dt_loop_mount(dir, "64M", "loop,errors=remount-ro", mnt, sizeof(mnt),
+		      data, sizeof(data));
 	snprintf(cmd, sizeof(cmd), "basename \"$(findmnt -no SOURCE '%s')\"",
 		 mnt);
 	p = popen(cmd, "r");
@@ -157,7 +137,7 @@ Test(disk_faults, a_file_system_turned_read_only_keeps_the_pool_working)
 		 "echo kvring-test > /sys/fs/ext4/%s/trigger_fs_error && "
 		 "grep -q ' %s .*ro[,.]' /proc/mounts",
 		 dev, mnt);
-	sh(cmd);
+	dt_sh(cmd);
 
 	after_fault(c, writes0);
 	cr_expect_gt(T_DISK(&s1.t, io_errors), 0, "writes failed: EROFS");
