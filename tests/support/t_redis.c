@@ -269,6 +269,40 @@ bool t_cluster_wait_ok(struct t_cluster *c, int ms)
 	return true;
 }
 
+/* The integer after @field ("name:") in @r's INFO replication; -1 when
+ * it is not there. */
+static long long info_repl(const struct t_redis *r, const char *field)
+{
+	char out[4096], *p;
+
+	t_redis_cli(r, out, sizeof(out), "INFO replication");
+	p = strstr(out, field);
+	return p ? strtoll(p + strlen(field), NULL, 10) : -1;
+}
+
+bool t_cluster_wait_replicated(struct t_cluster *c, int ms)
+{
+	for (int i = 0; i < T_CLUSTER_N; i++) {
+		long long want = info_repl(&c->node[i], "master_repl_offset:");
+		bool ok = false;
+
+		for (int k = 0; !ok; k++) {
+			for (int r = 0; r < T_CLUSTER_N && !ok; r++)
+				ok =
+				    info_repl(&c->replica[r], "master_port:") ==
+					c->node[i].port &&
+				    info_repl(&c->replica[r],
+					      "slave_repl_offset:") >= want;
+			if (ok)
+				break;
+			if (k * 10 >= ms)
+				return false;
+			sleep_ms(10);
+		}
+	}
+	return true;
+}
+
 /* Create the cluster over node[] (and replica[] when @replicas). */
 static void create(struct t_cluster *c, bool replicas)
 {

@@ -68,6 +68,13 @@ void t_cluster_start(struct t_cluster *c);
  * agreeing that the cluster is ok and every replica linked on return. */
 void t_cluster_start_replicas(struct t_cluster *c);
 
+/* t_cluster_wait_replicated - wait until each master's replica has
+ * received everything its master had when called (the replica's
+ * slave_repl_offset reaches the master's master_repl_offset), at most
+ * @ms; false when one did not. WAIT on a fresh connection cannot say
+ * this: it only covers the writes of its own connection. */
+bool t_cluster_wait_replicated(struct t_cluster *c, int ms);
+
 /* t_cluster_wait_ok - wait until every running node says cluster_state:ok
  * (after a failover: a replica took over a killed master's slots).
  * Returns false after @ms. */
