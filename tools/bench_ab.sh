@@ -46,18 +46,27 @@ case $rounds in
 esac
 
 : >"$out"
+tmp=$(mktemp /tmp/bench_ab_run.XXXXXX)
+err=$(mktemp /tmp/bench_ab_err.XXXXXX)
+trap 'rm -f "$tmp" "$err"' EXIT
+# A cell that fails is said with the end of its stderr (a missing line
+# in the table would otherwise be the only trace); the rounds go on.
 run_one() { # tag build round
 	bench="$2/tools/kvring-bench"
 	k="--kvringd $2/server/kvringd"
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	# shellcheck disable=SC2086
-	{
-		"$bench" ring --rounds 2 --iters 10000 --sizes 64 \
-			--tput-records 1000 --json $extra
-		"$bench" rtt_hot --rounds 2 --iters 10000 --json $k $extra
-		"$bench" scale --only pipelined --json $k $extra
-		"$bench" store --sizes 2M --chunks 1 --json $k $extra
-	} 2>/dev/null | sed "s/^{/{\"ab\":\"$1\",\"ab_round\":$3,\"ab_load\":$load,/" >>"$out"
+	for cell in "ring --rounds 2 --iters 10000 --sizes 64 --tput-records 1000" \
+		"rtt_hot --rounds 2 --iters 10000 $k" "scale --only pipelined $k" \
+		"store --sizes 2M --chunks 1 $k"; do
+		rc=0
+		# shellcheck disable=SC2086
+		"$bench" $cell --json $extra >"$tmp" 2>"$err" || rc=$?
+		sed "s/^{/{\"ab\":\"$1\",\"ab_round\":$3,\"ab_load\":$load,/" "$tmp" >>"$out"
+		if [ "$rc" -ne 0 ]; then
+			echo "$0: round $3, $1 build: kvring-bench ${cell%% *} exited $rc (its figures may be missing or partial); its stderr ends:" >&2
+			tail -n 3 "$err" >&2
+		fi
+	done
 }
 
 i=1
