@@ -19,7 +19,11 @@
 
 #include "store_int.h"
 
-/* The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup(). */
+/*
+ * The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup():
+ * another channel's transfer is -ENOENT too, so a caller cannot tell it
+ * from one that does not exist.
+ */
 static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		     uint32_t kind, uint32_t *o_out)
 {
@@ -31,7 +35,7 @@ static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (o == NIL)
 		return -ENOENT;
 	if (s->own[o].ch != ch)
-		return -EPERM;
+		return -ENOENT;
 	*o_out = o;
 	return 0;
 }

@@ -84,7 +84,8 @@ Test(store_l2, cold_pins_only_the_oldest_objects_of_the_zone)
 	cr_expect(has(1));
 	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 2), -EINVAL,
 		     "count mismatch changes nothing");
-	cr_expect_eq(kvr_store_l2_saved(s, 0, xfer, none, 3), -EPERM);
+	cr_expect_eq(kvr_store_l2_saved(s, 0, xfer, none, 3), -ENOENT,
+		     "another channel's transfer reads as absent");
 	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 3), 0);
 	cr_expect_eq(stats().pinned_objects, 0);
 	cr_expect_eq(kvr_store_l2_saved(s, L2, xfer, none, 3), -ENOENT);
@@ -161,4 +162,29 @@ Test(store_l2, objects_loaded_from_l2_count_as_saved)
 	cr_expect_eq(stats().evictions, 2);
 	cr_expect_eq(stats().l2_unsaved_evictions, 0);
 	audit();
+}
+
+/*
+ * Another channel's open transfer answers exactly as a transfer that does
+ * not exist: a worker cannot learn that another one has a store open.
+ */
+Test(store_l2, another_channels_transfer_reads_as_absent)
+{
+	struct kvr_key k = K(7), keys[1];
+	uint64_t bytes = U, x;
+	struct kvr_slot_desc d;
+	uint8_t keep = 1;
+	uint32_t ns;
+
+	mk(8);
+	cr_assert_eq(kvr_store_prepare_store(s, 0, 0, &k, &bytes, 1, 0, &d, &x),
+		     1);
+	cr_expect_eq(kvr_store_xfer_keys(s, 1, x, keys, 1, &ns), -ENOENT);
+	cr_expect_eq(kvr_store_xfer_keys(s, 1, x + 1000, keys, 1, &ns),
+		     -ENOENT);
+	cr_expect_eq(kvr_store_commit_store_mask(s, 1, x, &keep, 1, 0),
+		     -ENOENT);
+	cr_assert_eq(kvr_store_xfer_keys(s, 0, x, keys, 1, &ns), 1);
+	cr_assert_eq(kvr_store_commit_store(s, 0, x, 0), 0);
+	cr_assert(has(7));
 }

@@ -532,8 +532,8 @@ int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch);
  * reserved objects, in reservation order) and their namespace, read before
  * the transfer is committed. Changes nothing.
  * Return: the number of keys (>= 0), or -EINVAL (bad ch, NULL outputs,
- * @max below the count), -ENOENT (no such store transfer), -EPERM
- * (another channel's).
+ * @max below the count), -ENOENT (no such store transfer of @ch: another
+ * channel's reads as absent).
  */
 int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			struct kvr_key *keys, uint32_t max, uint32_t *ns_out);
@@ -543,7 +543,8 @@ int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
  * reservation (order of kvr_store_xfer_keys) is committed if keep[i] and
  * freed, never published, otherwise. @n must equal its reservation count.
  * Return: the number committed (>= 0), or -EINVAL (bad ch, NULL keep, n
- * mismatch), -ENOENT, -EPERM (as commit_store). On error nothing changed.
+ * mismatch), -ENOENT (as commit_store: another channel's transfer reads
+ * as absent). On error nothing changed.
  */
 int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				const uint8_t *keep, uint32_t n,
@@ -574,8 +575,8 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
  * eviction takes it before anything else (a saved copy makes it the
  * cheapest to lose). @n must equal the transfer's object count.
  * Return: 0, or -EINVAL (bad ch, NULL saved, n mismatch), -ENOENT (no
- * such retrieve transfer), -EPERM (another channel's); on error nothing
- * changed.
+ * such retrieve transfer of @ch: another channel's reads as absent); on error
+ * nothing changed.
  */
 int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       const uint8_t *saved, uint32_t n);
