@@ -62,6 +62,43 @@ Test(disk, working_set_4x_the_pool_reads_back_bit_exact)
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
 
+/*
+ * --disk-mode evict under a worker that stores a working set four times
+ * the pool as fast as it can, never waiting for the disk: every chunk
+ * the pool evicts was written first (the write-back holds the worker
+ * back with NOROOM instead of evicting unsaved), and every chunk stored
+ * reads back bit-exact, from the pool or the disk.
+ */
+Test(disk, a_worker_storing_as_fast_as_it_can_loses_no_chunk)
+{
+	struct kvr_client *c;
+	uint32_t r, reqs = 32, refused = 0;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (r = 0; r < reqs; r++)
+		refused += dt_store_all(c, 600 + r, 20000);
+	cr_assert(t_wait_until(dt_idle, &s1, 10000));
+	cr_expect_geq(T_GSTAT(&s1.t, evictions), 64,
+		      "the pool had to evict most of the working set");
+	cr_expect_eq(T_DISK(&s1.t, unsaved), 0,
+		     "%llu of %llu chunks the pool evicted were not on disk "
+		     "(%u stores held back)",
+		     (unsigned long long)T_DISK(&s1.t, unsaved),
+		     (unsigned long long)T_GSTAT(&s1.t, evictions), refused);
+	for (r = 0; r < reqs; r++) {
+		struct kvr_key *k = dt_keys(c, 600 + r);
+
+		cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH,
+			     "request %u", r);
+		free(k);
+	}
+	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+}
+
 Test(disk, commit_mode_writes_every_commit)
 {
 	struct kvr_client *c;
