@@ -223,6 +223,16 @@ static inline uint32_t dt_read_back(struct kvr_client *c,
 	return (uint32_t)hits;
 }
 
+/* Request @r (DT_BATCH chunks) read back through the tiers; fail the
+ * test unless every chunk comes back bit-exact. */
+static inline void dt_read_request(struct kvr_client *c, uint32_t r)
+{
+	struct kvr_key *k = dt_keys(c, r);
+
+	cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH, "request %u", r);
+	free(k);
+}
+
 /* Run @cmd through the shell; fail the test with it if it fails. */
 static inline void dt_sh(const char *cmd)
 {
@@ -254,6 +264,18 @@ static inline void dt_loop_mount(const char *dir, const char *size,
 	dt_sh(cmd);
 	snprintf(data, dlen, "%s/kvr", mnt);
 	cr_assert_eq(mkdir(data, 0700), 0);
+}
+
+/* dt_scratch() into @dir (@n bytes) and dt_loop_mount() there; the test
+ * is skipped (and says why) when not run as root. */
+static inline void dt_loop_scratch(char *dir, size_t n, const char *size,
+				   const char *opts, char *mnt, size_t mlen,
+				   char *data, size_t dlen)
+{
+	if (geteuid() != 0)
+		cr_skip_test("loop-mounting an image needs root");
+	dt_scratch(dir, n);
+	dt_loop_mount(dir, size, opts, mnt, mlen, data, dlen);
 }
 
 /* Detach the mount dt_loop_mount() made (none: @mnt ""), then forget it. */
