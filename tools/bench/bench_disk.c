@@ -20,6 +20,9 @@
  *             the read-through runs
  *   restart   kvringd stopped and started on the same --disk: time to
  *             serve, and the index rebuild in ms per GiB of disk
+ *   write_fixed, read_fixed  write and read again on a huge-page pool,
+ *             whose records move on registered buffers (or one line
+ *             saying why not: no free huge pages, --reserve-huge)
  *
  * The data directory is --dir-like: $KVR_BENCH_DISK_DIR, else
  * kvr-bench-disk-<pid> in the working directory (refused on tmpfs). fio
@@ -44,6 +47,9 @@
 #include <kvring/clock.h>
 #include <kvring/kvring.h>
 
+#include <kvring/segment.h>
+
+#include "bench_attach.h"
 #include "bench_common.h"
 #include "bench_server.h"
 
@@ -61,6 +67,7 @@ struct env {
 	struct kvr_client *hot; /* another worker: ping round trips */
 	char dir[512], data[544], fio_file[600];
 	const char *mode; /* --disk-mode of the next start() */
+	bool fixed;	  /* the next start() on a huge-page pool (run_fixed) */
 	uint64_t disk_bytes, pool_bytes, nchunks;
 	struct kvr_key *keys;
 };
@@ -185,12 +192,22 @@ static int start(struct env *e)
 			       "100%",
 			       "--l2-deadline-ms",
 			       "60000",
+			       NULL, /* --huge-pages require (e->fixed) */
+			       NULL,
 			       NULL};
 	struct kvr_client_opts co;
 	char err[256] = "";
 	int rc;
 
 	snprintf(dsize, sizeof(dsize), "%" PRIu64, e->disk_bytes);
+	if (e->fixed) {
+		size_t i = 0;
+
+		while (extra[i])
+			i++;
+		extra[i] = "--huge-pages"; /* the two NULLs kept for it */
+		extra[i + 1] = "require";
+	}
 	rc = bench_server_start_args(&e->o, e->pool_bytes, 50, 8, extra,
 				     &e->srv);
 	if (rc < 0)
@@ -427,7 +444,8 @@ static int phase_write(struct env *e)
 		       (uint64_t)LD(h->disk.dropped),
 		       (uint64_t)LD(h->disk.objects), t);
 	fio_w = fio_run(e, "write", "write");
-	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
+	report(e, e->fixed ? "write_fixed" : "write", w_gbs,
+	       fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
 	return 0;
 }
 
@@ -518,7 +536,8 @@ static int phase_latency(struct env *e, double r_gbs)
 			lat[n1++] = kvr_clock_now_ns() - t0;
 	}
 	bench_sort_u64(lat, n1);
-	report(e, "read", r_gbs, fio_r < 0 ? -1 : fio_r / 1e9,
+	report(e, e->fixed ? "read_fixed" : "read", r_gbs,
+	       fio_r < 0 ? -1 : fio_r / 1e9,
 	       n1 ? (double)bench_percentile(lat, n1, 50) / 1e3 : 0,
 	       n1 ? (double)bench_percentile(lat, n1, 99) / 1e3 : 0);
 	free(lat);
@@ -571,6 +590,69 @@ static int run(struct env *e)
 	if (r_gbs < 0 || phase_latency(e, r_gbs) != 0)
 		return 1;
 	return phase_restart(e);
+}
+
+/* Why write_fixed / read_fixed were not measured: one line (a JSON
+ * object with --json). */
+static void fixed_skipped(const struct env *e, const char *why)
+{
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "registered_buffers");
+		bench_json_bool(&j, "measured", false);
+		bench_json_str(&j, "why", why);
+		bench_json_print(&j, stdout);
+		return;
+	}
+	printf("registered buffers: not measured: %s\n", why);
+}
+
+/*
+ * The write-through and read-through phases again on a huge-page pool
+ * (kvringd --huge-pages require), whose records move on buffers
+ * registered with the tier's io_uring (WRITE_FIXED / READ_FIXED), from a
+ * fresh file: subjects write_fixed and read_fixed beside fio again, to
+ * compare with write and read above. Without enough free huge pages (as
+ * root, --reserve-huge raises vm.nr_hugepages for the run and gives it
+ * back at exit), or when kvringd did not register them, one line says
+ * why and the run goes on.
+ */
+static int run_fixed(struct env *e)
+{
+	uint64_t pages = e->pool_bytes / (2u << 20) + 8;
+	struct kvr_hugetlb_info hi = {0};
+	char why[200];
+	double r_gbs;
+
+	if (e->o.reserve_huge)
+		(void)bench_attach_reserve_huge(pages);
+	if (kvr_seg_hugetlb_info(&hi) < 0 || hi.page_bytes != (2u << 20) ||
+	    hi.free_pages < pages) {
+		snprintf(why, sizeof(why),
+			 "%" PRIu64 " free 2 MiB huge pages, %" PRIu64
+			 " needed for the pool (as root: --reserve-huge)",
+			 hi.free_pages, pages);
+		fixed_skipped(e, why);
+		return 0;
+	}
+	stop(e);
+	snprintf(why, sizeof(why), "%.180s/kvring-disk.dat", e->data);
+	unlink(why);
+	e->fixed = true;
+	if (start(e) < 0)
+		return 1;
+	if (!e->srv.d.hdr->disk.fixed) {
+		fixed_skipped(e, "kvringd did not register the huge-page pool "
+				 "(its log says why)");
+		return 0;
+	}
+	if (phase_write(e) != 0)
+		return 1;
+	r_gbs = phase_read(e);
+	if (r_gbs < 0)
+		return 1;
+	return phase_latency(e, r_gbs);
 }
 
 int bench_disk_main(int argc, char **argv);
@@ -630,6 +712,8 @@ int bench_disk_main(int argc, char **argv)
 	rc = write_back(&e);
 	if (rc == 0)
 		rc = run(&e);
+	if (rc == 0)
+		rc = run_fixed(&e);
 	/* Everything the run made goes: the server, fio's file, the disk
 	 * tier's file and both directories. */
 	stop(&e);
