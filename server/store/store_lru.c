@@ -51,26 +51,6 @@ void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
 	obj_destroy(s, x);
 }
 
-/*
- * place() could not allocate @len bytes: evict from the LRU tail one object
- * at a time, retrying the allocator after each victim, so that only as many
- * objects go as needed, in LRU order. The retry is skipped while the free
- * total is below @need (no extent can fit then); once it is enough, the
- * loop goes on evicting only while fragmentation leaves no single extent
- * large enough.
- *
- * It stops with -ENOSPC after max_evict_per_key victims, when the list is
- * empty, or when the tail carries the current request's stamp. Stamped
- * objects are the keys this request answered EXISTS: pass 1 of
- * prepare_store touched them, moving them to the head, and nothing has
- * been pushed since, so a stamped tail means nothing unstamped is left.
- * Evicting them would make the answer "already stored" a lie. Victims
- * evicted before a -ENOSPC stay evicted: they were the least useful, and
- * the request does not fail for it (this key just answers NOROOM), so the
- * all-or-nothing rule for errors is untouched. Under the disk guard the
- * victims are victim()'s, and a key with none answers NOROOM too
- * (counted in disk_held).
- */
 /* LRU entries the disk guard looks at for a clean victim, at most. */
 #define GUARD_WALK 64u
 
@@ -98,6 +78,26 @@ static uint32_t victim(const struct kvr_store *s)
 	return NIL;
 }
 
+/*
+ * place() could not allocate @len bytes: evict from the LRU tail one object
+ * at a time, retrying the allocator after each victim, so that only as many
+ * objects go as needed, in LRU order. The retry is skipped while the free
+ * total is below @need (no extent can fit then); once it is enough, the
+ * loop goes on evicting only while fragmentation leaves no single extent
+ * large enough.
+ *
+ * It stops with -ENOSPC after max_evict_per_key victims, when the list is
+ * empty, or when the tail carries the current request's stamp. Stamped
+ * objects are the keys this request answered EXISTS: pass 1 of
+ * prepare_store touched them, moving them to the head, and nothing has
+ * been pushed since, so a stamped tail means nothing unstamped is left.
+ * Evicting them would make the answer "already stored" a lie. Victims
+ * evicted before a -ENOSPC stay evicted: they were the least useful, and
+ * the request does not fail for it (this key just answers NOROOM), so the
+ * all-or-nothing rule for errors is untouched. Under the disk guard the
+ * victims are victim()'s, and a key with none answers NOROOM too
+ * (counted in disk_held).
+ */
 int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 			     uint64_t *off)
 {

@@ -137,46 +137,6 @@ Test(store_l2, saved_objects_are_skipped_then_evicted_first)
 	audit();
 }
 
-Test(store_l2, cold_finds_nothing_when_the_zone_is_saved)
-{
-	struct kvr_key keys[16];
-	uint64_t xfer = 7;
-	uint8_t all[2] = {1, 1};
-
-	mk(8);
-	cr_expect_eq(cold(4, keys, &xfer), 0, "empty store");
-	cr_expect_eq(xfer, 0);
-	store1(1);
-	store1(2);
-	store1(3);
-	cr_assert_eq(cold(2, keys, &xfer), 2);
-	cr_assert_eq(kvr_store_l2_saved(s, L2, xfer, all, 2), 0);
-	cr_expect_eq(cold(2, keys, &xfer), 0, "the coldest 2 units are saved");
-	cr_expect_eq(cold(3, keys, &xfer), 1, "a wider zone reaches key 3");
-	cr_expect_eq(kvr_store_l2_cold(s, L2, 0, U, 0, keys,
-				       (struct kvr_slot_desc[16]){0},
-				       (uint32_t[1]){0}, &xfer),
-		     -EINVAL);
-}
-
-Test(store_l2, objects_loaded_from_l2_count_as_saved)
-{
-	struct kvr_key k[2] = {K(1), K(2)};
-	uint64_t bytes[2] = {U, U}, x;
-	struct kvr_slot_desc d[2];
-	uint8_t keep[2] = {1, 1};
-
-	mk(2);
-	cr_assert_eq(kvr_store_prepare_store(s, L2, 0, k, bytes, 2, 0, d, &x),
-		     2);
-	cr_assert_eq(kvr_store_commit_store_mask(s, L2, x, keep, 2, 0), 2);
-	store1(3);
-	store1(4);
-	cr_expect_eq(stats().evictions, 2);
-	cr_expect_eq(stats().l2_unsaved_evictions, 0);
-	audit();
-}
-
 /* kvr_store_disk_cold with room for 16, the whole pool as its zone. */
 static int disk_cold(struct kvr_key *keys, uint64_t *xfer)
 {
@@ -226,5 +186,45 @@ Test(store_l2, the_disk_guard_evicts_only_what_the_disk_holds)
 	store1(7);
 	cr_expect(!has(5) && has(6), "the LRU tail");
 	cr_expect_eq(stats().disk_unsaved_evictions, 2);
+	audit();
+}
+
+Test(store_l2, cold_finds_nothing_when_the_zone_is_saved)
+{
+	struct kvr_key keys[16];
+	uint64_t xfer = 7;
+	uint8_t all[2] = {1, 1};
+
+	mk(8);
+	cr_expect_eq(cold(4, keys, &xfer), 0, "empty store");
+	cr_expect_eq(xfer, 0);
+	store1(1);
+	store1(2);
+	store1(3);
+	cr_assert_eq(cold(2, keys, &xfer), 2);
+	cr_assert_eq(kvr_store_l2_saved(s, L2, xfer, all, 2), 0);
+	cr_expect_eq(cold(2, keys, &xfer), 0, "the coldest 2 units are saved");
+	cr_expect_eq(cold(3, keys, &xfer), 1, "a wider zone reaches key 3");
+	cr_expect_eq(kvr_store_l2_cold(s, L2, 0, U, 0, keys,
+				       (struct kvr_slot_desc[16]){0},
+				       (uint32_t[1]){0}, &xfer),
+		     -EINVAL);
+}
+
+Test(store_l2, objects_loaded_from_l2_count_as_saved)
+{
+	struct kvr_key k[2] = {K(1), K(2)};
+	uint64_t bytes[2] = {U, U}, x;
+	struct kvr_slot_desc d[2];
+	uint8_t keep[2] = {1, 1};
+
+	mk(2);
+	cr_assert_eq(kvr_store_prepare_store(s, L2, 0, k, bytes, 2, 0, d, &x),
+		     2);
+	cr_assert_eq(kvr_store_commit_store_mask(s, L2, x, keep, 2, 0), 2);
+	store1(3);
+	store1(4);
+	cr_expect_eq(stats().evictions, 2);
+	cr_expect_eq(stats().l2_unsaved_evictions, 0);
 	audit();
 }
