@@ -88,6 +88,7 @@ struct kvr_dsrv {
 	struct drt rt[RT_MAX];
 	uint32_t rt_busy;
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
+	uint64_t held_seen; /* the store's disk_held at the last cold_write */
 	bool writable;	   /* the data file still has a name (kvr_disk_check) */
 	uint64_t unsaved;  /* pool evictions without a disk copy */
 	uint64_t pub_ns;   /* counters last published */
@@ -247,6 +248,7 @@ static void cold_write(struct kvr_srv *s)
 {
 	struct kvr_dsrv *ds = s->disk;
 	struct kvr_store_stats st;
+	bool held;
 
 	ds->cold_ns = s->now_ns;
 	kvr_store_stats(s->store, &st);
@@ -254,11 +256,16 @@ static void cold_write(struct kvr_srv *s)
 		ds->unsaved += st.disk_unsaved_evictions - ds->unsaved_seen;
 		ds->unsaved_seen = st.disk_unsaved_evictions;
 	}
+	/* A store held back by the guard needs the cold end written even
+	 * when the pool is not 7/8 full (fragmentation, mixed chunk sizes):
+	 * else the guard could wait on a write-back that never starts. */
+	held = st.disk_held > ds->held_seen;
+	ds->held_seen = st.disk_held;
 	while (s->now_ns >= ds->cold_hold_ns &&
 	       kvr_disk_room(ds->d) >= COLD_JOB_MAX &&
 	       ds->cold_bytes < st.pool_bytes / 8 &&
-	       st.committed_bytes + st.reserved_bytes >=
-		   st.pool_bytes / 8 * 7) {
+	       (held || st.committed_bytes + st.reserved_bytes >=
+			    st.pool_bytes / 8 * 7)) {
 		struct djob *j = job_new(ds, JOB_COLD);
 		uint32_t ns = 0;
 		int n;
