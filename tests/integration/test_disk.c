@@ -4,7 +4,9 @@
  * tier") on real files of the machine's disk: a working set four times
  * the pool is written back as the pool evicts it and read back through
  * the disk byte for byte, also when the worker stores it as fast as it
- * can (the write-back holds it back rather than evict unsaved chunks);
+ * can (the write-back holds it back rather than evict unsaved chunks),
+ * and when a chunk larger than the free space is held back before the
+ * pool was full enough for the write-back to start;
  * --disk-mode commit writes every commit; a second kvringd on the same
  * directory, a directory others can write and a symlink in the path are refused
  * with a sentence. Restarts, torn and corrupt records are
@@ -84,6 +86,41 @@ Test(disk, a_worker_storing_as_fast_as_it_can_loses_no_chunk)
 	dt_scratch(dir, sizeof(dir));
 	dt_start(&s1, dir, "192M", "evict", NULL);
 	working_set_4x(600, true);
+}
+
+/*
+ * The write-back also starts below 7/8 full once a store is held back:
+ * 24 MiB of 1 MiB chunks leave 8 MiB of the 32 MiB pool free, and a
+ * 12 MiB chunk then needs victims the disk has not written (the pool was
+ * never full enough for the write-back to run). It is stored once they
+ * are written, and nothing is evicted unsaved.
+ */
+Test(disk, a_chunk_larger_than_the_free_space_starts_the_write_back)
+{
+	const uint64_t big = 12u << 20;
+	struct kvr_client *c;
+	struct kvr_key *k;
+	uint32_t stored = 0;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (uint32_t r = 0; r < 6; r++)
+		dt_store(&s1, c, 700 + r, true);
+	cr_expect_eq(T_DISK(&s1.t, writes), 0, "nothing written back yet");
+	k = dt_keys(c, 800);
+	for (int ms = 0; ms < t_timeout_ms(10000) && stored == 0; ms += 10) {
+		stored = wsrv_store(c, k, 1, big);
+		if (!stored)
+			wsrv_sleep_ms(10);
+	}
+	cr_assert_eq(stored, 1, "the 12 MiB chunk was never stored");
+	cr_expect_geq(T_DISK(&s1.t, writes), 4, "the cold end was written");
+	cr_expect_eq(T_DISK(&s1.t, unsaved), 0);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 1, big), 1);
+	free(k);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
 
 Test(disk, commit_mode_writes_every_commit)

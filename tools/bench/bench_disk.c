@@ -596,16 +596,16 @@ static int run(struct env *e)
  * object with --json). */
 static void fixed_skipped(const struct env *e, const char *why)
 {
-	if (e->o.json) {
-		struct bench_json j;
+	struct bench_json j;
 
-		bench_json_begin(&j, "disk", "registered_buffers");
-		bench_json_bool(&j, "measured", false);
-		bench_json_str(&j, "why", why);
-		bench_json_print(&j, stdout);
+	if (!e->o.json) {
+		printf("registered buffers: not measured: %s\n", why);
 		return;
 	}
-	printf("registered buffers: not measured: %s\n", why);
+	bench_json_begin(&j, "disk", "registered_buffers");
+	bench_json_bool(&j, "measured", false);
+	bench_json_str(&j, "why", why);
+	bench_json_print(&j, stdout);
 }
 
 /*
