@@ -183,7 +183,8 @@ int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
 	     x != NIL && walk > 0 && k < max && seen < zone_bytes;
 	     x = s->obj[x].prev, walk--) {
 		seen += obj_bytes(s, &s->obj[x]);
-		if ((disk ? s->obj[x].disk : s->obj[x].l2) ||
+		if ((disk ? s->obj[x].disk || s->obj[x].disk_refused
+			  : s->obj[x].l2) ||
 		    (k > 0 && s->obj[x].ns != ns))
 			continue;
 		ns = s->obj[x].ns;
@@ -234,7 +235,9 @@ int kvr__store_cold_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (!saved || n != w->nr)
 		return -EINVAL;
 	for (uint32_t i = 0; i < n; i++)
-		if (saved[i] && disk)
+		if (saved[i] == KVR_STORE_DISK_REFUSED && disk)
+			s->obj[w->objs[i]].disk_refused = 1;
+		else if (saved[i] && disk)
 			s->obj[w->objs[i]].disk = 1;
 		else if (saved[i])
 			s->obj[w->objs[i]].l2 = 1;
