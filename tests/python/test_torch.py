@@ -75,18 +75,6 @@ def _layout_of(spec):
     return _layout(spec.vllm_config(), spec.chunk_tokens)
 
 
-def lmcache_chunks(spec, tokens, n):
-    """The first n chunks of tokens built by hand from the model's logical
-    K and V: [2, layers, tokens, heads * head_size], K first (MLA:
-    [layers, tokens, dim]), as LMCache's format has them."""
-    T = spec.chunk_tokens
-    kv = engine.model_kv(spec, tokens, list(range(n * T)))
-    L, nkv, _, H, D = kv.shape
-    if spec.mla:
-        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
-    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
-
-
 class ServerCase(ServerTestCase):
     pool = "64M"
 
@@ -886,7 +874,7 @@ class PagedKVTest(unittest.TestCase):
             finally:
                 engine.backend_utils.set_kv_cache_layout(None)
             engine.write_kv(spec, caches, ids, p, list(range(64)))
-            want = lmcache_chunks(spec, p, 2)
+            want = engine.lmcache_chunks(spec, p, 2)
             out = torch.empty((2,) + lt.shape, dtype=torch.bfloat16)
             kv.gather(ids, list(out))
             self.assertTrue(torch.equal(out, want), name)
@@ -997,7 +985,7 @@ class ConnectorTest(ServerCase):
             e2.stop()
         # What kvringd holds is LMCache's format, whatever the layout.
         self.assertTrue(torch.equal(self.stored_chunks(spec1, p1, 2),
-                                    lmcache_chunks(spec1, p1, 2)))
+                                    engine.lmcache_chunks(spec1, p1, 2)))
         return spec1
 
     def test_request_2_loads_bit_exact_when_another_process_stored(self):
@@ -1192,7 +1180,7 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
         self.assertTrue(torch.equal(self.stored_chunks(spec, p, 1),
-                                    lmcache_chunks(spec, p, 1)))
+                                    engine.lmcache_chunks(spec, p, 1)))
 
     def stored_chunks(self, spec, tokens, n):
         """The first n chunks of tokens as kvringd holds them."""
@@ -1205,7 +1193,7 @@ class ConnectorTest(ServerCase):
         return out
 
     def lmcache_chunks(self, spec, tokens, n):
-        return lmcache_chunks(spec, tokens, n)
+        return engine.lmcache_chunks(spec, tokens, n)
 
     def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(
             self):
