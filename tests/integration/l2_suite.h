@@ -57,6 +57,19 @@ static inline void l2t_start(struct wsrv *s, const char *url,
 	wsrv_start_args(s, args, n, more);
 }
 
+/* The end of a test on two servers: close clients @c1 and @c2, stop @s2
+ * then @s1 (each must exit 0: its self-check passed) and free keys @k. */
+static inline void l2t_end2(struct wsrv *s1, struct wsrv *s2,
+			    struct kvr_client *c1, struct kvr_client *c2,
+			    struct kvr_key *k)
+{
+	kvr_close(c1);
+	kvr_close(c2);
+	cr_expect_eq(wsrv_stop(s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(s1), 0, "self-check");
+	free(k);
+}
+
 /* A suite's .fini for server @s: SIGTERM it if it runs, remove its files. */
 static inline void l2t_down(struct wsrv *s)
 {
