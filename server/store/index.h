@@ -3,7 +3,7 @@
  * index.h - kvringd's private hash tables: the key index, which maps a
  * (namespace, 128-bit key) pair to an object number, and a small map from
  * a 64-bit integer to a 32-bit value, used for transfer/lease ids and for
- * the allocator's live extents.
+ * the allocator's free extents.
  *
  * Both are open-addressing tables with linear probing and backward-shift
  * deletion (no tombstones), so a find costs one or two cache lines however
