@@ -56,9 +56,13 @@ static uint32_t find_prefix(struct kvr_store *s, uint32_t ns,
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
-		struct kvr_key k = keys[i];
-		uint32_t x = kvr_index_find(&s->index, ns, &k);
+		struct kvr_key k;
+		uint32_t x;
 
+		if (i % PREFETCH_KEYS == 0)
+			prefetch_keys(s, ns, keys, i, n);
+		k = keys[i];
+		x = kvr_index_find(&s->index, ns, &k);
 		if (x == KVR_INDEX_NONE || s->obj[x].state != OBJ_COMMITTED)
 			break;
 		s->scratch[i] = x;
@@ -286,16 +290,23 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (rc < 0)
 		return rc;
 
-	s->stamp++;
+	stamp_bump(s);
 	/*
 	 * Pass 1, last key to first: touch and stamp the keys already
 	 * committed, so keys[0] ends most recent and eviction in pass 2 can't
 	 * take them (their answer would be a lie).
 	 */
 	for (i = n; i-- > 0;) {
-		struct kvr_key k = keys[i];
-		uint32_t x = kvr_index_find(&s->index, ns, &k);
+		struct kvr_key k;
+		uint32_t x;
 
+		if ((n - 1 - i) % PREFETCH_KEYS == 0)
+			prefetch_keys(
+			    s, ns, keys,
+			    i + 1 > PREFETCH_KEYS ? i + 1 - PREFETCH_KEYS : 0,
+			    i + 1);
+		k = keys[i];
+		x = kvr_index_find(&s->index, ns, &k);
 		s->scratch[i] = x;
 		if (x != KVR_INDEX_NONE && s->obj[x].state == OBJ_COMMITTED) {
 			touch(s, x);
@@ -338,7 +349,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 				d.status = KVR_SLOT_BUSY;
 				s->st.stores_busy++;
 			}
-		} else if (len == 0 || len > total) {
+		} else if (len == 0 || len > total || len > OBJ_LEN_MAX) {
 			d.status = KVR_SLOT_INVALID;
 			s->st.invalid_sizes++;
 		} else if (len > max_key ||
@@ -367,9 +378,9 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			b = &s->obj[x];
 			b->lo = k.lo;
 			b->hi = k.hi;
-			b->ns = ns;
-			b->off = d.off;
-			b->len = len;
+			b->ns = ns & OBJ_NS_MAX; /* ns < max_ns <= 2^20 */
+			b->unit = (uint32_t)(d.off >> s->unit_shift);
+			b->len = len & OBJ_LEN_MAX; /* checked above */
 			b->stamp = s->stamp;
 			b->pins = 0;
 			b->owner = o;
@@ -513,7 +524,7 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	o = kvr__store_owner_pin_new(s, OWN_RETRIEVE, ch, hits, now_ns);
 	for (uint32_t i = 0; i < hits; i++) {
 		const struct obj *b = &s->obj[s->scratch[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+		struct kvr_slot_desc d = {obj_off(s, b), b->len, KVR_SLOT_OK,
 					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;
@@ -565,7 +576,7 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 	s->st.retrieves++;
 	for (uint32_t i = 0; i < w->nr; i++) {
 		const struct obj *b = &s->obj[w->objs[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+		struct kvr_slot_desc d = {obj_off(s, b), b->len, KVR_SLOT_OK,
 					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;

@@ -368,10 +368,10 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 			     x, b->ns, (unsigned long long)b->hi,
 			     (unsigned long long)b->lo);
 		}
-		if (!kvr_alloc_owns(&s->alloc, b->off, b->len) ||
-		    b->off % s->cfg.align)
+		if (!kvr_alloc_owns(&s->alloc, obj_off(s, b), b->len) ||
+		    obj_off(s, b) % s->cfg.align)
 			FAIL("object %u slot %llu+%llu is not one allocation",
-			     x, (unsigned long long)b->off,
+			     x, (unsigned long long)obj_off(s, b),
 			     (unsigned long long)b->len);
 		if (b->pins != t->pins[x])
 			FAIL("object %u: pin count %u, %u owners pin it", x,
