@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hugemem.h"
 
 #define NIL UINT32_MAX
 /* Largest node count: indices must stay below NIL. */
@@ -358,6 +359,7 @@ int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align)
 	a->bound = calloc((size_t)words, sizeof(uint64_t));
 	if (!a->bound)
 		return -ENOMEM;
+	kvr_hugemem_advise(a->bound, (size_t)words * sizeof(uint64_t));
 	rc = kvr_index_u64_init(&a->fstart, 64, 0x6b7672616c6c6f63ull);
 	if (rc == 0)
 		rc = kvr_index_u64_init(&a->fend, 64, 0x6b7672656e647321ull);

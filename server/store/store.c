@@ -382,8 +382,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			b->unit = (uint32_t)(d.off >> s->unit_shift);
 			b->len = len & OBJ_LEN_MAX; /* checked above */
 			b->stamp = s->stamp;
-			b->pins = 0;
-			b->owner = o;
+			b->owner = o; /* shares pins' word while RESERVED */
 			b->prev = b->next = NIL;
 			b->state = OBJ_RESERVED;
 			b->summed = 0; /* until kvr_store_set_sums() */
@@ -441,7 +440,7 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		uint32_t x = w->objs[i];
 
 		s->obj[x].state = OBJ_COMMITTED;
-		s->obj[x].owner = NIL;
+		s->obj[x].pins = 0; /* was its owner: now no pin */
 		lru_push_head(s, x);
 	}
 	s->st.objects += w->nr;

@@ -69,15 +69,19 @@ enum own_kind {
 #define OBJ_NS_MAX ((1u << 20) - 1)
 
 /*
- * One stored or reserved chunk, 56 bytes. Owned by the store; dies when
- * evicted, aborted or when the store is destroyed. Invariants (audited): a
- * RESERVED object is listed by exactly its store transfer (`owner`), has no
- * pin and is on no list; a COMMITTED one has owner == NIL and is on the LRU
- * list exactly while pins == 0. A FREE slot is on the spare list (via
- * next). The key is kept here only: the key index holds a tag and the
- * object's number, and checks the key against this record (key_match()).
+ * One stored or reserved chunk, 52 bytes (4-byte aligned, so an array of
+ * them has no padding). Owned by the store; dies when evicted, aborted or
+ * when the store is destroyed. Invariants (audited): a RESERVED object is
+ * listed by exactly its store transfer (`owner`), no owner pins it and it
+ * is on no list; a COMMITTED one is held by no store transfer and is on
+ * the LRU list exactly while pins == 0. A FREE slot is on the spare list
+ * (via next). A reserved object cannot be pinned and a pinned one has no
+ * store transfer, so `owner` and `pins` share their word, told apart by
+ * the state. The key is kept here only: the key index holds a tag and the
+ * object's number, and checks the key against this record
+ * (kvr__store_key_match()).
  */
-struct obj {
+struct __attribute__((packed, aligned(4))) obj {
 	uint64_t lo, hi;     /* key */
 	uint64_t sum;	     /* opaque to the store: what the worker sent */
 	uint64_t len : 39;   /* requested bytes (the allocation is rounded) */
@@ -89,9 +93,13 @@ struct obj {
 	uint32_t unit;	     /* slot: offset in units of cfg.align */
 	uint32_t stamp;	     /* request that touched it last (see s->stamp) */
 	uint32_t prev, next; /* LRU links; spare list via next */
-	uint32_t pins;	     /* owners (retrieve/lease) listing it */
-	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
+	union {
+		uint32_t pins;	/* COMMITTED, DOOMED: owners listing it */
+		uint32_t owner; /* RESERVED: its store transfer */
+	};
 };
+_Static_assert(sizeof(struct obj) == 52, "struct obj grew: see kvring-bench "
+					 "capacity's metadata target");
 
 /*
  * A store transfer, retrieve transfer or lease. Owned by the store on
@@ -419,7 +427,6 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	o->l2 = 0;
 	o->disk = 0;
 	o->summed = 0;
-	o->owner = NIL;
 	o->pins = 0;
 	o->prev = NIL;
 	o->next = s->obj_spare;

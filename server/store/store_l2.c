@@ -112,7 +112,7 @@ int kvr__store_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				s->obj[x].disk = 1;
 			else
 				s->obj[x].l2 = 1;
-			s->obj[x].owner = NIL;
+			s->obj[x].pins = 0; /* was its owner */
 			lru_push_head(s, x);
 			kept++;
 			kept_bytes += b;

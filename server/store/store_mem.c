@@ -54,7 +54,6 @@ static int obj_reserve(struct kvr_store *s, uint32_t n)
 	for (uint64_t i = ncap; i-- > s->obj_cap;) {
 		memset(&o[i], 0, sizeof(o[i]));
 		o[i].next = s->obj_spare;
-		o[i].owner = NIL;
 		s->obj_spare = (uint32_t)i;
 	}
 	s->obj_cap = (uint32_t)ncap;

@@ -21,9 +21,8 @@ static uint32_t put_key(uint64_t i)
 	struct kvr_slot_desc d;
 	uint64_t bytes = U, xfer;
 
-	cr_assert_eq(kvr_store_prepare_store(s, 0, 0, &k, &bytes, 1, 0, &d,
-					     &xfer),
-		     1);
+	cr_assert_eq(
+	    kvr_store_prepare_store(s, 0, 0, &k, &bytes, 1, 0, &d, &xfer), 1);
 	cr_assert_eq(kvr_store_commit_store(s, 0, xfer, 0), 0);
 	return kvr_index_find(&s->index, 0, &k);
 }
