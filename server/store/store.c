@@ -246,6 +246,34 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 }
 
 /*
+ * Pass 1 of prepare_store, last key to first: find every key (into
+ * s->scratch), touch and stamp the ones already committed, so keys[0]
+ * ends most recent and eviction in pass 2 can't take them (their answer
+ * would be a lie). Windows of keys are prefetched from the back.
+ */
+static void mark_stored(struct kvr_store *s, uint32_t ns,
+			const struct kvr_key *keys, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;) {
+		struct kvr_key k;
+		uint32_t x;
+
+		if ((n - 1 - i) % PREFETCH_KEYS == 0)
+			prefetch_keys(
+			    s, ns, keys,
+			    i + 1 > PREFETCH_KEYS ? i + 1 - PREFETCH_KEYS : 0,
+			    i + 1);
+		k = keys[i];
+		x = kvr_index_find(&s->index, ns, &k);
+		s->scratch[i] = x;
+		if (x != KVR_INDEX_NONE && s->obj[x].state == OBJ_COMMITTED) {
+			touch(s, x);
+			s->obj[x].stamp = s->stamp;
+		}
+	}
+}
+
+/*
  * The one request that creates objects. Invariants it keeps: each new
  * object is RESERVED, indexed, holds exactly one allocation and is listed
  * by exactly one store transfer (this one); a key already COMMITTED or
@@ -291,28 +319,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		return rc;
 
 	stamp_bump(s);
-	/*
-	 * Pass 1, last key to first: touch and stamp the keys already
-	 * committed, so keys[0] ends most recent and eviction in pass 2 can't
-	 * take them (their answer would be a lie).
-	 */
-	for (i = n; i-- > 0;) {
-		struct kvr_key k;
-		uint32_t x;
-
-		if ((n - 1 - i) % PREFETCH_KEYS == 0)
-			prefetch_keys(
-			    s, ns, keys,
-			    i + 1 > PREFETCH_KEYS ? i + 1 - PREFETCH_KEYS : 0,
-			    i + 1);
-		k = keys[i];
-		x = kvr_index_find(&s->index, ns, &k);
-		s->scratch[i] = x;
-		if (x != KVR_INDEX_NONE && s->obj[x].state == OBJ_COMMITTED) {
-			touch(s, x);
-			s->obj[x].stamp = s->stamp;
-		}
-	}
+	mark_stored(s, ns, keys, n);
 	/* Pass 2: answer each key, reserving the new ones. */
 	o = owner_take(s, OWN_STORE, ch);
 	w = &s->own[o];
