@@ -63,8 +63,8 @@ enum own_kind {
 	OWN_QUAR = 4,
 };
 
-/* Largest object, bytes: what obj.len can hold (512 GiB - 1). */
-#define OBJ_LEN_MAX (UINT64_MAX >> 25)
+/* Largest object, bytes: what obj.len can hold (256 GiB - 1). */
+#define OBJ_LEN_MAX (UINT64_MAX >> 26)
 /* Largest namespace obj.ns can hold (max_ns is at most 2^20). */
 #define OBJ_NS_MAX ((1u << 20) - 1)
 
@@ -84,12 +84,15 @@ enum own_kind {
 struct __attribute__((packed, aligned(4))) obj {
 	uint64_t lo, hi;     /* key */
 	uint64_t sum;	     /* opaque to the store: what the worker sent */
-	uint64_t len : 39;   /* requested bytes (the allocation is rounded) */
+	uint64_t len : 38;   /* requested bytes (the allocation is rounded) */
 	uint64_t ns : 20;    /* < max_ns <= 2^20 */
 	uint64_t state : 2;  /* enum obj_state */
 	uint64_t l2 : 1;     /* 1: a copy is in L2 (store_l2.c) */
 	uint64_t disk : 1;   /* 1: a copy is on the disk tier (store_disk.c) */
 	uint64_t summed : 1; /* sum holds the storer's XXH3-64 */
+	/* 1: the disk failed to write it: eviction may take it while
+	 * disk_guard is on */
+	uint64_t disk_refused : 1;
 	uint32_t unit;	     /* slot: offset in units of cfg.align */
 	uint32_t stamp;	     /* request that touched it last (see s->stamp) */
 	uint32_t prev, next; /* LRU links; spare list via next */
@@ -215,7 +218,10 @@ struct kvr_store {
 	 * wraps, every object's stamp is cleared first (stamp_bump()).
 	 */
 	uint32_t stamp;
-	uint32_t unit_shift;	   /* log2(cfg.align): obj.unit to bytes */
+	uint32_t unit_shift; /* log2(cfg.align): obj.unit to bytes */
+	/* kvr_store_disk_guard(): eviction takes only objects with a copy
+	 * on disk (or that the disk refused), else answers NOROOM. */
+	bool disk_guard;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
 	uint64_t last_hit_bytes;   /* of the last lookup's hits */
 	uint32_t last_stored;	   /* the last prepare_retrieve's stored
@@ -426,6 +432,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	o->state = OBJ_FREE;
 	o->l2 = 0;
 	o->disk = 0;
+	o->disk_refused = 0;
 	o->summed = 0;
 	o->pins = 0;
 	o->prev = NIL;

@@ -19,7 +19,11 @@
 
 #include "store_int.h"
 
-/* The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup(). */
+/*
+ * The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup():
+ * another channel's transfer is -ENOENT too, so a caller cannot tell it
+ * from one that does not exist.
+ */
 static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		     uint32_t kind, uint32_t *o_out)
 {
@@ -31,7 +35,7 @@ static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (o == NIL)
 		return -ENOENT;
 	if (s->own[o].ch != ch)
-		return -EPERM;
+		return -ENOENT;
 	*o_out = o;
 	return 0;
 }
@@ -179,7 +183,8 @@ int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
 	     x != NIL && walk > 0 && k < max && seen < zone_bytes;
 	     x = s->obj[x].prev, walk--) {
 		seen += obj_bytes(s, &s->obj[x]);
-		if ((disk ? s->obj[x].disk : s->obj[x].l2) ||
+		if ((disk ? s->obj[x].disk || s->obj[x].disk_refused
+			  : s->obj[x].l2) ||
 		    (k > 0 && s->obj[x].ns != ns))
 			continue;
 		ns = s->obj[x].ns;
@@ -230,7 +235,9 @@ int kvr__store_cold_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (!saved || n != w->nr)
 		return -EINVAL;
 	for (uint32_t i = 0; i < n; i++)
-		if (saved[i] && disk)
+		if (saved[i] == KVR_STORE_DISK_REFUSED && disk)
+			s->obj[w->objs[i]].disk_refused = 1;
+		else if (saved[i] && disk)
 			s->obj[w->objs[i]].disk = 1;
 		else if (saved[i])
 			s->obj[w->objs[i]].l2 = 1;

@@ -141,6 +141,61 @@ static inline void dt_store(struct wsrv *s, struct kvr_client *c, uint32_t r,
 }
 
 /*
+ * Store request @r as a worker that wants every chunk kept and never
+ * waits for the disk: the keys answered KVR_SLOT_NOROOM (in --disk-mode
+ * evict, the pool full of chunks the disk has not written yet) are
+ * stored again 1 ms later, until every key is stored; the test fails if
+ * one is still refused after @ms (scaled). Return the NOROOM answers.
+ */
+static inline uint32_t dt_store_all(struct kvr_client *c, uint32_t r, int ms)
+{
+	struct kvr_key *k = dt_keys(c, r), left[DT_BATCH];
+	uint64_t sizes[DT_BATCH];
+	uint32_t n = DT_BATCH, refused = 0;
+	int waited = 0;
+
+	memcpy(left, k, sizeof(left));
+	free(k);
+	for (uint32_t i = 0; i < DT_BATCH; i++)
+		sizes[i] = DT_CHUNK;
+	while (n > 0) {
+		struct kvr_xfer x;
+		uint32_t m = 0;
+		int rc = kvr_prepare_store(c, left, sizes, n, &x);
+
+		cr_assert_eq(rc, 0, "prepare_store: %d %s", rc,
+			     kvr_client_errmsg(c));
+		cr_assert_eq(x.nslots, n);
+		for (uint32_t i = 0; i < n; i++) {
+			int st = x.slots[i].status;
+
+			if (st == KVR_SLOT_OK)
+				wsrv_fill(&left[i], x.slots[i].ptr, DT_CHUNK);
+			else if (st == KVR_SLOT_NOROOM)
+				left[m++] = left[i];
+			else
+				cr_assert_eq(st, KVR_SLOT_EXISTS,
+					     "request %u: slot status %d", r,
+					     st);
+		}
+		rc = kvr_commit_store(c, &x);
+		cr_assert_eq(rc, 0, "commit_store: %d %s", rc,
+			     kvr_client_errmsg(c));
+		refused += m;
+		n = m;
+		if (n == 0)
+			break;
+		cr_assert_lt(waited, t_timeout_ms(ms),
+			     "request %u: %u chunks still refused (NOROOM) "
+			     "after %d ms",
+			     r, n, waited);
+		wsrv_sleep_ms(1);
+		waited++;
+	}
+	return refused;
+}
+
+/*
  * Look @n keys up through the tiers until nothing is pending (the disk
  * read-through answers within its deadline, or says "ask again"), then
  * retrieve the hits and check every byte. Return the hits.
@@ -166,6 +221,16 @@ static inline uint32_t dt_read_back(struct kvr_client *c,
 		    wsrv_retrieve_check(c, k, (uint32_t)hits, DT_CHUNK),
 		    (uint32_t)hits);
 	return (uint32_t)hits;
+}
+
+/* Request @r (DT_BATCH chunks) read back through the tiers; fail the
+ * test unless every chunk comes back bit-exact. */
+static inline void dt_read_request(struct kvr_client *c, uint32_t r)
+{
+	struct kvr_key *k = dt_keys(c, r);
+
+	cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH, "request %u", r);
+	free(k);
 }
 
 /* Run @cmd through the shell; fail the test with it if it fails. */
@@ -199,6 +264,18 @@ static inline void dt_loop_mount(const char *dir, const char *size,
 	dt_sh(cmd);
 	snprintf(data, dlen, "%s/kvr", mnt);
 	cr_assert_eq(mkdir(data, 0700), 0);
+}
+
+/* dt_scratch() into @dir (@n bytes) and dt_loop_mount() there; the test
+ * is skipped (and says why) when not run as root. */
+static inline void dt_loop_scratch(char *dir, size_t n, const char *size,
+				   const char *opts, char *mnt, size_t mlen,
+				   char *data, size_t dlen)
+{
+	if (geteuid() != 0)
+		cr_skip_test("loop-mounting an image needs root");
+	dt_scratch(dir, n);
+	dt_loop_mount(dir, size, opts, mnt, mlen, data, dlen);
 }
 
 /* Detach the mount dt_loop_mount() made (none: @mnt ""), then forget it. */

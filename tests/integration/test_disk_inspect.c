@@ -7,8 +7,12 @@
  * real writes and read-throughs; a server without --disk says "off". The
  * latency histograms of disk writes and read-through reads (op disk_write
  * and disk_read in "latency", --latency and kvring_op_latency_seconds)
- * hold one sample per chunk written or read.
+ * hold one sample per chunk written or read. Under --watch, while a
+ * worker writes and reads through, the disk object's write_gb_per_s and
+ * read_gb_per_s are there and above zero.
  */
+#include <pthread.h>
+
 #include "inspect_suite.h"
 
 #include "disk_suite.h"
@@ -184,6 +188,106 @@ Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
 	cr_expect(!t_json_has(j, "latency.disk_read"), "%s", r.out);
 	t_json_free(j);
 	run_free(&r);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+}
+
+/*
+ * A write and read-through load on its own worker until told to stop.
+ * Criterion asserts stay on the main thread: the first error is kept
+ * for it. Owned by the test (stack).
+ */
+struct load {
+	struct kvr_client *c;
+	atomic_bool stop;
+	uint32_t rounds;
+	long err;
+};
+
+/* The keys of request @r on @c (no asserts: the load thread's). */
+static long load_keys(struct kvr_client *c, uint32_t r, struct kvr_key *k)
+{
+	uint32_t t[DT_BATCH * 16];
+
+	wsrv_tokens(r, t, DT_BATCH * 16);
+	return kvr_client_keys(c, t, DT_BATCH * 16, k, DT_BATCH);
+}
+
+/* Each round stores request r (written through: commit mode) and looks
+ * request r - 12 up through the tiers: 48 MiB ago, out of the 32 MiB
+ * pool, so it is read through from disk. */
+static void *load_run(void *arg)
+{
+	struct load *l = arg;
+	uint64_t sizes[DT_BATCH];
+	long rc = 0;
+
+	for (uint32_t i = 0; i < DT_BATCH; i++)
+		sizes[i] = DT_CHUNK;
+	for (uint32_t r = 112; rc >= 0 && !atomic_load(&l->stop); r++) {
+		struct kvr_key k[DT_BATCH];
+		struct kvr_xfer x;
+		bool pending = true;
+
+		rc = load_keys(l->c, r, k);
+		if (rc >= 0)
+			rc = kvr_prepare_store(l->c, k, sizes, DT_BATCH, &x);
+		for (uint32_t i = 0; rc >= 0 && i < x.nslots; i++)
+			if (x.slots[i].status == KVR_SLOT_OK)
+				wsrv_fill(&k[i], x.slots[i].ptr, DT_CHUNK);
+		if (rc >= 0)
+			rc = kvr_commit_store(l->c, &x);
+		if (rc >= 0)
+			rc = load_keys(l->c, r - 12, k);
+		for (int i = 0; rc >= 0 && pending && i < 1000; i++) {
+			rc = kvr_lookup_l2(l->c, k, DT_BATCH, NULL, &pending);
+			if (rc >= 0 && pending)
+				wsrv_sleep_ms(1);
+		}
+		l->rounds++;
+	}
+	l->err = rc < 0 ? rc : 0;
+	return NULL;
+}
+
+Test(disk_inspect, watch_shows_disk_gb_per_s_under_load)
+{
+	struct load l = {.err = 0};
+	struct kvr_client *c;
+	struct t_json *j;
+	pthread_t th;
+	struct run r;
+	char *second;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "commit", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (uint32_t q = 100; q < 112; q++)
+		dt_store(&s1, c, q, true);
+	l.c = wsrv_connect(&s1, 0, 5000);
+	atomic_init(&l.stop, false);
+	cr_assert_eq(pthread_create(&th, NULL, load_run, &l), 0);
+	r = RUN("--name", s1.t.name, "--json", "--watch=500", "--count", "2");
+	atomic_store(&l.stop, true);
+	pthread_join(th, NULL);
+	cr_assert_eq(l.err, 0, "load: %ld %s", l.err, kvr_client_errmsg(l.c));
+	cr_assert_gt(l.rounds, 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	second = strchr(r.out, '\n');
+	cr_assert(second && second[1], "two frames: %s", r.out);
+	j = jparse(second + 1);
+	cr_expect_gt(t_json_num(j, "disk.write_gb_per_s", -1), 0, "%s",
+		     second + 1);
+	cr_expect_gt(t_json_num(j, "disk.read_gb_per_s", -1), 0, "%s",
+		     second + 1);
+	t_json_free(j);
+	/* The first frame has no interval: no rates. */
+	*second = '\0';
+	j = jparse(r.out);
+	cr_expect(!t_json_has(j, "disk.write_gb_per_s"), "%s", r.out);
+	t_json_free(j);
+	run_free(&r);
+	kvr_close(l.c);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
