@@ -613,6 +613,21 @@ static inline uint32_t owner_find(const struct kvr_store *s, uint64_t id,
 	return o;
 }
 
+/*
+ * The owner of transfer @xfer of @kind for channel @ch's calls: -EINVAL
+ * for no store or a channel out of range, -ENOENT when no such transfer
+ * is open; else 0 and *o_out, which may be another channel's owner (the
+ * caller decides what that answers).
+ */
+static inline int owner_find_for(const struct kvr_store *s, uint32_t ch,
+				 uint64_t xfer, uint32_t kind, uint32_t *o_out)
+{
+	if (!s || ch >= s->cfg.max_channels)
+		return -EINVAL;
+	*o_out = owner_find(s, xfer, kind);
+	return *o_out == NIL ? -ENOENT : 0;
+}
+
 /* ==== store_quar.c: the quarantine ==== */
 
 /* Whether owner @w holds reservations (a store transfer, open or in

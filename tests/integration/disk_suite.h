@@ -81,22 +81,11 @@ static inline void dt_start_pool(struct wsrv *s, const char *pool,
 				mode,
 				"--disk-chunk",
 				"1M",
-				"--quota-reserved",
-				"100%",
-				"--quota-pinned",
-				"100%",
-				"--max-key-bytes",
-				"100%"};
-	int n = 23;
+				L2T_QUOTAS_LIFTED};
+	const int n = 23;
 
 	wsrv_init(s, pool);
-	for (int i = 0; more && more[i]; i++) {
-		cr_assert_lt(n, 47, "too many kvringd options");
-		args[n++] = more[i];
-	}
-	args[n] = NULL;
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
+	wsrv_start_args(s, args, n, more);
 }
 
 /* The same with the suites' usual 32 MiB pool. */
@@ -233,6 +222,24 @@ static inline void dt_read_request(struct kvr_client *c, uint32_t r)
 	free(k);
 }
 
+/* Read back requests r0 .. r0+n-1 one chunk at a time through the tiers:
+ * each chunk is a hit checked byte for byte (dt_read_back) or a miss;
+ * return the hits. */
+static inline uint32_t dt_read_each(struct kvr_client *c, uint32_t r0,
+				    uint32_t n)
+{
+	uint32_t hits = 0;
+
+	for (uint32_t r = r0; r < r0 + n; r++) {
+		struct kvr_key *k = dt_keys(c, r);
+
+		for (uint32_t i = 0; i < DT_BATCH; i++)
+			hits += dt_read_back(c, &k[i], 1);
+		free(k);
+	}
+	return hits;
+}
+
 /* Run @cmd through the shell; fail the test with it if it fails. */
 static inline void dt_sh(const char *cmd)
 {
@@ -284,6 +291,17 @@ static inline void dt_unmount(char *mnt)
 	if (mnt[0])
 		(void)umount2(mnt, MNT_DETACH);
 	mnt[0] = '\0';
+}
+
+/* A disk suite's .fini: stop server @s (when it runs), unmount @mnt (when
+ * not NULL: dt_loop_mount), then remove the scratch @dir and forget it. */
+static inline void dt_down(struct wsrv *s, char *mnt, char *dir)
+{
+	l2t_down(s);
+	if (mnt)
+		dt_unmount(mnt);
+	dt_rmrf(dir);
+	dir[0] = '\0';
 }
 
 #endif /* KVR_DISK_SUITE_H */

@@ -22,9 +22,7 @@ static char dir[600];
 static void teardown(void)
 {
 	l2t_down(&s1);
-	l2t_down(&s2);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s2, NULL, dir);
 }
 
 TestSuite(disk, .fini = teardown, .timeout = 120);

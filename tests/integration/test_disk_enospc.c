@@ -15,10 +15,7 @@ static char dir[600], mnt[700];
 
 static void teardown(void)
 {
-	l2t_down(&s1);
-	dt_unmount(mnt);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, mnt, dir);
 }
 
 TestSuite(disk_enospc, .fini = teardown, .timeout = 120);

@@ -25,10 +25,7 @@ static char dir[600], mnt[700];
 
 static void faults_down(void)
 {
-	l2t_down(&s1);
-	dt_unmount(mnt);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, mnt, dir);
 }
 
 TestSuite(disk_faults, .fini = faults_down, .timeout = 120);
@@ -52,22 +49,6 @@ static void store_n(struct kvr_client *c, uint32_t r0, uint32_t n)
 {
 	for (uint32_t r = r0; r < r0 + n; r++)
 		dt_store(&s1, c, r, true);
-}
-
-/* Requests r0 .. r0+n-1 through the tiers: each chunk is a hit checked
- * byte for byte (dt_read_back) or a miss; return the hits. */
-static uint32_t read_n(struct kvr_client *c, uint32_t r0, uint32_t n)
-{
-	uint32_t hits = 0;
-
-	for (uint32_t r = r0; r < r0 + n; r++) {
-		struct kvr_key *k = dt_keys(c, r);
-
-		for (uint32_t i = 0; i < DT_BATCH; i++)
-			hits += dt_read_back(c, &k[i], 1);
-		free(k);
-	}
-	return hits;
 }
 
 /*
@@ -100,9 +81,9 @@ static void after_fault(struct kvr_client *c, uint64_t writes0)
 	cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
 	free(k);
 	/* The first requests left the pool; the disk still holds them
-	 * (no write replaced them) and serves them exact: read_n checks
+	 * (no write replaced them) and serves them exact: dt_read_each checks
 	 * every byte. */
-	cr_expect_eq(read_n(c, 0, 6), 6 * DT_BATCH);
+	cr_expect_eq(dt_read_each(c, 0, 6), 6 * DT_BATCH);
 	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
 	cr_expect_gt(T_DISK(&s1.t, reads), reads0, "read through from disk");
 	cr_expect_geq(T_DISK(&s1.t, writes), writes0);

@@ -29,16 +29,27 @@ static bool one_miss(void *arg)
 
 static void disk_down(void)
 {
-	l2t_down(&s1);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, NULL, dir);
 }
 
 TestSuite(disk_inspect, .fini = disk_down, .timeout = 120);
 
-Test(disk_inspect, json_and_prometheus_show_the_tier)
+/* kvring-inspect --prometheus on @s: it exits 0 and its text is a valid
+ * exposition (our checker, and promtool when installed). */
+static struct run run_prometheus(struct wsrv *s)
 {
 	char why[256] = "";
+	struct run r = RUN("--name", s->t.name, "--prometheus");
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_gt(prom_validate(r.out, why, sizeof(why)), 20,
+		     "invalid exposition (%s)", why);
+	expect_promtool_ok(r.out);
+	return r;
+}
+
+Test(disk_inspect, json_and_prometheus_show_the_tier)
+{
 	struct kvr_client *c;
 	struct kvr_key *k;
 	struct t_json *j;
@@ -73,11 +84,7 @@ Test(disk_inspect, json_and_prometheus_show_the_tier)
 	t_json_free(j);
 	run_free(&r);
 
-	r = RUN("--name", s1.t.name, "--prometheus");
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_expect_gt(prom_validate(r.out, why, sizeof(why)), 20,
-		     "invalid exposition (%s)", why);
-	expect_promtool_ok(r.out);
+	r = run_prometheus(&s1);
 	cr_expect(strstr(r.out, "\nkvring_disk_enabled 1\n"), "%s", r.out);
 	cr_expect(strstr(r.out, "\nkvring_disk_write_chunks_total 4\n"), "%s",
 		  r.out);
@@ -109,11 +116,26 @@ static long long prom_op(const char *out, const char *name, const char *op)
 	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
+/* s1 again on the disk in dir, with @more: once it has rebuilt its index,
+ * request 1 (stored by the server before) reads back whole from disk.
+ * Return its client. */
+static struct kvr_client *restart_and_read_back(const char *const *more)
 {
-	char why[256] = "";
 	struct kvr_client *c;
 	struct kvr_key *k;
+
+	dt_start(&s1, dir, "64M", "commit", more);
+	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
+	c = wsrv_connect(&s1, 0, 5000);
+	k = dt_keys(c, 1);
+	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
+	free(k);
+	return c;
+}
+
+Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
+{
+	struct kvr_client *c;
 	struct t_json *j;
 	struct run r;
 	long long w, rd;
@@ -128,12 +150,7 @@ Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
 	cr_assert_eq(wsrv_stop(&s1), 0, "self-check");
 	wsrv_cleanup(&s1);
 
-	dt_start(&s1, dir, "64M", "commit", NULL);
-	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
-	c = wsrv_connect(&s1, 0, 5000);
-	k = dt_keys(c, 1);
-	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
-	free(k);
+	c = restart_and_read_back(NULL);
 	dt_store(&s1, c, 2, true);
 	cr_assert_eq(T_DISK(&s1.t, reads), DT_BATCH);
 	cr_assert_eq(T_DISK(&s1.t, writes), DT_BATCH);
@@ -156,11 +173,7 @@ Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
 	cr_expect(strstr(r.out, "disk_read"), "%s", r.out);
 	run_free(&r);
 
-	r = RUN("--name", s1.t.name, "--prometheus");
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_expect_gt(prom_validate(r.out, why, sizeof(why)), 20,
-		     "invalid exposition (%s)", why);
-	expect_promtool_ok(r.out);
+	r = run_prometheus(&s1);
 	w = prom_op(r.out, "kvring_op_latency_seconds_count", "disk_write");
 	rd = prom_op(r.out, "kvring_op_latency_seconds_count", "disk_read");
 	cr_expect_eq(w, DT_BATCH, "%s", r.out);
@@ -174,13 +187,8 @@ Test(disk_inspect, latency_histograms_of_disk_writes_and_reads)
 	{
 		const char *const off[] = {"--histograms", "off", NULL};
 
-		dt_start(&s1, dir, "64M", "commit", off);
+		c = restart_and_read_back(off);
 	}
-	cr_assert(t_wait_until(dt_rebuilt, &s1, 10000), "rebuilt");
-	c = wsrv_connect(&s1, 0, 5000);
-	k = dt_keys(c, 1);
-	cr_assert_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
-	free(k);
 	cr_expect_eq(atomic_load(&s1.t.hdr->disk.hist_bytes), 0);
 	r = RUN("--name", s1.t.name, "--json");
 	cr_assert_eq(r.status, 0, "%s", r.err);

@@ -182,6 +182,28 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
+/* Room for one command's words before its value: the array and bulk
+ * headers, the command name and a key. */
+#define PRE_MAX 192
+
+/* The command "@cmd KEY" for each of the n keys idx[0..n), written in one
+ * go (pre[i] and iov[i] hold command i); the replies are the caller's to
+ * read. 0 or -errno. */
+static int send_keyed(struct plain *p, const char *cmd,
+		      char (*keys)[KVR_L2_KEY_MAX], const uint32_t *idx,
+		      uint32_t n, struct iovec *iov, char (*pre)[PRE_MAX])
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const char *key = keys[idx[i]];
+		int len = snprintf(pre[i], sizeof(pre[i]),
+				   "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+				   strlen(cmd), cmd, strlen(key), key);
+
+		iov[i] = (struct iovec){pre[i], (size_t)len};
+	}
+	return write_all(p->fd, iov, (int)n);
+}
+
 /* EXISTS then SET of the n values idx[0..n) of @bytes each (same key
  * format); value i is val + i * bytes: as many distinct bytes as kvringd
  * reads. */
@@ -190,22 +212,14 @@ static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
 		     size_t bytes)
 {
 	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
-	char(*pre)[192] = calloc(n, sizeof(*pre));
+	char(*pre)[PRE_MAX] = calloc(n, sizeof(*pre));
 	struct kvr_l2_rline l;
 	int rc = -ENOMEM;
-	uint32_t k = 0;
+	uint32_t k;
 
 	if (!iov || !pre)
 		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*2\r\n$6\r\nEXISTS\r\n$%zu\r\n%s\r\n",
-				   strlen(key), key);
-
-		iov[k++] = (struct iovec){pre[i], (size_t)len};
-	}
-	rc = write_all(p->fd, iov, (int)k);
+	rc = send_keyed(p, "EXISTS", keys, idx, n, iov, pre);
 	for (uint32_t i = 0; rc == 0 && i < n; i++)
 		rc = plain_line(p, &l);
 	k = 0;
@@ -236,21 +250,13 @@ static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
 		     const uint32_t *idx, uint32_t n, char *dst, size_t bytes)
 {
 	struct iovec *iov = calloc(n, sizeof(*iov));
-	char(*pre)[160] = calloc(n, sizeof(*pre));
+	char(*pre)[PRE_MAX] = calloc(n, sizeof(*pre));
 	struct kvr_l2_rline l;
 	int rc = -ENOMEM;
 
 	if (!iov || !pre)
 		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
-				   strlen(key), key);
-
-		iov[i] = (struct iovec){pre[i], (size_t)len};
-	}
-	rc = write_all(p->fd, iov, (int)n);
+	rc = send_keyed(p, "GET", keys, idx, n, iov, pre);
 	for (uint32_t i = 0; rc == 0 && i < n; i++) {
 		char crlf[2];
 
