@@ -666,6 +666,11 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 	}
 	if (cfg->align > cfg->pool_bytes)
 		return bad(err, "--align", "", "larger than --pool-size");
+	/* The storage engine keeps a slot's offset in 32 bits of units. */
+	if (cfg->pool_bytes / cfg->align > UINT32_MAX)
+		return bad(err, "--pool-size", "",
+			   "more than 2^32 slots of --align: raise --align "
+			   "(4096 allows up to 16T)");
 	if (cfg->disk.dir[0]) {
 		char msg[256];
 

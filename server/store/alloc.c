@@ -3,19 +3,22 @@
  * alloc.c - kvringd's pool allocator (see alloc.h for the contract).
  *
  * Three structures describe the pool, all in private memory:
- *  - the extent list: every extent, free or used, in address order, with
- *    prev/next links. These are boundary tags kept outside the pool, so a
- *    put finds its neighbours in O(1) and merges with the free ones;
+ *  - the boundary bitmap: bit u is set when an extent, free or used,
+ *    starts at unit u, so every extent runs to the next set bit. These are
+ *    boundary tags kept outside the pool, one bit per unit; a used extent
+ *    needs nothing more, because its owner holds its offset and length;
  *  - a treap of free extents keyed by (units, start): the lower bound of a
  *    size is the exact best fit, its rightmost node the largest extent,
  *    both in O(log n) expected. Best fit keeps big extents whole for big
  *    requests and, unlike size-class free lists, never answers "no room"
  *    while a large-enough extent exists;
- *  - a hash map start -> node of the used extents, which is how a put is
- *    validated: an offset that is not the start of a live allocation, or a
- *    length that does not match it, is refused before anything changes.
- * While a huge-page pool is still being zeroed, a get prefers the free
- * extents below the zeroed line to a best fit above it (prefer_below).
+ *  - two hash maps of the free extents, start -> node and end -> node,
+ *    through which a put finds the free neighbours it merges with in O(1).
+ * A put is validated against the bitmap: an offset that is not the start
+ * of a used extent (a free one is in the start map), or a length that does
+ * not end exactly at the next boundary, is refused before anything
+ * changes. While a huge-page pool is still being zeroed, a get prefers the
+ * free extents below the zeroed line to a best fit above it.
  * Nodes live in one array (indices, not pointers, so it can grow by
  * realloc) with a free list, so steady-state get/put never call malloc.
  * This file does not know about objects, keys or eviction (store.c).
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hugemem.h"
 
 #define NIL UINT32_MAX
 /* Largest node count: indices must stay below NIL. */
@@ -49,6 +53,68 @@ static uint64_t units_of(const struct kvr_alloc *a, uint64_t bytes)
 	uint64_t mask = ((uint64_t)1 << a->shift) - 1;
 
 	return (bytes >> a->shift) + ((bytes & mask) != 0);
+}
+
+/* ==== Boundary bitmap ==== */
+
+static inline bool bit_get(const struct kvr_alloc *a, uint64_t u)
+{
+	return (a->bound[u >> 6] >> (u & 63)) & 1;
+}
+
+static inline void bit_set(struct kvr_alloc *a, uint64_t u)
+{
+	if (u < a->units)
+		a->bound[u >> 6] |= 1ull << (u & 63);
+}
+
+static inline void bit_clear(struct kvr_alloc *a, uint64_t u)
+{
+	if (u < a->units)
+		a->bound[u >> 6] &= ~(1ull << (u & 63));
+}
+
+/* The first boundary in [@from, @limit), or @limit if none; a word at a
+ * time, so an extent of n units costs n / 64 loads. */
+static uint64_t next_bound(const struct kvr_alloc *a, uint64_t from,
+			   uint64_t limit)
+{
+	uint64_t w, word;
+
+	if (from >= limit)
+		return limit;
+	w = from >> 6;
+	word = a->bound[w] & (~0ull << (from & 63));
+	for (;;) {
+		if (word) {
+			uint64_t u = (w << 6) + (uint64_t)__builtin_ctzll(word);
+
+			return u < limit ? u : limit;
+		}
+		if (++w << 6 >= limit)
+			return limit;
+		word = a->bound[w];
+	}
+}
+
+/*
+ * Whether [@start, @start + @units) is exactly one used extent: a boundary
+ * at its start that is not a free extent's, none inside, and one at its end
+ * (or the end of the pool).
+ */
+static bool used_extent(const struct kvr_alloc *a, uint64_t start,
+			uint64_t units)
+{
+	uint64_t end = start + units;
+
+	if (units == 0 || start >= a->units || units > a->units - start)
+		return false;
+	if (!bit_get(a, start) ||
+	    kvr_index_u64_find(&a->fstart, start) != KVR_INDEX_NONE)
+		return false;
+	if (end < a->units && !bit_get(a, end))
+		return false;
+	return next_bound(a, start + 1, end) == end;
 }
 
 /* ==== Node pool ==== */
@@ -79,20 +145,34 @@ static int nodes_reserve(struct kvr_alloc *a, uint64_t need)
 	/* Chain the new nodes onto the spare list, lowest index first. */
 	for (uint64_t i = ncap; i-- > a->cap;) {
 		e[i].next = a->spare;
-		e[i].is_free = 0;
 		a->spare = (uint32_t)i;
 	}
 	a->cap = (uint32_t)ncap;
 	return 0;
 }
 
-/* Take a node from the spare list; the caller reserved it beforehand. */
+/*
+ * Room for one more free extent: a spare node and a slot in each map.
+ * Return: 0, or -ENOMEM with whatever grew kept as spare capacity.
+ */
+static int headroom(struct kvr_alloc *a)
+{
+	int rc = nodes_reserve(a, a->nr_free + 1);
+
+	if (rc == 0)
+		rc = kvr_index_u64_reserve(&a->fstart, 1);
+	if (rc == 0)
+		rc = kvr_index_u64_reserve(&a->fend, 1);
+	return rc;
+}
+
+/* Take a node from the spare list; headroom() made sure there is one. */
 static uint32_t node_take(struct kvr_alloc *a)
 {
 	uint32_t x = a->spare;
 
 	a->spare = a->ext[x].next;
-	a->ext[x].prev = a->ext[x].next = NIL;
+	a->ext[x].next = NIL;
 	a->ext[x].left = a->ext[x].right = NIL;
 	a->ext[x].prio = next_prio(a);
 	return x;
@@ -101,9 +181,23 @@ static uint32_t node_take(struct kvr_alloc *a)
 static void node_give(struct kvr_alloc *a, uint32_t x)
 {
 	a->ext[x].next = a->spare;
-	a->ext[x].is_free = 0;
 	a->ext[x].units = 0;
 	a->spare = x;
+}
+
+/* Enter node @x (start and units set) as a free extent: maps and treap. */
+static void free_enter(struct kvr_alloc *a, uint32_t x)
+{
+	(void)kvr_index_u64_insert(&a->fstart, a->ext[x].start, x);
+	(void)kvr_index_u64_insert(&a->fend, a->ext[x].start + a->ext[x].units,
+				   x);
+}
+
+/* Take free extent @x out of both maps (the treap is the caller's). */
+static void free_leave(struct kvr_alloc *a, uint32_t x)
+{
+	(void)kvr_index_u64_remove(&a->fstart, a->ext[x].start);
+	(void)kvr_index_u64_remove(&a->fend, a->ext[x].start + a->ext[x].units);
 }
 
 /* ==== Treap of free extents, keyed by (units, start) ==== */
@@ -214,19 +308,22 @@ static uint32_t treap_lower_bound(const struct kvr_alloc *a, uint64_t units)
 /*
  * The lowest free extent of at least @units that ends at or below the
  * preferred line, or @fallback (the best fit) when there is none within
- * BELOW_WALK_MAX extents of the start.
+ * BELOW_WALK_MAX extents of the start. Walks the boundaries in address
+ * order; the start map tells a free extent from a used one.
  */
 static uint32_t below_fit(const struct kvr_alloc *a, uint64_t units,
 			  uint32_t fallback)
 {
-	const struct kvr_alloc_ext *e = a->ext;
 	unsigned steps = 0;
 
-	for (uint32_t x = a->head; x != NIL && steps < BELOW_WALK_MAX;
-	     x = e[x].next, steps++) {
-		if (e[x].start + units > a->below_units)
+	for (uint64_t u = 0; u < a->units && steps < BELOW_WALK_MAX;
+	     u = next_bound(a, u + 1, a->units), steps++) {
+		uint32_t x;
+
+		if (u + units > a->below_units)
 			break; /* every later extent starts higher still */
-		if (e[x].is_free && e[x].units >= units)
+		x = kvr_index_u64_find(&a->fstart, u);
+		if (x != KVR_INDEX_NONE && a->ext[x].units >= units)
 			return x;
 	}
 	return fallback;
@@ -236,7 +333,8 @@ static uint32_t below_fit(const struct kvr_alloc *a, uint64_t units,
 
 int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align)
 {
-	uint32_t shift = 0;
+	uint32_t shift = 0, x;
+	uint64_t words;
 	int rc;
 
 	if (!a)
@@ -255,20 +353,29 @@ int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align)
 	a->rng = 0x9E3779B9u;
 	a->shift = shift;
 	a->units = pool_bytes >> shift;
-	rc = kvr_index_u64_init(&a->used, 1024, 0x6b7672616c6c6f63ull);
-	if (rc < 0)
-		return rc;
-	rc = nodes_reserve(a, 64);
+	words = (a->units + 63) / 64;
+	if (words > SIZE_MAX / sizeof(uint64_t))
+		return -ENOMEM;
+	a->bound = calloc((size_t)words, sizeof(uint64_t));
+	if (!a->bound)
+		return -ENOMEM;
+	kvr_hugemem_advise(a->bound, (size_t)words * sizeof(uint64_t));
+	rc = kvr_index_u64_init(&a->fstart, 64, 0x6b7672616c6c6f63ull);
+	if (rc == 0)
+		rc = kvr_index_u64_init(&a->fend, 64, 0x6b7672656e647321ull);
+	if (rc == 0)
+		rc = nodes_reserve(a, 64);
 	if (rc < 0) {
-		kvr_index_u64_fini(&a->used);
+		kvr_alloc_fini(a);
 		return rc;
 	}
 	/* One free extent covers everything. */
-	a->head = node_take(a);
-	a->ext[a->head].start = 0;
-	a->ext[a->head].units = a->units;
-	a->ext[a->head].is_free = 1;
-	treap_insert(a, a->head);
+	x = node_take(a);
+	a->ext[x].start = 0;
+	a->ext[x].units = a->units;
+	bit_set(a, 0);
+	free_enter(a, x);
+	treap_insert(a, x);
 	a->free_units = a->units;
 	a->nr_free = 1;
 	return 0;
@@ -279,25 +386,22 @@ void kvr_alloc_fini(struct kvr_alloc *a)
 	if (!a)
 		return;
 	free(a->ext);
-	kvr_index_u64_fini(&a->used);
+	free(a->bound);
+	kvr_index_u64_fini(&a->fstart);
+	kvr_index_u64_fini(&a->fend);
 	memset(a, 0, sizeof(*a));
 }
 
 int kvr_alloc_reserve(struct kvr_alloc *a, uint32_t n)
 {
-	int rc = nodes_reserve(a, a->nr_free + a->nr_used + (uint64_t)n);
-
-	if (rc < 0)
-		return rc;
-	return kvr_index_u64_reserve(&a->used, n);
+	return n ? headroom(a) : 0;
 }
 
 int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out)
 {
-	uint64_t units;
+	uint64_t units, start;
 	uint32_t x;
 	struct kvr_alloc_ext *e;
-	int rc;
 
 	if (!a || !off_out || bytes == 0)
 		return -EINVAL;
@@ -310,35 +414,26 @@ int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out)
 	/* While the pool is zeroed: below the line if there is room. */
 	if (a->below_units && a->ext[x].start + units > a->below_units)
 		x = below_fit(a, units, x);
-	/* Everything that can fail happens before the first change. */
-	rc = kvr_alloc_reserve(a, 1);
-	if (rc < 0)
-		return rc;
+	/* Nothing below can fail: a split moves one start-map entry (a
+	 * remove, then an insert into the room it left). */
 	e = a->ext;
+	start = e[x].start;
 	treap_remove(a, x);
+	free_leave(a, x);
 	if (e[x].units > units) {
-		/* Split: x keeps the low end, a new free node the rest. */
-		uint32_t y = node_take(a);
-
-		e[y].start = e[x].start + units;
-		e[y].units = e[x].units - units;
-		e[y].is_free = 1;
-		e[y].prev = x;
-		e[y].next = e[x].next;
-		if (e[x].next != NIL)
-			e[e[x].next].prev = y;
-		e[x].next = y;
-		e[x].units = units;
-		treap_insert(a, y);
+		/* Split: the low end is handed out, x keeps the rest. */
+		e[x].start += units;
+		e[x].units -= units;
+		bit_set(a, e[x].start);
+		free_enter(a, x);
+		treap_insert(a, x);
 	} else {
+		node_give(a, x);
 		a->nr_free--;
 	}
-	e[x].is_free = 0;
 	a->free_units -= units;
 	a->nr_used++;
-	/* Cannot fail: reserved above, and the start is not in the map. */
-	(void)kvr_index_u64_insert(&a->used, e[x].start, x);
-	*off_out = e[x].start << a->shift;
+	*off_out = start << a->shift;
 	return 0;
 }
 
@@ -349,21 +444,10 @@ void kvr_alloc_prefer_below(struct kvr_alloc *a, uint64_t bytes)
 	a->below_units = u >= a->units ? 0 : u;
 }
 
-/* Unlink @x from the address list (its neighbours are already merged). */
-static void list_unlink(struct kvr_alloc *a, uint32_t x)
-{
-	struct kvr_alloc_ext *e = a->ext;
-
-	if (e[x].prev != NIL)
-		e[e[x].prev].next = e[x].next;
-	if (e[x].next != NIL)
-		e[e[x].next].prev = e[x].prev;
-}
-
 int kvr_alloc_put(struct kvr_alloc *a, uint64_t off, uint64_t bytes)
 {
-	uint64_t mask, start;
-	uint32_t x, n, p;
+	uint64_t mask, start, units, end;
+	uint32_t l = KVR_INDEX_NONE, r = KVR_INDEX_NONE, x;
 	struct kvr_alloc_ext *e;
 
 	if (!a || bytes == 0)
@@ -372,49 +456,64 @@ int kvr_alloc_put(struct kvr_alloc *a, uint64_t off, uint64_t bytes)
 	if (off & mask)
 		return -EINVAL;
 	start = off >> a->shift;
-	x = kvr_index_u64_find(&a->used, start);
-	if (x == NIL)
-		return -EINVAL; /* double put, or never allocated here */
+	units = units_of(a, bytes);
+	if (!used_extent(a, start, units))
+		return -EINVAL; /* double put, never allocated, wrong length */
+	end = start + units;
+	if (start > 0)
+		l = kvr_index_u64_find(&a->fend, start);
+	if (end < a->units)
+		r = kvr_index_u64_find(&a->fstart, end);
+	/* Between two used extents: the one case that needs a node. */
+	if (l == KVR_INDEX_NONE && r == KVR_INDEX_NONE && headroom(a) < 0)
+		return -ENOMEM;
 	e = a->ext;
-	if (units_of(a, bytes) != e[x].units)
-		return -EINVAL; /* not the length that was allocated */
-	(void)kvr_index_u64_remove(&a->used, start);
 	a->nr_used--;
-	a->free_units += e[x].units;
-	/* Absorb a free right neighbour into x. */
-	n = e[x].next;
-	if (n != NIL && e[n].is_free) {
-		treap_remove(a, n);
-		e[x].units += e[n].units;
-		list_unlink(a, n);
-		node_give(a, n);
-		a->nr_free--;
+	a->free_units += units;
+	if (l != KVR_INDEX_NONE) {
+		/* The free left neighbour absorbs the extent (and r). */
+		treap_remove(a, l);
+		free_leave(a, l);
+		e[l].units += units;
+		bit_clear(a, start);
+		if (r != KVR_INDEX_NONE) {
+			treap_remove(a, r);
+			free_leave(a, r);
+			e[l].units += e[r].units;
+			bit_clear(a, end);
+			node_give(a, r);
+			a->nr_free--;
+		}
+		x = l;
+	} else if (r != KVR_INDEX_NONE) {
+		/* The free right neighbour grows down over it. */
+		treap_remove(a, r);
+		free_leave(a, r);
+		e[r].start = start;
+		e[r].units += units;
+		bit_clear(a, end);
+		x = r;
+	} else {
+		x = node_take(a);
+		e[x].start = start;
+		e[x].units = units;
+		a->nr_free++;
 	}
-	/* Let a free left neighbour absorb x (its key changes: re-insert). */
-	p = e[x].prev;
-	if (p != NIL && e[p].is_free) {
-		treap_remove(a, p);
-		e[p].units += e[x].units;
-		list_unlink(a, x);
-		node_give(a, x);
-		a->nr_free--;
-		x = p;
-	}
-	e[x].is_free = 1;
+	free_enter(a, x);
 	treap_insert(a, x);
-	a->nr_free++;
+	/* Keep the next such put's node ready; a failure here is retried
+	 * there, and by kvr_alloc_reserve(). */
+	(void)headroom(a);
 	return 0;
 }
 
 bool kvr_alloc_owns(const struct kvr_alloc *a, uint64_t off, uint64_t bytes)
 {
 	uint64_t mask = ((uint64_t)1 << a->shift) - 1;
-	uint32_t x;
 
 	if (off & mask || bytes == 0)
 		return false;
-	x = kvr_index_u64_find(&a->used, off >> a->shift);
-	return x != NIL && a->ext[x].units == units_of(a, bytes);
+	return used_extent(a, off >> a->shift, units_of(a, bytes));
 }
 
 uint64_t kvr_alloc_round(const struct kvr_alloc *a, uint64_t bytes)
@@ -469,8 +568,9 @@ void kvr_alloc_stats(const struct kvr_alloc *a, struct kvr_alloc_stats *out)
 
 /*
  * Check the treap under @t: BST order within (lo, hi) bounds, heap order
- * on priorities, only free nodes. Counts nodes into *n. The depth bound
- * stops a corrupt (cyclic) tree from recursing forever.
+ * on priorities, only nodes the start map names as free extents. Counts
+ * nodes into *n. The depth bound stops a corrupt (cyclic) tree from
+ * recursing forever.
  */
 static int audit_treap(const struct kvr_alloc *a, uint32_t t,
 		       const struct kvr_alloc_ext *lo,
@@ -485,8 +585,8 @@ static int audit_treap(const struct kvr_alloc *a, uint32_t t,
 	if (t >= a->cap || depth > 4096 || *n > a->nr_free)
 		FAIL("alloc: treap node %u out of range or cycle", t);
 	e = &a->ext[t];
-	if (!e->is_free)
-		FAIL("alloc: used extent %u in free treap", t);
+	if (kvr_index_u64_find(&a->fstart, e->start) != t)
+		FAIL("alloc: treap node %u is not a free extent", t);
 	if ((lo && !key_less(lo, e)) || (hi && !key_less(e, hi)))
 		FAIL("alloc: treap order broken at node %u", t);
 	if ((e->left != NIL && a->ext[e->left].prio > e->prio) ||
@@ -501,45 +601,44 @@ static int audit_treap(const struct kvr_alloc *a, uint32_t t,
 
 int kvr_alloc_audit(const struct kvr_alloc *a, char *msg, size_t msg_len)
 {
-	uint64_t pos = 0, nfree = 0, nused = 0, ufree = 0, ntreap = 0;
-	uint32_t x, prev = NIL;
+	uint64_t nfree = 0, nused = 0, ufree = 0, ntreap = 0;
+	bool prev_free = false;
 	int rc;
 
-	/* The address list tiles [0, units) without gaps or overlaps. */
-	for (x = a->head; x != NIL; prev = x, x = a->ext[x].next) {
-		const struct kvr_alloc_ext *e = &a->ext[x];
+	/* The boundaries tile [0, units): every extent runs to the next. */
+	if (!bit_get(a, 0))
+		FAIL("alloc: no extent starts at unit 0");
+	for (uint64_t u = 0, v; u < a->units; u = v) {
+		uint32_t x = kvr_index_u64_find(&a->fstart, u);
 
-		if (x >= a->cap || nfree + nused > a->nr_free + a->nr_used)
-			FAIL("alloc: extent list out of range or cyclic");
-		if (e->prev != prev)
-			FAIL("alloc: extent %u prev link %u, expected %u", x,
-			     e->prev, prev);
-		if (e->start != pos || e->units == 0)
-			FAIL("alloc: extent %u at unit %llu+%llu, expected "
-			     "start %llu",
-			     x, (unsigned long long)e->start,
-			     (unsigned long long)e->units,
-			     (unsigned long long)pos);
-		if (e->is_free) {
-			if (prev != NIL && a->ext[prev].is_free)
-				FAIL("alloc: free extents at units %llu and "
-				     "%llu not merged",
-				     (unsigned long long)a->ext[prev].start,
-				     (unsigned long long)e->start);
-			nfree++;
-			ufree += e->units;
-		} else {
-			if (kvr_index_u64_find(&a->used, e->start) != x)
-				FAIL("alloc: used extent at unit %llu not in "
-				     "map",
-				     (unsigned long long)e->start);
+		v = next_bound(a, u + 1, a->units);
+		if (x == KVR_INDEX_NONE) {
 			nused++;
+			prev_free = false;
+			continue;
 		}
-		pos += e->units;
+		if (x >= a->cap || a->ext[x].start != u ||
+		    a->ext[x].units != v - u)
+			FAIL("alloc: free extent at unit %llu+%llu, its node "
+			     "%u says %llu+%llu",
+			     (unsigned long long)u, (unsigned long long)(v - u),
+			     x,
+			     (unsigned long long)(x < a->cap ? a->ext[x].start
+							     : 0),
+			     (unsigned long long)(x < a->cap ? a->ext[x].units
+							     : 0));
+		if (kvr_index_u64_find(&a->fend, v) != x)
+			FAIL("alloc: free extent at unit %llu not in the end "
+			     "map under %llu",
+			     (unsigned long long)u, (unsigned long long)v);
+		if (prev_free)
+			FAIL("alloc: free extent at unit %llu follows a free "
+			     "one: not merged",
+			     (unsigned long long)u);
+		prev_free = true;
+		nfree++;
+		ufree += v - u;
 	}
-	if (pos != a->units)
-		FAIL("alloc: extents cover %llu units, pool has %llu",
-		     (unsigned long long)pos, (unsigned long long)a->units);
 	if (nfree != a->nr_free || nused != a->nr_used ||
 	    ufree != a->free_units)
 		FAIL("alloc: counters free=%llu/%llu used=%llu/%llu "
@@ -548,15 +647,18 @@ int kvr_alloc_audit(const struct kvr_alloc *a, char *msg, size_t msg_len)
 		     (unsigned long long)nused, (unsigned long long)a->nr_used,
 		     (unsigned long long)ufree,
 		     (unsigned long long)a->free_units);
-	if (kvr_index_u64_count(&a->used) != nused)
-		FAIL("alloc: map holds %llu entries, %llu used extents",
-		     (unsigned long long)kvr_index_u64_count(&a->used),
-		     (unsigned long long)nused);
+	if (kvr_index_u64_count(&a->fstart) != nfree ||
+	    kvr_index_u64_count(&a->fend) != nfree)
+		FAIL("alloc: maps hold %llu and %llu entries, %llu free "
+		     "extents",
+		     (unsigned long long)kvr_index_u64_count(&a->fstart),
+		     (unsigned long long)kvr_index_u64_count(&a->fend),
+		     (unsigned long long)nfree);
 	rc = audit_treap(a, a->root, NULL, NULL, 0, &ntreap, msg, msg_len);
 	if (rc < 0)
 		return rc;
 	if (ntreap != nfree)
-		FAIL("alloc: treap holds %llu extents, list %llu free",
+		FAIL("alloc: treap holds %llu extents, bitmap %llu free",
 		     (unsigned long long)ntreap, (unsigned long long)nfree);
 	return 0;
 }

@@ -7,13 +7,17 @@
  * bytes are never read or written (a worker can scribble anything into the
  * pool without corrupting the allocator). Offsets are multiples of `align`.
  *
- * Algorithm (docs/storage.md): every extent, free or used, is a node in an
- * address-ordered doubly linked list (the boundary tags, kept privately).
- * Free extents also sit in a treap ordered by (size, offset), which gives an
- * exact best fit and the largest free extent in O(log n); used extents are
- * found by offset in a hash map, so a put is O(1) to validate and O(log n)
- * to coalesce. Memory: 40 bytes per extent plus 16-43 (a map slot) per used
- * one.
+ * Algorithm (docs/storage.md): a bitmap with one bit per unit marks where
+ * every extent, free or used, starts (the boundary tags, kept privately),
+ * so an extent runs to the next set bit. Only free extents have a node:
+ * they sit in a treap ordered by (size, offset), which gives an exact best
+ * fit and the largest free extent in O(log n), and in two hash maps, by
+ * start and by end, through which a put finds the free neighbours it
+ * merges with. A used extent costs its bits and nothing else: the caller
+ * already holds its offset and length, and a put checks them against the
+ * bitmap (start bit set, no boundary inside, one at the end) before it
+ * changes anything. Memory: one bit per unit of the pool, plus 32 bytes
+ * and two map slots per free extent.
  *
  * Ownership: the caller owns struct kvr_alloc (init/fini). Not thread-safe:
  * kvringd's event-loop thread is the only user (DESIGN.md rule 3).
@@ -30,31 +34,31 @@
 #define KVR_ALLOC_ALIGN_DEFAULT 4096u
 #define KVR_ALLOC_ALIGN_MIN	64u
 
-/* Private: one extent (free or used). 40 bytes. */
+/* Private: one free extent. 32 bytes. */
 struct kvr_alloc_ext {
 	uint64_t start; /* in units of align */
 	uint64_t units;
-	uint32_t prev, next;  /* address order; UINT32_MAX = none */
-	uint32_t left, right; /* treap children (free extents only) */
+	uint32_t left, right; /* treap children */
 	uint32_t prio;	      /* treap priority */
-	uint32_t is_free;     /* 1 free, 0 used; node pool links via next */
+	uint32_t next;	      /* spare-node list; UINT32_MAX = none */
 };
 
 /* struct kvr_alloc - an allocator. Caller's memory; all fields private. */
 struct kvr_alloc {
-	struct kvr_alloc_ext *ext; /* node array, grows by doubling */
+	struct kvr_alloc_ext *ext; /* free-extent nodes, grows by doubling */
 	uint32_t cap;		   /* nodes in ext[] */
 	uint32_t spare;		   /* free-node list head */
 	uint32_t root;		   /* treap of free extents */
-	uint32_t head;		   /* extent at offset 0 */
 	uint32_t rng;		   /* treap priority generator */
 	uint32_t shift;		   /* log2(align) */
 	uint64_t units;		   /* managed units: pool_bytes / align */
 	uint64_t free_units;
-	uint64_t nr_free;	   /* free extents */
-	uint64_t nr_used;	   /* used extents */
-	struct kvr_index_u64 used; /* start unit -> node of a used extent */
-	uint64_t below_units;	   /* kvr_alloc_prefer_below(); 0: off */
+	uint64_t nr_free;	     /* free extents */
+	uint64_t nr_used;	     /* used extents */
+	uint64_t *bound;	     /* bit u set: an extent starts at unit u */
+	struct kvr_index_u64 fstart; /* start unit -> node of a free extent */
+	struct kvr_index_u64 fend;   /* end unit (exclusive) -> the same */
+	uint64_t below_units;	     /* kvr_alloc_prefer_below(); 0: off */
 };
 
 /* Snapshot of an allocator's state; all sizes in bytes. */
@@ -85,8 +89,10 @@ int kvr_alloc_init(struct kvr_alloc *a, uint64_t pool_bytes, uint32_t align);
 void kvr_alloc_fini(struct kvr_alloc *a);
 
 /*
- * kvr_alloc_reserve - make sure the next @n gets cannot fail with -ENOMEM
- * (each get may split an extent and so needs one node and one map slot).
+ * kvr_alloc_reserve - make sure the next put cannot fail with -ENOMEM (a
+ * put between used neighbours makes a free extent: one node and a slot in
+ * each map). A get never needs memory; @n is kept for the callers that
+ * reserve per object and only has to be nonzero for the check.
  * Return: 0 or -ENOMEM (nothing changed).
  */
 int kvr_alloc_reserve(struct kvr_alloc *a, uint32_t n);
@@ -95,8 +101,8 @@ int kvr_alloc_reserve(struct kvr_alloc *a, uint32_t n);
  * kvr_alloc_get - allocate @bytes (rounded up to align), best fit: the
  * smallest free extent that is large enough, lowest offset among equals.
  * Return: 0 and *off_out set, -EINVAL (@bytes 0, NULL args), -ENOSPC (no
- * free extent is large enough), -ENOMEM. On error nothing is changed and
- * *off_out is untouched.
+ * free extent is large enough). On error nothing is changed and *off_out
+ * is untouched. Never allocates.
  */
 int kvr_alloc_get(struct kvr_alloc *a, uint64_t bytes, uint64_t *off_out);
 
@@ -117,7 +123,11 @@ void kvr_alloc_prefer_below(struct kvr_alloc *a, uint64_t bytes);
  * the same @bytes. A put of anything else — an offset that is not the
  * start of a live allocation (double put, never allocated, middle of an
  * extent) or a size that rounds to a different length — is refused.
- * Return: 0, or -EINVAL (nothing changed). Never allocates.
+ * Checking the length walks the extent's bits: O(units / 64).
+ * Return: 0, or -EINVAL (nothing changed). A put that leaves a free extent
+ * between two used ones takes the node kvr_alloc_reserve() (or the last
+ * such put) kept ready and then tries to keep the next one ready; only
+ * when that failed too does it answer -ENOMEM, with nothing changed.
  */
 int kvr_alloc_put(struct kvr_alloc *a, uint64_t off, uint64_t bytes);
 
@@ -142,8 +152,9 @@ void kvr_alloc_stats(const struct kvr_alloc *a, struct kvr_alloc_stats *out);
 
 /*
  * kvr_alloc_audit - walk every extent and check the allocator's invariants
- * (extents tile the range, no two free neighbours, counters, treap order
- * and heap property, map <-> used extents). O(n); for tests and debugging.
+ * (the bitmap's extents tile the range, no two free neighbours, counters,
+ * treap order and heap property, both maps <-> free extents). O(units / 64
+ * + extents); for tests and debugging.
  * Return: 0, or -ENOTRECOVERABLE with a description of the first
  * violation in @msg (when @msg_len > 0).
  */

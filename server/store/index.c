@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hugemem.h"
 #include "index.h"
 
-/* Smallest table, in slots; always a power of two. */
+/* Smallest table, in slots (a power of two for the u64 map). */
 #define MIN_SLOTS 16u
 
 /* 64x64->128 multiply, folded: the core of the hash (as in wyhash/mum). */
@@ -38,7 +39,7 @@ static uint64_t splitmix(uint64_t *x)
 
 /*
  * Slots needed for @n entries at <= 3/4 load, as a power of two, or 0 on
- * overflow. The caller treats 0 as -ENOMEM.
+ * overflow. The caller treats 0 as -ENOMEM. (The u64 map's sizes.)
  */
 static uint64_t slots_for(uint64_t n)
 {
@@ -50,74 +51,119 @@ static uint64_t slots_for(uint64_t n)
 	while (cap < want)
 		cap <<= 1;
 	/* An entry array must stay addressable by size_t. */
-	if (cap > SIZE_MAX / sizeof(struct kvr_index_ent))
+	if (cap > SIZE_MAX / sizeof(struct kvr_index_u64_ent))
 		return 0;
 	return cap;
 }
 
 /* ==== Key index ==== */
 
-/*
- * Keyed hash of (ns, key). Two folded multiplies: one mixes the two key
- * halves with secret words, the second folds in the namespace. Without the
- * seed, choosing keys that collide is no easier than guessing the seed.
- */
-static inline uint64_t key_hash(const struct kvr_index *ix, uint32_t ns,
-				uint64_t lo, uint64_t hi)
-{
-	uint64_t h = mum(lo ^ ix->seed[0], hi ^ ix->seed[1]);
+/* Most slots a key table may have: a tag places an entry among 2^32. */
+#define KEY_MAX_SLOTS ((uint64_t)UINT32_MAX + 1)
 
-	return mum(h ^ ((uint64_t)ns << 32 | ns), ix->seed[2]);
+/*
+ * Slots for @n keys at <= 3/4 load: exactly 4/3 of them (no power of two,
+ * so a table sized for its objects wastes nothing), at least MIN_SLOTS;
+ * 0 when that is more than a tag can place.
+ */
+static uint64_t key_slots_for(uint64_t n)
+{
+	uint64_t want;
+
+	if (n > KEY_MAX_SLOTS)
+		return 0;
+	/* 4/3, and a little over: a full store's next request (which
+	 * reserves before it evicts) should not double the table. */
+	want = n + (n + 2) / 3 + n / 64 + 64;
+	if (want < MIN_SLOTS)
+		want = MIN_SLOTS;
+	return want > KEY_MAX_SLOTS ? 0 : want;
+}
+
+/* Entries a table of @slots holds before it must grow (3/4 load). */
+static inline uint64_t key_limit(uint64_t slots)
+{
+	return slots / 4 * 3 + (slots % 4) * 3 / 4;
+}
+
+/*
+ * Keyed hash of (ns, key), of which the tag is the top 32 bits. Two folded
+ * multiplies: one mixes the two key halves with secret words, the second
+ * folds in the namespace. Without the seed, choosing keys that collide is
+ * no easier than guessing the seed.
+ */
+static inline uint32_t key_tag(const struct kvr_index *ix, uint32_t ns,
+			       const struct kvr_key *key)
+{
+	uint64_t h = mum(key->lo ^ ix->seed[0], key->hi ^ ix->seed[1]);
+
+	return (uint32_t)(mum(h ^ ((uint64_t)ns << 32 | ns), ix->seed[2]) >>
+			  32);
+}
+
+/* The slot a tag's probe starts at: the tag scaled to the table. */
+static inline uint64_t key_home(uint64_t slots, uint32_t tag)
+{
+	return ((uint64_t)tag * slots) >> 32;
+}
+
+static inline uint64_t key_next(uint64_t slots, uint64_t i)
+{
+	return i + 1 == slots ? 0 : i + 1;
 }
 
 static int key_alloc(struct kvr_index_ent **out, uint64_t slots)
 {
-	struct kvr_index_ent *e = malloc((size_t)slots * sizeof(*e));
+	size_t bytes = (size_t)slots * sizeof(struct kvr_index_ent);
+	struct kvr_index_ent *e = malloc(bytes);
 
 	if (!e)
 		return -ENOMEM;
+	kvr_hugemem_advise(e, bytes);
 	/* Empty slots are val == KVR_INDEX_NONE; 0xff bytes give exactly that.
 	 */
-	memset(e, 0xff, (size_t)slots * sizeof(*e));
+	memset(e, 0xff, bytes);
 	*out = e;
 	return 0;
 }
 
 /* Put an entry known to be absent into a table with room; no growth. */
-static void key_place(struct kvr_index *ix, const struct kvr_index_ent *src)
+static void key_place(struct kvr_index *ix, struct kvr_index_ent src)
 {
-	uint64_t i = key_hash(ix, src->ns, src->lo, src->hi) & ix->mask;
+	uint64_t i = key_home(ix->slots, src.tag);
 
 	while (ix->ent[i].val != KVR_INDEX_NONE)
-		i = (i + 1) & ix->mask;
-	ix->ent[i] = *src;
+		i = key_next(ix->slots, i);
+	ix->ent[i] = src;
 }
 
-/* Rehash into a table of @slots; on -ENOMEM the old table is untouched. */
+/* Rehash into a table of @slots; on -ENOMEM the old table is untouched.
+ * The tags place every entry: no key is read. */
 static int key_resize(struct kvr_index *ix, uint64_t slots)
 {
 	struct kvr_index_ent *old = ix->ent;
-	uint64_t old_slots = ix->mask + 1;
+	uint64_t old_slots = ix->slots;
 	struct kvr_index_ent *e;
 	int rc = key_alloc(&e, slots);
 
 	if (rc < 0)
 		return rc;
 	ix->ent = e;
-	ix->mask = slots - 1;
+	ix->slots = slots;
 	for (uint64_t i = 0; i < old_slots; i++)
 		if (old[i].val != KVR_INDEX_NONE)
-			key_place(ix, &old[i]);
+			key_place(ix, old[i]);
 	free(old);
 	return 0;
 }
 
-int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed)
+int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed,
+		   kvr_index_match_fn match, const void *ctx)
 {
-	uint64_t slots = slots_for(capacity_hint);
+	uint64_t slots = key_slots_for(capacity_hint);
 	int rc;
 
-	if (!ix)
+	if (!ix || !match)
 		return -EINVAL;
 	if (!slots)
 		return -ENOMEM;
@@ -125,7 +171,9 @@ int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed)
 	rc = key_alloc(&ix->ent, slots);
 	if (rc < 0)
 		return rc;
-	ix->mask = slots - 1;
+	ix->slots = slots;
+	ix->match = match;
+	ix->ctx = ctx;
 	for (int i = 0; i < 3; i++)
 		ix->seed[i] = splitmix(&seed) | 1;
 	return 0;
@@ -138,7 +186,7 @@ void kvr_index_fini(struct kvr_index *ix)
 	free(ix->ent);
 	ix->ent = NULL;
 	ix->count = 0;
-	ix->mask = 0;
+	ix->slots = 0;
 }
 
 int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
@@ -149,34 +197,68 @@ int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
 		return -ENOMEM;
 	need = ix->count + extra;
 	/* Fits at <= 3/4 load already? */
-	if (need <= (ix->mask + 1) / 4 * 3)
+	if (need <= key_limit(ix->slots))
 		return 0;
-	slots = slots_for(need);
+	/* Grow at least twofold, so that growth costs O(1) per insert. */
+	if (need < ix->slots / 4 * 3 * 2)
+		need = ix->slots / 4 * 3 * 2;
+	slots = key_slots_for(need);
 	if (!slots)
 		return -ENOMEM;
 	return key_resize(ix, slots);
 }
 
-uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
-			const struct kvr_key *key)
+/* The slot holding (ns, *key), or ix->slots when it is absent. */
+static uint64_t key_slot(const struct kvr_index *ix, uint32_t ns,
+			 const struct kvr_key *key)
 {
-	uint64_t i = key_hash(ix, ns, key->lo, key->hi) & ix->mask;
+	uint32_t tag = key_tag(ix, ns, key);
+	uint64_t i = key_home(ix->slots, tag);
 
 	for (;;) {
 		const struct kvr_index_ent *e = &ix->ent[i];
 
 		if (e->val == KVR_INDEX_NONE)
-			return KVR_INDEX_NONE;
-		if (e->lo == key->lo && e->hi == key->hi && e->ns == ns)
+			return ix->slots;
+		if (e->tag == tag && ix->match(ix->ctx, e->val, ns, key))
+			return i;
+		i = key_next(ix->slots, i);
+	}
+}
+
+uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key)
+{
+	uint64_t i = key_slot(ix, ns, key);
+
+	return i == ix->slots ? KVR_INDEX_NONE : ix->ent[i].val;
+}
+
+void kvr_index_prefetch(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key)
+{
+	__builtin_prefetch(&ix->ent[key_home(ix->slots, key_tag(ix, ns, key))]);
+}
+
+uint32_t kvr_index_peek(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key)
+{
+	uint32_t tag = key_tag(ix, ns, key);
+	uint64_t i = key_home(ix->slots, tag);
+
+	for (;;) {
+		const struct kvr_index_ent *e = &ix->ent[i];
+
+		if (e->val == KVR_INDEX_NONE || e->tag == tag)
 			return e->val;
-		i = (i + 1) & ix->mask;
+		i = key_next(ix->slots, i);
 	}
 }
 
 int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
 		     const struct kvr_key *key, uint32_t val)
 {
-	struct kvr_index_ent n = {key->lo, key->hi, ns, val};
+	struct kvr_index_ent n = {key_tag(ix, ns, key), val};
 	int rc;
 
 	if (val == KVR_INDEX_NONE)
@@ -186,43 +268,43 @@ int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
 	rc = kvr_index_reserve(ix, 1);
 	if (rc < 0)
 		return rc;
-	key_place(ix, &n);
+	key_place(ix, n);
 	ix->count++;
 	return 0;
+}
+
+/* Slots from @a forward to @b, around the end of the table. */
+static inline uint64_t key_dist(uint64_t slots, uint64_t a, uint64_t b)
+{
+	return b >= a ? b - a : b + slots - a;
 }
 
 int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
 		     const struct kvr_key *key)
 {
-	uint64_t mask = ix->mask;
-	uint64_t i = key_hash(ix, ns, key->lo, key->hi) & mask;
+	uint64_t slots = ix->slots;
+	uint64_t i = key_slot(ix, ns, key);
 	uint64_t j;
 
-	for (;;) {
-		const struct kvr_index_ent *e = &ix->ent[i];
-
-		if (e->val == KVR_INDEX_NONE)
-			return -ENOENT;
-		if (e->lo == key->lo && e->hi == key->hi && e->ns == ns)
-			break;
-		i = (i + 1) & mask;
-	}
+	if (i == slots)
+		return -ENOENT;
 	/*
 	 * Backward shift: walk the run after the hole; an entry may move
 	 * back into the hole when its home slot is not inside (hole, j],
 	 * i.e. when the distance from its home to j is at least the distance
-	 * from the hole to j. The run ends at the first empty slot.
+	 * from the hole to j. The run ends at the first empty slot. An
+	 * entry's home comes from its tag: no key is read.
 	 */
 	for (j = i;;) {
 		struct kvr_index_ent *e;
 		uint64_t home;
 
-		j = (j + 1) & mask;
+		j = key_next(slots, j);
 		e = &ix->ent[j];
 		if (e->val == KVR_INDEX_NONE)
 			break;
-		home = key_hash(ix, e->ns, e->lo, e->hi) & mask;
-		if (((j - home) & mask) >= ((j - i) & mask)) {
+		home = key_home(slots, e->tag);
+		if (key_dist(slots, home, j) >= key_dist(slots, i, j)) {
 			ix->ent[i] = *e;
 			i = j;
 		}

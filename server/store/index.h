@@ -3,14 +3,22 @@
  * index.h - kvringd's private hash tables: the key index, which maps a
  * (namespace, 128-bit key) pair to an object number, and a small map from
  * a 64-bit integer to a 32-bit value, used for transfer/lease ids and for
- * the allocator's live extents.
+ * the allocator's free extents.
  *
  * Both are open-addressing tables with linear probing and backward-shift
  * deletion (no tombstones), so a find costs one or two cache lines however
- * long the server has been running. They grow by doubling and rehashing
- * all entries; kvr_index_reserve()/kvr_index_u64_reserve() let a caller
- * make room *before* it starts changing anything, so that a request is
+ * long the server has been running. They grow by rehashing all entries;
+ * kvr_index_reserve()/kvr_index_u64_reserve() let a caller make room
+ * *before* it starts changing anything, so that a request is
  * all-or-nothing. They know nothing about objects: values are opaque.
+ *
+ * The key index keeps 8 bytes per slot: a 32-bit tag (the top half of the
+ * key's keyed hash, which also places the entry) and the value. The key
+ * itself is stored once, by the caller, with the value it names: a find
+ * asks the caller's match function whether the value under a matching tag
+ * is really this key (one look at the caller's record, which a lookup reads
+ * next anyway). Its table is 4/3 of the entries it was sized for, not a
+ * power of two: a slot is placed by multiplying the tag by the size.
  *
  * Ownership: the caller owns the struct (init/fini); the table owns its
  * entry array. Not thread-safe: kvringd's event-loop thread is the only
@@ -19,21 +27,28 @@
 #ifndef KVR_SERVER_INDEX_H
 #define KVR_SERVER_INDEX_H
 
-#include <stdint.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <kvring/proto.h> /* struct kvr_key */
 
 /* The value find() returns when the key is absent; never a valid value. */
 #define KVR_INDEX_NONE UINT32_MAX
 
-/* One slot of the key index (24 bytes). val == KVR_INDEX_NONE: empty. */
+/* One slot of the key index (8 bytes). val == KVR_INDEX_NONE: empty. */
 struct kvr_index_ent {
-	uint64_t lo;
-	uint64_t hi;
-	uint32_t ns;
+	uint32_t tag; /* the top 32 bits of the key's hash */
 	uint32_t val;
 };
+
+/*
+ * kvr_index_match_fn - whether value @val, which the index holds under a
+ * tag equal to (ns, *key)'s, was inserted for exactly (ns, *key). Called by
+ * find, insert and remove; @ctx is what kvr_index_init() was given.
+ */
+typedef bool (*kvr_index_match_fn)(const void *ctx, uint32_t val, uint32_t ns,
+				   const struct kvr_key *key);
 
 /*
  * struct kvr_index - key index. All fields private.
@@ -43,9 +58,11 @@ struct kvr_index_ent {
  */
 struct kvr_index {
 	struct kvr_index_ent *ent;
-	uint64_t mask;	/* capacity - 1; capacity is a power of two */
+	uint64_t slots; /* capacity: any size >= 16 */
 	uint64_t count; /* live entries */
 	uint64_t seed[3];
+	kvr_index_match_fn match;
+	const void *ctx;
 };
 
 /*
@@ -53,9 +70,11 @@ struct kvr_index {
  * @capacity_hint: number of entries expected (the table is sized so that
  *                 this many fit without a rehash); 0 picks a small table.
  * @seed: per-server secret (from getrandom() at start-up).
- * Return: 0, -EINVAL if @ix is NULL, -ENOMEM.
+ * @match, @ctx: how a value is checked against a key (see above).
+ * Return: 0, -EINVAL if @ix or @match is NULL, -ENOMEM.
  */
-int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed);
+int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed,
+		   kvr_index_match_fn match, const void *ctx);
 
 /* kvr_index_fini - free the table; accepts NULL and a zeroed struct. */
 void kvr_index_fini(struct kvr_index *ix);
@@ -68,6 +87,22 @@ int kvr_index_reserve(struct kvr_index *ix, uint64_t extra);
 
 /* kvr_index_find - the value stored for (ns, *key), or KVR_INDEX_NONE. */
 uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key);
+
+/*
+ * kvr_index_prefetch - start loading the slot where (ns, *key)'s probe
+ * begins, so a find for it a little later does not wait on memory: a
+ * request of n keys prefetches all n before it finds the first.
+ */
+void kvr_index_prefetch(const struct kvr_index *ix, uint32_t ns,
+			const struct kvr_key *key);
+
+/*
+ * kvr_index_peek - the first value under (ns, *key)'s tag, not checked
+ * against the key (no match call), or KVR_INDEX_NONE: what to prefetch
+ * before the find that checks it.
+ */
+uint32_t kvr_index_peek(const struct kvr_index *ix, uint32_t ns,
 			const struct kvr_key *key);
 
 /*

@@ -59,9 +59,13 @@ static uint32_t find_prefix(struct kvr_store *s, uint32_t ns,
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
-		struct kvr_key k = keys[i];
-		uint32_t x = kvr_index_find(&s->index, ns, &k);
+		struct kvr_key k;
+		uint32_t x;
 
+		if (i % PREFETCH_KEYS == 0)
+			prefetch_keys(s, ns, keys, i, n);
+		k = keys[i];
+		x = kvr_index_find(&s->index, ns, &k);
 		if (x == KVR_INDEX_NONE || s->obj[x].state != OBJ_COMMITTED)
 			break;
 		s->scratch[i] = x;
@@ -262,6 +266,34 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
 }
 
 /*
+ * Pass 1 of prepare_store, last key to first: find every key (into
+ * s->scratch), touch and stamp the ones already committed, so keys[0]
+ * ends most recent and eviction in pass 2 can't take them (their answer
+ * would be a lie). Windows of keys are prefetched from the back.
+ */
+static void mark_stored(struct kvr_store *s, uint32_t ns,
+			const struct kvr_key *keys, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;) {
+		struct kvr_key k;
+		uint32_t x;
+
+		if ((n - 1 - i) % PREFETCH_KEYS == 0)
+			prefetch_keys(
+			    s, ns, keys,
+			    i + 1 > PREFETCH_KEYS ? i + 1 - PREFETCH_KEYS : 0,
+			    i + 1);
+		k = keys[i];
+		x = kvr_index_find(&s->index, ns, &k);
+		s->scratch[i] = x;
+		if (x != KVR_INDEX_NONE && s->obj[x].state == OBJ_COMMITTED) {
+			touch(s, x);
+			s->obj[x].stamp = s->stamp;
+		}
+	}
+}
+
+/*
  * The one request that creates objects. Invariants it keeps: each new
  * object is RESERVED, indexed, holds exactly one allocation and is listed
  * by exactly one store transfer (this one); a key already COMMITTED or
@@ -304,22 +336,8 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	if (rc < 0)
 		return rc;
 
-	s->stamp++;
-	/*
-	 * Pass 1, last key to first: touch and stamp the keys already
-	 * committed, so keys[0] ends most recent and eviction in pass 2 can't
-	 * take them (their answer would be a lie).
-	 */
-	for (i = n; i-- > 0;) {
-		struct kvr_key k = keys[i];
-		uint32_t x = kvr_index_find(&s->index, ns, &k);
-
-		s->scratch[i] = x;
-		if (x != KVR_INDEX_NONE && s->obj[x].state == OBJ_COMMITTED) {
-			touch(s, x);
-			s->obj[x].stamp = s->stamp;
-		}
-	}
+	stamp_bump(s);
+	mark_stored(s, ns, keys, n);
 	/* Pass 2: answer each key, reserving the new ones. */
 	o = owner_take(s, OWN_STORE, ch);
 	w = &s->own[o];
@@ -356,7 +374,7 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 				d.status = KVR_SLOT_BUSY;
 				s->st.stores_busy++;
 			}
-		} else if (len == 0 || len > total) {
+		} else if (len == 0 || len > total || len > OBJ_LEN_MAX) {
 			d.status = KVR_SLOT_INVALID;
 			s->st.invalid_sizes++;
 		} else if (len > max_key ||
@@ -385,12 +403,11 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			b = &s->obj[x];
 			b->lo = k.lo;
 			b->hi = k.hi;
-			b->ns = ns;
-			b->off = d.off;
-			b->len = len;
+			b->ns = ns & OBJ_NS_MAX; /* ns < max_ns <= 2^20 */
+			b->unit = (uint32_t)(d.off >> s->unit_shift);
+			b->len = len & OBJ_LEN_MAX; /* checked above */
 			b->stamp = s->stamp;
-			b->pins = 0;
-			b->owner = o;
+			b->owner = o; /* shares pins' word while RESERVED */
 			b->prev = b->next = NIL;
 			b->state = OBJ_RESERVED;
 			b->summed = 0; /* until kvr_store_set_sums() */
@@ -448,7 +465,7 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		uint32_t x = w->objs[i];
 
 		s->obj[x].state = OBJ_COMMITTED;
-		s->obj[x].owner = NIL;
+		s->obj[x].pins = 0; /* was its owner: now no pin */
 		lru_push_head(s, x);
 	}
 	s->st.objects += w->nr;
@@ -522,7 +539,7 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 	o = kvr__store_owner_pin_new(s, OWN_RETRIEVE, ch, hits, now_ns);
 	for (uint32_t i = 0; i < hits; i++) {
 		const struct obj *b = &s->obj[s->scratch[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+		struct kvr_slot_desc d = {obj_off(s, b), b->len, KVR_SLOT_OK,
 					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;
@@ -574,7 +591,7 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 	s->st.retrieves++;
 	for (uint32_t i = 0; i < w->nr; i++) {
 		const struct obj *b = &s->obj[w->objs[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+		struct kvr_slot_desc d = {obj_off(s, b), b->len, KVR_SLOT_OK,
 					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		out[i] = d;

@@ -368,24 +368,27 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 			     x, b->ns, (unsigned long long)b->hi,
 			     (unsigned long long)b->lo);
 		}
-		if (!kvr_alloc_owns(&s->alloc, b->off, b->len) ||
-		    b->off % s->cfg.align)
+		if (!kvr_alloc_owns(&s->alloc, obj_off(s, b), b->len) ||
+		    obj_off(s, b) % s->cfg.align)
 			FAIL("object %u slot %llu+%llu is not one allocation",
-			     x, (unsigned long long)b->off,
+			     x, (unsigned long long)obj_off(s, b),
 			     (unsigned long long)b->len);
-		if (b->pins != t->pins[x])
-			FAIL("object %u: pin count %u, %u owners pin it", x,
-			     b->pins, t->pins[x]);
-		pins_n += b->pins;
 		if (b->state == OBJ_RESERVED) {
-			if (b->pins || t->holders[x] != 1)
-				FAIL("reserved object %u: %u pins, %u "
+			/* Its word is its owner (checked above, from the
+			 * owner's side): no pin may be counted for it. */
+			if (t->pins[x] || t->holders[x] != 1)
+				FAIL("reserved object %u: %u owners pin it, %u "
 				     "transfers",
-				     x, b->pins, t->holders[x]);
+				     x, t->pins[x], t->holders[x]);
 			reserved_n++;
 			reserved_b += obj_bytes(s, b);
 		} else {
-			if (b->owner != NIL || t->holders[x])
+			if (b->pins != t->pins[x])
+				FAIL("object %u: pin count %u, %u owners pin "
+				     "it",
+				     x, b->pins, t->pins[x]);
+			pins_n += b->pins;
+			if (t->holders[x])
 				FAIL("committed object %u held by a store "
 				     "transfer",
 				     x);

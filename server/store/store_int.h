@@ -63,30 +63,46 @@ enum own_kind {
 	OWN_QUAR = 4,
 };
 
+/* Largest object, bytes: what obj.len can hold (256 GiB - 1). */
+#define OBJ_LEN_MAX (UINT64_MAX >> 26)
+/* Largest namespace obj.ns can hold (max_ns is at most 2^20). */
+#define OBJ_NS_MAX ((1u << 20) - 1)
+
 /*
- * One stored or reserved chunk. Owned by the store; dies when evicted,
- * aborted or when the store is destroyed. Invariants (audited): a RESERVED
- * object is listed by exactly its store transfer (`owner`), has no pin and
- * is on no list; a COMMITTED one has owner == NIL and is on the LRU list
- * exactly while pins == 0. A FREE slot is on the spare list (via next).
+ * One stored or reserved chunk, 52 bytes (4-byte aligned, so an array of
+ * them has no padding). Owned by the store; dies when evicted, aborted or
+ * when the store is destroyed. Invariants (audited): a RESERVED object is
+ * listed by exactly its store transfer (`owner`), no owner pins it and it
+ * is on no list; a COMMITTED one is held by no store transfer and is on
+ * the LRU list exactly while pins == 0. A FREE slot is on the spare list
+ * (via next). A reserved object cannot be pinned and a pinned one has no
+ * store transfer, so `owner` and `pins` share their word, told apart by
+ * the state. The key is kept here only: the key index holds a tag and the
+ * object's number, and checks the key against this record
+ * (kvr__store_key_match()).
  */
-struct obj {
-	uint64_t lo, hi; /* key */
-	uint64_t off;	 /* slot in the pool */
-	uint64_t len;	 /* requested bytes (the allocation is rounded) */
-	uint64_t stamp;	 /* request that touched it last (see s->stamp) */
-	uint32_t ns;
-	uint32_t prev, next;  /* LRU links; spare list via next */
-	uint32_t pins;	      /* owners (retrieve/lease) listing it */
-	uint32_t owner;	      /* RESERVED: its store transfer; else NIL */
-	uint16_t state;	      /* enum obj_state */
-	uint8_t l2;	      /* 1: a copy is in L2 (store_l2.c) */
-	uint8_t disk;	      /* 1: a copy is on the disk tier (store_disk.c) */
-	uint8_t summed;	      /* sum holds the storer's XXH3-64 */
-	uint8_t disk_refused; /* 1: the disk failed to write it: eviction
-				 may take it while disk_guard is on */
-	uint64_t sum;	      /* opaque to the store: what the worker sent */
+struct __attribute__((packed, aligned(4))) obj {
+	uint64_t lo, hi;     /* key */
+	uint64_t sum;	     /* opaque to the store: what the worker sent */
+	uint64_t len : 38;   /* requested bytes (the allocation is rounded) */
+	uint64_t ns : 20;    /* < max_ns <= 2^20 */
+	uint64_t state : 2;  /* enum obj_state */
+	uint64_t l2 : 1;     /* 1: a copy is in L2 (store_l2.c) */
+	uint64_t disk : 1;   /* 1: a copy is on the disk tier (store_disk.c) */
+	uint64_t summed : 1; /* sum holds the storer's XXH3-64 */
+	/* 1: the disk failed to write it: eviction may take it while
+	 * disk_guard is on */
+	uint64_t disk_refused : 1;
+	uint32_t unit;	     /* slot: offset in units of cfg.align */
+	uint32_t stamp;	     /* request that touched it last (see s->stamp) */
+	uint32_t prev, next; /* LRU links; spare list via next */
+	union {
+		uint32_t pins;	/* COMMITTED, DOOMED: owners listing it */
+		uint32_t owner; /* RESERVED: its store transfer */
+	};
 };
+_Static_assert(sizeof(struct obj) == 52, "struct obj grew: see kvring-bench "
+					 "capacity's metadata target");
 
 /*
  * A store transfer, retrieve transfer or lease. Owned by the store on
@@ -198,9 +214,11 @@ struct kvr_store {
 	 * Bumped once per keyed request. obj.stamp == stamp means "touched by
 	 * the request in progress": used to pin an object once per owner even
 	 * when a key repeats, and to keep eviction off the keys this very
-	 * request answered EXISTS.
+	 * request answered EXISTS. Never 0 while a request runs: when it
+	 * wraps, every object's stamp is cleared first (stamp_bump()).
 	 */
-	uint64_t stamp;
+	uint32_t stamp;
+	uint32_t unit_shift; /* log2(cfg.align): obj.unit to bytes */
 	/* kvr_store_disk_guard(): eviction takes only objects with a copy
 	 * on disk (or that the disk refused), else answers NOROOM. */
 	bool disk_guard;
@@ -267,6 +285,11 @@ static inline bool kvr__store_chan_ok(const struct kvr_store *s, uint32_t ch)
  */
 int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
 			   uint32_t owner_objs);
+
+/* The key index's check of a tag match (store_mem.c): is object @val
+ * stored under (ns, *key)? */
+bool kvr__store_key_match(const void *ctx, uint32_t val, uint32_t ns,
+			  const struct kvr_key *key);
 
 /* ==== store_uid.c: per-uid aggregates ==== */
 
@@ -357,6 +380,25 @@ int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 
 /* ==== Inline helpers: hot in several files, too small to call ==== */
 
+/* Object @o's offset in the pool, bytes. */
+static inline uint64_t obj_off(const struct kvr_store *s, const struct obj *o)
+{
+	return (uint64_t)o->unit << s->unit_shift;
+}
+
+/*
+ * A new request's stamp. After 2^32 requests the counter wraps: every
+ * object's stamp is cleared then (store_mem.c), so that none can equal a
+ * stamp handed out again.
+ */
+void kvr__store_stamp_wrap(struct kvr_store *s);
+
+static inline void stamp_bump(struct kvr_store *s)
+{
+	if (++s->stamp == 0)
+		kvr__store_stamp_wrap(s);
+}
+
 /* The bytes object @o really occupies in the pool (rounded to align). */
 static inline uint64_t obj_bytes(const struct kvr_store *s, const struct obj *o)
 {
@@ -392,7 +434,6 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	o->disk = 0;
 	o->disk_refused = 0;
 	o->summed = 0;
-	o->owner = NIL;
 	o->pins = 0;
 	o->prev = NIL;
 	o->next = s->obj_spare;
@@ -411,7 +452,7 @@ static inline void obj_destroy(struct kvr_store *s, uint32_t x)
 	struct kvr_key k = {o->lo, o->hi};
 
 	(void)kvr_index_remove(&s->index, o->ns, &k);
-	(void)kvr_alloc_put(&s->alloc, o->off, o->len);
+	(void)kvr_alloc_put(&s->alloc, obj_off(s, o), o->len);
 	obj_give(s, x);
 }
 
@@ -443,6 +484,40 @@ static inline void lru_push_head(struct kvr_store *s, uint32_t x)
 	else
 		s->lru_tail = x;
 	s->lru_head = x;
+}
+
+/* Keys a request prefetches at a time: enough to overlap the misses of a
+ * batch, few enough that the lines are still in L1 when they are used. */
+#define PREFETCH_KEYS 16u
+
+/*
+ * prefetch_keys - start loading what finding keys[from..from+16) (at most
+ * @n) will read: first every key's index slot, then, once those arrive,
+ * the object each first tag match names. A request of many keys then waits
+ * on memory about twice per window instead of twice per key. The keys are
+ * read here and again by the find (a worker may change them in between:
+ * then only a prefetch was wasted; every decision uses the find's read).
+ */
+static inline void prefetch_keys(const struct kvr_store *s, uint32_t ns,
+				 const struct kvr_key *keys, uint32_t from,
+				 uint32_t n)
+{
+	uint32_t end = n - from > PREFETCH_KEYS ? from + PREFETCH_KEYS : n;
+
+	if (end - from < 2)
+		return; /* one key: nothing to overlap */
+	for (uint32_t i = from; i < end; i++) {
+		struct kvr_key k = keys[i];
+
+		kvr_index_prefetch(&s->index, ns, &k);
+	}
+	for (uint32_t i = from; i < end; i++) {
+		struct kvr_key k = keys[i];
+		uint32_t x = kvr_index_peek(&s->index, ns, &k);
+
+		if (x != KVR_INDEX_NONE)
+			__builtin_prefetch(&s->obj[x]);
+	}
 }
 
 /* Make object @x (not on the list) the least recently used. */

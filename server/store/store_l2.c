@@ -111,7 +111,7 @@ int kvr__store_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				s->obj[x].disk = 1;
 			else
 				s->obj[x].l2 = 1;
-			s->obj[x].owner = NIL;
+			s->obj[x].pins = 0; /* was its owner */
 			lru_push_head(s, x);
 			kept++;
 			kept_bytes += b;
@@ -193,7 +193,7 @@ int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
 	w = &s->own[o];
 	for (uint32_t i = 0; i < w->nr; i++) {
 		const struct obj *b = &s->obj[w->objs[i]];
-		struct kvr_slot_desc d = {b->off, b->len, KVR_SLOT_OK,
+		struct kvr_slot_desc d = {obj_off(s, b), b->len, KVR_SLOT_OK,
 					  b->summed ? KVR_SLOT_F_SUM : 0};
 
 		keys[i].lo = b->lo;

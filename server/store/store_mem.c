@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hugemem.h"
 #include "store_int.h"
 
 /*
@@ -48,11 +49,11 @@ static int obj_reserve(struct kvr_store *s, uint32_t n)
 	if (!o)
 		return -ENOMEM;
 	s->obj = o;
+	kvr_hugemem_advise(o, (size_t)ncap * sizeof(*o));
 	/* Backwards, so the spare list hands out low indexes first. */
 	for (uint64_t i = ncap; i-- > s->obj_cap;) {
 		memset(&o[i], 0, sizeof(o[i]));
 		o[i].next = s->obj_spare;
-		o[i].owner = NIL;
 		s->obj_spare = (uint32_t)i;
 	}
 	s->obj_cap = (uint32_t)ncap;
@@ -135,6 +136,21 @@ int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
 	return rc;
 }
 
+void kvr__store_stamp_wrap(struct kvr_store *s)
+{
+	for (uint32_t x = 0; x < s->obj_cap; x++)
+		s->obj[x].stamp = 0;
+	s->stamp = 1;
+}
+
+bool kvr__store_key_match(const void *ctx, uint32_t val, uint32_t ns,
+			  const struct kvr_key *key)
+{
+	const struct obj *o = &((const struct kvr_store *)ctx)->obj[val];
+
+	return o->lo == key->lo && o->hi == key->hi && o->ns == ns;
+}
+
 /* ==== Create / destroy ==== */
 
 /*
@@ -215,6 +231,11 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	if (rc < 0)
 		goto err_free;
 	s->pool_total = kvr_alloc_free_bytes(&s->alloc);
+	s->unit_shift = (uint32_t)__builtin_ctz(kvr_alloc_align(&s->alloc));
+	/* obj.unit is 32 bits: 16 TiB of pool at the default 4 KiB align. */
+	rc = -EINVAL;
+	if ((s->pool_total >> s->unit_shift) > UINT32_MAX)
+		goto err_alloc;
 	hint = cfg->objects_hint;
 	if (!hint) {
 		/* Assume 64 KiB chunks until told otherwise; grows anyway. */
@@ -224,7 +245,8 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 	}
 	if (hint > MAX_SLOTS)
 		hint = MAX_SLOTS;
-	rc = kvr_index_init(&s->index, hint, cfg->hash_seed);
+	rc = kvr_index_init(&s->index, hint, cfg->hash_seed,
+			    kvr__store_key_match, s);
 	if (rc < 0)
 		goto err_alloc;
 	/* A different seed, so id-map and key-index collisions don't align. */

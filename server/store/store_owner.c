@@ -284,7 +284,7 @@ uint32_t kvr__store_owner_pin_new(struct kvr_store *s, uint32_t kind,
 {
 	uint32_t o;
 
-	s->stamp++;
+	stamp_bump(s);
 	o = owner_take(s, kind, ch);
 	for (uint32_t i = 0; i < hits; i++) {
 		uint32_t x = s->scratch[i];

@@ -86,7 +86,7 @@ uint64_t kvr__store_quar_free(struct kvr_store *s, uint32_t o,
 		for (uint32_t i = 0; i < w->nr; i++) {
 			struct obj *x = &s->obj[w->objs[i]];
 
-			(void)kvr_alloc_put(&s->alloc, x->off, x->len);
+			(void)kvr_alloc_put(&s->alloc, obj_off(s, x), x->len);
 			obj_give(s, w->objs[i]);
 		}
 		s->st.reserved_objects -= n;

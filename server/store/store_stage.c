@@ -124,7 +124,7 @@ int kvr_store_stage_desc(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	if (rc < 0)
 		return rc;
 	b = &s->obj[s->own[o].objs[0]];
-	*out = (struct kvr_slot_desc){b->off, b->len, KVR_SLOT_OK, 0};
+	*out = (struct kvr_slot_desc){obj_off(s, b), b->len, KVR_SLOT_OK, 0};
 	*deadline_out = s->own[o].deadline_ns;
 	return 0;
 }
@@ -178,7 +178,8 @@ int kvr_store_bind(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	(void)kvr_index_insert(&s->index, b->ns, &k, s->own[o].objs[0]);
 	b->lo = k.lo;
 	b->hi = k.hi;
-	b->len = len; /* same rounded bytes: the owner's count holds */
+	b->len = len & OBJ_LEN_MAX; /* <= b->len; same rounded bytes: the
+				       owner's count holds */
 	s->own[o].staged = 0;
 	s->chan[ch].nr_staged--;
 	s->chan[ch].binds++;

@@ -56,7 +56,7 @@ static uint32_t xfer_obj(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		return NIL;
 	w = &s->own[o];
 	for (uint32_t i = 0; i < w->nr; i++)
-		if (s->obj[w->objs[i]].off == off)
+		if (obj_off(s, &s->obj[w->objs[i]]) == off)
 			return w->objs[i];
 	return NIL;
 }

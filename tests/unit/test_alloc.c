@@ -189,6 +189,29 @@ Test(alloc, put_is_refused_without_damage_when_double_or_foreign)
 	audit_ok(&al);
 }
 
+/* A length that covers the extent and its used neighbour crosses a
+ * boundary: refused, and the neighbour is untouched. */
+Test(alloc, put_is_refused_when_length_spans_the_next_used_extent)
+{
+	uint64_t a, b, c;
+
+	cr_assert_eq(kvr_alloc_init(&al, 10 * U, U), 0);
+	cr_assert_eq(kvr_alloc_get(&al, 2 * U, &a), 0);
+	cr_assert_eq(kvr_alloc_get(&al, U, &b), 0);
+	cr_assert_eq(kvr_alloc_get(&al, 3 * U, &c), 0);
+	cr_expect_eq(kvr_alloc_put(&al, a, 3 * U), -EINVAL);
+	cr_expect_eq(kvr_alloc_put(&al, b, 4 * U), -EINVAL);
+	cr_expect(kvr_alloc_owns(&al, b, U));
+	cr_expect(!kvr_alloc_owns(&al, a, 3 * U));
+	audit_ok(&al);
+	cr_expect_eq(kvr_alloc_put(&al, b, U), 0, "between used: new node");
+	audit_ok(&al);
+	cr_expect_eq(kvr_alloc_put(&al, c, 3 * U), 0);
+	cr_expect_eq(kvr_alloc_put(&al, a, 2 * U), 0);
+	cr_expect_eq(kvr_alloc_largest_free(&al), 10 * U);
+	audit_ok(&al);
+}
+
 Test(alloc, gets_do_not_fail_with_enomem_when_reserved)
 {
 	uint64_t off;

@@ -159,6 +159,10 @@ Test(config, usage_error_is_returned_when_an_option_is_bad)
 	const char *extra[] = {"stray", NULL};
 
 	cr_expect_eq(parse(&c, extra), -EINVAL);
+	/* 2^33 slots of 64 bytes: more than a slot offset can count. */
+	const char *units[] = {"--pool-size", "512G", "--align", "64", NULL};
+
+	cr_expect_eq(parse(&c, units), -EINVAL, "2^33 slots accepted");
 	char longpath[200];
 
 	memset(longpath, 'a', sizeof(longpath) - 1);

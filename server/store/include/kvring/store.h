@@ -200,8 +200,9 @@ struct kvr_store;
 /*
  * kvr_store_create - an empty store over a pool of cfg->pool_bytes.
  * Return: 0 and *out, -EINVAL (NULL args, pool_bytes smaller than one unit,
- * align not a power of two >= 64, a limit above what ids can express,
- * reserved != 0), -ENOMEM. *out is untouched on error.
+ * align not a power of two >= 64, a limit above what ids can express, a
+ * pool of more than 2^32 units of align, reserved != 0), -ENOMEM. *out is
+ * untouched on error.
  */
 int kvr_store_create(const struct kvr_store_config *cfg,
 		     struct kvr_store **out);
@@ -249,7 +250,8 @@ int kvr_store_release_lease(struct kvr_store *s, uint32_t ch, uint64_t lease_id,
  *                    not an error: do not write it
  *   KVR_SLOT_NOROOM  even after evicting LRU unpinned committed objects
  *                    (bounded, see docs) no extent is large enough
- *   KVR_SLOT_INVALID sizes[i] is 0 or larger than the pool
+ *   KVR_SLOT_INVALID sizes[i] is 0 or larger than the pool (or than
+ *                    256 GiB - 1, the largest object)
  *   KVR_SLOT_QUOTA   sizes[i] is above max_key_bytes, or reserving it would
  *                    take @ch past quota_reserved_bytes; checked before
  *                    any eviction, so nothing is evicted for it
