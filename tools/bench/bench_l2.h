@@ -60,7 +60,7 @@ struct pclient {
 	uint32_t nn;
 	bool cluster;
 	uint8_t slot_node[KVR_L2_SLOTS];
-	uint32_t *idx; /* scratch: one node's share */
+	uint32_t *idx; /* scratch: the nodes' shares, one after the other */
 };
 
 /* bench_l2_redis_start - a redis-server on the first free loopback port
@@ -106,6 +106,8 @@ struct env {
 	struct pclient pl;
 	uint64_t seq;
 	uint64_t ns_fp;
+	uint64_t sizes[8]; /* --sizes: chunk sizes, smallest first */
+	unsigned nsizes;
 };
 
 /* CPU spent per side over a cell's rounds, in ns. */
