@@ -146,60 +146,36 @@ static void wait_uploaded(struct env *e, uint64_t target)
 	}
 }
 
-/*
- * CPU time (ns) every thread of process @pid has run, from the first
- * field of /proc/PID/task/TID/schedstat (nanoseconds on a CPU, exact, not
- * ticks); 0 if unreadable. The throughput cells add it up per side
- * (kvringd, redis-server, the plain client's thread), so where the time
- * goes shows even when the shared machine's load moves the GB/s.
- */
-static uint64_t proc_cpu_ns(pid_t pid)
+/* One throughput cell as a JSON line: @subject ("upload" or
+ * "read_through") beside the plain client of the same rounds; @sums says
+ * who computed the payload sums ("server": the lane hashes; "worker": a
+ * worker with checksums sent them with its commit). */
+void bench_l2_json_cell(const struct env *e, const char *subject,
+			const char *sums, uint64_t bytes, uint32_t n,
+			int rounds, double gb_s, double plain_gb_s,
+			const struct cpu_acc *k, const struct cpu_acc *p)
 {
-	char dir[64], path[384];
-	struct dirent *d;
-	uint64_t sum = 0;
-	DIR *dp;
+	/* CPU ms per GB moved, over all rounds. */
+	double gb = (double)rounds * n * (double)bytes / 1e9;
+	struct bench_json j;
 
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-	dp = opendir(dir);
-	if (!dp)
-		return 0;
-	while ((d = readdir(dp))) {
-		unsigned long long run = 0;
-		FILE *f;
-
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/schedstat", dir, d->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%llu", &run) == 1)
-			sum += run;
-		fclose(f);
-	}
-	closedir(dp);
-	return sum;
-}
-
-/* CPU time of the calling thread (the plain client). */
-static uint64_t self_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* CPU of every redis-server of the run (one, or the cluster's masters). */
-static uint64_t redis_cpu_ns(const struct env *e)
-{
-	uint64_t sum = 0;
-
-	for (int i = 0; i < CLUSTER_N; i++)
-		if (e->rd[i].pid > 0)
-			sum += proc_cpu_ns(e->rd[i].pid);
-	return sum;
+	bench_json_begin(&j, "l2", subject);
+	bench_json_str(&j, "target", e->target);
+	bench_json_str(&j, "sums", sums);
+	bench_json_u64(&j, "chunk_bytes", bytes);
+	bench_json_u64(&j, "chunks", n);
+	bench_json_i64(&j, "rounds", rounds);
+	bench_json_f64(&j, "gb_s", gb_s);
+	bench_json_f64(&j, "plain_client_gb_s", plain_gb_s);
+	bench_json_f64(&j, "ratio_to_plain_client",
+		       plain_gb_s > 0 ? gb_s / plain_gb_s : 0);
+	bench_json_f64(&j, "kvringd_cpu_ms_per_gb", (double)k->own / 1e6 / gb);
+	bench_json_f64(&j, "redis_cpu_ms_per_gb", (double)k->redis / 1e6 / gb);
+	bench_json_f64(&j, "plain_client_cpu_ms_per_gb",
+		       (double)p->own / 1e6 / gb);
+	bench_json_f64(&j, "plain_redis_cpu_ms_per_gb",
+		       (double)p->redis / 1e6 / gb);
+	bench_json_print(&j, stdout);
 }
 
 /* Read the @n chunks server B read through, each compared with the
@@ -224,39 +200,6 @@ static int verify_read(struct env *e, const struct kvr_key *keys, uint32_t n,
 	}
 	kvr_commit_retrieve(e->cb, &rx);
 	return 0;
-}
-
-/* The clocks of one timed step: wall time, the CPU of the side that
- * works (kvringd @pid, or with pid 0 the calling thread: the plain
- * client) and of every redis-server. */
-struct meter {
-	double t0;
-	uint64_t own0, redis0;
-	pid_t pid;
-};
-
-static uint64_t meter_own(const struct meter *m)
-{
-	return m->pid > 0 ? proc_cpu_ns(m->pid) : self_cpu_ns();
-}
-
-static void meter_start(const struct env *e, struct meter *m, pid_t pid)
-{
-	m->pid = pid;
-	m->t0 = now_s();
-	m->own0 = meter_own(m);
-	m->redis0 = redis_cpu_ns(e);
-}
-
-/* The step moved @bytes: its CPU added to @acc, its GB/s returned. */
-static double meter_stop(const struct env *e, const struct meter *m,
-			 struct cpu_acc *acc, double bytes)
-{
-	double dt = now_s() - m->t0;
-
-	acc->own += meter_own(m) - m->own0;
-	acc->redis += redis_cpu_ns(e) - m->redis0;
-	return bytes / dt / 1e9;
 }
 
 /* One size's rounds: the keys, the plain client's keys in Redis (its
@@ -298,31 +241,42 @@ static int size_up_kvr(struct size_run *z, int r)
 		fprintf(stderr, "kvring-bench l2: store failed\n");
 		return -1;
 	}
-	meter_start(e, &m, e->a.d.pid);
+	bench_l2_meter_start(e, &m, e->a.d.pid);
 	if (kvr_commit_store(e->ca, &x) < 0)
 		return -1;
 	wait_uploaded(e, base + z->n);
-	z->up[r] = meter_stop(e, &m, &z->cpu[0], size_bytes(z));
+	z->up[r] = bench_l2_meter_stop(e, &m, &z->cpu[0], size_bytes(z));
 	return 0;
 }
 
-/* The plain client's upload: the same bytes (distinct per chunk, as
- * kvringd reads them), same pipeline shape, under keys of its own. */
-static int size_up_plain(struct size_run *z, int r)
+/*
+ * The plain client's upload (@up: the same bytes, distinct per chunk as
+ * kvringd reads them, same pipeline shape, under keys of its own) or GET
+ * of what it uploaded; timed into *@rate and @acc unless @rate is NULL.
+ */
+static int size_plain(struct size_run *z, bool up, double *rate,
+		      struct cpu_acc *acc)
 {
 	struct meter m;
+	int rc;
 
-	for (uint32_t i = 0; i < z->n; i++)
-		fill(&z->keys[i],
-		     (unsigned char *)z->buf + (size_t)i * z->bytes, z->bytes);
-	meter_start(z->e, &m, 0);
-	if (bench_l2_pclient_put(&z->e->pl, z->rk, z->n, z->buf, z->bytes) <
-	    0) {
-		fprintf(stderr, "kvring-bench l2: the plain client's upload "
-				"failed\n");
+	if (up)
+		for (uint32_t i = 0; i < z->n; i++)
+			fill(&z->keys[i],
+			     (unsigned char *)z->buf + (size_t)i * z->bytes,
+			     z->bytes);
+	bench_l2_meter_start(z->e, &m, 0);
+	rc =
+	    up ? bench_l2_pclient_put(&z->e->pl, z->rk, z->n, z->buf, z->bytes)
+	       : bench_l2_pclient_get(&z->e->pl, z->rk, z->n, z->buf, z->bytes);
+	if (rc < 0) {
+		fprintf(stderr,
+			"kvring-bench l2: the plain client's %s failed\n",
+			up ? "upload" : "GET");
 		return -1;
 	}
-	z->upp[r] = meter_stop(z->e, &m, &z->cpu[1], size_bytes(z));
+	if (rate)
+		*rate = bench_l2_meter_stop(z->e, &m, acc, size_bytes(z));
 	return 0;
 }
 
@@ -334,9 +288,9 @@ static int size_rt_kvr(struct size_run *z, int r)
 	bool pending;
 	long hits;
 
-	meter_start(e, &m, e->b.d.pid);
+	bench_l2_meter_start(e, &m, e->b.d.pid);
 	hits = kvr_lookup_l2(e->cb, z->keys, z->n, NULL, &pending);
-	z->rt[r] = meter_stop(e, &m, &z->cpu[2], size_bytes(z));
+	z->rt[r] = bench_l2_meter_stop(e, &m, &z->cpu[2], size_bytes(z));
 	if (hits != (long)z->n) {
 		fprintf(stderr,
 			"kvring-bench l2: read-through found %ld of %u (%s)\n",
@@ -344,23 +298,6 @@ static int size_rt_kvr(struct size_run *z, int r)
 		return -1;
 	}
 	return verify_read(e, z->keys, z->n, z->bytes, z->buf);
-}
-
-/* The plain client's GET of the chunks it uploaded (@warm: untimed). */
-static int size_rt_plain(struct size_run *z, int r, bool warm)
-{
-	struct meter m;
-
-	meter_start(z->e, &m, 0);
-	if (bench_l2_pclient_get(&z->e->pl, z->rk, z->n, z->buf, z->bytes) <
-	    0) {
-		fprintf(stderr, "kvring-bench l2: the plain client's GET "
-				"failed\n");
-		return -1;
-	}
-	if (!warm)
-		z->rtp[r] = meter_stop(z->e, &m, &z->cpu[3], size_bytes(z));
-	return 0;
 }
 
 /*
@@ -383,9 +320,9 @@ static int size_up_sums(struct size_run *z, int r)
 		fprintf(stderr, "kvring-bench l2: store with sums failed\n");
 		return -1;
 	}
-	meter_start(e, &m, e->a.d.pid);
+	bench_l2_meter_start(e, &m, e->a.d.pid);
 	wait_uploaded(e, base + z->n);
-	z->ups[r] = meter_stop(e, &m, &z->cpu[4], size_bytes(z));
+	z->ups[r] = bench_l2_meter_stop(e, &m, &z->cpu[4], size_bytes(z));
 	return 0;
 }
 
@@ -405,14 +342,15 @@ static int size_round(struct size_run *z, int r)
 		kvr_l2_key("kvrbench:", 1, &z->keys[i], z->rk[i],
 			   KVR_L2_KEY_MAX);
 	}
-	if ((plain_first && size_up_plain(z, r) < 0) || size_up_kvr(z, r) < 0 ||
-	    (!plain_first && size_up_plain(z, r) < 0))
+	if ((plain_first && size_plain(z, true, &z->upp[r], &z->cpu[1]) < 0) ||
+	    size_up_kvr(z, r) < 0 ||
+	    (!plain_first && size_plain(z, true, &z->upp[r], &z->cpu[1]) < 0))
 		return -1;
-	if (size_rt_plain(z, r, true) < 0)
+	if (size_plain(z, false, NULL, NULL) < 0) /* the warm-up */
 		return -1;
-	if ((plain_first && size_rt_plain(z, r, false) < 0) ||
+	if ((plain_first && size_plain(z, false, &z->rtp[r], &z->cpu[3]) < 0) ||
 	    size_rt_kvr(z, r) < 0 ||
-	    (!plain_first && size_rt_plain(z, r, false) < 0))
+	    (!plain_first && size_plain(z, false, &z->rtp[r], &z->cpu[3]) < 0))
 		return -1;
 	if (size_up_sums(z, r) < 0)
 		return -1;

@@ -115,6 +115,28 @@ struct cpu_acc {
 	uint64_t own, redis; /* kvringd's or the plain client's; Redis's */
 };
 
+/* The clocks of one timed step: wall time, the CPU of the side that
+ * works (kvringd @pid, or with pid 0 the calling thread: the plain
+ * client) and of every redis-server. */
+struct meter {
+	double t0;
+	uint64_t own0, redis0;
+	pid_t pid;
+};
+
+/* bench_l2_meter_start - start timing a step whose working side is
+ * kvringd @pid (0: the calling thread, the plain client). */
+void bench_l2_meter_start(const struct env *e, struct meter *m, pid_t pid);
+/* bench_l2_meter_stop - the step moved @bytes: its CPU added to @acc,
+ * its GB/s returned. */
+double bench_l2_meter_stop(const struct env *e, const struct meter *m,
+			   struct cpu_acc *acc, double bytes);
+/* bench_l2_json_cell - one throughput cell as a JSON line (bench_l2.c). */
+void bench_l2_json_cell(const struct env *e, const char *subject,
+			const char *sums, uint64_t bytes, uint32_t n,
+			int rounds, double gb_s, double plain_gb_s,
+			const struct cpu_acc *k, const struct cpu_acc *p);
+
 /*
  * bench_l2_print_size - one chunk size's figures, the medians of @rounds:
  * upload (rate @up, with the worker's sums @ups), read-through @rt, each
