@@ -213,6 +213,20 @@ static int nohuge(struct kvr_err *e, const char *what, size_t bytes, size_t hp)
 	    hi.total_pages + (need > hi.free_pages ? need - hi.free_pages : 0));
 }
 
+/* *dir, or the default directory when it is NULL; and -EINVAL (said: "@verb
+ * segment NAME: invalid name@hint") when @name is not a segment name. */
+static int name_check(const char **dir, const char *name, const char *verb,
+		      const char *hint, struct kvr_err *e)
+{
+	if (!*dir)
+		*dir = KVR_SEG_DEFAULT_DIR;
+	if (!kvr_seg_name_valid(name))
+		return kvr_err_set(e, -EINVAL,
+				   "%s segment \"%.70s\": invalid name%s", verb,
+				   name ? name : "(null)", hint);
+	return 0;
+}
+
 /*
  * A named segment @dir/@name: tmpfs (hugetlb false) or hugetlbfs with
  * pages of @hp bytes (@bytes already rounded to them). The name checks,
@@ -231,13 +245,10 @@ static int create_named(const char *dir, const char *name, size_t bytes,
 	void *base;
 	int fd, rc;
 
-	if (!dir)
-		dir = KVR_SEG_DEFAULT_DIR;
-	if (!kvr_seg_name_valid(name))
-		return kvr_err_set(e, -EINVAL,
-				   "create segment \"%.70s\": invalid name "
-				   "(1-63 of [A-Za-z0-9._-], no \"..\")",
-				   name ? name : "(null)");
+	rc = name_check(&dir, name, "create",
+			" (1-63 of [A-Za-z0-9._-], no \"..\")", e);
+	if (rc < 0)
+		return rc;
 	if (bytes == 0)
 		return kvr_err_set(e, -EINVAL, "create %s: size is 0", name);
 	if (mode == 0)
@@ -632,12 +643,9 @@ int kvr_seg_open_name(const char *dir, const char *name, bool rdonly,
 	void *base;
 	int fd, rc;
 
-	if (!dir)
-		dir = KVR_SEG_DEFAULT_DIR;
-	if (!kvr_seg_name_valid(name))
-		return kvr_err_set(e, -EINVAL,
-				   "open segment \"%.70s\": invalid name",
-				   name ? name : "(null)");
+	rc = name_check(&dir, name, "open", "", e);
+	if (rc < 0)
+		return rc;
 	if (dir[0] == '\0' || strlen(dir) >= KVR_SEG_DIR_MAX)
 		return kvr_err_set(e, -EINVAL, "open %s: bad directory", name);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);

@@ -53,15 +53,6 @@ def sync():
         torch.cuda.synchronize()
 
 
-def lmcache_chunks(engine, spec, tokens, n):
-    T = spec.chunk_tokens
-    kv = engine.model_kv(spec, tokens, list(range(n * T)))
-    L, _, _, H, D = kv.shape
-    if spec.mla:
-        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
-    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
-
-
 def bit_exact(sock):
     import engine
     from kvring.torch import KvringContext
@@ -116,7 +107,7 @@ def bit_exact(sock):
                 nret = c.retrieve_chunks(p[:512], out)
             ok = (r2["external_tokens"] == 512 and not r2["errors"]
                   and torch.equal(got, want) and nret == 2 and
-                  torch.equal(out, lmcache_chunks(engine, spec, p,
+                  torch.equal(out, engine.lmcache_chunks(spec, p,
                                                   2)))
             err = None
         except Exception as e:  # reported, and counted

@@ -88,6 +88,8 @@ struct kvr_dsrv {
 	struct drt rt[RT_MAX];
 	uint32_t rt_busy;
 	uint64_t cold_ns, cold_bytes, cold_hold_ns, unsaved_seen;
+	uint64_t held_seen; /* the store's disk_held at the last cold_write */
+	bool writable;	   /* the data file still has a name (kvr_disk_check) */
 	uint64_t unsaved;  /* pool evictions without a disk copy */
 	uint64_t pub_ns;   /* counters last published */
 	uint64_t check_ns; /* the data file last checked (kvr_disk_check) */
@@ -217,16 +219,36 @@ static void write_all(struct kvr_srv *s, struct djob *j, uint32_t ns)
 	job_pump(s, j);
 }
 /*
- * --disk-mode evict, as the L2's upload on eviction: once the pool is 7/8
- * full, the chunks in its coldest 1/8 without a copy on disk are pinned,
- * written, and sent back to the LRU tail marked as saved, so eviction
- * takes them first. A chunk pushed out faster than the disk writes is
- * evicted unsaved (counted as dropped).
+ * --disk-mode evict's guard (kvr_store_disk_guard): on while the disk
+ * takes writes, so that eviction takes only chunks already on disk and a
+ * worker that stores faster than the disk writes gets NOROOM (it is held
+ * to the disk's speed) instead of evicting unsaved chunks. Off for
+ * COLD_HOLD_NS after a write failed (a full disk, an I/O error, a
+ * read-only file system) and for good once the data file was deleted:
+ * the pool then evicts unsaved chunks (counted) rather than wedge.
+ */
+static void guard(struct kvr_srv *s)
+{
+	const struct kvr_dsrv *ds = s->disk;
+
+	kvr_store_disk_guard(s->store, ds->mode == KVR_DISK_EVICT &&
+					   ds->writable &&
+					   s->now_ns >= ds->cold_hold_ns);
+}
+
+/*
+ * --disk-mode evict, the write-back, as the L2's upload on eviction: once
+ * the pool is 7/8 full, the chunks in its coldest 1/8 without a copy on
+ * disk are pinned, written, and sent back to the LRU tail marked as saved
+ * (or refused, when the write failed), so eviction takes them first. Run
+ * after every commit and every completion, it keeps the next victims on
+ * disk ahead of need; the guard holds back what outruns it.
  */
 static void cold_write(struct kvr_srv *s)
 {
 	struct kvr_dsrv *ds = s->disk;
 	struct kvr_store_stats st;
+	bool held;
 
 	ds->cold_ns = s->now_ns;
 	kvr_store_stats(s->store, &st);
@@ -234,11 +256,16 @@ static void cold_write(struct kvr_srv *s)
 		ds->unsaved += st.disk_unsaved_evictions - ds->unsaved_seen;
 		ds->unsaved_seen = st.disk_unsaved_evictions;
 	}
+	/* A store held back by the guard needs the cold end written even
+	 * when the pool is not 7/8 full (fragmentation, mixed chunk sizes):
+	 * else the guard could wait on a write-back that never starts. */
+	held = st.disk_held > ds->held_seen;
+	ds->held_seen = st.disk_held;
 	while (s->now_ns >= ds->cold_hold_ns &&
 	       kvr_disk_room(ds->d) >= COLD_JOB_MAX &&
 	       ds->cold_bytes < st.pool_bytes / 8 &&
-	       st.committed_bytes + st.reserved_bytes >=
-		   st.pool_bytes / 8 * 7) {
+	       (held || st.committed_bytes + st.reserved_bytes >=
+			    st.pool_bytes / 8 * 7)) {
 		struct djob *j = job_new(ds, JOB_COLD);
 		uint32_t ns = 0;
 		int n;
@@ -256,6 +283,7 @@ static void cold_write(struct kvr_srv *s)
 		j->n = j->left = (uint32_t)n;
 		write_all(s, j, ns);
 	}
+	guard(s);
 }
 
 void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer)
@@ -467,10 +495,13 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 	case JOB_COLD:
 		ds->cold_bytes -= j->bytes;
 		for (uint32_t i = 0; i < j->n; i++)
-			if (!j->keep[i])
+			if (!j->keep[i]) {
 				ds->cold_hold_ns = s->now_ns + COLD_HOLD_NS;
+				j->keep[i] = KVR_STORE_DISK_REFUSED;
+			}
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
 					   j->keep, j->n, true);
+		guard(s);
 		break;
 	case JOB_COMMIT:
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
@@ -545,12 +576,13 @@ unsigned kvr_dsrv_poll(struct kvr_srv *s)
 
 	if (s->now_ns - ds->check_ns >= CHECK_NS) {
 		ds->check_ns = s->now_ns;
-		if (!kvr_disk_check(ds->d))
+		ds->writable = kvr_disk_check(ds->d);
+		if (!ds->writable)
 			publish(s);
 	}
 	pump_all(s);
 	if (ds->mode == KVR_DISK_EVICT &&
-	    s->now_ns - ds->cold_ns >= COLD_EVERY_NS)
+	    (work || s->now_ns - ds->cold_ns >= COLD_EVERY_NS))
 		cold_write(s);
 	if (work || s->now_ns - ds->pub_ns >= PUBLISH_NS)
 		publish(s);
@@ -616,6 +648,7 @@ int kvr_dsrv_start(struct kvr_srv *s)
 	s->disk = ds;
 	ds->hist_seg.fd = -1;
 	ds->mode = cf->mode;
+	ds->writable = true;
 	/* Write-through may fall behind the workers by a quarter of the
 	 * pool, pinned; past that, commits are not written (dropped). */
 	ds->pend_max = s->cfg.pool_bytes / 4;
@@ -682,6 +715,7 @@ int kvr_dsrv_start(struct kvr_srv *s)
 void kvr_dsrv_stop(struct kvr_srv *s)
 {
 	struct kvr_dsrv *ds = s->disk;
+	struct kvr_store_stats sst;
 	struct kvr_disk_stats st;
 
 	if (!ds || !ds->d)
@@ -711,14 +745,17 @@ void kvr_dsrv_stop(struct kvr_srv *s)
 		ds->rt[i].used = false;
 	ds->rt_busy = 0;
 	publish(s);
+	kvr_store_stats(s->store, &sst);
 	kvr_log_info(
 	    "disk: stopped: %llu chunks on disk, %llu written, %llu "
 	    "read through, %llu corrupt, %llu dropped (%llu evicted "
-	    "from the pool unsaved), %llu I/O errors, %llu full",
+	    "from the pool unsaved, %llu stores held back for the "
+	    "write-back), %llu I/O errors, %llu full",
 	    (unsigned long long)st.objects, (unsigned long long)st.writes,
 	    (unsigned long long)st.reads, (unsigned long long)st.corrupt,
 	    (unsigned long long)st.dropped, (unsigned long long)ds->unsaved,
-	    (unsigned long long)st.io_errors, (unsigned long long)st.no_space);
+	    (unsigned long long)sst.disk_held, (unsigned long long)st.io_errors,
+	    (unsigned long long)st.no_space);
 }
 
 void kvr_dsrv_destroy(struct kvr_dsrv *ds)

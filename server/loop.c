@@ -209,6 +209,14 @@ static void on_conn_event(struct kvr_srv *s, unsigned kind, uint64_t ud,
 	}
 }
 
+/* Re-arm the multishot poll @ud on @fd when its completion (@flags) says
+ * it ended (no F_MORE). */
+static void rearm_poll(struct kvr_srv *s, int fd, uint64_t ud, unsigned flags)
+{
+	if (!(flags & IORING_CQE_F_MORE))
+		kvr__uring_poll(s, fd, POLLIN, ud, true);
+}
+
 /* Route a completion by the kind in its user data. Server-wide sources
  * (accept, signal, timer) are re-armed here when their multishot ends. */
 static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
@@ -229,19 +237,17 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		return;
 	case KVR_TAG_SIGNAL:
 		on_signal(s);
-		if (!(flags & IORING_CQE_F_MORE))
-			kvr__uring_poll(s, s->sig_fd, POLLIN, ud, true);
+		rearm_poll(s, s->sig_fd, ud, flags);
 		return;
 	case KVR_TAG_L2:
 		kvr_l2_bell(s);
-		if (!(flags & IORING_CQE_F_MORE) && s->l2)
-			kvr__uring_poll(s, s->l2->efd, POLLIN, ud, true);
+		if (s->l2)
+			rearm_poll(s, s->l2->efd, ud, flags);
 		return;
 	case KVR_TAG_DISK:
 		kvr_dsrv_bell(s);
-		if (!(flags & IORING_CQE_F_MORE) && s->disk)
-			kvr__uring_poll(s, kvr_dsrv_efd(s->disk), POLLIN, ud,
-					true);
+		if (s->disk)
+			rearm_poll(s, kvr_dsrv_efd(s->disk), ud, flags);
 		return;
 	case KVR_TAG_DETACHED:
 		if (res >= 0)
@@ -250,8 +256,7 @@ static void on_cqe(struct kvr_srv *s, uint64_t ud, int res, unsigned flags)
 		return;
 	case KVR_TAG_TIMER:
 		housekeeping(s);
-		if (!(flags & IORING_CQE_F_MORE))
-			kvr__uring_poll(s, s->timer_fd, POLLIN, ud, true);
+		rearm_poll(s, s->timer_fd, ud, flags);
 		return;
 	default:
 		on_conn_event(s, kind, ud, res, flags);

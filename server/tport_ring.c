@@ -19,6 +19,7 @@
  * answered. The copy transport is tport_sock.c.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,40 +30,30 @@
 #include "disp.h"
 #include "tport_ring.h"
 
-/* What a consumer-side ring error says about the worker's writes. */
-static const char *ring_damage(int rc)
+/*
+ * What a ring error says about the worker's writes: on the request ring
+ * (@resp false) the worker owns the tail and the records, on the response
+ * ring (@resp true) the head. Other errors are said as they are.
+ */
+static const char *ring_damage(int rc, bool resp)
 {
-	switch (rc) {
-	case -EPROTO:
-		return "tail moved backwards";
-	case -ERANGE:
-		return "tail more than the capacity ahead of the head";
-	case -EILSEQ:
-		return "tail not 8-byte aligned";
-	case -EBADMSG:
-		return "record header fails its check (garbage)";
-	case -ENOMSG:
-		return "record of reserved type 0";
-	case -EOVERFLOW:
-		return "record runs past the tail or the ring's end";
-	default:
-		return kvr_strerror(rc);
-	}
-}
+	static const struct {
+		int rc;
+		const char *req, *resp;
+	} says[] = {
+	    {-EPROTO, "tail moved backwards", "head moved backwards"},
+	    {-ERANGE, "tail more than the capacity ahead of the head",
+	     "head ahead of what the server published"},
+	    {-EILSEQ, "tail not 8-byte aligned", "head not 8-byte aligned"},
+	    {-EBADMSG, "record header fails its check (garbage)", NULL},
+	    {-ENOMSG, "record of reserved type 0", NULL},
+	    {-EOVERFLOW, "record runs past the tail or the ring's end", NULL},
+	};
 
-/* The same for the response ring, where the worker owns the head. */
-static const char *head_damage(int rc)
-{
-	switch (rc) {
-	case -EPROTO:
-		return "head moved backwards";
-	case -ERANGE:
-		return "head ahead of what the server published";
-	case -EILSEQ:
-		return "head not 8-byte aligned";
-	default:
-		return kvr_strerror(rc);
-	}
+	for (size_t i = 0; i < sizeof(says) / sizeof(says[0]); i++)
+		if (says[i].rc == rc && (resp ? says[i].resp : says[i].req))
+			return resp ? says[i].resp : says[i].req;
+	return kvr_strerror(rc);
 }
 
 static uint64_t chan_requests(const struct kvr_conn *c)
@@ -169,7 +160,7 @@ unsigned kvr__tport_ring_drain(struct kvr_srv *s, struct kvr_conn *c)
 			    s, c,
 			    "request ring damaged (%s) after "
 			    "%llu requests",
-			    ring_damage(rc),
+			    ring_damage(rc, false),
 			    (unsigned long long)chan_requests(c));
 			return handled;
 		}
@@ -203,7 +194,7 @@ unsigned kvr__tport_ring_drain(struct kvr_srv *s, struct kvr_conn *c)
 			kvr__chan_proto_error(s, c,
 					      "cannot answer: response ring "
 					      "damaged by the worker (%s)",
-					      head_damage(rc));
+					      ring_damage(rc, true));
 			return handled;
 		}
 		answered++;

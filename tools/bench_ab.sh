@@ -3,11 +3,14 @@
 #
 # Runs each build's own kvring-bench (with its own kvringd) alternately,
 # round by round (A B A B ...), on the hot-path cells a change must not
-# slow down: rtt_hot kvring p50/p99, pipelined 1-key lookups ops/s
-# (scale --only pipelined) and store 2M x 1 GB/s. Each round records the
-# 1-minute load average. The summary gives, per figure, the median of each
-# build's rounds and the median of the per-round ratios new/old (the pair
-# of runs of one round saw about the same load).
+# slow down: the bare ring round trip (64 B), rtt_hot kvring p50/p99,
+# pipelined 1-key lookups ops/s (scale --only pipelined) and store 2M x 1
+# GB/s. Each round records the 1-minute load average. The summary
+# (scripts/bench_ab_summary.py) gives each busy-poll figure per placement,
+# near or far by the cache-line probe kvring-bench took just before it:
+# the median of each build's values, new/old of those medians, and new/old
+# per round where both runs of the round saw that placement. It says when
+# a build, or the whole run, never saw a placement.
 #
 # usage: tools/bench_ab.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS] [OUT_FILE]
 #   ROUNDS   alternations (default 5); OUT_FILE keeps the raw JSON lines
@@ -43,16 +46,27 @@ case $rounds in
 esac
 
 : >"$out"
+tmp=$(mktemp /tmp/bench_ab_run.XXXXXX)
+err=$(mktemp /tmp/bench_ab_err.XXXXXX)
+trap 'rm -f "$tmp" "$err"' EXIT
+# A cell that fails is said with the end of its stderr (a missing line
+# in the table would otherwise be the only trace); the rounds go on.
 run_one() { # tag build round
 	bench="$2/tools/kvring-bench"
 	k="--kvringd $2/server/kvringd"
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	# shellcheck disable=SC2086
-	{
-		"$bench" rtt_hot --rounds 2 --iters 10000 --json $k $extra
-		"$bench" scale --only pipelined --json $k $extra
-		"$bench" store --sizes 2M --chunks 1 --json $k $extra
-	} 2>/dev/null | sed "s/^{/{\"ab\":\"$1\",\"ab_round\":$3,\"ab_load\":$load,/" >>"$out"
+	for cell in "ring --rounds 2 --iters 10000 --sizes 64 --tput-records 1000" \
+		"rtt_hot --rounds 2 --iters 10000 $k" "scale --only pipelined $k" \
+		"store --sizes 2M --chunks 1 $k"; do
+		rc=0
+		# shellcheck disable=SC2086
+		"$bench" $cell --json $extra >"$tmp" 2>"$err" || rc=$?
+		sed "s/^{/{\"ab\":\"$1\",\"ab_round\":$3,\"ab_load\":$load,/" "$tmp" >>"$out"
+		if [ "$rc" -ne 0 ]; then
+			echo "$0: round $3, $1 build: kvring-bench ${cell%% *} exited $rc (its figures may be missing or partial); its stderr ends:" >&2
+			tail -n 3 "$err" >&2
+		fi
+	done
 }
 
 i=1
@@ -64,39 +78,4 @@ while [ "$i" -le "$rounds" ]; do
 done
 echo "raw JSON lines: $out" >&2
 
-python3 - "$out" <<'EOF'
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-def pick(r):
-    s, sub = r.get("scenario"), r.get("subject")
-    if s == "rtt_hot" and sub == "kvring" and r.get("round") == 0:
-        return {"hot RTT p50 ns": r["p50_ns"], "hot RTT p99 ns": r["p99_ns"]}
-    if s == "scale" and r.get("mode") == "pipelined_lookup" and r.get("workers") == 1:
-        return {"pipelined 1-key lookups M/s": r["ops_per_s"] / 1e6}
-    if s == "scale" and r.get("mode") == "pipelined_ping" and r.get("workers") == 1:
-        return {"pipelined pings M/s": r["ops_per_s"] / 1e6}
-    if s == "store" and sub == "kvring" and not r.get("first_touch") and r.get("bytes") == 2 << 20:
-        return {"store 2M x 1 GB/s": r["gbps"], "store 2M x 1 p50 us": r["p50_ns"] / 1e3}
-    return {}
-val, load = {}, {}
-for r in rows:
-    for k, v in pick(r).items():
-        val.setdefault(k, {}).setdefault(r["ab_round"], {})[r["ab"]] = v
-    load.setdefault(r["ab_round"], set()).add(r["ab_load"])
-order = ["hot RTT p50 ns", "hot RTT p99 ns", "pipelined 1-key lookups M/s",
-         "pipelined pings M/s", "store 2M x 1 GB/s", "store 2M x 1 p50 us"]
-loads = sorted(x for s in load.values() for x in s)
-print(f"rounds {len(load)}, 1-min load {loads[0]:.2f}..{loads[-1]:.2f} (median {st.median(loads):.2f})")
-print(f"| figure | old median | new median | new/old, median of rounds | per-round new/old |")
-print(f"| --- | ---: | ---: | ---: | --- |")
-for k in order:
-    if k not in val:
-        continue
-    pairs = [(d["old"], d["new"]) for _, d in sorted(val[k].items()) if "old" in d and "new" in d]
-    if not pairs:
-        continue
-    rat = [n / o for o, n in pairs if o]
-    fmt = (lambda x: f"{x:.0f}") if "ns" in k or "us" in k else (lambda x: f"{x:.3g}")
-    print(f"| {k} | {fmt(st.median(p[0] for p in pairs))} | {fmt(st.median(p[1] for p in pairs))} "
-          f"| {st.median(rat):.3f} | {', '.join(f'{x:.2f}' for x in rat)} |")
-EOF
+/usr/bin/python3 "$(dirname "$0")/../scripts/bench_ab_summary.py" "$out"

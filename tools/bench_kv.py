@@ -354,13 +354,12 @@ def ctx_checksums(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
-    ap.add_argument("--head-size", type=int, default=128)
-    ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--chunk-tokens", type=int, default=256)
-    ap.add_argument("--chunks", type=int, default=4)
-    ap.add_argument("--iters", type=int, default=9)
+    # The cache's shape (kvring-bench kv passes its own) and the run.
+    for flag, default in (("--layers", 32), ("--kv-heads", 8),
+                          ("--head-size", 128), ("--block-size", 16),
+                          ("--chunk-tokens", 256), ("--chunks", 4),
+                          ("--iters", 9)):
+        ap.add_argument(flag, type=int, default=default)
     ap.add_argument("--hnd", action="store_true",
                     help="HND blocks (vLLM's permuted view)")
     ap.add_argument("--baseline-only", action="store_true",

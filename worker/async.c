@@ -61,12 +61,18 @@ int kvr_submit_lookup_l2(struct kvr_client *c, const struct kvr_key *keys,
 /*
  * The prepares' common half: refuse a NULL xfer, start it empty (caller
  * memory only, so outside the lock: an empty xfer is freeable whatever
- * the submit does), then submit @s under the lock. @c is not NULL; @who
- * is the public function, named in the error as KVR_CLIENT_ARG_FAIL does.
+ * the submit does), then submit @s under the lock. -EINVAL for a NULL @c;
+ * @who is the public function, named in the error as KVR_CLIENT_ARG_FAIL
+ * does. A retrieve asks for the sums the connection's checksum mode (fixed
+ * at connect) wants.
  */
 static int submit_prepare(struct kvr_client *c, struct kvr__submit_req *s,
 			  const char *who)
 {
+	if (!c)
+		return -EINVAL;
+	if (s->op == KVR_OP_PREPARE_RETRIEVE)
+		s->flags = kvr__xfer_sum_retrieve_flags(c);
 	if (!s->x)
 		return KVR_CLIENT_LOCKED(
 		    c, kvr__client_fail(c, -EINVAL, "%s: xfer is NULL", who));
@@ -85,8 +91,6 @@ int kvr_submit_prepare_store(struct kvr_client *c, const struct kvr_key *keys,
 				    .x = x,
 				    .user = user};
 
-	if (!c)
-		return -EINVAL;
 	return submit_prepare(c, &s, __func__);
 }
 
@@ -100,9 +104,6 @@ int kvr_submit_prepare_retrieve(struct kvr_client *c,
 				    .x = x,
 				    .user = user};
 
-	if (!c)
-		return -EINVAL;
-	s.flags = kvr__xfer_sum_retrieve_flags(c); /* fixed at connect */
 	return submit_prepare(c, &s, __func__);
 }
 

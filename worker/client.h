@@ -190,6 +190,12 @@ struct kvr_client {
 	 * reported once the ring is drained. */
 	uint32_t resp_taken;
 	short sock_event;
+	/* Requests claimed in the request ring and answers taken from the
+	 * response ring, ever (free-running): equal, no answer is due, so
+	 * the server cannot be waiting for response ring room and the give
+	 * back may wait for the next request (ring_receive). */
+	uint32_t ring_asked, ring_answered;
+	bool resp_deferred; /* a drain left answers unreleased */
 
 	/* Round trips published into our channel block (worker_rtt): one
 	 * op in rtt_every is timed ($KVRING_RTT_SAMPLE; 0 = none) and counts

@@ -516,9 +516,8 @@ int kvr_kv_gather_sum(const struct kvr_kv_cache *kv, const uint32_t *block_ids,
 	int rc = check_run(kv, block_ids, nblocks, (const void *const *)chunks,
 			   nchunks, chunk_bytes, errbuf, errlen, &bpc);
 
-	if (rc < 0)
-		return rc;
-	rc = sums_open(&sm, nchunks, errbuf, errlen);
+	if (rc == 0)
+		rc = sums_open(&sm, nchunks, errbuf, errlen);
 	if (rc < 0)
 		return rc;
 	/* Streamed still: the sum reads the engine's side, in cache. */
@@ -540,9 +539,8 @@ long kvr_kv_scatter_check(const struct kvr_kv_cache *kv,
 	int rc = check_skip_run(kv, block_ids, nblocks, chunks, nchunks,
 				chunk_bytes, skip_blocks, errbuf, errlen, &bpc);
 
-	if (rc < 0)
-		return rc;
-	rc = sums_open(&sm, nchunks, errbuf, errlen);
+	if (rc == 0)
+		rc = sums_open(&sm, nchunks, errbuf, errlen);
 	if (rc < 0)
 		return rc;
 	/* Streamed as the plain scatter is: the hash reads the chunk's

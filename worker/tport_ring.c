@@ -41,8 +41,10 @@ static int ring_claim(struct kvr_client *c, uint32_t op, size_t len, void **dst)
 {
 	int rc = kvr_ring_claim(&c->req, op, (uint32_t)len, dst);
 
-	if (rc == 0)
+	if (rc == 0) {
+		c->ring_asked++;
 		return 0;
+	}
 	kvr_ring_commit(&c->req);
 	if (rc == -EMSGSIZE)
 		return kvr__client_fail(c, -E2BIG,
@@ -55,6 +57,16 @@ static int ring_claim(struct kvr_client *c, uint32_t op, size_t len, void **dst)
 	return -EAGAIN;
 }
 
+/* The answers a drain left unreleased (ring_receive), if any. */
+static void give_back(struct kvr_client *c)
+{
+	if (!c->resp_deferred)
+		return;
+	c->resp_deferred = false;
+	kvr_ring_release(&c->resp);
+	c->resp_taken = 0;
+}
+
 /* Publish every record claimed since the last commit (R3 and R1 of the
  * ring, once for the whole batch), then ring the server only if it
  * sleeps (F1 inside kvr_bell_notify, once per batch too). A failed write
@@ -64,6 +76,12 @@ static int ring_commit(struct kvr_client *c, const struct kvr_xfer *payload)
 	(void)payload; /* the slots are the pool's: nothing follows */
 	kvr_ring_commit(&c->req);
 	(void)kvr_bell_notify(&c->ch->req_bell, c->req_efd);
+	/* The answers drained before this request are given back only now
+	 * (ring_receive): their zeroing stores would otherwise sit ahead of
+	 * the request's in the store buffer, and under x86's store order the
+	 * request is seen only once the worker owns the answer's line again,
+	 * one more cross-core transfer per round trip. */
+	give_back(c);
 	return 0;
 }
 
@@ -83,7 +101,9 @@ static int sock_event(struct kvr_client *c, short revents)
 /* Copy each answer out of the ring before handing it up: the ring is
  * shared memory the server could still write, and the validation must
  * hold for the bytes then used. Room goes back in batches, and when the
- * ring is empty. */
+ * ring is drained: at once while answers are due, else at the next
+ * commit or wait (ring_commit, ring_wait), not on the way to the
+ * caller. */
 static int ring_receive(struct kvr_client *c, struct kvr__rec *r)
 {
 	struct kvr_ring_rec rec;
@@ -97,8 +117,15 @@ static int ring_receive(struct kvr_client *c, struct kvr__rec *r)
 	if (rc == -EAGAIN) {
 		short ev = c->sock_event;
 
-		kvr_ring_release(&c->resp);
-		c->resp_taken = 0;
+		/* Drained. With an answer still due the server may wait for
+		 * room: give it back now. With none, at the next request's
+		 * commit (ring_commit says why) or wait. */
+		if (c->ring_asked != c->ring_answered) {
+			kvr_ring_release(&c->resp);
+			c->resp_taken = 0;
+		} else {
+			c->resp_deferred = true;
+		}
 		c->sock_event = 0;
 		return ev ? sock_event(c, ev) : 0;
 	}
@@ -119,6 +146,7 @@ static int ring_receive(struct kvr_client *c, struct kvr__rec *r)
 	}
 	memcpy(c->scratch, rec.data, rec.len);
 	c->resp_taken++;
+	c->ring_answered++;
 	*r = (struct kvr__rec){
 	    .data = c->scratch, .len = rec.len, .type = rec.type};
 	return 1;
@@ -130,6 +158,8 @@ static int ring_wait(struct kvr_client *c, uint64_t deadline_ns)
 	struct pollfd p[2];
 	int rc, slice;
 
+	/* Room for the server's next answers before we wait for them. */
+	give_back(c);
 	if (c->spin_us) {
 		uint64_t end = 0, t;
 		unsigned spins = 0;

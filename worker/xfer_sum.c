@@ -216,23 +216,44 @@ long kvr_verify_retrieve(struct kvr_client *c, struct kvr_xfer *x,
 	return KVR_CLIENT_LOCKED(c, do_verify(c, x, unchecked));
 }
 
+/*
+ * Whether @fn (kvr_xfer_fill, kvr_retrieve_copy) may use slot @i of @x: a
+ * transfer of @op with such a slot, whose status is OK. Else -EINVAL, said:
+ * only a prepared @use; a slot not OK ends in @not_ok, or in @corrupt when
+ * it failed its checksum.
+ */
+static int slot_check(struct kvr_client *c, const struct kvr_xfer *x,
+		      uint32_t i, uint32_t op, const char *fn, const char *use,
+		      const char *not_ok, const char *corrupt)
+{
+	int st;
+
+	if (x->op != op || !x->slots || i >= x->nslots)
+		return kvr__client_fail(c, -EINVAL,
+					"%s: slot %u of a %s transfer of %u "
+					"slots: only a prepared %s",
+					fn, i, kvr_op_name(x->op), x->nslots,
+					use);
+	st = x->slots[i].status;
+	if (st != KVR_SLOT_OK)
+		return kvr__client_fail(
+		    c, -EINVAL, "%s: slot %u has status %d, not OK%s", fn, i,
+		    st, st == KVR_SLOT_CORRUPT ? corrupt : not_ok);
+	return 0;
+}
+
 static int do_fill(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 		   const void *src)
 {
 	struct kvr_slot *sl;
+	int rc =
+	    slot_check(c, x, i, KVR_OP_PREPARE_STORE, "kvr_xfer_fill",
+		       "store's slots can be filled",
+		       ": nothing to write there", ": nothing to write there");
 
-	if (x->op != KVR_OP_PREPARE_STORE || !x->slots || i >= x->nslots)
-		return kvr__client_fail(c, -EINVAL,
-					"kvr_xfer_fill: slot %u of a %s "
-					"transfer of %u slots: only a prepared "
-					"store's slots can be filled",
-					i, kvr_op_name(x->op), x->nslots);
+	if (rc < 0)
+		return rc;
 	sl = &x->slots[i];
-	if (sl->status != KVR_SLOT_OK)
-		return kvr__client_fail(c, -EINVAL,
-					"kvr_xfer_fill: slot %u has status "
-					"%d, not OK: nothing to write there",
-					i, sl->status);
 	if (c->checksum == KVR_CHECKSUM_OFF) {
 		memcpy(sl->ptr, src, (size_t)sl->len);
 		return 0;
@@ -287,23 +308,14 @@ static int do_copy(struct kvr_client *c, struct kvr_xfer *x, uint32_t i,
 		   void *dst)
 {
 	struct kvr_slot *sl;
+	int rc =
+	    slot_check(c, x, i, KVR_OP_PREPARE_RETRIEVE, "kvr_retrieve_copy",
+		       "retrieve's slots can be copied out", "",
+		       ": it failed its checksum, do not use its bytes");
 
-	if (x->op != KVR_OP_PREPARE_RETRIEVE || !x->slots || i >= x->nslots)
-		return kvr__client_fail(c, -EINVAL,
-					"kvr_retrieve_copy: slot %u of a %s "
-					"transfer of %u slots: only a prepared "
-					"retrieve's slots can be copied out",
-					i, kvr_op_name(x->op), x->nslots);
+	if (rc < 0)
+		return rc;
 	sl = &x->slots[i];
-	if (sl->status != KVR_SLOT_OK)
-		return kvr__client_fail(c, -EINVAL,
-					"kvr_retrieve_copy: slot %u has status "
-					"%d, not OK%s",
-					i, sl->status,
-					sl->status == KVR_SLOT_CORRUPT
-					    ? ": it failed its checksum, do "
-					      "not use its bytes"
-					    : "");
 	/* VERIFY checked it on arrival; off and unsummed slots have
 	 * nothing to check against. */
 	if (c->checksum != KVR_CHECKSUM_ON || !x->priv || !kept_has(x)[i]) {

@@ -23,6 +23,17 @@ static void delete_corrupt(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 			bump(&ln->l2->st.deleted, 1);
 }
 
+/* One command @op (C_GETHDR or C_GET) for each item of job @j, run as one
+ * batch; each item's res is its command's. */
+static void run_items(struct kvr_l2_lane *ln, struct kvr_l2_job *j, int op)
+{
+	for (uint32_t i = 0; i < j->n; i++)
+		kvr__l2_cmd_init(ln, &ln->cmds[i], op, j, &j->it[i], i);
+	kvr__l2_run_batch(ln, ln->cmds, j->n);
+	for (uint32_t i = 0; i < j->n; i++)
+		j->it[i].res = ln->cmds[i].res;
+}
+
 /*
  * A probe job: the header of every key (GETRANGE of its first 64 bytes).
  * A key whose header names another key or namespace, or an empty value,
@@ -31,14 +42,11 @@ static void delete_corrupt(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
  */
 void kvr__l2_run_probe(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
-	for (uint32_t i = 0; i < j->n; i++)
-		kvr__l2_cmd_init(ln, &ln->cmds[i], C_GETHDR, j, &j->it[i], i);
-	kvr__l2_run_batch(ln, ln->cmds, j->n);
+	run_items(ln, j, C_GETHDR);
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct cmd *c = &ln->cmds[i];
 		struct kvr_l2_item *it = &j->it[i];
 
-		it->res = c->res;
 		if (c->res == KVR_L2_RES_OK) {
 			if (kvr_l2_hdr_check(&c->hdr, j->ns_fp, &it->key) < 0 ||
 			    c->hdr.len == 0)
@@ -59,14 +67,11 @@ void kvr__l2_run_load(struct kvr_l2_lane *ln, struct kvr_l2_job *j)
 {
 	uint64_t bytes = 0, n = 0;
 
-	for (uint32_t i = 0; i < j->n; i++)
-		kvr__l2_cmd_init(ln, &ln->cmds[i], C_GET, j, &j->it[i], i);
-	kvr__l2_run_batch(ln, ln->cmds, j->n);
+	run_items(ln, j, C_GET);
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct cmd *c = &ln->cmds[i];
 		struct kvr_l2_item *it = &j->it[i];
 
-		it->res = c->res;
 		if (c->res != KVR_L2_RES_OK)
 			continue;
 		/* Verified before the loop may publish it: the header must

@@ -28,12 +28,15 @@
 #include "store_int.h"
 
 /*
- * The checks every keyed request shares. The order fixes which error wins
+ * The checks every keyed request shares, after the owner-thread check
+ * (OWNER_ONLY, when @s is set). The order fixes which error wins
  * when several apply (a bad channel before a too-long request).
  */
 static int check_keys(const struct kvr_store *s, uint32_t ch, uint32_t ns,
 		      const struct kvr_key *keys, uint32_t n)
 {
+	if (s)
+		OWNER_ONLY(s);
 	if (!s || ch >= s->cfg.max_channels || ns >= s->cfg.max_ns)
 		return -EINVAL;
 	if (n > s->cfg.max_keys)
@@ -124,12 +127,12 @@ static int xfer_lookup(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       uint32_t kind, uint32_t *o_out)
 {
 	uint32_t o;
+	int rc = owner_find_for(s, ch, xfer, kind, &o);
 
-	if (!s || ch >= s->cfg.max_channels)
-		return -EINVAL;
-	o = owner_find(s, xfer, kind);
-	if (o == NIL)
-		return was_expired(s, ch, xfer) ? KVR_ERR_EXPIRED : -ENOENT;
+	if (rc == -ENOENT && was_expired(s, ch, xfer))
+		return KVR_ERR_EXPIRED;
+	if (rc < 0)
+		return rc;
 	if (s->own[o].ch != ch)
 		return -ENOENT;
 	*o_out = o;
@@ -158,6 +161,32 @@ static int xfer_to_end(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 }
 
 /*
+ * The committed prefix of keys[0..n) (find_prefix, its length in
+ * *found); with @pin, the owner that will pin it is reserved first and the
+ * prefix is cut to what @ch may pin (pin_cut).
+ * Return: the hits, or a negative error with nothing touched.
+ */
+static int prefix_hits(struct kvr_store *s, uint32_t ch, uint32_t ns,
+		       const struct kvr_key *keys, uint32_t n, bool pin,
+		       uint32_t *found)
+{
+	uint32_t hits, fit;
+	int rc;
+
+	if (pin) {
+		rc = kvr__store_mem_reserve(s, 0, n ? n : 1);
+		if (rc < 0)
+			return rc;
+	}
+	hits = find_prefix(s, ns, keys, n);
+	*found = hits;
+	if (!pin || hits == 0)
+		return (int)hits;
+	fit = pin_cut(s, ch, hits);
+	return fit ? (int)fit : -EDQUOT; /* nothing touched yet */
+}
+
+/*
  * Lookup never changes an object's state, only its recency, and with @pin
  * adds one owner. The owner is reserved before the index is read, so the
  * only failures come before the LRU is touched.
@@ -166,9 +195,7 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		     const struct kvr_key *keys, uint32_t n, bool pin_hits,
 		     uint64_t now_ns, uint64_t *lease_out)
 {
-	if (s)
-		OWNER_ONLY(s);
-	uint32_t hits, o;
+	uint32_t hits, found, o;
 	int rc = check_keys(s, ch, ns, keys, n);
 
 	if (rc < 0)
@@ -178,18 +205,11 @@ int kvr_store_lookup(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			return -EINVAL;
 		if (s->chan[ch].nr_leases >= s->cfg.max_leases_per_chan)
 			return -EBUSY;
-		rc = kvr__store_mem_reserve(s, 0, n ? n : 1);
-		if (rc < 0)
-			return rc;
 	}
-	hits = find_prefix(s, ns, keys, n);
-	if (pin_hits && hits > 0) {
-		uint32_t fit = pin_cut(s, ch, hits);
-
-		if (fit == 0)
-			return -EDQUOT; /* nothing touched yet */
-		hits = fit;
-	}
+	rc = prefix_hits(s, ch, ns, keys, n, pin_hits, &found);
+	if (rc < 0)
+		return rc;
+	hits = (uint32_t)rc;
 	s->st.lookups++;
 	s->st.lookup_keys += n;
 	s->st.lookup_hits += hits;
@@ -254,8 +274,6 @@ int kvr_store_prepare_store(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			    uint32_t n, uint64_t now_ns,
 			    struct kvr_slot_desc *out, uint64_t *xfer_out)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint64_t total, quota, uquota, max_key;
 	uint32_t o, i;
 	struct owner *w;
@@ -481,8 +499,6 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 			       uint64_t now_ns, struct kvr_slot_desc *out,
 			       uint64_t *xfer_out)
 {
-	if (s)
-		OWNER_ONLY(s);
 	uint32_t hits, o;
 	int rc = check_keys(s, ch, ns, keys, n);
 
@@ -492,18 +508,11 @@ int kvr_store_prepare_retrieve(struct kvr_store *s, uint32_t ch, uint32_t ns,
 		return -EINVAL;
 	if (chan_xfers(&s->chan[ch]) >= s->cfg.max_xfers_per_chan)
 		return -EBUSY;
-	rc = kvr__store_mem_reserve(s, 0, n ? n : 1);
+	/* s->last_stored: kvr_store_last_stored(). */
+	rc = prefix_hits(s, ch, ns, keys, n, true, &s->last_stored);
 	if (rc < 0)
 		return rc;
-	hits = find_prefix(s, ns, keys, n);
-	s->last_stored = hits; /* kvr_store_last_stored() */
-	if (hits > 0) {
-		uint32_t fit = pin_cut(s, ch, hits);
-
-		if (fit == 0)
-			return -EDQUOT; /* nothing touched yet */
-		hits = fit;
-	}
+	hits = (uint32_t)rc;
 	s->st.retrieves++;
 	if (hits == 0) {
 		*xfer_out = 0;

@@ -4,7 +4,8 @@
  * (server/disk/, server/disk_srv.c, docs/storage.md "The disk tier"): the
  * L2 tier's cold pins, saved marks and partial commit (store_l2.c holds
  * their shared bodies), choosing and marking the copy on disk (obj.disk)
- * instead of the copy in L2. Same rules as store.c: owner thread only,
+ * instead of the copy in L2, and the write-back guard that eviction
+ * obeys (store_lru.c). Same rules as store.c: owner thread only,
  * arguments checked first, all-or-nothing; never touches a pool byte.
  */
 #include "store_int.h"
@@ -28,4 +29,10 @@ int kvr_store_disk_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			       const uint8_t *keep, uint32_t n, uint64_t now_ns)
 {
 	return kvr__store_commit_mask(s, ch, xfer, keep, n, now_ns, true);
+}
+
+void kvr_store_disk_guard(struct kvr_store *s, bool on)
+{
+	OWNER_ONLY(s);
+	s->disk_guard = on;
 }

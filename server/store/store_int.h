@@ -76,14 +76,16 @@ struct obj {
 	uint64_t len;	 /* requested bytes (the allocation is rounded) */
 	uint64_t stamp;	 /* request that touched it last (see s->stamp) */
 	uint32_t ns;
-	uint32_t prev, next; /* LRU links; spare list via next */
-	uint32_t pins;	     /* owners (retrieve/lease) listing it */
-	uint32_t owner;	     /* RESERVED: its store transfer; else NIL */
-	uint16_t state;	     /* enum obj_state */
-	uint8_t l2;	     /* 1: a copy is in L2 (store_l2.c) */
-	uint8_t disk;	     /* 1: a copy is on the disk tier (store_disk.c) */
-	uint8_t summed;	     /* sum holds the storer's XXH3-64 */
-	uint64_t sum;	     /* opaque to the store: what the worker sent */
+	uint32_t prev, next;  /* LRU links; spare list via next */
+	uint32_t pins;	      /* owners (retrieve/lease) listing it */
+	uint32_t owner;	      /* RESERVED: its store transfer; else NIL */
+	uint16_t state;	      /* enum obj_state */
+	uint8_t l2;	      /* 1: a copy is in L2 (store_l2.c) */
+	uint8_t disk;	      /* 1: a copy is on the disk tier (store_disk.c) */
+	uint8_t summed;	      /* sum holds the storer's XXH3-64 */
+	uint8_t disk_refused; /* 1: the disk failed to write it: eviction
+				 may take it while disk_guard is on */
+	uint64_t sum;	      /* opaque to the store: what the worker sent */
 };
 
 /*
@@ -199,6 +201,9 @@ struct kvr_store {
 	 * request answered EXISTS.
 	 */
 	uint64_t stamp;
+	/* kvr_store_disk_guard(): eviction takes only objects with a copy
+	 * on disk (or that the disk refused), else answers NOROOM. */
+	bool disk_guard;
 	struct kvr_store_stats st; /* counters and gauges (alloc's on read) */
 	uint64_t last_hit_bytes;   /* of the last lookup's hits */
 	uint32_t last_stored;	   /* the last prepare_retrieve's stored
@@ -385,6 +390,7 @@ static inline void obj_give(struct kvr_store *s, uint32_t x)
 	o->state = OBJ_FREE;
 	o->l2 = 0;
 	o->disk = 0;
+	o->disk_refused = 0;
 	o->summed = 0;
 	o->owner = NIL;
 	o->pins = 0;
@@ -530,6 +536,21 @@ static inline uint32_t owner_find(const struct kvr_store *s, uint64_t id,
 	if (o == NIL || s->own[o].kind != kind)
 		return NIL;
 	return o;
+}
+
+/*
+ * The owner of transfer @xfer of @kind for channel @ch's calls: -EINVAL
+ * for no store or a channel out of range, -ENOENT when no such transfer
+ * is open; else 0 and *o_out, which may be another channel's owner (the
+ * caller decides what that answers).
+ */
+static inline int owner_find_for(const struct kvr_store *s, uint32_t ch,
+				 uint64_t xfer, uint32_t kind, uint32_t *o_out)
+{
+	if (!s || ch >= s->cfg.max_channels)
+		return -EINVAL;
+	*o_out = owner_find(s, xfer, kind);
+	return *o_out == NIL ? -ENOENT : 0;
 }
 
 /* ==== store_quar.c: the quarantine ==== */

@@ -19,21 +19,24 @@
 
 #include "store_int.h"
 
-/* The open transfer @xfer of @ch and @kind, as store.c's xfer_lookup(). */
+/*
+ * The start of every call here on an open transfer: the owner-thread check
+ * (OWNER_ONLY, when @s is set), then transfer @xfer of @ch and @kind, as
+ * store.c's xfer_lookup(): another channel's transfer is -ENOENT too, so a
+ * caller cannot tell it from one that does not exist.
+ * Return: 0 and *o_out, or -EINVAL / -ENOENT.
+ */
 static int find_xfer(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		     uint32_t kind, uint32_t *o_out)
 {
-	uint32_t o;
+	int rc;
 
-	if (!s || ch >= s->cfg.max_channels)
-		return -EINVAL;
-	o = owner_find(s, xfer, kind);
-	if (o == NIL)
-		return -ENOENT;
-	if (s->own[o].ch != ch)
-		return -EPERM;
-	*o_out = o;
-	return 0;
+	if (s)
+		OWNER_ONLY(s);
+	rc = owner_find_for(s, ch, xfer, kind, o_out);
+	if (rc < 0)
+		return rc;
+	return s->own[*o_out].ch == ch ? 0 : -ENOENT;
 }
 
 int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch)
@@ -51,8 +54,6 @@ int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	uint32_t o;
 	int rc;
 
-	if (s)
-		OWNER_ONLY(s);
 	rc = find_xfer(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
 		return rc;
@@ -92,8 +93,6 @@ int kvr__store_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 	int rc;
 
 	(void)now_ns;
-	if (s)
-		OWNER_ONLY(s);
 	rc = find_xfer(s, ch, xfer, OWN_STORE, &o);
 	if (rc < 0)
 		return rc;
@@ -179,7 +178,8 @@ int kvr__store_cold_pin(struct kvr_store *s, uint32_t ch, uint32_t max,
 	     x != NIL && walk > 0 && k < max && seen < zone_bytes;
 	     x = s->obj[x].prev, walk--) {
 		seen += obj_bytes(s, &s->obj[x]);
-		if ((disk ? s->obj[x].disk : s->obj[x].l2) ||
+		if ((disk ? s->obj[x].disk || s->obj[x].disk_refused
+			  : s->obj[x].l2) ||
 		    (k > 0 && s->obj[x].ns != ns))
 			continue;
 		ns = s->obj[x].ns;
@@ -217,23 +217,21 @@ int kvr__store_cold_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			  const uint8_t *saved, uint32_t n, bool disk,
 			  bool cold)
 {
-	const struct owner *w;
-	uint32_t o;
-	int rc;
+	uint32_t o, *objs;
+	int rc = find_xfer(s, ch, xfer, OWN_RETRIEVE, &o);
 
-	if (s)
-		OWNER_ONLY(s);
-	rc = find_xfer(s, ch, xfer, OWN_RETRIEVE, &o);
 	if (rc < 0)
 		return rc;
-	w = &s->own[o];
-	if (!saved || n != w->nr)
+	if (!saved || n != s->own[o].nr)
 		return -EINVAL;
+	objs = s->own[o].objs;
 	for (uint32_t i = 0; i < n; i++)
-		if (saved[i] && disk)
-			s->obj[w->objs[i]].disk = 1;
+		if (saved[i] == KVR_STORE_DISK_REFUSED && disk)
+			s->obj[objs[i]].disk_refused = 1;
+		else if (saved[i] && disk)
+			s->obj[objs[i]].disk = 1;
 		else if (saved[i])
-			s->obj[w->objs[i]].l2 = 1;
+			s->obj[objs[i]].l2 = 1;
 	if (cold)
 		kvr__store_owner_unpin_all_cold(s, o);
 	else

@@ -51,6 +51,33 @@ void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
 	obj_destroy(s, x);
 }
 
+/* LRU entries the disk guard looks at for a clean victim, at most. */
+#define GUARD_WALK 64u
+
+/*
+ * The next victim: the LRU tail; under the disk guard (--disk-mode evict,
+ * kvr_store_disk_guard) the coldest of the last GUARD_WALK objects that
+ * the disk holds (or refused), so eviction drops clean chunks first and
+ * never one the disk has not written yet. NIL: none (the caller answers
+ * NOROOM: the worker is held back until the disk catches up). Never an
+ * object stamped by the current request.
+ */
+static uint32_t victim(const struct kvr_store *s)
+{
+	uint32_t x = s->lru_tail;
+
+	for (uint32_t walk = 0; x != NIL && walk < GUARD_WALK; walk++) {
+		const struct obj *o = &s->obj[x];
+
+		if (o->stamp == s->stamp)
+			return NIL;
+		if (!s->disk_guard || o->disk || o->disk_refused)
+			return x;
+		x = o->prev;
+	}
+	return NIL;
+}
+
 /*
  * place() could not allocate @len bytes: evict from the LRU tail one object
  * at a time, retrying the allocator after each victim, so that only as many
@@ -67,7 +94,9 @@ void kvr__store_lru_evict(struct kvr_store *s, uint32_t x)
  * Evicting them would make the answer "already stored" a lie. Victims
  * evicted before a -ENOSPC stay evicted: they were the least useful, and
  * the request does not fail for it (this key just answers NOROOM), so the
- * all-or-nothing rule for errors is untouched.
+ * all-or-nothing rule for errors is untouched. Under the disk guard the
+ * victims are victim()'s, and a key with none answers NOROOM too
+ * (counted in disk_held).
  */
 int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 			     uint64_t *off)
@@ -75,10 +104,15 @@ int kvr__store_lru_make_room(struct kvr_store *s, uint64_t len, uint64_t need,
 	uint32_t budget = s->cfg.max_evict_per_key;
 
 	for (;;) {
-		if (budget == 0 || s->lru_tail == NIL ||
-		    s->obj[s->lru_tail].stamp == s->stamp)
+		uint32_t x = budget ? victim(s) : NIL;
+
+		if (x == NIL) {
+			if (budget && s->disk_guard && s->lru_tail != NIL &&
+			    s->obj[s->lru_tail].stamp != s->stamp)
+				s->st.disk_held++;
 			return -ENOSPC;
-		kvr__store_lru_evict(s, s->lru_tail);
+		}
+		kvr__store_lru_evict(s, x);
 		budget--;
 		if (kvr_alloc_free_bytes(&s->alloc) >= need &&
 		    kvr_alloc_get(&s->alloc, len, off) == 0)

@@ -68,13 +68,23 @@ static void fill(const struct kvr_store *s, uint32_t i,
 	*out = us;
 }
 
-int kvr_store_uid_stats(const struct kvr_store *s, uint32_t ch,
-			struct kvr_store_uid_stats *out)
+/* The checks both stats calls share: the owner thread (OWNER_ONLY, when
+ * @s is set), then @s, @out and a channel or slot @i in range. 0 or
+ * -EINVAL. */
+static int check_args(const struct kvr_store *s, uint32_t i, const void *out)
 {
 	if (s)
 		OWNER_ONLY(s);
-	if (!s || !out || ch >= s->cfg.max_channels)
-		return -EINVAL;
+	return !s || !out || i >= s->cfg.max_channels ? -EINVAL : 0;
+}
+
+int kvr_store_uid_stats(const struct kvr_store *s, uint32_t ch,
+			struct kvr_store_uid_stats *out)
+{
+	int rc = check_args(s, ch, out);
+
+	if (rc < 0)
+		return rc;
 	if (!s->chan[ch].uidx)
 		return -ENOENT;
 	fill(s, s->chan[ch].uidx, out);
@@ -84,10 +94,10 @@ int kvr_store_uid_stats(const struct kvr_store *s, uint32_t ch,
 int kvr_store_uid_slot_stats(const struct kvr_store *s, uint32_t slot,
 			     struct kvr_store_uid_stats *out)
 {
-	if (s)
-		OWNER_ONLY(s);
-	if (!s || !out || slot >= s->cfg.max_channels)
-		return -EINVAL;
+	int rc = check_args(s, slot, out);
+
+	if (rc < 0)
+		return rc;
 	fill(s, slot + 1, out);
 	return 0;
 }

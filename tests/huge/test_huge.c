@@ -39,6 +39,7 @@
 #include "t_raw.h"
 #include "t_server.h"
 #include "t_worker.h"
+#include "huge_suite.h"
 
 static struct kvrd srv;
 static const char *hdir;
@@ -65,14 +66,7 @@ TestSuite(huge, .init = setup, .fini = teardown, .timeout = 60);
 /* The runner's mount, or skip with the runner's reason. */
 static const char *huge_dir_or_skip(void)
 {
-	const char *why = getenv("KVR_TEST_HUGE_SKIP");
-
-	if (why && *why)
-		cr_skip_test("huge pages unavailable: %s", why);
-	hdir = getenv("KVR_TEST_HUGE_DIR");
-	if (!hdir || !*hdir)
-		cr_skip_test("not run through kvr-huge-run "
-			     "(KVR_TEST_HUGE_DIR unset)");
+	hdir = huge_mount_or_skip();
 	return hdir;
 }
 

@@ -13,6 +13,7 @@
  * the kernel refused.
  */
 #include "../integration/disk_suite.h"
+#include "huge_suite.h"
 
 static struct wsrv s1;
 static char dir[600];
@@ -20,9 +21,7 @@ static const char *hdir;
 
 static void huge_disk_down(void)
 {
-	l2t_down(&s1);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, NULL, dir);
 }
 
 TestSuite(huge_disk, .fini = huge_disk_down, .timeout = 120);
@@ -30,14 +29,7 @@ TestSuite(huge_disk, .fini = huge_disk_down, .timeout = 120);
 /* The runner's mount, or skip with the runner's reason. */
 static void huge_or_skip(void)
 {
-	const char *why = getenv("KVR_TEST_HUGE_SKIP");
-
-	if (why && *why)
-		cr_skip_test("huge pages unavailable: %s", why);
-	hdir = getenv("KVR_TEST_HUGE_DIR");
-	if (!hdir || !*hdir)
-		cr_skip_test("not run through kvr-huge-run "
-			     "(KVR_TEST_HUGE_DIR unset)");
+	hdir = huge_mount_or_skip();
 }
 
 /* Store requests 0..3 on a first server, read them through from disk on

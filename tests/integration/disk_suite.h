@@ -81,22 +81,11 @@ static inline void dt_start_pool(struct wsrv *s, const char *pool,
 				mode,
 				"--disk-chunk",
 				"1M",
-				"--quota-reserved",
-				"100%",
-				"--quota-pinned",
-				"100%",
-				"--max-key-bytes",
-				"100%"};
-	int n = 23;
+				L2T_QUOTAS_LIFTED};
+	const int n = 23;
 
 	wsrv_init(s, pool);
-	for (int i = 0; more && more[i]; i++) {
-		cr_assert_lt(n, 47, "too many kvringd options");
-		args[n++] = more[i];
-	}
-	args[n] = NULL;
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
+	wsrv_start_args(s, args, n, more);
 }
 
 /* The same with the suites' usual 32 MiB pool. */
@@ -141,6 +130,61 @@ static inline void dt_store(struct wsrv *s, struct kvr_client *c, uint32_t r,
 }
 
 /*
+ * Store request @r as a worker that wants every chunk kept and never
+ * waits for the disk: the keys answered KVR_SLOT_NOROOM (in --disk-mode
+ * evict, the pool full of chunks the disk has not written yet) are
+ * stored again 1 ms later, until every key is stored; the test fails if
+ * one is still refused after @ms (scaled). Return the NOROOM answers.
+ */
+static inline uint32_t dt_store_all(struct kvr_client *c, uint32_t r, int ms)
+{
+	struct kvr_key *k = dt_keys(c, r), left[DT_BATCH];
+	uint64_t sizes[DT_BATCH];
+	uint32_t n = DT_BATCH, refused = 0;
+	int waited = 0;
+
+	memcpy(left, k, sizeof(left));
+	free(k);
+	for (uint32_t i = 0; i < DT_BATCH; i++)
+		sizes[i] = DT_CHUNK;
+	while (n > 0) {
+		struct kvr_xfer x;
+		uint32_t m = 0;
+		int rc = kvr_prepare_store(c, left, sizes, n, &x);
+
+		cr_assert_eq(rc, 0, "prepare_store: %d %s", rc,
+			     kvr_client_errmsg(c));
+		cr_assert_eq(x.nslots, n);
+		for (uint32_t i = 0; i < n; i++) {
+			int st = x.slots[i].status;
+
+			if (st == KVR_SLOT_OK)
+				wsrv_fill(&left[i], x.slots[i].ptr, DT_CHUNK);
+			else if (st == KVR_SLOT_NOROOM)
+				left[m++] = left[i];
+			else
+				cr_assert_eq(st, KVR_SLOT_EXISTS,
+					     "request %u: slot status %d", r,
+					     st);
+		}
+		rc = kvr_commit_store(c, &x);
+		cr_assert_eq(rc, 0, "commit_store: %d %s", rc,
+			     kvr_client_errmsg(c));
+		refused += m;
+		n = m;
+		if (n == 0)
+			break;
+		cr_assert_lt(waited, t_timeout_ms(ms),
+			     "request %u: %u chunks still refused (NOROOM) "
+			     "after %d ms",
+			     r, n, waited);
+		wsrv_sleep_ms(1);
+		waited++;
+	}
+	return refused;
+}
+
+/*
  * Look @n keys up through the tiers until nothing is pending (the disk
  * read-through answers within its deadline, or says "ask again"), then
  * retrieve the hits and check every byte. Return the hits.
@@ -166,6 +210,34 @@ static inline uint32_t dt_read_back(struct kvr_client *c,
 		    wsrv_retrieve_check(c, k, (uint32_t)hits, DT_CHUNK),
 		    (uint32_t)hits);
 	return (uint32_t)hits;
+}
+
+/* Request @r (DT_BATCH chunks) read back through the tiers; fail the
+ * test unless every chunk comes back bit-exact. */
+static inline void dt_read_request(struct kvr_client *c, uint32_t r)
+{
+	struct kvr_key *k = dt_keys(c, r);
+
+	cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH, "request %u", r);
+	free(k);
+}
+
+/* Read back requests r0 .. r0+n-1 one chunk at a time through the tiers:
+ * each chunk is a hit checked byte for byte (dt_read_back) or a miss;
+ * return the hits. */
+static inline uint32_t dt_read_each(struct kvr_client *c, uint32_t r0,
+				    uint32_t n)
+{
+	uint32_t hits = 0;
+
+	for (uint32_t r = r0; r < r0 + n; r++) {
+		struct kvr_key *k = dt_keys(c, r);
+
+		for (uint32_t i = 0; i < DT_BATCH; i++)
+			hits += dt_read_back(c, &k[i], 1);
+		free(k);
+	}
+	return hits;
 }
 
 /* Run @cmd through the shell; fail the test with it if it fails. */
@@ -201,12 +273,35 @@ static inline void dt_loop_mount(const char *dir, const char *size,
 	cr_assert_eq(mkdir(data, 0700), 0);
 }
 
+/* dt_scratch() into @dir (@n bytes) and dt_loop_mount() there; the test
+ * is skipped (and says why) when not run as root. */
+static inline void dt_loop_scratch(char *dir, size_t n, const char *size,
+				   const char *opts, char *mnt, size_t mlen,
+				   char *data, size_t dlen)
+{
+	if (geteuid() != 0)
+		cr_skip_test("loop-mounting an image needs root");
+	dt_scratch(dir, n);
+	dt_loop_mount(dir, size, opts, mnt, mlen, data, dlen);
+}
+
 /* Detach the mount dt_loop_mount() made (none: @mnt ""), then forget it. */
 static inline void dt_unmount(char *mnt)
 {
 	if (mnt[0])
 		(void)umount2(mnt, MNT_DETACH);
 	mnt[0] = '\0';
+}
+
+/* A disk suite's .fini: stop server @s (when it runs), unmount @mnt (when
+ * not NULL: dt_loop_mount), then remove the scratch @dir and forget it. */
+static inline void dt_down(struct wsrv *s, char *mnt, char *dir)
+{
+	l2t_down(s);
+	if (mnt)
+		dt_unmount(mnt);
+	dt_rmrf(dir);
+	dir[0] = '\0';
 }
 
 #endif /* KVR_DISK_SUITE_H */

@@ -46,6 +46,7 @@
 
 #include "t_json.h"
 #include "t_prom.h"
+#include "t_raw.h"
 
 #define TOOL KVR_BIN_DIR "/tools/kvring-inspect"
 
@@ -600,14 +601,7 @@ static inline void fake_create(struct fake *f, const char *name, uint32_t abi)
 	c->pid_start = start;
 	c->ns_id = 7;
 	c->transport = KVR_TRANSPORT_SHM;
-	snprintf(c->ns.model, sizeof(c->ns.model), "llama-test-7b");
-	c->ns.layers = 32;
-	c->ns.kv_heads = 8;
-	c->ns.head_size = 128;
-	c->ns.dtype_bytes = 2;
-	c->ns.tp_rank = 0;
-	c->ns.tp_size = 1;
-	c->ns.chunk_tokens = 256;
+	t_ns_model(&c->ns, "llama-test-7b", 32, 8, 128, 256);
 	atomic_store_explicit(&c->stats.requests[KVR_OP_LOOKUP], 10, RLX);
 	atomic_store_explicit(&c->stats.requests[KVR_OP_PREPARE_STORE], 2, RLX);
 	atomic_store_explicit(&c->stats.errors[kvr_err_slot(-ENOENT)], 1, RLX);

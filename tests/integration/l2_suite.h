@@ -35,6 +35,12 @@ static inline void l2t_need_redis(void)
 			     "(scripts/setup.sh deps installs them)");
 }
 
+/* kvringd options that lift the per-channel quotas: the suites fill most
+ * of a small pool on purpose. */
+#define L2T_QUOTAS_LIFTED                                                      \
+	"--quota-reserved", "100%", "--quota-pinned", "100%",                  \
+	    "--max-key-bytes", "100%"
+
 /*
  * Start kvringd @s with a 64 MiB pool, --l2 @url, a 50 ms heartbeat,
  * info logging and the per-channel quotas lifted (these tests fill most
@@ -43,31 +49,27 @@ static inline void l2t_need_redis(void)
 static inline void l2t_start(struct wsrv *s, const char *url,
 			     const char *const *more)
 {
-	const char *args[48] = {"--pool-size",
-				"64M",
-				"--allow-root",
-				"--heartbeat-ms",
-				"50",
-				"--log-level",
-				"info",
-				"--l2",
-				url,
-				"--quota-reserved",
-				"100%",
-				"--quota-pinned",
-				"100%",
-				"--max-key-bytes",
-				"100%"};
-	int n = 15;
+	const char *args[48] = {"--pool-size",	  "64M",  "--allow-root",
+				"--heartbeat-ms", "50",	  "--log-level",
+				"info",		  "--l2", url,
+				L2T_QUOTAS_LIFTED};
+	const int n = 15;
 
 	wsrv_init(s, "64M");
-	for (int i = 0; more && more[i]; i++) {
-		cr_assert_lt(n, 47, "too many kvringd options");
-		args[n++] = more[i];
-	}
-	args[n] = NULL;
-	t_server_start(&s->t, args);
-	s->pid = s->t.pid;
+	wsrv_start_args(s, args, n, more);
+}
+
+/* The end of a test on two servers: close clients @c1 and @c2, stop @s2
+ * then @s1 (each must exit 0: its self-check passed) and free keys @k. */
+static inline void l2t_end2(struct wsrv *s1, struct wsrv *s2,
+			    struct kvr_client *c1, struct kvr_client *c2,
+			    struct kvr_key *k)
+{
+	kvr_close(c1);
+	kvr_close(c2);
+	cr_expect_eq(wsrv_stop(s2), 0, "self-check");
+	cr_expect_eq(wsrv_stop(s1), 0, "self-check");
+	free(k);
 }
 
 /* A suite's .fini for server @s: SIGTERM it if it runs, remove its files. */

@@ -95,6 +95,25 @@ static void corrupt_in_child(const struct kvr_key *keys, uint32_t victim)
 	wsrv_corrupt_in_child(&srv, keys, victim, CHUNK / 2, 0x5a);
 }
 
+/* NCHUNK chunks stored through @w under keys @k (from @salt), then chunk
+ * @victim damaged by a neighbour (corrupt_in_child). */
+static void store_corrupted(struct kvr_client *w, struct kvr_key *k,
+			    uint64_t salt, uint32_t victim)
+{
+	make_keys(k, NCHUNK, salt);
+	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
+	corrupt_in_child(k, victim);
+}
+
+/* Commit retrieve @x of @w, which held one corrupt chunk; the server
+ * confirms the damage and drops that chunk. */
+static void commit_then_dropped(struct kvr_client *w, struct kvr_xfer *x)
+{
+	cr_assert_eq(kvr_commit_retrieve(w, x), 0, "%s", kvr_client_errmsg(w));
+	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
+		  "corrupt_dropped %llu", (unsigned long long)gstat_dropped());
+}
+
 /*
  * Store NCHUNK chunks through VERIFY worker @w (keys from @seed), let a
  * neighbour flip a byte of chunk 1 in the pool, and check what the worker
@@ -107,9 +126,7 @@ static void neighbour_write_is_caught(struct kvr_client *w, uint32_t seed)
 	struct kvr_key k[NCHUNK];
 	struct kvr_xfer x;
 
-	make_keys(k, NCHUNK, seed);
-	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 1);
+	store_corrupted(w, k, seed, 1);
 
 	/* Automatic mode: the statuses are set when the answer arrives. */
 	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0, "%s",
@@ -147,9 +164,7 @@ Test(checksum, verify_marks_the_slot_when_called_explicitly_and_again)
 	struct kvr_xfer x;
 	uint32_t unchecked = 99;
 
-	make_keys(k, NCHUNK, 2);
-	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 2);
+	store_corrupted(w, k, 2, 2);
 
 	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
 	/* ON does not verify by itself. */
@@ -161,9 +176,7 @@ Test(checksum, verify_marks_the_slot_when_called_explicitly_and_again)
 	/* Second verify: the same answer, the slot stays corrupt. */
 	cr_expect_eq(kvr_verify_retrieve(w, &x, NULL), 1);
 	cr_expect_eq(x.slots[2].status, KVR_SLOT_CORRUPT);
-	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
-	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
-		  "corrupt_dropped %llu", (unsigned long long)gstat_dropped());
+	commit_then_dropped(w, &x);
 	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 2);
 	kvr_close(w);
 }
@@ -175,16 +188,13 @@ Test(checksum, lease_retrieve_is_verified_when_redeemed)
 	struct kvr_xfer x;
 	uint64_t lease = 0;
 
-	make_keys(k, NCHUNK, 3);
-	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 0);
+	store_corrupted(w, k, 3, 0);
 	cr_assert_eq(kvr_lookup(w, k, NCHUNK, &lease), NCHUNK);
 	cr_assert_eq(kvr_prepare_retrieve_lease(w, lease, &x), 0);
 	cr_assert_eq(x.nslots, NCHUNK);
 	cr_expect_eq(x.slots[0].status, KVR_SLOT_CORRUPT);
 	cr_expect_eq(x.slots[1].status, KVR_SLOT_OK);
-	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
-	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)));
+	commit_then_dropped(w, &x);
 	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 0);
 	kvr_close(w);
 }
@@ -197,9 +207,7 @@ Test(checksum, nothing_is_summed_or_verified_when_checksums_are_off)
 	struct kvr_xfer x;
 	uint32_t unchecked = 0;
 
-	make_keys(k, NCHUNK, 4);
-	cr_assert_eq(wsrv_store(off, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 1);
+	store_corrupted(off, k, 4, 1);
 
 	/* Off: the slot looks fine, and verify says there is nothing. */
 	cr_assert_eq(kvr_prepare_retrieve(off, k, NCHUNK, &x), 0);
@@ -333,9 +341,7 @@ Test(checksum, copy_verify_marks_the_slot_when_called_explicitly)
 	struct kvr_xfer x;
 	uint32_t unchecked = 99;
 
-	make_keys(k, NCHUNK, 12);
-	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 0);
+	store_corrupted(w, k, 12, 0);
 
 	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
 	cr_expect_eq(x.slots[0].status, KVR_SLOT_OK, "ON verifies on request");
@@ -344,9 +350,7 @@ Test(checksum, copy_verify_marks_the_slot_when_called_explicitly)
 	cr_expect_eq(unchecked, 0u);
 	cr_expect_eq(x.slots[0].status, KVR_SLOT_CORRUPT);
 	cr_expect_eq(kvr_verify_retrieve(w, &x, NULL), 1);
-	cr_assert_eq(kvr_commit_retrieve(w, &x), 0);
-	cr_assert(t_wait_until(dropped_is_one, NULL, t_timeout_ms(2000)),
-		  "corrupt_dropped %llu", (unsigned long long)gstat_dropped());
+	commit_then_dropped(w, &x);
 	cr_expect_eq(kvr_lookup(w, k, NCHUNK, NULL), 0);
 	kvr_close(w);
 }
@@ -574,9 +578,7 @@ Test(checksum, retrieve_copy_is_a_memcpy_when_verify_already_checked)
 	char *dst = malloc(CHUNK);
 
 	cr_assert(dst);
-	make_keys(k, NCHUNK, 600);
-	cr_assert_eq(wsrv_store(w, k, NCHUNK, CHUNK), NCHUNK);
-	corrupt_in_child(k, 2);
+	store_corrupted(w, k, 600, 2);
 	cr_assert_eq(kvr_prepare_retrieve(w, k, NCHUNK, &x), 0);
 	cr_expect_eq(kvr_retrieve_copy(w, &x, 0, dst), 0);
 	cr_expect_eq(wsrv_check(&k[0], dst, CHUNK), CHUNK);

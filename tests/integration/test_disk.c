@@ -3,11 +3,14 @@
  * test_disk.c - kvringd's disk tier (--disk, docs/storage.md "The disk
  * tier") on real files of the machine's disk: a working set four times
  * the pool is written back as the pool evicts it and read back through
- * the disk byte for byte; --disk-mode commit writes every commit; a
- * second kvringd on the same directory, a directory others can write and
- * a symlink in the path are refused with a sentence. Restarts, torn and
- * corrupt records are test_disk_restart.c's; a full file system is
- * test_disk_enospc.c's.
+ * the disk byte for byte, also when the worker stores it as fast as it
+ * can (the write-back holds it back rather than evict unsaved chunks),
+ * and when a chunk larger than the free space is held back before the
+ * pool was full enough for the write-back to start;
+ * --disk-mode commit writes every commit; a second kvringd on the same
+ * directory, a directory others can write and a symlink in the path are refused
+ * with a sentence. Restarts, torn and corrupt records are
+ * test_disk_restart.c's; a full file system is test_disk_enospc.c's.
  */
 #include <kvring/clock.h>
 
@@ -19,45 +22,101 @@ static char dir[600];
 static void teardown(void)
 {
 	l2t_down(&s1);
-	l2t_down(&s2);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s2, NULL, dir);
 }
 
 TestSuite(disk, .fini = teardown, .timeout = 120);
 
-Test(disk, working_set_4x_the_pool_reads_back_bit_exact)
+/*
+ * 32 requests of 4 MiB (4x the 32 MiB pool) from request @r0 on, into
+ * the evict-mode server s1: after each, the disk idle again (@fast
+ * false), or stored as fast as the worker can with the NOROOM answers
+ * stored again (@fast). Every chunk the pool evicted was on disk first,
+ * and every request reads back bit-exact, most through the disk.
+ */
+static void working_set_4x(uint32_t r0, bool fast)
 {
-	struct kvr_client *c;
-	uint32_t r, reqs = 32; /* 32 x 4 MiB: 4x the 32 MiB pool */
+	struct kvr_client *c = wsrv_connect(&s1, 0, 5000);
+	uint32_t r, reqs = 32, held = 0;
 
-	dt_scratch(dir, sizeof(dir));
-	dt_start(&s1, dir, "192M", "evict", NULL);
-	cr_expect(t_server_log_has(&s1.t, "O_DIRECT I/O"));
-	cr_expect_eq(s1.t.hdr->disk.mode, 1u);
-	c = wsrv_connect(&s1, 0, 5000);
-	for (r = 0; r < reqs; r++)
-		dt_store(&s1, c, 100 + r, true);
+	for (r = r0; r < r0 + reqs; r++)
+		if (fast)
+			held += dt_store_all(c, r, 20000);
+		else
+			dt_store(&s1, c, r, true);
+	cr_assert(t_wait_until(dt_idle, &s1, 10000));
 	cr_expect_geq(T_GSTAT(&s1.t, evictions), 64,
 		      "the pool had to evict most of the working set");
 	cr_expect_eq(T_DISK(&s1.t, unsaved), 0,
 		     "every chunk the pool evicted was on disk first (%llu of "
-		     "%llu were not)",
+		     "%llu were not; %u stores held back)",
 		     (unsigned long long)T_DISK(&s1.t, unsaved),
-		     (unsigned long long)T_GSTAT(&s1.t, evictions));
+		     (unsigned long long)T_GSTAT(&s1.t, evictions), held);
 	cr_expect_eq(T_DISK(&s1.t, dropped), 0);
 	/* Every request, oldest first: most come from the disk. */
-	for (r = 0; r < reqs; r++) {
-		struct kvr_key *k = dt_keys(c, 100 + r);
-
-		cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH,
-			     "request %u", r);
-		free(k);
-	}
+	for (r = r0; r < r0 + reqs; r++)
+		dt_read_request(c, r);
 	cr_expect_geq(T_DISK(&s1.t, reads), 64, "read through: %llu",
 		      (unsigned long long)T_DISK(&s1.t, reads));
 	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
 	cr_expect_eq(T_DISK(&s1.t, io_errors), 0);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+}
+
+Test(disk, working_set_4x_the_pool_reads_back_bit_exact)
+{
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	cr_expect(t_server_log_has(&s1.t, "O_DIRECT I/O"));
+	cr_expect_eq(s1.t.hdr->disk.mode, 1u);
+	working_set_4x(100, false);
+}
+
+/*
+ * --disk-mode evict under a worker that stores the same working set as
+ * fast as it can, never waiting for the disk: the write-back holds it
+ * back with NOROOM instead of evicting unsaved chunks, so nothing is
+ * lost.
+ */
+Test(disk, a_worker_storing_as_fast_as_it_can_loses_no_chunk)
+{
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	working_set_4x(600, true);
+}
+
+/*
+ * The write-back also starts below 7/8 full once a store is held back:
+ * 24 MiB of 1 MiB chunks leave 8 MiB of the 32 MiB pool free, and a
+ * 12 MiB chunk then needs victims the disk has not written (the pool was
+ * never full enough for the write-back to run). It is stored once they
+ * are written, and nothing is evicted unsaved.
+ */
+Test(disk, a_chunk_larger_than_the_free_space_starts_the_write_back)
+{
+	const uint64_t big = 12u << 20;
+	struct kvr_client *c;
+	struct kvr_key *k;
+	uint32_t stored = 0;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (uint32_t r = 0; r < 6; r++)
+		dt_store(&s1, c, 700 + r, true);
+	cr_expect_eq(T_DISK(&s1.t, writes), 0, "nothing written back yet");
+	k = dt_keys(c, 800);
+	for (int ms = 0; ms < t_timeout_ms(10000) && stored == 0; ms += 10) {
+		stored = wsrv_store(c, k, 1, big);
+		if (!stored)
+			wsrv_sleep_ms(10);
+	}
+	cr_assert_eq(stored, 1, "the 12 MiB chunk was never stored");
+	cr_expect_geq(T_DISK(&s1.t, writes), 4, "the cold end was written");
+	cr_expect_eq(T_DISK(&s1.t, unsaved), 0);
+	cr_expect_eq(wsrv_retrieve_check(c, k, 1, big), 1);
+	free(k);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }

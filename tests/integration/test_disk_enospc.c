@@ -15,10 +15,7 @@ static char dir[600], mnt[700];
 
 static void teardown(void)
 {
-	l2t_down(&s1);
-	dt_unmount(mnt);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, mnt, dir);
 }
 
 TestSuite(disk_enospc, .fini = teardown, .timeout = 120);
@@ -29,10 +26,8 @@ Test(disk_enospc, a_full_disk_keeps_the_pool_working)
 	struct kvr_client *c;
 	struct kvr_key *k;
 
-	if (geteuid() != 0)
-		cr_skip_test("loop-mounting an image needs root");
-	dt_scratch(dir, sizeof(dir));
-	dt_loop_mount(dir, "40M", "loop", mnt, sizeof(mnt), data, sizeof(data));
+	dt_loop_scratch(dir, sizeof(dir), "40M", "loop", mnt, sizeof(mnt), data,
+			sizeof(data));
 
 	dt_start(&s1, data, "96M", "evict", NULL);
 	cr_expect(t_server_log_has(&s1.t, "using a sparse file"));

@@ -11,9 +11,10 @@
  *    read-only under a server);
  *  - its directory is deleted (rm -rf).
  * Either way the writes are counted, the log says so once, the pool goes
- * on storing and serving byte for byte, the chunks already on disk are
- * read through exact or missed, never wrong, and the self-check at stop
- * finds nothing left pinned.
+ * on storing and serving byte for byte (in --disk-mode evict, a worker
+ * storing as fast as it can is not held back for good), the chunks already on
+ * disk are read through exact or missed, never wrong, and the self-check at
+ * stop finds nothing left pinned.
  */
 #include "inspect_suite.h"
 
@@ -24,10 +25,7 @@ static char dir[600], mnt[700];
 
 static void faults_down(void)
 {
-	l2t_down(&s1);
-	dt_unmount(mnt);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, mnt, dir);
 }
 
 TestSuite(disk_faults, .fini = faults_down, .timeout = 120);
@@ -51,22 +49,6 @@ static void store_n(struct kvr_client *c, uint32_t r0, uint32_t n)
 {
 	for (uint32_t r = r0; r < r0 + n; r++)
 		dt_store(&s1, c, r, true);
-}
-
-/* Requests r0 .. r0+n-1 through the tiers: each chunk is a hit checked
- * byte for byte (dt_read_back) or a miss; return the hits. */
-static uint32_t read_n(struct kvr_client *c, uint32_t r0, uint32_t n)
-{
-	uint32_t hits = 0;
-
-	for (uint32_t r = r0; r < r0 + n; r++) {
-		struct kvr_key *k = dt_keys(c, r);
-
-		for (uint32_t i = 0; i < DT_BATCH; i++)
-			hits += dt_read_back(c, &k[i], 1);
-		free(k);
-	}
-	return hits;
 }
 
 /*
@@ -99,9 +81,9 @@ static void after_fault(struct kvr_client *c, uint64_t writes0)
 	cr_expect_eq(dt_read_back(c, k, DT_BATCH), DT_BATCH);
 	free(k);
 	/* The first requests left the pool; the disk still holds them
-	 * (no write replaced them) and serves them exact: read_n checks
+	 * (no write replaced them) and serves them exact: dt_read_each checks
 	 * every byte. */
-	cr_expect_eq(read_n(c, 0, 6), 6 * DT_BATCH);
+	cr_expect_eq(dt_read_each(c, 0, 6), 6 * DT_BATCH);
 	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
 	cr_expect_gt(T_DISK(&s1.t, reads), reads0, "read through from disk");
 	cr_expect_geq(T_DISK(&s1.t, writes), writes0);
@@ -112,38 +94,76 @@ static void after_fault(struct kvr_client *c, uint64_t writes0)
 	free(k);
 }
 
-Test(disk_faults, a_file_system_turned_read_only_keeps_the_pool_working)
+/* The scratch file system of dt_loop_mount (errors=remount-ro) turned
+ * read-only under the server by an ext4 error. */
+static void turn_read_only(void)
 {
-	char cmd[4096], data[720], dev[64] = "";
-	struct kvr_client *c;
-	uint64_t writes0;
+	char cmd[4096], dev[64] = "";
 	FILE *p;
 
-	if (geteuid() != 0)
-		cr_skip_test("loop-mounting an image needs root");
-	dt_scratch(dir, sizeof(dir));
-	dt_loop_mount(dir, "64M", "loop,errors=remount-ro", mnt, sizeof(mnt),
-		      data, sizeof(data));
 	snprintf(cmd, sizeof(cmd), "basename \"$(findmnt -no SOURCE '%s')\"",
 		 mnt);
 	p = popen(cmd, "r");
 	cr_assert(p && fgets(dev, sizeof(dev), p), "loop device of %s", mnt);
 	pclose(p);
 	dev[strcspn(dev, "\n")] = '\0';
-
-	c = fill(data);
-	writes0 = T_DISK(&s1.t, writes);
 	snprintf(cmd, sizeof(cmd),
 		 "echo kvring-test > /sys/fs/ext4/%s/trigger_fs_error && "
 		 "grep -q ' %s .*ro[,.]' /proc/mounts",
 		 dev, mnt);
 	dt_sh(cmd);
+}
+
+Test(disk_faults, a_file_system_turned_read_only_keeps_the_pool_working)
+{
+	char data[720];
+	struct kvr_client *c;
+	uint64_t writes0;
+
+	dt_loop_scratch(dir, sizeof(dir), "64M", "loop,errors=remount-ro", mnt,
+			sizeof(mnt), data, sizeof(data));
+	c = fill(data);
+	writes0 = T_DISK(&s1.t, writes);
+	turn_read_only();
 
 	after_fault(c, writes0);
 	cr_expect_gt(T_DISK(&s1.t, io_errors), 0, "writes failed: EROFS");
 	cr_expect_eq(T_DISK(&s1.t, writes), writes0, "nothing written");
 	/* One line for the burst (rate-limited: 5 s per kind). */
 	cr_expect_eq(log_count("Read-only file system"), 1, "log lines");
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+}
+
+/*
+ * --disk-mode evict holds a worker that stores faster than the disk
+ * writes (NOROOM until the write-back catches up); once the file system
+ * turns read-only the writes fail, and the pool must not wedge: every
+ * store of a worker storing as fast as it can still goes through, the
+ * pool evicting unsaved chunks (counted) instead.
+ */
+Test(disk_faults, a_failing_disk_never_holds_a_fast_worker_for_good)
+{
+	char data[720];
+	struct kvr_client *c;
+
+	dt_loop_scratch(dir, sizeof(dir), "64M", "loop,errors=remount-ro", mnt,
+			sizeof(mnt), data, sizeof(data));
+	dt_start(&s1, data, "48M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	for (uint32_t r = 0; r < 12; r++)
+		(void)dt_store_all(c, r, 20000);
+	cr_assert(t_wait_until(dt_idle, &s1, 10000));
+	cr_expect_gt(T_DISK(&s1.t, writes), 0, "written back before");
+	turn_read_only();
+	/* Three pools' worth more, each store given 20 s at most. */
+	for (uint32_t r = 100; r < 124; r++)
+		(void)dt_store_all(c, r, 20000);
+	cr_expect_gt(T_DISK(&s1.t, io_errors), 0, "writes failed: EROFS");
+	cr_expect_gt(T_DISK(&s1.t, unsaved), 0,
+		     "the pool evicted unsaved chunks, counted");
+	dt_read_request(c, 123);
+	cr_expect_eq(T_DISK(&s1.t, corrupt), 0);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }

@@ -17,28 +17,10 @@ static char dir[600];
 
 static void teardown(void)
 {
-	l2t_down(&s1);
-	dt_rmrf(dir);
-	dir[0] = '\0';
+	dt_down(&s1, NULL, dir);
 }
 
 TestSuite(disk_restart, .fini = teardown, .timeout = 120);
-
-/* Read back requests r0 .. r0+n-1 one chunk at a time; return the hits
- * (each checked byte for byte by dt_read_back). */
-static uint32_t read_each(struct kvr_client *c, uint32_t r0, uint32_t n)
-{
-	uint32_t hits = 0;
-
-	for (uint32_t r = r0; r < r0 + n; r++) {
-		struct kvr_key *k = dt_keys(c, r);
-
-		for (uint32_t i = 0; i < DT_BATCH; i++)
-			hits += dt_read_back(c, &k[i], 1);
-		free(k);
-	}
-	return hits;
-}
 
 Test(disk_restart, a_restarted_server_serves_the_disk)
 {
@@ -102,7 +84,7 @@ Test(disk_restart, sigkill_during_writes_loses_only_writes_in_flight)
 	cr_expect_geq(T_DISK(&s1.t, objects), acked);
 	c = wsrv_connect(&s1, 0, 5000);
 	/* Every hit is checked byte for byte: nothing torn is served. */
-	cr_expect_geq(read_each(c, 200, reqs), acked);
+	cr_expect_geq(dt_read_each(c, 200, reqs), acked);
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
@@ -146,7 +128,7 @@ Test(disk_restart, a_flipped_byte_is_a_counted_miss)
 	cr_expect_eq(T_DISK(&s1.t, corrupt), 1, "the header, at the scan");
 	cr_expect_eq(T_DISK(&s1.t, objects), 2 * DT_BATCH - 1);
 	c = wsrv_connect(&s1, 0, 5000);
-	cr_expect_eq(read_each(c, 1, 2), 2 * DT_BATCH - 2,
+	cr_expect_eq(dt_read_each(c, 1, 2), 2 * DT_BATCH - 2,
 		     "the others load, byte for byte");
 	cr_expect_eq(T_DISK(&s1.t, corrupt), 2, "and the payload, at its read");
 	cr_expect_eq(T_DISK(&s1.t, objects), 2 * DT_BATCH - 2,

@@ -205,6 +205,21 @@ static bool mapped_before(const struct shmap *before, int nb,
 	return false;
 }
 
+/* The shared mappings of this process now that are not among the @nb of
+ * @before (what a kvr_connect since mapped), into @fresh (room for 256);
+ * return how many. A connect maps two at least (its block, the pool). */
+static int maps_since(const struct shmap *before, int nb, struct shmap *fresh)
+{
+	struct shmap now[256];
+	int n = shared_maps(now, 256), k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!mapped_before(before, nb, &now[i]))
+			fresh[k++] = now[i];
+	cr_expect_geq(k, 2, "kvr_connect mapped %d new shared regions", k);
+	return k;
+}
+
 /* Offset of the first @len-byte, @align-aligned copy of @pat in [lo, hi),
  * or -1. */
 static long find_pattern(uintptr_t lo, uintptr_t hi, const void *pat,
@@ -214,6 +229,30 @@ static long find_pattern(uintptr_t lo, uintptr_t hi, const void *pat,
 		if (memcmp((const void *)p, pat, len) == 0)
 			return (long)(p - lo);
 	return -1;
+}
+
+/* Expect the @len bytes at @pat (@align-aligned) in none of the @n
+ * mappings @m; @what ("X is") names them in the failure. */
+static void expect_unreadable(const struct shmap *m, int n, const void *pat,
+			      size_t len, size_t align, const char *what)
+{
+	for (int i = 0; i < n; i++) {
+		long at = find_pattern(m[i].lo, m[i].hi, pat, len, align);
+
+		cr_expect_eq(at, -1, "%s readable at +%ld of %s", what, at,
+			     m[i].name);
+	}
+}
+
+/* Whether the @len bytes at @pat (@align-aligned) are in one of the @n
+ * mappings @m: the scan can see them at all. */
+static bool found_in(const struct shmap *m, int n, const void *pat, size_t len,
+		     size_t align)
+{
+	for (int i = 0; i < n; i++)
+		if (find_pattern(m[i].lo, m[i].hi, pat, len, align) >= 0)
+			return true;
+	return false;
 }
 
 /*
@@ -235,8 +274,8 @@ Test(hostile, worker_cannot_read_another_channels_identity)
 	int32_t mine[2] = {(int32_t)getpid(), (int32_t)getuid()};
 	uint64_t their_start = 0;
 	char err[256] = "";
-	int nb, na, scanned = 0;
-	bool own_found = false;
+	int nb, na;
+	char what[160];
 
 	expect_good_progress(10, "before");
 	cr_assert_eq(kvr_proc_start_time(good_pid, &their_start), 0);
@@ -247,33 +286,16 @@ Test(hostile, worker_cannot_read_another_channels_identity)
 	t_ns_default(&o.ns);
 	o.no_prefault = true;
 	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
-	na = shared_maps(after, 256);
-	for (int i = 0; i < na; i++) {
-		long at;
-
-		if (mapped_before(before, nb, &after[i]))
-			continue;
-		scanned++;
-		at = find_pattern(after[i].lo, after[i].hi, theirs,
-				  sizeof(theirs), 4);
-		cr_expect_eq(at, -1,
-			     "the good worker's pid %d and uid %d are readable "
-			     "at +%ld of %s",
-			     theirs[0], theirs[1], at, after[i].name);
-		at = find_pattern(after[i].lo, after[i].hi, &their_start,
-				  sizeof(their_start), 8);
-		cr_expect_eq(at, -1,
-			     "the good worker's start time %llu is readable at "
-			     "+%ld of %s",
-			     (unsigned long long)their_start, at,
-			     after[i].name);
-		if (find_pattern(after[i].lo, after[i].hi, mine, sizeof(mine),
-				 4) >= 0)
-			own_found = true;
-	}
-	cr_expect_geq(scanned, 2, "kvr_connect mapped %d new shared regions",
-		      scanned);
-	cr_expect(own_found, "the scan did not find our own pid and uid");
+	na = maps_since(before, nb, after);
+	snprintf(what, sizeof(what), "the good worker's pid %d and uid %d are",
+		 theirs[0], theirs[1]);
+	expect_unreadable(after, na, theirs, sizeof(theirs), 4, what);
+	snprintf(what, sizeof(what), "the good worker's start time %llu is",
+		 (unsigned long long)their_start);
+	expect_unreadable(after, na, &their_start, sizeof(their_start), 8,
+			  what);
+	cr_expect(found_in(after, na, mine, sizeof(mine), 4),
+		  "the scan did not find our own pid and uid");
 	kvr_close(c);
 	expect_good_progress(20, "after the scan");
 	expect_no_leak("after the scan");
@@ -321,8 +343,8 @@ Test(hostile, worker_cannot_read_another_namespaces_model)
 	struct kvr_client_opts o = {0};
 	struct kvr_client *a = NULL, *b = NULL;
 	char err[256] = "";
-	int nb, na, scanned = 0;
-	bool own_found = false;
+	int nb, na;
+	char what[160];
 
 	expect_good_progress(10, "before");
 	o.socket_path = srv.sock;
@@ -337,26 +359,11 @@ Test(hostile, worker_cannot_read_another_namespaces_model)
 	nb = shared_maps(before, 256);
 	snprintf(o.ns.model, sizeof(o.ns.model), "%s", mine);
 	cr_assert_eq(kvr_connect(&o, &a, err, sizeof(err)), 0, "A: %s", err);
-	na = shared_maps(after, 256);
-	for (int i = 0; i < na; i++) {
-		long at;
-
-		if (mapped_before(before, nb, &after[i]))
-			continue;
-		scanned++;
-		at = find_pattern(after[i].lo, after[i].hi, theirs,
-				  sizeof(theirs), 1);
-		cr_expect_eq(at, -1,
-			     "tenant B's model name \"%s\" is readable at +%ld "
-			     "of %s",
-			     theirs, at, after[i].name);
-		if (find_pattern(after[i].lo, after[i].hi, mine, sizeof(mine),
-				 1) >= 0)
-			own_found = true;
-	}
-	cr_expect_geq(scanned, 2, "kvr_connect mapped %d new shared regions",
-		      scanned);
-	cr_expect(own_found, "the scan did not find our own model name");
+	na = maps_since(before, nb, after);
+	snprintf(what, sizeof(what), "tenant B's model name \"%s\" is", theirs);
+	expect_unreadable(after, na, theirs, sizeof(theirs), 1, what);
+	cr_expect(found_in(after, na, mine, sizeof(mine), 1),
+		  "the scan did not find our own model name");
 	kvr_close(a);
 	kvr_close(b);
 	expect_good_progress(20, "after the scan");

@@ -611,11 +611,7 @@ Test(l2, chunk_damaged_in_the_pool_after_commit_is_never_served_from_l2)
 	cr_expect_eq(T_L2(&s2.t, corrupt), 1);
 	cr_expect_eq(T_L2(&s2.t, deleted), 1);
 	cr_expect_eq(wsrv_retrieve_check(c2, k, 4, CHUNK), 1);
-	kvr_close(c2);
-	kvr_close(c1);
-	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
-	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
-	free(k);
+	l2t_end2(&s1, &s2, c1, c2, k);
 }
 
 Test(l2, read_through_waiting_on_l2_sleeps_until_its_deadline)
@@ -710,11 +706,7 @@ Test(l2, reader_never_sees_a_temporary_upload_key)
 	 * (server 2's uploads of what it loaded are EXISTS hits). */
 	cr_expect_eq(l2t_redis_calls(&rds, "rename"), (long)n);
 	cr_expect_eq(l2t_redis_calls(&rds, "persist"), (long)n);
-	kvr_close(c1);
-	kvr_close(c2);
-	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
-	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
-	free(k);
+	l2t_end2(&s1, &s2, c1, c2, k);
 }
 
 /*
@@ -774,11 +766,7 @@ Test(l2, refused_set_publishes_nothing)
 	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
 	/* L1 still serves every chunk. */
 	cr_expect_eq(wsrv_retrieve_check(c1, k, 8, CHUNK), 8);
-	kvr_close(c1);
-	kvr_close(c2);
-	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
-	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
-	free(k);
+	l2t_end2(&s1, &s2, c1, c2, k);
 }
 
 /*

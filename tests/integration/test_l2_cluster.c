@@ -111,11 +111,7 @@ Test(l2_cluster, two_hosts_share_a_4k_token_request_through_the_cluster)
 		cr_expect_eq(wsrv_retrieve_check(c2, k + i, 64, CHUNK), 64);
 	cr_expect_eq(T_L2(&s2.t, down_chunks), n);
 	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
-	kvr_close(c1);
-	kvr_close(c2);
-	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
-	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
-	free(k);
+	l2t_end2(&s1, &s2, c1, c2, k);
 }
 
 /* The published state of the node at 127.0.0.1:@port (0 if not shown). */

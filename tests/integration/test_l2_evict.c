@@ -133,11 +133,7 @@ Test(l2_evict, uploads_cold_chunks_before_evicting_them)
 	cr_expect_eq(wsrv_retrieve_check(c2, k, 16, CHUNK), 16);
 	cr_expect_eq(kvr_release(c2, lease), 0);
 	cr_expect_eq(T_L2(&s2.t, corrupt), 0);
-	kvr_close(c2);
-	kvr_close(c1);
-	cr_expect_eq(wsrv_stop(&s2), 0, "self-check");
-	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
-	free(k);
+	l2t_end2(&s1, &s2, c1, c2, k);
 }
 
 Test(l2_evict, chunk_damaged_in_the_pool_is_uploaded_with_its_storers_sum)

@@ -153,17 +153,27 @@ static bool chan_reserves_nothing(void *arg)
 	       T_CSTAT(&srv.t, w->ch, transfers) == 0;
 }
 
+/* Store chunks @first .. @first+@n-1 through @c, one request each, and
+ * expect its channel to hold no reservation once they are committed (no
+ * staged slot); @why names the case in the failure. */
+static void expect_stores_unstaged(struct kvr_client *c, uint64_t first,
+				   uint64_t n, const char *why)
+{
+	struct chan_wait w = {kvr_client_info(c)->channel};
+
+	for (uint64_t i = first; i < first + n; i++)
+		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
+	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, n), n);
+	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
+		  "%s: %llu bytes reserved", why,
+		  (unsigned long long)T_CSTAT(&srv.t, w.ch, reserved_bytes));
+}
+
 Test(store_ahead, holds_nothing_at_rest_when_off)
 {
 	struct kvr_client *c = connect_ahead("0");
-	struct chan_wait w = {kvr_client_info(c)->channel};
 
-	for (uint64_t i = 0; i < 4; i++)
-		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 4), 4u);
-	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
-		  "%llu bytes reserved",
-		  (unsigned long long)T_CSTAT(&srv.t, w.ch, reserved_bytes));
+	expect_stores_unstaged(c, 0, 4, "store-ahead off");
 	kvr_close(c);
 }
 
@@ -182,7 +192,6 @@ Test(store_ahead, follows_the_option_over_the_variable)
 	struct kvr_client *c = NULL;
 	struct kvr_key k = key(41);
 	uint64_t size = CHUNK;
-	struct chan_wait w;
 	struct kvr_xfer x;
 	char err[256] = "";
 	int rc;
@@ -207,12 +216,8 @@ Test(store_ahead, follows_the_option_over_the_variable)
 	o.store_ahead = KVR_STORE_AHEAD_OFF;
 	cr_assert_eq(kvr_connect(&o, &c, err, sizeof(err)), 0, "%s", err);
 	cr_expect(!kvr_client_info(c)->store_ahead);
-	w.ch = kvr_client_info(c)->channel;
-	for (uint64_t i = 42; i < 45; i++)
-		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 3), 3u);
-	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
-		  "a staged slot although opts.store_ahead is off");
+	expect_stores_unstaged(
+	    c, 42, 3, "a staged slot although opts.store_ahead is off");
 	kvr_close(c);
 
 	/* On, but under the copy transport: not in effect, and said so. */
@@ -357,25 +362,22 @@ Test(store_ahead, frees_the_staged_slots_when_the_worker_closes)
 	kvr_close(watcher);
 }
 
+/* A forked worker: three chunks stored with store-ahead on, so that it
+ * holds staged slots when it is killed. */
+static void stage_three(void *arg)
+{
+	struct kvr_client *c = connect_ahead("1");
+
+	(void)arg;
+	for (uint64_t i = 0; i < 3; i++)
+		store1(c, i);
+}
+
 Test(store_ahead, frees_the_staged_slots_when_the_worker_is_killed)
 {
-	int p[2];
-	pid_t pid;
-	char b;
+	pid_t pid = t_fork_ready(stage_three, NULL);
 
-	cr_assert_eq(pipe(p), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		struct kvr_client *c = connect_ahead("1");
-
-		for (uint64_t i = 0; i < 3; i++)
-			store1(c, i);
-		(void)!write(p[1], "r", 1);
-		pause();
-		_exit(0);
-	}
-	cr_assert_eq(read(p[0], &b, 1), 1);
+	cr_assert_gt(pid, 0, "fork a storing worker");
 	watcher = wsrv_connect(&srv, 0, 5000);
 	cr_expect_gt(reserved(watcher), 0u);
 	t_kill_reap(pid);
@@ -411,16 +413,11 @@ Test(store_ahead, sends_the_checksum_in_the_bind)
 Test(store_ahead, is_off_under_the_copy_transport)
 {
 	struct kvr_client *c;
-	struct chan_wait w;
 
 	setenv("KVRING_STORE_AHEAD", "1", 1);
 	c = wsrv_connect(&srv, KVR_TRANSPORT_COPY, 5000);
-	w.ch = kvr_client_info(c)->channel;
-	for (uint64_t i = 0; i < 3; i++)
-		cr_assert_eq(store1(c, i), KVR_SLOT_OK);
-	cr_assert_eq(reqs(c, KVR_OP_COMMIT_STORE, 3), 3u);
-	cr_expect(t_wait_until(chan_reserves_nothing, &w, 2000),
-		  "a staged slot under the copy transport");
+	expect_stores_unstaged(c, 0, 3,
+			       "a staged slot under the copy transport");
 	for (uint64_t i = 0; i < 3; i++) {
 		struct kvr_key k = key(i);
 

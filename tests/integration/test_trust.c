@@ -48,7 +48,8 @@ static bool server_running(void *arg)
 	return atomic_load(&t->hdr->state) == KVR_SERVER_RUNNING;
 }
 
-/* Start kvringd as OTHER_UID; its stderr goes to srv.log_path. */
+/* Start kvringd as OTHER_UID; its stderr goes to srv.log_path. Without
+ * root that cannot be done: the test is skipped. */
 static void start_as_other_uid(void)
 {
 	const char *argv[] = {
@@ -56,6 +57,8 @@ static void start_as_other_uid(void)
 	    srv.name,	    "--pool-size", "16M",    "--no-prefault",
 	    "--allow-root", NULL};
 
+	if (geteuid() != 0)
+		cr_skip("needs root to start kvringd as another uid");
 	t_server_init(&srv);
 	t_server_spawn_as(&srv, argv, OTHER_UID);
 	cr_assert(t_wait_until(server_running, &srv, 10000),
@@ -84,8 +87,6 @@ Test(trust, worker_refuses_server_of_another_uid)
 	char err[512] = "", want[32];
 	int rc;
 
-	if (geteuid() != 0)
-		cr_skip("needs root to start kvringd as another uid");
 	start_as_other_uid();
 	rc = try_connect(0, err, sizeof(err));
 	cr_expect_eq(rc, -EACCES, "connect to a uid %u server: %d (%s)",
@@ -117,8 +118,6 @@ Test(trust, worker_accepts_server_of_a_uid_it_trusts_when_told)
 	char err[512] = "", uid[16];
 	int rc;
 
-	if (geteuid() != 0)
-		cr_skip("needs root to start kvringd as another uid");
 	start_as_other_uid();
 	rc = try_connect(OTHER_UID, err, sizeof(err));
 	cr_expect_eq(rc, 0, "opts.trust_server_uid: %d (%s)", rc, err);

@@ -79,6 +79,20 @@ static inline void wsrv_start(struct wsrv *s)
 	s->pid = s->t.pid;
 }
 
+/* Start kvringd @s with the @n options in @args (room for 48), then the
+ * NULL-ended @more (may be NULL): the suites' own option lists. */
+static inline void wsrv_start_args(struct wsrv *s, const char **args, int n,
+				   const char *const *more)
+{
+	for (int i = 0; more && more[i]; i++) {
+		cr_assert_lt(n, 47, "too many kvringd options");
+		args[n++] = more[i];
+	}
+	args[n] = NULL;
+	t_server_start(&s->t, args);
+	s->pid = s->t.pid;
+}
+
 /* SIGTERM (after SIGCONT, in case it is frozen) and reap. */
 static inline int wsrv_stop(struct wsrv *s)
 {

@@ -227,6 +227,19 @@ def model_kv(spec: EngineSpec, tokens: List[int], pos: List[int]
     return out
 
 
+def lmcache_chunks(spec: EngineSpec, tokens: List[int], n: int
+                   ) -> torch.Tensor:
+    """The first n chunks of tokens built by hand from the model's logical
+    K and V: [2, layers, tokens, heads * head_size], K first (MLA:
+    [layers, tokens, dim]), as LMCache's format has them."""
+    T = spec.chunk_tokens
+    kv = model_kv(spec, tokens, list(range(n * T)))
+    L, _, _, H, D = kv.shape
+    if spec.mla:
+        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
+    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
+
+
 class AttentionLayer(object):
     """An attention layer in vLLM's forward context: it answers
     get_attn_backend()."""

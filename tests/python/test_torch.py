@@ -10,6 +10,7 @@ One process runs everything, so torch is imported once:
         /usr/bin/python3 tests/python/test_torch.py
 """
 
+import contextlib
 import gc
 import os
 import signal
@@ -75,16 +76,24 @@ def _layout_of(spec):
     return _layout(spec.vllm_config(), spec.chunk_tokens)
 
 
-def lmcache_chunks(spec, tokens, n):
-    """The first n chunks of tokens built by hand from the model's logical
-    K and V: [2, layers, tokens, heads * head_size], K first (MLA:
-    [layers, tokens, dim]), as LMCache's format has them."""
-    T = spec.chunk_tokens
-    kv = engine.model_kv(spec, tokens, list(range(n * T)))
-    L, nkv, _, H, D = kv.shape
-    if spec.mla:
-        return kv[:, 0, :, 0].reshape(L, n, T, D).permute(1, 0, 2, 3)
-    return kv.reshape(L, 2, n, T, H * D).permute(2, 1, 0, 3, 4)
+def store_then_retrieve(ctx, seed, value):
+    """One chunk, toks(seed, 16), stored through ctx filled with value and
+    prepared for retrieve: (its tokens, the retrieve's views)."""
+    t = toks(seed, 16)
+    with ctx.storing(t) as views:
+        views[0].fill_(value)
+    return t, ctx.prepare_retrieve(t)
+
+
+def wait_lookup(case, ctx, key, want):
+    """Wait up to 5 s for kvringd to find want chunks of key (a chunk that
+    failed its re-check at a commit is dropped soon after), then assert
+    that it does."""
+    deadline = time.time() + 5
+    while ctx.client.lookup(ctx.keys(key)) != want and \
+            time.time() < deadline:
+        time.sleep(0.01)
+    case.assertEqual(ctx.client.lookup(ctx.keys(key)), want)
 
 
 class ServerCase(ServerTestCase):
@@ -345,11 +354,7 @@ class ContextTest(ServerCase):
             del got, cut
             self.assertTrue(ctx.commit_retrieve(t))
             # Reported at commit: kvringd re-checked and dropped chunk 1.
-            deadline = time.time() + 5
-            while ctx.client.lookup(ctx.keys(t)) != 1 and \
-                    time.time() < deadline:
-                time.sleep(0.01)
-            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            wait_lookup(self, ctx, t, 1)
             # A clean retrieve: nothing cut.
             with ctx.storing(t) as views:
                 for v in views:
@@ -365,10 +370,7 @@ class ContextTest(ServerCase):
     def test_verify_retrieve_raises_when_checksums_are_off(self):
         with self.ctx(checksum="off") as ctx:
             self.assertEqual(ctx.client.checksum, "off")
-            t = toks(62, 16)
-            with ctx.storing(t) as views:
-                views[0].fill_(1)
-            got = ctx.prepare_retrieve(t)
+            t, got = store_then_retrieve(ctx, 62, 1)
             with self.assertRaises(kvring.KvringError) as cm:
                 ctx.verify_retrieve(t)
             self.assertIn("no checksums", str(cm.exception))
@@ -476,11 +478,7 @@ class ContextTest(ServerCase):
             self.assertEqual(ctx.retrieve_chunks(t, out), 1)
             self.assertTrue(torch.equal(out[0], data[0]))
             self.assertEqual(ctx.client.stats()["chan_pins"], 0)
-            deadline = time.time() + 5
-            while ctx.client.lookup(ctx.keys(t)) != 1 and \
-                    time.time() < deadline:
-                time.sleep(0.01)
-            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            wait_lookup(self, ctx, t, 1)
             # The four-call form: copy_to() cuts the views as verify does.
             self.assertEqual(ctx.store_chunks(t, data), 1)  # chunk 1 anew
             self.flip_in_child(list(ctx.keys(t)), 2)
@@ -556,10 +554,7 @@ class ContextTest(ServerCase):
 
     def test_pin_is_kept_when_a_derived_view_outlives_the_retrieve(self):
         with self.ctx() as ctx:
-            t = toks(6, 16)
-            with ctx.storing(t) as views:
-                views[0].fill_(5)
-            got = ctx.prepare_retrieve(t)
+            t, got = store_then_retrieve(ctx, 6, 5)
             derived = got[0][1]        # a view of the V half
             pins = ctx.client.stats()["chan_pins"]
             self.assertGreater(pins, 0)
@@ -578,10 +573,7 @@ class ContextTest(ServerCase):
 
     def test_commit_warns_when_a_retrieve_view_was_written(self):
         with self.ctx() as ctx:
-            t = toks(8, 16)
-            with ctx.storing(t) as views:
-                views[0].fill_(1)
-            got = ctx.prepare_retrieve(t)
+            t, got = store_then_retrieve(ctx, 8, 1)
             got[0][0, 0, 0, 0] = 9  # contract violation: detected
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
@@ -703,11 +695,7 @@ class PagedSumTest(ServerCase):
                                      "chunk 2 copied past a failed chunk")
             del views
             self.assertTrue(ctx.commit_retrieve(t))
-            deadline = time.time() + 5
-            while ctx.client.lookup(ctx.keys(t)) != 1 and \
-                    time.time() < deadline:
-                time.sleep(0.01)
-            self.assertEqual(ctx.client.lookup(ctx.keys(t)), 1)
+            wait_lookup(self, ctx, t, 1)
             # Good chunks: everything scattered, bit for bit.
             views = ctx.prepare_store(t)
             kv.gather(ids[4:8], views)
@@ -886,7 +874,7 @@ class PagedKVTest(unittest.TestCase):
             finally:
                 engine.backend_utils.set_kv_cache_layout(None)
             engine.write_kv(spec, caches, ids, p, list(range(64)))
-            want = lmcache_chunks(spec, p, 2)
+            want = engine.lmcache_chunks(spec, p, 2)
             out = torch.empty((2,) + lt.shape, dtype=torch.bfloat16)
             kv.gather(ids, list(out))
             self.assertTrue(torch.equal(out, want), name)
@@ -961,6 +949,41 @@ class ConnectorTest(ServerCase):
     def prompt(self, seed, n):
         return toks(seed, n)
 
+    @contextlib.contextmanager
+    def engine_on(self, seed, n, run_a=False, **kw):
+        """An engine on this test's spec (with kw) and prompt(seed, n);
+        with run_a, request "a" has run on the prompt, so that its chunks
+        are stored. Yields (engine, spec, prompt); stops the engine after."""
+        spec = self.spec(**kw)
+        p = self.prompt(seed, n)
+        e = engine.Engine(spec)
+        try:
+            if run_a:
+                e.run("a", p)
+            yield e, spec, p
+        finally:
+            e.stop()
+
+    def stored_then_flipped(self, spec, seed):
+        """Request "req-1" on prompt(seed, 2 * 64 + 40) stored by an engine
+        on spec (stopped after), then a byte of its chunk 1 flipped in the
+        pool by a second process. Returns the prompt."""
+        from kvring.torch import salted_keys
+        from kvring.vllm import _layout
+        p = self.prompt(seed, 2 * 64 + 40)
+        e = engine.Engine(spec)
+        try:
+            self.assertEqual(e.run("req-1", p)["errors"], [])
+        finally:
+            e.stop()
+        lt = _layout(spec.vllm_config(), spec.chunk_tokens)
+        with lt.connect(spec.model, socket=self.srv.sock,
+                        checksum="off") as c:
+            keys = list(salted_keys(c, p[:128], 64, None))
+        self.assertEqual(len(keys), 2)
+        flip_in_child(self, self.srv.sock, lt, spec.model, keys, 1)
+        return p
+
     def check_loaded(self, eng, spec, res, tokens, n):
         got = eng.kv_of(res["block_ids"], n)
         want = engine.model_kv(spec, tokens, list(range(n)))
@@ -997,7 +1020,7 @@ class ConnectorTest(ServerCase):
             e2.stop()
         # What kvringd holds is LMCache's format, whatever the layout.
         self.assertTrue(torch.equal(self.stored_chunks(spec1, p1, 2),
-                                    lmcache_chunks(spec1, p1, 2)))
+                                    engine.lmcache_chunks(spec1, p1, 2)))
         return spec1
 
     def test_request_2_loads_bit_exact_when_another_process_stored(self):
@@ -1114,21 +1137,9 @@ class ConnectorTest(ServerCase):
                            **kw)
 
     def test_layerwise_corrupt_chunk_is_recomputed_when_checksum_is_on(self):
-        from kvring.torch import salted_keys
-        from kvring.vllm import _layout
         # 'fill', the name the configuration gives the library's 'on'.
-        spec1 = self.spec(extra=dict(self.LW, kvring_checksum="fill"))
-        p1 = self.prompt(60, 2 * 64 + 40)
-        e1 = engine.Engine(spec1)
-        try:
-            self.assertEqual(e1.run("req-1", p1)["errors"], [])
-        finally:
-            e1.stop()
-        lt = _layout(spec1.vllm_config(), spec1.chunk_tokens)
-        with lt.connect(spec1.model, socket=self.srv.sock,
-                        checksum="off") as c:
-            keys = list(salted_keys(c, p1[:128], 64, None))
-        flip_in_child(self, self.srv.sock, lt, spec1.model, keys, 1)
+        p1 = self.stored_then_flipped(
+            self.spec(extra=dict(self.LW, kvring_checksum="fill")), 60)
         spec2 = self.spec(block_offset=29, extra=dict(self.LW,
                                                       kvring_checksum="on"))
         e2 = engine.Engine(spec2)
@@ -1142,10 +1153,7 @@ class ConnectorTest(ServerCase):
             e2.stop()
 
     def test_layerwise_copy_failing_at_a_layer_publishes_nothing(self):
-        spec = self.spec(extra=self.LW)
-        p = self.prompt(61, 2 * 64 + 3)
-        e = engine.Engine(spec)
-        try:
+        with self.engine_on(61, 2 * 64 + 3, extra=self.LW) as (e, spec, p):
             e.worker.call("fail_copies", ("gather", 1))
             r = e.run("a", p)
             self.assertEqual(r["errors"], [])
@@ -1157,14 +1165,9 @@ class ConnectorTest(ServerCase):
             with KvringContext(_layout_of(spec), model=spec.model,
                                socket=self.srv.sock) as c:
                 self.assertEqual(c.client.stats()["reserved_bytes"], 0)
-        finally:
-            e.stop()
 
     def test_layerwise_copy_failing_at_a_layer_reports_the_load(self):
-        spec = self.spec(extra=self.LW)
-        p = self.prompt(62, 2 * 64 + 3)
-        e = engine.Engine(spec)
-        try:
+        with self.engine_on(62, 2 * 64 + 3, extra=self.LW) as (e, spec, p):
             e.run("a", p)
             e.worker.call("fail_copies", ("scatter", 1))
             r = e.run("b", p)
@@ -1172,8 +1175,6 @@ class ConnectorTest(ServerCase):
             self.assertEqual(r["errors"], sorted(r["block_ids"][:8]))
             self.assertGreater(r["recomputed"], 0)
             self.check_loaded(e, spec, r, p, len(p))
-        finally:
-            e.stop()
 
     def test_cache_that_reads_two_ways_is_refused_at_register(self):
         # No backend to ask and 16 heads in 16-token blocks: vLLM's
@@ -1192,7 +1193,7 @@ class ConnectorTest(ServerCase):
         finally:
             e.stop()
         self.assertTrue(torch.equal(self.stored_chunks(spec, p, 1),
-                                    lmcache_chunks(spec, p, 1)))
+                                    engine.lmcache_chunks(spec, p, 1)))
 
     def stored_chunks(self, spec, tokens, n):
         """The first n chunks of tokens as kvringd holds them."""
@@ -1205,7 +1206,7 @@ class ConnectorTest(ServerCase):
         return out
 
     def lmcache_chunks(self, spec, tokens, n):
-        return lmcache_chunks(spec, tokens, n)
+        return engine.lmcache_chunks(spec, tokens, n)
 
     def test_cpu_backend_chunks_are_lmcache_format_when_heads_equal_block(
             self):
@@ -1242,22 +1243,8 @@ class ConnectorTest(ServerCase):
         # and the connector verifies what it loads (with 'on' nothing
         # else would). A second process flips a byte of chunk 1: the
         # load is cut there, vLLM recomputes, and the KV is right.
-        from kvring.torch import salted_keys
-        from kvring.vllm import _layout
         with mock.patch.dict(os.environ, {"KVRING_CHECKSUM": "on"}):
-            spec1 = self.spec()
-            p1 = self.prompt(9, 2 * 64 + 40)
-            e1 = engine.Engine(spec1)
-            try:
-                self.assertEqual(e1.run("req-1", p1)["errors"], [])
-            finally:
-                e1.stop()
-            lt = _layout(spec1.vllm_config(), spec1.chunk_tokens)
-            with lt.connect(spec1.model, socket=self.srv.sock,
-                            checksum="off") as c:
-                keys = list(salted_keys(c, p1[:128], 64, None))
-            self.assertEqual(len(keys), 2)
-            flip_in_child(self, self.srv.sock, lt, spec1.model, keys, 1)
+            p1 = self.stored_then_flipped(self.spec(), 9)
             spec2 = self.spec(block_offset=29)
             e2 = engine.Engine(spec2)
             try:
@@ -1271,16 +1258,10 @@ class ConnectorTest(ServerCase):
                 e2.stop()
 
     def test_partial_last_chunk_is_not_stored(self):
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(3, 64 + 63)
-            e.run("a", p)
+        with self.engine_on(3, 64 + 63, run_a=True) as (e, spec, p):
             # The prompt grown to 2 full chunks hits only the first one.
             r = e.run("b", p + [1])
             self.assertEqual(r["external_tokens"], 64)
-        finally:
-            e.stop()
 
     def test_other_cache_salt_gets_no_hit(self):
         spec = self.spec()
@@ -1298,11 +1279,7 @@ class ConnectorTest(ServerCase):
             e.stop()
 
     def test_local_prefix_blocks_are_kept_when_engine_has_them(self):
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(5, 2 * 64 + 1)
-            e.run("a", p)
+        with self.engine_on(5, 2 * 64 + 1, run_a=True) as (e, spec, p):
             r = e.run("b", p, local_hit_tokens=32)  # 2 blocks local
             self.assertEqual(r["external_tokens"], 128 - 32)
             got = e.kv_of(r["block_ids"], 128)
@@ -1310,19 +1287,13 @@ class ConnectorTest(ServerCase):
                                  .all()), "a shared block was overwritten")
             want = engine.model_kv(spec, p, list(range(32, 128)))
             self.assertTrue(torch.equal(got[:, :, 32:], want))
-        finally:
-            e.stop()
 
     def test_resumed_request_loads_when_it_was_preempted(self):
         # vLLM looks a preempted request up again when it resumes, then
         # schedules it as a cached request (resumed_req_ids) with all its
         # blocks new: the hit must be loaded there too, or vLLM computes
         # on blocks nobody wrote.
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(8, 2 * 64 + 10)
-            e.run("a", p)
+        with self.engine_on(8, 2 * 64 + 10, run_a=True) as (e, spec, p):
             req = engine.Request("b", list(p))
             ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
             self.assertEqual(ext, 128)
@@ -1338,8 +1309,6 @@ class ConnectorTest(ServerCase):
             self.assertEqual(res["errors"], [])
             self.check_loaded(e, spec, {"block_ids": ids}, p, 128)
             e.sched.request_finished(req, ids)
-        finally:
-            e.stop()
 
     def sched_leases(self, e):
         return e.sched._client.stats()["chan_leases"]
@@ -1349,11 +1318,7 @@ class ConnectorTest(ServerCase):
         # cannot allocate blocks it skips update_state_after_alloc and
         # asks again at a later step. The first lookup's pin must not
         # outlive the second, and the load must still work.
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(40, 2 * 64 + 7)
-            e.run("a", p)
+        with self.engine_on(40, 2 * 64 + 7, run_a=True) as (e, spec, p):
             req = engine.Request("b", list(p))
             ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
             self.assertEqual(ext, 128)
@@ -1369,25 +1334,17 @@ class ConnectorTest(ServerCase):
             self.assertEqual(r["errors"], [])
             self.check_loaded(e, spec, r, p, 128)
             self.assertEqual(self.sched_leases(e), 0)
-        finally:
-            e.stop()
 
     def test_driver_runs_a_request_whose_allocation_failed_twice(self):
         # The same path as above, driven by the engine: looked up three
         # times, two steps without it, then loaded bit-exact, and no
         # lease left on the scheduler's channel.
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(44, 2 * 64 + 9)
-            e.run("a", p)
+        with self.engine_on(44, 2 * 64 + 9, run_a=True) as (e, spec, p):
             r = e.run("b", p, alloc_failures=2)
             self.assertEqual(e.looked_up, 3)
             self.assertEqual((r["external_tokens"], r["errors"]), (128, []))
             self.check_loaded(e, spec, r, p, 128)
             self.assertEqual(self.sched_leases(e), 0)
-        finally:
-            e.stop()
 
     def test_lookup_never_taken_up_is_released_by_request_finished(self):
         # Looked up, then aborted while waiting for blocks: vLLM calls
@@ -1420,11 +1377,7 @@ class ConnectorTest(ServerCase):
         # schedules it as a cached request marked resumed, whose
         # new_block_ids replace its blocks. Today's vLLM marks it in
         # resumed_req_ids, vLLM 0.10 in resumed_from_preemption.
-        spec = self.spec()
-        e = engine.Engine(spec)
-        try:
-            p = self.prompt(43 + legacy, 2 * 64 + 10)
-            e.run("a", p)
+        with self.engine_on(43 + legacy, 2 * 64 + 10, run_a=True) as (e, spec, p):
             req = engine.Request("b", list(p))
             nb = -(-len(p) // spec.block_size)
             ext, _ = e.sched.get_num_new_matched_tokens(req, 0)
@@ -1451,8 +1404,6 @@ class ConnectorTest(ServerCase):
             self.assertEqual(res["errors"], [])
             self.check_loaded(e, spec, {"block_ids": ids2}, p, len(p))
             e.sched.request_finished(req, ids2)
-        finally:
-            e.stop()
 
     def test_resumed_request_gets_new_blocks_when_marked_in_resumed_req_ids(
             self):
@@ -1649,18 +1600,24 @@ class ServerKillTest(ServerCase):
     def tearDown(self):
         self.srv.stop()
 
-    def test_server_killed_mid_request_recomputes_without_hanging(self):
-        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill",
-                                 timeout_ms=2000)
-        e1 = engine.Engine(spec)
-        p = toks(7, 3 * 64 + 10)
+    def stored_then_second(self, model, seed):
+        """Request "a" on toks(seed, 3 * 64 + 10) stored under model by a
+        first engine (stopped after), and a second engine on model whose
+        blocks lie elsewhere (block_offset 17), both with a 2 s timeout.
+        Returns (prompt, second engine)."""
+        e1 = engine.Engine(engine.EngineSpec(
+            socket=self.srv.sock, model=model, timeout_ms=2000))
+        p = toks(seed, 3 * 64 + 10)
         try:
             e1.run("a", p)
         finally:
             e1.stop()
-        e2 = engine.Engine(engine.EngineSpec(
-            socket=self.srv.sock, model="driver/kill", block_offset=17,
+        return p, engine.Engine(engine.EngineSpec(
+            socket=self.srv.sock, model=model, block_offset=17,
             timeout_ms=2000))
+
+    def test_server_killed_mid_request_recomputes_without_hanging(self):
+        p, e2 = self.stored_then_second("driver/kill", 7)
         try:
             from vllm.v1.request import Request
             req = Request("b", p)
@@ -1698,17 +1655,7 @@ class ServerKillTest(ServerCase):
             e.stop()
 
     def test_load_fails_cleanly_when_server_dies_after_scheduling(self):
-        spec = engine.EngineSpec(socket=self.srv.sock, model="driver/kill2",
-                                 timeout_ms=2000)
-        e1 = engine.Engine(spec)
-        p = toks(8, 3 * 64 + 10)
-        try:
-            e1.run("a", p)
-        finally:
-            e1.stop()
-        e2 = engine.Engine(engine.EngineSpec(
-            socket=self.srv.sock, model="driver/kill2", block_offset=17,
-            timeout_ms=2000))
+        p, e2 = self.stored_then_second("driver/kill2", 8)
         try:
             orig = e2.sched.build_connector_meta
             srv = self.srv

@@ -569,6 +569,16 @@ static struct st_shm *run_pair(const struct st_cfg *cfg, bool fork_it)
 	return sh;
 }
 
+/* Expect counter @a plus counter @b to be counter @sum; the failure names
+ * all three with their values. */
+static void expect_sum(const char *an, uint64_t a, const char *bn, uint64_t b,
+		       const char *sn, uint64_t sum)
+{
+	cr_expect_eq(a + b, sum, "%s %llu + %s %llu != %s %llu", an,
+		     (unsigned long long)a, bn, (unsigned long long)b, sn,
+		     (unsigned long long)sum);
+}
+
 /* The checks every correct run must pass. */
 static void expect_clean(struct st_shm *sh, const struct st_cfg *cfg)
 {
@@ -581,18 +591,12 @@ static void expect_clean(struct st_shm *sh, const struct st_cfg *cfg)
 		     "consumed %llu of %llu",
 		     (unsigned long long)atomic_load(&sh->consumed),
 		     (unsigned long long)atomic_load(&sh->produced));
-	cr_expect_eq(s.rung + s.suppressed, atomic_load(&sh->notifies),
-		     "rung %llu + suppressed %llu != notifies %llu",
-		     (unsigned long long)s.rung,
-		     (unsigned long long)s.suppressed,
-		     (unsigned long long)atomic_load(&sh->notifies));
+	expect_sum("rung", s.rung, "suppressed", s.suppressed, "notifies",
+		   atomic_load(&sh->notifies));
 	cr_expect_gt(s.rung, 0, "the ringing path was never taken");
 	cr_expect_gt(s.suppressed, 0, "the suppressed path was never taken");
-	cr_expect_eq(s.sleeps + s.cancels, atomic_load(&sh->prepares),
-		     "sleeps %llu + cancels %llu != prepares %llu",
-		     (unsigned long long)s.sleeps,
-		     (unsigned long long)s.cancels,
-		     (unsigned long long)atomic_load(&sh->prepares));
+	expect_sum("sleeps", s.sleeps, "cancels", s.cancels, "prepares",
+		   atomic_load(&sh->prepares));
 	cr_expect_eq(s.sleeping, 0, "consumer left its flag set");
 	munmap(sh, sizeof(*sh));
 }

@@ -203,6 +203,19 @@ long long t_json_int(const struct t_json *j, const char *path, long long dflt)
 	return errno || *end ? dflt : v;
 }
 
+double t_json_num(const struct t_json *j, const char *path, double dflt)
+{
+	const struct node *n = get(j, path);
+	char *end;
+	double v;
+
+	if (!n || (n->type != 'i' && n->type != 'f'))
+		return dflt;
+	errno = 0;
+	v = strtod(n->val, &end);
+	return errno || *end ? dflt : v;
+}
+
 const char *t_json_str(const struct t_json *j, const char *path)
 {
 	const struct node *n = get(j, path);

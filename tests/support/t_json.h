@@ -37,6 +37,10 @@ bool t_json_has(const struct t_json *j, const char *path);
 /* The integer at @path, or @dflt when absent or not an integer. */
 long long t_json_int(const struct t_json *j, const char *path, long long dflt);
 
+/* The number (integer or float) at @path, or @dflt when absent or not a
+ * number. */
+double t_json_num(const struct t_json *j, const char *path, double dflt);
+
 /* The string at @path (decoded, ASCII only), or NULL when absent or not a
  * string. Borrowed from @j. */
 const char *t_json_str(const struct t_json *j, const char *path);

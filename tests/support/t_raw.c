@@ -42,6 +42,17 @@ void t_ns_small(struct kvr_ns_desc *ns, const char *model)
 	ns->chunk_tokens = 16;
 }
 
+void t_ns_model(struct kvr_ns_desc *ns, const char *model, uint32_t layers,
+		uint32_t kv_heads, uint32_t head_size, uint32_t chunk_tokens)
+{
+	t_ns_default(ns);
+	snprintf(ns->model, sizeof(ns->model), "%s", model);
+	ns->layers = layers;
+	ns->kv_heads = kv_heads;
+	ns->head_size = head_size;
+	ns->chunk_tokens = chunk_tokens;
+}
+
 void t_ns_tiny(struct kvr_ns_desc *ns, const char *model)
 {
 	t_ns_small(ns, model);

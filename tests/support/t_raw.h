@@ -45,6 +45,12 @@ void t_ns_small(struct kvr_ns_desc *ns, const char *model);
  * @model: the smallest chunks, for tests that only count requests. */
 void t_ns_tiny(struct kvr_ns_desc *ns, const char *model);
 
+/* A model of @layers layers, @kv_heads KV heads of @head_size 2-byte
+ * elements and @chunk_tokens tokens per chunk, under @model (one TP rank
+ * of one). */
+void t_ns_model(struct kvr_ns_desc *ns, const char *model, uint32_t layers,
+		uint32_t kv_heads, uint32_t head_size, uint32_t chunk_tokens);
+
 /* Connect to @path; the fd, or -errno. */
 int t_raw_sock(const char *path);
 

@@ -95,6 +95,32 @@ void t_kill_reap(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+pid_t t_fork_ready(void (*child)(void *arg), void *arg)
+{
+	int p[2];
+	pid_t pid;
+	char b;
+
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		child(arg);
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	if (pid > 0 && read(p[0], &b, 1) != 1) {
+		t_kill_reap(pid);
+		pid = -1;
+	}
+	close(p[0]);
+	return pid < 0 ? -1 : pid;
+}
+
 int t_server_map(struct kvrd *t)
 {
 	return kvrd_map(t, 0);

@@ -58,6 +58,11 @@ pid_t t_server_spawn_as(struct kvrd *t, const char *const *argv, uid_t uid);
  * kills in the middle of something). */
 void t_kill_reap(pid_t pid);
 
+/* t_fork_ready - fork a child that runs @child(@arg), says it is done and
+ * then waits to be killed (t_kill_reap); return its pid once it has said
+ * so, or -1 (nothing left running) when the fork or the child failed. */
+pid_t t_fork_ready(void (*child)(void *arg), void *arg);
+
 /* t_server_wait_exit - reap @pid; the exit status, or 128+signal, or -1
  * if it does not exit within @timeout_ms (it is then SIGKILLed). */
 int t_server_wait_exit(pid_t pid, int timeout_ms);

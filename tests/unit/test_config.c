@@ -17,24 +17,14 @@
 #include <kvring/log.h>
 #include <kvring/paths.h>
 
-#include "config.h"
+#include "config_suite.h"
 
 TestSuite(config, .timeout = 10);
 
 /* Parse a NULL-terminated argument list; usage text goes to /dev/null. */
 static int parse(struct kvr_config *c, const char *const *args)
 {
-	char *argv[32];
-	int argc = 0, rc;
-	FILE *null = fopen("/dev/null", "w");
-
-	argv[argc++] = (char *)"kvringd";
-	for (int i = 0; args && args[i]; i++)
-		argv[argc++] = (char *)args[i];
-	argv[argc] = NULL;
-	rc = kvr_config_parse(argc, argv, c, null, null);
-	fclose(null);
-	return rc;
+	return cfg_parse(c, args, NULL);
 }
 
 Test(config, defaults_apply_when_no_flags_given)

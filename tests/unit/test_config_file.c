@@ -16,7 +16,7 @@
 
 #include <criterion/criterion.h>
 
-#include "config.h"
+#include "config_suite.h"
 #include "config_show.h"
 
 TestSuite(config_file, .timeout = 10);
@@ -57,18 +57,12 @@ static void write_file(const char *name, const char *text, mode_t mode,
 /* Parse "kvringd ARGS..."; usage errors land in errbuf. */
 static int parse(struct kvr_config *c, const char *const *args)
 {
-	char *argv[32];
-	int argc = 0, rc;
-	FILE *null = fopen("/dev/null", "w");
-	FILE *err = fmemopen(errbuf, sizeof(errbuf), "w");
+	FILE *err;
+	int rc;
 
 	memset(errbuf, 0, sizeof(errbuf));
-	argv[argc++] = (char *)"kvringd";
-	for (int i = 0; args && args[i]; i++)
-		argv[argc++] = (char *)args[i];
-	argv[argc] = NULL;
-	rc = kvr_config_parse(argc, argv, c, null, err);
-	fclose(null);
+	err = fmemopen(errbuf, sizeof(errbuf), "w");
+	rc = cfg_parse(c, args, err);
 	fclose(err);
 	return rc;
 }

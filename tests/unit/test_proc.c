@@ -16,6 +16,8 @@
 
 #include <kvring/proc.h>
 
+#include "t_server.h"
+
 TestSuite(proc, .timeout = 10);
 
 /* A stat line with the given comm, state S and start time 987654. */
@@ -108,27 +110,18 @@ Test(proc, rejects_pid_when_not_positive)
 	cr_expect_eq(kvr_proc_state(0, &(char){'x'}), -EINVAL);
 }
 
+/* A forked child renames itself to @arg (its comm). */
+static void rename_self(void *arg)
+{
+	prctl(PR_SET_NAME, (const char *)arg, 0, 0, 0);
+}
+
 /* Fork a child that renames itself to comm and waits for SIGKILL. */
 static pid_t spawn_named(const char *comm)
 {
-	int p[2];
-	char c;
-	pid_t pid;
+	pid_t pid = t_fork_ready(rename_self, (void *)comm);
 
-	cr_assert_eq(pipe(p), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		close(p[0]);
-		prctl(PR_SET_NAME, comm, 0, 0, 0);
-		if (write(p[1], "r", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	close(p[1]);
-	cr_assert_eq(read(p[0], &c, 1), 1);
-	close(p[0]);
+	cr_assert_gt(pid, 0, "fork a child named \"%s\"", comm);
 	return pid;
 }
 

@@ -91,16 +91,23 @@ static void make_ctl(const char *base, bool live)
 		kvr_seg_detach(&s);
 }
 
+/* Sweep pool_dir's "kvring-" pools (their .ctl in ctl_dir) into @r, and
+ * expect @removed of them removed. */
+static void expect_swept(struct kvr_sweep_report *r, int removed)
+{
+	int rc = kvr_seg_sweep_pools(pool_dir, ctl_dir, "kvring-", r);
+
+	cr_expect_eq(rc, removed, "removed %d, want %d", rc, removed);
+}
+
 Test(segment_huge, sweep_removes_pool_when_ctl_is_missing_or_owner_dead)
 {
 	struct kvr_sweep_report r;
-	int rc;
 
 	touch_file(pool_dir, "kvring-a.pool"); /* orphan */
 	make_ctl("kvring-b", false);
 	touch_file(pool_dir, "kvring-b.pool"); /* dead owner */
-	rc = kvr_seg_sweep_pools(pool_dir, ctl_dir, "kvring-", &r);
-	cr_expect_eq(rc, 2, "removed %d", rc);
+	expect_swept(&r, 2);
 	cr_expect_eq(r.removed, 2);
 	cr_expect_not(present(pool_dir, "kvring-a.pool"));
 	cr_expect_not(present(pool_dir, "kvring-b.pool"));
@@ -112,7 +119,6 @@ Test(segment_huge, sweep_keeps_pool_when_owner_lives_or_file_is_not_ours)
 {
 	char target[160], link[160];
 	struct kvr_sweep_report r;
-	int rc;
 
 	make_ctl("kvring-live", true);
 	touch_file(pool_dir, "kvring-live.pool");
@@ -124,8 +130,7 @@ Test(segment_huge, sweep_keeps_pool_when_owner_lives_or_file_is_not_ours)
 	cr_assert_eq(symlink(target, link), 0);
 	snprintf(link, sizeof(link), "%s/kvring-dir.pool", pool_dir);
 	cr_assert_eq(mkdir(link, 0700), 0);
-	rc = kvr_seg_sweep_pools(pool_dir, ctl_dir, "kvring-", &r);
-	cr_expect_eq(rc, 0, "removed %d", rc);
+	expect_swept(&r, 0);
 	cr_expect_eq(r.kept_live, 1);
 	cr_expect(present(pool_dir, "kvring-live.pool"));
 	cr_expect(present(pool_dir, "other-x.pool"));

@@ -5,6 +5,7 @@
  * passed on to each. It sits above the scenarios; nothing calls back up.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <kvring/clock.h>
@@ -14,16 +15,24 @@
 
 int kvr_bench_store(int argc, char **argv) __attribute__((weak));
 
-/* Runs @fn with @args (NULL-terminated); returns its exit code. */
-static int run_one(int (*fn)(int, char **), char **args)
+/* Runs scenario @fn with @args (NULL-terminated, args[0] its name) under
+ * a "## scenario" heading (unless @json; @first has no blank line before
+ * it); returns its exit code, and keeps the worst one in *worst. */
+static int run_one(int (*fn)(int, char **), char **args, bool json, bool first,
+		   int *worst)
 {
-	int n = 0;
+	int n = 0, rc;
 
 	while (args[n])
 		n++;
+	if (!json)
+		printf("%s## scenario %s\n", first ? "" : "\n", args[0]);
 	fflush(NULL);
 	optind = 0;
-	return fn(n, args);
+	rc = fn(n, args);
+	if (rc > *worst)
+		*worst = rc;
+	return rc;
 }
 
 int bench_all_main(int argc, char **argv)
@@ -67,11 +76,7 @@ int bench_all_main(int argc, char **argv)
 		ring[k++] = "1000000";
 	}
 	ring[k] = NULL;
-	if (!o.json)
-		printf("## scenario ring\n");
-	rc = run_one(bench_ring_main, ring);
-	if (rc > worst)
-		worst = rc;
+	run_one(bench_ring_main, ring, o.json, true, &worst);
 
 	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
 		char *args[argc + 1];
@@ -80,14 +85,10 @@ int bench_all_main(int argc, char **argv)
 		for (int a = 1; a < argc; a++)
 			args[a] = argv[a];
 		args[argc] = NULL;
-		if (!o.json)
-			printf("\n## scenario %s\n", mine_names[i]);
-		rc = run_one(mine[i], args);
+		rc = run_one(mine[i], args, o.json, false, &worst);
 		if (rc != BENCH_EXIT_OK)
 			fprintf(stderr, "kvring-bench: all: %s exited %d\n",
 				mine_names[i], rc);
-		if (rc > worst)
-			worst = rc;
 	}
 
 	if (kvr_bench_store) {
@@ -100,11 +101,7 @@ int bench_all_main(int argc, char **argv)
 			engine[k++] = "65536";
 		}
 		engine[k] = NULL;
-		if (!o.json)
-			printf("\n## scenario engine\n");
-		rc = run_one(kvr_bench_store, engine);
-		if (rc > worst)
-			worst = rc;
+		run_one(kvr_bench_store, engine, o.json, false, &worst);
 	}
 	if (!o.json)
 		printf("\n## all scenarios: %.0f s, exit %d\n",

@@ -4,8 +4,9 @@
  * (docs/storage.md, "The disk tier") beside fio on the same file system,
  * in the same run, with the same chunk size and queue depth:
  *
- *   write_back  --disk-mode evict: the chunks the pool evicts, written
- *             as it is about to (GB/s), and those it evicted first
+ *   write_back  --disk-mode evict: a worker storing as fast as it can
+ *             (NOROOM answers stored again): GB/s written back, the
+ *             chunks the pool evicted and how many were on disk first
  *   write     a worker stores 2 MiB chunks into a kvringd with
  *             --disk-mode commit, at most 32 chunks ahead of the disk (a commit
  * of 16 and 16 more); GB/s of chunks written to disk, from the first commit to
@@ -19,6 +20,9 @@
  *             the read-through runs
  *   restart   kvringd stopped and started on the same --disk: time to
  *             serve, and the index rebuild in ms per GiB of disk
+ *   write_fixed, read_fixed  write and read again on a huge-page pool,
+ *             whose records move on registered buffers (or one line
+ *             saying why not: no free huge pages, --reserve-huge)
  *
  * The data directory is --dir-like: $KVR_BENCH_DISK_DIR, else
  * kvr-bench-disk-<pid> in the working directory (refused on tmpfs). fio
@@ -43,6 +47,9 @@
 #include <kvring/clock.h>
 #include <kvring/kvring.h>
 
+#include <kvring/segment.h>
+
+#include "bench_attach.h"
 #include "bench_common.h"
 #include "bench_server.h"
 
@@ -60,6 +67,7 @@ struct env {
 	struct kvr_client *hot; /* another worker: ping round trips */
 	char dir[512], data[544], fio_file[600];
 	const char *mode; /* --disk-mode of the next start() */
+	bool fixed;	  /* the next start() on a huge-page pool (run_fixed) */
 	uint64_t disk_bytes, pool_bytes, nchunks;
 	struct kvr_key *keys;
 };
@@ -184,12 +192,22 @@ static int start(struct env *e)
 			       "100%",
 			       "--l2-deadline-ms",
 			       "60000",
+			       NULL, /* --huge-pages require (e->fixed) */
+			       NULL,
 			       NULL};
 	struct kvr_client_opts co;
 	char err[256] = "";
 	int rc;
 
 	snprintf(dsize, sizeof(dsize), "%" PRIu64, e->disk_bytes);
+	if (e->fixed) {
+		size_t i = 0;
+
+		while (extra[i])
+			i++;
+		extra[i] = "--huge-pages"; /* the two NULLs kept for it */
+		extra[i + 1] = "require";
+	}
 	rc = bench_server_start_args(&e->o, e->pool_bytes, 50, 8, extra,
 				     &e->srv);
 	if (rc < 0)
@@ -221,22 +239,51 @@ static void stop(struct env *e)
 	bench_server_stop(&e->srv);
 }
 
-/* Store chunks [i0, i0 + n) in one request. */
+/*
+ * Store chunks [i0, i0 + n) in one request. With @held, as a worker that
+ * wants every chunk kept: those answered NOROOM (in evict mode, the
+ * write-back holding the worker to the disk's speed) are stored again
+ * 100 us later, counted in *@held. Return 0 or -errno.
+ */
+static int store_held(struct env *e, uint64_t i0, uint32_t n, uint64_t *held)
+{
+	uint64_t sz[BATCH], idx[BATCH];
+	struct kvr_key k[BATCH];
+
+	for (uint32_t j = 0; j < n; j++)
+		idx[j] = i0 + j;
+	while (n > 0) {
+		struct kvr_xfer x;
+		uint32_t m = 0;
+		int rc;
+
+		for (uint32_t j = 0; j < n; j++) {
+			k[j] = e->keys[idx[j]];
+			sz[j] = CHUNK;
+		}
+		rc = kvr_prepare_store(e->c, k, sz, n, &x);
+		if (rc < 0)
+			return rc;
+		for (uint32_t j = 0; j < x.nslots; j++)
+			if (x.slots[j].status == KVR_SLOT_OK)
+				fill(idx[j], x.slots[j].ptr);
+			else if (x.slots[j].status == KVR_SLOT_NOROOM)
+				idx[m++] = idx[j];
+		rc = kvr_commit_store(e->c, &x);
+		if (rc < 0 || !held)
+			return rc;
+		*held += m;
+		n = m;
+		if (n)
+			usleep(100);
+	}
+	return 0;
+}
+
+/* Store chunks [i0, i0 + n) in one request, once. */
 static int store(struct env *e, uint64_t i0, uint32_t n)
 {
-	uint64_t sz[BATCH];
-	struct kvr_xfer x;
-	int rc;
-
-	for (uint32_t k = 0; k < n; k++)
-		sz[k] = CHUNK;
-	rc = kvr_prepare_store(e->c, &e->keys[i0], sz, n, &x);
-	if (rc < 0)
-		return rc;
-	for (uint32_t k = 0; k < x.nslots; k++)
-		if (x.slots[k].status == KVR_SLOT_OK)
-			fill(i0 + k, x.slots[k].ptr);
-	return kvr_commit_store(e->c, &x);
+	return store_held(e, i0, n, NULL);
 }
 
 /* Look chunks [i0, i0 + n) up through the tiers until the read-through
@@ -302,14 +349,16 @@ static void report(const struct env *e, const char *subject, double gbs,
 
 /*
  * write-back: a fresh file and --disk-mode evict; the worker stores every
- * chunk, waiting only while the disk has 16 or more writes in flight. The
- * tier writes what the pool is about to evict (its coldest eighth once it
- * is seven eighths full): GB/s from the first write to the last, and the
- * chunks the pool had to evict before the disk had them.
+ * chunk as fast as it can, storing again 100 us later each chunk answered
+ * NOROOM (the write-back's guard holding it to the disk's speed). The
+ * tier writes the pool's cold end ahead of eviction: GB/s from the first
+ * write to the last, the chunks the pool evicted and how many of them
+ * were on disk first, and the NOROOM answers.
  */
 static int write_back(struct env *e)
 {
 	const struct kvr_ctl_hdr_shm *h;
+	uint64_t held = 0, evicted, unsaved;
 	double t = 0, gbs;
 	int rc = 1;
 
@@ -318,31 +367,37 @@ static int write_back(struct env *e)
 		goto out;
 	h = e->srv.d.hdr;
 	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
-		if (store(e, i, BATCH) < 0)
+		if (store_held(e, i, BATCH, &held) < 0)
 			goto out;
 		if (t == 0 && LD(h->disk.writes))
 			t = now_s();
-		while (LD(h->disk.queue_depth) >= BATCH)
-			usleep(50);
 	}
 	while (LD(h->disk.queue_depth))
 		usleep(200);
 	t = t > 0 ? now_s() - t : 0;
 	gbs = t > 0 ? (double)LD(h->disk.write_bytes) / t / 1e9 : 0;
+	/* Counters follow within a heartbeat (50 ms). */
+	usleep(100000);
+	evicted = LD(h->stats.evictions);
+	unsaved = LD(h->disk.unsaved);
 	if (e->o.json) {
 		struct bench_json j;
 
 		bench_json_begin(&j, "disk", "write_back");
 		bench_json_f64(&j, "gb_per_s", gbs);
 		bench_json_u64(&j, "chunks_written", LD(h->disk.writes));
-		bench_json_u64(&j, "evicted_unsaved", LD(h->disk.unsaved));
+		bench_json_u64(&j, "pool_evictions", evicted);
+		bench_json_u64(&j, "evicted_unsaved", unsaved);
+		bench_json_u64(&j, "noroom_retries", held);
 		bench_json_print(&j, stdout);
 	} else {
-		printf("write_back %5.2f GB/s   %" PRIu64 " chunks written as "
-		       "the pool evicted them, %" PRIu64 " evicted before the "
-		       "disk had them\n",
+		printf("write_back %5.2f GB/s   %" PRIu64 " chunks written, "
+		       "%" PRIu64 " of the %" PRIu64 " chunks the pool "
+		       "evicted on disk first (%" PRIu64 " unsaved), %" PRIu64
+		       " stores answered NOROOM and retried\n",
 		       gbs, (uint64_t)LD(h->disk.writes),
-		       (uint64_t)LD(h->disk.unsaved));
+		       evicted > unsaved ? evicted - unsaved : 0, evicted,
+		       unsaved, held);
 	}
 	rc = 0;
 out:
@@ -389,7 +444,8 @@ static int phase_write(struct env *e)
 		       (uint64_t)LD(h->disk.dropped),
 		       (uint64_t)LD(h->disk.objects), t);
 	fio_w = fio_run(e, "write", "write");
-	report(e, "write", w_gbs, fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
+	report(e, e->fixed ? "write_fixed" : "write", w_gbs,
+	       fio_w < 0 ? -1 : fio_w / 1e9, 0, 0);
 	return 0;
 }
 
@@ -480,7 +536,8 @@ static int phase_latency(struct env *e, double r_gbs)
 			lat[n1++] = kvr_clock_now_ns() - t0;
 	}
 	bench_sort_u64(lat, n1);
-	report(e, "read", r_gbs, fio_r < 0 ? -1 : fio_r / 1e9,
+	report(e, e->fixed ? "read_fixed" : "read", r_gbs,
+	       fio_r < 0 ? -1 : fio_r / 1e9,
 	       n1 ? (double)bench_percentile(lat, n1, 50) / 1e3 : 0,
 	       n1 ? (double)bench_percentile(lat, n1, 99) / 1e3 : 0);
 	free(lat);
@@ -533,6 +590,69 @@ static int run(struct env *e)
 	if (r_gbs < 0 || phase_latency(e, r_gbs) != 0)
 		return 1;
 	return phase_restart(e);
+}
+
+/* Why write_fixed / read_fixed were not measured: one line (a JSON
+ * object with --json). */
+static void fixed_skipped(const struct env *e, const char *why)
+{
+	struct bench_json j;
+
+	if (!e->o.json) {
+		printf("registered buffers: not measured: %s\n", why);
+		return;
+	}
+	bench_json_begin(&j, "disk", "registered_buffers");
+	bench_json_bool(&j, "measured", false);
+	bench_json_str(&j, "why", why);
+	bench_json_print(&j, stdout);
+}
+
+/*
+ * The write-through and read-through phases again on a huge-page pool
+ * (kvringd --huge-pages require), whose records move on buffers
+ * registered with the tier's io_uring (WRITE_FIXED / READ_FIXED), from a
+ * fresh file: subjects write_fixed and read_fixed beside fio again, to
+ * compare with write and read above. Without enough free huge pages (as
+ * root, --reserve-huge raises vm.nr_hugepages for the run and gives it
+ * back at exit), or when kvringd did not register them, one line says
+ * why and the run goes on.
+ */
+static int run_fixed(struct env *e)
+{
+	uint64_t pages = e->pool_bytes / (2u << 20) + 8;
+	struct kvr_hugetlb_info hi = {0};
+	char why[200];
+	double r_gbs;
+
+	if (e->o.reserve_huge)
+		(void)bench_attach_reserve_huge(pages);
+	if (kvr_seg_hugetlb_info(&hi) < 0 || hi.page_bytes != (2u << 20) ||
+	    hi.free_pages < pages) {
+		snprintf(why, sizeof(why),
+			 "%" PRIu64 " free 2 MiB huge pages, %" PRIu64
+			 " needed for the pool (as root: --reserve-huge)",
+			 hi.free_pages, pages);
+		fixed_skipped(e, why);
+		return 0;
+	}
+	stop(e);
+	snprintf(why, sizeof(why), "%.180s/kvring-disk.dat", e->data);
+	unlink(why);
+	e->fixed = true;
+	if (start(e) < 0)
+		return 1;
+	if (!e->srv.d.hdr->disk.fixed) {
+		fixed_skipped(e, "kvringd did not register the huge-page pool "
+				 "(its log says why)");
+		return 0;
+	}
+	if (phase_write(e) != 0)
+		return 1;
+	r_gbs = phase_read(e);
+	if (r_gbs < 0)
+		return 1;
+	return phase_latency(e, r_gbs);
 }
 
 int bench_disk_main(int argc, char **argv);
@@ -592,6 +712,8 @@ int bench_disk_main(int argc, char **argv)
 	rc = write_back(&e);
 	if (rc == 0)
 		rc = run(&e);
+	if (rc == 0)
+		rc = run_fixed(&e);
 	/* Everything the run made goes: the server, fio's file, the disk
 	 * tier's file and both directories. */
 	stop(&e);

@@ -100,9 +100,10 @@ static void run_gnuplot(const char *dir, const char *name)
 }
 
 /* DIR (made if missing) and its <name>.gp, opened for writing with the
- * common head written. 0 and *g, or -errno. */
+ * common head and @axes (gnuplot's settings of this plot) written, up to
+ * the plot command that the series follow. 0 and *g, or -errno. */
 static int gp_open(const char *dir, const char *name, const char *title,
-		   FILE **g)
+		   const char *axes, FILE **g)
 {
 	char file[512];
 	int rc = mkdir_p(dir);
@@ -114,6 +115,29 @@ static int gp_open(const char *dir, const char *name, const char *title,
 	if (!*g)
 		return -EIO;
 	gp_head(*g, name, title);
+	fprintf(*g, "%splot \\\n", axes);
+	return 0;
+}
+
+/* Series @s's data file DIR/<name>.<s>.dat (its name in @file), opened for
+ * writing; NULL, with the script @g closed, when it cannot be. */
+static FILE *dat_open(const char *dir, const char *name, size_t s, FILE *g,
+		      char *file, size_t n)
+{
+	FILE *d;
+
+	snprintf(file, n, "%s.%zu.dat", name, s);
+	d = open_in(dir, file);
+	if (!d)
+		fclose(g);
+	return d;
+}
+
+/* Close the finished script @g and run gnuplot on it; always 0. */
+static int gp_close(FILE *g, const char *dir, const char *name)
+{
+	fclose(g);
+	run_gnuplot(dir, name);
 	return 0;
 }
 
@@ -122,25 +146,22 @@ int bench_plot_cdfs(const char *dir, const char *name, const char *title,
 {
 	char file[512];
 	FILE *g, *d;
-	int rc = gp_open(dir, name, title, &g);
+	int rc = gp_open(dir, name, title,
+			 "set logscale x\n"
+			 "set xlabel 'round trip (ns, log scale)'\n"
+			 "set ylabel 'fraction of round trips'\n"
+			 "set yrange [0:1]\n"
+			 "set format x '%.0s%c'\n",
+			 &g);
 
 	if (rc < 0)
 		return rc;
-	fprintf(g, "set logscale x\n"
-		   "set xlabel 'round trip (ns, log scale)'\n"
-		   "set ylabel 'fraction of round trips'\n"
-		   "set yrange [0:1]\n"
-		   "set format x '%%.0s%%c'\n"
-		   "plot \\\n");
 	for (size_t s = 0; s < nr; s++) {
 		size_t step = c[s].n / CDF_POINTS + 1;
 
-		snprintf(file, sizeof(file), "%s.%zu.dat", name, s);
-		d = open_in(dir, file);
-		if (!d) {
-			fclose(g);
+		d = dat_open(dir, name, s, g, file, sizeof(file));
+		if (!d)
 			return -EIO;
-		}
 		fprintf(d, "# %s: ns fraction\n", c[s].title);
 		/* Every step-th sample, and always the last (the max). */
 		for (size_t i = 0; i < c[s].n; i += step)
@@ -154,9 +175,7 @@ int bench_plot_cdfs(const char *dir, const char *name, const char *title,
 		fprintf(g, "  '%s' using 1:2 with lines lw 2 title '%s'%s\n",
 			file, c[s].title, s + 1 < nr ? ", \\" : "");
 	}
-	fclose(g);
-	run_gnuplot(dir, name);
-	return 0;
+	return gp_close(g, dir, name);
 }
 
 int bench_plot_lines(const char *dir, const char *name, const char *title,
@@ -176,28 +195,25 @@ int bench_plot_lines_xtics(const char *dir, const char *name, const char *title,
 			   const char *xtics, bool logy,
 			   const struct bench_plot_line *l, size_t nr)
 {
-	char file[512];
+	char file[512], axes[1024];
 	FILE *g, *d;
-	int rc = gp_open(dir, name, title, &g);
+	int rc;
 
+	snprintf(axes, sizeof(axes),
+		 "set logscale x 2\n"
+		 "set xlabel '%s'\n"
+		 "set ylabel '%s'\n"
+		 "%s\n"
+		 "set xtics %s\n",
+		 xlabel, ylabel,
+		 logy ? "set logscale y 10" : "set yrange [0:*]", xtics);
+	rc = gp_open(dir, name, title, axes, &g);
 	if (rc < 0)
 		return rc;
-	fprintf(g,
-		"set logscale x 2\n"
-		"set xlabel '%s'\n"
-		"set ylabel '%s'\n"
-		"%s\n"
-		"set xtics %s\n"
-		"plot \\\n",
-		xlabel, ylabel, logy ? "set logscale y 10" : "set yrange [0:*]",
-		xtics);
 	for (size_t s = 0; s < nr; s++) {
-		snprintf(file, sizeof(file), "%s.%zu.dat", name, s);
-		d = open_in(dir, file);
-		if (!d) {
-			fclose(g);
+		d = dat_open(dir, name, s, g, file, sizeof(file));
+		if (!d)
 			return -EIO;
-		}
 		fprintf(d, "# %s: x y\n", l[s].title);
 		for (size_t i = 0; i < l[s].n; i++)
 			if (l[s].y[i] > 0)
@@ -209,7 +225,5 @@ int bench_plot_lines_xtics(const char *dir, const char *name, const char *title,
 			file, l[s].dashed ? "dt 2 " : "", l[s].title,
 			s + 1 < nr ? ", \\" : "");
 	}
-	fclose(g);
-	run_gnuplot(dir, name);
-	return 0;
+	return gp_close(g, dir, name);
 }

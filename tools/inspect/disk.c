@@ -4,7 +4,9 @@
  * disk tier"): the copy of the control header's disk section into the
  * snapshot, its key=value/JSON object in the overview ("disk"), and its
  * Prometheus families (kvring_disk_*). Throughput is the rate of the byte
- * counters (kvring-inspect --watch, or rate() in Prometheus).
+ * counters: under --watch, the disk object's write_gb_per_s and
+ * read_gb_per_s over the frame's interval (as the "rates" object's); in
+ * Prometheus, rate() of the byte counters.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -80,7 +82,14 @@ static const char *mode_name(uint32_t m)
 	return m == 0 ? "off" : m == 1 ? "evict" : m == 2 ? "commit" : "?";
 }
 
-void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
+/* Decimal GB/s of a byte counter that went from @b0 to @b1 in @dt s. */
+static double gb_per_s(uint64_t b0, uint64_t b1, double dt)
+{
+	return b1 > b0 && dt > 0 ? (double)(b1 - b0) / dt / 1e9 : 0.0;
+}
+
+void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d,
+		   const struct ins_disk_snap *prev, double dt)
 {
 	kvr_em_obj(e, "disk");
 	kvr_em_str(e, "mode", mode_name(d->mode));
@@ -97,6 +106,15 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d)
 		kvr_em_u64(e, "read_bytes", d->read_bytes);
 		kvr_em_u64(e, "write_chunks", d->writes);
 		kvr_em_u64(e, "write_bytes", d->write_bytes);
+		/* --watch: the rates since the previous frame. */
+		if (prev && prev->mode) {
+			kvr_em_dbl(
+			    e, "write_gb_per_s",
+			    gb_per_s(prev->write_bytes, d->write_bytes, dt));
+			kvr_em_dbl(
+			    e, "read_gb_per_s",
+			    gb_per_s(prev->read_bytes, d->read_bytes, dt));
+		}
 		kvr_em_u64(e, "queue_depth", d->queue_depth);
 		kvr_em_u64(e, "corrupt", d->corrupt);
 		kvr_em_u64(e, "dropped_writes", d->dropped);

@@ -384,7 +384,8 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *out);
  * when the server keeps none or they cannot be opened (not root nor
  * kvringd's uid). */
 void ins_disk_hist(const struct ins_attach *a, struct ins_snap *s);
-void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d);
+void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d,
+		   const struct ins_disk_snap *prev, double dt);
 void ins_disk_prom(FILE *f, const struct ins_disk_snap *d);
 
 /* l2.c: the L2 section: snapshot, overview object, Prometheus families. */

@@ -311,7 +311,7 @@ void ins_overview_emit(FILE *f, bool json, bool all, const struct ins_target *t,
 	ins_obs_emit_server(&e, s, prev);
 	emit_rates(&e, s, prev);
 	ins_l2_emit(&e, &s->l2);
-	ins_disk_emit(&e, &s->disk);
+	ins_disk_emit(&e, &s->disk, prev ? &prev->disk : NULL, dt);
 	emit_uids(&e, s);
 	kvr_em_arr(&e, "channels");
 	for (uint32_t i = 0; i < s->nchan; i++) {

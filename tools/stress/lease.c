@@ -21,14 +21,6 @@
 
 #include "stress.h"
 
-/* One offer, as copied out of a mailbox. */
-struct offer {
-	uint64_t lease;
-	uint64_t base;
-	uint32_t n;
-	uint32_t hits;
-};
-
 /* Mailbox states (struct st_mailbox_shm.state). */
 enum { MB_EMPTY = 0, MB_WRITING = 1, MB_FULL = 2, MB_TAKING = 3 };
 
@@ -36,7 +28,7 @@ enum { MB_EMPTY = 0, MB_WRITING = 1, MB_FULL = 2, MB_TAKING = 3 };
  * Offer a lease in our own mailbox; false if the box is busy (still full,
  * or a taker is still reading our previous offer).
  */
-static bool mbox_offer(struct st_mailbox_shm *m, const struct offer *of)
+static bool mbox_offer(struct st_mailbox_shm *m, const struct st_offer *of)
 {
 	uint32_t expect = MB_EMPTY;
 
@@ -46,10 +38,7 @@ static bool mbox_offer(struct st_mailbox_shm *m, const struct offer *of)
 		&m->state, &expect, MB_WRITING, memory_order_acquire,
 		memory_order_relaxed))
 		return false;
-	m->lease = of->lease;
-	m->base = of->base;
-	m->n = of->n;
-	m->hits = of->hits;
+	m->offer = *of;
 	/* R-ST1: publishes the fields; pairs with A-ST2 in mbox_take(). */
 	atomic_store_explicit(&m->state, MB_FULL, memory_order_release);
 	return true;
@@ -61,7 +50,7 @@ static bool mbox_offer(struct st_mailbox_shm *m, const struct offer *of)
  * holds the box the parent can tell whose box to reset.
  */
 static bool mbox_take(struct st_mailbox_shm *m, unsigned taker,
-		      struct offer *of)
+		      struct st_offer *of)
 {
 	uint32_t expect = MB_FULL;
 
@@ -76,10 +65,7 @@ static bool mbox_take(struct st_mailbox_shm *m, unsigned taker,
 	 * waitpid() ordered. A kill between the CAS and this store leaves
 	 * a stale taker; see st_lease_cleanup() for what that costs. */
 	atomic_store_explicit(&m->taker, taker, memory_order_relaxed);
-	of->lease = m->lease;
-	of->base = m->base;
-	of->n = m->n;
-	of->hits = m->hits;
+	*of = m->offer;
 	/* R-ST2: the box is free; pairs with A-ST1 in mbox_offer(), so the
 	 * maker's next offer cannot overwrite what we are reading. */
 	atomic_store_explicit(&m->state, MB_EMPTY, memory_order_release);
@@ -97,7 +83,7 @@ int st_lease_op_shared(struct st_worker *w)
 {
 	unsigned nw = w->o->workers, from = (unsigned)st_rnd_below(&w->rng, nw);
 	struct kvr_xfer x = {0};
-	struct offer of;
+	struct st_offer of;
 	int rc;
 
 	if (from == w->slot || !mbox_take(&w->sh->mbox[from], w->slot, &of))
@@ -146,10 +132,10 @@ int st_lease_op(struct st_worker *w)
 	}
 	choice = (uint32_t)st_rnd_below(&w->rng, 3);
 	if (choice == 0) {
-		struct offer of = {.lease = lease,
-				   .base = base,
-				   .n = n,
-				   .hits = (uint32_t)hits};
+		struct st_offer of = {.lease = lease,
+				      .base = base,
+				      .n = n,
+				      .hits = (uint32_t)hits};
 
 		if (mbox_offer(&w->sh->mbox[w->slot], &of)) {
 			/* Another worker may redeem it; if nobody does it

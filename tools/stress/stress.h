@@ -152,21 +152,27 @@ struct st_wres_shm {
 	uint8_t pad[8];
 };
 
+/* struct st_offer - one lease offer: the lease, the first key of what it
+ * pins (base), the keys asked (n) and the hits it pinned. */
+struct st_offer {
+	uint64_t lease;
+	uint64_t base;
+	uint32_t n;
+	uint32_t hits;
+};
+
 /*
  * struct st_mailbox_shm - a lease offered by its maker for another worker
  * to redeem (lease.c has the protocol and its labels). state: 0 empty,
  * 1 being written by the maker, 2 full, 3 being taken (taker = slot of the
- * taker). The CAS on state is the lock; the plain fields are written only
+ * taker). The CAS on state is the lock; the plain offer is written only
  * by whoever moved state to 1 or 3, and handed over by the release store
  * of 2 or 0. One box per worker slot, indexed by the maker's slot.
  */
 struct st_mailbox_shm {
 	_Atomic uint32_t state;
 	_Atomic uint32_t taker;
-	uint64_t lease;
-	uint64_t base;
-	uint32_t n;
-	uint32_t hits;
+	struct st_offer offer;
 };
 
 /*

@@ -17,10 +17,12 @@
 #ifndef KVRING_RING_H
 #define KVRING_RING_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -417,15 +419,29 @@ static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
 			r->pos += bytes;
 			return 0;
 		}
+		/* Nothing published past the cached tail: the last peek of
+		 * every batch, on both sides' round trip, ends here without
+		 * a call (the slow path answers the same). Below the cached
+		 * tail a zero word is damage, which the slow path judges. */
+		if (w == 0 && (int64_t)(r->peer - r->pos) <= 0)
+			return -EAGAIN;
 	}
 	return kvr__ring_peek_slow(r, rec);
 }
 
 static inline void kvr_ring_release(struct kvr_ring *r)
 {
-	if (r->pos == r->own || r->role != KVR_RING_ROLE_CONSUMER)
+	uint64_t n = r->pos - r->own, off = r->own & r->mask;
+
+	if (n == 0 || r->role != KVR_RING_ROLE_CONSUMER)
 		return;
-	kvr__ring_wipe(r); /* zero [own, pos): free space stays zero */
+	/* Zero [own, pos): free space stays zero. One memset when the span
+	 * does not wrap (always, for a round trip's request or answer);
+	 * plain stores, see kvr__ring_wipe(), which handles the wrap. */
+	if (n <= r->cap - off)
+		memset(r->data + off, 0, n);
+	else
+		kvr__ring_wipe(r);
 	/*
 	 * R2: every read and the zeroing of the bytes below pos are done;
 	 * pairs with A2 (the producer's head load in ring.c), A3 and A4, so

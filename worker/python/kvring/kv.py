@@ -469,8 +469,10 @@ class PagedKV(object):
     def chunk_bytes(self) -> int:
         return self.layout.chunk_bytes
 
-    def _args(self, block_ids: Any, chunks: Sequence[torch.Tensor]
-              ) -> Tuple[Any, int, Any, int]:
+    def _block_ids(self, block_ids: Any, nchunks: int) -> List[int]:
+        """block_ids (a sequence or a tensor) as a list of ints, each a
+        block of this cache, blocks_per_chunk of them for each of the
+        nchunks chunks; ValueError naming the first that is not."""
         if isinstance(block_ids, torch.Tensor):
             block_ids = block_ids.tolist()
         ids = list(block_ids)
@@ -480,12 +482,17 @@ class PagedKV(object):
                 raise ValueError("block id %r (position %d) is out of range: "
                                  "the cache has %d blocks"
                                  % (b, i, self.num_blocks))
-        if len(ids) != len(chunks) * self.blocks_per_chunk:
+        if len(ids) != nchunks * self.blocks_per_chunk:
             raise ValueError("%d block ids for %d chunks: each chunk of %d "
                              "tokens needs %d blocks of %d"
-                             % (len(ids), len(chunks),
+                             % (len(ids), nchunks,
                                 self.layout.chunk_tokens,
                                 self.blocks_per_chunk, self.block_size))
+        return ids
+
+    def _args(self, block_ids: Any, chunks: Sequence[torch.Tensor]
+              ) -> Tuple[Any, int, Any, int]:
+        ids = self._block_ids(block_ids, len(chunks))
         ptrs = []
         for i, c in enumerate(chunks):
             if not isinstance(c, torch.Tensor):
@@ -623,20 +630,8 @@ class StagedCopies(object):
     def _checked(self, block_ids: Any, chunks: Sequence[torch.Tensor]
                  ) -> List[List[int]]:
         kv = self.kv
-        ids = block_ids.tolist() if isinstance(block_ids, torch.Tensor) \
-            else list(block_ids)
-        for i, b in enumerate(ids):
-            if isinstance(b, bool) or not isinstance(b, int) or \
-                    not 0 <= b < kv.num_blocks:
-                raise ValueError("block id %r (position %d) is out of range: "
-                                 "the cache has %d blocks"
-                                 % (b, i, kv.num_blocks))
+        ids = kv._block_ids(block_ids, len(chunks))
         bpc = kv.blocks_per_chunk
-        if len(ids) != len(chunks) * bpc:
-            raise ValueError("%d block ids for %d chunks: each chunk of %d "
-                             "tokens needs %d blocks of %d"
-                             % (len(ids), len(chunks), kv.layout.chunk_tokens,
-                                bpc, kv.block_size))
         for i, c in enumerate(chunks):
             if not isinstance(c, torch.Tensor) or not c.is_contiguous() or \
                     c.numel() * c.element_size() != kv.chunk_bytes:

@@ -526,7 +526,37 @@ class KvringHiCacheStorage(HiCacheStorage):
     def exists(self, key: str) -> bool:
         return self.batch_exists([key]) == 1
 
+    def _abort_store(self, c: Any, tx: Any, e: BaseException) -> bool:
+        """After e broke a store in tx before its commit ended: abort tx
+        (an error there changes nothing). True when e was kvringd's (said;
+        the caller answers "not stored"), False when e must propagate."""
+        try:
+            tx.abort()
+        except KvringError:
+            pass
+        if isinstance(e, KvringError):
+            self._failed(c, "store commit", e)
+            return True
+        return False
+
     # -- zero-copy page transfers against the host pool --
+    def _page_batch(self, who: str, keys: List[str],
+                    host_indices: torch.Tensor) -> Tuple[Any, ...]:
+        """How a page batch (who) starts: keys checked, the host pool's
+        geometry and the keys' page ids, the connection and the clock at
+        the start of the transfer. The last item is the answer to give at
+        once, or None to go on: [] for no keys, all False while kvringd is
+        unreachable."""
+        keys = _check_keys(keys)
+        geo = self._need_pool(who)
+        pids = geo.page_ids(keys, host_indices)
+        if not keys:
+            return keys, geo, pids, None, 0.0, []
+        c = self._conn()
+        if c is None:
+            return keys, geo, pids, None, 0.0, [False] * len(keys)
+        return keys, geo, pids, c, time.perf_counter(), None
+
     def batch_set_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Optional["HiCacheStorageExtraInfo"] = None
                      ) -> List[bool]:
@@ -537,15 +567,10 @@ class KvringHiCacheStorage(HiCacheStorage):
         writer of the same bytes), False when kvringd refused it (full,
         quota) or is unreachable. Nothing is published by a process that
         dies before its commit."""
-        keys = _check_keys(keys)
-        geo = self._need_pool("batch_set_v1")
-        pids = geo.page_ids(keys, host_indices)
-        if not keys:
-            return []
-        c = self._conn()
-        if c is None:
-            return [False] * len(keys)
-        t0 = time.perf_counter()
+        keys, geo, pids, c, t0, now = self._page_batch("batch_set_v1", keys,
+                                                       host_indices)
+        if now is not None:
+            return now
         try:
             tx = c.store(self._keys(keys), [geo.page_bytes] * len(keys))
         except KvringError as e:
@@ -562,14 +587,9 @@ class KvringHiCacheStorage(HiCacheStorage):
                 del chunks  # the views must be free before the commit
             tx.commit()
         except BaseException as e:
-            try:
-                tx.abort()
-            except KvringError:
-                pass
-            if isinstance(e, KvringError):
-                self._failed(c, "store commit", e)
-                return [False] * len(keys)
-            raise
+            if not self._abort_store(c, tx, e):
+                raise
+            return [False] * len(keys)
         res = [st in (SlotStatus.OK, SlotStatus.EXISTS, SlotStatus.BUSY)
                for st in sts]
         refused = len(keys) - sum(res)
@@ -599,15 +619,10 @@ class KvringHiCacheStorage(HiCacheStorage):
         first page that is missing (or fails its checksum) on; all False
         while kvringd is unreachable. Pages after the prefix are not
         touched."""
-        keys = _check_keys(keys)
-        geo = self._need_pool("batch_get_v1")
-        pids = geo.page_ids(keys, host_indices)
-        if not keys:
-            return []
-        c = self._conn()
-        if c is None:
-            return [False] * len(keys)
-        t0 = time.perf_counter()
+        keys, geo, pids, c, t0, now = self._page_batch("batch_get_v1", keys,
+                                                       host_indices)
+        if now is not None:
+            return now
         try:
             tx = c.retrieve(self._keys(keys))
         except KvringError as e:
@@ -688,14 +703,9 @@ class KvringHiCacheStorage(HiCacheStorage):
                 del dst
             tx.commit()
         except BaseException as e:
-            try:
-                tx.abort()
-            except KvringError:
-                pass
-            if isinstance(e, KvringError):
-                self._failed(c, "store commit", e)
-                return False
-            raise
+            if not self._abort_store(c, tx, e):
+                raise
+            return False
         return all(st in (SlotStatus.OK, SlotStatus.EXISTS, SlotStatus.BUSY)
                    for st in sts)
 

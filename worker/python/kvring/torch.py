@@ -428,6 +428,18 @@ def _key_id(keys: Keys) -> Tuple[int, int]:
     return keys[len(keys) - 1] if len(keys) else (0, 0)
 
 
+def _end_tx(t: "_Transfer", op: str) -> bool:
+    """End t's transfer as op says: "abort_store" aborts it, "commit_store"
+    and "commit_retrieve" commit it. False, with a warning naming op, when
+    kvringd refused."""
+    try:
+        (t.tx.abort if op == "abort_store" else t.tx.commit)()
+        return True
+    except KvringError as e:
+        log.warning("kvring %s failed: %s", op, e)
+        return False
+
+
 class KvringContext(object):
     """The seed's four-call contract over kvring (docs/tensors.md has the
     mapping to LMCache's NonGpuContext).
@@ -552,12 +564,7 @@ class KvringContext(object):
             # Nothing pending: [] from prepare_store, a success.
             return isinstance(chunks, list) and len(chunks) == 0
         t.end()
-        try:
-            t.tx.commit()
-            return True
-        except KvringError as e:
-            log.warning("kvring commit_store failed: %s", e)
-            return False
+        return _end_tx(t, "commit_store")
 
     def abort_store(self, key: Any, instance_id: Any = 0,
                     chunks: Any = None, salt: Optional[str] = None) -> bool:
@@ -566,12 +573,7 @@ class KvringContext(object):
         if t is None:
             return False
         t.end()
-        try:
-            t.tx.abort()
-            return True
-        except KvringError as e:
-            log.warning("kvring abort_store failed: %s", e)
-            return False
+        return _end_tx(t, "abort_store")
 
     def storing(self, key: Any, instance_id: Any = 0,
                 salt: Optional[str] = None) -> "_StoreBlock":
@@ -748,12 +750,7 @@ class KvringContext(object):
         return self._unpin(t)
 
     def _unpin(self, t: _Transfer) -> bool:
-        try:
-            t.tx.commit()
-            return True
-        except KvringError as e:
-            log.warning("kvring commit_retrieve failed: %s", e)
-            return False
+        return _end_tx(t, "commit_retrieve")
 
     def _flush_deferred(self) -> None:
         if not self._deferred:
@@ -773,20 +770,14 @@ class KvringContext(object):
         c = self.client
         if c is None:
             return
-        for tid in list(self._stores):
-            t = self._stores.pop(tid)
-            t.end()
-            try:
-                t.tx.abort()
-            except KvringError:
-                pass
-        for tid in list(self._retrieves):
-            t = self._retrieves.pop(tid)
-            t.end()
-            try:
-                t.tx.commit()
-            except KvringError:
-                pass
+        for table, abort in ((self._stores, True), (self._retrieves, False)):
+            for tid in list(table):
+                t = table.pop(tid)
+                t.end()
+                try:
+                    (t.tx.abort if abort else t.tx.commit)()
+                except KvringError:
+                    pass
         self._deferred = []  # closing the connection drops those pins
         self.client = None
         if self._own:

@@ -113,6 +113,10 @@ struct kvr_store_stats {
 	/* Of those, objects without a copy on the disk tier (marked by
 	 * store_disk.c). */
 	uint64_t disk_unsaved_evictions;
+	/* Keys answered KVR_SLOT_NOROOM by the disk guard: every victim
+	 * eviction could take had no copy on disk yet (kvr_store_disk_guard;
+	 * counted in no_room too). */
+	uint64_t disk_held;
 	/* Of those, the objects of a namespace freed for another model. */
 	uint64_t ns_evictions, ns_evicted_bytes;
 	uint64_t leases_created, leases_released, leases_redeemed;
@@ -532,8 +536,8 @@ int kvr_store_channel_trust(struct kvr_store *s, uint32_t ch);
  * reserved objects, in reservation order) and their namespace, read before
  * the transfer is committed. Changes nothing.
  * Return: the number of keys (>= 0), or -EINVAL (bad ch, NULL outputs,
- * @max below the count), -ENOENT (no such store transfer), -EPERM
- * (another channel's).
+ * @max below the count), -ENOENT (no such store transfer of @ch: another
+ * channel's reads as absent).
  */
 int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			struct kvr_key *keys, uint32_t max, uint32_t *ns_out);
@@ -543,7 +547,8 @@ int kvr_store_xfer_keys(const struct kvr_store *s, uint32_t ch, uint64_t xfer,
  * reservation (order of kvr_store_xfer_keys) is committed if keep[i] and
  * freed, never published, otherwise. @n must equal its reservation count.
  * Return: the number committed (>= 0), or -EINVAL (bad ch, NULL keep, n
- * mismatch), -ENOENT, -EPERM (as commit_store). On error nothing changed.
+ * mismatch), -ENOENT (as commit_store: another channel's transfer reads
+ * as absent). On error nothing changed.
  */
 int kvr_store_commit_store_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 				const uint8_t *keep, uint32_t n,
@@ -574,8 +579,8 @@ int kvr_store_l2_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
  * eviction takes it before anything else (a saved copy makes it the
  * cheapest to lose). @n must equal the transfer's object count.
  * Return: 0, or -EINVAL (bad ch, NULL saved, n mismatch), -ENOENT (no
- * such retrieve transfer), -EPERM (another channel's); on error nothing
- * changed.
+ * such retrieve transfer of @ch: another channel's reads as absent); on error
+ * nothing changed.
  */
 int kvr_store_l2_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 		       const uint8_t *saved, uint32_t n);
@@ -592,12 +597,20 @@ int kvr_store_disk_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
 			struct kvr_key *keys, struct kvr_slot_desc *slots,
 			uint32_t *ns_out, uint64_t *xfer_out);
 
+/* What kvr_store_disk_saved's saved[i] says of object i. */
+enum {
+	KVR_STORE_DISK_UNSAVED = 0, /* not written (yet) */
+	KVR_STORE_DISK_SAVED = 1,   /* a copy is on disk */
+	KVR_STORE_DISK_REFUSED = 2, /* the disk failed to write it: the
+				       guard lets eviction take it unsaved */
+};
+
 /*
  * kvr_store_disk_saved - kvr_store_l2_saved for transfers of
  * kvr_store_disk_cold (@cold true: the objects whose last pin this was go
  * back to the LRU tail) or of kvr_store_prepare_retrieve (a commit's
- * write-through; @cold false: their recency stays). saved[i] marks a copy
- * on disk. Same returns.
+ * write-through; @cold false: their recency stays). saved[i] is one of
+ * KVR_STORE_DISK_*. Same returns.
  */
 int kvr_store_disk_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			 const uint8_t *saved, uint32_t n, bool cold);
@@ -610,6 +623,15 @@ int kvr_store_disk_saved(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 int kvr_store_disk_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			       const uint8_t *keep, uint32_t n,
 			       uint64_t now_ns);
+
+/*
+ * kvr_store_disk_guard - --disk-mode evict's write-back guard, @on while
+ * the disk takes writes: eviction then takes only objects with a copy on
+ * disk (or that the disk refused), the coldest of the LRU's last 64, and
+ * a key that finds none answers KVR_SLOT_NOROOM (stats.disk_held) until
+ * the write-back has written the cold end. Off (the default): plain LRU.
+ */
+void kvr_store_disk_guard(struct kvr_store *s, bool on);
 
 /* ---- Per-chunk checksums (store_sum.c, docs/reliability.md) ---- */
 
