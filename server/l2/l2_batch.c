@@ -2,8 +2,9 @@
 /*
  * l2_batch.c - one batch of commands on a lane: commands built from a job's
  * items, split per node, each node's share written as one pipeline
- * (writev straight from the pool) and its replies read in order, with
- * redirects followed for a bounded number of rounds.
+ * (writev straight from the pool), every node's before any reply is read,
+ * then each node's replies read in order, with redirects followed for a
+ * bounded number of rounds.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -417,6 +418,61 @@ static int read_reply(struct kvr_l2_lane *ln, struct node *n, struct cmd *c)
 }
 
 /*
+ * Node @n broke at its @k-th command (@rc < 0): counted, the node marked
+ * down, and its commands from the one that broke on failed.
+ */
+static void node_broke(struct kvr_l2_lane *ln, struct node *n, uint32_t k,
+		       int rc)
+{
+	char why[96];
+
+	count_err(ln, rc == -EBADMSG ? KVR_L2_ERR_PROTO : KVR_L2_ERR_IO);
+	snprintf(why, sizeof(why), "%s", strerror(-rc));
+	kvr__l2_node_down(ln, n, why);
+	for (; k < n->nq; k++)
+		cmd_fail(n->q[k]);
+}
+
+/*
+ * One round's sends: every node's share written as one pipeline, all of
+ * them before any reply is read, so each node works on its share while
+ * the lane writes the next node's and reads the previous one's replies
+ * (a GET's node fills its socket with values, a SET's node drains its
+ * payloads). Driven one node after the other, a node sat idle until the
+ * lane reached it and then started cold, and a stalled node held back
+ * every node after it for up to --l2-io-ms. Replies never block a send: they
+ * are small (a SET's), or Redis holds them in its output buffer (a
+ * GET's). A node that cannot be reached or written fails its share and
+ * gets nq 0, so the reads skip it.
+ */
+static void send_round(struct kvr_l2_lane *ln)
+{
+	for (uint32_t i = 0; i < ln->nnodes; i++) {
+		struct node *n = &ln->nodes[i];
+		int rc;
+
+		if (!n->nq)
+			continue;
+		rc = kvr__l2_ensure_conn(ln, n);
+		/* A cluster node in its backoff may have been replaced by a
+		 * promoted replica: ask the map again (at most 20 times a
+		 * second) rather than wait for its retry. */
+		if (rc == -EAGAIN && ln->l2->cfg.kind == KVR_L2_CLUSTER)
+			ln->need_refresh = true;
+		if (rc == 0) {
+			rc = send_node(ln, n);
+			if (rc < 0)
+				node_broke(ln, n, 0, rc);
+		} else {
+			for (uint32_t k = 0; k < n->nq; k++)
+				cmd_fail(n->q[k]);
+		}
+		if (rc < 0)
+			n->nq = 0;
+	}
+}
+
+/*
  * Run cmds[0..nc) to completion: each ends done with a result. Rounds
  * repeat only for redirected commands.
  */
@@ -447,39 +503,16 @@ void kvr__l2_run_batch(struct kvr_l2_lane *ln, struct cmd *cmds, uint32_t nc)
 		}
 		if (!pending)
 			return;
+		send_round(ln);
 		for (uint32_t i = 0; i < ln->nnodes; i++) {
 			struct node *n = &ln->nodes[i];
+			int rc = 0;
 			uint32_t k = 0;
-			int rc;
 
-			if (!n->nq)
-				continue;
-			rc = kvr__l2_ensure_conn(ln, n);
-			/* A cluster node in its backoff may have been replaced
-			 * by a promoted replica: ask the map again (at most 20
-			 * times a second) rather than wait for its retry. */
-			if (rc == -EAGAIN && ln->l2->cfg.kind == KVR_L2_CLUSTER)
-				ln->need_refresh = true;
-			if (rc == 0) {
-				rc = send_node(ln, n);
-				for (; rc == 0 && k < n->nq; k++)
-					rc = read_reply(ln, n, n->q[k]);
-				if (rc < 0) {
-					char why[96];
-
-					count_err(ln, rc == -EBADMSG
-							  ? KVR_L2_ERR_PROTO
-							  : KVR_L2_ERR_IO);
-					snprintf(why, sizeof(why), "%s",
-						 strerror(-rc));
-					kvr__l2_node_down(ln, n, why);
-					if (k > 0)
-						k--; /* the one that broke */
-				}
-			}
+			for (; rc == 0 && k < n->nq; k++)
+				rc = read_reply(ln, n, n->q[k]);
 			if (rc < 0)
-				for (; k < n->nq; k++)
-					cmd_fail(n->q[k]);
+				node_broke(ln, n, k - 1, rc);
 		}
 	}
 	for (uint32_t i = 0; i < nc; i++)

@@ -12,7 +12,9 @@
 #ifndef KVR_L2_SUITE_H
 #define KVR_L2_SUITE_H
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -156,6 +158,19 @@ static inline void l2t_wait_uploads(const struct wsrv *s, uint64_t want,
 static inline void l2t_wait_ended(const struct wsrv *s, uint64_t want)
 {
 	l2t_wait_uploads(s, want, true);
+}
+
+/* The INFO commandstats calls of Redis command @cmd on @r (0 if never
+ * called). */
+static inline long l2t_redis_calls(const struct t_redis *r, const char *cmd)
+{
+	char out[8192], pat[64];
+	const char *at;
+
+	t_redis_cli(r, out, sizeof(out), "INFO commandstats");
+	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+	at = strstr(out, pat);
+	return at ? strtol(at + strlen(pat), NULL, 10) : 0;
 }
 
 /*

@@ -648,18 +648,6 @@ Test(l2, read_through_waiting_on_l2_sleeps_until_its_deadline)
 	free(k);
 }
 
-/* The INFO commandstats calls of Redis command @cmd (0 if never called). */
-static long redis_calls(const char *cmd)
-{
-	char out[8192], pat[64];
-	const char *at;
-
-	t_redis_cli(&rds, out, sizeof(out), "INFO commandstats");
-	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
-	at = strstr(out, pat);
-	return at ? strtol(at + strlen(pat), NULL, 10) : 0;
-}
-
 /*
  * An upload whose lane hashes goes through a temporary key ("{K}:t:<tag>",
  * SET, SETRANGE of the header, RENAME to K, PERSIST): a second server that
@@ -716,8 +704,8 @@ Test(l2, reader_never_sees_a_temporary_upload_key)
 	cr_expect_str_eq(out, "KVL2");
 	/* It went the temporary way: one RENAME and one PERSIST per chunk
 	 * (server 2's uploads of what it loaded are EXISTS hits). */
-	cr_expect_eq(redis_calls("rename"), (long)n);
-	cr_expect_eq(redis_calls("persist"), (long)n);
+	cr_expect_eq(l2t_redis_calls(&rds, "rename"), (long)n);
+	cr_expect_eq(l2t_redis_calls(&rds, "persist"), (long)n);
 	l2t_end2(&s1, &s2, c1, c2, k);
 }
 

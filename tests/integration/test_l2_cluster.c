@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 
+#include <kvring/clock.h>
 #include <kvring/kvring.h>
 
 #include "l2_suite.h"
@@ -175,6 +176,59 @@ Test(l2_cluster, node_killed_mid_traffic_then_back)
 	kvr_close(c);
 	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 	free(k);
+}
+
+/*
+ * A batch is written to every master before any reply is read: with the
+ * first seed's master frozen (SIGSTOP), the other two get their share of
+ * an upload's EXISTS while the lane still waits for the frozen one's
+ * replies (its 20 s --l2-io-ms has not run out: no I/O error counted).
+ * Driven one node after the other, the lane sent them nothing before
+ * that timeout. Thawed, the node answers and every chunk is uploaded.
+ */
+Test(l2_cluster, every_master_gets_its_share_while_another_is_frozen)
+{
+	const char *more[] = {"--l2-io-ms", "20000", NULL};
+	long before[T_CLUSTER_N] = {0};
+	struct kvr_client *c;
+	struct kvr_key *k, *kn;
+	uint64_t io;
+	bool sent = false;
+
+	l2t_start(&s1, cl.url, more);
+	c = wsrv_connect(&s1, 0, 5000);
+	/* A first upload: the lane reads the slot map, connects each node. */
+	k = l2t_keys_for(c, 1, 16);
+	cr_assert_eq(wsrv_store(c, k, 16, CHUNK), 16);
+	l2t_wait_ended(&s1, 16);
+	for (int i = 1; i < T_CLUSTER_N; i++)
+		before[i] = l2t_redis_calls(&cl.node[i], "exists");
+	kill(cl.node[0].pid, SIGSTOP); /* the lane's first node */
+	kn = l2t_keys_for(c, 2, 32);
+	cr_assert_eq(wsrv_store(c, kn, 32, CHUNK), 32);
+	/* Up to 15 s, short of the 20 s timeout on the frozen node. */
+	for (uint64_t end = kvr_clock_now_ns() + 15000000000ull;
+	     !sent && kvr_clock_now_ns() < end;) {
+		sent = true;
+		for (int i = 1; i < T_CLUSTER_N; i++)
+			if (l2t_redis_calls(&cl.node[i], "exists") <= before[i])
+				sent = false;
+		if (!sent)
+			wsrv_sleep_ms(10);
+	}
+	io = T_L2(&s1.t, errors[1]); /* io */
+	kill(cl.node[0].pid, SIGCONT);
+	cr_expect(sent, "the live masters got no EXISTS while the first one "
+			"was frozen");
+	cr_expect_eq(io, 0, "the lane gave up on the frozen node first");
+	l2t_wait_ended(&s1, 48);
+	cr_expect_eq(T_L2(&s1.t, up_chunks), 48, "failed %llu",
+		     (unsigned long long)T_L2(&s1.t, up_failed));
+	cr_expect_eq(kvr_lookup(c, kn, 32, NULL), 32);
+	kvr_close(c);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
+	free(k);
+	free(kn);
 }
 
 /* CLUSTER MYID of node i. */

@@ -23,10 +23,11 @@
  * The plain client is written here (no hiredis on purpose, see docs/l2.md):
  * one pipeline per batch and node, the way kvringd's lanes send them (on
  * a cluster: keys routed by hash slot from CLUSTER SLOTS, one connection
- * per master, the nodes' shares sent and read one node after the other). Chunk
- * bytes are checked after every read-through: a mismatch exits 1; slow figures
- * never do. The machine is shared and has 2 cores: read the figures as
- * same-run ratios, not absolutes.
+ * per master, every node's share sent before any reply is read), under
+ * keys of its own. Who goes first alternates by round, and an untimed
+ * plain read precedes the timed reads. Chunk bytes are checked after
+ * every read-through: a mismatch exits 1; slow figures never do. The machine is
+ * shared and has 2 cores: read the figures as same-run ratios, not absolutes.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +46,7 @@
 #include <kvring/clock.h>
 #include <kvring/kvring.h>
 #include <kvring/layout.h>
+#include <kvring/parse.h>
 
 #include <kvring/l2.h>
 
@@ -55,6 +57,15 @@
 int bench_l2_main(int argc, char **argv);
 
 #define BATCH_BYTES (256ull << 20) /* bytes per size and round */
+
+#define L2_HELP                                                                \
+	"l2 options:\n"                                                        \
+	"  --only T            one target: redis (one redis-server) or "       \
+	"cluster\n"                                                            \
+	"                      (3 masters); default both\n"                    \
+	"  --sizes LIST        chunk sizes of the upload and read-through "    \
+	"cells,\n"                                                             \
+	"                      smallest first (default 2M,8M,32M)\n"
 
 /* ---- helpers on the kvring side ---- */
 
@@ -109,18 +120,6 @@ static int prepare_fill(struct kvr_client *c, const struct kvr_key *keys,
 	return 0;
 }
 
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double t = v[j];
-
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n ? v[n / 2] : 0;
-}
-
 /* p50 of @iters pings in ns. */
 static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
 {
@@ -133,21 +132,6 @@ static uint64_t ping_p50(struct kvr_client *c, uint32_t iters, uint64_t *buf)
 	bench_sort_u64(buf, iters);
 	return buf[iters / 2];
 }
-
-struct env {
-	struct bench_run_opts o;
-	const char *target; /* "redis" or "cluster" */
-	struct redis rd[CLUSTER_N];
-	struct bench_server a, b;
-	struct kvr_client *ca, *cb, *cping;
-	struct kvr_client *csum; /* on server A, with per-chunk checksums */
-	const struct kvr_l2stats_shm *la, *lb;
-	void *ma, *mb;
-	size_t na, nb;
-	struct pclient pl;
-	uint64_t seq;
-	uint64_t ns_fp;
-};
 
 static void wait_uploaded(struct env *e, uint64_t target)
 {
@@ -162,81 +146,14 @@ static void wait_uploaded(struct env *e, uint64_t target)
 	}
 }
 
-/*
- * CPU time (ns) every thread of process @pid has run, from the first
- * field of /proc/PID/task/TID/schedstat (nanoseconds on a CPU, exact, not
- * ticks); 0 if unreadable. The throughput cells add it up per side
- * (kvringd, redis-server, the plain client's thread), so where the time
- * goes shows even when the shared machine's load moves the GB/s.
- */
-static uint64_t proc_cpu_ns(pid_t pid)
-{
-	char dir[64], path[384];
-	struct dirent *d;
-	uint64_t sum = 0;
-	DIR *dp;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-	dp = opendir(dir);
-	if (!dp)
-		return 0;
-	while ((d = readdir(dp))) {
-		unsigned long long run = 0;
-		FILE *f;
-
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/schedstat", dir, d->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%llu", &run) == 1)
-			sum += run;
-		fclose(f);
-	}
-	closedir(dp);
-	return sum;
-}
-
-/* CPU time of the calling thread (the plain client). */
-static uint64_t self_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* CPU of every redis-server of the run (one, or the cluster's masters). */
-static uint64_t redis_cpu_ns(const struct env *e)
-{
-	uint64_t sum = 0;
-
-	for (int i = 0; i < CLUSTER_N; i++)
-		if (e->rd[i].pid > 0)
-			sum += proc_cpu_ns(e->rd[i].pid);
-	return sum;
-}
-
-/* @ns of CPU per GB moved, in ms. */
-static double ms_gb(uint64_t ns, double gb)
-{
-	return (double)ns / 1e6 / gb;
-}
-
-/* CPU spent per side over a cell's rounds, in ns. */
-struct cpu_acc {
-	uint64_t own, redis; /* kvringd's or the plain client's; Redis's */
-};
-
 /* One throughput cell as a JSON line: @subject ("upload" or
  * "read_through") beside the plain client of the same rounds; @sums says
  * who computed the payload sums ("server": the lane hashes; "worker": a
  * worker with checksums sent them with its commit). */
-static void json_cell(const struct env *e, const char *subject,
-		      const char *sums, uint64_t bytes, uint32_t n, int rounds,
-		      double gb_s, double plain_gb_s, const struct cpu_acc *k,
-		      const struct cpu_acc *p)
+void bench_l2_json_cell(const struct env *e, const char *subject,
+			const char *sums, uint64_t bytes, uint32_t n,
+			int rounds, double gb_s, double plain_gb_s,
+			const struct cpu_acc *k, const struct cpu_acc *p)
 {
 	/* CPU ms per GB moved, over all rounds. */
 	double gb = (double)rounds * n * (double)bytes / 1e9;
@@ -285,165 +202,190 @@ static int verify_read(struct env *e, const struct kvr_key *keys, uint32_t n,
 	return 0;
 }
 
-/*
- * One chunk size's figures, the medians of @rounds: upload (rate @up,
- * with the worker's sums @ups), read-through @rt, each beside the plain
- * client's (@upp, @rtp), and the CPU each side spent (@cpu, in the order
- * run_size() fills it).
- */
-static void print_size(const struct env *e, uint64_t bytes, uint32_t n,
-		       int rounds, double *up, double *upp, double *rt,
-		       double *rtp, double *ups, const struct cpu_acc *cpu)
+/* One size's rounds: the keys, the plain client's keys in Redis (its
+ * own: kvringd's hold the namespace's fingerprint) and buffer,
+ * the figures per round and the CPU per cell (upload, plain upload,
+ * read-through, plain read, upload with sums: print_size's order). */
+struct size_run {
+	struct env *e;
+	uint64_t bytes;
+	uint32_t n;
+	struct kvr_key *keys;
+	char (*rk)[KVR_L2_KEY_MAX];
+	char *buf;
+	double up[8], upp[8], rt[8], rtp[8], ups[8];
+	struct cpu_acc cpu[5];
+};
+
+static double size_bytes(const struct size_run *z)
 {
-	double u = median(up, rounds), pu = median(upp, rounds);
-	double t = median(rt, rounds), pt = median(rtp, rounds);
-	double us = median(ups, rounds);
-	char sz[16];
+	return (double)z->n * (double)z->bytes;
+}
 
-	bench_fmt_bytes(bytes, sz, sizeof(sz));
-	if (e->o.json) {
-		json_cell(e, "upload", "server", bytes, n, rounds, u, pu,
-			  &cpu[0], &cpu[1]);
-		json_cell(e, "upload", "worker", bytes, n, rounds, us, pu,
-			  &cpu[4], &cpu[1]);
-		json_cell(e, "read_through", "server", bytes, n, rounds, t, pt,
-			  &cpu[2], &cpu[3]);
-	} else {
-		printf("%-6s x%-4u upload %6.2f GB/s  plain %6.2f GB/s  "
-		       "ratio %.2f | read-through %6.2f GB/s  plain "
-		       "%6.2f GB/s  ratio %.2f\n",
-		       sz, n, u, pu, pu > 0 ? u / pu : 0, t, pt,
-		       pt > 0 ? t / pt : 0);
-		double gb = (double)rounds * n * (double)bytes / 1e9;
+static uint64_t up_total(const struct env *e)
+{
+	return ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
+	       ld(&e->la->up_failed);
+}
 
-		printf("%-6s x%-4u upload with the worker's sums %6.2f "
-		       "GB/s  ratio %.2f\n",
-		       sz, n, us, pu > 0 ? us / pu : 0);
-		printf("%-6s CPU ms/GB kvringd+redis vs plain+redis: "
-		       "upload %.0f+%.0f vs %.0f+%.0f, with sums "
-		       "%.0f+%.0f, read-through %.0f+%.0f vs %.0f+%.0f\n",
-		       sz, ms_gb(cpu[0].own, gb), ms_gb(cpu[0].redis, gb),
-		       ms_gb(cpu[1].own, gb), ms_gb(cpu[1].redis, gb),
-		       ms_gb(cpu[4].own, gb), ms_gb(cpu[4].redis, gb),
-		       ms_gb(cpu[2].own, gb), ms_gb(cpu[2].redis, gb),
-		       ms_gb(cpu[3].own, gb), ms_gb(cpu[3].redis, gb));
+/* kvring upload of round @r: commit on server A, then wait for its
+ * write-behind. */
+static int size_up_kvr(struct size_run *z, int r)
+{
+	struct env *e = z->e;
+	uint64_t base = up_total(e);
+	struct kvr_xfer x;
+	struct meter m;
+
+	if (prepare_fill(e->ca, z->keys, z->n, z->bytes, &x) < 0) {
+		fprintf(stderr, "kvring-bench l2: store failed\n");
+		return -1;
 	}
+	bench_l2_meter_start(e, &m, e->a.d.pid);
+	if (kvr_commit_store(e->ca, &x) < 0)
+		return -1;
+	wait_uploaded(e, base + z->n);
+	z->up[r] = bench_l2_meter_stop(e, &m, &z->cpu[0], size_bytes(z));
+	return 0;
+}
+
+/*
+ * The plain client's upload (@up: the same bytes, distinct per chunk as
+ * kvringd reads them, same pipeline shape, under keys of its own) or GET
+ * of what it uploaded; timed into *@rate and @acc unless @rate is NULL.
+ */
+static int size_plain(struct size_run *z, bool up, double *rate,
+		      struct cpu_acc *acc)
+{
+	struct meter m;
+	int rc;
+
+	if (up)
+		for (uint32_t i = 0; i < z->n; i++)
+			fill(&z->keys[i],
+			     (unsigned char *)z->buf + (size_t)i * z->bytes,
+			     z->bytes);
+	bench_l2_meter_start(z->e, &m, 0);
+	rc =
+	    up ? bench_l2_pclient_put(&z->e->pl, z->rk, z->n, z->buf, z->bytes)
+	       : bench_l2_pclient_get(&z->e->pl, z->rk, z->n, z->buf, z->bytes);
+	if (rc < 0) {
+		fprintf(stderr,
+			"kvring-bench l2: the plain client's %s failed\n",
+			up ? "upload" : "GET");
+		return -1;
+	}
+	if (rate)
+		*rate = bench_l2_meter_stop(z->e, &m, acc, size_bytes(z));
+	return 0;
+}
+
+/* Read-through on server B, then every chunk checked. */
+static int size_rt_kvr(struct size_run *z, int r)
+{
+	struct env *e = z->e;
+	struct meter m;
+	bool pending;
+	long hits;
+
+	bench_l2_meter_start(e, &m, e->b.d.pid);
+	hits = kvr_lookup_l2(e->cb, z->keys, z->n, NULL, &pending);
+	z->rt[r] = bench_l2_meter_stop(e, &m, &z->cpu[2], size_bytes(z));
+	if (hits != (long)z->n) {
+		fprintf(stderr,
+			"kvring-bench l2: read-through found %ld of %u (%s)\n",
+			hits, z->n, pending ? "deadline" : "missing");
+		return -1;
+	}
+	return verify_read(e, z->keys, z->n, z->bytes, z->buf);
+}
+
+/*
+ * kvring upload of chunks a worker with checksums stored: the lane sends
+ * the worker's sums instead of hashing (docs/l2.md, "Checksums"). Timed
+ * from the commit's answer, since the worker hashes its chunks before it
+ * sends the commit.
+ */
+static int size_up_sums(struct size_run *z, int r)
+{
+	struct env *e = z->e;
+	uint64_t base = up_total(e);
+	struct kvr_xfer x;
+	struct meter m;
+
+	for (uint32_t i = 0; i < z->n; i++)
+		z->keys[i] = bench_key(e->seq++);
+	if (prepare_fill(e->csum, z->keys, z->n, z->bytes, &x) < 0 ||
+	    kvr_commit_store(e->csum, &x) < 0) {
+		fprintf(stderr, "kvring-bench l2: store with sums failed\n");
+		return -1;
+	}
+	bench_l2_meter_start(e, &m, e->a.d.pid);
+	wait_uploaded(e, base + z->n);
+	z->ups[r] = bench_l2_meter_stop(e, &m, &z->cpu[4], size_bytes(z));
+	return 0;
+}
+
+/*
+ * One round. Who goes first alternates (plain client first in odd
+ * rounds), and an untimed plain GET of 256 MiB runs before the timed
+ * reads: the first big read after an upload found Redis's output
+ * buffers cold and ran 1.3-1.7x slower than the same read right after
+ * it, whichever side read first.
+ */
+static int size_round(struct size_run *z, int r)
+{
+	bool plain_first = r & 1;
+
+	for (uint32_t i = 0; i < z->n; i++) {
+		z->keys[i] = bench_key(z->e->seq++);
+		kvr_l2_key("kvrbench:", 1, &z->keys[i], z->rk[i],
+			   KVR_L2_KEY_MAX);
+	}
+	if ((plain_first && size_plain(z, true, &z->upp[r], &z->cpu[1]) < 0) ||
+	    size_up_kvr(z, r) < 0 ||
+	    (!plain_first && size_plain(z, true, &z->upp[r], &z->cpu[1]) < 0))
+		return -1;
+	if (size_plain(z, false, NULL, NULL) < 0) /* the warm-up */
+		return -1;
+	if ((plain_first && size_plain(z, false, &z->rtp[r], &z->cpu[3]) < 0) ||
+	    size_rt_kvr(z, r) < 0 ||
+	    (!plain_first && size_plain(z, false, &z->rtp[r], &z->cpu[3]) < 0))
+		return -1;
+	if (size_up_sums(z, r) < 0)
+		return -1;
+	bench_l2_pclient_flush(&z->e->pl);
+	return 0;
 }
 
 static int run_size(struct env *e, uint64_t bytes, int rounds)
 {
-	uint32_t n = (uint32_t)(BATCH_BYTES / bytes);
-	struct kvr_key *keys = calloc(n, sizeof(*keys));
-	char(*rk)[KVR_L2_KEY_MAX] = calloc(n, KVR_L2_KEY_MAX);
-	char *buf = malloc((size_t)n * bytes);
-	double up[8], upp[8], rt[8], rtp[8], ups[8];
-	/* upload, plain upload, read-through, plain read, upload with sums */
-	struct cpu_acc cpu[5] = {{0, 0}};
-	uint64_t c0, r0;
+	struct size_run *z = calloc(1, sizeof(*z));
 	int ret = 1;
 
-	if (!keys || !rk || !buf)
+	if (!z)
+		return 1;
+	z->e = e;
+	z->bytes = bytes;
+	z->n = (uint32_t)(BATCH_BYTES / bytes);
+	z->keys = calloc(z->n, sizeof(*z->keys));
+	z->rk = calloc(z->n, KVR_L2_KEY_MAX);
+	z->buf = malloc((size_t)z->n * bytes);
+	if (!z->keys || !z->rk || !z->buf)
 		goto out;
 	if (rounds > 8)
 		rounds = 8;
-	for (int r = 0; r < rounds; r++) {
-		struct kvr_xfer x;
-		uint64_t base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
-				ld(&e->la->up_failed);
-		double t0, t1;
-		long hits;
-		bool pending;
-
-		for (uint32_t i = 0; i < n; i++) {
-			keys[i] = bench_key(e->seq++);
-			kvr_l2_key("kvrbench:", 1, &keys[i], rk[i],
-				   KVR_L2_KEY_MAX);
-		}
-		/* kvring upload: commit, then wait for write-behind. */
-		if (prepare_fill(e->ca, keys, n, bytes, &x) < 0) {
-			fprintf(stderr, "kvring-bench l2: store failed\n");
+	for (int r = 0; r < rounds; r++)
+		if (size_round(z, r) < 0)
 			goto out;
-		}
-		t0 = now_s();
-		c0 = proc_cpu_ns(e->a.d.pid);
-		r0 = redis_cpu_ns(e);
-		if (kvr_commit_store(e->ca, &x) < 0)
-			goto out;
-		wait_uploaded(e, base + n);
-		t1 = now_s();
-		cpu[0].own += proc_cpu_ns(e->a.d.pid) - c0;
-		cpu[0].redis += redis_cpu_ns(e) - r0;
-		up[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
-		/* Plain client: the same bytes, same pipeline shape. */
-		for (uint32_t i = 0; i < n;
-		     i++) /* distinct bytes, as kvringd reads */
-			fill(&keys[i], (unsigned char *)buf + (size_t)i * bytes,
-			     bytes);
-		t0 = now_s();
-		c0 = self_cpu_ns();
-		r0 = redis_cpu_ns(e);
-		if (bench_l2_pclient_put(&e->pl, rk, n, buf, bytes) < 0)
-			goto out;
-		upp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
-		cpu[1].own += self_cpu_ns() - c0;
-		cpu[1].redis += redis_cpu_ns(e) - r0;
-
-		/* Read-through on server B, verified. */
-		t0 = now_s();
-		c0 = proc_cpu_ns(e->b.d.pid);
-		r0 = redis_cpu_ns(e);
-		hits = kvr_lookup_l2(e->cb, keys, n, NULL, &pending);
-		t1 = now_s();
-		cpu[2].own += proc_cpu_ns(e->b.d.pid) - c0;
-		cpu[2].redis += redis_cpu_ns(e) - r0;
-		if (hits != (long)n) {
-			fprintf(stderr,
-				"kvring-bench l2: read-through found %ld of %u "
-				"(%s)\n",
-				hits, n, pending ? "deadline" : "missing");
-			goto out;
-		}
-		rt[r] = (double)n * (double)bytes / (t1 - t0) / 1e9;
-		if (verify_read(e, keys, n, bytes, buf) < 0)
-			goto out;
-		t0 = now_s();
-		c0 = self_cpu_ns();
-		r0 = redis_cpu_ns(e);
-		if (bench_l2_pclient_get(&e->pl, rk, n, buf, bytes) < 0)
-			goto out;
-		rtp[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
-		cpu[3].own += self_cpu_ns() - c0;
-		cpu[3].redis += redis_cpu_ns(e) - r0;
-
-		/* kvring upload of chunks a worker with checksums stored: the
-		 * lane sends the worker's sums instead of hashing (docs/l2.md,
-		 * "Checksums"). Timed from the commit's answer, since the
-		 * worker hashes its chunks before it sends the commit. */
-		base = ld(&e->la->up_chunks) + ld(&e->la->up_exists) +
-		       ld(&e->la->up_failed);
-		for (uint32_t i = 0; i < n; i++)
-			keys[i] = bench_key(e->seq++);
-		if (prepare_fill(e->csum, keys, n, bytes, &x) < 0 ||
-		    kvr_commit_store(e->csum, &x) < 0) {
-			fprintf(stderr, "kvring-bench l2: store with sums "
-					"failed\n");
-			goto out;
-		}
-		t0 = now_s();
-		c0 = proc_cpu_ns(e->a.d.pid);
-		r0 = redis_cpu_ns(e);
-		wait_uploaded(e, base + n);
-		ups[r] = (double)n * (double)bytes / (now_s() - t0) / 1e9;
-		cpu[4].own += proc_cpu_ns(e->a.d.pid) - c0;
-		cpu[4].redis += redis_cpu_ns(e) - r0;
-		bench_l2_pclient_flush(&e->pl);
-	}
-	print_size(e, bytes, n, rounds, up, upp, rt, rtp, ups, cpu);
+	bench_l2_print_size(e, bytes, z->n, rounds, z->up, z->upp, z->rt,
+			    z->rtp, z->ups, z->cpu);
 	ret = 0;
 out:
-	free(keys);
-	free(rk);
-	free(buf);
+	free(z->keys);
+	free(z->rk);
+	free(z->buf);
+	free(z);
 	return ret;
 }
 
@@ -618,7 +560,6 @@ static int connect_summing(const struct bench_server *s,
  * every subject; all of it stopped again. */
 static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 {
-	static const uint64_t sizes[] = {2ull << 20, 8ull << 20, 32ull << 20};
 	const char *extra[] = {"--l2",
 			       url,
 			       "--l2-prefix",
@@ -655,7 +596,7 @@ static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 	e->lb = map_l2(&e->b, &e->mb, &e->nb);
 	if (!e->la || !e->lb ||
 	    bench_l2_pclient_open(&e->pl, e->rd, nn, nn > 1,
-				  (uint32_t)(BATCH_BYTES / sizes[0])) < 0) {
+				  (uint32_t)(BATCH_BYTES / e->sizes[0])) < 0) {
 		fprintf(stderr, "kvring-bench l2: %s: set-up failed\n",
 			e->target);
 		goto out;
@@ -665,8 +606,8 @@ static int run_target(struct env *e, const char *url, uint32_t nn, int rounds)
 		       "round(s), median; 2-core shared machine: compare "
 		       "within the run\n",
 		       e->target, url, rounds);
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-		if (run_size(e, sizes[i], rounds) != 0)
+	for (unsigned i = 0; i < e->nsizes; i++)
+		if (run_size(e, e->sizes[i], rounds) != 0)
 			goto out;
 	if (run_rtt(e) != 0 || run_lookup16(e, 2ull << 20) != 0)
 		goto out;
@@ -688,6 +629,35 @@ out:
 	return rc;
 }
 
+/*
+ * --sizes (chunk sizes of the throughput cells, smallest first, 64 KiB to
+ * 256 MiB; default 2M,8M,32M) into e->sizes. 0, or -1 said on stderr.
+ */
+static int parse_sizes(struct env *e)
+{
+	char buf[256], *save = NULL, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", e->o.sizes ? e->o.sizes : "2M,8M,32M");
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+
+		if (kvr_parse_size(tok, &v) < 0 || v < (64u << 10) ||
+		    v > BATCH_BYTES ||
+		    (e->nsizes && v <= e->sizes[e->nsizes - 1]) ||
+		    e->nsizes == sizeof(e->sizes) / sizeof(e->sizes[0])) {
+			fprintf(stderr,
+				"kvring-bench l2: --sizes: bad '%s' (up to 8 "
+				"sizes, smallest first, each 64K to 256M, "
+				"e.g. 2M,32M)\n",
+				tok);
+			return -1;
+		}
+		e->sizes[e->nsizes++] = v;
+	}
+	return e->nsizes ? 0 : -1;
+}
+
 int bench_l2_main(int argc, char **argv)
 {
 	struct env e = {0};
@@ -695,13 +665,25 @@ int bench_l2_main(int argc, char **argv)
 	int rc = 1, rounds, at;
 
 	/* 1: --help was printed (exit 0), 2: a usage error. */
-	rc = bench_run_opts_parse(argc, argv, "l2", "", &e.o);
+	rc = bench_run_opts_parse(argc, argv, "l2", L2_HELP, &e.o);
 	if (rc)
 		return rc == 1 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	if (e.o.only && strcmp(e.o.only, "redis") != 0 &&
+	    strcmp(e.o.only, "cluster") != 0) {
+		fprintf(stderr,
+			"kvring-bench l2: --only: bad '%s' (redis or "
+			"cluster)\n",
+			e.o.only);
+		return BENCH_EXIT_USAGE;
+	}
+	if (parse_sizes(&e) < 0)
+		return BENCH_EXIT_USAGE;
 	rc = 1;
 	rounds = e.o.rounds ? (int)e.o.rounds : (e.o.quick ? 1 : 3);
 	/* A standalone redis-server... */
 	e.target = "redis";
+	if (e.o.only && strcmp(e.o.only, "cluster") == 0)
+		goto cluster;
 	if (bench_l2_redis_start(&e.rd[0], 26000 + (int)(getpid() % 1000),
 				 false) < 0)
 		goto out;
@@ -711,6 +693,11 @@ int bench_l2_main(int argc, char **argv)
 	bench_l2_redis_stop(&e.rd[0]);
 	memset(&e.rd[0], 0, sizeof(e.rd[0]));
 	/* ...then a 3-master cluster, in the same run. */
+	if (e.o.only && strcmp(e.o.only, "redis") == 0) {
+		rc = 0;
+		goto out;
+	}
+cluster:
 	e.target = "cluster";
 	if (bench_l2_cluster_start(e.rd) < 0)
 		goto out;

@@ -4,7 +4,8 @@
  * processes (one, or a 3-master cluster) on free loopback ports, and the
  * plain pipelined client it compares kvringd's L2 tier with (written here,
  * no hiredis on purpose, see docs/l2.md): one pipeline per batch and node,
- * keys routed by hash slot from CLUSTER SLOTS on a cluster.
+ * every node's written before any reply is read, keys routed by hash slot
+ * from CLUSTER SLOTS on a cluster: the shape of kvringd's lanes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -182,94 +183,65 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* Room for one command's words before its value: the array and bulk
- * headers, the command name and a key. */
-#define PRE_MAX 192
+enum plain_op { P_EXISTS, P_SET, P_GET };
 
-/* The command "@cmd KEY" for each of the n keys idx[0..n), written in one
- * go (pre[i] and iov[i] hold command i); the replies are the caller's to
- * read. 0 or -errno. */
-static int send_keyed(struct plain *p, const char *cmd,
-		      char (*keys)[KVR_L2_KEY_MAX], const uint32_t *idx,
-		      uint32_t n, struct iovec *iov, char (*pre)[PRE_MAX])
+/*
+ * Write one node's share of a batch, the keys idx[0..m), as one pipeline:
+ * EXISTS, SET of value i (at @val + i * @bytes) or GET. @iov and @pre are
+ * the share's scratch (3 iovecs and one prefix per key).
+ */
+static int share_send(struct plain *p, int op, char (*keys)[KVR_L2_KEY_MAX],
+		      const uint32_t *idx, uint32_t m, const char *val,
+		      size_t bytes, struct iovec *iov, char (*pre)[192])
 {
-	for (uint32_t i = 0; i < n; i++) {
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < m; i++) {
 		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-				   strlen(cmd), cmd, strlen(key), key);
-
-		iov[i] = (struct iovec){pre[i], (size_t)len};
-	}
-	return write_all(p->fd, iov, (int)n);
-}
-
-/* EXISTS then SET of the n values idx[0..n) of @bytes each (same key
- * format); value i is val + i * bytes: as many distinct bytes as kvringd
- * reads. */
-static int plain_put(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
-		     const uint32_t *idx, uint32_t n, const char *val,
-		     size_t bytes)
-{
-	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
-	char(*pre)[PRE_MAX] = calloc(n, sizeof(*pre));
-	struct kvr_l2_rline l;
-	int rc = -ENOMEM;
-	uint32_t k;
-
-	if (!iov || !pre)
-		goto out;
-	rc = send_keyed(p, "EXISTS", keys, idx, n, iov, pre);
-	for (uint32_t i = 0; rc == 0 && i < n; i++)
-		rc = plain_line(p, &l);
-	k = 0;
-	for (uint32_t i = 0; rc == 0 && i < n; i++) {
-		const char *key = keys[idx[i]];
-		int len = snprintf(pre[i], sizeof(pre[i]),
-				   "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n",
-				   strlen(key), key, bytes);
+		size_t kl = strlen(key);
+		int len =
+		    op == P_EXISTS
+			? snprintf(pre[i], sizeof(pre[i]),
+				   "*2\r\n$6\r\nEXISTS\r\n$%zu\r\n%s\r\n", kl,
+				   key)
+		    : op == P_GET
+			? snprintf(pre[i], sizeof(pre[i]),
+				   "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", kl, key)
+			: snprintf(pre[i], sizeof(pre[i]),
+				   "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu"
+				   "\r\n",
+				   kl, key, bytes);
 
 		iov[k++] = (struct iovec){pre[i], (size_t)len};
-		iov[k++] = (struct iovec){
-		    (void *)(val + (size_t)idx[i] * bytes), bytes};
-		iov[k++] = (struct iovec){(void *)"\r\n", 2};
+		if (op == P_SET) {
+			iov[k++] = (struct iovec){
+			    (void *)(val + (size_t)idx[i] * bytes), bytes};
+			iov[k++] = (struct iovec){(void *)"\r\n", 2};
+		}
 	}
-	if (rc == 0)
-		rc = write_all(p->fd, iov, (int)k);
-	for (uint32_t i = 0; rc == 0 && i < n; i++)
-		if (plain_line(p, &l) < 0 || l.type != '+')
-			rc = -EIO;
-out:
-	free(iov);
-	free(pre);
-	return rc;
+	return write_all(p->fd, iov, (int)k);
 }
 
-/* GET of the n keys idx[0..n), value i into dst + i * bytes. */
-static int plain_get(struct plain *p, char (*keys)[KVR_L2_KEY_MAX],
-		     const uint32_t *idx, uint32_t n, char *dst, size_t bytes)
+/* Read the replies of a share share_send() wrote; a GET's value i into
+ * @dst + i * @bytes. */
+static int share_read(struct plain *p, int op, const uint32_t *idx, uint32_t m,
+		      char *dst, size_t bytes)
 {
-	struct iovec *iov = calloc(n, sizeof(*iov));
-	char(*pre)[PRE_MAX] = calloc(n, sizeof(*pre));
 	struct kvr_l2_rline l;
-	int rc = -ENOMEM;
+	char crlf[2];
 
-	if (!iov || !pre)
-		goto out;
-	rc = send_keyed(p, "GET", keys, idx, n, iov, pre);
-	for (uint32_t i = 0; rc == 0 && i < n; i++) {
-		char crlf[2];
-
-		if (plain_line(p, &l) < 0 || l.type != '$' ||
-		    (size_t)l.num != bytes ||
-		    plain_read(p, dst + (size_t)idx[i] * bytes, bytes) < 0 ||
-		    plain_read(p, crlf, 2) < 0)
-			rc = -EIO;
+	for (uint32_t i = 0; i < m; i++) {
+		if (plain_line(p, &l) < 0)
+			return -EIO;
+		if (op == P_SET && l.type != '+')
+			return -EIO;
+		if (op == P_GET &&
+		    (l.type != '$' || (size_t)l.num != bytes ||
+		     plain_read(p, dst + (size_t)idx[i] * bytes, bytes) < 0 ||
+		     plain_read(p, crlf, 2) < 0))
+			return -EIO;
 	}
-out:
-	free(iov);
-	free(pre);
-	return rc;
+	return 0;
 }
 
 static int plain_cmd(struct plain *p, const char *cmd)
@@ -344,9 +316,9 @@ void bench_l2_pclient_close(struct pclient *pc)
 	memset(pc, 0, sizeof(*pc));
 }
 
-/* Keys of node @node among keys[0..n) into pc->idx; their count. */
+/* Keys of node @node among keys[0..n) into @idx; their count. */
 static uint32_t pclient_share(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
-			      uint32_t n, uint32_t node)
+			      uint32_t n, uint32_t node, uint32_t *idx)
 {
 	uint32_t m = 0;
 
@@ -354,32 +326,53 @@ static uint32_t pclient_share(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
 		if (!pc->cluster ||
 		    pc->slot_node[kvr_l2_slot(keys[i], strlen(keys[i]))] ==
 			node)
-			pc->idx[m++] = i;
+			idx[m++] = i;
 	return m;
+}
+
+/*
+ * One batch of @op over keys[0..n), kvringd's lane shape: split by node,
+ * every node's share written as one pipeline before any reply is read,
+ * then each node's replies in order.
+ */
+static int pclient_batch(struct pclient *pc, int op,
+			 char (*keys)[KVR_L2_KEY_MAX], uint32_t n,
+			 const char *val, char *dst, size_t bytes)
+{
+	struct iovec *iov = calloc((size_t)n * 3, sizeof(*iov));
+	char(*pre)[192] = calloc(n, sizeof(*pre));
+	uint32_t at[CLUSTER_N], m[CLUSTER_N], used = 0;
+	int rc = iov && pre ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; rc == 0 && i < pc->nn; i++) {
+		at[i] = used;
+		m[i] = pclient_share(pc, keys, n, i, pc->idx + used);
+		if (m[i])
+			rc = share_send(&pc->n[i], op, keys, pc->idx + used,
+					m[i], val, bytes, iov + 3 * used,
+					pre + used);
+		used += m[i];
+	}
+	for (uint32_t i = 0; rc == 0 && i < pc->nn; i++)
+		rc = share_read(&pc->n[i], op, pc->idx + at[i], m[i], dst,
+				bytes);
+	free(iov);
+	free(pre);
+	return rc < 0 ? -EIO : 0;
 }
 
 int bench_l2_pclient_put(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
 			 uint32_t n, const char *val, size_t bytes)
 {
-	for (uint32_t i = 0; i < pc->nn; i++) {
-		uint32_t m = pclient_share(pc, keys, n, i);
-
-		if (m && plain_put(&pc->n[i], keys, pc->idx, m, val, bytes) < 0)
-			return -EIO;
-	}
-	return 0;
+	if (pclient_batch(pc, P_EXISTS, keys, n, NULL, NULL, bytes) < 0)
+		return -EIO;
+	return pclient_batch(pc, P_SET, keys, n, val, NULL, bytes);
 }
 
 int bench_l2_pclient_get(struct pclient *pc, char (*keys)[KVR_L2_KEY_MAX],
 			 uint32_t n, char *dst, size_t bytes)
 {
-	for (uint32_t i = 0; i < pc->nn; i++) {
-		uint32_t m = pclient_share(pc, keys, n, i);
-
-		if (m && plain_get(&pc->n[i], keys, pc->idx, m, dst, bytes) < 0)
-			return -EIO;
-	}
-	return 0;
+	return pclient_batch(pc, P_GET, keys, n, NULL, dst, bytes);
 }
 
 void bench_l2_pclient_flush(struct pclient *pc)
