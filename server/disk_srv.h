@@ -70,6 +70,28 @@ void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
  */
 void kvr_dsrv_commit_done(struct kvr_srv *s, int rc);
 
+/* ---- disk_srv_ns.c (disk_srv.c's callees) ---- */
+
+/*
+ * struct kvr_dsrv_ns - the namespaces' fingerprints on disk, by namespace
+ * id - 1 (0: not made yet). Owned by struct kvr_dsrv; @fp holds
+ * KVR_SRV_NS_MAX entries.
+ */
+struct kvr_dsrv_ns {
+	struct kvr_srv *s;
+	uint64_t *fp;
+};
+
+/* kvr_dsrv_ns_init - an empty table for server @s: 0 or -ENOMEM. */
+int kvr_dsrv_ns_init(struct kvr_dsrv_ns *n, struct kvr_srv *s);
+
+/* kvr_dsrv_ns_fini - free the table; a zeroed one is fine. */
+void kvr_dsrv_ns_fini(struct kvr_dsrv_ns *n);
+
+/* kvr_dsrv_ns_fp - namespace @ns's fingerprint (never 0), made the first
+ * time; 0 for an unknown @ns. */
+uint64_t kvr_dsrv_ns_fp(struct kvr_dsrv_ns *n, uint32_t ns);
+
 /* ---- disk_srv_pub.c (disk_srv.c's callees) ---- */
 
 /* kvr_dsrv_publish - copy @d's counters, plus the loop side's @dropped
