@@ -491,11 +491,15 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 			}
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
 					   j->keep, j->n, true);
+		kvr_dsrv_ns_recheck(&ds->ns, ds->d, j->fp, j->keys, j->keep,
+				    j->n);
 		guard(s);
 		break;
 	case JOB_COMMIT:
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
 					   j->keep, j->n, false);
+		kvr_dsrv_ns_recheck(&ds->ns, ds->d, j->fp, j->keys, j->keep,
+				    j->n);
 		break;
 	case JOB_LOAD:
 		/* The verified header's sum is the XXH3-64 of the slot's
@@ -675,6 +679,8 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		kvr_log_err("start-up: %s", err[0] ? err : kvr_strerror(rc));
 		return rc;
 	}
+	/* A chunk the disk drops loses its mark in the pool. */
+	kvr_disk_on_drop(ds->d, kvr_dsrv_ns_dropped, &ds->ns);
 	ds->hist = kvr_dsrv_hist_open(s, &ds->hist_seg);
 	/* A huge-page pool can be registered with the ring once: records
 	 * then move by READ_FIXED / WRITE_FIXED. Else, or refused: the
