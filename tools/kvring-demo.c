@@ -498,6 +498,56 @@ static int demo_store_again(struct kvr_client *c, const struct demo_opts *o,
 }
 
 /*
+ * Connect with the layout of @o as the namespace and print what the
+ * handshake gave (transport, pool, attach time). Return: 0 and *c, or -1
+ * after printing why.
+ */
+static int demo_connect(const struct demo_opts *o, struct kvr_client_opts *co,
+			struct kvr_client **c)
+{
+	char err[256];
+	double t0;
+	int rc;
+
+	/* The namespace: every field is part of the keys' fingerprint, so a
+	 * chunk is never served to an engine with another layout. */
+	strcpy(co->ns.model, o->model);
+	co->ns.layers = o->layers;
+	co->ns.kv_heads = o->kv_heads;
+	co->ns.head_size = o->head_size;
+	co->ns.dtype_bytes = o->dtype_bytes;
+	co->ns.tp_size = 1;
+	co->ns.chunk_tokens = o->chunk_tokens;
+	co->socket_path = o->socket;
+	co->transport = o->transport;
+	co->timeout_ms = o->timeout_ms;
+
+	/* Attach: the handshake over kvringd's socket hands over the pool
+	 * and this worker's rings; from here on requests go through shared
+	 * memory (or the socket, with --transport copy). */
+	t0 = now_s();
+	rc = kvr_connect(co, c, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, PROG ": connect: %s\n", err);
+		return -1;
+	}
+	{
+		const struct kvr_client_info *i = kvr_client_info(*c);
+
+		printf("connected in %.1f ms: %s\n", (now_s() - t0) * 1e3,
+		       i->debug);
+		printf("transport=%s pool=%s pool_bytes=%llu attach_ms=%.1f\n",
+		       i->transport == KVR_TRANSPORT_COPY    ? "copy"
+		       : i->transport == KVR_TRANSPORT_MEMFD ? "memfd"
+							     : "shm",
+		       i->pool_name[0] ? i->pool_name : "(anonymous)",
+		       (unsigned long long)i->pool_bytes,
+		       (double)i->attach_ns / 1e6);
+	}
+	return 0;
+}
+
+/*
  * One request's life as an engine lives it: connect (the layout is the
  * namespace: two workers share chunks only with the same one), hash the
  * token ids into chunk keys, store, look up, retrieve and verify, store
@@ -513,11 +563,10 @@ int main(int argc, char **argv)
 	uint64_t *sizes = NULL;
 	uint32_t *tokens = NULL;
 	unsigned char *expect = NULL, *got = NULL;
-	char err[256];
 	size_t chunk_bytes, total;
 	double t0, t1;
 	long nk, hits;
-	int rc, ret = 1;
+	int ret = 1;
 
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
@@ -525,41 +574,8 @@ int main(int argc, char **argv)
 		      o.dtype_bytes * o.chunk_tokens;
 	total = chunk_bytes * o.chunks;
 
-	/* The namespace: every field is part of the keys' fingerprint, so a
-	 * chunk is never served to an engine with another layout. */
-	strcpy(co.ns.model, o.model);
-	co.ns.layers = o.layers;
-	co.ns.kv_heads = o.kv_heads;
-	co.ns.head_size = o.head_size;
-	co.ns.dtype_bytes = o.dtype_bytes;
-	co.ns.tp_size = 1;
-	co.ns.chunk_tokens = o.chunk_tokens;
-	co.socket_path = o.socket;
-	co.transport = o.transport;
-	co.timeout_ms = o.timeout_ms;
-
-	/* Attach: the handshake over kvringd's socket hands over the pool
-	 * and this worker's rings; from here on requests go through shared
-	 * memory (or the socket, with --transport copy). */
-	t0 = now_s();
-	rc = kvr_connect(&co, &c, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, PROG ": connect: %s\n", err);
+	if (demo_connect(&o, &co, &c) < 0)
 		return 1;
-	}
-	{
-		const struct kvr_client_info *i = kvr_client_info(c);
-
-		printf("connected in %.1f ms: %s\n", (now_s() - t0) * 1e3,
-		       i->debug);
-		printf("transport=%s pool=%s pool_bytes=%llu attach_ms=%.1f\n",
-		       i->transport == KVR_TRANSPORT_COPY    ? "copy"
-		       : i->transport == KVR_TRANSPORT_MEMFD ? "memfd"
-							     : "shm",
-		       i->pool_name[0] ? i->pool_name : "(anonymous)",
-		       (unsigned long long)i->pool_bytes,
-		       (double)i->attach_ns / 1e6);
-	}
 	printf("request: %u chunks x %u tokens, %u layers x %u kv heads x %u "
 	       "x %u bytes: %.2f MiB per chunk, %.1f MiB in all\n",
 	       o.chunks, o.chunk_tokens, o.layers, o.kv_heads, o.head_size,
