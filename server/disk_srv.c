@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include <kvring/error.h>
-#include <kvring/keys.h>
 #include <kvring/log.h>
 #include <kvring/segment.h>
 
@@ -77,8 +76,8 @@ struct kvr_dsrv {
 	uint32_t chan; /* the store channel of its pins and loads */
 	int mode;
 	uint64_t deadline_ns;
-	uint64_t fp[KVR_SRV_NS_MAX]; /* namespace fingerprints, 0: unknown */
-	struct kvr_key *keys;	     /* scratch, max_keys */
+	struct kvr_dsrv_ns ns; /* namespace fingerprints */
+	struct kvr_key *keys;  /* scratch, max_keys */
 	uint64_t *sizes;
 	struct kvr_slot_desc *slots;
 	/* A commit's keys (--disk-mode commit), noted before it. */
@@ -106,18 +105,9 @@ struct kvr_dsrv {
 
 /* ---- helpers ---- */
 
-/* The namespace's fingerprint on disk: its 128-bit namespace key folded
- * (docs/keys.md), never 0. */
 static uint64_t ns_fp(struct kvr_srv *s, uint32_t ns)
 {
-	struct kvr_dsrv *ds = s->disk;
-	struct kvr_key k;
-
-	if (ns == 0 || ns > s->nns)
-		return 0;
-	if (!ds->fp[ns - 1] && kvr_ns_key(&s->ns[ns - 1].desc, &k) == 0)
-		ds->fp[ns - 1] = (k.lo ^ k.hi) | 1;
-	return ds->fp[ns - 1];
+	return kvr_dsrv_ns_fp(&s->disk->ns, ns);
 }
 
 static struct djob *job_new(struct kvr_dsrv *ds, int kind)
@@ -501,11 +491,15 @@ static void job_end(struct kvr_srv *s, struct djob *j)
 			}
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
 					   j->keep, j->n, true);
+		kvr_dsrv_ns_recheck(&ds->ns, ds->d, j->fp, j->keys, j->keep,
+				    j->n);
 		guard(s);
 		break;
 	case JOB_COMMIT:
 		(void)kvr_store_disk_saved(s->store, ds->chan, j->owner,
 					   j->keep, j->n, false);
+		kvr_dsrv_ns_recheck(&ds->ns, ds->d, j->fp, j->keys, j->keep,
+				    j->n);
 		break;
 	case JOB_LOAD:
 		/* The verified header's sum is the XXH3-64 of the slot's
@@ -647,6 +641,8 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		return -ENOMEM;
 	s->disk = ds;
 	ds->hist_seg.fd = -1;
+	if (kvr_dsrv_ns_init(&ds->ns, s) < 0)
+		return -ENOMEM;
 	ds->mode = cf->mode;
 	ds->writable = true;
 	/* Write-through may fall behind the workers by a quarter of the
@@ -683,6 +679,8 @@ int kvr_dsrv_start(struct kvr_srv *s)
 		kvr_log_err("start-up: %s", err[0] ? err : kvr_strerror(rc));
 		return rc;
 	}
+	/* A chunk the disk drops loses its mark in the pool. */
+	kvr_disk_on_drop(ds->d, kvr_dsrv_ns_dropped, &ds->ns);
 	ds->hist = kvr_dsrv_hist_open(s, &ds->hist_seg);
 	/* A huge-page pool can be registered with the ring once: records
 	 * then move by READ_FIXED / WRITE_FIXED. Else, or refused: the
@@ -776,5 +774,6 @@ void kvr_dsrv_destroy(struct kvr_dsrv *ds)
 	free(ds->sizes);
 	free(ds->slots);
 	kvr_seg_destroy(&ds->hist_seg);
+	kvr_dsrv_ns_fini(&ds->ns);
 	free(ds);
 }

@@ -70,6 +70,46 @@ void kvr_dsrv_commit_keys(struct kvr_srv *s, struct kvr_conn *c, uint64_t xfer);
  */
 void kvr_dsrv_commit_done(struct kvr_srv *s, int rc);
 
+/* ---- disk_srv_ns.c (disk_srv.c's callees) ---- */
+
+/*
+ * struct kvr_dsrv_ns - the namespaces' fingerprints on disk, by namespace
+ * id - 1 (0: not made yet). Owned by struct kvr_dsrv; @fp holds
+ * KVR_SRV_NS_MAX entries.
+ */
+struct kvr_dsrv_ns {
+	struct kvr_srv *s;
+	uint64_t *fp;
+};
+
+/* kvr_dsrv_ns_init - an empty table for server @s: 0 or -ENOMEM. */
+int kvr_dsrv_ns_init(struct kvr_dsrv_ns *n, struct kvr_srv *s);
+
+/* kvr_dsrv_ns_fini - free the table; a zeroed one is fine. */
+void kvr_dsrv_ns_fini(struct kvr_dsrv_ns *n);
+
+/* kvr_dsrv_ns_fp - namespace @ns's fingerprint (never 0), made the first
+ * time; 0 for an unknown @ns. */
+uint64_t kvr_dsrv_ns_fp(struct kvr_dsrv_ns *n, uint32_t ns);
+
+/*
+ * kvr_dsrv_ns_dropped - the tier's kvr_disk_on_drop() function (@arg: the
+ * struct kvr_dsrv_ns): the disk no longer holds (@fp, @k), so a resident
+ * object of that key forgets its mark of a copy on disk
+ * (kvr_store_disk_forget).
+ */
+void kvr_dsrv_ns_dropped(void *arg, uint64_t fp, const struct kvr_key *k);
+
+/*
+ * kvr_dsrv_ns_recheck - after a write job's chunks were marked
+ * (kvr_store_disk_saved): each of the @cnt @keys marked saved in @keep
+ * whose record already left the disk (taken by a later write while the
+ * job's other writes ran) is forgotten as by kvr_dsrv_ns_dropped.
+ */
+void kvr_dsrv_ns_recheck(struct kvr_dsrv_ns *n, const struct kvr_disk *d,
+			 uint64_t fp, const struct kvr_key *keys,
+			 const uint8_t *keep, uint32_t cnt);
+
 /* ---- disk_srv_pub.c (disk_srv.c's callees) ---- */
 
 /* kvr_dsrv_publish - copy @d's counters, plus the loop side's @dropped

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * disk_srv_pub.c - the disk tier's side of the control header: its
- * counters, copied from the tier's (server/disk/) into the header's disk
- * section, and the memfd of its latency histograms, named there (ABI
- * 5.5), both read by kvring-inspect. Loop thread only: disk_srv.c calls
- * these at start, after completions, every few ms and at stop.
+ * counters, copied from the tier's (server/disk/) and the store's
+ * write-back guard (disk_held, ABI 5.6) into the header's disk section, and the
+ * memfd of its latency histograms, named there (ABI 5.5), both read by
+ * kvring-inspect. Loop thread only: disk_srv.c calls these at start, after
+ * completions, every few ms and at stop.
  */
 #include <errno.h>
 #include <string.h>
@@ -20,9 +21,11 @@ void kvr_dsrv_publish(struct kvr_srv *s, const struct kvr_disk *d,
 		      uint64_t dropped, uint64_t unsaved)
 {
 	struct kvr_disk_shm *o = &s->hdr->disk;
+	struct kvr_store_stats sst;
 	struct kvr_disk_stats st;
 
 	kvr_disk_stats(d, &st);
+	kvr_store_stats(s->store, &sst);
 #define PUT(f, v) atomic_store_explicit(&o->f, (v), memory_order_relaxed)
 	/* Relaxed throughout: each counter stands alone (layout.h). */
 	PUT(capacity_bytes, st.capacity_bytes);
@@ -47,6 +50,7 @@ void kvr_dsrv_publish(struct kvr_srv *s, const struct kvr_disk *d,
 	PUT(unsaved, unsaved);
 	PUT(rebuild_ns, st.rebuild_ns);
 	PUT(deleted, st.deleted);
+	PUT(held, sst.disk_held); /* abi 5.6 */
 #undef PUT
 }
 

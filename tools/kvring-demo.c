@@ -59,6 +59,8 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The --help text; every option also in kvring-demo(1), which the
+ * man_complete test holds to this text. */
 static void usage(FILE *f)
 {
 	fprintf(
@@ -95,6 +97,11 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 	return kvr_parse_u32(s, lo, hi, out) < 0 ? -1 : 0;
 }
 
+/*
+ * Fill @o from the command line, defaults first (the Llama-3-8B-shaped
+ * layout the header describes). Every refusal names the option and its
+ * value. Return: 0, or -1 after printing why (the caller exits 2).
+ */
 static int parse_args(int argc, char **argv, struct demo_opts *o)
 {
 	int ch;
@@ -193,6 +200,12 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/*
+ * The chunk's bytes as a function of its key alone (splitmix64 of the key
+ * and the byte's offset): what a real engine would copy out of its KV
+ * cache. Any two runs with the same layout and model store the same bytes,
+ * so the second host of --l2-peer can check what the first one stored.
+ */
 static void fill_chunk(const struct kvr_key *k, unsigned char *dst, size_t n)
 {
 	uint64_t seed = k->lo ^ mix(k->hi);
@@ -207,6 +220,8 @@ static void fill_chunk(const struct kvr_key *k, unsigned char *dst, size_t n)
 		dst[i] = (unsigned char)mix(seed + i);
 }
 
+/* Bytes over seconds in GB/s (10^9), 0 for an interval too short to
+ * measure. */
 static double gbps(double bytes, double s)
 {
 	return s > 0 ? bytes / s / 1e9 : 0;
@@ -237,6 +252,9 @@ static int peer_check(const struct demo_opts *o, struct kvr_client_opts co,
 			o->l2_peer, err);
 		return 1;
 	}
+	/* What the second host has of its own, then lookups that may read
+	 * through from L2: a "pending" answer means kvringd is fetching the
+	 * chunks into its pool, so ask again until all are there. */
 	l1 = kvr_lookup(c, keys, o->chunks, NULL);
 	t0 = now_s();
 	for (; tries < 100; tries++) {
@@ -266,6 +284,8 @@ static int peer_check(const struct demo_opts *o, struct kvr_client_opts co,
 	       "(%d lookups)\n",
 	       o->l2_peer, l1, o->chunks, hits - (l1 > 0 ? l1 : 0), first_ms,
 	       (t1 - t0) * 1e3, tries + 1);
+	/* The chunks now sit in this host's own pool: an ordinary retrieve,
+	 * each byte compared with what the first host stored. */
 	rc = kvr_prepare_retrieve(c, keys, o->chunks, &x);
 	if (rc < 0 || x.nslots != o->chunks) {
 		fprintf(stderr, PROG ": second host retrieve: %s\n",
@@ -311,6 +331,11 @@ static int demo_store(struct kvr_client *c, const struct demo_opts *o,
 		return -1;
 	}
 	t1 = now_s();
+	/* Each key's answer: OK hands a reserved slot in the pool to fill
+	 * (the copy is the worker's; no byte crosses the socket), EXISTS
+	 * means another worker stored it first, NOROOM that the pool could
+	 * not make room (everything pinned, or the disk tier holding back
+	 * unwritten chunks). Only filled OK slots are published at commit. */
 	for (uint32_t i = 0; i < x->nslots; i++) {
 		struct kvr_slot *s = &x->slots[i];
 
@@ -366,6 +391,8 @@ static int demo_retrieve(struct kvr_client *c, const struct demo_opts *o,
 	double t0, t1, t2, t3;
 	int rc;
 
+	/* The slots stay pinned from prepare to commit: eviction cannot
+	 * reuse them while they are read, however full the pool gets. */
 	memset(got, 0xa5, total); /* fault the pages in before timing */
 	t0 = now_s();
 	rc = kvr_prepare_retrieve(c, keys, o->chunks, x);
@@ -470,47 +497,42 @@ static int demo_store_again(struct kvr_client *c, const struct demo_opts *o,
 	return 0;
 }
 
-int main(int argc, char **argv)
+/*
+ * Connect with the layout of @o as the namespace and print what the
+ * handshake gave (transport, pool, attach time). Return: 0 and *c, or -1
+ * after printing why.
+ */
+static int demo_connect(const struct demo_opts *o, struct kvr_client_opts *co,
+			struct kvr_client **c)
 {
-	struct kvr_client_opts co = {0};
-	struct kvr_client *c = NULL;
-	struct demo_opts o;
-	struct kvr_xfer x = {0};
-	struct kvr_key *keys = NULL;
-	uint64_t *sizes = NULL;
-	uint32_t *tokens = NULL;
-	unsigned char *expect = NULL, *got = NULL;
 	char err[256];
-	size_t chunk_bytes, total;
-	double t0, t1;
-	long nk, hits;
-	int rc, ret = 1;
+	double t0;
+	int rc;
 
-	if (parse_args(argc, argv, &o) < 0)
-		return 2;
-	chunk_bytes = (size_t)2 * o.layers * o.kv_heads * o.head_size *
-		      o.dtype_bytes * o.chunk_tokens;
-	total = chunk_bytes * o.chunks;
+	/* The namespace: every field is part of the keys' fingerprint, so a
+	 * chunk is never served to an engine with another layout. */
+	strcpy(co->ns.model, o->model);
+	co->ns.layers = o->layers;
+	co->ns.kv_heads = o->kv_heads;
+	co->ns.head_size = o->head_size;
+	co->ns.dtype_bytes = o->dtype_bytes;
+	co->ns.tp_size = 1;
+	co->ns.chunk_tokens = o->chunk_tokens;
+	co->socket_path = o->socket;
+	co->transport = o->transport;
+	co->timeout_ms = o->timeout_ms;
 
-	strcpy(co.ns.model, o.model);
-	co.ns.layers = o.layers;
-	co.ns.kv_heads = o.kv_heads;
-	co.ns.head_size = o.head_size;
-	co.ns.dtype_bytes = o.dtype_bytes;
-	co.ns.tp_size = 1;
-	co.ns.chunk_tokens = o.chunk_tokens;
-	co.socket_path = o.socket;
-	co.transport = o.transport;
-	co.timeout_ms = o.timeout_ms;
-
+	/* Attach: the handshake over kvringd's socket hands over the pool
+	 * and this worker's rings; from here on requests go through shared
+	 * memory (or the socket, with --transport copy). */
 	t0 = now_s();
-	rc = kvr_connect(&co, &c, err, sizeof(err));
+	rc = kvr_connect(co, c, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, PROG ": connect: %s\n", err);
-		return 1;
+		return -1;
 	}
 	{
-		const struct kvr_client_info *i = kvr_client_info(c);
+		const struct kvr_client_info *i = kvr_client_info(*c);
 
 		printf("connected in %.1f ms: %s\n", (now_s() - t0) * 1e3,
 		       i->debug);
@@ -522,6 +544,38 @@ int main(int argc, char **argv)
 		       (unsigned long long)i->pool_bytes,
 		       (double)i->attach_ns / 1e6);
 	}
+	return 0;
+}
+
+/*
+ * One request's life as an engine lives it: connect (the layout is the
+ * namespace: two workers share chunks only with the same one), hash the
+ * token ids into chunk keys, store, look up, retrieve and verify, store
+ * again, then optionally read it all back as a second host.
+ */
+int main(int argc, char **argv)
+{
+	struct kvr_client_opts co = {0};
+	struct kvr_client *c = NULL;
+	struct demo_opts o;
+	struct kvr_xfer x = {0};
+	struct kvr_key *keys = NULL;
+	uint64_t *sizes = NULL;
+	uint32_t *tokens = NULL;
+	unsigned char *expect = NULL, *got = NULL;
+	size_t chunk_bytes, total;
+	double t0, t1;
+	long nk, hits;
+	int ret = 1;
+
+	if (parse_args(argc, argv, &o) < 0)
+		return 2;
+	chunk_bytes = (size_t)2 * o.layers * o.kv_heads * o.head_size *
+		      o.dtype_bytes * o.chunk_tokens;
+	total = chunk_bytes * o.chunks;
+
+	if (demo_connect(&o, &co, &c) < 0)
+		return 1;
 	printf("request: %u chunks x %u tokens, %u layers x %u kv heads x %u "
 	       "x %u bytes: %.2f MiB per chunk, %.1f MiB in all\n",
 	       o.chunks, o.chunk_tokens, o.layers, o.kv_heads, o.head_size,
@@ -537,6 +591,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": out of memory for %zu bytes\n", total);
 		goto out;
 	}
+	/* Token ids of a made-up prompt (Llama-3's vocabulary is 128 256),
+	 * hashed chunk by chunk into prefix keys: chunk i's key covers every
+	 * token up to its end, as an engine's prefix cache does. */
 	for (size_t j = 0; j < (size_t)o.chunks * o.chunk_tokens; j++)
 		tokens[j] = (uint32_t)((j * 2654435761ull + 12345) % 128256);
 	nk = kvr_client_keys(c, tokens, (size_t)o.chunks * o.chunk_tokens, keys,
@@ -555,7 +612,8 @@ int main(int argc, char **argv)
 	if (demo_store(c, &o, &x, keys, sizes, expect, chunk_bytes) < 0)
 		goto out;
 
-	/* Lookup. */
+	/* Lookup: how many chunks, from the first, are stored; what an
+	 * engine asks before it decides how much prefill to skip. */
 	t0 = now_s();
 	hits = kvr_lookup(c, keys, o.chunks, NULL);
 	t1 = now_s();
@@ -571,6 +629,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* Read it all back and compare, then store it again: the second
+	 * store must find every chunk already there and copy nothing. */
 	if (demo_retrieve(c, &o, &x, keys, expect, got, chunk_bytes, total) <
 		0 ||
 	    demo_store_again(c, &o, &x, keys, sizes, expect, chunk_bytes) < 0)

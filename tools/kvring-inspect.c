@@ -53,6 +53,8 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The --help text. kvring-inspect(1) documents the same options; the
+ * man_complete test holds the two together. */
 static void usage(FILE *f)
 {
 	fprintf(

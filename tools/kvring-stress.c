@@ -47,6 +47,8 @@
  * (workers stopped, audit, report) instead of dying with children left. */
 static volatile sig_atomic_t g_interrupted;
 
+/* SIGINT and SIGTERM: only the flag, which is all a handler may safely
+ * touch; run_loop() polls it between ticks. */
 static void on_sigint(int sig)
 {
 	(void)sig;
@@ -415,6 +417,12 @@ static bool parse_server_opt(int c, struct st_opts *o)
 	}
 }
 
+/*
+ * Fill @o from the command line over set_defaults(). A bad value exits 2
+ * through die_usage() with the option named; --help and --version exit 0.
+ * Options are documented in kvring-stress(1), held to --help by the
+ * man_complete test.
+ */
 static void parse_opts(int argc, char **argv, struct st_opts *o)
 {
 	bool have_seconds = false;
@@ -567,6 +575,14 @@ static void run_loop(struct st_run *r, bool tty)
 	}
 }
 
+/*
+ * One run: its own kvringd (or the one --socket names), a fleet of forked
+ * workers storing and checking stamped chunks for --seconds while the
+ * killer, if asked, SIGKILLs them; then the fleet stopped, the audit of the
+ * server's books (corrupt and leaked must both be 0), the report, and the
+ * server stopped. Exit status: EXIT_OK only when the audit and every
+ * worker agree (docs/reliability.md).
+ */
 int main(int argc, char **argv)
 {
 	struct st_run *r = calloc(1, sizeof(*r));

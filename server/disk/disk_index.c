@@ -166,6 +166,22 @@ void kvr__disk_index_drop(struct kvr_disk *d, uint32_t r)
 		kvr__disk_free_push(d, r);
 }
 
+void kvr__disk_index_lose(struct kvr_disk *d, uint32_t r)
+{
+	const struct rec *x = &d->rec[r];
+	const struct kvr_key k = {.lo = x->lo, .hi = x->hi};
+
+	kvr__disk_index_drop(d, r);
+	if (d->on_drop)
+		d->on_drop(d->drop_arg, x->ns_fp, &k);
+}
+
+void kvr_disk_on_drop(struct kvr_disk *d, kvr_disk_drop_fn fn, void *arg)
+{
+	d->on_drop = fn;
+	d->drop_arg = arg;
+}
+
 /* Nothing is evicted while a record is free. A record a read holds is
  * skipped: its bytes are on their way into a pool slot. */
 uint32_t kvr__disk_take(struct kvr_disk *d)
@@ -181,7 +197,7 @@ uint32_t kvr__disk_take(struct kvr_disk *d)
 		;
 	if (r == NIL)
 		return NIL;
-	kvr__disk_index_drop(d, r);
+	kvr__disk_index_lose(d, r);
 	d->st.evictions++;
 	r = d->free_head; /* index_drop pushed it */
 	d->free_head = d->rec[r].next;

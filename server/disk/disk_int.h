@@ -86,6 +86,9 @@ struct kvr_disk {
 	const char *fixed_base;
 	uint64_t fixed_bytes;
 	struct kvr__disk_hash *hasher; /* disk_hash.c; NULL until started */
+	/* Told of every chunk dropped (kvr_disk_on_drop); NULL: nobody. */
+	kvr_disk_drop_fn on_drop;
+	void *drop_arg;
 };
 
 /* The kernel's limit for one registered buffer: 1 GiB. */
@@ -120,6 +123,9 @@ uint32_t kvr__disk_index_find(const struct kvr_disk *d, uint64_t ns_fp,
 void kvr__disk_index_add(struct kvr_disk *d, uint32_t r, bool cold);
 /* Take VALID record @r out of index and LRU: DEAD, or FREE if unread. */
 void kvr__disk_index_drop(struct kvr_disk *d, uint32_t r);
+/* The same for a record whose key leaves the disk (no newer copy): the
+ * caller's kvr_disk_on_drop() function is told. */
+void kvr__disk_index_lose(struct kvr_disk *d, uint32_t r);
 void kvr__disk_lru_touch(struct kvr_disk *d, uint32_t r);
 void kvr__disk_free_push(struct kvr_disk *d, uint32_t r);
 /* A record to write into: free, else the LRU tail's (evicted). NIL if

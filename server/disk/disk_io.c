@@ -582,7 +582,7 @@ static void read_done(struct kvr_disk *d, struct io *io, int rc,
 	if (out->rc == -EBADMSG) {
 		d->st.corrupt++;
 		if (x->state == REC_VALID)
-			kvr__disk_index_drop(d, io->rec); /* never again */
+			kvr__disk_index_lose(d, io->rec); /* never again */
 	}
 	if (x->state == REC_DEAD && !x->readers)
 		kvr__disk_free_push(d, io->rec);

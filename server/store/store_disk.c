@@ -4,10 +4,13 @@
  * (server/disk/, server/disk_srv.c, docs/storage.md "The disk tier"): the
  * L2 tier's cold pins, saved marks and partial commit (store_l2.c holds
  * their shared bodies), choosing and marking the copy on disk (obj.disk)
- * instead of the copy in L2, and the write-back guard that eviction
- * obeys (store_lru.c). Same rules as store.c: owner thread only,
- * arguments checked first, all-or-nothing; never touches a pool byte.
+ * instead of the copy in L2, forgetting that mark when the disk drops
+ * its copy, and the write-back guard that eviction obeys (store_lru.c). Same
+ * rules as store.c: owner thread only, arguments checked first, all-or-nothing;
+ * never touches a pool byte.
  */
+#include <errno.h>
+
 #include "store_int.h"
 
 int kvr_store_disk_cold(struct kvr_store *s, uint32_t ch, uint32_t max,
@@ -35,4 +38,19 @@ void kvr_store_disk_guard(struct kvr_store *s, bool on)
 {
 	OWNER_ONLY(s);
 	s->disk_guard = on;
+}
+
+int kvr_store_disk_forget(struct kvr_store *s, uint32_t ns,
+			  const struct kvr_key *k)
+{
+	uint32_t x;
+
+	OWNER_ONLY(s);
+	if (!k || ns >= s->cfg.max_ns)
+		return -EINVAL;
+	x = kvr_index_find(&s->index, ns, k);
+	if (x == KVR_INDEX_NONE || !s->obj[x].disk)
+		return 0;
+	s->obj[x].disk = 0;
+	return 1;
 }

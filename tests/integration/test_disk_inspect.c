@@ -9,7 +9,8 @@
  * and disk_read in "latency", --latency and kvring_op_latency_seconds)
  * hold one sample per chunk written or read. Under --watch, while a
  * worker writes and reads through, the disk object's write_gb_per_s and
- * read_gb_per_s are there and above zero.
+ * read_gb_per_s are there and above zero. In --disk-mode evict, the
+ * stores the write-back held back are counted in all three views.
  */
 #include <pthread.h>
 
@@ -103,6 +104,75 @@ Test(disk_inspect, json_and_prometheus_show_the_tier)
 	r = RUN("--name", s1.t.name, "--prometheus");
 	cr_expect(strstr(r.out, "\nkvring_disk_enabled 0\n"), "%s", r.out);
 	run_free(&r);
+}
+
+static bool held_back(void *arg)
+{
+	const struct wsrv *s = arg;
+
+	return T_DISK(&s->t, held) > 0;
+}
+
+/* The value of Prometheus sample @name (no labels); -1 if absent. */
+static long long prom_value(const char *out, const char *name)
+{
+	char pat[160];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	p = strstr(out, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/*
+ * --disk-mode evict under a worker that stores as fast as it can: the
+ * write-back guard holds stores back (NOROOM) until the disk has written
+ * the pool's cold end, and the inspector shows how many, in the text
+ * view, the JSON (disk.stores_held) and Prometheus
+ * (kvring_disk_stores_held_total), all the server's count.
+ */
+Test(disk_inspect, stores_held_back_by_the_write_back_are_shown)
+{
+	struct kvr_client *c;
+	uint32_t refused = 0;
+	long long held;
+	struct t_json *j;
+	struct run r;
+
+	dt_scratch(dir, sizeof(dir));
+	dt_start(&s1, dir, "192M", "evict", NULL);
+	c = wsrv_connect(&s1, 0, 5000);
+	/* Up to 4x the 32 MiB pool, until one store was held back. */
+	for (uint32_t r0 = 0; r0 < 32 && !refused; r0++)
+		refused += dt_store_all(c, 400 + r0, 20000);
+	cr_assert_gt(refused, 0, "no store was ever held back");
+	cr_assert(t_wait_until(held_back, &s1, 5000), "held %llu",
+		  (unsigned long long)T_DISK(&s1.t, held));
+	cr_assert(t_wait_until(dt_idle, &s1, 10000));
+	kvr_close(c);
+	held = (long long)T_DISK(&s1.t, held);
+
+	r = RUN("--name", s1.t.name, "--json");
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	j = jparse_run(&r);
+	cr_expect_str_eq(JS(j, "disk.mode"), "evict");
+	cr_expect_eq(JN(j, "disk.stores_held"), held);
+	cr_expect_geq(JN(j, "disk.stores_held"), refused);
+	t_json_free(j);
+	run_free(&r);
+
+	r = run_prometheus(&s1);
+	cr_expect_eq(prom_value(r.out, "kvring_disk_stores_held_total"), held,
+		     "%s", r.out);
+	cr_expect(strstr(r.out, "# TYPE kvring_disk_stores_held_total "
+				"counter\n"));
+	run_free(&r);
+
+	r = RUN("--name", s1.t.name);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "stores_held="), "%s", r.out);
+	run_free(&r);
+	cr_expect_eq(wsrv_stop(&s1), 0, "self-check");
 }
 
 /* The Prometheus sample line of @name for @op, its value; -1 if absent. */

@@ -8,7 +8,8 @@
  * from L2 count as saved. The disk tier's write-back guard
  * (kvr_store_disk_guard, --disk-mode evict): eviction takes only objects
  * with a copy on disk or that the disk refused, clean ones first, and a
- * key that finds none answers NOROOM. Pool sizes are in units of U bytes.
+ * key that finds none answers NOROOM; a copy the disk dropped is
+ * forgotten (kvr_store_disk_forget). Pool sizes are in units of U bytes.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -187,6 +188,39 @@ Test(store_l2, the_disk_guard_evicts_only_what_the_disk_holds)
 	store1(7);
 	cr_expect(!has(5) && has(6), "the LRU tail");
 	cr_expect_eq(stats().disk_unsaved_evictions, 2);
+	audit();
+}
+
+/* The disk dropped its copy of key 1 (kvr_store_disk_forget): the guard
+ * no longer takes it as saved, and without the guard its eviction is
+ * counted as unsaved. An absent key and a bad namespace change nothing. */
+Test(store_l2, a_copy_the_disk_dropped_is_forgotten)
+{
+	struct kvr_key keys[16], k1 = K(1), k9 = K(9);
+	uint64_t xfer = 0;
+	uint8_t mask[2] = {KVR_STORE_DISK_SAVED, KVR_STORE_DISK_SAVED};
+
+	mk(2);
+	kvr_store_disk_guard(s, true);
+	store1(1);
+	store1(2);
+	cr_assert_eq(disk_cold(keys, &xfer), 2);
+	cr_assert_eq(kvr_store_disk_saved(s, L2, xfer, mask, 2, true), 0);
+	cr_expect_eq(kvr_store_disk_forget(s, 0, &k1), 1);
+	cr_expect_eq(kvr_store_disk_forget(s, 0, &k1), 0, "already clear");
+	cr_expect_eq(kvr_store_disk_forget(s, 0, &k9), 0, "not resident");
+	cr_expect_eq(kvr_store_disk_forget(s, 1u << 30, &k1), -EINVAL);
+	cr_expect_eq(kvr_store_disk_forget(s, 0, NULL), -EINVAL);
+	audit();
+	/* Key 1 is the LRU tail, but only key 2 is on disk. */
+	store1(3);
+	cr_expect(has(1) && !has(2), "the guard skipped the forgotten copy");
+	cr_expect_eq(stats().disk_unsaved_evictions, 0);
+	cr_expect_eq(store_status(4), KVR_SLOT_NOROOM);
+	kvr_store_disk_guard(s, false);
+	store1(4);
+	cr_expect_eq(stats().disk_unsaved_evictions, 1,
+		     "its eviction is counted as unsaved");
 	audit();
 }
 

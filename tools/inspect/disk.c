@@ -48,6 +48,7 @@ void ins_disk_snap(const struct kvr_ctl_hdr_shm *h, struct ins_disk_snap *o)
 	o->unsaved = LD(d->unsaved);
 	o->rebuild_ns = LD(d->rebuild_ns);
 	o->deleted = LD(d->deleted);
+	o->held = LD(d->held); /* abi 5.6; 0 from an older server */
 }
 
 void ins_disk_hist(const struct ins_attach *a, struct ins_snap *s)
@@ -122,6 +123,7 @@ void ins_disk_emit(struct kvr_em *e, const struct ins_disk_snap *d,
 		kvr_em_u64(e, "no_space", d->no_space);
 		kvr_em_u64(e, "evictions", d->evictions);
 		kvr_em_u64(e, "pool_evictions_unsaved", d->unsaved);
+		kvr_em_u64(e, "stores_held", d->held);
 		kvr_em_bool(e, "file_deleted", d->deleted != 0);
 		kvr_em_obj(e, "rebuild");
 		kvr_em_str(e, "state", d->rebuilt ? "done" : "running");
@@ -180,6 +182,10 @@ static const struct {
     {"kvring_disk_pool_evictions_unsaved_total", "counter",
      "Chunks the pool evicted with no copy on disk.",
      offsetof(struct ins_disk_snap, unsaved)},
+    {"kvring_disk_stores_held_total", "counter",
+     "Keys answered NOROOM until the write-back had written the pool's "
+     "cold end (--disk-mode evict).",
+     offsetof(struct ins_disk_snap, held)},
     {"kvring_disk_file_deleted", "gauge",
      "1 once the data file was deleted under the server (writes dropped "
      "until a restart).",

@@ -262,7 +262,7 @@ struct ins_disk_snap {
 	uint64_t capacity_bytes, used_bytes, objects, records, hits, misses;
 	uint64_t reads, read_bytes, writes, write_bytes, queue_depth, corrupt;
 	uint64_t dropped, io_errors, no_space, evictions, scanned, scan_total;
-	uint64_t unsaved, rebuild_ns, deleted;
+	uint64_t unsaved, rebuild_ns, deleted, held;
 };
 
 /* The control header's l2 section (l2.c), mode 0 without --l2. */

@@ -167,8 +167,8 @@ _Static_assert(sizeof(struct kvr_quar_shm) == 64, "ABI: docs/layout.md");
 
 /*
  * The disk tier (abi 5.4, server/disk/, docs/storage.md "The disk tier"):
- * 192 bytes at 1216 in the header; server-written (relaxed, single
- * writer) after I/O completes and every few ms. mode 0 means no --disk.
+ * 200 bytes at 1216 in the header (192 until abi 5.6); server-written (relaxed,
+ * single writer) after I/O completes and every few ms. mode 0 means no --disk.
  */
 struct kvr_disk_shm {
 	uint32_t mode;			 /* 0: 0 off, 1 evict, 2 commit */
@@ -210,8 +210,14 @@ struct kvr_disk_shm {
 	 * directory removed) under the running server; writes are then
 	 * dropped (counted) until a restart makes a new one. */
 	_Atomic uint64_t deleted;
+	/* 192 (abi 5.6, from the header's pad): stores held back by the
+	 * write-back guard (--disk-mode evict): keys answered NOROOM
+	 * because every victim eviction could take had no copy on disk
+	 * yet (the store's disk_held). */
+	_Atomic uint64_t held;
 };
-_Static_assert(sizeof(struct kvr_disk_shm) == 192, "ABI: docs/layout.md");
+_Static_assert(sizeof(struct kvr_disk_shm) == 200, "ABI: docs/layout.md");
+_Static_assert(offsetof(struct kvr_disk_shm, held) == 192, "ABI");
 _Static_assert(offsetof(struct kvr_disk_shm, hist_fd) == 176, "ABI");
 
 /* The disk histograms' memfd (abi 5.5): written by kvringd's loop thread
@@ -271,7 +277,7 @@ struct kvr_ctl_hdr_shm {
 	struct kvr_gstats_shm stats; /* 896 */
 	struct kvr_quar_shm quar;    /* 1152: abi 5.3 */
 	struct kvr_disk_shm disk;    /* 1216: abi 5.4 */
-	uint8_t pad3[128];	     /* 1408 .. 1536 */
+	uint8_t pad3[120];	     /* 1416 .. 1536 */
 	struct kvr_l2stats_shm l2;   /* 1536 .. 2048: the L2 tier */
 };
 _Static_assert(offsetof(struct kvr_ctl_hdr_shm, pool_bytes) == 256, "ABI");

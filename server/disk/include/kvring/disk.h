@@ -261,6 +261,20 @@ void kvr_disk_stats(const struct kvr_disk *d, struct kvr_disk_stats *out);
  */
 bool kvr_disk_check(struct kvr_disk *d);
 
+/*
+ * kvr_disk_drop_fn - a chunk left the disk with no other copy of its key
+ * there: its record was taken by the disk's LRU for a new write, or
+ * failed a check on a read. Called on the owner thread from inside
+ * kvr_disk_write() or kvr_disk_poll(); it must not call back into the
+ * tier. @arg: kvr_disk_on_drop()'s.
+ */
+typedef void (*kvr_disk_drop_fn)(void *arg, uint64_t ns_fp,
+				 const struct kvr_key *k);
+
+/* kvr_disk_on_drop - call @fn(@arg, ...) for every chunk the tier drops
+ * from now on (NULL: nobody is told, the default). */
+void kvr_disk_on_drop(struct kvr_disk *d, kvr_disk_drop_fn fn, void *arg);
+
 /* kvr_disk_path - the data file's path (for log lines). */
 const char *kvr_disk_path(const struct kvr_disk *d);
 

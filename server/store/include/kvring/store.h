@@ -635,6 +635,19 @@ int kvr_store_disk_commit_mask(struct kvr_store *s, uint32_t ch, uint64_t xfer,
  */
 void kvr_store_disk_guard(struct kvr_store *s, bool on);
 
+/*
+ * kvr_store_disk_forget - the disk tier dropped its copy of (@ns, @k) (its
+ * LRU took the record, or the record failed a check): a resident object
+ * of that key loses its mark of a copy on disk, so the write-back guard
+ * does not let eviction take it as saved and its eviction is counted in
+ * disk_unsaved_evictions. O(1): one index find. Any state of the object
+ * is fine (a RESERVED one has no mark yet).
+ * Return: 1 a mark was cleared, 0 no resident object had one, -EINVAL
+ * bad @ns or NULL @k.
+ */
+int kvr_store_disk_forget(struct kvr_store *s, uint32_t ns,
+			  const struct kvr_key *k);
+
 /* ---- Per-chunk checksums (store_sum.c, docs/reliability.md) ---- */
 
 /*
