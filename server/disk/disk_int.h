@@ -2,8 +2,10 @@
 /*
  * disk_int.h - the disk tier's private state, shared by disk_file.c (the
  * directory, the lock, the data file), disk_index.c (records, hash index,
- * LRU) and disk_io.c (the io_uring: writes, reads, the rebuild scan).
- * Loop thread only.
+ * LRU), disk_io.c (the io_uring: writes, reads, the rebuild scan) and
+ * disk_hash.c (the hashing thread). Loop thread only, except io->sum of
+ * an I/O slot handed to the hashing thread (kvr__disk_hash_push) until
+ * kvr__disk_hash_pop returns it.
  */
 #ifndef KVR_DISK_INT_H
 #define KVR_DISK_INT_H
@@ -42,6 +44,7 @@ struct rec {
 struct io {
 	void *hdr; /* KVR_DISK_BLOCK bytes, 4 KiB aligned */
 	uint64_t tag, start_ns, want;
+	uint64_t sum; /* the payload's XXH3-64, set by the hashing thread */
 	uint32_t rec;
 	int kind; /* KVR_DISK_IO_* or IO_SCAN */
 	struct iovec iov[2];
@@ -82,6 +85,7 @@ struct kvr_disk {
 	bool fixed;
 	const char *fixed_base;
 	uint64_t fixed_bytes;
+	struct kvr__disk_hash *hasher; /* disk_hash.c; NULL until started */
 	/* Told of every chunk dropped (kvr_disk_on_drop); NULL: nobody. */
 	kvr_disk_drop_fn on_drop;
 	void *drop_arg;
@@ -95,6 +99,18 @@ int kvr__disk_file_open(struct kvr_disk *d, char *err, size_t errlen);
 void kvr__disk_file_close(struct kvr_disk *d);
 /* Log one line per @kind (0-3) at most every few seconds. */
 void kvr__disk_log_err(struct kvr_disk *d, int kind, const char *what, int rc);
+
+/* disk_hash.c: the hashing thread, started by kvr_disk_open() after the
+ * eventfd, stopped by kvr_disk_close() once no I/O slot is out. */
+int kvr__disk_hash_start(struct kvr_disk *d);
+void kvr__disk_hash_stop(struct kvr_disk *d);
+/* Hand @io to the thread: io->sum = XXH3-64 of @len bytes at @p. */
+void kvr__disk_hash_push(struct kvr_disk *d, struct io *io, const void *p,
+			 uint64_t len);
+/* An I/O slot whose sum is set, or NULL: the loop owns it again. */
+struct io *kvr__disk_hash_pop(struct kvr_disk *d);
+/* Whether kvr__disk_hash_pop() has a slot to return now. */
+bool kvr__disk_hash_ready(const struct kvr_disk *d);
 
 /* disk_index.c */
 int kvr__disk_index_init(struct kvr_disk *d);

@@ -6,12 +6,15 @@
  * the checks of every record read (header, key, sequence, XXH3-64 of the
  * payload as it landed in the slot) before the caller may publish it,
  * and the rebuild scan that indexes the records of a previous run while
- * the server already serves. The ring's completions ring an eventfd the
- * loop polls; the loop calls kvr_disk_poll() to collect them.
+ * the server already serves. The payload sums are computed on the tier's
+ * hashing thread (disk_hash.c). The ring's completions and the hashing
+ * thread ring one eventfd the loop polls; the loop calls kvr_disk_poll()
+ * to collect them.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -113,7 +116,6 @@ static void io_submit(struct kvr_disk *d, struct io *io, unsigned niov,
 		io_uring_sqe_set_data64(sqe, (uint64_t)(io - d->io));
 		io->parts = 1;
 	}
-	io->start_ns = kvr_clock_now_ns();
 	io_uring_submit(&d->ring);
 }
 
@@ -293,6 +295,12 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 		snprintf(err, errlen, "--disk: eventfd: %s", strerror(errno));
 		goto fail;
 	}
+	rc = kvr__disk_hash_start(d);
+	if (rc < 0) {
+		snprintf(err, errlen, "--disk: the hashing thread: %s",
+			 strerror(-rc));
+		goto fail;
+	}
 	d->st.records = d->nrec;
 	d->st.capacity_bytes = (uint64_t)d->nrec * cf->chunk_bytes;
 	d->st.direct = d->direct;
@@ -331,14 +339,13 @@ void kvr_disk_close(struct kvr_disk *d)
 
 	if (!d)
 		return;
-	/* The pool outlives the tier: wait for what moves its bytes. */
-	while (d->ring_ok && d->nio_free < d->qd) {
-		struct io_uring_cqe *cqe;
-
-		if (io_uring_wait_cqe(&d->ring, &cqe) < 0)
-			break;
+	/* The pool outlives the tier: wait for what moves or sums its
+	 * bytes (an I/O slot stays out while its payload is hashed). */
+	while (d->ring_ok && d->hasher && d->nio_free < d->qd) {
+		kvr_disk_wait(d);
 		(void)kvr_disk_poll(d, dd, 16);
 	}
+	kvr__disk_hash_stop(d);
 	if (d->ring_ok)
 		io_uring_queue_exit(&d->ring);
 	if (d->efd >= 0)
@@ -409,6 +416,16 @@ static uint32_t take(struct kvr_disk *d)
 	return kvr__disk_take(d);
 }
 
+/* The header, with the payload's sum, and the payload: one write. */
+static void write_submit(struct kvr_disk *d, struct io *io)
+{
+	const struct rec *x = &d->rec[io->rec];
+	struct kvr_key k = {.lo = x->lo, .hi = x->hi};
+
+	kvr_disk_hdr_make(x->ns_fp, &k, x->len, io->sum, x->seq, io->hdr);
+	io_submit(d, io, 2, true);
+}
+
 /*
  * Bounded: a chunk larger than a record is refused, and with the queue
  * full the write is dropped (counted), never waited for, so no worker
@@ -444,8 +461,7 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 		return -ENOSPC;
 	}
 	io = io_get(d);
-	if (!has_sum)
-		sum = kvr_disk_sum(buf, len);
+	io->start_ns = kvr_clock_now_ns();
 	x = &d->rec[r];
 	x->ns_fp = ns_fp;
 	x->lo = k->lo;
@@ -454,7 +470,6 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	x->seq = ++d->seq;
 	x->state = REC_WRITING;
 	x->readers = 0;
-	kvr_disk_hdr_make(ns_fp, k, len, sum, x->seq, io->hdr);
 	io->kind = KVR_DISK_IO_WRITE;
 	io->rec = r;
 	io->tag = tag;
@@ -463,7 +478,13 @@ int kvr_disk_write(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	/* Not copied: the kernel reads the pinned pool slot itself. */
 	io->iov[1].iov_base = (void *)(uintptr_t)buf;
 	io->iov[1].iov_len = round_blk(len);
-	io_submit(d, io, 2, true);
+	if (!has_sum) {
+		/* Summed on the hashing thread; write_submit() follows. */
+		kvr__disk_hash_push(d, io, buf, len);
+		return 0;
+	}
+	io->sum = sum;
+	write_submit(d, io);
 	return 0;
 }
 
@@ -481,6 +502,7 @@ int kvr_disk_read(struct kvr_disk *d, uint64_t ns_fp, const struct kvr_key *k,
 	io = io_get(d);
 	if (!io)
 		return -EAGAIN;
+	io->start_ns = kvr_clock_now_ns();
 	d->rec[r].readers++;
 	kvr__disk_lru_touch(d, r);
 	io->kind = KVR_DISK_IO_READ;
@@ -521,10 +543,9 @@ static int write_done(struct kvr_disk *d, struct io *io, int res)
 	return res;
 }
 
-/* Everything a read must agree on before its bytes are published; the
- * sum is over the bytes as they landed, so what is checked is served. */
-static int read_check(struct kvr_disk *d, struct io *io, int res,
-		      struct kvr_disk_done *out)
+/* Everything a read must agree on, but the payload's sum: the bytes all
+ * moved, and a header that is this record's. */
+static int read_check(struct kvr_disk *d, struct io *io, int res)
 {
 	const struct kvr_disk_hdr *h = io->hdr;
 	const struct rec *x = &d->rec[io->rec];
@@ -536,23 +557,27 @@ static int read_check(struct kvr_disk *d, struct io *io, int res,
 	}
 	if (kvr_disk_hdr_check(h, d->cf.chunk_bytes) < 0 ||
 	    h->ns_fp != x->ns_fp || h->key_lo != x->lo || h->key_hi != x->hi ||
-	    h->len != x->len || h->seq != x->seq ||
-	    kvr_disk_sum(io->iov[1].iov_base, x->len) != h->sum)
+	    h->len != x->len || h->seq != x->seq)
 		return -EBADMSG;
-	out->sum = h->sum;
-	d->st.reads++;
-	d->st.read_bytes += x->len;
 	return 0;
 }
 
-/* A record that failed a check leaves the index, never to be read again;
- * one dropped while read (DEAD) is freed by its last reader. */
-static void read_done(struct kvr_disk *d, struct io *io, int res,
+/* A read ends with @rc: 0 once its header checked and the payload's sum
+ * (over the bytes as they landed, so what is checked is served) agreed
+ * with it. A record that failed a check leaves the index, never to be
+ * read again; one dropped while read (DEAD) is freed by its last
+ * reader. */
+static void read_done(struct kvr_disk *d, struct io *io, int rc,
 		      struct kvr_disk_done *out)
 {
 	struct rec *x = &d->rec[io->rec];
 
-	out->rc = read_check(d, io, res, out);
+	out->rc = rc;
+	if (rc == 0) {
+		out->sum = io->sum;
+		d->st.reads++;
+		d->st.read_bytes += x->len;
+	}
 	x->readers--;
 	if (out->rc == -EBADMSG) {
 		d->st.corrupt++;
@@ -563,13 +588,47 @@ static void read_done(struct kvr_disk *d, struct io *io, int res,
 		kvr__disk_free_push(d, io->rec);
 }
 
+/* Fill @out for a read or write of @io that ended. */
+static void report(struct kvr_disk_done *out, const struct io *io)
+{
+	memset(out, 0, sizeof(*out));
+	out->tag = io->tag;
+	out->kind = io->kind;
+	out->ns = kvr_clock_now_ns() - io->start_ns;
+}
+
+/* Slots back from the hashing thread: a write goes to the disk with its
+ * sum in the header; a read whose header checked ends, served only if the
+ * sum of the bytes it landed agrees with the header's. */
+static unsigned hashed(struct kvr_disk *d, struct kvr_disk_done *out,
+		       unsigned max)
+{
+	unsigned n = 0;
+	struct io *io;
+
+	while (n < max && (io = kvr__disk_hash_pop(d))) {
+		const struct kvr_disk_hdr *h = io->hdr;
+
+		if (io->kind == KVR_DISK_IO_WRITE) {
+			write_submit(d, io);
+			continue;
+		}
+		report(&out[n], io);
+		read_done(d, io, io->sum == h->sum ? 0 : -EBADMSG, &out[n]);
+		io_put(d, io);
+		n++;
+	}
+	return n;
+}
+
 /* Scan completions are handled here, not reported; the scan is topped
- * up again after them, since they freed I/O slots. */
+ * up again after them, since they freed I/O slots. A read whose header
+ * checked goes on to the hashing thread and ends in hashed(). */
 unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 		       unsigned max)
 {
 	struct io_uring_cqe *cqe;
-	unsigned n = 0;
+	unsigned n = hashed(d, out, max);
 
 	scan_submit(d);
 	while (n < max && io_uring_peek_cqe(&d->ring, &cqe) == 0) {
@@ -593,10 +652,13 @@ unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 			io_put(d, io);
 			continue;
 		}
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].tag = io->tag;
-		out[n].kind = io->kind;
-		out[n].ns = kvr_clock_now_ns() - io->start_ns;
+		if (io->kind == KVR_DISK_IO_READ &&
+		    (res = read_check(d, io, res)) == 0) {
+			kvr__disk_hash_push(d, io, io->iov[1].iov_base,
+					    d->rec[io->rec].len);
+			continue;
+		}
+		report(&out[n], io);
 		if (io->kind == KVR_DISK_IO_WRITE)
 			out[n].rc = write_done(d, io, res);
 		else
@@ -608,12 +670,22 @@ unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 	return n;
 }
 
+/* Both the ring and the hashing thread ring the eventfd: read it first
+ * (a count left from work already collected), then look for work ready
+ * now, and only then sleep on it, so no wake-up is lost. */
 void kvr_disk_wait(struct kvr_disk *d)
 {
+	struct pollfd pfd = {.fd = d->efd, .events = POLLIN};
 	struct io_uring_cqe *cqe;
+	uint64_t v;
 
-	if (d->nio_free < d->qd)
-		(void)io_uring_wait_cqe(&d->ring, &cqe);
+	if (d->nio_free == d->qd)
+		return;
+	if (read(d->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		kvr_log_debug("disk: read eventfd: %s", strerror(errno));
+	if (io_uring_peek_cqe(&d->ring, &cqe) == 0 || kvr__disk_hash_ready(d))
+		return;
+	(void)poll(&pfd, 1, -1);
 }
 
 void kvr_disk_stats(const struct kvr_disk *d, struct kvr_disk_stats *out)

@@ -5,7 +5,9 @@
  * buffers are found and read back byte for byte; a reopened file is
  * rebuilt by the scan; writes while the scan runs take unscanned records
  * and the scan still ends; a full file reuses its least recently used
- * record; a record changed on disk is refused and leaves the index.
+ * record; a record changed on disk is refused and leaves the index;
+ * closing with writes and reads still queued or being summed waits for
+ * them, and the writes land whole.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -232,5 +234,42 @@ Test(disk_tier, a_changed_record_is_refused_and_dropped)
 	cr_expect_eq(kvr_disk_read(d, 42, &(struct kvr_key){key(7).lo, 7},
 				   buf[1], CH, 0),
 		     -ENOENT, "never offered again");
+	kvr_disk_close(d);
+}
+
+/* kvr_disk_close() with a full queue of writes whose payloads are still
+ * being summed, and then of reads still in flight or being checked:
+ * every write ends on disk with its sum (the reopened file reads back
+ * exact), and closing waits for the reads without leaking a slot. */
+Test(disk_tier, close_waits_for_writes_and_reads_still_being_summed)
+{
+	struct kvr_disk_stats st;
+	struct kvr_disk *d = open_tier();
+
+	for (uint64_t i = 0; i < 8; i++) {
+		struct kvr_key k = key(100 + i);
+
+		pattern(100 + i, buf[i]);
+		cr_assert_eq(kvr_disk_write(d, 42, &k, buf[i], CH, 0, false, i),
+			     0);
+	}
+	kvr_disk_stats(d, &st);
+	cr_expect_eq(st.queue_depth, 8, "all queued, none collected");
+	cr_expect_eq(kvr_disk_room(d), 0);
+	kvr_disk_close(d);
+
+	d = open_tier();
+	cr_expect_eq(settle(d), 0);
+	kvr_disk_stats(d, &st);
+	cr_expect_eq(st.objects, 8);
+	cr_expect_eq(st.corrupt, 0);
+	for (uint64_t i = 0; i < 8; i++)
+		cr_expect_eq(get(d, 100 + i), 0, "chunk %llu",
+			     (unsigned long long)(100 + i));
+	for (uint64_t i = 0; i < 8; i++) {
+		struct kvr_key k = key(100 + i);
+
+		cr_assert_eq(kvr_disk_read(d, 42, &k, buf[i], CH, i), 0);
+	}
 	kvr_disk_close(d);
 }

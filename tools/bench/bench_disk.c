@@ -17,7 +17,8 @@
  *             through from disk (GB/s), and 1-chunk lookups (p50/p99 per
  *             2 MiB chunk), beside fio's O_DIRECT sequential read GB/s
  *   rtt_hot   another worker's ping round trip (p50), idle and while
- *             the read-through runs
+ *             the write-back runs, then idle and while the read-through
+ *             runs
  *   restart   kvringd stopped and started on the same --disk: time to
  *             serve, and the index rebuild in ms per GiB of disk
  *   write_fixed, read_fixed  write and read again on a huge-page pool,
@@ -112,6 +113,7 @@ static double now_s(void)
 struct pinger {
 	struct kvr_client *c;
 	atomic_bool stop;
+	double p99; /* us, set by p50_us() */
 	uint64_t n, ns[RTT_MAX];
 };
 
@@ -130,11 +132,52 @@ static void *ping_loop(void *arg)
 	return NULL;
 }
 
-/* p50 of @p's samples in us (sorts them). */
+/* p50 of @p's samples in us (sorts them; their p99 into p->p99). */
 static double p50_us(struct pinger *p)
 {
 	bench_sort_u64(p->ns, p->n);
+	p->p99 = p->n ? (double)bench_percentile(p->ns, p->n, 99) / 1e3 : 0;
 	return p->n ? (double)bench_percentile(p->ns, p->n, 50) / 1e3 : 0;
+}
+
+/* Start pinging afresh; false when the thread could not start. */
+static bool pings_start(struct pinger *p, pthread_t *th)
+{
+	p->n = 0;
+	atomic_store(&p->stop, false);
+	return pthread_create(th, NULL, ping_loop, p) == 0;
+}
+
+/* Stop the pinger started by pings_start(): its p50 in us. */
+static double pings_stop(struct pinger *p, pthread_t th)
+{
+	atomic_store(&p->stop, true);
+	pthread_join(th, NULL);
+	return p50_us(p);
+}
+
+/* The rtt_hot line: another worker's ping p50 idle and during @phase
+ * (JSON key @key), and the p99s (@p99[0] idle, @p99[1] during). */
+static void rtt_report(const struct env *e, const char *phase, const char *key,
+		       double idle_us, double busy_us, const double p99[2])
+{
+	if (e->o.json) {
+		struct bench_json j;
+
+		bench_json_begin(&j, "disk", "rtt_hot");
+		bench_json_f64(&j, "idle_p50_us", idle_us);
+		bench_json_f64(&j, key, busy_us);
+		bench_json_f64(&j, "idle_p99_us", p99[0]);
+		bench_json_f64(&j, "during_p99_us", p99[1]);
+		bench_json_print(&j, stdout);
+	} else {
+		printf("rtt_hot  another worker's ping p50 %.1f us idle, %.1f "
+		       "us during the %s (x%.2f)\n",
+		       idle_us, busy_us, phase,
+		       idle_us > 0 ? busy_us / idle_us : 0);
+		printf("         p99 %.1f us idle, %.1f us during (x%.2f)\n",
+		       p99[0], p99[1], p99[0] > 0 ? p99[1] / p99[0] : 0);
+	}
 }
 
 /* ---- fio ---- */
@@ -359,13 +402,24 @@ static int write_back(struct env *e)
 {
 	const struct kvr_ctl_hdr_shm *h;
 	uint64_t held = 0, evicted, unsaved;
-	double t = 0, gbs;
+	double t = 0, gbs, idle_us = 0, p99[2] = {0, 0};
+	struct pinger *pg = calloc(1, sizeof(*pg));
+	bool pinging = false;
+	pthread_t th;
 	int rc = 1;
 
 	e->mode = "evict";
-	if (start(e) < 0)
+	if (!pg || start(e) < 0)
 		goto out;
 	h = e->srv.d.hdr;
+	/* Another worker pings, idle and then while the disk writes. */
+	pg->c = e->hot;
+	if (pings_start(pg, &th)) {
+		usleep(300000);
+		idle_us = pings_stop(pg, th);
+		p99[0] = pg->p99;
+		pinging = pings_start(pg, &th);
+	}
 	for (uint64_t i = 0; i < e->nchunks; i += BATCH) {
 		if (store_held(e, i, BATCH, &held) < 0)
 			goto out;
@@ -376,6 +430,14 @@ static int write_back(struct env *e)
 		usleep(200);
 	t = t > 0 ? now_s() - t : 0;
 	gbs = t > 0 ? (double)LD(h->disk.write_bytes) / t / 1e9 : 0;
+	if (pinging) {
+		double busy_us = pings_stop(pg, th);
+
+		p99[1] = pg->p99;
+		rtt_report(e, "write-back", "during_write_back_p50_us", idle_us,
+			   busy_us, p99);
+		pinging = false;
+	}
 	/* Counters follow within a heartbeat (50 ms). */
 	usleep(100000);
 	evicted = LD(h->stats.evictions);
@@ -401,6 +463,9 @@ static int write_back(struct env *e)
 	}
 	rc = 0;
 out:
+	if (pinging)
+		(void)pings_stop(pg, th);
+	free(pg);
 	stop(e);
 	/* The next part starts from an empty file. */
 	snprintf(e->fio_file, sizeof(e->fio_file), "%.540s/kvring-disk.dat",
@@ -470,7 +535,7 @@ static double idle_pings(struct pinger *pg, bool *ok)
 static double phase_read(struct env *e)
 {
 	struct pinger *pg = calloc(1, sizeof(*pg));
-	double idle_us, busy_us, t;
+	double idle_us, busy_us, t, p99[2];
 	uint64_t n1 = 0;
 	pthread_t th;
 	long got = 0;
@@ -480,6 +545,7 @@ static double phase_read(struct env *e)
 		return -1;
 	pg->c = e->hot;
 	idle_us = idle_pings(pg, &ok);
+	p99[0] = pg->p99;
 	pg->n = 0;
 	atomic_store(&pg->stop, false);
 	if (!ok || pthread_create(&th, NULL, ping_loop, pg) != 0) {
@@ -497,21 +563,12 @@ static double phase_read(struct env *e)
 	atomic_store(&pg->stop, true);
 	pthread_join(th, NULL);
 	busy_us = p50_us(pg);
+	p99[1] = pg->p99;
 	free(pg);
 	if (got < 0)
 		return -1;
-	if (e->o.json) {
-		struct bench_json j;
-
-		bench_json_begin(&j, "disk", "rtt_hot");
-		bench_json_f64(&j, "idle_p50_us", idle_us);
-		bench_json_f64(&j, "during_read_through_p50_us", busy_us);
-		bench_json_print(&j, stdout);
-	} else {
-		printf("rtt_hot  another worker's ping p50 %.1f us idle, %.1f "
-		       "us during the read-through (x%.2f)\n",
-		       idle_us, busy_us, idle_us > 0 ? busy_us / idle_us : 0);
-	}
+	rtt_report(e, "read-through", "during_read_through_p50_us", idle_us,
+		   busy_us, p99);
 	return (double)n1 * CHUNK / t / 1e9;
 }
 

@@ -10,8 +10,10 @@
  *
  * Threading: one owner thread (kvringd's event loop) calls everything
  * here; nothing blocks except kvr_disk_open() and kvr_disk_close(). The
+ * payload sums run on a hashing thread the tier starts and joins itself,
+ * which reads only the slots named and rings the tier's eventfd. The
  * library never touches the store: the caller pins or reserves the pool
- * slots it names, and learns when their I/O ended from kvr_disk_reap().
+ * slots it names, and learns when their I/O ended from kvr_disk_poll().
  */
 #ifndef KVRING_DISK_H
 #define KVRING_DISK_H
@@ -159,7 +161,7 @@ int kvr_disk_open(const struct kvr_disk_conf *cf, unsigned qd,
 void kvr_disk_close(struct kvr_disk *d);
 
 /* kvr_disk_efd - the eventfd that becomes readable when I/O completes
- * (poll it; kvr_disk_bell() reads it). */
+ * or a payload's sum is ready (poll it; kvr_disk_bell() reads it). */
 int kvr_disk_efd(const struct kvr_disk *d);
 
 /* kvr_disk_bell - read the eventfd after it polled readable. */
@@ -239,8 +241,9 @@ unsigned kvr_disk_room(const struct kvr_disk *d);
 unsigned kvr_disk_poll(struct kvr_disk *d, struct kvr_disk_done *out,
 		       unsigned max);
 
-/* kvr_disk_wait - block until an I/O in flight completes (none: return
- * at once); then kvr_disk_poll() collects it. For shutdown. */
+/* kvr_disk_wait - block until an I/O in flight completes or a sum is
+ * ready (none in flight: return at once); then kvr_disk_poll() collects
+ * it. For shutdown. */
 void kvr_disk_wait(struct kvr_disk *d);
 
 /* kvr_disk_stats - a snapshot of the counters. */
