@@ -7,6 +7,9 @@
  * that find no room fail with ENOSPC, are counted and logged, and the
  * pool goes on storing and serving byte for byte; the self-check at
  * stop finds nothing left pinned. The mount is undone in every path.
+ * A key held back (NOROOM) while the write-back still tries to save its
+ * victim is stored again (dt_store): a full disk must never hold one
+ * for good.
  */
 #include "disk_suite.h"
 
