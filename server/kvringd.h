@@ -63,13 +63,18 @@
 /* Requests taken from one channel per pass, so that one busy worker
  * cannot starve the others. */
 #define KVR_SRV_BATCH 64u
-/* A channel that sent a request within the last KVR_SRV_HOT_NS is polled on
- * every loop pass; the others on every KVR_SRV_COLD_EVERY-th pass (and on
- * every pass after a sleep), so a pass costs the hot channels plus a
- * sixteenth of the idle ones, not all connected workers (DESIGN: cost per
- * operation must not grow with the number of workers). */
+/* A channel that sent a request within the last KVR_SRV_HOT_NS (or waits
+ * for room to answer) is on the hot list (kvr_srv.hot) and polled on every
+ * loop pass; each pass also polls the next KVR_SRV_COLD_SLICE of the
+ * others, round robin, and the pass after a sleep polls all. So a pass
+ * costs the hot channels and a fixed few idle ones, not all connected
+ * workers (DESIGN: cost per operation must not grow with the number of
+ * workers), and a cold channel's first request waits at most (connected
+ * / KVR_SRV_COLD_SLICE) passes of the loop. */
 #define KVR_SRV_HOT_NS	   2000000ull
-#define KVR_SRV_COLD_EVERY 16u
+#define KVR_SRV_COLD_SLICE 4u
+/* kvr_conn.hot_pos of a channel not on the hot list. */
+#define KVR_SRV_NOT_HOT UINT32_MAX
 /* Channel counters handled in batches wait at most this long for the loop
  * to idle before they are published anyway (loop.c, chan.c). */
 #define KVR_SRV_COUNTERS_NS 1000000ull
@@ -237,6 +242,7 @@ struct kvr_conn {
 	int32_t chan;	     /* channel index, -1 until claimed */
 	uint32_t active_pos; /* position in kvr_srv.active */
 	uint32_t polled_pos; /* position in kvr_srv.polled (ring only) */
+	uint32_t hot_pos;    /* position in kvr_srv.hot, or KVR_SRV_NOT_HOT */
 	pid_t pid;	     /* SO_PEERCRED */
 	uid_t uid;
 	gid_t gid;
@@ -368,9 +374,13 @@ struct kvr_srv {
 	uint32_t *polled; /* the ACTIVE ones whose request ring the loop
 			   * drains: the ring transport's (tport_ring.c) */
 	uint32_t npolled;
-	uint32_t pass;	   /* loop passes, for the cold-channel cadence */
-	bool full_scan;	   /* poll every channel on the next pass */
-	uint32_t npending; /* connections in HELLO */
+	/* The polled channels that sent a request within KVR_SRV_HOT_NS (or
+	 * wait for room to answer): all a pass between full scans reads. */
+	uint32_t *hot;
+	uint32_t nhot;
+	uint32_t cold_next; /* polled position drain_cold() looks at next */
+	bool full_scan;	    /* poll every channel on the next pass */
+	uint32_t npending;  /* connections in HELLO */
 	struct kvr_ns_ent *ns;
 	uint32_t nns;
 	/* Scratch buffers of the dispatcher (private copies of peer data). */

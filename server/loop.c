@@ -288,34 +288,95 @@ static unsigned reap(struct kvr_srv *s)
 	return n;
 }
 
-/* One pass over the channels of the ring transport (s->polled). */
-static unsigned drain_all(struct kvr_srv *s)
+/* Drain channel @c if its request ring may hold something (one relaxed
+ * load decides for an idle ring, without the calls a peek costs) or it
+ * waits for room to answer. Returns the requests handled. */
+static unsigned drain_one(struct kvr_srv *s, struct kvr_conn *c)
 {
-	bool full = s->full_scan || ++s->pass % KVR_SRV_COLD_EVERY == 0;
+	unsigned n;
+
+	if (!c->blocked && !kvr_ring_maybe_data(&c->req))
+		return 0;
+	n = kvr__tport_ring_drain(s, c);
+	if (n)
+		c->last_req_ns = s->now_ns;
+	return n;
+}
+
+/*
+ * A full scan: every polled channel. One that had a request or waits for
+ * room to answer (and is still open) goes on the hot list. Backwards: a
+ * channel closed during its drain is replaced by the last entry, which
+ * this scan has already visited.
+ */
+static unsigned drain_full(struct kvr_srv *s)
+{
 	unsigned work = 0, n;
 
-	s->full_scan = false;
-	/* Backwards: a channel closed during its drain is replaced by the
-	 * last entry, which this pass has already visited. */
 	for (uint32_t i = s->npolled; i-- > 0;) {
 		struct kvr_conn *c = &s->conns[s->polled[i]];
 
-		/* Cold channels wait for a full pass: at most
-		 * KVR_SRV_COLD_EVERY passes (a few microseconds) for the
-		 * first request of a burst, then they are hot. */
-		if (!full && !c->blocked &&
-		    s->now_ns - c->last_req_ns > KVR_SRV_HOT_NS)
-			continue;
-		/* One relaxed load decides for an idle ring, without the
-		 * calls a peek of an empty ring costs. */
-		if (!c->blocked && !kvr_ring_maybe_data(&c->req))
-			continue;
-		n = kvr__tport_ring_drain(s, c);
-		if (n)
-			c->last_req_ns = s->now_ns;
+		n = drain_one(s, c);
 		work += n;
+		if ((n || c->blocked) && c->hot_pos == KVR_SRV_NOT_HOT &&
+		    i < s->npolled && s->polled[i] == c->idx)
+			kvr__tport_ring_heat(s, c);
 	}
 	return work;
+}
+
+/*
+ * KVR_SRV_COLD_SLICE channels off the hot list, round robin over the
+ * polled list from where the last pass stopped; one with a request (or
+ * waiting for room to answer) goes on the hot list. A channel closed
+ * during its drain moves the list under the cursor: one channel may be
+ * looked at twice or once less in that lap, never lost for longer.
+ */
+static unsigned drain_cold(struct kvr_srv *s)
+{
+	unsigned work = 0, n;
+
+	for (uint32_t k = 0; k < KVR_SRV_COLD_SLICE && k < s->npolled; k++) {
+		uint32_t i = s->cold_next < s->npolled ? s->cold_next : 0;
+		struct kvr_conn *c = &s->conns[s->polled[i]];
+
+		s->cold_next = i + 1;
+		if (c->hot_pos != KVR_SRV_NOT_HOT)
+			continue; /* this pass's hot loop polled it */
+		n = drain_one(s, c);
+		work += n;
+		if ((n || c->blocked) && i < s->npolled &&
+		    s->polled[i] == c->idx)
+			kvr__tport_ring_heat(s, c);
+	}
+	return work;
+}
+
+/*
+ * One pass over the channels of the ring transport: after a sleep a full
+ * scan; otherwise the hot list, where a channel quiet for KVR_SRV_HOT_NS
+ * that answers no one goes cold, then a slice of the cold ones. A pass
+ * thus costs the hot channels and KVR_SRV_COLD_SLICE others whatever the
+ * number connected, and a cold channel's first request waits at most
+ * npolled / KVR_SRV_COLD_SLICE passes. Backwards, as drain_full.
+ */
+static unsigned drain_all(struct kvr_srv *s)
+{
+	unsigned work = 0;
+
+	if (s->full_scan) {
+		s->full_scan = false;
+		return drain_full(s);
+	}
+	for (uint32_t i = s->nhot; i-- > 0;) {
+		struct kvr_conn *c = &s->conns[s->hot[i]];
+
+		if (!c->blocked && s->now_ns - c->last_req_ns > KVR_SRV_HOT_NS)
+			kvr__tport_ring_cool(s, c);
+		else
+			work += drain_one(s, c);
+	}
+	return work + drain_cold(s);
 }
 
 /*

@@ -430,6 +430,7 @@ static int alloc_tables(struct kvr_srv *s)
 	s->detached = malloc(nch * sizeof(*s->detached));
 	s->active = calloc(s->nconns, sizeof(*s->active));
 	s->polled = calloc(s->nconns, sizeof(*s->polled));
+	s->hot = calloc(s->nconns, sizeof(*s->hot));
 	s->ns = calloc(KVR_SRV_NS_MAX, sizeof(*s->ns));
 	s->keys = calloc(s->max_keys, sizeof(*s->keys));
 	s->sizes = calloc(s->max_keys, sizeof(*s->sizes));
@@ -438,7 +439,7 @@ static int alloc_tables(struct kvr_srv *s)
 		s->ans_cap = kvr_resp_record_bytes(KVR_OP_STATS, 0);
 	s->ans = malloc(s->ans_cap);
 	if (!s->conns || !s->chan_conn || !s->detached || !s->active ||
-	    !s->polled || !s->ns || !s->keys || !s->sizes || !s->ans)
+	    !s->polled || !s->hot || !s->ns || !s->keys || !s->sizes || !s->ans)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nch; i++) {
 		s->chan_conn[i] = -1;
@@ -639,6 +640,7 @@ void kvr_srv_destroy(struct kvr_srv *s)
 	free(s->detached);
 	free(s->active);
 	free(s->polled);
+	free(s->hot);
 	free(s->ns);
 	free(s->keys);
 	free(s->sizes);

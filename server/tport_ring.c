@@ -236,6 +236,27 @@ static void ring_start(struct kvr_srv *s, struct kvr_conn *c)
 {
 	c->polled_pos = s->npolled;
 	s->polled[s->npolled++] = c->idx;
+	c->hot_pos = KVR_SRV_NOT_HOT; /* until a full scan finds a request */
+}
+
+void kvr__tport_ring_heat(struct kvr_srv *s, struct kvr_conn *c)
+{
+	c->hot_pos = s->nhot;
+	s->hot[s->nhot++] = c->idx;
+}
+
+void kvr__tport_ring_cool(struct kvr_srv *s, struct kvr_conn *c)
+{
+	uint32_t pos = c->hot_pos, last;
+
+	if (pos >= s->nhot || s->hot[pos] != c->idx)
+		return;
+	c->hot_pos = KVR_SRV_NOT_HOT;
+	last = s->hot[--s->nhot];
+	if (last != c->idx) {
+		s->hot[pos] = last;
+		s->conns[last].hot_pos = pos;
+	}
 }
 
 /* Leave that list in O(1) (the last entry moves in); idempotent. */
@@ -245,6 +266,7 @@ static void ring_fini(struct kvr_srv *s, struct kvr_conn *c)
 
 	if (pos >= s->npolled || s->polled[pos] != c->idx)
 		return;
+	kvr__tport_ring_cool(s, c);
 	last = s->polled[--s->npolled];
 	s->polled[pos] = last;
 	s->conns[last].polled_pos = pos;

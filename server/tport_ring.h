@@ -18,6 +18,15 @@
 unsigned kvr__tport_ring_drain(struct kvr_srv *s, struct kvr_conn *c);
 
 /*
+ * kvr__tport_ring_heat - put polled channel @c on the hot list
+ * (kvr_srv.hot), which the loop polls on every pass; it is not on it.
+ * kvr__tport_ring_cool - take @c off it, if it is on it. Both O(1); a
+ * channel leaves the hot list before it leaves the polled list.
+ */
+void kvr__tport_ring_heat(struct kvr_srv *s, struct kvr_conn *c);
+void kvr__tport_ring_cool(struct kvr_srv *s, struct kvr_conn *c);
+
+/*
  * kvr__tport_ring_ops - the shared-memory ring transport: the loop drains
  * the request ring (kvr__tport_ring_drain) of every connection it
  * started; the socket only reports hang-up or BYE; a graceful stop

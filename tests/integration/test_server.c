@@ -420,3 +420,88 @@ Test(server,
 	cr_expect_eq(T_GSTAT(&srv, objects), 4, "stored objects stay");
 	cr_expect_eq(T_GSTAT(&srv, used_bytes), used);
 }
+
+/* Publish a ping on @r without a doorbell: only the loop's polling can
+ * find it. Returns its req_id (0 if the ring is full). */
+static uint64_t push_unrung(struct t_raw *r)
+{
+	uint64_t id = r->next_id++;
+	struct kvr_req_view v = {.op = KVR_OP_PING, .hdr = {.req_id = id}};
+
+	return t_raw_push(r, &v, false) == 0 ? id : 0;
+}
+
+/* Wait up to 2 s for the answer to ping @id on @r: 0, -ETIMEDOUT, -EPROTO
+ * (another answer) or the ring's error. */
+static int await_pong(struct t_raw *r, uint64_t id)
+{
+	struct kvr_ring_rec rec;
+	struct kvr_resp_hdr a;
+	int rc;
+
+	if (id == 0)
+		return -EAGAIN;
+	for (int i = 0; i < 200000; i++) {
+		rc = kvr_ring_peek(&r->resp, &rec);
+		if (rc == -EAGAIN) {
+			if (i > 1000)
+				usleep(10);
+			continue;
+		}
+		if (rc < 0)
+			return rc;
+		memcpy(&a, rec.data, sizeof(a));
+		kvr_ring_release(&r->resp);
+		return a.req_id == id && a.status == 0 ? 0 : -EPROTO;
+	}
+	return -ETIMEDOUT;
+}
+
+static int ping_unrung(struct t_raw *r)
+{
+	return await_pong(r, push_unrung(r));
+}
+
+/*
+ * The spinning loop polls hot channels on every pass and cold ones a few
+ * at a time, round robin: a request published without a doorbell is found
+ * on a channel never used, one quiet past the hot window, one in use, two
+ * at once, and after channels around it closed (moving the polled list
+ * under the round-robin cursor).
+ */
+Test(server, finds_unrung_requests_on_cold_and_hot_channels)
+{
+	/* Spinning 1 s after the last work: the loop never sleeps, so no
+	 * doorbell and no sleep's full scan helps it. */
+	const char *args[] = {"--spin-us", "1000000", NULL};
+	enum { N = 24 };
+	struct t_raw r[N];
+	uint64_t id;
+
+	t_server_start(&srv, args);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(t_raw_connect(srv.sock, 0, &r[i]), 0, "conn %d",
+			     i);
+	for (int round = 0; round < 2; round++) {
+		usleep(5000); /* past the 2 ms hot window: all cold */
+		for (int i = N; i-- > 0;) {
+			cr_expect_eq(ping_unrung(&r[i]), 0, "round %d, cold %d",
+				     round, i);
+			cr_expect_eq(ping_unrung(&r[i]), 0, "round %d, hot %d",
+				     round, i);
+		}
+	}
+	usleep(5000);
+	id = push_unrung(&r[4]);
+	cr_expect_eq(ping_unrung(&r[17]), 0, "second of two at once");
+	cr_expect_eq(await_pong(&r[4], id), 0, "first of two at once");
+	for (int i = 0; i < N; i += 3)
+		t_raw_close(&r[i]);
+	usleep(5000);
+	for (int i = 0; i < N; i++)
+		if (i % 3)
+			cr_expect_eq(ping_unrung(&r[i]), 0, "after closes, %d",
+				     i);
+	for (int i = 0; i < N; i++)
+		t_raw_close(&r[i]);
+}
