@@ -202,6 +202,9 @@ Test(cli, bench_capacity_reports_each_size_beside_the_first)
 	cr_expect_eq(
 	    lines_with(o.text, "\"objects\":1000,", "\"ratio_evict_p50\":1,"),
 	    1, "%s", o.text);
+	cr_expect_eq(lines_with(o.text, "\"objects\":4000,",
+				"\"ratio_lookup16_key_p50\":"),
+		     1, "%s", o.text);
 	/* The first size is its own baseline: no misses above it. */
 	cr_expect_eq(
 	    lines_with(o.text, "\"objects\":1000,", "\"lookup_misses\":0,"), 1,

@@ -15,6 +15,10 @@
  *   store      prepare_store + commit_store of one new key: the last
  *              --samples stores of the fill (the engine nearly full)
  *   lookup     one resident key, picked at random (no pin)
+ *   lookup16   one request of 16 distinct random resident keys, as an
+ *              inference engine looks up a prompt's chunks; its p50 over
+ *              16, per key. The engine prefetches the 16 keys' index
+ *              slots, then their objects, so their misses overlap.
  *   evict      a store of a new key into the full engine, which evicts
  *              the least recently used object first
  *   stats      kvr_store_stats(): what kvringd computes to publish the
@@ -58,6 +62,7 @@ int bench_capacity_main(int argc, char **argv);
 #define CAP_META_TARGET	   64.0 /* bytes of metadata per object */
 #define CAP_FLAT_TARGET	   1.5	/* largest / first size */
 #define CAP_DEFAULT_SAMPLE 100000u
+#define CAP_BATCH	   16u /* keys of a batched lookup */
 #define CAP_LINE	   64u /* bytes of a cache line */
 
 struct cap_opts {
@@ -77,7 +82,8 @@ struct cap_result {
 	double store_p50, store_p99;
 	double evict_p50, evict_p99;
 	double stats_ns;
-	double miss_p50; /* one dependent read of the metadata's size */
+	double lookup16_key_p50; /* a 16-key lookup's p50 over 16 */
+	double miss_p50;	 /* one dependent read of the metadata's size */
 };
 
 /* The engine's heap in use (small chunks and mmap()ed ones), bytes. */
@@ -194,6 +200,44 @@ static int cap_lookups(struct kvr_store *s, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/*
+ * @ns lookups of CAP_BATCH distinct random resident keys of [0, @n) each
+ * (n >= 100), one request timed into each of @lat.
+ */
+static int cap_lookups16(struct kvr_store *s, uint64_t n, uint64_t *lat,
+			 uint64_t ns, uint64_t *seed)
+{
+	struct kvr_key k[CAP_BATCH];
+	uint64_t id[CAP_BATCH];
+
+	for (uint64_t r = 0; r < ns; r++) {
+		uint64_t t0;
+		int rc;
+
+		for (unsigned j = 0; j < CAP_BATCH; j++) {
+			unsigned d;
+
+			do {
+				id[j] = xorshift(seed) % n;
+				for (d = 0; d < j && id[d] != id[j]; d++)
+					;
+			} while (d < j);
+			k[j] = bench_mixed_key(id[j]);
+		}
+		t0 = bench_ticks();
+		rc = kvr_store_lookup(s, 1, 1, k, CAP_BATCH, false, r, NULL);
+		lat[r] = bench_ticks() - t0;
+		if (rc != (int)CAP_BATCH) {
+			fprintf(stderr,
+				"kvring-bench capacity: lookup of %u resident "
+				"keys from key %" PRIu64 ": %d hits, want %u\n",
+				CAP_BATCH, id[0], rc, CAP_BATCH);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* One cache line of the floor's array: where the chase goes next. */
 struct cap_line {
 	struct cap_line *next;
@@ -279,6 +323,7 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	uint64_t ns = o->samples < n ? o->samples : n;
 	uint64_t *lat = calloc(ns, sizeof(*lat));
 	uint64_t heap0, heap1, rss0, floor_bytes, seed = 88172645463325252ull;
+	double p99;
 	int rc, ret = -1;
 
 	*r = (struct cap_result){.objects = n};
@@ -286,7 +331,7 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	rss0 = rss_bytes();
 	cfg.pool_bytes = n * o->chunk_bytes; /* full at exactly n objects */
 	cfg.align = (uint32_t)o->chunk_bytes;
-	cfg.max_keys = 1;
+	cfg.max_keys = CAP_BATCH;
 	cfg.objects_hint = n;
 	cfg.hash_seed = 0x6b7672696e67ull;
 	rc = kvr_store_create(&cfg, &s);
@@ -318,6 +363,10 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	if (cap_lookups(s, 0, n, lat, ns, &seed) < 0)
 		goto out;
 	cap_pcts(lat, ns, &r->lookup_p50, &r->lookup_p99);
+	if (cap_lookups16(s, n, lat, ns, &seed) < 0)
+		goto out;
+	cap_pcts(lat, ns, &r->lookup16_key_p50, &p99);
+	r->lookup16_key_p50 /= CAP_BATCH;
 	r->stats_ns = cap_stats_ns(s);
 	/* The engine is full: each new key evicts the oldest one. */
 	for (uint64_t i = 0; i < ns; i++)
@@ -361,17 +410,19 @@ static void cap_print_text(const struct cap_result *r,
 			     r->store_p99,  r->evict_p50,  r->evict_p99};
 	const double w[6] = {b->lookup_p50, b->lookup_p99, b->store_p50,
 			     b->store_p99,  b->evict_p50,  b->evict_p99};
-	char c[6][32];
+	char c[7][32];
 
 	for (unsigned i = 0; i < 6; i++)
 		cap_cell(c[i], sizeof(c[i]), v[i], r == b ? 0 : w[i]);
+	cap_cell(c[6], sizeof(c[6]), r->lookup16_key_p50,
+		 r == b ? 0 : b->lookup16_key_p50);
 	printf("%9" PRIu64 " %6.1f %5.2f %6.1f %15s %15s %15s %15s %15s %15s "
-	       "%7.0f %6.1f %11.1f %10.1f\n",
+	       "%7.0f %6.1f %11.1f %10.1f %15s\n",
 	       r->objects, r->meta_per_obj, r->meta_per_obj / CAP_META_TARGET,
 	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5], r->stats_ns,
 	       r->miss_p50,
 	       cap_misses(r->lookup_p50, b->lookup_p50, r->miss_p50),
-	       cap_misses(r->store_p50, b->store_p50, r->miss_p50));
+	       cap_misses(r->store_p50, b->store_p50, r->miss_p50), c[6]);
 }
 
 static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
@@ -407,6 +458,9 @@ static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
 		       cap_misses(r->lookup_p50, b->lookup_p50, r->miss_p50));
 	bench_json_f64(&j, "store_misses",
 		       cap_misses(r->store_p50, b->store_p50, r->miss_p50));
+	bench_json_f64(&j, "lookup16_key_p50_ns", r->lookup16_key_p50);
+	bench_json_f64(&j, "ratio_lookup16_key_p50",
+		       r->lookup16_key_p50 / b->lookup16_key_p50);
 	bench_json_print(&j, stdout);
 }
 
@@ -418,10 +472,11 @@ static void cap_usage(FILE *f)
 		"  the storage engine in-process, filled with ever more "
 		"objects: metadata\n"
 		"  bytes per object, lookup / store / evicting store p50 and "
-		"p99, each size\n"
-		"  beside the first one, and the memory floor: one dependent "
-		"read over as\n"
-		"  much memory as the metadata\n"
+		"p99 and a 16-key\n"
+		"  lookup's p50 per key, each size beside the first one, and "
+		"the memory\n"
+		"  floor: one dependent read over as much memory as the "
+		"metadata\n"
 		"  --sizes LIST     object counts, comma-separated, each "
 		"100..1e8, as 10000\n"
 		"                   or 1e4 (default 1e4,1e5,1e6,1e7)\n"
@@ -568,14 +623,15 @@ int bench_capacity_main(int argc, char **argv)
 		       "measured here; stats_ns is kvr_store_stats()\n"
 		       "# miss = one dependent read over an array of meta_B x "
 		       "objects on huge pages; lookup_miss, store_miss = p50 "
-		       "above the first size's, in misses\n"
+		       "above the first size's, in misses; lookup16_key = a "
+		       "%u-key lookup's p50 per key\n"
 		       "%9s %6s %5s %6s %15s %15s %15s %15s %15s %15s %7s %6s "
-		       "%11s %10s\n",
+		       "%11s %10s %15s\n",
 		       o.chunk_bytes, o.samples, CAP_META_TARGET, o.sizes[0],
-		       CAP_FLAT_TARGET, "objects", "meta_B", "x64", "rss_B",
-		       "lookup_p50", "lookup_p99", "store_p50", "store_p99",
-		       "evict_p50", "evict_p99", "stats", "miss", "lookup_miss",
-		       "store_miss");
+		       CAP_FLAT_TARGET, CAP_BATCH, "objects", "meta_B", "x64",
+		       "rss_B", "lookup_p50", "lookup_p99", "store_p50",
+		       "store_p99", "evict_p50", "evict_p99", "stats", "miss",
+		       "lookup_miss", "store_miss", "lookup16_key");
 	for (unsigned i = 0; i < o.nsizes; i++) {
 		if (cap_one(&o, o.sizes[i], &res[i]) < 0)
 			return BENCH_EXIT_ERR;
