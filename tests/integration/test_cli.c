@@ -179,12 +179,15 @@ Test(cli, bench_ring_names_the_placement_of_each_round)
 		      NULL, "%s", sum);
 }
 
-/* capacity prints one line per size, each beside the first size. */
+/*
+ * capacity prints one line per size, each beside the first size, with the
+ * memory floor it measured and the lookups and stores in its misses.
+ */
 Test(cli, bench_capacity_reports_each_size_beside_the_first)
 {
 	const char *argv[] = {BENCH,	   "capacity", "--sizes", "1e3,4000",
 			      "--samples", "200",      "--json",  NULL};
-	double meta = 0;
+	double meta = 0, miss = 0;
 	const char *p;
 	struct out o;
 
@@ -199,6 +202,18 @@ Test(cli, bench_capacity_reports_each_size_beside_the_first)
 	cr_expect_eq(
 	    lines_with(o.text, "\"objects\":1000,", "\"ratio_evict_p50\":1,"),
 	    1, "%s", o.text);
+	cr_expect_eq(lines_with(o.text, "\"objects\":4000,",
+				"\"ratio_lookup16_key_p50\":"),
+		     1, "%s", o.text);
+	/* The first size is its own baseline: no misses above it. */
+	cr_expect_eq(
+	    lines_with(o.text, "\"objects\":1000,", "\"lookup_misses\":0,"), 1,
+	    "%s", o.text);
+	p = strstr(o.text, "\"miss_p50_ns\":");
+	cr_assert_neq(p, NULL, "%s", o.text);
+	sscanf(p, "\"miss_p50_ns\":%lf", &miss);
+	/* One read of memory, timed with the clock: never free. */
+	cr_expect(miss > 0 && miss < 100000, "miss %f: %s", miss, o.text);
 	p = strstr(o.text, "\"meta_bytes_per_object\":");
 	cr_assert_neq(p, NULL, "%s", o.text);
 	sscanf(p, "\"meta_bytes_per_object\":%lf", &meta);

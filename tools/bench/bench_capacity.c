@@ -15,15 +15,30 @@
  *   store      prepare_store + commit_store of one new key: the last
  *              --samples stores of the fill (the engine nearly full)
  *   lookup     one resident key, picked at random (no pin)
+ *   lookup16   one request of 16 distinct random resident keys, as an
+ *              inference engine looks up a prompt's chunks; its p50 over
+ *              16, per key. The engine prefetches the 16 keys' index
+ *              slots, then their objects, so their misses overlap.
  *   evict      a store of a new key into the full engine, which evicts
  *              the least recently used object first
  *   stats      kvr_store_stats(): what kvringd computes to publish the
  *              stats block the inspector reads. The inspector's own
  *              snapshot reads a live server's control segment and cannot
  *              be taken in-process, so it is not measured here.
- * Each request is timed alone with the TSC (bench_ticks, about 20 ns of
- * its own). Each size prints beside the first size's figures as ratios
- * (the target: flat within 1.5x) and the metadata beside 64 bytes/object.
+ *   miss       the memory floor, after the engine is destroyed: one
+ *              dependent read (a pointer chase through a random cycle of
+ *              its cache lines) of an array as large as the metadata
+ *              (the heap delta, at least 64 bytes), advised for huge
+ *              pages as the engine's arrays are (kvr_hugemem_advise)
+ * Each request and each read is timed alone with the TSC (bench_ticks,
+ * about 20 ns of its own, in both). Each size prints beside the first
+ * size's figures as ratios (the target: flat within 1.5x), the metadata
+ * beside 64 bytes/object, and lookup and store p50 above the first size's
+ * in misses: (p50 - first size's p50) / miss. A lookup of one key waits on
+ * two dependent reads of the metadata (its index slot, then the object
+ * record the slot names, which holds the key to check), a store of a new
+ * key on one, so where the metadata outgrows the caches those costs grow
+ * with the miss, not with a structure that does more work.
  * It checks what the engine answers (placements, hits, evictions) and
  * exits 1 only when an answer is wrong, never because a figure is slow.
  */
@@ -39,6 +54,7 @@
 #include <kvring/store.h>
 
 #include "bench_common.h"
+#include "store/hugemem.h"
 
 int bench_capacity_main(int argc, char **argv);
 
@@ -46,6 +62,8 @@ int bench_capacity_main(int argc, char **argv);
 #define CAP_META_TARGET	   64.0 /* bytes of metadata per object */
 #define CAP_FLAT_TARGET	   1.5	/* largest / first size */
 #define CAP_DEFAULT_SAMPLE 100000u
+#define CAP_BATCH	   16u /* keys of a batched lookup */
+#define CAP_LINE	   64u /* bytes of a cache line */
 
 struct cap_opts {
 	uint64_t sizes[CAP_MAX_SIZES];
@@ -64,6 +82,8 @@ struct cap_result {
 	double store_p50, store_p99;
 	double evict_p50, evict_p99;
 	double stats_ns;
+	double lookup16_key_p50; /* a 16-key lookup's p50 over 16 */
+	double miss_p50;	 /* one dependent read of the metadata's size */
 };
 
 /* The engine's heap in use (small chunks and mmap()ed ones), bytes. */
@@ -180,6 +200,105 @@ static int cap_lookups(struct kvr_store *s, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/*
+ * @ns lookups of CAP_BATCH distinct random resident keys of [0, @n) each
+ * (n >= 100), one request timed into each of @lat.
+ */
+static int cap_lookups16(struct kvr_store *s, uint64_t n, uint64_t *lat,
+			 uint64_t ns, uint64_t *seed)
+{
+	struct kvr_key k[CAP_BATCH];
+	uint64_t id[CAP_BATCH];
+
+	for (uint64_t r = 0; r < ns; r++) {
+		uint64_t t0;
+		int rc;
+
+		for (unsigned j = 0; j < CAP_BATCH; j++) {
+			unsigned d;
+
+			do {
+				id[j] = xorshift(seed) % n;
+				for (d = 0; d < j && id[d] != id[j]; d++)
+					;
+			} while (d < j);
+			k[j] = bench_mixed_key(id[j]);
+		}
+		t0 = bench_ticks();
+		rc = kvr_store_lookup(s, 1, 1, k, CAP_BATCH, false, r, NULL);
+		lat[r] = bench_ticks() - t0;
+		if (rc != (int)CAP_BATCH) {
+			fprintf(stderr,
+				"kvring-bench capacity: lookup of %u resident "
+				"keys from key %" PRIu64 ": %d hits, want %u\n",
+				CAP_BATCH, id[0], rc, CAP_BATCH);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One cache line of the floor's array: where the chase goes next. */
+struct cap_line {
+	struct cap_line *next;
+	char pad[CAP_LINE - sizeof(struct cap_line *)];
+};
+
+/*
+ * The memory floor at @bytes of metadata into *p50 (ns): @ns dependent
+ * reads, each timed alone with bench_ticks like a lookup (the clock's cost
+ * is in both), of an array of @bytes advised for huge pages as the
+ * engine's arrays are (kvr_hugemem_advise), its cache lines linked in one
+ * random cycle, so each read is of a line not read for a whole cycle and
+ * waits on the one before. 0, or -1 without memory for it (said).
+ */
+static int cap_miss(uint64_t bytes, uint64_t *lat, uint64_t ns, uint64_t *seed,
+		    double *p50)
+{
+	uint64_t lines = (bytes + CAP_LINE - 1) / CAP_LINE, t0;
+	struct cap_line *a = NULL, *p;
+	uint32_t *perm = NULL;
+	double p99;
+
+	if (lines <= UINT32_MAX) {
+		a = aligned_alloc(CAP_LINE, lines * CAP_LINE);
+		perm = malloc(lines * sizeof(*perm));
+	}
+	if (!a || !perm) {
+		fprintf(stderr,
+			"kvring-bench capacity: %" PRIu64
+			" bytes for the memory floor: %s\n",
+			bytes, strerror(ENOMEM));
+		free(a);
+		free(perm);
+		return -1;
+	}
+	kvr_hugemem_advise(a, lines * CAP_LINE); /* before the first touch */
+	for (uint64_t i = 0; i < lines; i++)
+		perm[i] = (uint32_t)i;
+	/* Sattolo's shuffle: line i leads to perm[i], all in one cycle. */
+	for (uint64_t i = lines - 1; i > 0; i--) {
+		uint64_t j = xorshift(seed) % i;
+		uint32_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (uint64_t i = 0; i < lines; i++)
+		a[i].next = &a[perm[i]];
+	free(perm);
+	p = a;
+	for (uint64_t r = 0; r < ns; r++) {
+		t0 = bench_ticks();
+		p = *(struct cap_line *volatile *)&p->next;
+		lat[r] = bench_ticks() - t0;
+	}
+	__asm__ __volatile__("" : : "r"(p));
+	free(a);
+	cap_pcts(lat, ns, p50, &p99);
+	return 0;
+}
+
 /* kvr_store_stats() cost: the median of 101 calls, ns. */
 static double cap_stats_ns(const struct kvr_store *s)
 {
@@ -203,7 +322,8 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	struct kvr_store *s = NULL;
 	uint64_t ns = o->samples < n ? o->samples : n;
 	uint64_t *lat = calloc(ns, sizeof(*lat));
-	uint64_t heap0, rss0, seed = 88172645463325252ull;
+	uint64_t heap0, heap1, rss0, floor_bytes, seed = 88172645463325252ull;
+	double p99;
 	int rc, ret = -1;
 
 	*r = (struct cap_result){.objects = n};
@@ -211,7 +331,7 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	rss0 = rss_bytes();
 	cfg.pool_bytes = n * o->chunk_bytes; /* full at exactly n objects */
 	cfg.align = (uint32_t)o->chunk_bytes;
-	cfg.max_keys = 1;
+	cfg.max_keys = CAP_BATCH;
 	cfg.objects_hint = n;
 	cfg.hash_seed = 0x6b7672696e67ull;
 	rc = kvr_store_create(&cfg, &s);
@@ -224,24 +344,40 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 	}
 	if (cap_fill(s, n, o->chunk_bytes, lat, ns) < 0)
 		goto out;
-	r->meta_per_obj = (double)(heap_in_use() - heap0) / (double)n;
+	heap1 = heap_in_use();
+	r->meta_per_obj = (double)(heap1 - heap0) / (double)n;
 	r->rss_per_obj = (double)(rss_bytes() - rss0) / (double)n;
 	r->meta_src = "mallinfo2";
-	if (heap0 == 0 && heap_in_use() == 0) {
+	floor_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
+	if (heap0 == 0 && heap1 == 0) {
 		/* A sanitizer's allocator answers mallinfo2 with zeros. */
 		r->meta_per_obj = r->rss_per_obj;
 		r->meta_src = "rss";
+		floor_bytes = r->rss_per_obj > 0
+				  ? (uint64_t)(r->rss_per_obj * (double)n)
+				  : 0;
 	}
+	if (floor_bytes < CAP_LINE)
+		floor_bytes = CAP_LINE;
 	cap_pcts(lat, ns, &r->store_p50, &r->store_p99);
 	if (cap_lookups(s, 0, n, lat, ns, &seed) < 0)
 		goto out;
 	cap_pcts(lat, ns, &r->lookup_p50, &r->lookup_p99);
+	if (cap_lookups16(s, n, lat, ns, &seed) < 0)
+		goto out;
+	cap_pcts(lat, ns, &r->lookup16_key_p50, &p99);
+	r->lookup16_key_p50 /= CAP_BATCH;
 	r->stats_ns = cap_stats_ns(s);
 	/* The engine is full: each new key evicts the oldest one. */
 	for (uint64_t i = 0; i < ns; i++)
 		if (cap_store(s, n + i, o->chunk_bytes, true, &lat[i]) < 0)
 			goto out;
 	cap_pcts(lat, ns, &r->evict_p50, &r->evict_p99);
+	/* The floor after the engine is gone, so both are never resident. */
+	kvr_store_destroy(s);
+	s = NULL;
+	if (cap_miss(floor_bytes, lat, ns, &seed, &r->miss_p50) < 0)
+		goto out;
 	ret = 0;
 out:
 	kvr_store_destroy(s);
@@ -258,6 +394,15 @@ static void cap_cell(char *buf, size_t len, double v, double base)
 		snprintf(buf, len, "%.0f", v);
 }
 
+/*
+ * Misses a p50 of @v costs above the first size's @base: the difference
+ * over one dependent read at this size (@miss).
+ */
+static double cap_misses(double v, double base, double miss)
+{
+	return miss > 0 ? (v - base) / miss : 0;
+}
+
 static void cap_print_text(const struct cap_result *r,
 			   const struct cap_result *b)
 {
@@ -265,14 +410,19 @@ static void cap_print_text(const struct cap_result *r,
 			     r->store_p99,  r->evict_p50,  r->evict_p99};
 	const double w[6] = {b->lookup_p50, b->lookup_p99, b->store_p50,
 			     b->store_p99,  b->evict_p50,  b->evict_p99};
-	char c[6][32];
+	char c[7][32];
 
 	for (unsigned i = 0; i < 6; i++)
 		cap_cell(c[i], sizeof(c[i]), v[i], r == b ? 0 : w[i]);
+	cap_cell(c[6], sizeof(c[6]), r->lookup16_key_p50,
+		 r == b ? 0 : b->lookup16_key_p50);
 	printf("%9" PRIu64 " %6.1f %5.2f %6.1f %15s %15s %15s %15s %15s %15s "
-	       "%7.0f\n",
+	       "%7.0f %6.1f %11.1f %10.1f %15s\n",
 	       r->objects, r->meta_per_obj, r->meta_per_obj / CAP_META_TARGET,
-	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5], r->stats_ns);
+	       r->rss_per_obj, c[0], c[1], c[2], c[3], c[4], c[5], r->stats_ns,
+	       r->miss_p50,
+	       cap_misses(r->lookup_p50, b->lookup_p50, r->miss_p50),
+	       cap_misses(r->store_p50, b->store_p50, r->miss_p50), c[6]);
 }
 
 static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
@@ -303,6 +453,14 @@ static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
 	bench_json_f64(&j, "ratio_store_p99", r->store_p99 / b->store_p99);
 	bench_json_f64(&j, "ratio_evict_p50", r->evict_p50 / b->evict_p50);
 	bench_json_f64(&j, "ratio_evict_p99", r->evict_p99 / b->evict_p99);
+	bench_json_f64(&j, "miss_p50_ns", r->miss_p50);
+	bench_json_f64(&j, "lookup_misses",
+		       cap_misses(r->lookup_p50, b->lookup_p50, r->miss_p50));
+	bench_json_f64(&j, "store_misses",
+		       cap_misses(r->store_p50, b->store_p50, r->miss_p50));
+	bench_json_f64(&j, "lookup16_key_p50_ns", r->lookup16_key_p50);
+	bench_json_f64(&j, "ratio_lookup16_key_p50",
+		       r->lookup16_key_p50 / b->lookup16_key_p50);
 	bench_json_print(&j, stdout);
 }
 
@@ -314,8 +472,11 @@ static void cap_usage(FILE *f)
 		"  the storage engine in-process, filled with ever more "
 		"objects: metadata\n"
 		"  bytes per object, lookup / store / evicting store p50 and "
-		"p99, each size\n"
-		"  beside the first one\n"
+		"p99 and a 16-key\n"
+		"  lookup's p50 per key, each size beside the first one, and "
+		"the memory\n"
+		"  floor: one dependent read over as much memory as the "
+		"metadata\n"
 		"  --sizes LIST     object counts, comma-separated, each "
 		"100..1e8, as 10000\n"
 		"                   or 1e4 (default 1e4,1e5,1e6,1e7)\n"
@@ -460,11 +621,17 @@ int bench_capacity_main(int argc, char **argv)
 		       " objects, target <= %.1fx\n"
 		       "# the inspector's snapshot needs a live server: not "
 		       "measured here; stats_ns is kvr_store_stats()\n"
-		       "%9s %6s %5s %6s %15s %15s %15s %15s %15s %15s %7s\n",
+		       "# miss = one dependent read over an array of meta_B x "
+		       "objects on huge pages; lookup_miss, store_miss = p50 "
+		       "above the first size's, in misses; lookup16_key = a "
+		       "%u-key lookup's p50 per key\n"
+		       "%9s %6s %5s %6s %15s %15s %15s %15s %15s %15s %7s %6s "
+		       "%11s %10s %15s\n",
 		       o.chunk_bytes, o.samples, CAP_META_TARGET, o.sizes[0],
-		       CAP_FLAT_TARGET, "objects", "meta_B", "x64", "rss_B",
-		       "lookup_p50", "lookup_p99", "store_p50", "store_p99",
-		       "evict_p50", "evict_p99", "stats");
+		       CAP_FLAT_TARGET, CAP_BATCH, "objects", "meta_B", "x64",
+		       "rss_B", "lookup_p50", "lookup_p99", "store_p50",
+		       "store_p99", "evict_p50", "evict_p99", "stats", "miss",
+		       "lookup_miss", "store_miss", "lookup16_key");
 	for (unsigned i = 0; i < o.nsizes; i++) {
 		if (cap_one(&o, o.sizes[i], &res[i]) < 0)
 			return BENCH_EXIT_ERR;
