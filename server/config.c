@@ -59,6 +59,7 @@ enum {
 	OPT_QUOTA_UID_RESERVED,
 	OPT_QUOTA_UID_PINNED,
 	OPT_XFER_MS,
+	OPT_OBJECTS,
 	OPT_CONFIG,
 	OPT_PRINT_CONFIG,
 	OPT_HISTOGRAMS,
@@ -105,6 +106,7 @@ static const struct option longopts[] = {
     {"quota-uid-reserved", required_argument, NULL, OPT_QUOTA_UID_RESERVED},
     {"quota-uid-pinned", required_argument, NULL, OPT_QUOTA_UID_PINNED},
     {"xfer-ms", required_argument, NULL, OPT_XFER_MS},
+    {"objects", required_argument, NULL, OPT_OBJECTS},
     {"histograms", required_argument, NULL, OPT_HISTOGRAMS},
     {"no-histograms", no_argument, NULL, OPT_NO_HISTOGRAMS},
     {"test-delay", required_argument, NULL, OPT_TEST_DELAY},
@@ -400,6 +402,12 @@ static int apply_opt(struct kvr_config *c, int ch, const char *a, FILE *err)
 		if (parse_u32(a, 10, 86400000, &c->xfer_ms) < 0)
 			return bad(err, "--xfer-ms", a, "use 10-86400000");
 		return 0;
+	case OPT_OBJECTS:
+		/* At most the pool's slots: checked once both are known. */
+		if (parse_u32(a, 0, UINT32_MAX - 1, &c->objects) < 0)
+			return bad(err, "--objects", a,
+				   "use a count of objects, 0-4294967294");
+		return 0;
 	case OPT_NO_PREFAULT:
 		c->no_prefault = true;
 		return 0;
@@ -671,6 +679,15 @@ int kvr_config_parse(int argc, char **argv, struct kvr_config *cfg, FILE *out,
 		return bad(err, "--pool-size", "",
 			   "more than 2^32 slots of --align: raise --align "
 			   "(4096 allows up to 16T)");
+	if (cfg->objects > cfg->pool_bytes / cfg->align) {
+		fprintf(err,
+			"kvringd: invalid --objects %u: the pool holds at most "
+			"%llu objects (--pool-size / --align); lower --objects "
+			"or raise --pool-size\n",
+			cfg->objects,
+			(unsigned long long)(cfg->pool_bytes / cfg->align));
+		return -EINVAL;
+	}
 	if (cfg->disk.dir[0]) {
 		char msg[256];
 

@@ -53,6 +53,7 @@ struct kvr_config {
 	char name[64];			       /* --name: segment base */
 	uint64_t pool_bytes;		       /* --pool-size */
 	uint32_t align;			       /* --align */
+	uint32_t objects;		       /* --objects (0: a guess) */
 	uint32_t max_workers;		       /* --max-workers */
 	uint32_t spin_us;		       /* --spin-us */
 	uint32_t lease_ms;		       /* --lease-ms */

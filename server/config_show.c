@@ -46,6 +46,7 @@ static const struct row rows[] = {
     {"name", K_STR, F(name), NULL},
     {"pool-size", K_U64, F(pool_bytes), NULL},
     {"align", K_U32, F(align), NULL},
+    {"objects", K_U32, F(objects), NULL},
     {"max-workers", K_U32, F(max_workers), NULL},
     {"spin-us", K_U32, F(spin_us), NULL},
     {"lease-ms", K_U32, F(lease_ms), NULL},

@@ -334,6 +334,7 @@ static int create_store(struct kvr_srv *s)
 
 	sc.pool_bytes = s->cfg.pool_bytes;
 	sc.align = s->cfg.align;
+	sc.objects_hint = s->cfg.objects;
 	sc.lease_ms = s->cfg.lease_ms;
 	/* With --l2, and with --disk, one more channel each owns the
 	 * tier's pins and loads. */

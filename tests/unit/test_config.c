@@ -335,3 +335,26 @@ Test(config, quota_and_deadline_errors_are_usage_errors_when_out_of_range)
 		cr_expect_eq(parse(&c, bad[i]), -EINVAL, "%s %s accepted",
 			     bad[i][0], bad[i][1]);
 }
+
+Test(config, objects_sizes_the_cache_up_to_the_pool_slots)
+{
+	const char *none[] = {"--pool-size", "1G", NULL};
+	const char *a[] = {"--pool-size", "1G", "--objects", "262144", NULL};
+	const char *bad[][7] = {
+	    /* 1G of 4096-byte slots holds 262144 objects. */
+	    {"--pool-size", "1G", "--objects", "262145", NULL},
+	    {"--pool-size", "1G", "--align", "1M", "--objects", "1025", NULL},
+	    {"--objects", "1e7", NULL},
+	    {"--objects", "-1", NULL},
+	    {"--objects", "4294967295", NULL},
+	};
+	struct kvr_config c;
+
+	cr_assert_eq(parse(&c, none), KVR_CONFIG_RUN);
+	cr_expect_eq(c.objects, 0u);
+	cr_assert_eq(parse(&c, a), KVR_CONFIG_RUN);
+	cr_expect_eq(c.objects, 262144u);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(parse(&c, bad[i]), -EINVAL, "case %zu accepted",
+			     i);
+}
