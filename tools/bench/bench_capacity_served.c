@@ -53,6 +53,7 @@ struct srv_result {
 	double inspect_p50_us;
 	double anon_per_obj;
 	double fill_s;
+	double fill_max_ms; /* the fill's longest request */
 };
 
 /* The smallest --align >= SRV_ALIGN_MIN whose pool of @n is >= 1 MiB. */
@@ -143,8 +144,10 @@ static int srv_store(struct kvr_client *c, uint64_t first, uint32_t n,
 	return rc < 0 ? -1 : 0;
 }
 
-/* Fills keys [0, @n) of @a bytes; 0 or -1 (said). */
-static int srv_fill(struct kvr_client *c, uint64_t n, uint64_t a)
+/* Fills keys [0, @n) of @a bytes, the longest request's time (ticks)
+ * into *@longest; 0 or -1 (said). */
+static int srv_fill(struct kvr_client *c, uint64_t n, uint64_t a,
+		    uint64_t *longest)
 {
 	uint32_t batch = SRV_FILL_BATCH, max = kvr_client_info(c)->max_keys;
 	struct kvr_key k[SRV_FILL_BATCH];
@@ -154,9 +157,12 @@ static int srv_fill(struct kvr_client *c, uint64_t n, uint64_t a)
 		batch = max;
 	for (uint64_t i = 0; i < n; i += batch) {
 		uint32_t m = n - i < batch ? (uint32_t)(n - i) : batch;
+		uint64_t t;
 
-		if (srv_store(c, i, m, a, k, sizes, NULL) < 0)
+		if (srv_store(c, i, m, a, k, sizes, &t) < 0)
 			return -1;
+		if (t > *longest)
+			*longest = t;
 	}
 	return 0;
 }
@@ -246,10 +252,15 @@ out:
 static int srv_one(const struct cap_served_opts *o, uint64_t n,
 		   struct srv_result *r)
 {
-	uint64_t ns = o->samples, a = srv_align(n), anon0, t0, last = 0;
+	uint64_t ns = o->samples, a = srv_align(n), anon0, t0, last = 0,
+		 fill_max = 0;
 	uint64_t seed = 88172645463325252ull, *lat = calloc(ns, sizeof(*lat));
 	struct bench_run_opts ro = {.cpu_client = -1};
-	const char *extra[] = {"--align", NULL, "--no-prefault", NULL};
+	/* A worker gives up on a server whose heartbeat is 3 periods old
+	 * (1 s at least); the fill's longest request is reported, not
+	 * failed, so the period is 1 s. */
+	const char *extra[] = {"--align",	 NULL,	 "--no-prefault",
+			       "--heartbeat-ms", "1000", NULL};
 	char align[24];
 	struct bench_server srv;
 	struct kvr_client *c = NULL;
@@ -276,9 +287,10 @@ static int srv_one(const struct cap_served_opts *o, uint64_t n,
 		goto out;
 	anon0 = srv_anon_bytes(srv.d.pid);
 	t0 = bench_ticks();
-	if (srv_fill(c, n, a) < 0)
+	if (srv_fill(c, n, a, &fill_max) < 0)
 		goto out;
 	r->fill_s = bench_ticks_to_ns(bench_ticks() - t0) / 1e9;
+	r->fill_max_ms = bench_ticks_to_ns(fill_max) / 1e6;
 	r->anon_per_obj =
 	    (double)((int64_t)srv_anon_bytes(srv.d.pid) - (int64_t)anon0) /
 	    (double)n;
@@ -344,10 +356,10 @@ static void srv_print_text(const struct srv_result *r,
 	srv_cell(in, sizeof(in), r->inspect_p50_us,
 		 r == b ? 0 : b->inspect_p50_us);
 	printf("%9" PRIu64 " %5" PRIu64 " %8.0f %15s %8.2f %10.0f %15s %9.0f "
-	       "%14s %7.1f %6.1f\n",
+	       "%14s %7.1f %6.1f %11.1f\n",
 	       r->objects, r->align, r->ping_p50, lk,
 	       r->lookup_p50 / r->ping_p50, r->lookup_p99, st, r->store_p99, in,
-	       r->anon_per_obj, r->fill_s);
+	       r->anon_per_obj, r->fill_s, r->fill_max_ms);
 }
 
 static void srv_print_json(const struct cap_served_opts *o,
@@ -380,6 +392,7 @@ static void srv_print_json(const struct cap_served_opts *o,
 		       r->inspect_p50_us / b->inspect_p50_us);
 	bench_json_f64(&j, "kvringd_anon_bytes_per_object", r->anon_per_obj);
 	bench_json_f64(&j, "fill_s", r->fill_s);
+	bench_json_f64(&j, "fill_max_request_ms", r->fill_max_ms);
 	bench_json_print(&j, stdout);
 }
 
@@ -403,11 +416,15 @@ int bench_capacity_served(const struct cap_served_opts *o)
 		       "detach, as one kvring-inspect --json run less its "
 		       "start-up, p50 of %u; anon_B = kvringd's anonymous "
 		       "memory after the fill minus before, per object\n"
-		       "%9s %5s %8s %15s %8s %10s %15s %9s %14s %7s %6s\n",
-		       o->samples, o->sizes[0], SRV_INSPECTS, "objects",
-		       "align", "ping_p50", "lookup_p50", "lkp/ping",
+		       "# fill_s = the fill, %u keys a request; fill_max_ms "
+		       "= its longest request (kvringd's --heartbeat-ms is "
+		       "1000, so a worker waits 3 s before it gives up)\n"
+		       "%9s %5s %8s %15s %8s %10s %15s %9s %14s %7s %6s "
+		       "%11s\n",
+		       o->samples, o->sizes[0], SRV_INSPECTS, SRV_FILL_BATCH,
+		       "objects", "align", "ping_p50", "lookup_p50", "lkp/ping",
 		       "lookup_p99", "store_p50", "store_p99", "inspect_us",
-		       "anon_B", "fill_s");
+		       "anon_B", "fill_s", "fill_max_ms");
 	for (unsigned i = 0; i < o->nsizes; i++) {
 		if (srv_one(o, o->sizes[i], &res[i]) < 0)
 			return -1;
