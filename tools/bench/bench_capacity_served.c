@@ -22,6 +22,12 @@
  *   anon      kvringd's anonymous memory (smaps_rollup "Anonymous:") after
  *             the fill minus before it, over N. The pool is a shm file, so
  *             it is not in it; the engine's metadata is.
+ *   fill      the fill's time and its longest request, which grows with
+ *             the cache (to about a second at 10^7 on a small VM; most
+ *             likely the engine growing its arrays as objects arrive).
+ *             kvringd beats every second (--heartbeat-ms 1000), so a
+ *             worker, which gives up on a heartbeat three periods old,
+ *             rides out such a stall and it is measured.
  * It checks what the server answers (placements, hits, object and
  * eviction counts) and fails only when an answer is wrong.
  */
