@@ -221,6 +221,88 @@ Test(cli, bench_capacity_reports_each_size_beside_the_first)
 	cr_expect(meta >= 32 && meta < 100000, "meta %f: %s", meta, o.text);
 }
 
+/*
+ * The value of @key on the capacity_served line of @objects (a line that
+ * starts "...\"objects\":N,"), or -1 when there is no such line or key.
+ */
+static double served_value(const char *text, const char *objects,
+			   const char *key)
+{
+	for (const char *l = text; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+		char line[4096], want[64];
+		const char *p;
+		double v = -1;
+
+		if (len < sizeof(line)) {
+			memcpy(line, l, len);
+			line[len] = '\0';
+			snprintf(want, sizeof(want), "\"%s\":", key);
+			if (strstr(line, "\"scenario\":\"capacity_served\"") &&
+			    strstr(line, objects) && (p = strstr(line, want)) &&
+			    sscanf(p + strlen(want), "%lf", &v) == 1)
+				return v;
+		}
+		l = end ? end + 1 : NULL;
+	}
+	return -1;
+}
+
+/*
+ * capacity --served adds, after the engine's lines, one line per size
+ * measured through a private kvringd: lookups and stores beside a ping,
+ * the inspector's snapshot and kvringd's memory, each size beside the
+ * first one.
+ */
+Test(cli, bench_capacity_served_reports_each_size_through_kvringd)
+{
+	const char *argv[] = {BENCH,	 "capacity", "--served",
+			      "--sizes", "1e3,4000", "--samples",
+			      "200",	 "--json",   NULL};
+	static const char *const keys[] = {
+	    "ping_p50_ns",
+	    "lookup_p50_ns",
+	    "lookup_p99_ns",
+	    "store_p50_ns",
+	    "store_p99_ns",
+	    "lookup_over_ping",
+	    "inspect_snapshot_p50_us",
+	    "kvringd_anon_bytes_per_object",
+	    "align_bytes",
+	    "ratio_lookup_p50",
+	    "ratio_store_p50",
+	};
+	static const char *const sizes[] = {"\"objects\":1000,",
+					    "\"objects\":4000,"};
+	struct out o;
+
+	run(argv, NULL, &o);
+	cr_assert_eq(o.status, 0, "exit %d: %s", o.status, o.text);
+	cr_expect_eq(lines_with(o.text, "\"scenario\":\"capacity\"", NULL), 2,
+		     "%s", o.text);
+	cr_expect_eq(lines_with(o.text, "\"scenario\":\"capacity_served\"",
+				"\"baseline_objects\":1000,"),
+		     2, "%s", o.text);
+	for (unsigned s = 0; s < 2; s++)
+		for (unsigned k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			double v = served_value(o.text, sizes[s], keys[k]);
+
+			cr_expect(v > 0, "%s %s: %f: %s", sizes[s], keys[k], v,
+				  o.text);
+		}
+	/* The first size is its own baseline. */
+	cr_expect_eq(served_value(o.text, sizes[0], "ratio_lookup_p50"), 1.0,
+		     "%s", o.text);
+	cr_expect_eq(served_value(o.text, sizes[0], "ratio_store_p50"), 1.0,
+		     "%s", o.text);
+	/* A pool of exactly N chunks of at least 128 bytes, >= 1 MiB. */
+	cr_expect_eq(served_value(o.text, sizes[0], "align_bytes"), 2048.0,
+		     "%s", o.text);
+	cr_expect_eq(served_value(o.text, sizes[1], "align_bytes"), 512.0, "%s",
+		     o.text);
+}
+
 Test(cli, bench_capacity_names_a_bad_size)
 {
 	const char *argv[] = {BENCH, "capacity", "--sizes", "1e3,1e9", NULL};

@@ -23,8 +23,8 @@
  *              the least recently used object first
  *   stats      kvr_store_stats(): what kvringd computes to publish the
  *              stats block the inspector reads. The inspector's own
- *              snapshot reads a live server's control segment and cannot
- *              be taken in-process, so it is not measured here.
+ *              snapshot reads a live server's control segment: --served
+ *              measures it.
  *   miss       the memory floor, after the engine is destroyed: one
  *              dependent read (a pointer chase through a random cycle of
  *              its cache lines) of an array as large as the metadata
@@ -41,6 +41,13 @@
  * with the miss, not with a structure that does more work.
  * It checks what the engine answers (placements, hits, evictions) and
  * exits 1 only when an answer is wrong, never because a figure is slow.
+ *
+ * With --served a second table follows (bench_capacity_served.c): per
+ * size, a private kvringd whose pool holds exactly that many small chunks,
+ * filled by one worker, and measured through its rings one key per
+ * request: lookup and evicting store p50/p99 beside the same run's ping,
+ * the inspector's snapshot of that server (attach, snapshot, JSON
+ * overview, in-process), and kvringd's anonymous memory per object.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,12 +60,13 @@
 
 #include <kvring/store.h>
 
+#include "bench_capacity.h"
 #include "bench_common.h"
 #include "store/hugemem.h"
 
 int bench_capacity_main(int argc, char **argv);
 
-#define CAP_MAX_SIZES	   8u
+#define CAP_MAX_SIZES	   CAP_SERVED_MAX_SIZES
 #define CAP_META_TARGET	   64.0 /* bytes of metadata per object */
 #define CAP_FLAT_TARGET	   1.5	/* largest / first size */
 #define CAP_DEFAULT_SAMPLE 100000u
@@ -71,6 +79,9 @@ struct cap_opts {
 	uint64_t chunk_bytes;
 	uint64_t samples;
 	bool json;
+	bool served;	     /* --served: the served table too */
+	const char *kvringd; /* --kvringd PATH for it */
+	int cpu_client, cpu_server;
 };
 
 /* What one size measured; latencies in ns. */
@@ -466,28 +477,46 @@ static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
 
 static void cap_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: kvring-bench capacity [--sizes LIST] [--chunk-bytes N]"
-		"\n                             [--samples N] [--json]\n"
-		"  the storage engine in-process, filled with ever more "
-		"objects: metadata\n"
-		"  bytes per object, lookup / store / evicting store p50 and "
-		"p99 and a 16-key\n"
-		"  lookup's p50 per key, each size beside the first one, and "
-		"the memory\n"
-		"  floor: one dependent read over as much memory as the "
-		"metadata\n"
-		"  --sizes LIST     object counts, comma-separated, each "
-		"100..1e8, as 10000\n"
-		"                   or 1e4 (default 1e4,1e5,1e6,1e7)\n"
-		"  --chunk-bytes N  object size and slot alignment, a power "
-		"of two >= 64\n"
-		"                   (default 4096; nothing is mapped)\n"
-		"  --samples N      timed requests per figure and size "
-		"(default %u)\n"
-		"  --json           one JSON object per size\n"
-		"  -h, --help       show this help and exit\n",
-		CAP_DEFAULT_SAMPLE);
+	fprintf(
+	    f,
+	    "usage: kvring-bench capacity [--sizes LIST] [--chunk-bytes N]"
+	    "\n                             [--samples N] [--json] "
+	    "[--served]\n"
+	    "                             [--kvringd PATH] [--cpu-client N]"
+	    " [--cpu-server N]\n"
+	    "  the storage engine in-process, filled with ever more "
+	    "objects: metadata\n"
+	    "  bytes per object, lookup / store / evicting store p50 and "
+	    "p99 and a 16-key\n"
+	    "  lookup's p50 per key, each size beside the first one, and "
+	    "the memory\n"
+	    "  floor: one dependent read over as much memory as the "
+	    "metadata\n"
+	    "  --sizes LIST     object counts, comma-separated, each "
+	    "100..1e8, as 10000\n"
+	    "                   or 1e4 (default 1e4,1e5,1e6,1e7)\n"
+	    "  --chunk-bytes N  object size and slot alignment, a power "
+	    "of two >= 64\n"
+	    "                   (default 4096; nothing is mapped)\n"
+	    "  --samples N      timed requests per figure and size "
+	    "(default %u)\n"
+	    "  --json           one JSON object per size\n"
+	    "  --served         then, per size, a private kvringd with a "
+	    "pool of that\n"
+	    "                   many chunks, filled by one worker: lookup "
+	    "and store\n"
+	    "                   through the rings beside a ping, the "
+	    "inspector's\n"
+	    "                   snapshot, kvringd's memory per object\n"
+	    "  --kvringd PATH   kvringd for --served (default: $KVRINGD, "
+	    "else beside\n"
+	    "                   this binary, else ../server/kvringd)\n"
+	    "  --cpu-client N   CPU of the --served worker (default 0; -1: "
+	    "none)\n"
+	    "  --cpu-server N   CPU of the --served kvringd (default 1; -1: "
+	    "none)\n"
+	    "  -h, --help       show this help and exit\n",
+	    CAP_DEFAULT_SAMPLE);
 }
 
 /* One count of --sizes: "10000" or "1e4"; 100..1e8. */
@@ -538,14 +567,18 @@ static int cap_parse(int argc, char **argv, struct cap_opts *o)
 	    {"chunk-bytes", required_argument, NULL, 'c'},
 	    {"samples", required_argument, NULL, 'n'},
 	    {"json", no_argument, NULL, 'j'},
+	    {"served", no_argument, NULL, 'S'},
+	    {"kvringd", required_argument, NULL, 'K'},
+	    {"cpu-client", required_argument, NULL, 'C'},
+	    {"cpu-server", required_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "s:c:n:jh", longopts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "s:c:n:jSK:C:V:h", longopts,
+				NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!cap_parse_sizes(optarg, o)) {
@@ -582,6 +615,25 @@ static int cap_parse(int argc, char **argv, struct cap_opts *o)
 		case 'j':
 			o->json = true;
 			break;
+		case 'S':
+			o->served = true;
+			break;
+		case 'K':
+			o->kvringd = optarg;
+			break;
+		case 'C':
+		case 'V':
+			if (!bench_parse_cpu(optarg, c == 'C'
+							 ? &o->cpu_client
+							 : &o->cpu_server)) {
+				fprintf(stderr,
+					"kvring-bench capacity: --%s '%s': "
+					"want a CPU number, or -1\n",
+					c == 'C' ? "cpu-client" : "cpu-server",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			cap_usage(stdout);
 			return 1;
@@ -606,7 +658,10 @@ int bench_capacity_main(int argc, char **argv)
 	    .nsizes = 4,
 	    .chunk_bytes = 4096,
 	    .samples = CAP_DEFAULT_SAMPLE,
+	    .cpu_client = 0,
+	    .cpu_server = bench_nr_cpus() > 1 ? 1 : -1,
 	};
+	struct cap_served_opts so = {0};
 	struct cap_result res[CAP_MAX_SIZES];
 	int rc = cap_parse(argc, argv, &o);
 
@@ -619,8 +674,8 @@ int bench_capacity_main(int argc, char **argv)
 		       "(mallinfo2) per object, target <= %.0f B; latencies "
 		       "in ns, (Nx) = ratio to %" PRIu64
 		       " objects, target <= %.1fx\n"
-		       "# the inspector's snapshot needs a live server: not "
-		       "measured here; stats_ns is kvr_store_stats()\n"
+		       "# the inspector's snapshot needs a live server: "
+		       "--served measures it; stats_ns is kvr_store_stats()\n"
 		       "# miss = one dependent read over an array of meta_B x "
 		       "objects on huge pages; lookup_miss, store_miss = p50 "
 		       "above the first size's, in misses; lookup16_key = a "
@@ -646,5 +701,16 @@ int bench_capacity_main(int argc, char **argv)
 			       res[i].objects);
 		fflush(stdout);
 	}
-	return BENCH_EXIT_OK;
+	if (!o.served)
+		return BENCH_EXIT_OK;
+	memcpy(so.sizes, o.sizes, sizeof(so.sizes));
+	so.nsizes = o.nsizes;
+	so.samples = o.samples;
+	so.json = o.json;
+	so.kvringd = o.kvringd;
+	so.cpu_client = o.cpu_client;
+	so.cpu_server = o.cpu_server;
+	if (!o.json)
+		printf("\n");
+	return bench_capacity_served(&so) < 0 ? BENCH_EXIT_ERR : BENCH_EXIT_OK;
 }
