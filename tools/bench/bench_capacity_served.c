@@ -20,14 +20,18 @@
  *             take a snapshot (tools/inspect/snapshot.c), render the JSON
  *             overview into /dev/null, detach; the p50 of 21
  *   anon      kvringd's anonymous memory (smaps_rollup "Anonymous:") after
- *             the fill minus before it, over N. The pool is a shm file, so
- *             it is not in it; the engine's metadata is.
- *   fill      the fill's time and its longest request, which grows with
- *             the cache (to about a second at 10^7 on a small VM; most
- *             likely the engine growing its arrays as objects arrive).
- *             kvringd beats every second (--heartbeat-ms 1000), so a
- *             worker, which gives up on a heartbeat three periods old,
- *             rides out such a stall and it is measured.
+ *             the fill, over N: the engine's metadata and kvringd's fixed
+ *             part, which weighs in at small N. The pool is a shm file,
+ *             so it is not in it.
+ *   fill      the fill's time and its longest request. kvringd runs
+ *             with --objects N, sized for the count up front as a
+ *             deployment of small chunks should be: without it the engine
+ *             doubles its index and object table as objects arrive, and
+ *             each doubling holds a request for about 30 ms per million
+ *             objects held. kvringd beats every second (--heartbeat-ms
+ *             1000), so a worker, which gives up on a heartbeat three
+ *             periods old, rides out a loaded machine's stall and the
+ *             stall is measured.
  * It checks what the server answers (placements, hits, object and
  * eviction counts) and fails only when an answer is wrong.
  */
@@ -258,16 +262,16 @@ out:
 static int srv_one(const struct cap_served_opts *o, uint64_t n,
 		   struct srv_result *r)
 {
-	uint64_t ns = o->samples, a = srv_align(n), anon0, t0, last = 0,
-		 fill_max = 0;
+	uint64_t ns = o->samples, a = srv_align(n), t0, last = 0, fill_max = 0;
 	uint64_t seed = 88172645463325252ull, *lat = calloc(ns, sizeof(*lat));
 	struct bench_run_opts ro = {.cpu_client = -1};
 	/* A worker gives up on a server whose heartbeat is 3 periods old
 	 * (1 s at least); the fill's longest request is reported, not
 	 * failed, so the period is 1 s. */
-	const char *extra[] = {"--align",	 NULL,	 "--no-prefault",
-			       "--heartbeat-ms", "1000", NULL};
-	char align[24];
+	const char *extra[] = {
+	    "--align",	      NULL,   "--objects", NULL, "--no-prefault",
+	    "--heartbeat-ms", "1000", NULL};
+	char align[24], objects[24];
 	struct bench_server srv;
 	struct kvr_client *c = NULL;
 	struct kvr_stats_wire st;
@@ -278,6 +282,8 @@ static int srv_one(const struct cap_served_opts *o, uint64_t n,
 	*r = (struct srv_result){.objects = n, .align = a};
 	snprintf(align, sizeof(align), "%" PRIu64, a);
 	extra[1] = align;
+	snprintf(objects, sizeof(objects), "%" PRIu64, n);
+	extra[3] = objects;
 	ro.cpu_server = o->cpu_server;
 	ro.kvringd = o->kvringd;
 	if (!lat) {
@@ -291,15 +297,14 @@ static int srv_one(const struct cap_served_opts *o, uint64_t n,
 	}
 	if (bench_client_connect(&srv, 0, SRV_CLIENT_SPIN, true, &c) < 0)
 		goto out;
-	anon0 = srv_anon_bytes(srv.d.pid);
 	t0 = bench_ticks();
 	if (srv_fill(c, n, a, &fill_max) < 0)
 		goto out;
 	r->fill_s = bench_ticks_to_ns(bench_ticks() - t0) / 1e9;
 	r->fill_max_ms = bench_ticks_to_ns(fill_max) / 1e6;
-	r->anon_per_obj =
-	    (double)((int64_t)srv_anon_bytes(srv.d.pid) - (int64_t)anon0) /
-	    (double)n;
+	/* All of it: with --objects the engine's arrays are made (and
+	 * written) at start, before any worker could connect. */
+	r->anon_per_obj = (double)srv_anon_bytes(srv.d.pid) / (double)n;
 	if (srv_stats(c, &st) < 0)
 		goto out;
 	if (st.objects != n || st.evictions != 0) {
@@ -412,7 +417,8 @@ int bench_capacity_served(const struct cap_served_opts *o)
 	if (!o->json)
 		printf("# kvring-bench capacity --served: a private kvringd "
 		       "per size (pool of exactly that many chunks of align "
-		       "bytes, --no-prefault), one worker; samples=%" PRIu64
+		       "bytes, --objects that many, --no-prefault), one "
+		       "worker; samples=%" PRIu64
 		       "; latencies in ns, one key per request, timed alone; "
 		       "(Nx) = ratio to %" PRIu64 " objects\n"
 		       "# ping = the same run's round trip; lookup/ping = "
@@ -421,7 +427,7 @@ int bench_capacity_served(const struct cap_served_opts *o)
 		       "# inspect_us = attach + snapshot + JSON overview + "
 		       "detach, as one kvring-inspect --json run less its "
 		       "start-up, p50 of %u; anon_B = kvringd's anonymous "
-		       "memory after the fill minus before, per object\n"
+		       "memory after the fill, per object\n"
 		       "# fill_s = the fill, %u keys a request; fill_max_ms "
 		       "= its longest request (kvringd's --heartbeat-ms is "
 		       "1000, so a worker waits 3 s before it gives up)\n"
