@@ -447,7 +447,7 @@ int kvr_store_commit_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 {
 	struct owner *w;
 	struct chan *c;
-	uint32_t o;
+	uint32_t o = NIL; /* set by xfer_to_end() when it returns > 0 */
 	int rc;
 
 	(void)now_ns;
@@ -494,7 +494,7 @@ int kvr_store_abort_store(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			  uint64_t now_ns)
 {
 	uint64_t bytes;
-	uint32_t o;
+	uint32_t o = NIL; /* set by xfer_to_end() when it returns > 0 */
 	int rc;
 
 	(void)now_ns;
@@ -605,7 +605,7 @@ int kvr_store_prepare_retrieve_lease(struct kvr_store *s, uint32_t ch,
 int kvr_store_commit_retrieve(struct kvr_store *s, uint32_t ch, uint64_t xfer,
 			      uint64_t now_ns)
 {
-	uint32_t o;
+	uint32_t o = NIL; /* set by xfer_to_end() when it returns > 0 */
 	int rc;
 
 	(void)now_ns;
@@ -736,6 +736,13 @@ uint32_t kvr_store_max_keys(const struct kvr_store *s)
 	if (s)
 		OWNER_ONLY(s);
 	return s->cfg.max_keys;
+}
+
+uint64_t kvr_store_capacity(const struct kvr_store *s)
+{
+	if (s)
+		OWNER_ONLY(s);
+	return s->obj_cap;
 }
 
 uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s)
