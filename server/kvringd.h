@@ -381,6 +381,7 @@ struct kvr_srv {
 	uint32_t cold_next; /* polled position drain_cold() looks at next */
 	bool full_scan;	    /* poll every channel on the next pass */
 	uint32_t npending;  /* connections in HELLO */
+	uint64_t store_cap; /* kvr_store_capacity() as last logged */
 	struct kvr_ns_ent *ns;
 	uint32_t nns;
 	/* Scratch buffers of the dispatcher (private copies of peer data). */

@@ -126,8 +126,29 @@ static void log_reclaims(struct kvr_srv *s, struct kvr_conn *c)
 	c->expired_seen = cs.xfers_expired;
 }
 
+/*
+ * The storage engine grew its arrays since the last heartbeat: the request
+ * that needed the room waited for it, and every worker behind it. Say so
+ * once per growth, with what sizes the engine up front.
+ */
+static void log_growth(struct kvr_srv *s)
+{
+	uint64_t cap = kvr_store_capacity(s->store);
+
+	if (cap <= s->store_cap)
+		return;
+	kvr_log_warn("the storage engine grew to room for %llu objects (from "
+		     "%llu); requests waited while it grew, about 30 ms per "
+		     "million objects held: start kvringd with --objects N "
+		     "(the objects you expect, at most %llu) to size it up "
+		     "front",
+		     (unsigned long long)cap, (unsigned long long)s->store_cap,
+		     (unsigned long long)(s->cfg.pool_bytes / s->cfg.align));
+	s->store_cap = cap;
+}
+
 /* Every heartbeat: heartbeat word, lease expiry, handshake timeouts,
- * unresponsive workers, and the global counters. */
+ * unresponsive workers, the global counters and the engine's growth. */
 static void housekeeping(struct kvr_srv *s)
 {
 	uint64_t ticks, stall_ns = (uint64_t)s->cfg.stall_ms * 1000000u;
@@ -159,6 +180,7 @@ static void housekeeping(struct kvr_srv *s)
 		}
 	}
 	kvr__chan_gstats(s);
+	log_growth(s);
 }
 
 /* A completion for a connection slot: check the generation first. */

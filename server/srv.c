@@ -366,6 +366,7 @@ static int create_store(struct kvr_srv *s)
 		return rc;
 	}
 	s->max_keys = kvr_store_max_keys(s->store);
+	s->store_cap = kvr_store_capacity(s->store);
 	return 0;
 }
 

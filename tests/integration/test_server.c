@@ -6,7 +6,10 @@
  * segment name (the second refuses and the first keeps working), the
  * sweep of a SIGKILLed server's leftovers, the memfd pool backend, and
  * crash cleanup: a worker process SIGKILLed between prepare and commit
- * leaves no reservation or pin behind (read from the control segment).
+ * leaves no reservation or pin behind (read from the control segment);
+ * the spinning loop's polling of hot and cold channels (requests found
+ * without a doorbell), and the log line that names --objects when the
+ * storage engine had to grow.
  * Workers here speak the protocol by hand (t_raw); libkvring workers are
  * in test_server_worker.c.
  */
@@ -504,4 +507,53 @@ Test(server, finds_unrung_requests_on_cold_and_hot_channels)
 				     i);
 	for (int i = 0; i < N; i++)
 		t_raw_close(&r[i]);
+}
+
+static bool log_names_objects(void *arg)
+{
+	(void)arg;
+	return t_server_log_has(&srv, "start kvringd with --objects N");
+}
+
+/*
+ * A storage engine that had to grow its arrays held a request meanwhile:
+ * kvringd says so at the next heartbeat, with the option that sizes it up
+ * front. Sized by --objects, the same stores grow nothing and say nothing.
+ */
+Test(server, logs_growth_of_the_engine_with_the_option_that_avoids_it)
+{
+	/* 1 MiB of 64-byte slots: room made for 80 objects at start. */
+	const char *grows[] = {"--pool-size", "1M", "--align", "64", NULL};
+	const char *sized[] = {"--pool-size", "1M",    "--align", "64",
+			       "--objects",   "16384", NULL};
+	const char *const *args[] = {grows, sized};
+	enum { N = 400 };
+	static struct kvr_key keys[N];
+	static uint64_t sizes[N];
+	static char ans[N * 64 + 256];
+	struct t_raw r;
+
+	for (uint32_t i = 0; i < N; i++) {
+		keys[i] = (struct kvr_key){i + 1, 7};
+		sizes[i] = 64;
+	}
+	for (int run = 0; run < 2; run++) {
+		t_server_start(&srv, args[run]);
+		cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
+		cr_assert_eq(t_raw_store(&r, keys, sizes, N, ans, sizeof(ans)),
+			     0, "run %d", run);
+		if (run == 0) {
+			cr_expect(t_wait_until(log_names_objects, NULL, 3000),
+				  "no growth logged");
+			cr_expect(t_server_log_has(&srv, "grew to room for"));
+		} else {
+			usleep(300000); /* three heartbeats */
+			cr_expect_not(log_names_objects(NULL),
+				      "growth logged when sized by --objects");
+		}
+		t_raw_close(&r);
+		cr_expect_eq(t_server_stop(&srv), 0);
+		t_server_cleanup(&srv);
+		t_server_init(&srv);
+	}
 }

@@ -514,6 +514,14 @@ uint32_t kvr_store_align(const struct kvr_store *s);
 uint32_t kvr_store_max_keys(const struct kvr_store *s);
 
 /*
+ * kvr_store_capacity - objects the engine's arrays (object table, key
+ * index) hold before they must grow: kvr_store_config.objects_hint at
+ * creation, doubled by each growth. A growth runs inside the request that
+ * needed it, so its caller waits for it (docs/config.md, --objects).
+ */
+uint64_t kvr_store_capacity(const struct kvr_store *s);
+
+/*
  * kvr_store_audit - walk every object, owner, channel and the allocator and
  * check all invariants (docs/storage.md lists them). O(everything); for
  * tests, debugging and an optional inspector command.
