@@ -649,7 +649,7 @@ uint64_t kvr_store_ns_evict(struct kvr_store *s, uint32_t ns)
 		OWNER_ONLY(s);
 	if (!s || ns >= s->cfg.max_ns)
 		return 0;
-	for (uint32_t x = 0; x < s->obj_cap && s->ns_objs[ns]; x++) {
+	for (uint32_t x = 0; x < s->obj_fresh && s->ns_objs[ns]; x++) {
 		struct obj *b = &s->obj[x];
 
 		if (b->state == OBJ_COMMITTED && b->ns == ns && b->pins == 0) {

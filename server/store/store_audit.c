@@ -74,7 +74,7 @@ static int audit_owner_objs(const struct kvr_store *s, struct audit_tally *t,
 	for (uint32_t i = 0; i < w->nr; i++) {
 		uint32_t b = w->objs[i];
 
-		if (b >= s->obj_cap)
+		if (b >= s->obj_fresh)
 			FAIL("owner %llu lists bad object %u",
 			     (unsigned long long)w->id, b);
 		/* seen[] holds o + 1 so that 0 means "nobody yet". */
@@ -340,7 +340,11 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 	uint64_t pinned_b = 0, staged_n = 0;
 	struct kvr_alloc_stats as;
 
-	for (uint32_t x = 0; x < s->obj_cap; x++) {
+	/* Above obj_fresh nothing was ever handed out: FREE unwritten. */
+	if (s->obj_fresh > s->obj_cap)
+		FAIL("objects: %u handed out of %u", s->obj_fresh, s->obj_cap);
+	spare = s->obj_cap - s->obj_fresh;
+	for (uint32_t x = 0; x < s->obj_fresh; x++) {
 		const struct obj *b = &s->obj[x];
 		struct kvr_key k = {b->lo, b->hi};
 
@@ -444,7 +448,7 @@ static int audit_objects(const struct kvr_store *s, struct audit_tally *t,
 static int audit_ns(const struct kvr_store *s, uint64_t *per_ns, char *msg,
 		    size_t msg_len)
 {
-	for (uint32_t x = 0; x < s->obj_cap; x++)
+	for (uint32_t x = 0; x < s->obj_fresh; x++)
 		if (s->obj[x].state != OBJ_FREE) {
 			if (s->obj[x].ns >= s->cfg.max_ns)
 				FAIL("object %u in namespace %u", x,
@@ -471,7 +475,7 @@ static int audit_lru(const struct kvr_store *s, const struct audit_tally *t,
 	uint32_t x, prev = NIL;
 
 	for (x = s->lru_head; x != NIL; prev = x, x = s->obj[x].next) {
-		if (x >= s->obj_cap || lru_n >= t->lru_want)
+		if (x >= s->obj_fresh || lru_n >= t->lru_want)
 			FAIL("lru list too long or corrupt at %u", x);
 		if (s->obj[x].prev != prev)
 			FAIL("lru object %u prev %u, expected %u", x,

@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <kvring/error.h>
 #include <kvring/store.h>
@@ -198,6 +199,11 @@ struct kvr_store {
 	struct kvr_index_u64 ids; /* transfer/lease id -> owner */
 	struct obj *obj;
 	uint32_t obj_cap, obj_spare, obj_live;
+	/* Objects [0, obj_fresh) have been handed out at least once (each is
+	 * live or on the spare list); [obj_fresh, obj_cap) never were: FREE
+	 * by definition and not yet written, so growing the array touches
+	 * none of its new memory (obj_reserve). */
+	uint32_t obj_fresh;
 	struct owner *own;
 	uint32_t own_cap, own_spare, own_live;
 	struct chan *chan;
@@ -413,12 +419,18 @@ static inline uint32_t chan_xfers(const struct chan *c)
 	return c->nr_xfers - c->nr_staged;
 }
 
-/* Take a spare object; kvr__store_mem_reserve() made sure one exists. */
+/* Take a spare object, else the first never used (zeroed here, its first
+ * write); kvr__store_mem_reserve() made sure one exists. */
 static inline uint32_t obj_take(struct kvr_store *s)
 {
 	uint32_t x = s->obj_spare;
 
-	s->obj_spare = s->obj[x].next;
+	if (x != NIL) {
+		s->obj_spare = s->obj[x].next;
+	} else {
+		x = s->obj_fresh++;
+		memset(&s->obj[x], 0, sizeof(s->obj[x]));
+	}
 	s->obj_live++;
 	return x;
 }

@@ -26,8 +26,11 @@
 
 /*
  * Make sure @n more objects can be taken without allocating: grow the
- * array (doubling, so growth is amortised O(1)) and thread the new slots
- * onto the spare list. On failure the array is as it was.
+ * array (doubling, so growth is amortised O(1)). The new entries are not
+ * written: they lie above obj_fresh, where obj_take() finds them one at a
+ * time, so a growth costs the realloc (for a large array a remap, no
+ * copy) and no pass over the new memory, which the request that needed
+ * the room would otherwise wait for. On failure the array is as it was.
  */
 static int obj_reserve(struct kvr_store *s, uint32_t n)
 {
@@ -50,12 +53,6 @@ static int obj_reserve(struct kvr_store *s, uint32_t n)
 		return -ENOMEM;
 	s->obj = o;
 	kvr_hugemem_advise(o, (size_t)ncap * sizeof(*o));
-	/* Backwards, so the spare list hands out low indexes first. */
-	for (uint64_t i = ncap; i-- > s->obj_cap;) {
-		memset(&o[i], 0, sizeof(o[i]));
-		o[i].next = s->obj_spare;
-		s->obj_spare = (uint32_t)i;
-	}
 	s->obj_cap = (uint32_t)ncap;
 	return 0;
 }
@@ -138,7 +135,7 @@ int kvr__store_mem_reserve(struct kvr_store *s, uint32_t nr_objs,
 
 void kvr__store_stamp_wrap(struct kvr_store *s)
 {
-	for (uint32_t x = 0; x < s->obj_cap; x++)
+	for (uint32_t x = 0; x < s->obj_fresh; x++)
 		s->obj[x].stamp = 0;
 	s->stamp = 1;
 }
