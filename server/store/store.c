@@ -745,6 +745,14 @@ uint64_t kvr_store_capacity(const struct kvr_store *s)
 	return s->obj_cap;
 }
 
+uint64_t kvr_store_table_bytes(const struct kvr_store *s)
+{
+	if (s)
+		OWNER_ONLY(s);
+	return s->obj_va_bytes ? (uint64_t)s->obj_fresh * sizeof(struct obj)
+			       : 0;
+}
+
 uint64_t kvr_store_last_hit_bytes(const struct kvr_store *s)
 {
 	return s->last_hit_bytes;

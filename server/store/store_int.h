@@ -204,6 +204,11 @@ struct kvr_store {
 	 * by definition and not yet written, so growing the array touches
 	 * none of its new memory (obj_reserve). */
 	uint32_t obj_fresh;
+	/* The object table's own mapping (store_mem.c, obj_table_map):
+	 * room reserved for obj_va_max entries in obj_va_bytes, or 0 for a
+	 * malloc'd table. */
+	uint32_t obj_va_max;
+	size_t obj_va_bytes;
 	struct owner *own;
 	uint32_t own_cap, own_spare, own_live;
 	struct chan *chan;

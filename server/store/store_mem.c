@@ -20,9 +20,67 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hugemem.h"
 #include "store_int.h"
+
+/* The object table's alignment: a huge page, so its pages can be huge. */
+#define OBJ_TABLE_ALIGN ((size_t)2 << 20)
+
+/*
+ * Reserve address space for the largest object table the pool can ever
+ * need (an object takes at least one allocation unit; at most MAX_SLOTS),
+ * aligned to a huge page and advised for huge pages, and
+ * make it s->obj. Nothing is backed until an entry is written
+ * (obj_take()), so the reservation costs no memory, and growing the table
+ * is a change of obj_cap: no remap, no copy. A realloc'd table, by
+ * contrast, moves on growth, and the kernel splits its huge pages to
+ * remap them (about 100 ms for 260 MB here, inside the request that needed
+ * the room). Where the kernel refuses the reservation (strict overcommit
+ * accounting, an address-space limit) s->obj stays NULL and the table is
+ * malloc'd and realloc'd instead.
+ */
+static void obj_table_map(struct kvr_store *s)
+{
+	/* A full pool's request reserves its objects before it evicts: room
+	 * for twice the units, which costs address space only. */
+	uint64_t want = 2 * (s->pool_total >> s->unit_shift) + s->cfg.max_keys;
+	uint64_t max = want < MAX_SLOTS ? want : MAX_SLOTS;
+	size_t bytes, span, lead;
+	uint8_t *p, *a;
+
+	if (max > (SIZE_MAX / 2) / sizeof(struct obj))
+		return;
+	bytes = ((size_t)max * sizeof(struct obj) + OBJ_TABLE_ALIGN - 1) &
+		~(OBJ_TABLE_ALIGN - 1);
+	span = bytes + OBJ_TABLE_ALIGN;
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	a = (uint8_t *)(((uintptr_t)p + OBJ_TABLE_ALIGN - 1) &
+			~(uintptr_t)(OBJ_TABLE_ALIGN - 1));
+	lead = (size_t)(a - p);
+	if (lead)
+		munmap(p, lead);
+	if (span - lead > bytes)
+		munmap(a + bytes, span - lead - bytes);
+	kvr_hugemem_advise(a, bytes);
+	s->obj = (struct obj *)(void *)a;
+	s->obj_va_max = (uint32_t)max;
+	s->obj_va_bytes = bytes;
+}
+
+/* Give back the object table, whichever way it was made. */
+static void obj_table_free(struct kvr_store *s)
+{
+	if (s->obj_va_bytes)
+		munmap(s->obj, s->obj_va_bytes);
+	else
+		free(s->obj);
+	s->obj = NULL;
+}
 
 /*
  * Make sure @n more objects can be taken without allocating: grow the
@@ -46,6 +104,15 @@ static int obj_reserve(struct kvr_store *s, uint32_t n)
 		ncap = need;
 	if (ncap > MAX_SLOTS)
 		ncap = MAX_SLOTS;
+	if (s->obj_va_bytes) {
+		/* Reserved up front (obj_table_map): nothing to move. */
+		if (need > s->obj_va_max)
+			return -ENOMEM;
+		if (ncap > s->obj_va_max)
+			ncap = s->obj_va_max;
+		s->obj_cap = (uint32_t)ncap;
+		return 0;
+	}
 	if (ncap > SIZE_MAX / sizeof(*o))
 		return -ENOMEM;
 	o = realloc(s->obj, (size_t)ncap * sizeof(*o));
@@ -262,13 +329,17 @@ int kvr_store_create(const struct kvr_store_config *cfg, struct kvr_store **out)
 		goto err_arrays;
 	for (uint32_t c = 0; c < s->cfg.max_channels; c++)
 		s->chan[c].head = s->chan[c].tail = NIL;
+	obj_table_map(s);
+	/* No more objects than that can ever be live. */
+	if (s->obj_va_bytes && hint > s->obj_va_max)
+		hint = s->obj_va_max;
 	rc = obj_reserve(s, (uint32_t)hint);
 	if (rc < 0)
 		goto err_arrays;
 	*out = s;
 	return 0;
 err_arrays:
-	free(s->obj);
+	obj_table_free(s);
 	free(s->ns_objs);
 	free(s->chan);
 	free(s->uacct);
@@ -296,7 +367,7 @@ void kvr_store_destroy(struct kvr_store *s)
 	for (uint32_t i = 0; i < s->own_cap; i++)
 		free(s->own[i].objs);
 	free(s->own);
-	free(s->obj);
+	obj_table_free(s);
 	free(s->ns_objs);
 	free(s->chan);
 	free(s->uacct);

@@ -522,6 +522,14 @@ uint32_t kvr_store_max_keys(const struct kvr_store *s);
 uint64_t kvr_store_capacity(const struct kvr_store *s);
 
 /*
+ * kvr_store_table_bytes - bytes of the object table the engine keeps in a
+ * mapping of its own rather than on the heap (so malloc statistics do not
+ * see them), counting the entries written so far; 0 when the table is on
+ * the heap. Heap in use plus this is the engine's metadata.
+ */
+uint64_t kvr_store_table_bytes(const struct kvr_store *s);
+
+/*
  * kvr_store_audit - walk every object, owner, channel and the allocator and
  * check all invariants (docs/storage.md lists them). O(everything); for
  * tests, debugging and an optional inspector command.
