@@ -8,6 +8,45 @@
  * server that has inserted and deleted billions of keys probes as little as
  * a fresh one (tombstones would not). This file owns the tables only; what
  * the values mean is the caller's business (store.c, alloc.c).
+ *
+ * The key index grows incrementally. A growth allocates a table about
+ * twice as large and makes it current; the previous one becomes the old
+ * table, and entries move out of it a few at a time: each insert and each
+ * remove that succeeds ends with a migration step, which looks at the old
+ * table's slots in order from slot `mig`, moves an occupied one into the
+ * current table (placed by its tag, no key read) and deletes it from the
+ * old table by the same backward shift as a remove, and advances `mig`
+ * past an empty one; it stops after KEY_MIG_MOVES moves or KEY_MIG_SLOTS
+ * empty slots. When `mig` reaches the end the old table is freed. Finds,
+ * peeks, prefetches and removes look in the current table, then in the old
+ * one; inserts go to the current one only, so a key is in one table at a
+ * time, and the count is of both. The current table is sized for the whole
+ * count, so the entries still to move always have room in it.
+ *
+ * Why every entry not yet moved stays findable: the old table only ever
+ * changes by backward-shift deletes (a migration step's or a remove's), and
+ * these keep a linear-probing table valid, each entry reachable from its
+ * home without crossing an empty slot. Slots [0, mig) of the old table are
+ * empty: a step advances mig only past an empty slot, and no delete writes
+ * an entry below mig. A delete starts at an occupied slot, so at or past
+ * mig, and moves entries only backwards within the run that follows the
+ * hole, stopping at the run's first empty slot. The one backwards move
+ * that goes to a higher index is across the wrap, from slot 0 upwards to
+ * the end of the table: while mig is 0 that writes no slot below mig, and
+ * once mig > 0 slot 0 is empty, so no run crosses the wrap at all and
+ * every walk ends before the end of the table.
+ *
+ * Cost: a find or remove probes both tables while a migration runs; an
+ * insert or remove also moves at most KEY_MIG_MOVES entries (each a place
+ * and a backward shift, which touch one probe run) and passes at most
+ * KEY_MIG_SLOTS empty slots. A growth allocates and fills the new table
+ * with the empty marker and moves nothing. A migration takes at most
+ * (old entries / KEY_MIG_MOVES + old slots / KEY_MIG_SLOTS) steps, under a
+ * fifth of the old slots at 3/4 load, while the next growth comes after
+ * about 3/4 of the old slots in net inserts, each with its step: the
+ * migration is over long before. A reserve that must grow while one still
+ * runs (only one asking for about as many entries as are held, at once)
+ * finishes it first, in that call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -60,6 +99,11 @@ static uint64_t slots_for(uint64_t n)
 
 /* Most slots a key table may have: a tag places an entry among 2^32. */
 #define KEY_MAX_SLOTS ((uint64_t)UINT32_MAX + 1)
+
+/* A migration step, per insert or remove, ends after this many empty old
+ * slots passed or this many entries moved, whichever comes first. */
+#define KEY_MIG_SLOTS 16u
+#define KEY_MIG_MOVES 8u
 
 /*
  * Slots for @n keys at <= 3/4 load: exactly 4/3 of them (no power of two,
@@ -127,34 +171,104 @@ static int key_alloc(struct kvr_index_ent **out, uint64_t slots)
 	return 0;
 }
 
-/* Put an entry known to be absent into a table with room; no growth. */
-static void key_place(struct kvr_index *ix, struct kvr_index_ent src)
+/* Put an entry known to be absent into table @ent of @slots, which has
+ * room; no growth. The tag places it: no key is read. */
+static void key_place(struct kvr_index_ent *ent, uint64_t slots,
+		      struct kvr_index_ent src)
 {
-	uint64_t i = key_home(ix->slots, src.tag);
+	uint64_t i = key_home(slots, src.tag);
 
-	while (ix->ent[i].val != KVR_INDEX_NONE)
-		i = key_next(ix->slots, i);
-	ix->ent[i] = src;
+	while (ent[i].val != KVR_INDEX_NONE)
+		i = key_next(slots, i);
+	ent[i] = src;
 }
 
-/* Rehash into a table of @slots; on -ENOMEM the old table is untouched.
- * The tags place every entry: no key is read. */
-static int key_resize(struct kvr_index *ix, uint64_t slots)
+/* The slot of table @ent (@slots) holding (ns, *key), whose tag is @tag,
+ * or @slots when it is absent there. */
+static uint64_t key_lookup(const struct kvr_index *ix,
+			   const struct kvr_index_ent *ent, uint64_t slots,
+			   uint32_t tag, uint32_t ns, const struct kvr_key *key)
 {
-	struct kvr_index_ent *old = ix->ent;
-	uint64_t old_slots = ix->slots;
-	struct kvr_index_ent *e;
-	int rc = key_alloc(&e, slots);
+	uint64_t i = key_home(slots, tag);
 
-	if (rc < 0)
-		return rc;
-	ix->ent = e;
-	ix->slots = slots;
-	for (uint64_t i = 0; i < old_slots; i++)
-		if (old[i].val != KVR_INDEX_NONE)
-			key_place(ix, old[i]);
-	free(old);
-	return 0;
+	for (;;) {
+		const struct kvr_index_ent *e = &ent[i];
+
+		if (e->val == KVR_INDEX_NONE)
+			return slots;
+		if (e->tag == tag && ix->match(ix->ctx, e->val, ns, key))
+			return i;
+		i = key_next(slots, i);
+	}
+}
+
+/* Slots from @a forward to @b, around the end of the table. */
+static inline uint64_t key_dist(uint64_t slots, uint64_t a, uint64_t b)
+{
+	return b >= a ? b - a : b + slots - a;
+}
+
+/*
+ * Empty slot @i of table @ent (@slots) by backward shift: walk the run
+ * after the hole; an entry may move back into the hole when its home slot
+ * is not inside (hole, j], i.e. when the distance from its home to j is at
+ * least the distance from the hole to j. The run ends at the first empty
+ * slot. An entry's home comes from its tag: no key is read. Entries only
+ * move to earlier positions of their own run, never past an empty slot.
+ */
+static void key_delete(struct kvr_index_ent *ent, uint64_t slots, uint64_t i)
+{
+	for (uint64_t j = i;;) {
+		struct kvr_index_ent *e;
+		uint64_t home;
+
+		j = key_next(slots, j);
+		e = &ent[j];
+		if (e->val == KVR_INDEX_NONE)
+			break;
+		home = key_home(slots, e->tag);
+		if (key_dist(slots, home, j) >= key_dist(slots, i, j)) {
+			ent[i] = *e;
+			i = j;
+		}
+	}
+	ent[i].val = KVR_INDEX_NONE;
+}
+
+/*
+ * Move entries of the old table into the current one, in slot order, until
+ * @max_slots old slots were found empty or @max_moves entries moved; free
+ * the old table once every slot of it was passed. See the top of this file
+ * for why every entry not yet moved stays where a probe of the old table
+ * finds it.
+ */
+static void key_migrate(struct kvr_index *ix, uint64_t max_slots,
+			uint64_t max_moves)
+{
+	struct kvr_index_ent *old = ix->old_ent;
+	uint64_t empty = 0, moved = 0;
+
+	if (!old)
+		return;
+	while (ix->mig < ix->old_slots && empty < max_slots &&
+	       moved < max_moves) {
+		if (old[ix->mig].val == KVR_INDEX_NONE) {
+			ix->mig++;
+			empty++;
+			continue;
+		}
+		key_place(ix->ent, ix->slots, old[ix->mig]);
+		/* May pull a later entry of the run into slot mig: the
+		 * loop looks at the same slot again. */
+		key_delete(old, ix->old_slots, ix->mig);
+		moved++;
+	}
+	if (ix->mig == ix->old_slots) {
+		free(old);
+		ix->old_ent = NULL;
+		ix->old_slots = 0;
+		ix->mig = 0;
+	}
 }
 
 int kvr_index_init(struct kvr_index *ix, uint64_t capacity_hint, uint64_t seed,
@@ -184,17 +298,25 @@ void kvr_index_fini(struct kvr_index *ix)
 	if (!ix)
 		return;
 	free(ix->ent);
+	free(ix->old_ent);
 	ix->ent = NULL;
+	ix->old_ent = NULL;
 	ix->count = 0;
 	ix->slots = 0;
+	ix->old_slots = 0;
+	ix->mig = 0;
 }
 
 int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
 {
+	struct kvr_index_ent *e;
 	uint64_t need, slots;
+	int rc;
 
 	if (extra > UINT64_MAX - ix->count)
 		return -ENOMEM;
+	/* The count includes the entries still in the old table: all of
+	 * them end up in the current one. */
 	need = ix->count + extra;
 	/* Fits at <= 3/4 load already? */
 	if (need <= key_limit(ix->slots))
@@ -205,54 +327,73 @@ int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
 	slots = key_slots_for(need);
 	if (!slots)
 		return -ENOMEM;
-	return key_resize(ix, slots);
+	rc = key_alloc(&e, slots);
+	if (rc < 0)
+		return rc;
+	/* Only one old table at a time: one still being emptied is emptied
+	 * now, into the current table, which has room for all entries. */
+	key_migrate(ix, UINT64_MAX, UINT64_MAX);
+	ix->old_ent = ix->ent;
+	ix->old_slots = ix->slots;
+	ix->mig = 0;
+	ix->ent = e;
+	ix->slots = slots;
+	return 0;
 }
 
-/* The slot holding (ns, *key), or ix->slots when it is absent. */
-static uint64_t key_slot(const struct kvr_index *ix, uint32_t ns,
-			 const struct kvr_key *key)
+bool kvr_index_migrating(const struct kvr_index *ix)
 {
-	uint32_t tag = key_tag(ix, ns, key);
-	uint64_t i = key_home(ix->slots, tag);
-
-	for (;;) {
-		const struct kvr_index_ent *e = &ix->ent[i];
-
-		if (e->val == KVR_INDEX_NONE)
-			return ix->slots;
-		if (e->tag == tag && ix->match(ix->ctx, e->val, ns, key))
-			return i;
-		i = key_next(ix->slots, i);
-	}
+	return ix->old_ent != NULL;
 }
 
 uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
 			const struct kvr_key *key)
 {
-	uint64_t i = key_slot(ix, ns, key);
+	uint32_t tag = key_tag(ix, ns, key);
+	uint64_t i = key_lookup(ix, ix->ent, ix->slots, tag, ns, key);
 
-	return i == ix->slots ? KVR_INDEX_NONE : ix->ent[i].val;
+	if (i < ix->slots)
+		return ix->ent[i].val;
+	if (!ix->old_ent)
+		return KVR_INDEX_NONE;
+	i = key_lookup(ix, ix->old_ent, ix->old_slots, tag, ns, key);
+	return i < ix->old_slots ? ix->old_ent[i].val : KVR_INDEX_NONE;
 }
 
 void kvr_index_prefetch(const struct kvr_index *ix, uint32_t ns,
 			const struct kvr_key *key)
 {
-	__builtin_prefetch(&ix->ent[key_home(ix->slots, key_tag(ix, ns, key))]);
+	uint32_t tag = key_tag(ix, ns, key);
+
+	__builtin_prefetch(&ix->ent[key_home(ix->slots, tag)]);
+	if (ix->old_ent)
+		__builtin_prefetch(&ix->old_ent[key_home(ix->old_slots, tag)]);
+}
+
+/* The first value under @tag in table @ent (@slots), or KVR_INDEX_NONE. */
+static uint32_t key_peek(const struct kvr_index_ent *ent, uint64_t slots,
+			 uint32_t tag)
+{
+	uint64_t i = key_home(slots, tag);
+
+	for (;;) {
+		const struct kvr_index_ent *e = &ent[i];
+
+		if (e->val == KVR_INDEX_NONE || e->tag == tag)
+			return e->val;
+		i = key_next(slots, i);
+	}
 }
 
 uint32_t kvr_index_peek(const struct kvr_index *ix, uint32_t ns,
 			const struct kvr_key *key)
 {
 	uint32_t tag = key_tag(ix, ns, key);
-	uint64_t i = key_home(ix->slots, tag);
+	uint32_t v = key_peek(ix->ent, ix->slots, tag);
 
-	for (;;) {
-		const struct kvr_index_ent *e = &ix->ent[i];
-
-		if (e->val == KVR_INDEX_NONE || e->tag == tag)
-			return e->val;
-		i = key_next(ix->slots, i);
-	}
+	if (v == KVR_INDEX_NONE && ix->old_ent)
+		v = key_peek(ix->old_ent, ix->old_slots, tag);
+	return v;
 }
 
 int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
@@ -268,49 +409,30 @@ int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
 	rc = kvr_index_reserve(ix, 1);
 	if (rc < 0)
 		return rc;
-	key_place(ix, n);
+	key_place(ix->ent, ix->slots, n);
 	ix->count++;
+	key_migrate(ix, KEY_MIG_SLOTS, KEY_MIG_MOVES);
 	return 0;
-}
-
-/* Slots from @a forward to @b, around the end of the table. */
-static inline uint64_t key_dist(uint64_t slots, uint64_t a, uint64_t b)
-{
-	return b >= a ? b - a : b + slots - a;
 }
 
 int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
 		     const struct kvr_key *key)
 {
-	uint64_t slots = ix->slots;
-	uint64_t i = key_slot(ix, ns, key);
-	uint64_t j;
+	uint32_t tag = key_tag(ix, ns, key);
+	uint64_t i = key_lookup(ix, ix->ent, ix->slots, tag, ns, key);
 
-	if (i == slots)
-		return -ENOENT;
-	/*
-	 * Backward shift: walk the run after the hole; an entry may move
-	 * back into the hole when its home slot is not inside (hole, j],
-	 * i.e. when the distance from its home to j is at least the distance
-	 * from the hole to j. The run ends at the first empty slot. An
-	 * entry's home comes from its tag: no key is read.
-	 */
-	for (j = i;;) {
-		struct kvr_index_ent *e;
-		uint64_t home;
-
-		j = key_next(slots, j);
-		e = &ix->ent[j];
-		if (e->val == KVR_INDEX_NONE)
-			break;
-		home = key_home(slots, e->tag);
-		if (key_dist(slots, home, j) >= key_dist(slots, i, j)) {
-			ix->ent[i] = *e;
-			i = j;
-		}
+	if (i < ix->slots) {
+		key_delete(ix->ent, ix->slots, i);
+	} else {
+		if (!ix->old_ent)
+			return -ENOENT;
+		i = key_lookup(ix, ix->old_ent, ix->old_slots, tag, ns, key);
+		if (i == ix->old_slots)
+			return -ENOENT;
+		key_delete(ix->old_ent, ix->old_slots, i);
 	}
-	ix->ent[i].val = KVR_INDEX_NONE;
 	ix->count--;
+	key_migrate(ix, KEY_MIG_SLOTS, KEY_MIG_MOVES);
 	return 0;
 }
 
