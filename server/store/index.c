@@ -36,8 +36,9 @@
  * once mig > 0 slot 0 is empty, so no run crosses the wrap at all and
  * every walk ends before the end of the table.
  *
- * Cost: a find or remove probes both tables while a migration runs; an
- * insert or remove also moves at most KEY_MIG_MOVES entries (each a place
+ * Cost: a find or remove probes both tables while a migration runs (the
+ * old one only for keys whose home there is not below mig); an insert or
+ * remove also moves at most KEY_MIG_MOVES entries (each a place
  * and a backward shift, which touch one probe run) and passes at most
  * KEY_MIG_SLOTS empty slots. A growth allocates and fills the new table
  * with the empty marker and moves nothing. A migration takes at most
@@ -341,6 +342,19 @@ int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
 	return 0;
 }
 
+/*
+ * Whether the entry under @tag may be in the old table: not when there is
+ * none, nor when its home there is below mig. An entry at slot p >= mig
+ * is reached from its home through occupied slots only, so a home below
+ * mig would put the empty slot mig - 1 (or, around the wrap, the empty
+ * slot 0) on that path. Saves a probe of the old table (a cache miss) for
+ * the keys whose old part is already emptied.
+ */
+static inline bool key_maybe_old(const struct kvr_index *ix, uint32_t tag)
+{
+	return ix->old_ent && key_home(ix->old_slots, tag) >= ix->mig;
+}
+
 bool kvr_index_migrating(const struct kvr_index *ix)
 {
 	return ix->old_ent != NULL;
@@ -354,7 +368,7 @@ uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
 
 	if (i < ix->slots)
 		return ix->ent[i].val;
-	if (!ix->old_ent)
+	if (!key_maybe_old(ix, tag))
 		return KVR_INDEX_NONE;
 	i = key_lookup(ix, ix->old_ent, ix->old_slots, tag, ns, key);
 	return i < ix->old_slots ? ix->old_ent[i].val : KVR_INDEX_NONE;
@@ -366,7 +380,7 @@ void kvr_index_prefetch(const struct kvr_index *ix, uint32_t ns,
 	uint32_t tag = key_tag(ix, ns, key);
 
 	__builtin_prefetch(&ix->ent[key_home(ix->slots, tag)]);
-	if (ix->old_ent)
+	if (key_maybe_old(ix, tag))
 		__builtin_prefetch(&ix->old_ent[key_home(ix->old_slots, tag)]);
 }
 
@@ -391,7 +405,7 @@ uint32_t kvr_index_peek(const struct kvr_index *ix, uint32_t ns,
 	uint32_t tag = key_tag(ix, ns, key);
 	uint32_t v = key_peek(ix->ent, ix->slots, tag);
 
-	if (v == KVR_INDEX_NONE && ix->old_ent)
+	if (v == KVR_INDEX_NONE && key_maybe_old(ix, tag))
 		v = key_peek(ix->old_ent, ix->old_slots, tag);
 	return v;
 }
@@ -424,7 +438,7 @@ int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
 	if (i < ix->slots) {
 		key_delete(ix->ent, ix->slots, i);
 	} else {
-		if (!ix->old_ent)
+		if (!key_maybe_old(ix, tag))
 			return -ENOENT;
 		i = key_lookup(ix, ix->old_ent, ix->old_slots, tag, ns, key);
 		if (i == ix->old_slots)
