@@ -9,43 +9,47 @@
  * a fresh one (tombstones would not). This file owns the tables only; what
  * the values mean is the caller's business (store.c, alloc.c).
  *
- * The key index grows incrementally. A growth allocates a table about
- * twice as large and makes it current; the previous one becomes the old
- * table, and entries move out of it a few at a time: each insert and each
- * remove that succeeds ends with a migration step, which looks at the old
- * table's slots in order from slot `mig`, moves an occupied one into the
- * current table (placed by its tag, no key read) and deletes it from the
- * old table by the same backward shift as a remove, and advances `mig`
- * past an empty one; it stops after KEY_MIG_MOVES moves or KEY_MIG_SLOTS
- * empty slots. When `mig` reaches the end the old table is freed. Finds,
- * peeks, prefetches and removes look in the current table, then in the old
- * one; inserts go to the current one only, so a key is in one table at a
- * time, and the count is of both. The current table is sized for the whole
- * count, so the entries still to move always have room in it.
+ * The key index grows incrementally. A growth allocates a table about twice as
+ * large and makes it current; the previous one becomes the old table, and
+ * entries move out of it a few at a time: each insert and each remove that
+ * succeeds ends with a migration step, which works through the old table in
+ * slot order from slot `mig`: it advances `mig` past an empty slot, and when
+ * slot `mig` is occupied it moves the block of occupied slots starting there
+ * into the current table (each entry placed by its tag, no key read), from the
+ * block's last entry backwards, emptying each slot it moves; it stops after
+ * KEY_MIG_MOVES moves or KEY_MIG_SLOTS empty slots. When `mig` reaches the end
+ * the old table is freed. Finds, peeks, prefetches and removes look in the
+ * current table, then in the old one; inserts go to the current one only, so a
+ * key is in one table at a time, and the count is of both. The current table is
+ * sized for the whole count, so the entries still to move always have room in
+ * it.
  *
- * Why every entry not yet moved stays findable: the old table only ever
- * changes by backward-shift deletes (a migration step's or a remove's), and
- * these keep a linear-probing table valid, each entry reachable from its
- * home without crossing an empty slot. Slots [0, mig) of the old table are
- * empty: a step advances mig only past an empty slot, and no delete writes
- * an entry below mig. A delete starts at an occupied slot, so at or past
- * mig, and moves entries only backwards within the run that follows the
- * hole, stopping at the run's first empty slot. The one backwards move
- * that goes to a higher index is across the wrap, from slot 0 upwards to
- * the end of the table: while mig is 0 that writes no slot below mig, and
- * once mig > 0 slot 0 is empty, so no run crosses the wrap at all and
- * every walk ends before the end of the table.
+ * Why every entry not yet moved stays findable: a linear-probing table is valid
+ * when each entry is reached from its home without crossing an empty slot. The
+ * old table changes only in two ways, and both keep it valid: a remove's
+ * backward-shift delete, and a migration step emptying the last slot of a block
+ * of occupied slots (the slot before an empty one), which lies on no other
+ * entry's path from its home. Slots [0, mig) of the old table are empty: a step
+ * advances mig only past an empty slot, and no change writes an entry below
+ * mig. A step only empties slots; a delete starts at an occupied slot, so at or
+ * past mig, and moves entries only backwards within the run that follows the
+ * hole, stopping at the run's first empty slot. The one backwards move that
+ * goes to a higher index is across the wrap, from slot 0 upwards to the end of
+ * the table: while mig is 0 that writes no slot below mig, and once mig > 0
+ * slot 0 is empty, so no run crosses the wrap at all and every walk ends before
+ * the end of the table. (So a block that starts at mig > 0 ends before the
+ * table does; a block from slot 0 does too, as the table is never full.)
  *
- * Cost: a find or remove probes both tables while a migration runs (the
- * old one only for keys whose home there is not below mig); an insert or
- * remove also moves at most KEY_MIG_MOVES entries (each a place
- * and a backward shift, which touch one probe run) and passes at most
- * KEY_MIG_SLOTS empty slots. A growth allocates and fills the new table
- * with the empty marker and moves nothing. A migration takes at most
- * (old entries / KEY_MIG_MOVES + old slots / KEY_MIG_SLOTS) steps, under a
- * fifth of the old slots at 3/4 load, while the next growth comes after
- * about 3/4 of the old slots in net inserts, each with its step: the
- * migration is over long before. A reserve that must grow while one still
+ * Cost: a find or remove probes both tables while a migration runs (the old one
+ * only for keys whose home there is not below mig); an insert or remove also
+ * moves at most KEY_MIG_MOVES entries (each a place in the current table, one
+ * probe run), after looking for the end of the block (a walk as long as a
+ * delete's), and passes at most KEY_MIG_SLOTS empty slots. A growth allocates
+ * and fills the new table with the empty marker and moves nothing. A migration
+ * takes at most (old entries / KEY_MIG_MOVES + old slots / KEY_MIG_SLOTS)
+ * steps, under a fifth of the old slots at 3/4 load, while the next growth
+ * comes after about 3/4 of the old slots in net inserts, each with its step:
+ * the migration is over long before. A reserve that must grow while one still
  * runs (only one asking for about as many entries as are held, at once)
  * finishes it first, in that call.
  */
@@ -237,17 +241,18 @@ static void key_delete(struct kvr_index_ent *ent, uint64_t slots, uint64_t i)
 }
 
 /*
- * Move entries of the old table into the current one, in slot order, until
- * @max_slots old slots were found empty or @max_moves entries moved; free
- * the old table once every slot of it was passed. See the top of this file
- * for why every entry not yet moved stays where a probe of the old table
- * finds it.
+ * Move entries of the old table into the current one, from slot mig on:
+ * each block of occupied slots from its last entry back to its first.
+ * Stop once @max_slots empty old slots were passed or @max_moves entries
+ * moved; free the old table once every slot of it was passed. See the top
+ * of this file for why every entry not yet moved stays where a probe of
+ * the old table finds it.
  */
 static void key_migrate(struct kvr_index *ix, uint64_t max_slots,
 			uint64_t max_moves)
 {
 	struct kvr_index_ent *old = ix->old_ent;
-	uint64_t empty = 0, moved = 0;
+	uint64_t empty = 0, moved = 0, last;
 
 	if (!old)
 		return;
@@ -258,11 +263,21 @@ static void key_migrate(struct kvr_index *ix, uint64_t max_slots,
 			empty++;
 			continue;
 		}
-		key_place(ix->ent, ix->slots, old[ix->mig]);
-		/* May pull a later entry of the run into slot mig: the
-		 * loop looks at the same slot again. */
-		key_delete(old, ix->old_slots, ix->mig);
-		moved++;
+		/* The last entry of the block: the next slot is empty, or
+		 * is slot 0 around the wrap, which is empty once mig > 0
+		 * (and a block from slot 0 ends before the table does). */
+		last = ix->mig;
+		while (last + 1 < ix->old_slots &&
+		       old[last + 1].val != KVR_INDEX_NONE)
+			last++;
+		for (;;) {
+			key_place(ix->ent, ix->slots, old[last]);
+			old[last].val = KVR_INDEX_NONE;
+			moved++;
+			if (last == ix->mig || moved == max_moves)
+				break;
+			last--;
+		}
 	}
 	if (ix->mig == ix->old_slots) {
 		free(old);
