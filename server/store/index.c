@@ -24,6 +24,16 @@
  * sized for the whole count, so the entries still to move always have room in
  * it.
  *
+ * The larger table is made ready before it is needed: the inserts that bring
+ * the current table close to full (as many as it takes to fill the next table
+ * KEY_PREP_BYTES per insert, plus KEY_PREP_SLACK) allocate it and fill it with
+ * the empty marker a slice per insert. The growth takes it, filling whatever
+ * slice is left; a reserve too large for it allocates and fills a table of its
+ * own, as a growth without a prepared table does. So the next table's memory is
+ * held a little earlier than the growth, and only close to it: a table sized
+ * for its entries up front (at least about 10^5 of them) never prepares one
+ * while it holds no more than it was sized for.
+ *
  * Why every entry not yet moved stays findable: a linear-probing table is valid
  * when each entry is reached from its home without crossing an empty slot. The
  * old table changes only in two ways, and both keep it valid: a remove's
@@ -44,14 +54,16 @@
  * only for keys whose home there is not below mig); an insert or remove also
  * moves at most KEY_MIG_MOVES entries (each a place in the current table, one
  * probe run), after looking for the end of the block (a walk as long as a
- * delete's), and passes at most KEY_MIG_SLOTS empty slots. A growth allocates
- * and fills the new table with the empty marker and moves nothing. A migration
- * takes at most (old entries / KEY_MIG_MOVES + old slots / KEY_MIG_SLOTS)
- * steps, under a fifth of the old slots at 3/4 load, while the next growth
- * comes after about 3/4 of the old slots in net inserts, each with its step:
- * the migration is over long before. A reserve that must grow while one still
- * runs (only one asking for about as many entries as are held, at once)
- * finishes it first, in that call.
+ * delete's), and passes at most KEY_MIG_SLOTS empty slots; close to a growth an
+ * insert also fills KEY_PREP_BYTES of the next table. A growth moves nothing,
+ * and fills only what the inserts before it left (nothing, unless a reserve of
+ * many entries came early); without a prepared table it allocates and fills
+ * one. A migration takes at most (old entries / KEY_MIG_MOVES + old slots /
+ * KEY_MIG_SLOTS) steps, under a fifth of the old slots at 3/4 load, while the
+ * next growth comes after about 3/4 of the old slots in net inserts, each with
+ * its step: the migration is over long before. A reserve that must grow while
+ * one still runs (only one asking for about as many entries as are held, at
+ * once) finishes it first, in that call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -110,6 +122,11 @@ static uint64_t slots_for(uint64_t n)
 #define KEY_MIG_SLOTS 16u
 #define KEY_MIG_MOVES 8u
 
+/* The next table is filled this many bytes per insert, starting this many
+ * inserts earlier than that alone needs (see key_prepare). */
+#define KEY_PREP_BYTES 16384u
+#define KEY_PREP_SLACK 1024u
+
 /*
  * Slots for @n keys at <= 3/4 load: exactly 4/3 of them (no power of two,
  * so a table sized for its objects wastes nothing), at least MIN_SLOTS;
@@ -161,17 +178,31 @@ static inline uint64_t key_next(uint64_t slots, uint64_t i)
 	return i + 1 == slots ? 0 : i + 1;
 }
 
-static int key_alloc(struct kvr_index_ent **out, uint64_t slots)
+/* A table of @slots, not yet filled (see key_fill). */
+static struct kvr_index_ent *key_alloc_raw(uint64_t slots)
 {
 	size_t bytes = (size_t)slots * sizeof(struct kvr_index_ent);
 	struct kvr_index_ent *e = malloc(bytes);
 
+	if (e)
+		kvr_hugemem_advise(e, bytes);
+	return e;
+}
+
+/* Make slots [@from, @to) of @e empty: val == KVR_INDEX_NONE, which is
+ * exactly what 0xff bytes give. */
+static void key_fill(struct kvr_index_ent *e, uint64_t from, uint64_t to)
+{
+	memset(e + from, 0xff, (size_t)(to - from) * sizeof(*e));
+}
+
+static int key_alloc(struct kvr_index_ent **out, uint64_t slots)
+{
+	struct kvr_index_ent *e = key_alloc_raw(slots);
+
 	if (!e)
 		return -ENOMEM;
-	kvr_hugemem_advise(e, bytes);
-	/* Empty slots are val == KVR_INDEX_NONE; 0xff bytes give exactly that.
-	 */
-	memset(e, 0xff, bytes);
+	key_fill(e, 0, slots);
 	*out = e;
 	return 0;
 }
@@ -315,12 +346,59 @@ void kvr_index_fini(struct kvr_index *ix)
 		return;
 	free(ix->ent);
 	free(ix->old_ent);
+	free(ix->next_ent);
 	ix->ent = NULL;
 	ix->old_ent = NULL;
+	ix->next_ent = NULL;
+	ix->next_slots = 0;
+	ix->next_done = 0;
 	ix->count = 0;
 	ix->slots = 0;
 	ix->old_slots = 0;
 	ix->mig = 0;
+}
+
+/* Slots of the table a growth to hold @need entries allocates. */
+static uint64_t key_grow_slots(const struct kvr_index *ix, uint64_t need)
+{
+	/* Grow at least twofold, so that growth costs O(1) per insert. */
+	if (need < ix->slots / 4 * 3 * 2)
+		need = ix->slots / 4 * 3 * 2;
+	return key_slots_for(need);
+}
+
+/*
+ * Prepare the table of the next growth ahead of it: once the inserts left
+ * before the current table is full are about as many as it takes to fill
+ * the next one KEY_PREP_BYTES at a time (plus KEY_PREP_SLACK, for reserves
+ * of a whole request), allocate it, and fill a slice of it per call. Not
+ * while a migration runs (it ends long before), and nothing is lost when
+ * the allocation fails: the growth tries again.
+ */
+static void key_prepare(struct kvr_index *ix)
+{
+	uint64_t limit = key_limit(ix->slots), slots, to;
+
+	if (ix->old_ent)
+		return;
+	if (!ix->next_ent) {
+		slots = key_grow_slots(ix, limit + 1);
+		if (!slots || ix->count + KEY_PREP_SLACK +
+				      slots * sizeof(struct kvr_index_ent) /
+					  KEY_PREP_BYTES <
+				  limit)
+			return;
+		ix->next_ent = key_alloc_raw(slots);
+		if (!ix->next_ent)
+			return;
+		ix->next_slots = slots;
+		ix->next_done = 0;
+	}
+	to = ix->next_done + KEY_PREP_BYTES / sizeof(struct kvr_index_ent);
+	if (to > ix->next_slots)
+		to = ix->next_slots;
+	key_fill(ix->next_ent, ix->next_done, to);
+	ix->next_done = to;
 }
 
 int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
@@ -337,15 +415,24 @@ int kvr_index_reserve(struct kvr_index *ix, uint64_t extra)
 	/* Fits at <= 3/4 load already? */
 	if (need <= key_limit(ix->slots))
 		return 0;
-	/* Grow at least twofold, so that growth costs O(1) per insert. */
-	if (need < ix->slots / 4 * 3 * 2)
-		need = ix->slots / 4 * 3 * 2;
-	slots = key_slots_for(need);
+	slots = key_grow_slots(ix, need);
 	if (!slots)
 		return -ENOMEM;
-	rc = key_alloc(&e, slots);
-	if (rc < 0)
-		return rc;
+	if (ix->next_ent && ix->next_slots >= slots) {
+		/* The table the last inserts prepared: fill what is left. */
+		e = ix->next_ent;
+		slots = ix->next_slots;
+		key_fill(e, ix->next_done, slots);
+		ix->next_ent = NULL;
+	} else {
+		rc = key_alloc(&e, slots);
+		if (rc < 0)
+			return rc;
+		free(ix->next_ent); /* too small for this reserve */
+		ix->next_ent = NULL;
+	}
+	ix->next_slots = 0;
+	ix->next_done = 0;
 	/* Only one old table at a time: one still being emptied is emptied
 	 * now, into the current table, which has room for all entries. */
 	key_migrate(ix, UINT64_MAX, UINT64_MAX);
@@ -441,6 +528,7 @@ int kvr_index_insert(struct kvr_index *ix, uint32_t ns,
 	key_place(ix->ent, ix->slots, n);
 	ix->count++;
 	key_migrate(ix, KEY_MIG_SLOTS, KEY_MIG_MOVES);
+	key_prepare(ix);
 	return 0;
 }
 

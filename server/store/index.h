@@ -57,14 +57,17 @@ typedef bool (*kvr_index_match_fn)(const void *ctx, uint32_t val, uint32_t ns,
  * already XXH3 output, but a hostile worker chooses its keys, and a fixed,
  * public hash would let it pile every key into one probe run.
  *
- * Growth is incremental: a growth allocates a table about twice as large
- * (and fills it with empty slots), makes it current and keeps the previous
- * one as the old table; each later insert or remove that succeeds moves a
- * few entries (at most 8, passing at most 16 empty slots) from the old
- * table to the current one, and the old table is freed once empty. While
- * an old table exists, finds and removes look in both. So every call costs
- * O(1) amortized and is bounded by a constant number of probe runs, except
- * the allocation (and fill) of the new table in the call that grows.
+ * Growth is incremental: a growth makes a table about twice as large
+ * current and keeps the previous one as the old table; each later insert
+ * or remove that succeeds moves a few entries (at most 8, passing at most
+ * 16 empty slots) from the old table to the current one, and the old table
+ * is freed once empty. While an old table exists, finds and removes look
+ * in both. The larger table is allocated and filled with empty slots ahead
+ * of the growth, 16 KiB per insert, by the inserts that bring the current
+ * table close to full. So every call costs O(1) amortized and is bounded
+ * by a constant number of probe runs, except a reserve that asks for more
+ * than the prepared table holds (or comes before it is ready), which
+ * allocates or fills the rest itself.
  */
 struct kvr_index {
 	struct kvr_index_ent *ent;     /* the current table */
@@ -72,7 +75,10 @@ struct kvr_index {
 	uint64_t count;		       /* live entries, both tables */
 	struct kvr_index_ent *old_ent; /* being emptied into ent, or NULL */
 	uint64_t old_slots;
-	uint64_t mig; /* old slots below this one are empty */
+	uint64_t mig;			/* old slots below this one are empty */
+	struct kvr_index_ent *next_ent; /* the next growth's, or NULL */
+	uint64_t next_slots;
+	uint64_t next_done; /* next slots below this one are filled */
 	uint64_t seed[3];
 	kvr_index_match_fn match;
 	const void *ctx;

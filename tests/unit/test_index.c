@@ -356,6 +356,112 @@ Test(index, moves_few_entries_per_call_when_growth_in_progress)
 	}
 }
 
+Test(index, growth_uses_table_filled_by_inserts_before_it)
+{
+	const uint32_t n = 150000;
+	struct kvr_index_ent *next = NULL;
+	uint64_t done = 0, slots = 0;
+	uint32_t growths = 0;
+
+	cr_assert_eq(init(0, 13), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_key k = key(i);
+		bool was = kvr_index_migrating(&ix);
+
+		next = ix.next_ent;
+		done = ix.next_done;
+		slots = ix.next_slots;
+		cr_assert_eq(ins(0, &k, i), 0);
+		if (!was && kvr_index_migrating(&ix)) {
+			/* This insert grew the table into the one the
+			 * inserts before it had allocated and filled. */
+			cr_assert_not_null(next, "key %u", i);
+			cr_assert_eq(done, slots, "key %u", i);
+			cr_assert_eq(ix.ent, next, "key %u", i);
+			cr_assert_eq(ix.slots, slots);
+			cr_assert_null(ix.next_ent);
+			growths++;
+		} else if (ix.next_ent && ix.next_ent == next) {
+			/* A slice at a time. */
+			cr_assert_leq(ix.next_done - done, 16384 / 8);
+		}
+	}
+	cr_expect_geq(growths, 10u);
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_key k = key(i);
+
+		cr_assert_eq(kvr_index_find(&ix, 0, &k), i, "key %u", i);
+	}
+}
+
+Test(index, growth_fills_rest_of_prepared_table_when_reserve_comes_early)
+{
+	struct kvr_index_ent *next;
+	uint64_t extra;
+	uint32_t n = 0;
+
+	cr_assert_eq(init(20000, 17), 0);
+	while (!ix.next_ent) {
+		struct kvr_key k = key(n);
+
+		cr_assert_lt(n, 30000u, "no table was prepared");
+		cr_assert_eq(ins(0, &k, n), 0);
+		n++;
+	}
+	cr_assert_lt(ix.next_done, ix.next_slots);
+	next = ix.next_ent;
+	/* Room for more than the current table takes: grows now. */
+	extra = ix.slots - n;
+	cr_assert_eq(kvr_index_reserve(&ix, extra), 0);
+	cr_assert(kvr_index_migrating(&ix));
+	cr_assert_eq(ix.ent, next);
+	for (uint32_t i = 0; i < extra; i++, n++) {
+		struct kvr_key k = key(n);
+
+		cr_assert_eq(ins(0, &k, n), 0);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_key k = key(i);
+
+		cr_assert_eq(kvr_index_find(&ix, 0, &k), i, "key %u", i);
+	}
+	cr_expect_eq(kvr_index_count(&ix), n);
+}
+
+Test(index, growth_allocates_anew_when_reserve_exceeds_prepared_table)
+{
+	const uint32_t extra = 150000;
+	struct kvr_index_ent *next, *grown;
+	uint32_t n = 0;
+
+	cr_assert_eq(init(20000, 19), 0);
+	while (!ix.next_ent) {
+		struct kvr_key k = key(n);
+
+		cr_assert_lt(n, 30000u, "no table was prepared");
+		cr_assert_eq(ins(0, &k, n), 0);
+		n++;
+	}
+	next = ix.next_ent;
+	cr_assert_lt(ix.next_slots / 4 * 3, n + extra);
+	cr_assert_eq(kvr_index_reserve(&ix, extra), 0);
+	grown = ix.ent;
+	cr_assert_neq(grown, next);
+	cr_assert_null(ix.next_ent);
+	/* What was reserved fits without another growth. */
+	for (uint32_t i = 0; i < extra; i++, n++) {
+		struct kvr_key k = key(n);
+
+		cr_assert_eq(ins(0, &k, n), 0);
+	}
+	cr_expect_eq(ix.ent, grown, "table was reallocated");
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_key k = key(i);
+
+		cr_assert_eq(kvr_index_find(&ix, 0, &k), i, "key %u", i);
+	}
+}
+
 /*
  * Growth after growth from a small table, with inserts, removes and finds
  * of keys in both tables while each migration runs, against a model.
