@@ -31,7 +31,7 @@
  * slice is left; a reserve too large for it allocates and fills a table of its
  * own, as a growth without a prepared table does. So the next table's memory is
  * held a little earlier than the growth, and only close to it: a table sized
- * for its entries up front (at least about 10^5 of them) never prepares one
+ * for its entries up front (some 1.1 * 10^5 of them or more) never prepares one
  * while it holds no more than it was sized for.
  *
  * Why every entry not yet moved stays findable: a linear-probing table is valid
@@ -124,7 +124,7 @@ static uint64_t slots_for(uint64_t n)
 
 /* The next table is filled this many bytes per insert, starting this many
  * inserts earlier than that alone needs (see key_prepare). */
-#define KEY_PREP_BYTES 16384u
+#define KEY_PREP_BYTES 8192u
 #define KEY_PREP_SLACK 1024u
 
 /*

@@ -63,7 +63,7 @@ typedef bool (*kvr_index_match_fn)(const void *ctx, uint32_t val, uint32_t ns,
  * 16 empty slots) from the old table to the current one, and the old table
  * is freed once empty. While an old table exists, finds and removes look
  * in both. The larger table is allocated and filled with empty slots ahead
- * of the growth, 16 KiB per insert, by the inserts that bring the current
+ * of the growth, 8 KiB per insert, by the inserts that bring the current
  * table close to full. So every call costs O(1) amortized and is bounded
  * by a constant number of probe runs, except a reserve that asks for more
  * than the prepared table holds (or comes before it is ready), which

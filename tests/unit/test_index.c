@@ -383,7 +383,7 @@ Test(index, growth_uses_table_filled_by_inserts_before_it)
 			growths++;
 		} else if (ix.next_ent && ix.next_ent == next) {
 			/* A slice at a time. */
-			cr_assert_leq(ix.next_done - done, 16384 / 8);
+			cr_assert_leq(ix.next_done - done, 8192 / 8);
 		}
 	}
 	cr_expect_geq(growths, 10u);
