@@ -7,9 +7,10 @@
  *
  * Both are open-addressing tables with linear probing and backward-shift
  * deletion (no tombstones), so a find costs one or two cache lines however
- * long the server has been running. They grow by rehashing all entries;
- * kvr_index_reserve()/kvr_index_u64_reserve() let a caller make room
- * *before* it starts changing anything, so that a request is
+ * long the server has been running. The u64 map grows by rehashing all its
+ * entries in one call; the key index grows incrementally (see struct
+ * kvr_index). kvr_index_reserve()/kvr_index_u64_reserve() let a caller
+ * make room *before* it starts changing anything, so that a request is
  * all-or-nothing. They know nothing about objects: values are opaque.
  *
  * The key index keeps 8 bytes per slot: a 32-bit tag (the top half of the
@@ -55,11 +56,29 @@ typedef bool (*kvr_index_match_fn)(const void *ctx, uint32_t val, uint32_t ns,
  * The hash of (ns, key) is keyed by a per-server random seed: keys are
  * already XXH3 output, but a hostile worker chooses its keys, and a fixed,
  * public hash would let it pile every key into one probe run.
+ *
+ * Growth is incremental: a growth makes a table about twice as large
+ * current and keeps the previous one as the old table; each later insert
+ * or remove that succeeds moves a few entries (at most 8, passing at most
+ * 16 empty slots) from the old table to the current one, and the old table
+ * is freed once empty. While an old table exists, finds and removes look
+ * in both. The larger table is allocated and filled with empty slots ahead
+ * of the growth, 8 KiB per insert, by the inserts that bring the current
+ * table close to full. So every call costs O(1) amortized and is bounded
+ * by a constant number of probe runs, except a reserve that asks for more
+ * than the prepared table holds (or comes before it is ready), which
+ * allocates or fills the rest itself.
  */
 struct kvr_index {
-	struct kvr_index_ent *ent;
-	uint64_t slots; /* capacity: any size >= 16 */
-	uint64_t count; /* live entries */
+	struct kvr_index_ent *ent;     /* the current table */
+	uint64_t slots;		       /* capacity: any size >= 16 */
+	uint64_t count;		       /* live entries, both tables */
+	struct kvr_index_ent *old_ent; /* being emptied into ent, or NULL */
+	uint64_t old_slots;
+	uint64_t mig;			/* old slots below this one are empty */
+	struct kvr_index_ent *next_ent; /* the next growth's, or NULL */
+	uint64_t next_slots;
+	uint64_t next_done; /* next slots below this one are filled */
 	uint64_t seed[3];
 	kvr_index_match_fn match;
 	const void *ctx;
@@ -122,6 +141,12 @@ int kvr_index_remove(struct kvr_index *ix, uint32_t ns,
 
 /* kvr_index_count - number of live entries. */
 uint64_t kvr_index_count(const struct kvr_index *ix);
+
+/*
+ * kvr_index_migrating - whether entries of a previous, smaller table are
+ * still to move into the current one (the last growth is not finished).
+ */
+bool kvr_index_migrating(const struct kvr_index *ix);
 
 /* ---- u64 -> u32 map ---------------------------------------------------- */
 
