@@ -127,9 +127,10 @@ static void log_reclaims(struct kvr_srv *s, struct kvr_conn *c)
 }
 
 /*
- * The storage engine grew its arrays since the last heartbeat: the request
- * that needed the room waited for it, and every worker behind it. Say so
- * once per growth, with what sizes the engine up front.
+ * The storage engine grew its arrays since the last heartbeat. A growth
+ * holds no request (the object table grows in place, the key index
+ * migrates a slice per request), but a deployment that knows its object
+ * count can spare the migration: say so once per growth.
  */
 static void log_growth(struct kvr_srv *s)
 {
@@ -137,11 +138,10 @@ static void log_growth(struct kvr_srv *s)
 
 	if (cap <= s->store_cap)
 		return;
-	kvr_log_warn("the storage engine grew to room for %llu objects (from "
-		     "%llu); requests waited while it grew, about 30 ms per "
-		     "million objects held: start kvringd with --objects N "
-		     "(the objects you expect, at most %llu) to size it up "
-		     "front",
+	kvr_log_info("the storage engine grew to room for %llu objects (from "
+		     "%llu); lookups probe two key tables until its index has "
+		     "migrated: start kvringd with --objects N (the objects "
+		     "you expect, at most %llu) to size it up front",
 		     (unsigned long long)cap, (unsigned long long)s->store_cap,
 		     (unsigned long long)(s->cfg.pool_bytes / s->cfg.align));
 	s->store_cap = cap;

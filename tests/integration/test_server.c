@@ -516,9 +516,9 @@ static bool log_names_objects(void *arg)
 }
 
 /*
- * A storage engine that had to grow its arrays held a request meanwhile:
- * kvringd says so at the next heartbeat, with the option that sizes it up
- * front. Sized by --objects, the same stores grow nothing and say nothing.
+ * The storage engine grew its arrays: kvringd says so at the next
+ * heartbeat, with the option that sizes it up front. Sized by --objects,
+ * the same stores grow nothing and say nothing.
  */
 Test(server, logs_growth_of_the_engine_with_the_option_that_avoids_it)
 {

@@ -24,11 +24,11 @@
  *             part, which weighs in at small N. The pool is a shm file,
  *             so it is not in it.
  *   fill      the fill's time and its longest request. kvringd runs
- *             with --objects N, sized for the count up front as a
- *             deployment of small chunks should be: without it the engine
- *             doubles its index and object table as objects arrive, and
- *             each doubling holds a request for about 30 ms per million
- *             objects held. kvringd beats every second (--heartbeat-ms
+ *             with --objects N, sized for the count up front, so that
+ *             the lookups measure a cache of that size and not one whose
+ *             key index is still migrating to a larger table (without
+ *             it the engine grows as objects arrive, a slice per
+ *             request). kvringd beats every second (--heartbeat-ms
  *             1000), so a worker, which gives up on a heartbeat three
  *             periods old, rides out a loaded machine's stall and the
  *             stall is measured.
