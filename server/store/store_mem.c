@@ -86,9 +86,10 @@ static void obj_table_free(struct kvr_store *s)
  * Make sure @n more objects can be taken without allocating: grow the
  * array (doubling, so growth is amortised O(1)). The new entries are not
  * written: they lie above obj_fresh, where obj_take() finds them one at a
- * time, so a growth costs the realloc (for a large array a remap, no
- * copy) and no pass over the new memory, which the request that needed
- * the room would otherwise wait for. On failure the array is as it was.
+ * time, so a growth makes no pass over the new memory, which the request
+ * that needed the room would otherwise wait for. In the reserved table
+ * (obj_table_map) a growth is only the new capacity; a malloc'd one is
+ * realloc'd. On failure the array is as it was.
  */
 static int obj_reserve(struct kvr_store *s, uint32_t n)
 {
