@@ -375,7 +375,7 @@ struct kvr_srv {
 			   * drains: the ring transport's (tport_ring.c) */
 	uint32_t npolled;
 	/* The polled channels that sent a request within KVR_SRV_HOT_NS (or
-	 * wait for room to answer): all a pass between full scans reads. */
+	 * wait for room to answer): polled on every pass (loop.c). */
 	uint32_t *hot;
 	uint32_t nhot;
 	uint32_t cold_next; /* polled position drain_cold() looks at next */

@@ -139,9 +139,10 @@ static void log_growth(struct kvr_srv *s)
 	if (cap <= s->store_cap)
 		return;
 	kvr_log_info("the storage engine grew to room for %llu objects (from "
-		     "%llu); lookups probe two key tables until its index has "
-		     "migrated: start kvringd with --objects N (the objects "
-		     "you expect, at most %llu) to size it up front",
+		     "%llu); while its key index migrates to a larger table, "
+		     "lookups may probe two: start kvringd with --objects N "
+		     "(the objects you expect, at most %llu) to size it up "
+		     "front",
 		     (unsigned long long)cap, (unsigned long long)s->store_cap,
 		     (unsigned long long)(s->cfg.pool_bytes / s->cfg.align));
 	s->store_cap = cap;
@@ -326,10 +327,23 @@ static unsigned drain_one(struct kvr_srv *s, struct kvr_conn *c)
 }
 
 /*
- * A full scan: every polled channel. One that had a request or waits for
- * room to answer (and is still open) goes on the hot list. Backwards: a
- * channel closed during its drain is replaced by the last entry, which
- * this scan has already visited.
+ * After a drain of @c, which sat at position @i of the polled list and
+ * handled @n requests: a channel that had a request or waits for room to
+ * answer goes on the hot list, unless it is there already or its drain
+ * closed it (then another entry, or none, is at @i).
+ */
+static void heat_if_busy(struct kvr_srv *s, struct kvr_conn *c, uint32_t i,
+			 unsigned n)
+{
+	if ((n || c->blocked) && c->hot_pos == KVR_SRV_NOT_HOT &&
+	    i < s->npolled && s->polled[i] == c->idx)
+		kvr__tport_ring_heat(s, c);
+}
+
+/*
+ * A full scan: every polled channel, a busy one put on the hot list.
+ * Backwards: a channel closed during its drain is replaced by the last
+ * entry, which this scan has already visited.
  */
 static unsigned drain_full(struct kvr_srv *s)
 {
@@ -340,9 +354,7 @@ static unsigned drain_full(struct kvr_srv *s)
 
 		n = drain_one(s, c);
 		work += n;
-		if ((n || c->blocked) && c->hot_pos == KVR_SRV_NOT_HOT &&
-		    i < s->npolled && s->polled[i] == c->idx)
-			kvr__tport_ring_heat(s, c);
+		heat_if_busy(s, c, i, n);
 	}
 	return work;
 }
@@ -367,9 +379,7 @@ static unsigned drain_cold(struct kvr_srv *s)
 			continue; /* this pass's hot loop polled it */
 		n = drain_one(s, c);
 		work += n;
-		if ((n || c->blocked) && i < s->npolled &&
-		    s->polled[i] == c->idx)
-			kvr__tport_ring_heat(s, c);
+		heat_if_busy(s, c, i, n);
 	}
 	return work;
 }

@@ -394,13 +394,12 @@ Test(index, growth_uses_table_filled_by_inserts_before_it)
 	}
 }
 
-Test(index, growth_fills_rest_of_prepared_table_when_reserve_comes_early)
+/* Insert keys 0, 1, ... into an index made with room for 20 000 until the
+ * next growth's table is being prepared; returns how many. */
+static uint32_t insert_until_prepared(void)
 {
-	struct kvr_index_ent *next;
-	uint64_t extra;
 	uint32_t n = 0;
 
-	cr_assert_eq(init(20000, 17), 0);
 	while (!ix.next_ent) {
 		struct kvr_key k = key(n);
 
@@ -408,6 +407,17 @@ Test(index, growth_fills_rest_of_prepared_table_when_reserve_comes_early)
 		cr_assert_eq(ins(0, &k, n), 0);
 		n++;
 	}
+	return n;
+}
+
+Test(index, growth_fills_rest_of_prepared_table_when_reserve_comes_early)
+{
+	struct kvr_index_ent *next;
+	uint64_t extra;
+	uint32_t n;
+
+	cr_assert_eq(init(20000, 17), 0);
+	n = insert_until_prepared();
 	cr_assert_lt(ix.next_done, ix.next_slots);
 	next = ix.next_ent;
 	/* Room for more than the current table takes: grows now. */
@@ -432,16 +442,10 @@ Test(index, growth_allocates_anew_when_reserve_exceeds_prepared_table)
 {
 	const uint32_t extra = 150000;
 	struct kvr_index_ent *next, *grown;
-	uint32_t n = 0;
+	uint32_t n;
 
 	cr_assert_eq(init(20000, 19), 0);
-	while (!ix.next_ent) {
-		struct kvr_key k = key(n);
-
-		cr_assert_lt(n, 30000u, "no table was prepared");
-		cr_assert_eq(ins(0, &k, n), 0);
-		n++;
-	}
+	n = insert_until_prepared();
 	next = ix.next_ent;
 	cr_assert_lt(ix.next_slots / 4 * 3, n + extra);
 	cr_assert_eq(kvr_index_reserve(&ix, extra), 0);
