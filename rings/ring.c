@@ -27,6 +27,8 @@ _Static_assert(offsetof(struct kvr_ring_shm, tail) == 128,
 	       "tail on its own 128-byte block");
 _Static_assert(offsetof(struct kvr_ring_shm, head) == 256,
 	       "head on its own 128-byte block");
+_Static_assert(offsetof(struct kvr_ring_shm, consumer_flags) == 264,
+	       "consumer_flags in the consumer's block, beside head");
 _Static_assert(offsetof(struct kvr_ring_shm, data) == KVR_RING_DATA_OFF,
 	       "data after the three blocks");
 _Static_assert(sizeof(struct kvr_ring_shm) == KVR_RING_DATA_OFF, "ABI");
@@ -95,6 +97,7 @@ int kvr_ring_format_at(void *mem, size_t mem_bytes, uint32_t capacity,
 	atomic_store_explicit(&shm->high_water, 0, memory_order_relaxed);
 	atomic_store_explicit(&shm->tail, start_pos, memory_order_relaxed);
 	atomic_store_explicit(&shm->head, start_pos, memory_order_relaxed);
+	atomic_store_explicit(&shm->consumer_flags, 0, memory_order_relaxed);
 	/* Free space is all zero: the consumer takes a non-zero header
 	 * word at its cursor for a record (docs/ring.md). Published by R0
 	 * like the rest. */
@@ -155,16 +158,36 @@ static int attach(struct kvr_ring *r, void *mem, size_t mem_bytes,
 	r->hw = atomic_load_explicit(&shm->high_water, memory_order_relaxed);
 	r->err = 0;
 	r->first = 0;
+	r->line_pad = false;
+	r->last = 0;
 	if (role == KVR_RING_ROLE_PRODUCER) {
 		r->pos = tail;
 		r->own = tail;
 		r->peer = head;
+		kvr_ring_producer_sync(r);
 	} else {
 		r->pos = head;
 		r->own = head;
 		r->peer = tail;
+		/* Relaxed: a hint for the producer's choice of layout; this
+		 * consumer takes line padding whether or not it is seen. */
+		atomic_store_explicit(&shm->consumer_flags,
+				      KVR_RING_CF_LINE_PAD,
+				      memory_order_relaxed);
 	}
 	return 0;
+}
+
+void kvr_ring_producer_sync(struct kvr_ring *r)
+{
+	/* Relaxed: the flag only chooses the layout of later batches; the
+	 * records themselves are ordered by R3/R1 as always. Written by the
+	 * consumer, so untrusted: a consumer that sets it without taking
+	 * line padding only damages its own ring. */
+	if (r->role == KVR_RING_ROLE_PRODUCER)
+		r->line_pad = (atomic_load_explicit(&r->shm->consumer_flags,
+						    memory_order_relaxed) &
+			       KVR_RING_CF_LINE_PAD) != 0;
 }
 
 int kvr_ring_attach_producer(struct kvr_ring *r, void *mem, size_t mem_bytes,
@@ -322,6 +345,7 @@ int kvr__ring_claim_slow(struct kvr_ring *r, uint32_t type, uint32_t len,
 	put_hdr(r, off, kvr_ring_rec_word(type, len));
 	*out = r->data + off + KVR_RING_HDR_BYTES;
 	r->pos += need;
+	r->last = (uint32_t)need;
 	return 0;
 }
 
@@ -380,11 +404,16 @@ static int64_t rec_validate(uint64_t w, uint64_t off, uint64_t avail,
 	if (bytes > avail || bytes > to_end)
 		return -EOVERFLOW;
 	/*
-	 * The producer pads only from a non-zero offset and always exactly
-	 * to the end; anything else is not ours. A padding record at offset
-	 * 0 would also let a hostile producer keep us skipping forever.
+	 * The producer pads from a non-zero offset exactly to the end, or
+	 * from inside a cache line to its end (line padding); anything else
+	 * is not ours. Neither kind starts at offset 0, and a line padding
+	 * never starts on a line, so at most two padding records follow
+	 * each other (a line's, then the end's) and a hostile producer
+	 * cannot keep us skipping.
 	 */
-	if (type == KVR_RING_TYPE_PAD && (bytes != to_end || off == 0))
+	if (type == KVR_RING_TYPE_PAD && !(bytes == to_end && off != 0) &&
+	    !(bytes < KVR_RING_LINE && (off & (KVR_RING_LINE - 1)) != 0 &&
+	      ((off + bytes) & (KVR_RING_LINE - 1)) == 0))
 		return -EBADMSG;
 	*type_out = type;
 	*len_out = len;
@@ -408,11 +437,13 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	if (r->role != KVR_RING_ROLE_CONSUMER)
 		return -EINVAL;
 	/*
-	 * At most: skip one padding record, read a record. A padding
-	 * record is always followed by offset 0, where no padding record is
-	 * valid, so two passes bound the loop whatever the producer writes.
+	 * At most: skip a line padding, skip the end's padding, read a
+	 * record. A line padding ends on a line, where only the end's
+	 * padding may start; that one is followed by offset 0, where no
+	 * padding is valid: three passes bound the loop whatever the
+	 * producer writes.
 	 */
-	for (pass = 0; pass < 2; pass++) {
+	for (pass = 0; pass < 3; pass++) {
 		off = r->pos & r->mask;
 		if ((int64_t)(r->peer - r->pos) > 0) {
 			/*
@@ -454,7 +485,7 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 		rec->type = (uint16_t)type;
 		return 0;
 	}
-	/* Unreachable: pass 1 starts at offset 0, where padding is refused. */
+	/* Unreachable: pass 2 starts at offset 0, where padding is refused. */
 	return r->err = -EBADMSG;
 }
 
@@ -472,10 +503,44 @@ void kvr__ring_wipe(struct kvr_ring *r)
 	memset(r->data, 0, n - first);
 }
 
+/*
+ * Skips the padding records at the cursor, as peek would (at most a line's
+ * and the end's), so that the line padding after a batch's last record is
+ * not taken for an unread record. Anything that is not a valid padding is
+ * left where it is, for peek to return or to report.
+ */
+static void skip_pads(struct kvr_ring *r)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t off = r->pos & r->mask, w, avail;
+		uint32_t type, len;
+		int64_t bytes;
+
+		if ((int64_t)(r->peer - r->pos) > 0) {
+			/* Relaxed: below the cached tail, ordered by A1. */
+			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
+						 memory_order_relaxed);
+			avail = r->peer - r->pos;
+		} else {
+			/* A5: pairs with R3 in kvr_ring_commit(). */
+			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
+						 memory_order_acquire);
+			avail = r->own + r->cap - r->pos;
+		}
+		if (((w >> 32) & 0xffffu) != KVR_RING_TYPE_PAD || avail == 0)
+			return;
+		bytes = rec_validate(w, off, avail, r->cap, &type, &len);
+		if (bytes < 0)
+			return;
+		r->pos += (uint64_t)bytes;
+	}
+}
+
 bool kvr_ring_empty(struct kvr_ring *r)
 {
 	if (r->err || r->role != KVR_RING_ROLE_CONSUMER)
 		return false;
+	skip_pads(r);
 	if ((int64_t)(r->peer - r->pos) > 0)
 		return false;
 	/* A5: the producer stores this word (R3) before its tail (R1);

@@ -159,6 +159,7 @@ int kvr__chan_claim(struct kvr_srv *s, struct kvr_conn *c)
 	if (rc == 0)
 		rc = kvr_ring_attach_producer(&c->resp, resp_mem, resp_bytes,
 					      g->resp_ring_cap);
+	c->resp_synced = false;
 	if (rc < 0) {
 		kvr_seg_destroy(&c->blk);
 		return rc;

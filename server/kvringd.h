@@ -259,6 +259,9 @@ struct kvr_conn {
 	struct kvr_chan_dir_shm *dir; /* its directory entry (ours only) */
 	struct kvr_ring req;	      /* consumer view */
 	struct kvr_ring resp;	      /* producer view */
+	/* The worker attaches its response ring after ours: its flags
+	 * (line padding) are read again at its first request. */
+	bool resp_synced;
 	/* An answer that did not fit in the response ring: the channel
 	 * consumes no further request until it is written. */
 	uint8_t *pend;

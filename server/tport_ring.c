@@ -164,6 +164,10 @@ unsigned kvr__tport_ring_drain(struct kvr_srv *s, struct kvr_conn *c)
 			    (unsigned long long)chan_requests(c));
 			return handled;
 		}
+		if (!c->resp_synced) {
+			kvr_ring_producer_sync(&c->resp);
+			c->resp_synced = true;
+		}
 		used = kvr_ring_used(&c->req);
 		if (used > c->req_hw)
 			c->req_hw = used;

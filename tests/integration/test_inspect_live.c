@@ -317,6 +317,38 @@ Test(inspect_live, list_says_stale_when_server_was_sigkilled,
 	run_free(&r);
 }
 
+/* Both sides take line padding: each ping and each answer (40 bytes)
+ * starts a cache line of its own, so both rings' tails move 64 bytes a
+ * round trip. The worker's response ring is attached after kvringd's
+ * producer view: kvringd must read its flag again, or it packs. */
+Test(inspect_live, each_ping_and_answer_take_a_line_of_their_own)
+{
+	struct kvr_client *c = live_connect();
+	long long req0, resp0;
+	struct t_json *j;
+	struct run r;
+
+	cr_assert_eq(kvr_ping(c, NULL), 0);
+	r = RUN("--name", srv.name, "--json");
+	j = jparse_run(&r);
+	req0 = JN(j, "channels.0.req_ring.tail");
+	resp0 = JN(j, "channels.0.resp_ring.tail");
+	t_json_free(j);
+	run_free(&r);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(kvr_ping(c, NULL), 0);
+	r = RUN("--name", srv.name, "--json");
+	j = jparse_run(&r);
+	cr_expect_eq(JN(j, "channels.0.req_ring.tail") - req0, 3 * 64, "%s",
+		     r.out);
+	cr_expect_eq(JN(j, "channels.0.resp_ring.tail") - resp0, 3 * 64, "%s",
+		     r.out);
+	cr_expect_eq(JN(j, "channels.0.resp_ring.tail") % 64, 0);
+	t_json_free(j);
+	run_free(&r);
+	kvr_close(c);
+}
+
 Test(inspect_live, check_passes_when_server_is_healthy)
 {
 	struct run r = RUN("--name", srv.name, "--check");

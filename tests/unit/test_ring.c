@@ -435,6 +435,163 @@ Test(ring, only_the_first_header_of_a_batch_is_stored_by_commit)
 	cr_expect(kvr_ring_maybe_data(&cons));
 }
 
+/* ---- line padding ------------------------------------------------------ */
+
+/* Like setup(), with the producer told that the consumer takes line
+ * padding (the consumer attached after it, as kvringd's worker does). */
+static void setup_lines_at(uint32_t cap, uint64_t start)
+{
+	setup_at(cap, start);
+	cr_assert_eq(atomic_load(&shm->consumer_flags), KVR_RING_CF_LINE_PAD,
+		     "the consumer's attach says it takes line padding");
+	kvr_ring_producer_sync(&prod);
+}
+
+/* Offset in data[] of a record's header, from its payload pointer. */
+static uint64_t rec_off(const struct kvr_ring_rec *rec)
+{
+	return (uint64_t)((const unsigned char *)rec->data - shm->data) -
+	       KVR_RING_HDR_BYTES;
+}
+
+Test(ring, each_batch_starts_a_line_when_the_consumer_takes_line_padding)
+{
+	struct kvr_ring_snapshot s;
+	struct kvr_ring_rec rec;
+
+	setup_lines_at(1024, 0);
+	put_commit(1, 32, 1);	       /* 40 bytes, then 24 of padding */
+	put_commit(2, 40, 2);	       /* 48 bytes at 64, then 16 of padding */
+	cr_assert_eq(put(3, 8, 3), 0); /* a batch of two: packed inside */
+	put_commit(4, 96, 4);	       /* ...and its end padded */
+	cr_expect_eq(atomic_load(&shm->tail), 128 + 16 + 104 + 8);
+	cr_assert_eq(kvr_ring_check(mem, sizeof(mem), 1024, &s), 0);
+	cr_expect_eq(s.nr_records, 4);
+	cr_expect_eq(s.nr_pad, 3);
+
+	get_expect(1, 32, 1);
+	cr_assert_eq(kvr_ring_peek(&cons, &rec), 0);
+	cr_expect_eq(rec_off(&rec), 64, "the second batch starts a line");
+	cr_assert_eq(kvr_ring_peek(&cons, &rec), 0);
+	cr_expect_eq(rec_off(&rec), 128);
+	cr_assert_eq(kvr_ring_peek(&cons, &rec), 0);
+	cr_expect_eq(rec_off(&rec), 144, "records of one batch are packed");
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+	kvr_ring_release(&cons);
+	cr_expect_eq(atomic_load(&shm->head), 256);
+}
+
+Test(ring, batch_is_packed_when_a_repeat_of_its_last_record_would_fit_as_well)
+{
+	setup_lines_at(1024, 0);
+	put_commit(1, 64, 1); /* 72 bytes: two lines from 72 as from 128 */
+	cr_expect_eq(atomic_load(&shm->tail), 72);
+	put_commit(2, 16, 2); /* 24 bytes from 72: one line, as from 128 */
+	cr_expect_eq(atomic_load(&shm->tail), 96);
+	put_commit(3, 32, 3); /* to 136: 40 bytes more fit in its line */
+	cr_expect_eq(atomic_load(&shm->tail), 136);
+	put_commit(4, 32, 4); /* to 176: 40 more would straddle 192 */
+	cr_expect_eq(atomic_load(&shm->tail), 192);
+	get_expect(1, 64, 1);
+	get_expect(2, 16, 2);
+	get_expect(3, 32, 3);
+	get_expect(4, 32, 4);
+}
+
+Test(ring, batches_are_packed_when_the_consumer_never_said_it_takes_padding)
+{
+	setup(1024);
+	atomic_store(&shm->consumer_flags, 0); /* a consumer of before */
+	kvr_ring_producer_sync(&prod);
+	put_commit(1, 32, 1);
+	put_commit(2, 40, 2);
+	cr_expect_eq(atomic_load(&shm->tail), 40 + 48);
+	get_expect(1, 32, 1);
+	get_expect(2, 40, 2);
+}
+
+Test(ring, producer_pads_from_its_sync_when_the_consumer_attached_later)
+{
+	memset(mem, 0, sizeof(mem));
+	shm = (struct kvr_ring_shm *)(void *)mem;
+	cr_assert_eq(kvr_ring_format(mem, sizeof(mem), 1024), 0);
+	cr_assert_eq(kvr_ring_attach_producer(&prod, mem, sizeof(mem), 1024),
+		     0);
+	cr_assert_eq(kvr_ring_attach_consumer(&cons, mem, sizeof(mem), 1024),
+		     0);
+	put_commit(1, 16, 1);
+	cr_expect_eq(atomic_load(&shm->tail), 24, "not synced: packed");
+	kvr_ring_producer_sync(&prod);
+	put_commit(2, 16, 2);
+	cr_expect_eq(atomic_load(&shm->tail), 64, "synced: to the line");
+	/* Attached after the consumer: no sync needed. */
+	cr_assert_eq(kvr_ring_attach_producer(&prod, mem, sizeof(mem), 1024),
+		     0);
+	put_commit(3, 40, 3);
+	cr_expect_eq(atomic_load(&shm->tail), 128);
+	get_expect(1, 16, 1);
+	get_expect(2, 16, 2);
+	get_expect(3, 40, 3);
+}
+
+Test(ring, commit_leaves_out_the_line_padding_when_the_line_is_not_free)
+{
+	struct kvr_ring_snapshot s;
+
+	/* head 40 and 128 bytes: free space ends at 168, inside a line. */
+	setup_lines_at(128, 40);
+	put_commit(1, 80, 1); /* 40..128, ends on a line */
+	put_commit(2, 32, 2); /* 128..168: its line runs past 168 */
+	cr_expect_eq(atomic_load(&shm->tail), 168);
+	cr_assert_eq(kvr_ring_check(mem, sizeof(mem), 128, &s), 0);
+	cr_expect_eq(s.nr_pad, 0);
+	get_expect(1, 80, 1);
+	get_expect(2, 32, 2);
+}
+
+Test(ring, peek_skips_a_line_padding_then_the_end_padding)
+{
+	struct kvr_ring_rec rec;
+
+	setup_lines_at(256, 0);
+	put_commit(1, 176, 1); /* 0..184, padding to 192 */
+	get_expect(1, 176, 1);
+	kvr_ring_release(&cons); /* head 184: the padding is not peeked */
+	put_commit(2, 80, 2);	 /* 88 bytes: end padding 192..256 first */
+	cr_expect_eq(atomic_load(&shm->tail), 256 + 88);
+	cr_assert_eq(kvr_ring_peek(&cons, &rec), 0);
+	cr_expect_eq(rec_off(&rec), 0, "two paddings skipped in one peek");
+	cr_expect_eq(rec.type, 2);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EAGAIN);
+}
+
+Test(ring, empty_is_true_when_only_a_line_padding_is_left)
+{
+	setup_lines_at(256, 0);
+	put_commit(1, 32, 1); /* 40 bytes, 24 of padding */
+	cr_expect_not(kvr_ring_empty(&cons));
+	get_expect(1, 32, 1);
+	cr_expect(kvr_ring_empty(&cons), "a padding is not a record");
+	kvr_ring_release(&cons);
+	cr_expect_eq(atomic_load(&shm->head), 64, "the padding is released");
+	cr_expect(kvr_ring_empty(&cons));
+}
+
+Test(ring, peek_fails_ebadmsg_when_padding_fills_a_whole_line)
+{
+	struct kvr_ring_rec rec;
+
+	setup(256);
+	poke_hdr(64, kvr_ring_rec_word(KVR_RING_TYPE_PAD, 56));
+	set_tail(0);	      /* reached by its header, at the cursor */
+	put_commit(1, 48, 1); /* 0..56 */
+	poke_hdr(56, kvr_ring_rec_word(KVR_RING_TYPE_PAD, 0)); /* to 64 */
+	set_tail(128);
+	get_expect(1, 48, 1);
+	cr_expect_eq(kvr_ring_peek(&cons, &rec), -EBADMSG,
+		     "a padding starting on a line is not a line padding");
+}
+
 Test(ring, peek_returns_eagain_when_every_byte_is_peeked_but_not_released)
 {
 	struct kvr_ring_rec rec;

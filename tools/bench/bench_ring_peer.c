@@ -136,6 +136,8 @@ static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count)
 /* Echoes every ping record back on the pong ring. */
 static int child_rtt(struct bench_ring_side *s, uint64_t count, uint32_t bytes)
 {
+	/* The parent attached its consumer before the first phase. */
+	kvr_ring_producer_sync(&s->pong);
 	for (uint64_t i = 0; i < count; i++) {
 		struct kvr_ring_rec rec;
 		void *q;
@@ -350,8 +352,12 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 int bench_ring_rtt(struct bench_ring_side *s, uint32_t bytes, uint64_t warm,
 		   uint64_t n, uint64_t *out)
 {
-	uint32_t cmd = bench_ring_phase_start(s, PH_RTT, bytes, warm + n);
+	uint32_t cmd;
 	unsigned spins = 0;
+
+	/* The child attached its consumer before it answered a phase. */
+	kvr_ring_producer_sync(&s->ping);
+	cmd = bench_ring_phase_start(s, PH_RTT, bytes, warm + n);
 
 	for (uint64_t i = 0; i < warm + n; i++) {
 		struct kvr_ring_rec rec;
@@ -394,10 +400,13 @@ int bench_ring_rtt(struct bench_ring_side *s, uint32_t bytes, uint64_t warm,
 int bench_ring_tput(struct bench_ring_side *s, uint32_t bytes, uint64_t n,
 		    uint32_t batch, uint64_t *ns)
 {
-	uint64_t t0 = kvr_clock_now_ns();
-	uint32_t cmd = bench_ring_phase_start(s, PH_TPUT, bytes, n),
-		 in_batch = 0;
+	uint64_t t0;
+	uint32_t cmd, in_batch = 0;
 	unsigned spins = 0;
+
+	kvr_ring_producer_sync(&s->bulk);
+	t0 = kvr_clock_now_ns();
+	cmd = bench_ring_phase_start(s, PH_TPUT, bytes, n);
 
 	for (uint64_t i = 0; i < n;) {
 		void *p;

@@ -33,7 +33,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shm atomics must be lock-free");
 /* "KVRNGCT1" read as a big-endian u64 (stored little-endian on x86). */
 #define KVR_SEG_MAGIC 0x4b56524e47435431ULL
 #define KVR_ABI_MAJOR 5 /* 5: namespace slots out of workers' reach */
-#define KVR_ABI_MINOR 6 /* 5.6: stores held back by the disk write-back */
+#define KVR_ABI_MINOR 7 /* 5.7: rings' consumer_flags (line padding) */
 #define KVR_ABI	      ((uint32_t)(KVR_ABI_MAJOR << 16 | KVR_ABI_MINOR))
 /* Value of kvr_seg_hdr_shm.ready once the creator published the segment. */
 #define KVR_SEG_READY 1u

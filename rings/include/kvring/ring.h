@@ -38,8 +38,13 @@ extern "C" {
 #define KVR_RING_HDR_BYTES 8u
 /* User record types are 1..KVR_RING_TYPE_MAX; 0 is invalid. */
 #define KVR_RING_TYPE_MAX 0xfffeu
-/* Reserved type of the padding record that fills the ring's tail end. */
+/* Reserved type of a padding record: it fills the ring's tail end, or
+ * the rest of a cache line after a batch (line padding, below). */
 #define KVR_RING_TYPE_PAD 0xffffu
+/* The cache line line padding aligns to. */
+#define KVR_RING_LINE 64u
+/* consumer_flags bits: what the consumer accepts (set at its attach). */
+#define KVR_RING_CF_LINE_PAD 0x1u /* padding that ends a cache line */
 /* Byte offset of data[] in struct kvr_ring_shm. */
 #define KVR_RING_DATA_OFF 384u
 /* struct kvr_ring.role values. */
@@ -66,8 +71,9 @@ struct kvr_ring_shm {
 	_Atomic uint64_t tail; /* 128: bytes ever published (R1) */
 	uint8_t pad1[120];     /* 136..255 */
 	/* Block 2: the consumer's block. */
-	_Atomic uint64_t head; /* 256: bytes ever released (R2) */
-	uint8_t pad2[120];     /* 264..383 */
+	_Atomic uint64_t head;		 /* 256: bytes ever released (R2) */
+	_Atomic uint32_t consumer_flags; /* 264: KVR_RING_CF_*, set at attach */
+	uint8_t pad2[116];		 /* 268..383 */
 	/* 384: data[capacity]; position p sits at p & (capacity - 1). */
 	unsigned char data[];
 };
@@ -78,7 +84,9 @@ struct kvr_ring_shm {
  * 48..63 check = kvr_ring_rec_check(type, len). On little-endian hosts that
  * is the byte layout { u32 len; u16 type; u16 check }. The record occupies
  * KVR_RING_HDR_BYTES + len rounded up to 8 bytes. A padding record
- * (KVR_RING_TYPE_PAD) always runs exactly to the end of data[].
+ * (KVR_RING_TYPE_PAD) runs exactly to the end of data[] from a non-zero
+ * offset, or is a line padding: under KVR_RING_LINE bytes from inside a
+ * line to its end (docs/ring.md, "Line padding").
  */
 static inline uint16_t kvr_ring_rec_check(uint32_t type, uint32_t len)
 {
@@ -113,6 +121,8 @@ struct kvr_ring {
 	uint64_t first; /* producer: header word of the first record claimed
 			   since the last commit, stored by the commit (R3) */
 	int err;	/* latched error, 0 while healthy */
+	bool line_pad;	/* producer: the consumer takes line padding */
+	uint32_t last;	/* producer: bytes of the last record claimed */
 };
 
 /*
@@ -169,6 +179,7 @@ int kvr_ring_format_at(void *mem, size_t mem_bytes, uint32_t capacity,
  * @capacity is what the formatter used; the recorded capacity must match
  * and is never read again, so a peer cannot change it under us. Reads both
  * positions (A3) and checks them.
+ * Reads the consumer's flags (as kvr_ring_producer_sync()).
  * Return: 0; -EINVAL bad arguments (as format); -EPROTO the magic or the
  * recorded capacity does not match; -EILSEQ a position is not 8-aligned;
  * -ERANGE tail - head exceeds the capacity. On error @r is unchanged.
@@ -178,10 +189,23 @@ int kvr_ring_attach_producer(struct kvr_ring *r, void *mem, size_t mem_bytes,
 
 /*
  * kvr_ring_attach_consumer - make @r the consumer view of the ring in @mem.
- * Same checks and errors as kvr_ring_attach_producer().
+ * Same checks and errors as kvr_ring_attach_producer(). On success it
+ * stores KVR_RING_CF_LINE_PAD in consumer_flags: this consumer takes line
+ * padding.
  */
 int kvr_ring_attach_consumer(struct kvr_ring *r, void *mem, size_t mem_bytes,
 			     uint32_t capacity);
+
+/*
+ * kvr_ring_producer_sync - producer: read the consumer's flags again (one
+ * relaxed load of the consumer's block) and pad lines from the next commit
+ * on when the consumer takes line padding. attach reads them once; call
+ * this when the consumer attached after the producer, once it is known to
+ * have attached (its first record arrived). A producer that never sees the
+ * flag packs its records, as for a consumer that predates line padding.
+ * No-op on a view that is not a producer.
+ */
+void kvr_ring_producer_sync(struct kvr_ring *r);
 
 /*
  * kvr_ring_claim - producer: reserve room for one record of @len payload
@@ -206,8 +230,14 @@ static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
 /*
  * kvr_ring_commit - producer: publish every record claimed since the last
  * commit with a release store of the first claimed record's header (R3),
- * which the consumer polls, then of tail (R1). Cheap no-op when nothing is
- * claimed, and on a view that is not a producer. Publishes what was
+ * which the consumer polls, then of tail (R1). When the consumer takes
+ * line padding, the batch ends inside a cache line, and a record as large
+ * as the batch's last one would touch more lines from there than from the
+ * next line, a padding record first fills the rest of that line (if the
+ * cached head says it is free): the next batch starts on a line of its
+ * own, and a record of up to 64 bytes reaches the consumer in one cache
+ * line. Cheap no-op when nothing
+ * is claimed, and on a view that is not a producer. Publishes what was
  * claimed even after an error was latched (those claims were made before
  * it). Cannot fail.
  */
@@ -330,6 +360,33 @@ static inline _Atomic uint64_t *kvr__ring_hdr(unsigned char *data, uint64_t off)
 	return (_Atomic uint64_t *)(void *)(data + off);
 }
 
+/*
+ * Internal: claims the rest of the cache line at pos as a line padding
+ * record (commit, before R3) when a record as large as the last one would
+ * touch more lines from pos than from the next line's start (round trips
+ * repeat their sizes: a 40-byte ping is padded, a 72-byte answer, in two
+ * lines either way, is not) and the cached head says the bytes are free.
+ */
+static inline void kvr__ring_pad_line(struct kvr_ring *r)
+{
+	uint64_t in = r->pos & (KVR_RING_LINE - 1), gap = KVR_RING_LINE - in;
+	uint64_t line = KVR_RING_LINE - 1;
+
+	/* gap is 8..56 (positions are 8-aligned), and a line never runs
+	 * past the end of data[] (capacity is a power of two >= 64). */
+	if ((in + r->last + line) / KVR_RING_LINE ==
+		(r->last + line) / KVR_RING_LINE ||
+	    r->pos + gap - r->peer > r->cap)
+		return;
+	/* Relaxed: not the batch's first record; R3 publishes it. */
+	atomic_store_explicit(
+	    kvr__ring_hdr(r->data, r->pos & r->mask),
+	    kvr_ring_rec_word(KVR_RING_TYPE_PAD,
+			      (uint32_t)(gap - KVR_RING_HDR_BYTES)),
+	    memory_order_relaxed);
+	r->pos += gap;
+}
+
 static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
 				 uint32_t len, void **out)
 {
@@ -358,6 +415,7 @@ static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
 					      memory_order_relaxed);
 		*out = r->data + off + KVR_RING_HDR_BYTES;
 		r->pos += need;
+		r->last = (uint32_t)need;
 		return 0;
 	}
 	return kvr__ring_claim_slow(r, type, len, out);
@@ -367,6 +425,8 @@ static inline void kvr_ring_commit(struct kvr_ring *r)
 {
 	if (r->pos == r->own || r->role != KVR_RING_ROLE_PRODUCER)
 		return;
+	if (r->line_pad && (r->pos & (KVR_RING_LINE - 1)) != 0)
+		kvr__ring_pad_line(r);
 	/*
 	 * R3: the first claimed record's header, after every other header
 	 * and payload byte of the batch; pairs with A5 (the consumer polls
@@ -391,10 +451,15 @@ static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	 * the cached tail says are published or, past it, within the
 	 * ring's capacity from the released head (the producer can never
 	 * have written further). The word is loaded once; the slow path
-	 * loads it again and judges that copy, never mixing the two.
+	 * loads it again and judges that copy, never mixing the two. A
+	 * second pass follows a line padding (the rest of a batch's last
+	 * line, which ends every round trip's record).
 	 */
-	if (r->err == 0 && r->role == KVR_RING_ROLE_CONSUMER) {
+	for (int pass = 0;
+	     pass < 2 && r->err == 0 && r->role == KVR_RING_ROLE_CONSUMER;
+	     pass++) {
 		uint64_t off = r->pos & r->mask;
+		uint64_t gap = KVR_RING_LINE - (off & (KVR_RING_LINE - 1));
 		/*
 		 * A5: pairs with R3 in kvr_ring_commit() (the first record
 		 * of a batch) and orders the rest of the batch after it;
@@ -425,6 +490,14 @@ static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
 		 * tail a zero word is damage, which the slow path judges. */
 		if (w == 0 && (int64_t)(r->peer - r->pos) <= 0)
 			return -EAGAIN;
+		/* A line padding from inside this line to its end (exactly
+		 * the word the producer writes for it): skip it. */
+		if (gap == KVR_RING_LINE || gap > avail ||
+		    w !=
+			kvr_ring_rec_word(KVR_RING_TYPE_PAD,
+					  (uint32_t)(gap - KVR_RING_HDR_BYTES)))
+			break;
+		r->pos += gap;
 	}
 	return kvr__ring_peek_slow(r, rec);
 }
