@@ -7,8 +7,9 @@
  * Every record carries its sequence number and the XXH3_64bits of the rest
  * of its payload; the consumer checks order, type, length and hash, and
  * prints expected and found values on a mismatch. Sizes (16..512 bytes)
- * and batch lengths on both sides vary pseudo-randomly. Record counts come
- * from KVR_STRESS_RECORDS (default 10,000,000; threads use a fifth).
+ * and batch lengths on both sides vary pseudo-randomly, and the producer
+ * pads lines after batches (its consumer takes line padding). Record counts
+ * come from KVR_STRESS_RECORDS (default 10,000,000; threads use a fifth).
  *
  * Criterion cannot start under ThreadSanitizer (its BoxFort arena wants
  * fixed addresses that TSan reserves), so building this file with
@@ -297,6 +298,9 @@ static struct verdict run_threads(uint64_t n, int *prod_rc)
 		rc = kvr_ring_attach_producer(&t.prod, mem, bytes, RING_CAP);
 	if (rc == 0)
 		rc = kvr_ring_attach_consumer(&cons, mem, bytes, RING_CAP);
+	/* The consumer attached second: the producer learns that it takes
+	 * line padding, as kvringd does at a channel's first request. */
+	kvr_ring_producer_sync(&t.prod);
 	if (rc == 0)
 		rc = -pthread_create(&tid, NULL, producer_thread, &t);
 	if (rc < 0)

@@ -236,10 +236,9 @@ static inline int kvr_ring_claim(struct kvr_ring *r, uint32_t type,
  * next line, a padding record first fills the rest of that line (if the
  * cached head says it is free): the next batch starts on a line of its
  * own, and a record of up to 64 bytes reaches the consumer in one cache
- * line. Cheap no-op when nothing
- * is claimed, and on a view that is not a producer. Publishes what was
- * claimed even after an error was latched (those claims were made before
- * it). Cannot fail.
+ * line. Cheap no-op when nothing is claimed, and on a view that is not a
+ * producer. Publishes what was claimed even after an error was latched
+ * (those claims were made before it). Cannot fail.
  */
 static inline void kvr_ring_commit(struct kvr_ring *r);
 
@@ -296,7 +295,9 @@ uint64_t kvr_ring_high_water(const struct kvr_ring *r);
 
 /*
  * kvr_ring_empty - consumer: true if no unread record is published. It
- * loads the header word at the cursor (A5) and, when that is zero, the
+ * first steps over padding records at the cursor, as peek would (a batch's
+ * line padding is not a record), then loads the header word at the cursor
+ * (A5) and, when that is zero, the
  * tail (A1), unless unread bytes are already known, so it is the re-check
  * of the doorbell handshake (after the sleeper's seq_cst fence) and the
  * one place a tail published without its header is judged.
@@ -453,7 +454,7 @@ static inline int kvr_ring_peek(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	 * have written further). The word is loaded once; the slow path
 	 * loads it again and judges that copy, never mixing the two. A
 	 * second pass follows a line padding (the rest of a batch's last
-	 * line, which ends every round trip's record).
+	 * line, after a small round trip's record).
 	 */
 	for (int pass = 0;
 	     pass < 2 && r->err == 0 && r->role == KVR_RING_ROLE_CONSUMER;
