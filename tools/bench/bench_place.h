@@ -4,8 +4,10 @@
  * vCPUs move between a "near" and a "far" placement on the host every few
  * seconds, and every figure where both sides busy-poll (ring, rtt_hot,
  * scale's one_active and pipelined cells, hist) follows it. So each such figure
- * is taken right after a short cache-line ping-pong (the probe: its p50
- * names the placement), printed with it (JSON keys placement_floor_ns and
+ * is taken right after a short cache-line ping-pong (the probe: one line
+ * each way, a value stored into one and echoed into the other, so every
+ * scenario's probe moves the same lines; its p50 names the placement),
+ * printed with it (JSON keys placement_floor_ns and
  * placement), and recorded here; at the end of a run bench_place_summary()
  * prints the median of each recorded figure per placement, and says so
  * plainly when the run saw only one placement.

@@ -167,9 +167,11 @@ struct results {
 };
 
 /*
- * The placement probe of a round: a short cache-line ping-pong with the
- * child (the floor phase, BENCH_PLACE_PROBE_N bounces) before the round's
- * figures; its p50 names the placement. @tmp holds the samples.
+ * The placement probe of a round: BENCH_PLACE_PROBE_N round trips of one
+ * line each way with the child, the pattern of every other scenario's
+ * probe peer (the child spins on the consumer CPU, where a probe peer
+ * would compete with it), before the round's figures; its p50 names the
+ * placement. @tmp holds the samples.
  */
 static int ring_probe(struct bench_ring_side *s,
 		      const struct bench_ring_opts *o, unsigned round,
@@ -177,7 +179,7 @@ static int ring_probe(struct bench_ring_side *s,
 {
 	uint64_t n = BENCH_PLACE_PROBE_N;
 
-	if (bench_ring_floor(s, n / 4, n, tmp) < 0)
+	if (bench_ring_probe(s, n / 4, n, tmp) < 0)
 		return -1;
 	*out = bench_place_of(lat_of(tmp, n).p50);
 	if (!o->json)

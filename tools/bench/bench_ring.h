@@ -15,7 +15,7 @@
 
 #include <kvring/ring.h>
 
-enum phase_kind { PH_FLOOR = 1, PH_FLOOR2, PH_RTT, PH_TPUT, PH_EXIT };
+enum phase_kind { PH_FLOOR = 1, PH_FLOOR2, PH_RTT, PH_TPUT, PH_EXIT, PH_PROBE };
 
 /*
  * The benchmark's own control block in the shared mapping; each hot field
@@ -101,6 +101,10 @@ int bench_ring_floor(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		     uint64_t *out);
 int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		      uint64_t *out);
+/* The placement probe's pattern (bench_place.h): one line each way, as
+ * every other scenario's probe peer bounces it. */
+int bench_ring_probe(struct bench_ring_side *s, uint64_t warm, uint64_t n,
+		     uint64_t *out);
 int bench_ring_rtt(struct bench_ring_side *s, uint32_t bytes, uint64_t warm,
 		   uint64_t n, uint64_t *out);
 int bench_ring_tput(struct bench_ring_side *s, uint32_t bytes, uint64_t n,

@@ -133,6 +133,19 @@ static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count)
 	return 0;
 }
 
+/* The probe: flag_a's value echoed into flag_b, one line each way. */
+static void child_probe(struct bench_ring_ctl_shm *c, uint64_t count)
+{
+	for (uint64_t i = 1; i <= count; i++) {
+		/* A-BR7: pairs with R-BR7 in bench_ring_probe(). */
+		while (atomic_load_explicit(&c->flag_a, memory_order_acquire) !=
+		       i)
+			kvr_clock_relax();
+		/* R-BR8: pairs with A-BR8 in bench_ring_probe(). */
+		atomic_store_explicit(&c->flag_b, i, memory_order_release);
+	}
+}
+
 /* Echoes every ping record back on the pong ring. */
 static int child_rtt(struct bench_ring_side *s, uint64_t count, uint32_t bytes)
 {
@@ -217,6 +230,9 @@ int bench_ring_child_main(struct bench_ring_side *s,
 			break;
 		case PH_FLOOR2:
 			child_floor2(c, c->count);
+			break;
+		case PH_PROBE:
+			child_probe(c, c->count);
 			break;
 		case PH_RTT:
 			child_rtt(s, c->count, c->bytes);
@@ -341,6 +357,36 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		    i + 7) {
 			fprintf(stderr, "kvring-bench: ring: bad floor echo\n");
 			return -1;
+		}
+		if (i > warm)
+			out[i - 1 - warm] = bench_ticks() - t0;
+	}
+	return phase_wait(s, cmd);
+}
+
+/* Probe: @warm + @n round trips of one line each way; samples in ticks. */
+int bench_ring_probe(struct bench_ring_side *s, uint64_t warm, uint64_t n,
+		     uint64_t *out)
+{
+	struct bench_ring_ctl_shm *c = s->ctl;
+	uint32_t cmd;
+	unsigned spins = 0;
+
+	/* Relaxed: published to the child by R-BR1 of the phase start. */
+	atomic_store_explicit(&c->flag_a, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->flag_b, 0, memory_order_relaxed);
+	cmd = bench_ring_phase_start(s, PH_PROBE, 8, warm + n);
+	for (uint64_t i = 1; i <= warm + n; i++) {
+		uint64_t t0 = bench_ticks();
+
+		/* R-BR7: pairs with A-BR7 in child_probe(). */
+		atomic_store_explicit(&c->flag_a, i, memory_order_release);
+		/* A-BR8: pairs with R-BR8 in child_probe(). */
+		while (atomic_load_explicit(&c->flag_b, memory_order_acquire) !=
+		       i) {
+			kvr_clock_relax();
+			if (child_gone(s, &spins))
+				return -1;
 		}
 		if (i > warm)
 			out[i - 1 - warm] = bench_ticks() - t0;
