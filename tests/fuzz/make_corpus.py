@@ -65,6 +65,10 @@ def rec(typ, payload):
 recs = rec(1, b"x" * 40) + rec(3, b"y" * 13) + rec(2, b"")
 write("fuzz_ring", "three", struct.pack("<QQ", len(recs), 0) + recs)
 write("fuzz_ring", "wrapped", struct.pack("<QQ", (2**64 - 16 + len(recs)) % 2**64, 2**64 - 16) + recs)
+# A 40-byte record, the line padding after it (24 bytes, to offset 64),
+# and a record starting the next line.
+recs = rec(1, b"p" * 32) + rec(0xFFFF, bytes(16)) + rec(2, b"q" * 8)
+write("fuzz_ring", "line_pad", struct.pack("<QQ", len(recs), 0) + recs)
 
 # fuzz_l2_resp: byte 0 picks the decoder (0 line, 1 span, 2 CLUSTER SLOTS,
 # 3 redirect text), the rest is a Redis reply (server/l2_resp.c).
