@@ -421,6 +421,27 @@ static int64_t rec_validate(uint64_t w, uint64_t off, uint64_t avail,
 }
 
 /*
+ * The header word at the cursor, and in *@avail the bytes a record there
+ * may span. Below the cached tail: relaxed, since A1 (or an earlier A1
+ * that covered this position) ordered the producer's header store before
+ * it, and up to that tail. Past it: A5, pairing with R3 in
+ * kvr_ring_commit(), and up to capacity bytes from the released head (the
+ * producer cannot have written further; with all of it peeked, the word
+ * is our own first record's).
+ */
+static uint64_t cursor_hdr(const struct kvr_ring *r, uint64_t *avail)
+{
+	_Atomic uint64_t *h = kvr__ring_hdr(r->data, r->pos & r->mask);
+
+	if ((int64_t)(r->peer - r->pos) > 0) {
+		*avail = r->peer - r->pos;
+		return atomic_load_explicit(h, memory_order_relaxed);
+	}
+	*avail = r->own + r->cap - r->pos;
+	return atomic_load_explicit(h, memory_order_acquire);
+}
+
+/*
  * Everything the inline fast path of kvr_ring_peek() does not handle:
  * an empty ring (the header word at the cursor is zero), padding records,
  * errors and damage. It re-reads the header itself.
@@ -445,35 +466,18 @@ int kvr__ring_peek_slow(struct kvr_ring *r, struct kvr_ring_rec *rec)
 	 */
 	for (pass = 0; pass < 3; pass++) {
 		off = r->pos & r->mask;
-		if ((int64_t)(r->peer - r->pos) > 0) {
-			/*
-			 * Relaxed: A1 (or an earlier A1 that covered this
-			 * position) ordered the producer's header store
-			 * before this load.
-			 */
-			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-						 memory_order_relaxed);
-			avail = r->peer - r->pos;
-		} else {
-			/* A5: pairs with R3 in kvr_ring_commit(). */
-			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-						 memory_order_acquire);
-			/* The producer cannot have written past the ring's
-			 * capacity from our released head; with all of it
-			 * peeked, the word is our own first record's. */
-			avail = r->own + r->cap - r->pos;
-			/*
-			 * Nothing yet. The tail is not read here: its line
-			 * is the producer's, and a load of it would cost a
-			 * cross-core transfer on every batch's last peek
-			 * (for kvringd, between a request and its answer's
-			 * publish). A tail published without its header is
-			 * damage that kvr_ring_empty() finds, the re-check
-			 * every sleeper makes.
-			 */
-			if (w == 0 || avail == 0)
-				return -EAGAIN;
-		}
+		w = cursor_hdr(r, &avail);
+		/*
+		 * Nothing yet past the cached tail. The tail is not read
+		 * here: its line is the producer's, and a load of it would
+		 * cost a cross-core transfer on every batch's last peek
+		 * (for kvringd, between a request and its answer's
+		 * publish). A tail published without its header is damage
+		 * that kvr_ring_empty() finds, the re-check every sleeper
+		 * makes.
+		 */
+		if ((int64_t)(r->peer - r->pos) <= 0 && (w == 0 || avail == 0))
+			return -EAGAIN;
 		bytes = rec_validate(w, off, avail, r->cap, &type, &len);
 		if (bytes < 0)
 			return r->err = (int)bytes;
@@ -512,24 +516,14 @@ void kvr__ring_wipe(struct kvr_ring *r)
 static void skip_pads(struct kvr_ring *r)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		uint64_t off = r->pos & r->mask, w, avail;
+		uint64_t avail, w = cursor_hdr(r, &avail);
 		uint32_t type, len;
 		int64_t bytes;
 
-		if ((int64_t)(r->peer - r->pos) > 0) {
-			/* Relaxed: below the cached tail, ordered by A1. */
-			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-						 memory_order_relaxed);
-			avail = r->peer - r->pos;
-		} else {
-			/* A5: pairs with R3 in kvr_ring_commit(). */
-			w = atomic_load_explicit(kvr__ring_hdr(r->data, off),
-						 memory_order_acquire);
-			avail = r->own + r->cap - r->pos;
-		}
 		if (((w >> 32) & 0xffffu) != KVR_RING_TYPE_PAD || avail == 0)
 			return;
-		bytes = rec_validate(w, off, avail, r->cap, &type, &len);
+		bytes = rec_validate(w, r->pos & r->mask, avail, r->cap, &type,
+				     &len);
 		if (bytes < 0)
 			return;
 		r->pos += (uint64_t)bytes;

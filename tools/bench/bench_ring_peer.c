@@ -119,31 +119,21 @@ static uint64_t msg_copy(_Atomic uint64_t *dst, _Atomic uint64_t *src)
 	return first;
 }
 
-static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count)
+/* The two-line floor (@msg: a message line beside each flag) and the
+ * placement probe (no message: one line each way). */
+static int child_floor2(struct bench_ring_ctl_shm *c, uint64_t count, bool msg)
 {
 	for (uint64_t i = 1; i <= count; i++) {
-		/* A-BR5: pairs with R-BR5 in bench_ring_floor2(). */
+		/* A-BR5: pairs with R-BR5 in flag_rtt(). */
 		while (atomic_load_explicit(&c->flag_a, memory_order_acquire) !=
 		       i)
 			kvr_clock_relax();
-		msg_copy(c->msg_b, c->msg_a);
-		/* R-BR6: pairs with A-BR6 in bench_ring_floor2(). */
+		if (msg)
+			msg_copy(c->msg_b, c->msg_a);
+		/* R-BR6: pairs with A-BR6 in flag_rtt(). */
 		atomic_store_explicit(&c->flag_b, i, memory_order_release);
 	}
 	return 0;
-}
-
-/* The probe: flag_a's value echoed into flag_b, one line each way. */
-static void child_probe(struct bench_ring_ctl_shm *c, uint64_t count)
-{
-	for (uint64_t i = 1; i <= count; i++) {
-		/* A-BR7: pairs with R-BR7 in bench_ring_probe(). */
-		while (atomic_load_explicit(&c->flag_a, memory_order_acquire) !=
-		       i)
-			kvr_clock_relax();
-		/* R-BR8: pairs with A-BR8 in bench_ring_probe(). */
-		atomic_store_explicit(&c->flag_b, i, memory_order_release);
-	}
 }
 
 /* Echoes every ping record back on the pong ring. */
@@ -229,10 +219,8 @@ int bench_ring_child_main(struct bench_ring_side *s,
 			child_floor(c, c->count);
 			break;
 		case PH_FLOOR2:
-			child_floor2(c, c->count);
-			break;
 		case PH_PROBE:
-			child_probe(c, c->count);
+			child_floor2(c, c->count, c->kind == PH_FLOOR2);
 			break;
 		case PH_RTT:
 			child_rtt(s, c->count, c->bytes);
@@ -324,9 +312,14 @@ int bench_ring_floor(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 	return phase_wait(s, cmd);
 }
 
-/* Two-line floor: message line then flag, echoed back the same way. */
-int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
-		      uint64_t *out)
+/*
+ * A flag line each way, the child echoing flag_a's value into flag_b:
+ * with @msg a message line is written before the flag and checked in the
+ * echo (the two-line floor), without it nothing else moves (the placement
+ * probe, the pattern of every scenario's probe peer).
+ */
+static int flag_rtt(struct bench_ring_side *s, uint32_t kind, bool msg,
+		    uint64_t warm, uint64_t n, uint64_t *out)
 {
 	struct bench_ring_ctl_shm *c = s->ctl;
 	uint32_t cmd;
@@ -335,11 +328,11 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 	/* Relaxed: published to the child by R-BR1 of the phase start. */
 	atomic_store_explicit(&c->flag_a, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->flag_b, 0, memory_order_relaxed);
-	cmd = bench_ring_phase_start(s, PH_FLOOR2, 64, warm + n);
+	cmd = bench_ring_phase_start(s, kind, msg ? 64 : 8, warm + n);
 	for (uint64_t i = 1; i <= warm + n; i++) {
 		uint64_t t0 = bench_ticks();
 
-		for (int k = 0; k < 8; k++)
+		for (int k = 0; msg && k < 8; k++)
 			/* Relaxed: published by R-BR5. */
 			atomic_store_explicit(&c->msg_a[k], i + (uint64_t)k,
 					      memory_order_relaxed);
@@ -353,8 +346,8 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 				return -1;
 		}
 		/* Relaxed: ordered after R-BR6 by A-BR6. */
-		if (atomic_load_explicit(&c->msg_b[7], memory_order_relaxed) !=
-		    i + 7) {
+		if (msg && atomic_load_explicit(
+			       &c->msg_b[7], memory_order_relaxed) != i + 7) {
 			fprintf(stderr, "kvring-bench: ring: bad floor echo\n");
 			return -1;
 		}
@@ -364,34 +357,18 @@ int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 	return phase_wait(s, cmd);
 }
 
+/* Two-line floor: message line then flag, echoed back the same way. */
+int bench_ring_floor2(struct bench_ring_side *s, uint64_t warm, uint64_t n,
+		      uint64_t *out)
+{
+	return flag_rtt(s, PH_FLOOR2, true, warm, n, out);
+}
+
 /* Probe: @warm + @n round trips of one line each way; samples in ticks. */
 int bench_ring_probe(struct bench_ring_side *s, uint64_t warm, uint64_t n,
 		     uint64_t *out)
 {
-	struct bench_ring_ctl_shm *c = s->ctl;
-	uint32_t cmd;
-	unsigned spins = 0;
-
-	/* Relaxed: published to the child by R-BR1 of the phase start. */
-	atomic_store_explicit(&c->flag_a, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->flag_b, 0, memory_order_relaxed);
-	cmd = bench_ring_phase_start(s, PH_PROBE, 8, warm + n);
-	for (uint64_t i = 1; i <= warm + n; i++) {
-		uint64_t t0 = bench_ticks();
-
-		/* R-BR7: pairs with A-BR7 in child_probe(). */
-		atomic_store_explicit(&c->flag_a, i, memory_order_release);
-		/* A-BR8: pairs with R-BR8 in child_probe(). */
-		while (atomic_load_explicit(&c->flag_b, memory_order_acquire) !=
-		       i) {
-			kvr_clock_relax();
-			if (child_gone(s, &spins))
-				return -1;
-		}
-		if (i > warm)
-			out[i - 1 - warm] = bench_ticks() - t0;
-	}
-	return phase_wait(s, cmd);
+	return flag_rtt(s, PH_PROBE, false, warm, n, out);
 }
 
 /* Ring round trip: claim, fill, commit; wait for the echo; check it. */
