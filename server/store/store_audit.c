@@ -509,6 +509,13 @@ void kvr__store_audit_free(struct kvr__audit_scratch *a)
  * object array grew since the last audit (channels and namespaces are
  * fixed at create). One memset per array instead of five callocs.
  */
+static size_t tally_bytes(const struct kvr_store *s)
+{
+	return ((size_t)s->obj_cap + 1u) * 3u * sizeof(uint32_t) +
+	       s->cfg.max_channels * sizeof(struct chan) +
+	       s->cfg.max_ns * sizeof(uint64_t);
+}
+
 static int tally_get(const struct kvr_store *s, struct audit_tally *t)
 {
 	struct kvr__audit_scratch *a = s->audit;
@@ -567,8 +574,13 @@ int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len)
 	if (rc < 0)
 		return rc;
 	rc = tally_get(s, &t);
-	if (rc < 0)
+	if (rc < 0) {
+		snprintf(msg, msg_len,
+			 "no memory for the audit's scratch: %zu bytes for "
+			 "%u objects of capacity",
+			 tally_bytes(s), s->obj_cap);
 		return rc;
+	}
 	rc = audit_owners(s, &t, msg, msg_len);
 	if (rc == 0)
 		rc = audit_objects(s, &t, msg, msg_len);

@@ -534,7 +534,9 @@ uint64_t kvr_store_table_bytes(const struct kvr_store *s);
  * check all invariants (docs/storage.md lists them). O(everything); for
  * tests, debugging and an optional inspector command.
  * Return: 0, or -ENOTRECOVERABLE with the first violation described in
- * @msg (NUL-terminated, when msg_len > 0), or -ENOMEM (audit scratch).
+ * @msg (NUL-terminated, when msg_len > 0), or -ENOMEM when the audit's
+ * scratch (about 12 bytes per object of capacity) could not be allocated,
+ * also said in @msg; nothing was checked then.
  */
 int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len);
 
