@@ -385,6 +385,8 @@ struct kvr_srv {
 	bool full_scan;	    /* poll every channel on the next pass */
 	uint32_t npending;  /* connections in HELLO */
 	uint64_t store_cap; /* kvr_store_capacity() as last logged */
+	bool index_moving;  /* a heartbeat saw the key index migrating; its
+			       end not yet logged (idle_step) */
 	struct kvr_ns_ent *ns;
 	uint32_t nns;
 	/* Scratch buffers of the dispatcher (private copies of peer data). */

@@ -462,6 +462,12 @@ bool kvr_index_migrating(const struct kvr_index *ix)
 	return ix->old_ent != NULL;
 }
 
+bool kvr_index_migrate_step(struct kvr_index *ix)
+{
+	key_migrate(ix, KEY_MIG_SLOTS, KEY_MIG_MOVES);
+	return ix->old_ent != NULL;
+}
+
 uint32_t kvr_index_find(const struct kvr_index *ix, uint32_t ns,
 			const struct kvr_key *key)
 {

@@ -148,6 +148,15 @@ uint64_t kvr_index_count(const struct kvr_index *ix);
  */
 bool kvr_index_migrating(const struct kvr_index *ix);
 
+/*
+ * kvr_index_migrate_step - one step of a running migration, the step an
+ * insert or remove takes (at most 8 entries moved, 16 empty slots passed);
+ * for a caller with idle time, so that a table only looked up in still
+ * finishes its migration. Return: whether the migration still runs after
+ * it (false: none ran, or this step ended it and freed the old table).
+ */
+bool kvr_index_migrate_step(struct kvr_index *ix);
+
 /* ---- u64 -> u32 map ---------------------------------------------------- */
 
 /* One slot of the u64 map; val == KVR_INDEX_NONE: empty. */

@@ -15,7 +15,8 @@
  * need up front means every failure happens before the first state change,
  * and every step after it is infallible. It is also why the steady state
  * never calls malloc: the arrays only grow, so the reservation finds the
- * room already there. Not here: what the memory is used for.
+ * room already there. Not here: what the memory is used for. Also here:
+ * the work a growth leaves for idle time (kvr_store_idle_step).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -380,4 +381,24 @@ void kvr_store_destroy(struct kvr_store *s)
 	kvr_index_fini(&s->index);
 	kvr_alloc_fini(&s->alloc);
 	free(s);
+}
+
+/*
+ * A growth of the key index leaves its old table to empty step by step;
+ * inserts and removes take a step each, and so does each call here, so a
+ * cache that is only looked up in (every lookup probing both tables for
+ * keys not moved yet) still finishes. Freeing the old table at the last
+ * step is the only allocator call.
+ */
+bool kvr_store_idle_step(struct kvr_store *s)
+{
+	OWNER_ONLY(s);
+	return kvr_index_migrating(&s->index) &&
+	       kvr_index_migrate_step(&s->index);
+}
+
+bool kvr_store_migrating(const struct kvr_store *s)
+{
+	OWNER_ONLY(s);
+	return kvr_index_migrating(&s->index);
 }

@@ -557,3 +557,56 @@ Test(server, logs_growth_of_the_engine_with_the_option_that_avoids_it)
 		t_server_init(&srv);
 	}
 }
+
+static bool log_says_migration_over(void *arg)
+{
+	(void)arg;
+	return t_server_log_has(&srv, "key index finished moving");
+}
+
+/*
+ * A growth of the key index leaves its old table to empty a few entries
+ * per insert; a cache only looked up in after it must not probe two
+ * tables for ever. 64 MiB of 4 KiB slots: the engine starts sized for
+ * 64 KiB chunks plus 64, 1 088 objects, and its index grows when the
+ * 1 150th key arrives. 1 000 keys in one request, then one key a request
+ * up to 1 160: the growth comes with 10 inserts after it, each moving 8
+ * of 1 149 old entries. Then nothing but lookups: kvringd's idle passes
+ * must finish the move (and say so), and every key must still be found.
+ */
+Test(server, finishes_the_key_index_migration_when_only_looked_up_in)
+{
+	const char *args[] = {"--pool-size", "64M", "--align", "4096", NULL};
+	enum { N = 1160, FIRST = 1000 };
+	static struct kvr_key keys[N];
+	static uint64_t sizes[N];
+	static char ans[N * 64 + 256];
+	const struct kvr_resp_hdr *h = (const void *)ans;
+	struct t_raw r;
+
+	for (uint32_t i = 0; i < N; i++) {
+		keys[i] = (struct kvr_key){i + 1, 11};
+		sizes[i] = 4096;
+	}
+	t_server_start(&srv, args);
+	cr_assert_eq(t_raw_connect(srv.sock, 0, &r), 0);
+	cr_assert_eq(t_raw_store(&r, keys, sizes, FIRST, ans, sizeof(ans)), 0);
+	for (uint32_t i = FIRST; i < N; i++)
+		cr_assert_eq(
+		    t_raw_store(&r, &keys[i], &sizes[i], 1, ans, sizeof(ans)),
+		    0, "key %u", i);
+	cr_assert(t_wait_until(log_names_objects, NULL, 3000),
+		  "no growth logged");
+	cr_expect(t_wait_until(log_says_migration_over, NULL, 3000),
+		  "the index's migration did not end without inserts");
+	for (uint32_t i = 0; i < N; i += 100) {
+		cr_assert_geq(t_raw_call(&r, KVR_OP_LOOKUP, 0, 0, &keys[i],
+					 NULL, N - i < 100 ? N - i : 100, ans,
+					 sizeof(ans)),
+			      (int)sizeof(*h));
+		cr_expect_eq((uint32_t)h->value, N - i < 100 ? N - i : 100,
+			     "hits from key %u", i);
+	}
+	t_raw_close(&r);
+	cr_expect_eq(t_server_stop(&srv), 0);
+}

@@ -356,6 +356,48 @@ Test(index, moves_few_entries_per_call_when_growth_in_progress)
 	}
 }
 
+/*
+ * A table only looked up in after a growth: the steps a caller gives it
+ * (kvringd's idle passes) finish the migration alone, each moving at most
+ * 8 entries, and every key stays found in between.
+ */
+Test(index, migrate_steps_finish_a_growth_without_inserts)
+{
+	uint32_t n, steps = 0;
+	uint64_t left, now, max_steps;
+
+	cr_assert_eq(init(5000, 13), 0);
+	cr_expect(!kvr_index_migrate_step(&ix), "a step with no migration");
+	n = fill_until_growth();
+	left = old_entries();
+	cr_assert_gt(left, 8u);
+	max_steps = left / 8 + ix.old_slots / 16 + 1;
+	while (kvr_index_migrate_step(&ix)) {
+		steps++;
+		now = old_entries();
+		cr_assert_leq(left - now, 8u, "step %u", steps);
+		left = now;
+		cr_assert_leq(steps, max_steps);
+		if (steps % 64 == 0)
+			for (uint32_t i = 0; i < n; i++) {
+				struct kvr_key k = key(i);
+
+				cr_assert_eq(kvr_index_find(&ix, 0, &k), i,
+					     "key %u after step %u", i, steps);
+			}
+	}
+	cr_expect_gt(steps, 0u);
+	cr_expect(!kvr_index_migrating(&ix));
+	cr_assert_null(ix.old_ent);
+	cr_expect_eq(kvr_index_count(&ix), n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvr_key k = key(i);
+
+		cr_assert_eq(kvr_index_find(&ix, 0, &k), i, "key %u", i);
+	}
+	cr_expect(!kvr_index_migrate_step(&ix), "a step after the end");
+}
+
 Test(index, growth_uses_table_filled_by_inserts_before_it)
 {
 	const uint32_t n = 150000;

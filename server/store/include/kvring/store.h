@@ -522,6 +522,20 @@ uint32_t kvr_store_max_keys(const struct kvr_store *s);
 uint64_t kvr_store_capacity(const struct kvr_store *s);
 
 /*
+ * kvr_store_idle_step - work a growth left for later, done in one bounded
+ * step (a few entries of the key index moved to its larger table, about
+ * what an insert adds): for the caller's idle time, so that a cache that
+ * is only looked up in after a growth stops probing two tables. Changes
+ * no object, no answer and no counter.
+ * Return: true while such work remains (call again when idle).
+ */
+bool kvr_store_idle_step(struct kvr_store *s);
+
+/* kvr_store_migrating - whether the key index still has entries in the
+ * table it outgrew (lookups may probe two tables). */
+bool kvr_store_migrating(const struct kvr_store *s);
+
+/*
  * kvr_store_table_bytes - bytes of the object table the engine keeps in a
  * mapping of its own rather than on the heap (so malloc statistics do not
  * see them), counting the entries written so far; 0 when the table is on
