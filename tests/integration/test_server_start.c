@@ -111,20 +111,28 @@ Test(server_start, refuses_and_keeps_the_live_lock_when_a_second_starts)
 }
 
 /* The soft open-file limit of process @pid, from /proc/<pid>/limits. */
-static long long soft_nofile(pid_t pid)
+/* The first number after @field at the start of a line of
+ * /proc/@pid/@file, or -1 when no line has it. */
+static long long proc_value(pid_t pid, const char *file, const char *field)
 {
 	char path[64], line[256];
-	long long soft = -1;
+	size_t len = strlen(field);
+	long long v = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	f = fopen(path, "r");
 	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
 	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "Max open files", 14) == 0)
-			sscanf(line + 14, "%lld", &soft);
+		if (strncmp(line, field, len) == 0)
+			sscanf(line + len, "%lld", &v);
 	fclose(f);
-	return soft;
+	return v;
+}
+
+static long long soft_nofile(pid_t pid)
+{
+	return proc_value(pid, "limits", "Max open files");
 }
 
 /*
@@ -187,19 +195,10 @@ Test(server_start, refuses_to_start_when_the_hard_open_file_limit_is_too_low)
 /* The address space @pid maps (VmSize), in bytes. */
 static unsigned long long vm_bytes(pid_t pid)
 {
-	char path[64], line[256];
-	unsigned long long kib = 0;
-	FILE *f;
+	long long kib = proc_value(pid, "status", "VmSize:");
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "VmSize:", 7) == 0)
-			sscanf(line + 7, "%llu", &kib);
-	fclose(f);
-	cr_assert_gt(kib, 0, "no VmSize in %s", path);
-	return kib << 10;
+	cr_assert_gt(kib, 0, "no VmSize in /proc/%d/status", (int)pid);
+	return (unsigned long long)kib << 10;
 }
 
 /*
