@@ -504,11 +504,7 @@ void kvr__store_audit_free(struct kvr__audit_scratch *a)
 	free(a);
 }
 
-/*
- * The tallies, zeroed: the scratch kept in the store, grown when the
- * object array grew since the last audit (channels and namespaces are
- * fixed at create). One memset per array instead of five callocs.
- */
+/* Bytes of the tallies' scratch at the store's sizes (tally_get). */
 static size_t tally_bytes(const struct kvr_store *s)
 {
 	return ((size_t)s->obj_cap + 1u) * 3u * sizeof(uint32_t) +
@@ -516,6 +512,11 @@ static size_t tally_bytes(const struct kvr_store *s)
 	       s->cfg.max_ns * sizeof(uint64_t);
 }
 
+/*
+ * The tallies, zeroed: the scratch kept in the store, grown when the
+ * object array grew since the last audit (channels and namespaces are
+ * fixed at create). One memset per array instead of five callocs.
+ */
 static int tally_get(const struct kvr_store *s, struct audit_tally *t)
 {
 	struct kvr__audit_scratch *a = s->audit;

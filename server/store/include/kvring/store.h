@@ -550,7 +550,7 @@ uint64_t kvr_store_table_bytes(const struct kvr_store *s);
  * Return: 0, or -ENOTRECOVERABLE with the first violation described in
  * @msg (NUL-terminated, when msg_len > 0), or -ENOMEM when the audit's
  * scratch (about 12 bytes per object of capacity) could not be allocated,
- * also said in @msg; nothing was checked then.
+ * also said in @msg; only the allocator was checked then.
  */
 int kvr_store_audit(const struct kvr_store *s, char *msg, size_t msg_len);
 
