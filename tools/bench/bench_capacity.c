@@ -81,6 +81,7 @@ struct cap_opts {
 	uint64_t chunk_bytes;
 	uint64_t samples;
 	bool json;
+	double sized;	     /* --sized F: engine sized for F x objects */
 	bool served;	     /* --served: the served table too */
 	const char *kvringd; /* --kvringd PATH for it */
 	int cpu_client, cpu_server;
@@ -97,6 +98,12 @@ struct cap_result {
 	double stats_ns;
 	double lookup16_key_p50; /* a 16-key lookup's p50 over 16 */
 	double miss_p50;	 /* one dependent read of the metadata's size */
+	/* --sized: the fill left the key index migrating; its lookup p50
+	 * and metadata then, and the idle steps that ended it (the figures
+	 * above are the engine's after them). */
+	bool moving;
+	double moving_lookup_p50, moving_meta_per_obj;
+	struct cap_idle idle;
 };
 
 /* The engine's heap in use (small chunks and mmap()ed ones), bytes. */
@@ -328,37 +335,18 @@ static double cap_stats_ns(const struct kvr_store *s)
 	return bench_ticks_to_ns(v[50]);
 }
 
-/* Everything for one size @n into *r. 0, or -1 (said). */
-static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
+/*
+ * The engine's metadata per object into *r (heap in use and the object
+ * table's own mapping, above @heap0; the RSS above @rss0 beside it).
+ * Return: the bytes the memory floor reads (at least a line).
+ */
+static uint64_t cap_meta(const struct kvr_store *s, uint64_t heap0,
+			 uint64_t rss0, struct cap_result *r)
 {
-	struct kvr_store_config cfg = {0};
-	struct kvr_store *s = NULL;
-	uint64_t ns = o->samples < n ? o->samples : n;
-	uint64_t *lat = calloc(ns, sizeof(*lat));
-	uint64_t heap0, heap1, rss0, floor_bytes, seed = 88172645463325252ull;
-	double p99;
-	int rc, ret = -1;
-
-	*r = (struct cap_result){.objects = n};
-	heap0 = heap_in_use();
-	rss0 = rss_bytes();
-	cfg.pool_bytes = n * o->chunk_bytes; /* full at exactly n objects */
-	cfg.align = (uint32_t)o->chunk_bytes;
-	cfg.max_keys = CAP_BATCH;
-	cfg.objects_hint = n;
-	cfg.hash_seed = 0x6b7672696e67ull;
-	rc = kvr_store_create(&cfg, &s);
-	if (rc < 0 || !lat) {
-		fprintf(stderr,
-			"kvring-bench capacity: %" PRIu64
-			" objects: setup: %s\n",
-			n, strerror(rc < 0 ? -rc : ENOMEM));
-		goto out;
-	}
-	if (cap_fill(s, n, o->chunk_bytes, lat, ns) < 0)
-		goto out;
+	uint64_t n = r->objects, floor_bytes;
 	/* The object table's own mapping is metadata the heap does not see. */
-	heap1 = heap_in_use() + kvr_store_table_bytes(s);
+	uint64_t heap1 = heap_in_use() + kvr_store_table_bytes(s);
+
 	r->meta_per_obj = (double)(heap1 - heap0) / (double)n;
 	r->rss_per_obj = (double)(rss_bytes() - rss0) / (double)n;
 	r->meta_src = "mallinfo2";
@@ -371,9 +359,51 @@ static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
 				  ? (uint64_t)(r->rss_per_obj * (double)n)
 				  : 0;
 	}
-	if (floor_bytes < CAP_LINE)
-		floor_bytes = CAP_LINE;
+	return floor_bytes < CAP_LINE ? CAP_LINE : floor_bytes;
+}
+
+/* Everything for one size @n into *r. 0, or -1 (said). */
+static int cap_one(const struct cap_opts *o, uint64_t n, struct cap_result *r)
+{
+	struct kvr_store_config cfg = {0};
+	struct kvr_store *s = NULL;
+	uint64_t ns = o->samples < n ? o->samples : n;
+	uint64_t *lat = calloc(ns, sizeof(*lat));
+	uint64_t heap0, rss0, floor_bytes, seed = 88172645463325252ull;
+	double p99;
+	int rc, ret = -1;
+
+	*r = (struct cap_result){.objects = n};
+	heap0 = heap_in_use();
+	rss0 = rss_bytes();
+	cfg.pool_bytes = n * o->chunk_bytes; /* full at exactly n objects */
+	cfg.align = (uint32_t)o->chunk_bytes;
+	cfg.max_keys = CAP_BATCH;
+	cfg.objects_hint = o->sized < 1 ? (uint64_t)((double)n * o->sized) : n;
+	cfg.hash_seed = 0x6b7672696e67ull;
+	rc = kvr_store_create(&cfg, &s);
+	if (rc < 0 || !lat) {
+		fprintf(stderr,
+			"kvring-bench capacity: %" PRIu64
+			" objects: setup: %s\n",
+			n, strerror(rc < 0 ? -rc : ENOMEM));
+		goto out;
+	}
+	if (cap_fill(s, n, o->chunk_bytes, lat, ns) < 0)
+		goto out;
 	cap_pcts(lat, ns, &r->store_p50, &r->store_p99);
+	floor_bytes = cap_meta(s, heap0, rss0, r);
+	if (kvr_store_migrating(s)) {
+		/* --sized: measured as the fill left it, then settled. */
+		r->moving = true;
+		r->moving_meta_per_obj = r->meta_per_obj;
+		if (cap_lookups(s, 0, n, lat, ns, &seed) < 0)
+			goto out;
+		cap_pcts(lat, ns, &r->moving_lookup_p50, &p99);
+		if (bench_cap_idle(s, &r->idle) < 0)
+			goto out;
+		floor_bytes = cap_meta(s, heap0, rss0, r);
+	}
 	if (cap_lookups(s, 0, n, lat, ns, &seed) < 0)
 		goto out;
 	cap_pcts(lat, ns, &r->lookup_p50, &r->lookup_p99);
@@ -439,6 +469,22 @@ static void cap_print_text(const struct cap_result *r,
 	       cap_misses(r->store_p50, b->store_p50, r->miss_p50), c[6]);
 }
 
+/* --sized: the key index as the fill left it, and its idle steps. */
+static void cap_print_idle(const struct cap_result *r)
+{
+	if (!r->moving) {
+		printf("#   the fill left the key index settled (its last "
+		       "growth's move ended before the fill did)\n");
+		return;
+	}
+	printf("#   after the fill the key index was migrating: lookup_p50 "
+	       "%.0f, meta_B %.1f; idle steps %" PRIu64 " (p50 %.0f, p99 "
+	       "%.0f, max %.0f ns), %.1f ms; the row above is after them\n",
+	       r->moving_lookup_p50, r->moving_meta_per_obj, r->idle.steps,
+	       r->idle.step_p50_ns, r->idle.step_p99_ns, r->idle.step_max_ns,
+	       r->idle.total_ms);
+}
+
 static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
 			   const struct cap_result *b)
 {
@@ -475,6 +521,19 @@ static void cap_print_json(const struct cap_opts *o, const struct cap_result *r,
 	bench_json_f64(&j, "lookup16_key_p50_ns", r->lookup16_key_p50);
 	bench_json_f64(&j, "ratio_lookup16_key_p50",
 		       r->lookup16_key_p50 / b->lookup16_key_p50);
+	bench_json_f64(&j, "sized_fraction", o->sized);
+	bench_json_bool(&j, "migrating_after_fill", r->moving);
+	if (r->moving) {
+		bench_json_f64(&j, "lookup_p50_ns_migrating",
+			       r->moving_lookup_p50);
+		bench_json_f64(&j, "meta_bytes_per_object_migrating",
+			       r->moving_meta_per_obj);
+		bench_json_u64(&j, "idle_steps", r->idle.steps);
+		bench_json_f64(&j, "idle_step_p50_ns", r->idle.step_p50_ns);
+		bench_json_f64(&j, "idle_step_p99_ns", r->idle.step_p99_ns);
+		bench_json_f64(&j, "idle_step_max_ns", r->idle.step_max_ns);
+		bench_json_f64(&j, "idle_ms", r->idle.total_ms);
+	}
 	bench_json_print(&j, stdout);
 }
 
@@ -483,8 +542,8 @@ static void cap_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: kvring-bench capacity [--sizes LIST] [--chunk-bytes N]"
-	    "\n                             [--samples N] [--json] "
-	    "[--served]\n"
+	    "\n                             [--samples N] [--sized F] [--json]"
+	    " [--served]\n"
 	    "                             [--kvringd PATH] [--cpu-client N]"
 	    " [--cpu-server N]\n"
 	    "  the storage engine in-process, filled with ever more "
@@ -503,6 +562,13 @@ static void cap_usage(FILE *f)
 	    "                   (default 4096; nothing is mapped)\n"
 	    "  --samples N      timed requests per figure and size "
 	    "(default %u)\n"
+	    "  --sized F        size the engine for F (0.05..1) of each "
+	    "size's objects, so\n"
+	    "                   the fill grows it; where the last growth "
+	    "left the key\n"
+	    "                   index migrating, lookups then, and the idle "
+	    "steps that\n"
+	    "                   end it (default 1: sized for all)\n"
 	    "  --json           one JSON object per size\n"
 	    "  --served         then, per size, a private kvringd with a "
 	    "pool of that\n"
@@ -569,6 +635,7 @@ static int cap_parse(int argc, char **argv, struct cap_opts *o)
 	    {"sizes", required_argument, NULL, 's'},
 	    {"chunk-bytes", required_argument, NULL, 'c'},
 	    {"samples", required_argument, NULL, 'n'},
+	    {"sized", required_argument, NULL, 'z'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"served", no_argument, NULL, 'S'},
 	    {"kvringd", required_argument, NULL, 'K'},
@@ -580,7 +647,7 @@ static int cap_parse(int argc, char **argv, struct cap_opts *o)
 	int c;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "s:c:n:jSK:C:V:h", longopts,
+	while ((c = getopt_long(argc, argv, "s:c:n:z:jSK:C:V:h", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -615,6 +682,21 @@ static int cap_parse(int argc, char **argv, struct cap_opts *o)
 				return 2;
 			}
 			break;
+		case 'z': {
+			char *end;
+
+			o->sized = strtod(optarg, &end);
+			if (end == optarg || *end || !(o->sized >= 0.05) ||
+			    o->sized > 1) {
+				fprintf(stderr,
+					"kvring-bench capacity: --sized '%s': "
+					"want a fraction of the objects from "
+					"0.05 to 1, as 0.9\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'j':
 			o->json = true;
 			break;
@@ -661,6 +743,7 @@ int bench_capacity_main(int argc, char **argv)
 	    .nsizes = 4,
 	    .chunk_bytes = 4096,
 	    .samples = CAP_DEFAULT_SAMPLE,
+	    .sized = 1,
 	    .cpu_client = 0,
 	    .cpu_server = bench_nr_cpus() > 1 ? 1 : -1,
 	};
@@ -698,6 +781,8 @@ int bench_capacity_main(int argc, char **argv)
 			cap_print_json(&o, &res[i], &res[0]);
 		else
 			cap_print_text(&res[i], &res[0]);
+		if (!o.json && o.sized < 1)
+			cap_print_idle(&res[i]);
 		if (!o.json && strcmp(res[i].meta_src, "mallinfo2") != 0)
 			printf("# meta_B of %" PRIu64 " objects is the RSS "
 			       "delta: mallinfo2 reports nothing here (a "

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_capacity.h - what kvring-bench capacity (bench_capacity.c) hands
- * its served half (bench_capacity_served.c, --served).
+ * its served half (bench_capacity_served.c, --served) and its idle steps
+ * (bench_capacity_idle.c, --sized).
  */
 #ifndef KVR_BENCH_CAPACITY_H
 #define KVR_BENCH_CAPACITY_H
@@ -29,5 +30,21 @@ struct cap_served_opts {
  * Return: 0, or -1 when a step failed or an answer was wrong (said).
  */
 int bench_capacity_served(const struct cap_served_opts *o);
+
+struct kvr_store;
+
+/* What the idle steps that ended a key index's migration took. */
+struct cap_idle {
+	uint64_t steps;
+	double step_p50_ns, step_p99_ns, step_max_ns;
+	double total_ms; /* the whole run of steps, clock reads included */
+};
+
+/*
+ * bench_cap_idle - run kvr_store_idle_step() on @s until it says nothing
+ * is left (at least once), each call timed, into *out.
+ * Return: 0, or -1 (said).
+ */
+int bench_cap_idle(struct kvr_store *s, struct cap_idle *out);
 
 #endif /* KVR_BENCH_CAPACITY_H */
