@@ -393,8 +393,7 @@ void kvr_store_destroy(struct kvr_store *s)
 bool kvr_store_idle_step(struct kvr_store *s)
 {
 	OWNER_ONLY(s);
-	return kvr_index_migrating(&s->index) &&
-	       kvr_index_migrate_step(&s->index);
+	return kvr_index_migrate_step(&s->index);
 }
 
 bool kvr_store_migrating(const struct kvr_store *s)
